@@ -1,0 +1,191 @@
+"""The Bot: retrieve, threshold, prompt, call the LLM, and fall back (HyDE, last resort) when nothing passes."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import unicodedata
+from typing import Any, Iterator, Mapping, Sequence
+
+from bot.answer import Answer, Strategy, Threshold
+from bot.errors import LLMError, LLMStreamBroken
+from bot.fallback import HydeFallback, LastResort
+from bot.index import KnowledgeIndex
+from bot.llm import ChatModel
+from bot.prompt import PromptBuilder
+from bot.search.base import Hit
+
+log = logging.getLogger(__name__)
+
+EMPTY_REPLY = "请输入您的问题。/ Please type a question."
+RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
+LLM_DOWN_NOTICE = "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
+CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
+TRUNCATED_NOTICE = "消息过长，只使用了前 {n} 个字符。/ The message was too long; only its first {n} characters were used."
+
+
+def clean_message(message: Any, limit: int) -> tuple[str, str | None]:
+    """Make user text safe to search: valid UTF-8, no control characters, at most ``limit`` characters."""
+    text = "" if message is None else str(message)
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch)[0] != "C").strip()
+    if len(text) > limit:
+        return text[:limit], TRUNCATED_NOTICE.format(n=limit)
+    return text, None
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+class Bot:
+    """Answers questions from the knowledge index, with an LLM when one is configured, retrieval-only otherwise."""
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        thresholds: Mapping[str, Threshold],
+        prompt: PromptBuilder,
+        last_resort: LastResort,
+        llm: ChatModel | None = None,
+        hyde: HydeFallback | None = None,
+        chain: Sequence[str] = ("hyde", "last_resort"),
+        mode: str = "sparse",
+        top_k: int = 5,
+        max_message_chars: int = 2000,
+    ):
+        self.index = index
+        self.thresholds = dict(thresholds)
+        self.prompt = prompt
+        self.last_resort = last_resort
+        self.llm = llm
+        self.hyde = hyde if llm is not None else None
+        self.chain = list(chain)
+        self.mode = mode
+        self.top_k = top_k
+        self.max_message_chars = max_message_chars
+
+    @property
+    def retrieval_only(self) -> bool:
+        """True when no LLM is configured."""
+        return self.llm is None
+
+    def retrieve(self, query: str, mode: str | None = None, top_k: int | None = None) -> tuple[list[Hit], list[Hit]]:
+        """(all hits, hits that pass the mode's threshold) for ``query``."""
+        mode = mode or self.mode
+        hits = self.index.searcher(mode).search(query, top_k or self.top_k)
+        gate = self.thresholds[mode]
+        return hits, [h for h in hits if gate.passes(h)]
+
+    def answer(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Answer:
+        """The complete answer (the last snapshot of :meth:`stream`)."""
+        final = None
+        for final in self.stream(message, history, mode):
+            pass
+        assert final is not None
+        return final
+
+    def stream(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Iterator[Answer]:
+        """Yield snapshots of the answer as it is produced; the last one has ``finished=True``."""
+        start = time.perf_counter()
+        mode = mode or self.mode
+        timings: dict[str, float] = {}
+        question, notice = clean_message(message, self.max_message_chars)
+        base = Answer(question=question, text="", strategy=Strategy.DIRECT, mode=mode,
+                      threshold=self.thresholds[mode].value, notice=notice, finished=False)
+        if not question:
+            yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)
+            return
+        t = time.perf_counter()
+        self.index.refresh()
+        candidates, passed = self.retrieve(question, mode)
+        timings["retrieve"] = _ms(t)
+        base = dataclasses.replace(base, candidates=candidates)
+        if passed:
+            yield from self._respond(dataclasses.replace(base, hits=passed), history, timings, start)
+            return
+        for step in self.chain:
+            if step == "hyde" and self.hyde is not None:
+                t = time.perf_counter()
+                try:
+                    hypothetical = self.hyde.hypothesize(question)
+                except LLMError as exc:
+                    log.warning("HyDE skipped: %s", exc)
+                    timings["hyde"] = _ms(t)
+                    continue
+                timings["hyde"] = _ms(t)
+                t = time.perf_counter()
+                _, passed = self.retrieve(HydeFallback.search_text(question, hypothetical), mode)
+                timings["retrieve_hyde"] = _ms(t)
+                if passed:
+                    base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical)
+                    yield from self._respond(base, history, timings, start)
+                    return
+                base = dataclasses.replace(base, hypothetical=hypothetical)
+            elif step == "last_resort":
+                break
+        yield from self._last_resort(dataclasses.replace(base, strategy=Strategy.LAST_RESORT), history, timings, start)
+
+    # -- producing text ----------------------------------------------------
+    def _respond(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
+        if self.llm is None:
+            yield self._finish(dataclasses.replace(base, text=self.compose(base.hits)), timings, start)
+            return
+        t = time.perf_counter()
+        prompt = self.prompt.build(base.question, base.hits, history)
+        timings["prompt"] = _ms(t)
+        base = dataclasses.replace(base, hits=prompt.used, llm_used=True)
+        yield from self._generate(base, prompt.messages, history, timings, start, fallback=self.compose(prompt.used))
+
+    def _last_resort(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
+        fixed = self.last_resort.fixed_reply(base.candidates)
+        if self.llm is not None and self.last_resort.uses_llm:
+            messages = self.prompt.build_plain(base.question, history)
+            base = dataclasses.replace(base, llm_used=True, notice=_join(base.notice, self.last_resort.notice))
+            yield from self._generate(base, messages, history, timings, start, fallback=fixed,
+                                      prefix=self.last_resort.notice + "\n\n")
+            return
+        yield self._finish(dataclasses.replace(base, text=fixed), timings, start)
+
+    def _generate(self, base: Answer, messages, history, timings, start, fallback: str, prefix: str = "") -> Iterator[Answer]:
+        """Stream the LLM; on failure degrade to ``fallback`` text with a notice, keeping any streamed part."""
+        t = time.perf_counter()
+        text = prefix
+        try:
+            for piece in self.llm.stream(messages):
+                text += piece
+                yield dataclasses.replace(base, text=text)
+        except LLMStreamBroken as exc:
+            log.warning("LLM stream broke: %s", exc)
+            timings["llm"] = _ms(t)
+            yield self._finish(dataclasses.replace(base, text=f"{text}\n\n{CUT_NOTICE}",
+                                                   notice=_join(base.notice, CUT_NOTICE)), timings, start)
+            return
+        except LLMError as exc:
+            log.warning("LLM failed, answering from retrieval: %s", exc)
+            timings["llm"] = _ms(t)
+            yield self._finish(dataclasses.replace(base, text=f"{LLM_DOWN_NOTICE}\n\n{fallback}", llm_used=False,
+                                                   notice=_join(base.notice, LLM_DOWN_NOTICE)), timings, start)
+            return
+        timings["llm"] = _ms(t)
+        yield self._finish(dataclasses.replace(base, text=text), timings, start)
+
+    def compose(self, hits: Sequence[Hit]) -> str:
+        """Retrieval-only reply: the best hit's document, then the other hits' titles."""
+        if not hits:
+            return self.last_resort.fixed_reply([])
+        best, others = hits[0], hits[1:]
+        text = f"{RETRIEVAL_ONLY_LABEL}\n\n**{best.entry.query}**\n\n{best.entry.document}"
+        if others:
+            text += "\n\n其他相关条目 / Other related entries:\n" + "\n".join(f"- {h.entry.query}" for h in others)
+        return text
+
+    def _finish(self, answer: Answer, timings: dict[str, float], start: float) -> Answer:
+        timings = dict(timings, total=_ms(start))
+        return dataclasses.replace(answer, timings=timings, finished=True)
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    parts = [p for p in (a, b) if p]
+    return " ".join(parts) if parts else None

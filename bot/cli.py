@@ -1,0 +1,98 @@
+"""Command line: ``python -m bot ask|search|index``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Sequence
+
+from bot.answer import hit_dict
+from bot.config import load_settings
+from bot.errors import BotError, KnowledgeError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bot", description="Knowledge-base chatbot / 知识库问答机器人")
+    p.add_argument("--config", default="config.yaml", help="path to config.yaml (default: ./config.yaml)")
+    p.add_argument("--mode", help="override retrieval.mode for this command")
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = p.add_subparsers(dest="command", required=True)
+    ask = sub.add_parser("ask", help="answer a question (uses the LLM when a key is set)")
+    ask.add_argument("question")
+    ask.add_argument("--json", action="store_true", help="print the answer, strategy and hits as JSON")
+    search = sub.add_parser("search", help="show the hits and scores for a query, without the LLM")
+    search.add_argument("query")
+    search.add_argument("--top-k", type=int, default=None)
+    search.add_argument("--json", action="store_true")
+    index = sub.add_parser("index", help="build or update the index from the knowledge folder")
+    index.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code (0 ok, 2 bad knowledge or config, 1 other failure)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(args.config)
+        if args.mode:
+            settings.retrieval.mode = args.mode
+        return {"ask": _ask, "search": _search, "index": _index}[args.command](settings, args)
+    except KnowledgeError as exc:
+        print(f"错误 / error: {exc}", file=sys.stderr)
+        return 2
+    except BotError as exc:
+        print(f"错误 / error: {exc}", file=sys.stderr)
+        return 2 if exc.__class__.__name__ == "ConfigError" else 1
+
+
+def _ask(settings, args) -> int:
+    from bot.factory import build_bot
+
+    bot = build_bot(settings)
+    answer = bot.answer(args.question)
+    if args.json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+        return 0
+    print(answer.text)
+    print(f"\n[strategy: {answer.strategy.value} · mode: {answer.mode} · "
+          f"{'LLM: ' + bot.llm.name if bot.llm else 'retrieval-only'}]")
+    for i, hit in enumerate(answer.hits, 1):
+        print(f"  [{i}] {hit.entry.query}  (score {hit.score:.2f}, {hit.searcher}, {hit.entry.id})")
+    return 0
+
+
+def _search(settings, args) -> int:
+    from bot.factory import build_bot
+
+    bot = build_bot(settings, llm=None)
+    hits, passed = bot.retrieve(args.query, top_k=args.top_k)
+    threshold = bot.thresholds[bot.mode].value
+    if args.json:
+        print(json.dumps({"query": args.query, "mode": bot.mode, "threshold": threshold,
+                          "hits": [dict(hit_dict(h), passed=h in passed) for h in hits]}, ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print("没有结果 / no hits")
+    for i, hit in enumerate(hits, 1):
+        mark = "✓" if hit in passed else "·"
+        print(f"{mark} {i}. {hit.score:8.3f}  {hit.entry.query}  [{hit.entry.id}]")
+    print(f"(mode {bot.mode}, threshold {threshold:g}; ✓ = passes)")
+    return 0
+
+
+def _index(settings, args) -> int:
+    from tqdm import tqdm
+
+    from bot.factory import build_index
+
+    index = build_index(settings)
+    index.load()
+    mode = settings.mode
+    with tqdm(total=len(index.entries), desc=f"indexing ({mode})", unit="entry", file=sys.stderr) as bar:
+        report = index.sync(mode, progress=bar.update, rebuild=args.rebuild)
+    print(f"{len(index.entries)} entries · mode {mode} · added {report.added}, updated {report.updated}, "
+          f"removed {report.removed}{' (rebuilt)' if report.rebuilt else ''} · {report.seconds:.2f}s")
+    return 0

@@ -1,0 +1,192 @@
+"""Typed settings read from config.yaml; unknown keys are rejected with the valid ones listed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.errors import ConfigError
+
+MODE_ENV = "KBBOT_MODE"
+
+
+class Strict(BaseModel):
+    """Base for every settings block: a typo in config.yaml is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class KnowledgeSettings(Strict):
+    """Where the knowledge JSON files live and how their text is cut."""
+
+    path: str = "knowledge"
+    user_dict: str | None = None
+
+
+class TantivySettings(Strict):
+    """The embedded BM25 engine."""
+
+    boosts: dict[str, float] = Field(
+        default_factory=lambda: {"query": 3.0, "metadata": 2.0, "document": 1.0}
+    )
+
+
+class ElasticsearchSettings(Strict):
+    """Elasticsearch backend of sparse retrieval (filled in by the Elasticsearch work)."""
+
+
+class SparseSettings(Strict):
+    """BM25 retrieval; the backend's own settings sit under its name."""
+
+    backend: Literal["tantivy", "elasticsearch"] = "tantivy"
+    threshold: float = 8.0
+    tantivy: TantivySettings = Field(default_factory=TantivySettings)
+    elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
+
+
+class DenseSettings(Strict):
+    """Dense retrieval: sentence vectors in a FAISS index (filled in by the dense work)."""
+
+
+class HybridSettings(Strict):
+    """Hybrid retrieval: reciprocal rank fusion of sparse and dense (filled in by the dense work)."""
+
+
+class RetrievalSettings(Strict):
+    """Which searcher answers, how many hits it returns, and their thresholds."""
+
+    mode: str = "sparse"
+    top_k: int = Field(5, ge=1, le=100)
+    sparse: SparseSettings = Field(default_factory=SparseSettings)
+    dense: DenseSettings = Field(default_factory=DenseSettings)
+    hybrid: HybridSettings = Field(default_factory=HybridSettings)
+
+
+class LLMSettings(Strict):
+    """An OpenAI-compatible chat endpoint; the key comes only from the environment."""
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.3
+    max_tokens: int = 512
+    timeout: float = 30.0
+    max_retries: int = Field(2, ge=0, le=10)
+
+    def api_key(self) -> str | None:
+        """The key from the environment variable named by ``api_key_env``, or None."""
+        value = os.environ.get(self.api_key_env, "").strip()
+        return value or None
+
+
+class Demonstration(Strict):
+    """One few-shot example: references shown to the model, the question, the ideal answer."""
+
+    references: list[dict[str, str]] = Field(default_factory=list)
+    question: str
+    answer: str
+
+
+class PromptSettings(Strict):
+    """Persona, demonstrations and templates of the few-shot prompt."""
+
+    persona: str
+    demonstrations: list[Demonstration] = Field(default_factory=list)
+    reference_template: str = "[{n}] 标题: {query}\n内容: {document}\n关键词: {metadata}"
+    user_template: str = "参考资料:\n{references}\n\n问题: {question}"
+    no_references: str = "(无)"
+    max_context_chars: int = Field(3000, ge=200)
+    max_history_turns: int = Field(3, ge=0)
+
+
+class HydeSettings(Strict):
+    """HyDE: the LLM writes a hypothetical answer that is searched together with the question."""
+
+    template: str
+    max_tokens: int = 200
+
+
+class LastResortSettings(Strict):
+    """What the bot says when no knowledge matched."""
+
+    mode: Literal["fixed", "llm"] = "fixed"
+    reply: str
+    notice: str
+    suggestions: int = Field(3, ge=0, le=10)
+
+
+class FallbackSettings(Strict):
+    """The ordered fallback chain run when no hit passes the threshold."""
+
+    chain: list[Literal["hyde", "last_resort"]] = Field(
+        default_factory=lambda: ["hyde", "last_resort"]
+    )
+    hyde: HydeSettings
+    last_resort: LastResortSettings
+
+
+class UISettings(Strict):
+    """The browser app."""
+
+    title: str = "知识库问答 / Knowledge-base chat"
+    host: str = "127.0.0.1"
+    port: int = 7860
+    examples: list[str] = Field(default_factory=list)
+    retrieval_only_label: str = "仅检索模式（未配置 LLM）/ Retrieval-only (no LLM configured)"
+
+
+class LimitSettings(Strict):
+    """Guards on user input."""
+
+    max_message_chars: int = Field(2000, ge=10)
+
+
+class Settings(Strict):
+    """Everything config.yaml can hold."""
+
+    state_dir: str = ".state"
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    prompt: PromptSettings
+    fallback: FallbackSettings
+    ui: UISettings = Field(default_factory=UISettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+    @property
+    def mode(self) -> str:
+        """The retrieval mode, with the KBBOT_MODE environment variable taking precedence."""
+        return os.environ.get(MODE_ENV, "").strip() or self.retrieval.mode
+
+
+def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
+    """Read and validate a config file; errors name the file and the offending key."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found; pass --config PATH or create it") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must hold a mapping at the top level")
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            lines.append(f"  - {key}: {err['msg']}")
+        raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None
+    settings.base_dir = path.resolve().parent
+    return settings

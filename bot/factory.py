@@ -1,0 +1,89 @@
+"""Building a Bot from Settings: the one place that reads config and wires the parts together."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from bot.answer import Threshold
+from bot.bot import Bot
+from bot.config import Settings
+from bot.fallback import HydeFallback, LastResort
+from bot.index import KnowledgeIndex
+from bot.llm import ChatModel, OpenAIChat
+from bot.prompt import PromptBuilder
+from bot.search.base import Searcher
+from bot.text import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+def build_tokenizer(settings: Settings) -> Tokenizer:
+    """The shared jieba tokenizer, with the optional user dictionary."""
+    user_dict = settings.resolve(settings.knowledge.user_dict) if settings.knowledge.user_dict else None
+    return Tokenizer(user_dict=user_dict, cache_dir=settings.resolve(settings.state_dir) / "jieba")
+
+
+def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], Searcher]]:
+    """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
+    state = settings.resolve(settings.state_dir)
+
+    def sparse() -> Searcher:
+        if settings.retrieval.sparse.backend == "elasticsearch":
+            from bot.search.es_searcher import build_elasticsearch_searcher
+
+            return build_elasticsearch_searcher(settings, tokenizer)
+        from bot.search.tantivy_searcher import TantivySearcher
+
+        return TantivySearcher(state / "tantivy", tokenizer, settings.retrieval.sparse.tantivy.boosts)
+
+    return {"sparse": sparse}
+
+
+def thresholds(settings: Settings) -> dict[str, Threshold]:
+    """mode -> the threshold a hit must reach to be used."""
+    return {"sparse": Threshold(settings.retrieval.sparse.threshold)}
+
+
+def build_llm(settings: Settings) -> ChatModel | None:
+    """The chat model, or None (retrieval-only) when no API key is in the environment."""
+    key = settings.llm.api_key()
+    if key is None:
+        log.info("no %s in the environment: retrieval-only mode", settings.llm.api_key_env)
+        return None
+    s = settings.llm
+    return OpenAIChat(base_url=s.base_url, model=s.model, api_key=key, temperature=s.temperature,
+                      max_tokens=s.max_tokens, timeout=s.timeout, max_retries=s.max_retries, key_env=s.api_key_env)
+
+
+def build_index(settings: Settings) -> KnowledgeIndex:
+    """The knowledge index with every mode's searcher factory (nothing is built yet)."""
+    tokenizer = build_tokenizer(settings)
+    return KnowledgeIndex(settings.resolve(settings.knowledge.path), tokenizer, searcher_factories(settings, tokenizer))
+
+
+def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True) -> Bot:
+    """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now."""
+    index = index or build_index(settings)
+    llm = llm if llm is not None else build_llm(settings)
+    mode = settings.mode
+    bot = Bot(
+        index=index,
+        thresholds=thresholds(settings),
+        prompt=PromptBuilder(settings.prompt),
+        last_resort=LastResort(settings.fallback.last_resort),
+        llm=llm,
+        hyde=HydeFallback(llm, settings.fallback.hyde) if llm is not None else None,
+        chain=settings.fallback.chain,
+        mode=mode,
+        top_k=settings.retrieval.top_k,
+        max_message_chars=settings.limits.max_message_chars,
+    )
+    if mode not in index.modes:
+        from bot.errors import ConfigError
+
+        raise ConfigError(f"retrieval.mode is {mode!r}; choose one of: {', '.join(index.modes)}")
+    if load:
+        index.load()
+        index.searcher(mode)
+    return bot

@@ -1,0 +1,57 @@
+"""Fallbacks run when no hit passes: HyDE (search again with a hypothetical answer), then the last resort."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from bot.config import HydeSettings, LastResortSettings
+from bot.llm import ChatModel
+from bot.search.base import Hit
+
+
+class HydeFallback:
+    """Asks the LLM for a short hypothetical answer; the bot searches again with question + that answer."""
+
+    def __init__(self, llm: ChatModel, settings: HydeSettings):
+        self.llm = llm
+        self.settings = settings
+
+    def hypothesize(self, question: str) -> str:
+        """The hypothetical answer for ``question`` (raises LLMError if the LLM fails)."""
+        prompt = self.settings.template.format(question=question)
+        return self.llm.complete([{"role": "user", "content": prompt}], max_tokens=self.settings.max_tokens).strip()
+
+    @staticmethod
+    def search_text(question: str, hypothetical: str) -> str:
+        """What is searched on the second try."""
+        return f"{question}\n{hypothetical}"
+
+
+class LastResort:
+    """The fixed polite reply (with 'did you mean' suggestions), or the LLM alone with a visible notice."""
+
+    def __init__(self, settings: LastResortSettings):
+        self.settings = settings
+
+    @property
+    def uses_llm(self) -> bool:
+        """True when configured to let the LLM answer alone."""
+        return self.settings.mode == "llm"
+
+    def fixed_reply(self, candidates: Sequence[Hit]) -> str:
+        """The configured reply plus up to ``suggestions`` closest entries below the threshold."""
+        text = self.settings.reply.strip()
+        seen: list[str] = []
+        for hit in candidates:
+            if hit.entry.query not in seen:
+                seen.append(hit.entry.query)
+            if len(seen) >= self.settings.suggestions:
+                break
+        if seen:
+            text += "\n\n您是不是想问 / Did you mean:\n" + "\n".join(f"- {q}" for q in seen)
+        return text
+
+    @property
+    def notice(self) -> str:
+        """The notice shown above an LLM-alone answer."""
+        return self.settings.notice.strip()

@@ -1,0 +1,98 @@
+"""Keeps every searcher in step with the knowledge folder; a bad edit never replaces the last good index."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Mapping
+
+from bot.errors import ConfigError, KnowledgeError
+from bot.knowledge import Entry, folder_signature, load_entries
+from bot.search.base import Progress, Searcher, SyncReport
+from bot.text import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+class KnowledgeIndex:
+    """The knowledge entries plus one lazily built searcher per retrieval mode."""
+
+    def __init__(
+        self,
+        folder: str | Path,
+        tokenizer: Tokenizer,
+        factories: Mapping[str, Callable[[], Searcher]],
+        check_interval: float = 1.0,
+    ):
+        self.folder = Path(folder)
+        self.tokenizer = tokenizer
+        self._factories = dict(factories)
+        self._searchers: dict[str, Searcher] = {}
+        self._lock = threading.RLock()
+        self._signature: tuple | None = None
+        self._last_check = 0.0
+        self.check_interval = check_interval
+        self.entries: list[Entry] = []
+        self.error: KnowledgeError | None = None
+
+    @property
+    def modes(self) -> list[str]:
+        """The retrieval modes this index can serve."""
+        return list(self._factories)
+
+    def load(self, progress: Progress | None = None) -> dict[str, SyncReport]:
+        """Read the knowledge folder and sync the searchers built so far; raises KnowledgeError on bad files."""
+        with self._lock:
+            signature = folder_signature(self.folder)
+            try:
+                entries = load_entries(self.folder)
+            except KnowledgeError as exc:
+                self._signature, self.error = signature, exc
+                raise
+            self.tokenizer.add_words(w for e in entries for w in e.metadata)
+            self.entries, self._signature, self.error = entries, signature, None
+            return {mode: s.sync(entries, progress) for mode, s in self._searchers.items()}
+
+    def sync(self, mode: str, progress: Progress | None = None, rebuild: bool = False) -> SyncReport:
+        """Build ``mode``'s searcher if needed and bring it in step with the entries (from scratch with ``rebuild``)."""
+        with self._lock:
+            searcher = self._searchers.get(mode)
+            if searcher is None:
+                if mode not in self._factories:
+                    raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
+                searcher = self._factories[mode]()
+            if rebuild:
+                searcher.reset("rebuild requested")
+            report = searcher.sync(self.entries, progress)
+            self._searchers[mode] = searcher
+            return report
+
+    def searcher(self, mode: str) -> Searcher:
+        """The searcher for ``mode``, built and synced on first use."""
+        with self._lock:
+            if mode not in self._searchers:
+                self.sync(mode)
+            return self._searchers[mode]
+
+    def refresh(self, force: bool = False) -> bool:
+        """Reload when the knowledge files changed on disk; returns True if the index changed.
+
+        A malformed edit is logged and kept in ``error``; the searchers keep the last good entries.
+        """
+        now = time.monotonic()
+        if not force and now - self._last_check < self.check_interval:
+            return False
+        self._last_check = now
+        if not force and folder_signature(self.folder) == self._signature:
+            return False
+        try:
+            reports = self.load()
+        except KnowledgeError as exc:
+            log.error("knowledge not reloaded, still serving the last good index: %s", exc)
+            return False
+        changed = any(r.changed for r in reports.values())
+        if changed:
+            log.info("knowledge reloaded: %s", {m: (r.added, r.updated, r.removed) for m, r in reports.items()})
+        return changed

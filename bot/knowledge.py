@@ -1,0 +1,186 @@
+"""Knowledge entries: loading every *.json under a folder, with validation that lists every problem."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from bot.errors import KnowledgeError, KnowledgeProblem
+
+_KEYWORD_SPLIT = re.compile(r"[,，、;；]")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One piece of knowledge: a title-like ``query``, its ``document`` and keyword ``metadata``."""
+
+    id: str
+    query: str
+    document: str
+    metadata: tuple[str, ...] = ()
+    source: str = field(default="", compare=False)
+
+    @property
+    def keywords(self) -> str:
+        """The metadata keywords as one comma-separated string, the form the files use."""
+        return ",".join(self.metadata)
+
+    @property
+    def content_hash(self) -> str:
+        """A hash of everything searchable, so an index can tell a changed entry from an unchanged one."""
+        blob = json.dumps([self.id, self.query, self.document, list(self.metadata)], ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def parse_keywords(value: str | list[str]) -> tuple[str, ...]:
+    """Split a comma-separated keyword string (or a list of them) into clean keywords."""
+    parts = value if isinstance(value, list) else _KEYWORD_SPLIT.split(value)
+    out: list[str] = []
+    for part in parts:
+        for word in _KEYWORD_SPLIT.split(part):
+            word = word.strip()
+            if word and word not in out:
+                out.append(word)
+    return tuple(out)
+
+
+class _JsonObject(dict):
+    """A decoded JSON object that remembers keys it saw twice (json.loads keeps only the last)."""
+
+    duplicates: list[str]
+
+
+def _object_with_duplicates(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj = _JsonObject()
+    obj.duplicates = []
+    for key, value in pairs:
+        if key in obj:
+            obj.duplicates.append(key)
+        obj[key] = value
+    return obj
+
+
+def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]) -> dict | None:
+    if not isinstance(raw, dict):
+        problems.append(KnowledgeProblem(file, key, f"must be an object with query/document, got {type(raw).__name__}"))
+        return None
+    ok = True
+    for name in getattr(raw, "duplicates", []):
+        problems.append(KnowledgeProblem(file, key, f"field {name!r} appears twice"))
+        ok = False
+    for name in ("query", "document"):
+        value = raw.get(name)
+        if value is None:
+            problems.append(KnowledgeProblem(file, key, f"missing {name!r}"))
+            ok = False
+        elif not isinstance(value, str):
+            problems.append(KnowledgeProblem(file, key, f"{name!r} must be a string, got {type(value).__name__}"))
+            ok = False
+        elif not value.strip():
+            problems.append(KnowledgeProblem(file, key, f"{name!r} is empty"))
+            ok = False
+    meta = raw.get("metadata", "")
+    if meta is None:
+        meta = ""
+    if not (isinstance(meta, str) or (isinstance(meta, list) and all(isinstance(m, str) for m in meta))):
+        problems.append(KnowledgeProblem(file, key, "'metadata' must be a comma-separated string or a list of strings"))
+        ok = False
+    return raw if ok else None
+
+
+def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProblem]) -> list[Entry]:
+    """Turn one decoded knowledge file (object or list form) into entries, collecting problems."""
+    if isinstance(data, dict):
+        for key in getattr(data, "duplicates", []):
+            problems.append(KnowledgeProblem(file, key, "duplicate id (the key appears twice in this file)"))
+        items: Iterable[tuple[str, Any]] = ((str(k), v) for k, v in data.items())
+    elif isinstance(data, list):
+        items = ((str(i), v) for i, v in enumerate(data))
+    else:
+        problems.append(KnowledgeProblem(file, None, "top level must be an object {id: entry} or a list of entries"))
+        return []
+    entries = []
+    for key, raw in items:
+        checked = _check_entry(file, key, raw, problems)
+        if checked is not None:
+            entries.append(
+                Entry(
+                    id=f"{stem}:{key}",
+                    query=checked["query"].strip(),
+                    document=checked["document"].strip(),
+                    metadata=parse_keywords(checked.get("metadata") or ""),
+                    source=file,
+                )
+            )
+    return entries
+
+
+def parse_text(text: str, stem: str, file: str, problems: list[KnowledgeProblem]) -> list[Entry]:
+    """Decode and validate the text of one knowledge file."""
+    try:
+        data = json.loads(text, object_pairs_hook=_object_with_duplicates)
+    except json.JSONDecodeError as exc:
+        problems.append(KnowledgeProblem(file, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"))
+        return []
+    return parse_document(data, stem, file, problems)
+
+
+def load_entries(folder: str | Path) -> list[Entry]:
+    """Load every *.json under ``folder`` (recursively, sorted), or raise one KnowledgeError listing all problems."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise KnowledgeError([KnowledgeProblem(str(folder), None, "knowledge folder not found; set knowledge.path in config.yaml")])
+    problems: list[KnowledgeProblem] = []
+    entries: list[Entry] = []
+    seen: dict[str, str] = {}
+    for path in knowledge_files(folder):
+        file = str(path)
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(KnowledgeProblem(file, None, f"cannot read as UTF-8 text: {exc}"))
+            continue
+        for entry in parse_text(text, path.stem, file, problems):
+            if entry.id in seen:
+                problems.append(KnowledgeProblem(file, entry.id, f"duplicate id, also defined in {seen[entry.id]}"))
+                continue
+            seen[entry.id] = file
+            entries.append(entry)
+    if problems:
+        raise KnowledgeError(problems)
+    return entries
+
+
+def knowledge_files(folder: Path) -> list[Path]:
+    """The knowledge files under ``folder``, in a stable order; hidden files and temp files are skipped."""
+    return sorted(
+        p for p in folder.rglob("*.json")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+
+
+def fingerprint(entries: Iterable[Entry]) -> str:
+    """One hash of a whole knowledge base; equal fingerprints mean nothing searchable changed."""
+    h = hashlib.sha256()
+    for entry in sorted(entries, key=lambda e: e.id):
+        h.update(entry.content_hash.encode())
+    return h.hexdigest()[:16]
+
+
+def folder_signature(folder: str | Path) -> tuple:
+    """Cheap stat-based signature of the knowledge files, to notice edits without reading them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return ()
+    out = []
+    for path in knowledge_files(folder):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(out)

@@ -1,0 +1,109 @@
+"""The chat role: ``complete`` and ``stream`` over an OpenAI-compatible endpoint, failures as our own errors."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from typing import Iterator, Sequence
+
+from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, str]
+
+
+class ChatModel(ABC):
+    """A chat LLM: subclasses implement ``stream``; ``complete`` joins it."""
+
+    name: str = "llm"
+
+    @abstractmethod
+    def stream(self, messages: Sequence[Message], max_tokens: int | None = None) -> Iterator[str]:
+        """Yield the reply in pieces as they arrive; raise LLMError subclasses on failure."""
+
+    def complete(self, messages: Sequence[Message], max_tokens: int | None = None) -> str:
+        """The whole reply as one string."""
+        return "".join(self.stream(messages, max_tokens=max_tokens))
+
+
+class OpenAIChat(ChatModel):
+    """Any OpenAI-compatible chat endpoint (OpenAI, DeepSeek, Qwen, vLLM, Ollama) through the ``openai`` package."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str,
+        temperature: float = 0.3,
+        max_tokens: int = 512,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        key_env: str = "OPENAI_API_KEY",
+    ):
+        import openai
+
+        self.base_url = base_url
+        self.model = model
+        self.name = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self._key_env = key_env
+        # The openai client retries 408/409/429/5xx/timeouts itself, with exponential backoff and jitter.
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
+
+    def _translate(self, exc: Exception) -> LLMError:
+        import openai
+
+        where = f"the LLM at {self.base_url} (model {self.model})"
+        if isinstance(exc, openai.APITimeoutError):
+            return LLMTimeoutError(f"{where} did not answer within {self.timeout:g}s; raise llm.timeout in config.yaml or check the server's load")
+        if isinstance(exc, openai.AuthenticationError):
+            return LLMError(f"{where} rejected the API key (401); check the {self._key_env} environment variable")
+        if isinstance(exc, openai.PermissionDeniedError):
+            return LLMError(f"{where} refused access (403); check that the key in {self._key_env} may use this model")
+        if isinstance(exc, openai.NotFoundError):
+            return LLMError(f"{where} answered 404; check llm.model and llm.base_url (it usually ends in /v1)")
+        if isinstance(exc, openai.RateLimitError):
+            return LLMError(f"{where} is rate limiting (429) even after retries; wait, or raise llm.max_retries")
+        if isinstance(exc, openai.APIStatusError):
+            return LLMError(f"{where} failed with HTTP {exc.status_code} after retries; check the server's logs")
+        if isinstance(exc, openai.APIConnectionError):
+            return LLMError(f"cannot connect to {where}; is the server running and llm.base_url right?")
+        return LLMError(f"{where} failed: {type(exc).__name__}: {exc}")
+
+    def stream(self, messages: Sequence[Message], max_tokens: int | None = None) -> Iterator[str]:
+        """Stream the reply over SSE; a break after some text raises LLMStreamBroken carrying that text."""
+        import openai
+
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model,
+                messages=list(messages),
+                temperature=self.temperature,
+                max_tokens=max_tokens or self.max_tokens,
+                stream=True,
+            )
+        except openai.OpenAIError as exc:
+            raise self._translate(exc) from exc
+        received: list[str] = []
+        try:
+            for chunk in response:
+                if not chunk.choices:
+                    continue
+                piece = chunk.choices[0].delta.content or ""
+                if piece:
+                    received.append(piece)
+                    yield piece
+        except Exception as exc:  # httpx read errors, timeouts, malformed SSE mid-answer
+            err = self._translate(exc)
+            if received:
+                raise LLMStreamBroken(f"the answer stream broke: {err}", "".join(received)) from exc
+            raise err from exc
+        finally:
+            response.close()

@@ -1,0 +1,108 @@
+"""Few-shot prompt: persona, demonstrations, history, then the retrieved items as numbered references."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from bot.config import PromptSettings
+from bot.search.base import Hit
+
+Message = dict[str, str]
+
+
+def message_text(content: Any) -> str:
+    """Plain text of a chat message's content (a string, or a list of parts as Gradio sends it)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return str(content.get("text") or content.get("content") or "")
+    if isinstance(content, (list, tuple)):
+        return "".join(message_text(part) for part in content)
+    return "" if content is None else str(content)
+
+
+def normalize_history(history: Sequence[Any] | None, max_turns: int) -> list[Message]:
+    """The last ``max_turns`` user/assistant turns as OpenAI messages; accepts dicts or (user, bot) pairs."""
+    messages: list[Message] = []
+    for item in history or []:
+        if isinstance(item, dict) and item.get("role") in ("user", "assistant"):
+            text = message_text(item.get("content"))
+            if text.strip():
+                messages.append({"role": item["role"], "content": text})
+        elif isinstance(item, (list, tuple)) and len(item) == 2:
+            for role, content in zip(("user", "assistant"), item):
+                text = message_text(content)
+                if text.strip():
+                    messages.append({"role": role, "content": text})
+    if max_turns <= 0:
+        return []
+    # One turn is a user message and the reply to it; keep whole turns from the end.
+    starts = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    return messages[starts[-max_turns]:] if len(starts) > max_turns else messages
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Messages ready for the LLM and the hits whose text made it into the references."""
+
+    messages: list[Message]
+    used: list[Hit]
+
+
+class PromptBuilder:
+    """Renders the templates from config.yaml; no prompt text lives in Python."""
+
+    def __init__(self, settings: PromptSettings):
+        self.settings = settings
+
+    def render_reference(self, n: int, query: str, document: str, metadata: str) -> str:
+        """One numbered reference block."""
+        return self.settings.reference_template.format(n=n, query=query, document=document, metadata=metadata or "-")
+
+    def references(self, hits: Sequence[Hit]) -> tuple[str, list[Hit]]:
+        """Reference text within max_context_chars, dropping the lowest-scored hits first."""
+        kept = sorted(hits, key=lambda h: h.score, reverse=True)
+        while kept:
+            blocks = [
+                self.render_reference(i, h.entry.query, h.entry.document, h.entry.keywords)
+                for i, h in enumerate(kept, 1)
+            ]
+            text = "\n\n".join(blocks)
+            if len(text) <= self.settings.max_context_chars or len(kept) == 1:
+                if len(text) > self.settings.max_context_chars:  # a single huge entry: cut it, keep the start
+                    text = text[: self.settings.max_context_chars] + "…"
+                return text, kept
+            kept = kept[:-1]
+        return self.settings.no_references, []
+
+    def _user(self, references: str, question: str) -> str:
+        return self.settings.user_template.format(references=references, question=question)
+
+    def _demonstrations(self) -> list[Message]:
+        out: list[Message] = []
+        for demo in self.settings.demonstrations:
+            blocks = [
+                self.render_reference(i, r.get("query", ""), r.get("document", ""), r.get("metadata", ""))
+                for i, r in enumerate(demo.references, 1)
+            ]
+            refs = "\n\n".join(blocks) if blocks else self.settings.no_references
+            out.append({"role": "user", "content": self._user(refs, demo.question)})
+            out.append({"role": "assistant", "content": demo.answer})
+        return out
+
+    def build(self, question: str, hits: Sequence[Hit], history: Sequence[Any] | None = None) -> Prompt:
+        """System persona, demonstrations, recent history, then references and the question."""
+        refs, used = self.references(hits)
+        messages = [{"role": "system", "content": self.settings.persona}]
+        messages += self._demonstrations()
+        messages += normalize_history(history, self.settings.max_history_turns)
+        messages.append({"role": "user", "content": self._user(refs, question)})
+        return Prompt(messages, used)
+
+    def build_plain(self, question: str, history: Sequence[Any] | None = None) -> list[Message]:
+        """Persona and history only, for the LLM-alone last resort."""
+        messages = [{"role": "system", "content": self.settings.persona}]
+        messages += normalize_history(history, self.settings.max_history_turns)
+        messages.append({"role": "user", "content": question})
+        return messages

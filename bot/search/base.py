@@ -1,0 +1,108 @@
+"""The Searcher role: ``search(query, top_k) -> list[Hit]`` plus incremental sync of entries."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from bot.knowledge import Entry
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the entry, its score on the searcher's own scale, and which searcher found it."""
+
+    entry: Entry
+    score: float
+    searcher: str
+    scores: dict[str, float] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What a sync changed in an index."""
+
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    rebuilt: bool = False
+    seconds: float = 0.0
+    reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        """True when the index content differs from before the sync."""
+        return bool(self.added or self.updated or self.removed or self.rebuilt)
+
+
+class Searcher(ABC):
+    """Base of every searcher: subclasses store and score; the base does the diffing for sync."""
+
+    name: str = "searcher"
+
+    @abstractmethod
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        """The best ``top_k`` hits for ``query``, best first; an empty or word-less query gives []."""
+
+    @abstractmethod
+    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
+        """Add new entries or replace entries with the same id."""
+
+    @abstractmethod
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove entries by id; unknown ids are ignored."""
+
+    @abstractmethod
+    def indexed_hashes(self) -> dict[str, str] | None:
+        """id -> content hash of what the index holds now, or None when no valid index exists."""
+
+    def reset(self, reason: str) -> None:
+        """Drop the whole index so the next sync rebuilds it (used when its signature changed)."""
+        self.remove(list((self.indexed_hashes() or {}).keys()))
+
+    def signature(self) -> str:
+        """What the index's layout depends on besides the entries (tokenizer, fields, boosts)."""
+        return ""
+
+    def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
+        """Make the index hold exactly ``entries``, touching only what changed."""
+        start = time.perf_counter()
+        current = self.indexed_hashes()
+        rebuilt = current is None
+        reason = "no index yet" if rebuilt else ""
+        if current is None:
+            self.reset(reason)
+            current = {}
+        wanted = {e.id: e for e in entries}
+        stale = [i for i in current if i not in wanted]
+        fresh = [e for e in entries if current.get(e.id) != e.content_hash]
+        updated = sum(1 for e in fresh if e.id in current)
+        if stale:
+            self.remove(stale)
+        if fresh:
+            self.upsert(fresh, progress)
+        return SyncReport(
+            added=len(fresh) - updated,
+            updated=updated,
+            removed=len(stale),
+            rebuilt=rebuilt,
+            seconds=time.perf_counter() - start,
+            reason=reason,
+        )
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    """Write JSON so that a reader (or a crash) sees either the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

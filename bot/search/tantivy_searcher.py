@@ -1,0 +1,206 @@
+"""Embedded BM25 on an on-disk tantivy index, over jieba tokens, with incremental add/replace/remove."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from bot.errors import SearchBackendError
+from bot.knowledge import Entry
+from bot.search.base import Hit, Progress, Searcher, write_json_atomic
+from bot.text import Tokenizer
+
+log = logging.getLogger(__name__)
+
+FIELDS = ("query", "metadata", "document")
+ANALYZER = "kb_tokens"  # whitespace split over our jieba tokens; must be registered after every open
+SCHEMA_VERSION = "1"
+STATE_FILE = "kbbot-state.json"
+
+
+def _analyzer():
+    import tantivy
+
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).filter(tantivy.Filter.remove_long(100)).build()
+
+
+def entry_to_json(entry: Entry) -> bytes:
+    """The stored form of an entry, so hits can be shown without the knowledge files."""
+    return json.dumps(
+        {"id": entry.id, "query": entry.query, "document": entry.document, "metadata": list(entry.metadata), "source": entry.source},
+        ensure_ascii=False,
+    ).encode("utf-8")
+
+
+def entry_from_json(blob: bytes) -> Entry:
+    """Inverse of :func:`entry_to_json`."""
+    d = json.loads(blob)
+    return Entry(d["id"], d["query"], d["document"], tuple(d["metadata"]), d.get("source", ""))
+
+
+class TantivySearcher(Searcher):
+    """BM25 (tantivy) over query, metadata and document fields; the best field wins (dis-max), boosted."""
+
+    name = "tantivy"
+
+    def __init__(self, path: str | Path, tokenizer: Tokenizer, boosts: Mapping[str, float] | None = None):
+        self.path = Path(path)
+        self.tokenizer = tokenizer
+        self.boosts = {f: float((boosts or {}).get(f, 1.0)) for f in FIELDS}
+        self._lock = threading.RLock()
+        self._index = None
+        self._hashes: dict[str, str] | None = None
+
+    # -- index lifecycle -------------------------------------------------
+    def _schema(self):
+        import tantivy
+
+        b = tantivy.SchemaBuilder()
+        b.add_text_field("id", stored=True, tokenizer_name="raw")
+        for f in FIELDS:
+            b.add_text_field(f, stored=False, tokenizer_name=ANALYZER, index_option="freq")
+        b.add_bytes_field("entry", stored=True)
+        return b.build()
+
+    def signature(self) -> str:
+        """Schema version plus the tokenizer's rules: a change in either forces a rebuild."""
+        return f"{SCHEMA_VERSION}:{self.tokenizer.signature()}"
+
+    def _open(self):
+        """Open the index on disk, or return None if it is missing, from another version, or unreadable."""
+        import tantivy
+
+        state_file = self.path / STATE_FILE
+        if not state_file.is_file():
+            return None
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+            if state.get("signature") != self.signature():
+                log.info("tantivy index at %s was built with other settings; rebuilding", self.path)
+                return None
+            index = tantivy.Index.open(str(self.path))
+            index.register_tokenizer(ANALYZER, _analyzer())
+            index.searcher().num_docs  # noqa: B018 - touches the segments so corruption shows here
+        except Exception as exc:  # any failure to read means: rebuild from the knowledge
+            log.warning("tantivy index at %s is unreadable (%s); rebuilding it", self.path, exc)
+            return None
+        self._hashes = dict(state.get("hashes", {}))
+        return index
+
+    def _ensure(self):
+        with self._lock:
+            if self._index is None:
+                self._index = self._open()
+            return self._index
+
+    def indexed_hashes(self) -> dict[str, str] | None:
+        """id -> content hash of what the index holds, or None when there is no usable index."""
+        with self._lock:
+            return None if self._ensure() is None else dict(self._hashes or {})
+
+    def reset(self, reason: str) -> None:
+        """Delete the index folder and create an empty index."""
+        import tantivy
+
+        with self._lock:
+            if self.path.exists():
+                shutil.rmtree(self.path)
+            self.path.mkdir(parents=True)
+            index = tantivy.Index(self._schema(), path=str(self.path))
+            index.register_tokenizer(ANALYZER, _analyzer())
+            self._index, self._hashes = index, {}
+            self._save_state()
+
+    def _save_state(self) -> None:
+        write_json_atomic(self.path / STATE_FILE, {"signature": self.signature(), "hashes": self._hashes})
+
+    def _writer(self):
+        try:
+            return self._ensure_or_reset().writer(heap_size=64_000_000, num_threads=1)
+        except ValueError as exc:
+            raise SearchBackendError(
+                f"cannot write the tantivy index at {self.path} ({exc}); another process may be indexing — wait for it or stop it"
+            ) from exc
+
+    def _ensure_or_reset(self):
+        if self._ensure() is None:
+            self.reset("no index yet")
+        return self._index
+
+    # -- writes ----------------------------------------------------------
+    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
+        """Replace-or-add each entry (delete by id, then add), one commit for the batch."""
+        import tantivy
+
+        if not entries:
+            return
+        with self._lock:
+            writer = self._writer()
+            try:
+                for i, entry in enumerate(entries):
+                    writer.delete_documents_by_term("id", entry.id)
+                    doc = tantivy.Document()
+                    doc.add_text("id", entry.id)
+                    doc.add_text("query", " ".join(self.tokenizer.tokenize(entry.query)))
+                    doc.add_text("metadata", " ".join(self.tokenizer.tokenize(" ".join(entry.metadata))))
+                    doc.add_text("document", " ".join(self.tokenizer.tokenize(entry.document)))
+                    doc.add_bytes("entry", entry_to_json(entry))
+                    writer.add_document(doc)
+                    if progress and (i + 1) % 100 == 0:
+                        progress(100)
+                writer.commit()
+                writer.wait_merging_threads()
+            except BaseException:
+                writer.rollback()
+                raise
+            if progress and len(entries) % 100:
+                progress(len(entries) % 100)
+            self._index.reload()
+            self._hashes.update({e.id: e.content_hash for e in entries})
+            self._save_state()
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Delete entries by id in one commit."""
+        ids = list(ids)
+        if not ids:
+            return
+        with self._lock:
+            writer = self._writer()
+            for entry_id in ids:
+                writer.delete_documents_by_term("id", entry_id)
+            writer.commit()
+            writer.wait_merging_threads()
+            self._index.reload()
+            for entry_id in ids:
+                self._hashes.pop(entry_id, None)
+            self._save_state()
+
+    # -- reads -----------------------------------------------------------
+    def query_for(self, tokens: list[str]):
+        """The tantivy query: per field a should-match of the tokens, boosted; the best field wins."""
+        import tantivy
+
+        schema = self._index.schema
+        per_field = []
+        for f in FIELDS:
+            terms = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, f, t)) for t in tokens]
+            per_field.append(tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), self.boosts[f]))
+        return tantivy.Query.disjunction_max_query(per_field, tie_breaker=0.0)
+
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        """BM25 top_k over the index; [] when the query has no words or the index is empty."""
+        tokens = list(dict.fromkeys(self.tokenizer.tokenize(query)))
+        index = self._ensure()
+        if not tokens or index is None or top_k <= 0:
+            return []
+        searcher = index.searcher()
+        result = searcher.search(self.query_for(tokens), limit=top_k)
+        hits = []
+        for score, address in result.hits:
+            doc = searcher.doc(address)
+            hits.append(Hit(entry_from_json(doc["entry"][0]), float(score), self.name))
+        return hits

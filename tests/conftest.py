@@ -1,0 +1,59 @@
+"""Shared fixtures: a tiny knowledge base, settings pointing at temp folders, the local LLM server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bot.config import Settings, load_settings
+from bot.text import Tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = {
+    "add": {"query": "怎么添加知识？", "document": "把 JSON 条目放进 knowledge 文件夹，下一条消息时索引会自动更新。", "metadata": "添加知识,知识库"},
+    "mode": {"query": "怎么切换检索模式？", "document": "在 config.yaml 中修改 retrieval.mode，然后重启应用。", "metadata": "检索模式,配置"},
+    "threshold": {"query": "阈值是什么意思？", "document": "只有分数达到阈值的检索结果才会被当作参考资料。", "metadata": "阈值,分数"},
+    "ollama": {"query": "How do I connect Ollama?", "document": "Set llm.base_url to http://localhost:11434/v1 and export OPENAI_API_KEY=ollama.", "metadata": "ollama,llm,endpoint"},
+    "library": {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放，节假日另行通知。", "metadata": "图书馆,开放时间"},
+    "canteen": {"query": "食堂在哪里？", "document": "学生食堂位于校园东区，靠近体育馆。", "metadata": "食堂,餐饮"},
+}
+
+
+def write_knowledge(folder: Path, data: dict | list, name: str = "faq.json") -> Path:
+    """Write one knowledge file and return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Tokenizer:
+    """One jieba tokenizer for the whole run (its dictionary takes ~0.5 s to load)."""
+    tok = Tokenizer()
+    tok.add_words(["添加知识", "检索模式", "开放时间"])
+    return tok
+
+
+@pytest.fixture
+def kb_dir(tmp_path: Path) -> Path:
+    """A knowledge folder with the tiny knowledge base."""
+    write_knowledge(tmp_path / "knowledge", TINY)
+    return tmp_path / "knowledge"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, kb_dir: Path, monkeypatch) -> Settings:
+    """The repository's config.yaml with knowledge and state in temp folders, and no API key."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("KBBOT_MODE", raising=False)
+    cfg = tmp_path / "config.yaml"
+    shutil.copy(ROOT / "config.yaml", cfg)
+    s = load_settings(cfg)
+    s.knowledge.path = str(kb_dir)
+    s.state_dir = str(tmp_path / "state")
+    return s
