@@ -36,7 +36,41 @@ class TantivySettings(Strict):
 
 
 class ElasticsearchSettings(Strict):
-    """Elasticsearch backend of sparse retrieval (filled in by the Elasticsearch work)."""
+    """Elasticsearch backend of sparse retrieval; credentials come only from the environment variables named here."""
+
+    hosts: list[str] = Field(default_factory=lambda: ["http://localhost:9200"], min_length=1)
+    index: str = Field("kbbot", pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    verify_certs: bool = True
+    ca_certs: str | None = None
+    api_key_env: str = "ES_API_KEY"
+    username_env: str = "ES_USERNAME"
+    password_env: str = "ES_PASSWORD"
+    # Small on purpose: a chat turn should fail fast with a clear message rather than hang.
+    request_timeout: float = Field(5.0, gt=0)
+    max_retries: int = Field(1, ge=0, le=10)
+    fallback_to_embedded: bool = False
+    # "whitespace" indexes our jieba tokens; ik_max_word / ik_smart / smartcn send raw text to the cluster's analyzer.
+    analyzer: str = "whitespace"
+    shards: int = Field(1, ge=1)
+    replicas: int = Field(1, ge=0)
+    # False sends plain application/json, for OpenSearch-compatible servers that reject the 9.x compat media types.
+    compat_headers: bool = True
+    # Lucene's BM25 leaves out tantivy's (k1+1)=2.2 factor, so None means retrieval.sparse.threshold / 2.2.
+    threshold: float | None = None
+
+    def credentials(self) -> dict[str, object]:
+        """Client auth keyword arguments read from the named environment variables (empty when unset)."""
+        api_key = os.environ.get(self.api_key_env, "").strip()
+        if api_key:
+            return {"api_key": api_key}
+        user = os.environ.get(self.username_env, "").strip()
+        if user:
+            return {"basic_auth": (user, os.environ.get(self.password_env, ""))}
+        return {}
+
+    def effective_threshold(self, sparse_threshold: float) -> float:
+        """The threshold on Elasticsearch's score scale: the explicit one, else the tantivy one without (k1+1)."""
+        return self.threshold if self.threshold is not None else round(sparse_threshold / 2.2, 3)
 
 
 class SparseSettings(Strict):

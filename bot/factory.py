@@ -42,7 +42,9 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
 
 def thresholds(settings: Settings) -> dict[str, Threshold]:
     """mode -> the threshold a hit must reach to be used."""
-    return {"sparse": Threshold(settings.retrieval.sparse.threshold)}
+    sparse = settings.retrieval.sparse
+    value = sparse.elasticsearch.effective_threshold(sparse.threshold) if sparse.backend == "elasticsearch" else sparse.threshold
+    return {"sparse": Threshold(value)}
 
 
 def build_llm(settings: Settings) -> ChatModel | None:

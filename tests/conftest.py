@@ -57,3 +57,24 @@ def settings(tmp_path: Path, kb_dir: Path, monkeypatch) -> Settings:
     s.knowledge.path = str(kb_dir)
     s.state_dir = str(tmp_path / "state")
     return s
+
+
+@pytest.fixture
+def llm_server():
+    """A running local OpenAI-compatible server; stopped after the test."""
+    from tests.llm_server import LocalLLMServer
+
+    server = LocalLLMServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm_settings(settings, llm_server, monkeypatch) -> Settings:
+    """Settings whose LLM is the local test server (a dummy key in the environment)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    settings.llm.base_url = llm_server.url
+    settings.llm.model = "local-test"
+    settings.llm.timeout = 5
+    settings.llm.max_retries = 0
+    return settings

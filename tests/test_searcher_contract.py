@@ -16,6 +16,7 @@ from bot.knowledge import Entry, load_entries
 from bot.search.base import Searcher
 from bot.search.tantivy_searcher import TantivySearcher
 from tests.conftest import TINY, write_knowledge
+from tests.es_server import contract_builder as es_contract_builder
 
 
 def tantivy_builder(path: Path, tokenizer) -> Searcher:
@@ -23,6 +24,8 @@ def tantivy_builder(path: Path, tokenizer) -> Searcher:
 
 
 BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {"tantivy": tantivy_builder}
+# The same suite on an in-memory ES-API server (osmem-server); skipped when it is not installed.
+BUILDERS["elasticsearch"] = es_contract_builder
 
 
 def register(name: str, builder: Callable[[Path, object], Searcher]) -> None:

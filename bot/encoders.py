@@ -1,0 +1,329 @@
+"""Sentence encoders for dense retrieval: fastText (trained on the knowledge, or pretrained) and OpenAI embeddings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bot.errors import ConfigError, SearchBackendError
+from bot.knowledge import Entry, fingerprint
+from bot.search.base import write_json_atomic
+from bot.text import Tokenizer
+
+log = logging.getLogger(__name__)
+
+DENSE_HINT = "install the dense extra: pip install 'kbbot[dense]'"
+PRETRAINED_KEY = "retrieval.dense.fasttext.pretrained"
+MODEL_FILE = "fasttext.bin"
+MODEL_STATE = "fasttext.json"
+WORD_CACHE = 200_000  # word -> vector memo; bounded so a long-running bot does not grow without limit
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise each row in float32; all-zero rows stay zero (no NaN)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+class Encoder(ABC):
+    """Turns texts into unit-length vectors whose inner product is their cosine similarity."""
+
+    name: str = "encoder"
+
+    @abstractmethod
+    def signature(self) -> str:
+        """Identifies the model behind the vectors; when it changes every stored vector is stale."""
+
+    def prepare(self, entries: Sequence[Entry]) -> str | None:
+        """Make the model ready for ``entries``; returns why the model changed (all vectors stale) or None."""
+        return None
+
+    @abstractmethod
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """One unit (or zero) float32 row per text."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector of one question (a zero vector when it carries nothing the model knows)."""
+        return self.embed_documents([text])[0]
+
+
+@dataclass(frozen=True)
+class FastTextParams:
+    """How the compact fastText model is trained on the knowledge (see config.yaml retrieval.dense.fasttext)."""
+
+    dim: int = 100
+    epoch: int = 20
+    minn: int = 1
+    maxn: int = 2
+    bucket: int = 200_000
+    ws: int = 5
+    lr: float = 0.05
+    min_count: int = 1
+    threads: int = 1
+    seed: int = 0
+
+
+def _import_fasttext():
+    try:
+        import fasttext
+    except ImportError:
+        raise ConfigError(f"dense retrieval needs the fasttext package; {DENSE_HINT}") from None
+    return fasttext
+
+
+class FastTextEncoder(Encoder):
+    """SIF-weighted mean of fastText word vectors over jieba tokens, L2-normalised.
+
+    Without ``pretrained`` a skipgram model is trained on the knowledge in :meth:`prepare` and cached in
+    ``model_dir``; it is retrained only when the knowledge fingerprint (or a training parameter) changes.
+    """
+
+    name = "fasttext"
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        model_dir: str | Path,
+        pretrained: str | Path | None = None,
+        params: FastTextParams | None = None,
+        sif_a: float = 1e-3,
+    ):
+        _import_fasttext()
+        self.tokenizer = tokenizer
+        self.model_dir = Path(model_dir)
+        self.pretrained = Path(pretrained) if pretrained else None
+        if self.pretrained is not None and not self.pretrained.is_file():
+            raise ConfigError(f"{PRETRAINED_KEY} points to {self.pretrained}, which does not exist; "
+                              "fix the path or set it to null to train a model on the knowledge")
+        self.params = params or FastTextParams()
+        self.sif_a = sif_a
+        self._lock = threading.RLock()
+        self._model = None
+        self._model_id: str | None = None
+        self._empty = False  # trained on a knowledge base without a single word: every vector is zero
+        self._prob: dict[str, float] = {}
+        self._words: dict[str, np.ndarray] = {}
+
+    @property
+    def model_file(self) -> Path:
+        """The .bin the vectors come from (pretrained, or the cached model trained on the knowledge)."""
+        return self.pretrained or self.model_dir / MODEL_FILE
+
+    @property
+    def dim(self) -> int:
+        """Vector size."""
+        self._ensure()
+        return self._model.get_dimension() if self._model is not None else self.params.dim
+
+    def _training_key(self, knowledge: str) -> str:
+        blob = json.dumps([asdict(self.params), self.tokenizer.signature(), knowledge], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def _saved_state(self) -> dict | None:
+        try:
+            return json.loads((self.model_dir / MODEL_STATE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def signature(self) -> str:
+        """The pretrained file's identity, or the key of the trained model (params + knowledge fingerprint)."""
+        if self.pretrained is not None:
+            st = self.pretrained.stat()
+            return f"pretrained:{self.pretrained.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        with self._lock:
+            if self._model_id is None:
+                state = self._saved_state()
+                return f"trained:{state['key']}" if state else "untrained"
+            return f"trained:{self._model_id}"
+
+    # -- model lifecycle -------------------------------------------------
+    def prepare(self, entries: Sequence[Entry]) -> str | None:
+        """Train (or reuse the cached model) for ``entries``; returns a reason when a new model was trained."""
+        if self.pretrained is not None:
+            self._ensure()
+            return None
+        key = self._training_key(fingerprint(entries))
+        with self._lock:
+            state = self._saved_state()
+            if state and state.get("key") == key and (state.get("empty") or (self.model_dir / MODEL_FILE).is_file()):
+                if self._model_id != key:
+                    self._load_trained(state)
+                return None
+            had_model = state is not None
+            self._train(entries, key)
+        return "knowledge changed: fastText model retrained" if had_model else "fastText model trained"
+
+    def _ensure(self) -> None:
+        with self._lock:
+            if self._model is not None or self._empty:
+                return
+            if self.pretrained is not None:
+                self._set_model(_import_fasttext().load_model(str(self.pretrained)), self.signature())
+                return
+            state = self._saved_state()
+            if state is None or not (state.get("empty") or (self.model_dir / MODEL_FILE).is_file()):
+                raise SearchBackendError(f"no fastText model in {self.model_dir} yet; sync the index first")
+            self._load_trained(state)
+
+    def _load_trained(self, state: dict) -> None:
+        if state.get("empty"):
+            self._model, self._model_id, self._empty, self._prob, self._words = None, state["key"], True, {}, {}
+            return
+        self._set_model(_import_fasttext().load_model(str(self.model_dir / MODEL_FILE)), state["key"])
+
+    def _set_model(self, model, model_id: str) -> None:
+        words, counts = model.get_words(include_freq=True)
+        total = float(sum(counts)) or 1.0
+        self._model, self._model_id, self._empty = model, model_id, False
+        self._prob = {w: c / total for w, c in zip(words, counts)}
+        self._words = {}
+
+    def training_lines(self, entries: Sequence[Entry]) -> list[str]:
+        """The corpus: one line of jieba tokens per entry (title, keywords and document)."""
+        lines = []
+        for e in entries:
+            tokens = self.tokenizer.tokenize(f"{e.query} {' '.join(e.metadata)} {e.document}")
+            if tokens:
+                lines.append(" ".join(tokens))
+        return lines
+
+    def _train(self, entries: Sequence[Entry], key: str) -> None:
+        self.model_dir.mkdir(parents=True, exist_ok=True)
+        lines = self.training_lines(entries)
+        if not lines:
+            # fastText refuses an empty vocabulary; an empty knowledge base simply has no vectors.
+            self._model, self._model_id, self._empty, self._prob, self._words = None, key, True, {}, {}
+            write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "empty": True})
+            return
+        p = self.params
+        fd, corpus = tempfile.mkstemp(prefix=".corpus-", suffix=".txt", dir=self.model_dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+            model = _import_fasttext().train_unsupervised(
+                input=corpus, model="skipgram", dim=p.dim, epoch=p.epoch, minn=p.minn, maxn=p.maxn,
+                bucket=p.bucket, ws=p.ws, lr=p.lr, minCount=p.min_count, thread=p.threads, seed=p.seed, verbose=0,
+            )
+        finally:
+            os.unlink(corpus)
+        tmp = self.model_dir / f".{MODEL_FILE}.{os.getpid()}.tmp"
+        model.save_model(str(tmp))
+        os.replace(tmp, self.model_dir / MODEL_FILE)
+        # The state is written last: a crash before it leaves a model that the next sync retrains.
+        write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "params": asdict(p), "entries": len(entries)})
+        self._set_model(model, key)
+        log.info("trained fastText on %d entries (dim %d, %d words)", len(lines), p.dim, len(self._prob))
+
+    # -- vectors ---------------------------------------------------------
+    def _word_vector(self, word: str) -> np.ndarray:
+        vec = self._words.get(word)
+        if vec is None:
+            vec = self._model.get_word_vector(word)
+            if len(self._words) >= WORD_CACHE:
+                self._words.clear()
+            self._words[word] = vec
+        return vec
+
+    def embed_tokens(self, tokens: Sequence[str]) -> np.ndarray:
+        """SIF weight a/(a+p(w)) per token (p=0 for unseen words, so weight 1), weighted sum, unit length."""
+        self._ensure()
+        out = np.zeros(self.dim, dtype=np.float32)
+        if self._model is None:
+            return out
+        for tok in tokens:
+            out += (self.sif_a / (self.sif_a + self._prob.get(tok, 0.0))) * self._word_vector(tok)
+        return normalize_rows(out[None, :])[0]
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """One vector per text, through the shared jieba tokenizer."""
+        with self._lock:
+            self._ensure()
+            rows = [self.embed_tokens(self.tokenizer.tokenize(t)) for t in texts]
+            return np.vstack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+
+
+class OpenAIEncoder(Encoder):
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint; document vectors are cached on disk by text hash."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, api_key: str, cache_dir: str | Path,
+                 batch_size: int = 64, timeout: float = 30.0, max_retries: int = 2):
+        self.base_url, self.model = base_url, model
+        self.api_key, self.timeout, self.max_retries = api_key, timeout, max_retries
+        self.batch_size = max(1, batch_size)
+        self.cache_file = Path(cache_dir) / "embeddings.npz"
+        self._lock = threading.RLock()
+        self._client = None
+        self._cache: dict[str, np.ndarray] | None = None
+        self.requests = 0  # embedding calls made, so re-indexing cost is observable
+
+    def signature(self) -> str:
+        """Endpoint and model: another model's vectors are not comparable."""
+        return f"openai:{self.base_url}:{self.model}"
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model}\n{text}".encode("utf-8")).hexdigest()[:20]
+
+    def _request(self, texts: list[str]) -> np.ndarray:
+        if self._client is None:
+            import openai
+
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
+                                         timeout=self.timeout, max_retries=self.max_retries)
+        try:
+            self.requests += 1
+            response = self._client.embeddings.create(model=self.model, input=texts)
+        except Exception as exc:  # the SDK has many error types; all mean "no vectors", with this advice
+            raise SearchBackendError(f"embedding request to {self.base_url} (model {self.model}) failed: {exc}; "
+                                     "check retrieval.dense.openai settings and the API key") from exc
+        rows = sorted(response.data, key=lambda d: d.index)
+        return normalize_rows(np.array([d.embedding for d in rows], dtype=np.float32))
+
+    def _load_cache(self) -> dict[str, np.ndarray]:
+        if self._cache is None:
+            self._cache = {}
+            if self.cache_file.is_file():
+                try:
+                    with np.load(self.cache_file, allow_pickle=False) as data:
+                        self._cache = dict(zip(data["keys"].tolist(), data["vectors"]))
+                except (OSError, ValueError, KeyError) as exc:
+                    log.warning("embedding cache %s unreadable (%s); starting afresh", self.cache_file, exc)
+        return self._cache
+
+    def _save_cache(self) -> None:
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_file.with_name(f".{self.cache_file.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, keys=np.array(list(self._cache), dtype=str), vectors=np.array(list(self._cache.values())))
+        os.replace(tmp, self.cache_file)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Cached vectors for known texts; only the missing ones are requested, in batches."""
+        with self._lock:
+            cache = self._load_cache()
+            keys = [self._key(t) for t in texts]
+            missing = list(dict.fromkeys(k for k in keys if k not in cache))
+            by_key = dict(zip(keys, texts))
+            for i in range(0, len(missing), self.batch_size):
+                batch = missing[i:i + self.batch_size]
+                cache.update(zip(batch, self._request([by_key[k] for k in batch])))
+            if missing:
+                self._save_cache()
+            return np.vstack([cache[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Questions are not cached on disk: they are unbounded and rarely repeat."""
+        with self._lock:
+            return self._request([text])[0]

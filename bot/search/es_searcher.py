@@ -1,0 +1,324 @@
+"""Sparse retrieval on an Elasticsearch cluster: BM25 over jieba tokens (or the cluster's own Chinese analyzer)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+from bot.errors import SearchBackendError
+from bot.knowledge import Entry
+from bot.search.base import Hit, Progress, Searcher
+from bot.text import Tokenizer
+
+log = logging.getLogger(__name__)
+
+FIELDS = ("query", "metadata", "document")
+SCHEMA_VERSION = "1"
+INSTALL_HINT = "pip install 'kbbot[es]'"
+DOCKER_HINT = (
+    "docker run -d --name kbbot-es -p 9200:9200 -e discovery.type=single-node "
+    "-e xpack.security.enabled=false -e ES_JAVA_OPTS='-Xms1g -Xmx1g' "
+    "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
+)
+UNAVAILABLE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
+FALLBACK_NOTICE = "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
+_COMPAT_MIME = re.compile(r"application/vnd\.elasticsearch\+([\w-]+)(\s*;\s*compatible-with=\d+)?")
+
+
+def _require() -> Any:
+    """The elasticsearch package, imported only when this backend is chosen."""
+    try:
+        import elasticsearch
+    except ImportError:
+        raise SearchBackendError(
+            f"retrieval.sparse.backend is 'elasticsearch' but the client is not installed; run: {INSTALL_HINT}"
+        ) from None
+    return elasticsearch
+
+
+@functools.lru_cache(maxsize=1)
+def plain_json_node_class() -> type:
+    """A urllib3 node that sends plain application/json, for OpenSearch-compatible servers that reject compat types."""
+    _require()
+    from elastic_transport import Urllib3HttpNode
+
+    class PlainJsonNode(Urllib3HttpNode):
+        """Rewrites application/vnd.elasticsearch+json; compatible-with=N back to application/json."""
+
+        def perform_request(self, method, target, body=None, headers=None, **kwargs):  # noqa: D102
+            if headers:
+                headers = headers.copy()
+                for name in ("accept", "content-type"):
+                    if name in headers:
+                        headers[name] = _COMPAT_MIME.sub(r"application/\1", headers[name])
+            return super().perform_request(method, target, body, headers, **kwargs)
+
+    return PlainJsonNode
+
+
+def safe_host(url: str) -> str:
+    """A host URL without any user:password part, fit for messages and logs."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def mapping(analyzer: str, signature: str) -> dict:
+    """The explicit index mapping: analyzed token fields, the id and hash, and the original entry for display."""
+    props: dict[str, dict] = {"id": {"type": "keyword"}, "hash": {"type": "keyword", "index": False}}
+    props.update({f: {"type": "text", "analyzer": analyzer} for f in FIELDS})
+    props["entry"] = {"type": "object", "enabled": False}
+    return {"dynamic": "strict", "_meta": {"kbbot": {"schema": SCHEMA_VERSION, "signature": signature}}, "properties": props}
+
+
+def _layout(props: Mapping[str, Any]) -> dict[str, tuple]:
+    return {name: (p.get("type", "object"), p.get("analyzer"), p.get("index", True), p.get("enabled", True))
+            for name, p in props.items()}
+
+
+class ElasticsearchSearcher(Searcher):
+    """BM25 on an Elasticsearch index over query, metadata and document; the best field wins (dis-max), boosted."""
+
+    name = "elasticsearch"
+    notice: str | None = None
+
+    def __init__(self, client: Any, index: str, tokenizer: Tokenizer, boosts: Mapping[str, float] | None = None,
+                 analyzer: str = "whitespace", shards: int = 1, replicas: int = 1,
+                 chunk_size: int = 500, page_size: int = 5000):
+        es = _require()
+        self._errors = es
+        self.client = client
+        self.index = index
+        self.tokenizer = tokenizer
+        self.boosts = {f: float((boosts or {}).get(f, 1.0)) for f in FIELDS}
+        self.analyzer = analyzer
+        self.shards, self.replicas = shards, replicas
+        self.chunk_size, self.page_size = chunk_size, page_size
+        nodes = getattr(getattr(client, "transport", None), "node_pool", None)
+        self.hosts = ", ".join(safe_host(n.base_url) for n in nodes.all()) if nodes is not None else "?"
+
+    @property
+    def pre_tokenized(self) -> bool:
+        """True when we send jieba tokens (whitespace analyzer) rather than raw text to a cluster-side analyzer."""
+        return self.analyzer == "whitespace"
+
+    def signature(self) -> str:
+        """Schema version, analyzer and (for jieba tokens) the tokenizer's rules; a change forces a rebuild."""
+        return f"{SCHEMA_VERSION}:{self.analyzer}:{self.tokenizer.signature() if self.pre_tokenized else '-'}"
+
+    # -- errors ------------------------------------------------------------
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """Turn client failures into SearchBackendError that says what to do; nothing broken is cached."""
+        import elastic_transport
+
+        try:
+            yield
+        except (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout) as exc:
+            tls = " — check verify_certs / ca_certs" if isinstance(exc, elastic_transport.TlsError) else ""
+            raise SearchBackendError(f"{UNAVAILABLE} (Elasticsearch at {self.hosts}, {what}: {type(exc).__name__}{tls})") from exc
+        except self._errors.AuthenticationException as exc:
+            raise SearchBackendError(
+                f"Elasticsearch at {self.hosts} rejected the credentials ({what}); set the variables named by "
+                "retrieval.sparse.elasticsearch.api_key_env or username_env/password_env") from exc
+        except self._errors.NotFoundError as exc:
+            raise SearchBackendError(
+                f"the Elasticsearch index {self.index!r} does not exist at {self.hosts} ({what}); "
+                "run `python -m bot index` or restart the app to rebuild it from the knowledge folder") from exc
+        except self._errors.ApiError as exc:
+            raise SearchBackendError(f"Elasticsearch at {self.hosts} failed to {what}: {exc.meta.status} {exc.message}") from exc
+
+    def check(self) -> None:
+        """Fail fast at start when the cluster is unreachable, naming the host and how to start one."""
+        try:
+            with self._guard("connect"):
+                self.client.info()
+        except SearchBackendError as exc:
+            if isinstance(exc.__cause__, self._errors.AuthorizationException):
+                return  # reachable; a key limited to index privileges may not read cluster info
+            if isinstance(exc.__cause__, self._errors.ApiError):
+                raise
+            raise SearchBackendError(
+                f"cannot reach Elasticsearch at {self.hosts} ({type(exc.__cause__).__name__}). Start a local "
+                f"single-node cluster with:\n  {DOCKER_HINT}\nor set retrieval.sparse.elasticsearch.hosts, "
+                "or set fallback_to_embedded: true to use the embedded engine meanwhile") from exc.__cause__
+
+    # -- index lifecycle ---------------------------------------------------
+    def _recreate_hint(self) -> str:
+        host = self.hosts.split(", ")[0]
+        return (f"recreate it with `python -m bot index --rebuild`, or delete it with "
+                f"`curl -X DELETE '{host}/{self.index}'` (add -u or an Authorization header on a secured cluster) "
+                f"and run `python -m bot index`")
+
+    def _meta(self) -> dict | None:
+        """Our _meta of the index, None when it is missing; raises when its layout is not ours."""
+        try:
+            with self._guard("read the index mapping"):
+                resp = self.client.indices.get_mapping(index=self.index)
+        except SearchBackendError as exc:
+            if isinstance(exc.__cause__, self._errors.NotFoundError):
+                return None
+            raise
+        found = next(iter(resp.body.values()), {}).get("mappings", {})
+        meta = found.get("_meta", {}).get("kbbot")
+        if meta is None:
+            raise SearchBackendError(
+                f"the Elasticsearch index {self.index!r} at {self.hosts} was not created by kbbot; choose another "
+                f"retrieval.sparse.elasticsearch.index, or delete it: curl -X DELETE '{self.hosts.split(', ')[0]}/{self.index}'")
+        want = mapping(self.analyzer, self.signature())["properties"]
+        if _layout({k: found.get("properties", {}).get(k, {}) for k in want}) != _layout(want):
+            raise SearchBackendError(
+                f"the Elasticsearch index {self.index!r} at {self.hosts} has a different mapping than this config "
+                f"expects (analyzer {self.analyzer!r}, schema {SCHEMA_VERSION}); {self._recreate_hint()}")
+        return meta
+
+    def _create(self) -> None:
+        body = mapping(self.analyzer, self.signature())
+        try:
+            with self._guard("create the index"):
+                self.client.indices.create(index=self.index, mappings=body,
+                                           settings={"number_of_shards": self.shards, "number_of_replicas": self.replicas})
+        except SearchBackendError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, self._errors.BadRequestError) and "already_exists" in str(cause.error):
+                self._meta()  # another app instance won the race; make sure it made the same layout
+                return
+            if isinstance(cause, self._errors.BadRequestError) and self.analyzer in str(cause):
+                raise SearchBackendError(
+                    f"Elasticsearch at {self.hosts} has no analyzer {self.analyzer!r}; install its plugin "
+                    "(see docs/elasticsearch.md) or set retrieval.sparse.elasticsearch.analyzer: whitespace") from cause
+            raise
+
+    def reset(self, reason: str) -> None:
+        """Drop our index (never a foreign one) and create it empty with the explicit mapping."""
+        log.info("recreating Elasticsearch index %s at %s (%s)", self.index, self.hosts, reason)
+        try:
+            exists = self._meta() is not None
+        except SearchBackendError as exc:
+            if "not created by kbbot" in str(exc):
+                raise
+            exists = True  # ours, with an old layout: a rebuild is what was asked for
+        if exists:
+            with self._guard("delete the old index"):
+                self.client.indices.delete(index=self.index)
+        self._create()
+
+    def indexed_hashes(self) -> dict[str, str] | None:
+        """id -> content hash read from the index (paged with search_after), or None when missing or stale."""
+        meta = self._meta()
+        if meta is None or meta.get("signature") != self.signature():
+            return None
+        hashes: dict[str, str] = {}
+        after = None
+        while True:
+            with self._guard("read the indexed entries"):
+                resp = self.client.search(index=self.index, query={"match_all": {}}, sort=[{"id": "asc"}],
+                                          size=self.page_size, source=["hash"], search_after=after, track_total_hits=False)
+            page = resp["hits"]["hits"]
+            hashes.update((h["_id"], h["_source"].get("hash", "")) for h in page)
+            if len(page) < self.page_size:
+                return hashes
+            after = page[-1]["sort"]
+
+    # -- writes ------------------------------------------------------------
+    def _text(self, text: str) -> str:
+        return " ".join(self.tokenizer.tokenize(text)) if self.pre_tokenized else text
+
+    def _doc(self, entry: Entry) -> dict:
+        return {"id": entry.id, "hash": entry.content_hash, "query": self._text(entry.query),
+                "metadata": self._text(" ".join(entry.metadata)), "document": self._text(entry.document),
+                "entry": {"id": entry.id, "query": entry.query, "document": entry.document,
+                          "metadata": list(entry.metadata), "source": entry.source}}
+
+    def _bulk(self, actions: Iterable[dict], what: str, progress: Progress | None = None) -> None:
+        """Send actions in chunks without refreshing, then refresh once so they are searchable together."""
+        from elasticsearch import helpers
+
+        failures, pending = [], 0
+        with self._guard(what):
+            for ok, item in helpers.streaming_bulk(self.client, actions, chunk_size=self.chunk_size, refresh=False,
+                                                   raise_on_error=False, ignore_status=(404,)):
+                if not ok and next(iter(item.values())).get("status") != 404:
+                    failures.append(item)
+                pending += 1
+                if progress and pending == 100:
+                    progress(pending)
+                    pending = 0
+            self.client.indices.refresh(index=self.index)
+        if progress and pending:
+            progress(pending)
+        if failures:
+            first = "; ".join(str(next(iter(f.values())).get("error")) for f in failures[:3])
+            raise SearchBackendError(f"Elasticsearch rejected {len(failures)} document(s) ({what}): {first}")
+
+    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
+        """Index (add or replace by id) the entries in bulk; one refresh at the end."""
+        if not entries:
+            return
+        if self._meta() is None:
+            self._create()  # never let a bulk auto-create an index with a dynamic mapping
+        self._bulk(({"_op_type": "index", "_index": self.index, "_id": e.id, "_source": self._doc(e)} for e in entries),
+                   "index entries", progress)
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Delete entries by id in bulk; unknown ids are ignored."""
+        ids = list(ids)
+        if ids and self._meta() is not None:
+            self._bulk(({"_op_type": "delete", "_index": self.index, "_id": i} for i in ids), "remove entries")
+
+    # -- reads -------------------------------------------------------------
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        """BM25 top_k via multi_match best_fields (tie_breaker 0); [] without a request for a word-less query."""
+        tokens = list(dict.fromkeys(self.tokenizer.tokenize(query)))
+        if not tokens or top_k <= 0:
+            return []
+        text = " ".join(tokens) if self.pre_tokenized else query
+        fields = [f"{f}^{self.boosts[f]:g}" for f in FIELDS]
+        with self._guard("search"):
+            resp = self.client.search(index=self.index, size=top_k, source=["entry"], track_total_hits=False,
+                                      query={"multi_match": {"query": text, "type": "best_fields", "tie_breaker": 0.0,
+                                                             "fields": fields}})
+        hits = []
+        for h in resp["hits"]["hits"]:
+            d = h["_source"]["entry"]
+            entry = Entry(d["id"], d["query"], d["document"], tuple(d.get("metadata", ())), d.get("source", ""))
+            hits.append(Hit(entry, float(h["_score"]), self.name))
+        return hits
+
+
+def build_client(settings: Any, es: Any) -> Any:
+    """An Elasticsearch client from settings; credentials only from the environment, never logged."""
+    elasticsearch = _require()
+    kwargs: dict[str, Any] = dict(es.credentials())
+    if es.ca_certs:
+        kwargs["ca_certs"] = str(settings.resolve(es.ca_certs))
+    if not es.compat_headers:
+        kwargs["node_class"] = plain_json_node_class()
+    return elasticsearch.Elasticsearch(
+        es.hosts, verify_certs=es.verify_certs, request_timeout=es.request_timeout,
+        max_retries=es.max_retries, retry_on_timeout=es.max_retries > 0, **kwargs)
+
+
+def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> Searcher:
+    """The Elasticsearch searcher, checked reachable; with fallback_to_embedded, a TantivySearcher with ``.notice``."""
+    es = settings.retrieval.sparse.elasticsearch
+    boosts = settings.retrieval.sparse.tantivy.boosts
+    try:
+        searcher = ElasticsearchSearcher(client if client is not None else build_client(settings, es), es.index,
+                                         tokenizer, boosts, analyzer=es.analyzer, shards=es.shards, replicas=es.replicas)
+        searcher.check()
+        return searcher
+    except SearchBackendError as exc:
+        if not es.fallback_to_embedded:
+            raise
+        from bot.search.tantivy_searcher import TantivySearcher
+
+        log.warning("Elasticsearch unavailable, falling back to the embedded engine: %s", exc)
+        fallback = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, boosts)
+        fallback.notice = FALLBACK_NOTICE
+        fallback.fallback_reason = str(exc)
+        return fallback

@@ -1,0 +1,130 @@
+"""A local OpenAI-compatible chat server for tests: real HTTP and SSE, scripted replies and faults."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+@dataclass
+class Fault:
+    """One scripted misbehaviour for the next request: an HTTP status, a delay, or a stream cut mid-answer."""
+
+    status: int | None = None
+    sleep: float = 0.0
+    break_after: int | None = None
+
+
+def default_reply(body: dict) -> str:
+    """Echo the last user message's question line so tests can see what reached the model."""
+    last = body["messages"][-1]["content"]
+    return f"模型回答：{last.splitlines()[-1][:200]}"
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):  # clients that time out close sockets; not a test failure
+        pass
+
+
+class LocalLLMServer:
+    """ThreadingHTTPServer on 127.0.0.1:<free port> speaking /v1/chat/completions (JSON and SSE)."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.faults: deque[Fault] = deque()
+        self.reply: Callable[[dict], str] = default_reply
+        self.chunk_delay = 0.0
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL to put in llm.base_url."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> "LocalLLMServer":
+        """Start serving in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def fail(self, *faults: Fault) -> None:
+        """Queue faults for the next requests, in order."""
+        self.faults.extend(faults)
+
+    def _handler(server_self):  # noqa: N805 - closure over the server object
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _json(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._json(200, {"object": "list", "data": [{"id": "local-test", "object": "model"}]})
+
+            def do_POST(self):  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    return self._json(404, {"error": {"message": "not found"}})
+                server_self.requests.append({"body": body, "headers": {k.lower(): v for k, v in self.headers.items()}})
+                fault = server_self.faults.popleft() if server_self.faults else Fault()
+                if fault.sleep:
+                    time.sleep(fault.sleep)
+                if fault.status:
+                    return self._json(fault.status, {"error": {"message": f"scripted {fault.status}", "type": "server_error"}})
+                text = server_self.reply(body)
+                if not body.get("stream"):
+                    return self._json(200, {
+                        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    })
+                self._stream(body, text, fault)
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _stream(self, body: dict, text: str, fault: Fault) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                pieces = [text[i:i + 4] for i in range(0, len(text), 4)] or [""]
+                for n, piece in enumerate(pieces):
+                    if fault.break_after is not None and n >= fault.break_after:
+                        # Drop the connection mid-body: the client sees an incomplete chunked read.
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        self.close_connection = True
+                        return
+                    event = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0, "model": body.get("model"),
+                             "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                    if server_self.chunk_delay:
+                        time.sleep(server_self.chunk_delay)
+                self._chunk(b"data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        return Handler

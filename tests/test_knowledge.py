@@ -1,0 +1,112 @@
+"""Loading knowledge files: both forms, keywords, stable ids, and every validation error at once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot.errors import KnowledgeError
+from bot.knowledge import fingerprint, folder_signature, load_entries, parse_keywords
+from tests.conftest import TINY, write_knowledge
+
+
+def test_object_form_ids_and_keywords(tmp_path):
+    write_knowledge(tmp_path, TINY, "faq.json")
+    entries = load_entries(tmp_path)
+    assert [e.id for e in entries] == [f"faq:{k}" for k in TINY]
+    add = entries[0]
+    assert add.query == "怎么添加知识？" and add.metadata == ("添加知识", "知识库")
+    assert add.source.endswith("faq.json")
+
+
+def test_list_form_and_metadata_list(tmp_path):
+    write_knowledge(tmp_path, [
+        {"query": "Q1", "document": "D1", "metadata": ["a", "b, c"]},
+        {"query": "Q2", "document": "D2"},
+    ], "list.json")
+    e1, e2 = load_entries(tmp_path)
+    assert (e1.id, e2.id) == ("list:0", "list:1")
+    assert e1.metadata == ("a", "b", "c") and e2.metadata == ()
+
+
+def test_files_in_subfolders_are_loaded_sorted(tmp_path):
+    write_knowledge(tmp_path / "b", {"x": {"query": "q", "document": "d"}}, "two.json")
+    write_knowledge(tmp_path / "a", {"x": {"query": "q", "document": "d"}}, "one.json")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "junk.json").write_text("{not json")
+    assert [e.id for e in load_entries(tmp_path)] == ["one:x", "two:x"]
+
+
+def test_keywords_split_on_chinese_and_english_commas():
+    assert parse_keywords("校史, 简介，地位、历史") == ("校史", "简介", "地位", "历史")
+    assert parse_keywords("") == ()
+
+
+def test_invalid_json_names_line_and_column(tmp_path):
+    (tmp_path / "bad.json").write_text('{\n  "a": {"query": "q", "document": "d"},\n  oops\n}', encoding="utf-8")
+    with pytest.raises(KnowledgeError) as err:
+        load_entries(tmp_path)
+    msg = str(err.value)
+    assert "bad.json" in msg and "line 3 column 3" in msg
+
+
+def test_every_bad_entry_is_listed(tmp_path):
+    write_knowledge(tmp_path, {
+        "ok": {"query": "fine", "document": "fine"},
+        "no_query": {"document": "d"},
+        "empty_doc": {"query": "q", "document": "   "},
+        "wrong_type": {"query": 3, "document": "d"},
+        "bad_meta": {"query": "q", "document": "d", "metadata": {"k": 1}},
+        "not_object": "just a string",
+    }, "kb.json")
+    with pytest.raises(KnowledgeError) as err:
+        load_entries(tmp_path)
+    problems = {(p.entry, p.problem.split()[0]) for p in err.value.problems}
+    assert {p.entry for p in err.value.problems} == {"no_query", "empty_doc", "wrong_type", "bad_meta", "not_object"}
+    assert all(p.file.endswith("kb.json") for p in err.value.problems)
+    assert ("no_query", "missing") in problems
+    text = str(err.value)
+    assert "'no_query'" in text and "'empty_doc'" in text and "5 problem" in text
+
+
+def test_duplicate_key_in_one_file(tmp_path):
+    (tmp_path / "dup.json").write_text(
+        '{"a": {"query": "q1", "document": "d1"}, "a": {"query": "q2", "document": "d2"}}', encoding="utf-8")
+    with pytest.raises(KnowledgeError, match="duplicate id") as err:
+        load_entries(tmp_path)
+    assert err.value.problems[0].entry == "a"
+
+
+def test_duplicate_id_across_files(tmp_path):
+    write_knowledge(tmp_path / "x", {"a": {"query": "q", "document": "d"}}, "faq.json")
+    write_knowledge(tmp_path / "y", {"a": {"query": "q", "document": "d"}}, "faq.json")
+    with pytest.raises(KnowledgeError, match="duplicate id, also defined in"):
+        load_entries(tmp_path)
+
+
+def test_top_level_scalar_and_missing_folder(tmp_path):
+    (tmp_path / "n.json").write_text("42")
+    with pytest.raises(KnowledgeError, match="top level must be"):
+        load_entries(tmp_path)
+    with pytest.raises(KnowledgeError, match="knowledge folder not found"):
+        load_entries(tmp_path / "nope")
+
+
+def test_fingerprint_and_signature_change_with_content(tmp_path):
+    path = write_knowledge(tmp_path, TINY)
+    fp1, sig1 = fingerprint(load_entries(tmp_path)), folder_signature(tmp_path)
+    data = json.loads(path.read_text())
+    data["add"]["document"] += "!"
+    path.write_text(json.dumps(data, ensure_ascii=False))
+    assert fingerprint(load_entries(tmp_path)) != fp1
+    assert folder_signature(tmp_path) != sig1
+
+
+def test_starter_knowledge_is_valid():
+    from tests.conftest import ROOT
+
+    entries = load_entries(ROOT / "knowledge")
+    assert len(entries) >= 80
+    assert any(any("\u4e00" <= ch <= "\u9fff" for ch in e.query) for e in entries)
+    assert any(e.query.isascii() for e in entries)

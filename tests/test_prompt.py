@@ -1,0 +1,57 @@
+"""Prompt rendering: persona, demonstrations, history, numbered references, context cap."""
+
+from __future__ import annotations
+
+from bot.knowledge import Entry
+from bot.prompt import PromptBuilder, normalize_history
+from bot.search.base import Hit
+
+
+def hit(i: int, score: float, doc: str = "内容") -> Hit:
+    return Hit(Entry(f"kb:{i}", f"标题{i}", doc, ("关键词", f"k{i}")), score, "tantivy")
+
+
+def test_messages_hold_persona_demos_history_and_references(settings):
+    builder = PromptBuilder(settings.prompt)
+    history = [{"role": "user", "content": "之前的问题"}, {"role": "assistant", "content": "之前的回答"}]
+    prompt = builder.build("现在的问题", [hit(1, 9.0), hit(2, 5.0)], history)
+    msgs = prompt.messages
+    assert msgs[0]["role"] == "system" and msgs[0]["content"] == settings.prompt.persona
+    n_demo = 2 * len(settings.prompt.demonstrations)
+    assert n_demo == 6
+    assert [m["role"] for m in msgs[1:1 + n_demo]] == ["user", "assistant"] * 3
+    assert settings.prompt.demonstrations[0].answer == msgs[2]["content"]
+    assert msgs[1 + n_demo]["content"] == "之前的问题"
+    last = msgs[-1]["content"]
+    assert "[1] 标题 / Title: 标题1" in last and "[2] 标题 / Title: 标题2" in last
+    assert "关键词 / Keywords: 关键词,k1" in last and last.endswith("问题 / Question: 现在的问题")
+
+
+def test_context_cap_drops_lowest_scored_first(settings):
+    settings.prompt.max_context_chars = 400
+    builder = PromptBuilder(settings.prompt)
+    hits = [hit(1, 3.0, "低" * 100), hit(2, 9.0, "高" * 100), hit(3, 6.0, "中" * 100)]
+    text, used = builder.references(hits)
+    assert [h.entry.id for h in used] == ["kb:2", "kb:3"]
+    assert len(text) <= 400 and "低" not in text
+
+
+def test_single_huge_reference_is_cut(settings):
+    settings.prompt.max_context_chars = 200
+    text, used = PromptBuilder(settings.prompt).references([hit(1, 1.0, "长" * 5000)])
+    assert len(used) == 1 and len(text) <= 201
+
+
+def test_no_hits_renders_placeholder(settings):
+    prompt = PromptBuilder(settings.prompt).build("q", [])
+    assert settings.prompt.no_references in prompt.messages[-1]["content"] and prompt.used == []
+
+
+def test_history_keeps_last_turns_and_accepts_gradio_parts():
+    history = []
+    for i in range(5):
+        history += [{"role": "user", "content": [{"type": "text", "text": f"u{i}"}]}, {"role": "assistant", "content": f"a{i}"}]
+    msgs = normalize_history(history, 2)
+    assert [m["content"] for m in msgs] == ["u3", "a3", "u4", "a4"]
+    assert normalize_history([("q", "a")], 3) == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    assert normalize_history(history, 0) == []
