@@ -85,9 +85,51 @@ class SparseSettings(Strict):
 class DenseSettings(Strict):
     """Dense retrieval: sentence vectors in a FAISS index (filled in by the dense work)."""
 
+    class FastText(Strict):
+        """The fastText encoder: a pretrained .bin, or a compact skipgram model trained on the knowledge."""
+
+        pretrained: str | None = None
+        dim: int = Field(100, ge=2, le=1000)
+        epoch: int = Field(20, ge=1)
+        minn: int = Field(1, ge=0)
+        maxn: int = Field(2, ge=0)
+        bucket: int = Field(200_000, ge=0)
+        ws: int = Field(5, ge=1)
+        lr: float = Field(0.05, gt=0)
+        min_count: int = Field(1, ge=1)
+        threads: int = Field(1, ge=1)
+        seed: int = 0
+        sif_a: float = Field(1e-3, gt=0)
+
+    class OpenAI(Strict):
+        """An OpenAI-compatible /v1/embeddings endpoint; the key comes only from the environment."""
+
+        base_url: str = "https://api.openai.com/v1"
+        model: str = "text-embedding-3-small"
+        api_key_env: str = "OPENAI_API_KEY"
+        batch_size: int = Field(64, ge=1)
+        timeout: float = 30.0
+        max_retries: int = Field(2, ge=0, le=10)
+
+        def api_key(self) -> str | None:
+            """The key from the environment variable named by ``api_key_env``, or None."""
+            value = os.environ.get(self.api_key_env, "").strip()
+            return value or None
+
+    encoder: Literal["fasttext", "openai"] = "fasttext"
+    threshold: float = 0.6
+    embed_template: str = "{query} {metadata}"
+    hnsw_above: int = Field(50_000, ge=0)
+    fasttext: FastText = Field(default_factory=FastText)
+    openai: OpenAI = Field(default_factory=OpenAI)
+
 
 class HybridSettings(Strict):
     """Hybrid retrieval: reciprocal rank fusion of sparse and dense (filled in by the dense work)."""
+
+    rrf_k: float = Field(60.0, gt=0)
+    weights: dict[Literal["sparse", "dense"], float] = Field(default_factory=lambda: {"sparse": 1.0, "dense": 1.0})
+    candidates: int | None = Field(None, ge=1)
 
 
 class RetrievalSettings(Strict):

@@ -82,6 +82,22 @@ def _import_fasttext():
     return fasttext
 
 
+def _train_skipgram(corpus: str, p: FastTextParams):
+    fasttext = _import_fasttext()
+    args = dict(input=corpus, model="skipgram", dim=p.dim, epoch=p.epoch, minn=p.minn, maxn=p.maxn, bucket=p.bucket,
+                ws=p.ws, lr=p.lr, minCount=p.min_count, thread=p.threads, verbose=0)
+    if p.seed == 0:  # fastText's own default seed
+        return fasttext.train_unsupervised(**args)
+    # train_unsupervised() does not accept ``seed`` (fastText 0.9.3), so build its arguments the way it does.
+    from fasttext import FastText as ft
+
+    a = ft._build_args({**ft.unsupervised_default, **args, "seed": p.seed}, set(args) | {"seed"})
+    model = ft._FastText(args=a)
+    ft.fasttext.train(model.f, a)
+    model.set_args(model.f.getArgs())
+    return model
+
+
 class FastTextEncoder(Encoder):
     """SIF-weighted mean of fastText word vectors over jieba tokens, L2-normalised.
 
@@ -211,10 +227,7 @@ class FastTextEncoder(Encoder):
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write("\n".join(lines) + "\n")
-            model = _import_fasttext().train_unsupervised(
-                input=corpus, model="skipgram", dim=p.dim, epoch=p.epoch, minn=p.minn, maxn=p.maxn,
-                bucket=p.bucket, ws=p.ws, lr=p.lr, minCount=p.min_count, thread=p.threads, seed=p.seed, verbose=0,
-            )
+            model = _train_skipgram(corpus, p)
         finally:
             os.unlink(corpus)
         tmp = self.model_dir / f".{MODEL_FILE}.{os.getpid()}.tmp"

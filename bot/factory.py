@@ -37,14 +37,50 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
 
         return TantivySearcher(state / "tantivy", tokenizer, settings.retrieval.sparse.tantivy.boosts)
 
-    return {"sparse": sparse}
+    def dense() -> Searcher:
+        from bot.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
+        from bot.errors import ConfigError
+        from bot.search.faiss_searcher import FaissSearcher
+
+        d = settings.retrieval.dense
+        if d.encoder == "openai":
+            key = d.openai.api_key()
+            if key is None:
+                raise ConfigError(f"retrieval.dense.encoder is openai but {d.openai.api_key_env} is not set in the environment")
+            o = d.openai
+            encoder = OpenAIEncoder(o.base_url, o.model, key, state / "embeddings", o.batch_size, o.timeout, o.max_retries)
+        else:
+            f = d.fasttext
+            params = FastTextParams(dim=f.dim, epoch=f.epoch, minn=f.minn, maxn=f.maxn, bucket=f.bucket, ws=f.ws,
+                                    lr=f.lr, min_count=f.min_count, threads=f.threads, seed=f.seed)
+            pretrained = settings.resolve(f.pretrained) if f.pretrained else None
+            encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a)
+        return FaissSearcher(state / "faiss", encoder, d.embed_template, d.hnsw_above)
+
+    def hybrid() -> Searcher:
+        from bot.search.hybrid import HybridSearcher
+
+        h = settings.retrieval.hybrid
+        return HybridSearcher(factories["sparse"](), factories["dense"](), h.rrf_k, h.weights, h.candidates)
+
+    # Memoised so the hybrid mode wraps the very instances the sparse and dense modes use (one index each).
+    built: dict[str, Searcher] = {}
+
+    def once(name: str, build: Callable[[], Searcher]) -> Callable[[], Searcher]:
+        return lambda: built[name] if name in built else built.setdefault(name, build())
+
+    factories = {"sparse": once("sparse", sparse), "dense": once("dense", dense), "hybrid": hybrid}
+    return factories
 
 
 def thresholds(settings: Settings) -> dict[str, Threshold]:
     """mode -> the threshold a hit must reach to be used."""
     sparse = settings.retrieval.sparse
     value = sparse.elasticsearch.effective_threshold(sparse.threshold) if sparse.backend == "elasticsearch" else sparse.threshold
-    return {"sparse": Threshold(value)}
+    from bot.search.hybrid import HybridThreshold
+
+    dense = Threshold(settings.retrieval.dense.threshold)
+    return {"sparse": Threshold(value), "dense": dense, "hybrid": HybridThreshold(Threshold(value), dense)}
 
 
 def build_llm(settings: Settings) -> ChatModel | None:

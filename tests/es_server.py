@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import json
 import socket
 from pathlib import Path
 from typing import Any, Callable
@@ -100,6 +101,8 @@ class RequestLog:
         for _, target, body in self.calls:
             if target.split("?")[0].endswith("/_bulk"):
                 for line in body or []:
+                    # the bulk helpers pre-serialise each line to bytes; direct client.bulk calls pass dicts
+                    line = json.loads(line) if isinstance(line, (bytes, str)) else line
                     if isinstance(line, dict) and len(line) == 1:
                         (op, meta), = line.items()
                         if op in ("index", "create", "update", "delete") and isinstance(meta, dict) and "_id" in meta:

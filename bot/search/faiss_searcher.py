@@ -1,0 +1,288 @@
+"""Dense retrieval: one sentence vector per entry in a FAISS index, cosine similarity, incremental edits.
+
+Layout: exact inner product (IndexFlatIP) inside an IndexIDMap2 so single entries can be removed and
+replaced by int64 id. Above ``hnsw_above`` live entries the index becomes HNSW (IndexHNSWFlat, inner
+product). HNSW cannot delete, so a replaced or removed entry's old id becomes a *tombstone*: it stays in
+the graph, searches over-fetch and skip it, and once tombstones exceed a tenth of the live entries the
+graph is rebuilt from the stored vectors (``reconstruct_n``; no re-encoding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from bot.encoders import DENSE_HINT, Encoder
+from bot.errors import ConfigError
+from bot.knowledge import Entry
+from bot.search.base import Hit, Progress, Searcher, SyncReport, write_json_atomic
+from bot.text import is_word, normalize
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "1"
+STATE_FILE = "kbbot-state.json"
+INDEX_FILE = "vectors.faiss"
+TEMPLATE_KEY = "retrieval.dense.embed_template"
+HNSW_M = 32  # graph degree: the usual recall/memory balance for ~100-dim vectors
+HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_SEARCH = 64
+BATCH = 256  # entries encoded per progress tick
+
+
+def _import_faiss():
+    try:
+        import faiss
+    except ImportError:
+        raise ConfigError(f"dense retrieval needs the faiss-cpu package; {DENSE_HINT}") from None
+    return faiss
+
+
+def entry_dict(entry: Entry) -> dict:
+    """The stored form of an entry, so hits can be shown without the knowledge files."""
+    return {"query": entry.query, "document": entry.document, "metadata": list(entry.metadata), "source": entry.source}
+
+
+def entry_from_dict(entry_id: str, d: dict) -> Entry:
+    """Inverse of :func:`entry_dict`."""
+    return Entry(entry_id, d["query"], d["document"], tuple(d["metadata"]), d.get("source", ""))
+
+
+class FaissSearcher(Searcher):
+    """Cosine similarity between the question's vector and each entry's embedded text (``embed_template``)."""
+
+    name = "faiss"
+
+    def __init__(self, path: str | Path, encoder: Encoder, embed_template: str = "{query} {metadata}",
+                 hnsw_above: int = 50_000):
+        _import_faiss()
+        try:
+            embed_template.format(query="", document="", metadata="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(f"{TEMPLATE_KEY} {embed_template!r} is invalid ({exc}); "
+                              "use the fields {query}, {document} and {metadata}") from None
+        self.path = Path(path)
+        self.encoder = encoder
+        self.embed_template = embed_template
+        self.hnsw_above = hnsw_above
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._stale_reason = ""
+        self._reset_memory()
+
+    def _reset_memory(self) -> None:
+        self._index = None
+        self.kind = "flat"
+        self._next_id = 0
+        self._row: dict[str, int] = {}  # entry id -> int64 id of its live vector
+        self._owner: dict[int, str] = {}  # int64 id -> entry id (live vectors only)
+        self._tombstones: set[int] = set()
+        self._entries: dict[str, Entry] = {}
+        self._hashes: dict[str, str] = {}
+
+    def embed_text(self, entry: Entry) -> str:
+        """What is embedded for an entry: the template filled with its fields."""
+        return self.embed_template.format(query=entry.query, document=entry.document, metadata=" ".join(entry.metadata))
+
+    def signature(self) -> str:
+        """Schema, template and the encoder's model: a change in any means every vector is stale."""
+        template = hashlib.sha256(self.embed_template.encode()).hexdigest()[:8]
+        return f"{SCHEMA_VERSION}:{template}:{self.encoder.signature()}"
+
+    # -- index lifecycle -------------------------------------------------
+    def _new_index(self, kind: str, dim: int):
+        faiss = _import_faiss()
+        if kind == "hnsw":
+            inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        else:
+            inner = faiss.IndexFlatIP(dim)
+        return faiss.IndexIDMap2(inner)  # the faiss wrapper keeps ``inner`` alive as long as the map
+
+    def _open(self) -> bool:
+        """Load state and vectors from disk; False (and a reason) when missing, from other settings or unreadable."""
+        faiss = _import_faiss()
+        state_file = self.path / STATE_FILE
+        if not state_file.is_file():
+            self._stale_reason = "no index yet"
+            return False
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+            if state.get("signature") != self.signature():
+                self._stale_reason = "embedding model or template changed"
+                log.info("faiss index at %s was built with another model or template; rebuilding", self.path)
+                return False
+            index = None
+            if state["ntotal"]:
+                index = faiss.read_index(str(self.path / INDEX_FILE))
+                if index.ntotal != state["ntotal"]:
+                    raise ValueError(f"index holds {index.ntotal} vectors, state says {state['ntotal']}")
+                index = faiss.downcast_index(index)
+        except Exception as exc:  # any failure to read means: rebuild from the knowledge
+            self._stale_reason = f"index unreadable ({exc})"
+            log.warning("faiss index at %s is unreadable (%s); rebuilding it", self.path, exc)
+            return False
+        self._reset_memory()
+        self._index, self.kind, self._next_id = index, state["kind"], state["next_id"]
+        self._row = {k: int(v) for k, v in state["rows"].items()}
+        self._owner = {v: k for k, v in self._row.items()}
+        self._tombstones = set(state["tombstones"])
+        self._entries = {k: entry_from_dict(k, d) for k, d in state["entries"].items()}
+        self._hashes = {k: e.content_hash for k, e in self._entries.items()}
+        return True
+
+    def _ensure(self) -> bool:
+        with self._lock:
+            if not self._loaded:
+                self._loaded = self._open()
+            return self._loaded
+
+    def indexed_hashes(self) -> dict[str, str] | None:
+        """id -> content hash of the vectors held, or None when there is no usable index."""
+        with self._lock:
+            return dict(self._hashes) if self._ensure() else None
+
+    def reset(self, reason: str) -> None:
+        """Drop every vector (the encoder's model is kept) and save an empty index."""
+        with self._lock:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._reset_memory()
+            self._loaded = True
+            self._save()
+
+    def _save(self) -> None:
+        faiss = _import_faiss()
+        ntotal = 0 if self._index is None else int(self._index.ntotal)
+        if ntotal:
+            tmp = self.path / f".{INDEX_FILE}.{os.getpid()}.tmp"
+            faiss.write_index(self._index, str(tmp))
+            os.replace(tmp, self.path / INDEX_FILE)
+        write_json_atomic(self.path / STATE_FILE, {
+            "signature": self.signature(), "kind": self.kind, "next_id": self._next_id, "ntotal": ntotal,
+            "rows": self._row, "tombstones": sorted(self._tombstones),
+            "entries": {k: entry_dict(e) for k, e in self._entries.items()},
+        })
+
+    def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
+        """Retrain the encoder if the knowledge changed (then re-encode everything), else add/replace/remove the diff."""
+        start = time.perf_counter()
+        retrained = self.encoder.prepare(entries)
+        if retrained:
+            with self._lock:
+                self.reset(retrained)
+                self.upsert(entries, progress)
+            return SyncReport(added=len(entries), rebuilt=True, seconds=time.perf_counter() - start,
+                              reason=f"{retrained}; all {len(entries)} vectors re-encoded")
+        report = super().sync(entries, progress)
+        return dataclasses.replace(report, reason=self._stale_reason) if report.rebuilt else report
+
+    # -- writes ----------------------------------------------------------
+    def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> np.ndarray:
+        parts = []
+        for i in range(0, len(entries), BATCH):
+            batch = entries[i:i + BATCH]
+            parts.append(np.asarray(self.encoder.embed_documents([self.embed_text(e) for e in batch]), dtype=np.float32))
+            if progress:
+                progress(len(batch))
+        return np.ascontiguousarray(np.vstack(parts))
+
+    def _drop(self, int_ids: list[int]) -> None:
+        """Retire vectors: deleted from a flat index, tombstoned in HNSW (which cannot delete)."""
+        for i in int_ids:
+            self._owner.pop(i, None)
+        if not int_ids or self._index is None:
+            return
+        if self.kind == "hnsw":
+            self._tombstones.update(int_ids)
+        else:
+            self._index.remove_ids(np.array(int_ids, dtype=np.int64))
+
+    def _rebuild(self, kind: str) -> None:
+        """Rebuild the index as ``kind`` from the live vectors it stores (no re-encoding)."""
+        faiss = _import_faiss()
+        old = self._index
+        ids = faiss.vector_to_array(old.id_map).astype(np.int64)
+        vectors = faiss.downcast_index(old.index).reconstruct_n(0, old.ntotal)
+        keep = np.array([i in self._owner for i in ids], dtype=bool)
+        index = self._new_index(kind, vectors.shape[1])
+        if keep.any():
+            index.add_with_ids(np.ascontiguousarray(vectors[keep]), ids[keep])
+        self._index, self.kind, self._tombstones = index, kind, set()
+        log.info("faiss index rebuilt as %s with %d vectors", kind, index.ntotal)
+
+    def _maintain(self) -> None:
+        live = len(self._owner)
+        if self.kind == "flat" and live > self.hnsw_above:
+            self._rebuild("hnsw")
+        elif self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10):
+            self._rebuild("hnsw")
+
+    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
+        """Encode the entries and add them; an entry with a known id replaces the old vector."""
+        entries = list({e.id: e for e in entries}.values())
+        if not entries:
+            return
+        with self._lock:
+            if not self._ensure():
+                self.reset("no index yet")
+            vectors = self._encode(entries, progress)
+            self._drop([self._row[e.id] for e in entries if e.id in self._row])
+            ids = np.arange(self._next_id, self._next_id + len(entries), dtype=np.int64)
+            if self._index is None:
+                kind = "hnsw" if len(entries) > self.hnsw_above else "flat"
+                self._index, self.kind = self._new_index(kind, vectors.shape[1]), kind
+            self._index.add_with_ids(vectors, ids)
+            self._next_id += len(entries)
+            for e, i in zip(entries, ids.tolist()):
+                self._row[e.id], self._owner[i] = i, e.id
+                self._entries[e.id], self._hashes[e.id] = e, e.content_hash
+            self._maintain()
+            self._save()
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove entries by id; unknown ids are ignored."""
+        with self._lock:
+            if not self._ensure():
+                return
+            gone = [i for i in dict.fromkeys(ids) if i in self._row]
+            if not gone:
+                return
+            self._drop([self._row.pop(i) for i in gone])
+            for i in gone:
+                self._entries.pop(i, None)
+                self._hashes.pop(i, None)
+            self._maintain()
+            self._save()
+
+    # -- reads -----------------------------------------------------------
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        """Top ``top_k`` entries by cosine similarity; [] for a word-less query or one the model cannot place."""
+        if top_k <= 0 or not is_word(normalize(query)):
+            return []
+        with self._lock:
+            if not self._ensure() or self._index is None or not self._owner:
+                return []
+            vector = np.asarray(self.encoder.embed_query(query), dtype=np.float32)
+            if not vector.any():
+                return []
+            k = min(top_k + len(self._tombstones), int(self._index.ntotal))
+            if self.kind == "hnsw":
+                _import_faiss().downcast_index(self._index.index).hnsw.efSearch = max(HNSW_EF_SEARCH, k)
+            scores, ids = self._index.search(vector[None, :], k)
+            hits = []
+            for score, i in zip(scores[0].tolist(), ids[0].tolist()):
+                owner = self._owner.get(i)
+                if owner is not None:
+                    hits.append(Hit(self._entries[owner], float(score), self.name))
+                if len(hits) == top_k:
+                    break
+            return hits

@@ -1,0 +1,74 @@
+"""The CLI as a user runs it: real subprocesses, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def config_file(tmp_path, kb_dir):
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw["knowledge"]["path"] = str(kb_dir)
+    raw["state_dir"] = str(tmp_path / "state")
+    raw["retrieval"]["sparse"]["threshold"] = 8.0
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def run(config, *args):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
+    return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), *args],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def test_ask_json_names_strategy_and_hits(config_file):
+    r = run(config_file, "ask", "怎么添加知识？", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["strategy"] == "direct" and out["llm_used"] is False
+    assert out["hits"][0]["id"] == "faq:add" and out["hits"][0]["score"] >= out["threshold"]
+
+
+def test_ask_off_topic_is_last_resort(config_file):
+    out = json.loads(run(config_file, "ask", "今天天气怎么样", "--json").stdout)
+    assert out["strategy"] == "last_resort" and out["hits"] == []
+
+
+def test_search_lists_scores_without_llm(config_file):
+    r = run(config_file, "search", "图书馆几点开放")
+    assert r.returncode == 0
+    first = r.stdout.splitlines()[0]
+    assert "图书馆开放时间" in first and first.startswith("✓")
+
+
+def test_index_reports_counts_then_no_changes(config_file):
+    first = run(config_file, "index")
+    assert first.returncode == 0 and "added 6" in first.stdout
+    second = run(config_file, "index")
+    assert "added 0, updated 0, removed 0" in second.stdout
+    rebuilt = run(config_file, "index", "--rebuild")
+    assert "added 6" in rebuilt.stdout
+
+
+def test_index_with_malformed_file_exits_nonzero_naming_file_and_entry(config_file, kb_dir):
+    (kb_dir / "broken.json").write_text(json.dumps({"e1": {"query": "", "document": "x"}}), encoding="utf-8")
+    r = run(config_file, "index")
+    assert r.returncode == 2
+    assert "broken.json" in r.stderr and "'e1'" in r.stderr and "'query' is empty" in r.stderr
+
+
+def test_unknown_config_key_is_rejected(tmp_path, config_file):
+    text = config_file.read_text(encoding="utf-8").replace("top_k:", "topk: 3\n  top_k:")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    r = run(bad, "search", "x")
+    assert r.returncode == 2 and "retrieval.topk" in r.stderr

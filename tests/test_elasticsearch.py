@@ -1,0 +1,256 @@
+"""The Elasticsearch backend against osmem-server (an in-memory ES-API server), plus an opt-in real-cluster run.
+
+The Searcher contract itself runs on osmem-server through ``BUILDERS`` in test_searcher_contract.py; this module
+re-runs the same contract tests against a real cluster when ES_URL is set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import uuid
+
+import pytest
+
+from bot.errors import SearchBackendError
+from bot.knowledge import Entry, load_entries
+from bot.search.es_searcher import (
+    DOCKER_HINT, FALLBACK_NOTICE, INSTALL_HINT, UNAVAILABLE, ElasticsearchSearcher, build_elasticsearch_searcher, mapping,
+)
+from tests.conftest import TINY, write_knowledge
+from tests.es_server import (
+    BOOSTS, RequestLog, client_for, closed_port, index_name, port_of, shared_server, start_server,
+)
+from tests.test_searcher_contract import (  # noqa: F401 - the contract suite, re-collected here for ES_URL
+    entries, searcher, test_add_replace_remove, test_best_match_first_and_scores_descending, test_chinese_english_mix,
+    test_empty_and_punctuation_only_query, test_paraphrase_with_shared_words, test_persistence_round_trip,
+    test_sync_touches_only_changes, test_top_k_larger_than_corpus, test_top_k_limits,
+    test_unknown_words_never_beat_a_real_match,
+)
+
+ES_URL = os.environ.get("ES_URL", "").strip()
+
+
+def ids(hits) -> list[str]:
+    return [h.entry.id for h in hits]
+
+
+# -- the contract suite on a real cluster (opt-in) -------------------------
+@pytest.fixture
+def make(tmp_path, tokenizer):
+    """Contract builder on the real cluster at ES_URL; each test gets its own index, deleted afterwards."""
+    if not ES_URL:
+        pytest.skip("set ES_URL=http://localhost:9200 to run the Searcher contract against a real Elasticsearch")
+    from elasticsearch import Elasticsearch
+
+    api_key = os.environ.get("ES_API_KEY") or None
+    client = Elasticsearch(ES_URL, api_key=api_key, request_timeout=10)
+    name = f"kbbot-test-{uuid.uuid4().hex[:10]}"
+    yield lambda: ElasticsearchSearcher(client, name, tokenizer, BOOSTS, replicas=0)
+    client.indices.delete(index=name, ignore_unavailable=True)
+
+
+# -- osmem-server fixtures ---------------------------------------------------
+@pytest.fixture
+def es_url() -> str:
+    return shared_server().url
+
+
+@pytest.fixture
+def client(es_url):
+    return client_for(es_url)
+
+
+@pytest.fixture
+def kb(tmp_path) -> list[Entry]:
+    return load_entries(write_knowledge(tmp_path / "kb", TINY).parent)
+
+
+@pytest.fixture
+def es(client, tmp_path, tokenizer, kb) -> ElasticsearchSearcher:
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS)
+    s.sync(kb)
+    return s
+
+
+def es_settings(settings, url: str, **overrides):
+    """The test settings switched to the Elasticsearch backend at ``url`` (plain-JSON mode for osmem)."""
+    settings.retrieval.sparse.backend = "elasticsearch"
+    block = settings.retrieval.sparse.elasticsearch
+    block.hosts = [url]
+    block.index = f"kbbot-test-{uuid.uuid4().hex[:10]}"
+    block.compat_headers = False
+    block.request_timeout = 2.0
+    for key, value in overrides.items():
+        setattr(block, key, value)
+    return settings
+
+
+# -- incremental sync ----------------------------------------------------------
+def test_resync_sends_exactly_the_changed_document(es, client, kb):
+    log = RequestLog(client)
+    changed = [dataclasses.replace(e, document=e.document + " 更新。") if e.id == "faq:mode" else e for e in kb]
+    report = es.sync(changed)
+    assert (report.added, report.updated, report.removed) == (0, 1, 0)
+    assert log.bulk_actions() == [("index", "faq:mode")]
+    refreshes = [t for m, t, _ in log.calls if t.split("?")[0].endswith("/_refresh")]
+    assert len(refreshes) == 1
+    assert es.search("切换检索模式", 1)[0].entry.document.endswith("更新。")
+
+    log.clear()
+    report = es.sync([e for e in changed if e.id != "faq:canteen"])
+    assert report.removed == 1
+    assert log.bulk_actions() == [("delete", "faq:canteen")]
+    assert "faq:canteen" not in ids(es.search("食堂在哪里", 5))
+    assert "faq:canteen" not in es.indexed_hashes()
+
+
+def test_unchanged_resync_sends_nothing(es, client, kb):
+    log = RequestLog(client)
+    assert not es.sync(kb).changed
+    assert log.bulk_actions() == []
+
+
+def test_indexed_hashes_pages_through_every_entry(client, tmp_path, tokenizer, kb):
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS, page_size=4)
+    s.sync(kb)
+    assert s.indexed_hashes() == {e.id: e.content_hash for e in kb}
+
+
+@pytest.mark.slow
+def test_more_than_ten_thousand_entries(client, tmp_path, tokenizer):
+    many = [Entry(f"gen:{i}", f"问题 {i}", f"答案 {i}") for i in range(10_050)]
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS)
+    done = []
+    s.sync(many, progress=done.append)
+    assert sum(done) == len(many)
+    assert len(s.indexed_hashes()) == len(many)
+
+
+def test_progress_counts_every_entry(client, tmp_path, tokenizer, kb):
+    done = []
+    ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS).sync(kb, progress=done.append)
+    assert sum(done) == len(kb)
+
+
+def test_empty_query_sends_no_request(es, client):
+    log = RequestLog(client)
+    assert es.search("？！。", 5) == [] and es.search("", 5) == []
+    assert log.calls == []
+
+
+# -- mapping -------------------------------------------------------------------
+def test_mapping_mismatch_says_how_to_recreate(client, tmp_path, tokenizer, kb):
+    name = index_name(tmp_path)
+    client.indices.create(index=name, mappings=mapping("standard", "x"))
+    s = ElasticsearchSearcher(client, name, tokenizer, BOOSTS)
+    with pytest.raises(SearchBackendError) as err:
+        s.sync(kb)
+    msg = str(err.value)
+    assert "different mapping" in msg and f"curl -X DELETE '{s.hosts}/{name}'" in msg and "python -m bot index" in msg
+    s.reset("rebuild requested")  # ours with an old layout: --rebuild may replace it
+    assert s.sync(kb).added == len(kb)
+
+
+def test_foreign_index_is_never_deleted(client, tmp_path, tokenizer):
+    name = index_name(tmp_path)
+    client.indices.create(index=name, mappings={"properties": {"title": {"type": "text"}}})
+    s = ElasticsearchSearcher(client, name, tokenizer, BOOSTS)
+    for action in (s.indexed_hashes, lambda: s.reset("x")):
+        with pytest.raises(SearchBackendError, match="not created by kbbot"):
+            action()
+    assert client.indices.exists(index=name)
+
+
+def test_tokenizer_change_rebuilds_automatically(es, kb, monkeypatch):
+    monkeypatch.setattr(es.tokenizer, "signature", lambda: "other-rules")
+    report = es.sync(kb)
+    assert report.rebuilt and report.added == len(kb)
+
+
+def test_analyzer_override_sends_raw_text(client, tmp_path, tokenizer, kb):
+    # "standard" stands in for ik_max_word/smartcn here: the cluster, not jieba, cuts the text.
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS, analyzer="standard")
+    s.sync(kb)
+    stored = client.search(index=s.index, query={"ids": {"values": ["faq:library"]}})["hits"]["hits"][0]["_source"]
+    assert stored["query"] == "图书馆开放时间"
+    assert ids(s.search("图书馆几点开放？", 1)) == ["faq:library"]
+
+
+def test_unknown_analyzer_says_to_install_plugin(client, tmp_path, tokenizer, kb):
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS, analyzer="ik_max_word")
+    with pytest.raises(SearchBackendError, match="no analyzer 'ik_max_word'"):
+        s.sync(kb)
+
+
+# -- failures ------------------------------------------------------------------
+def test_unreachable_at_start_names_host_and_docker(settings):
+    port = closed_port()
+    es_settings(settings, f"http://127.0.0.1:{port}")
+    with pytest.raises(SearchBackendError) as err:
+        build_elasticsearch_searcher(settings, None)
+    msg = str(err.value)
+    assert f"http://127.0.0.1:{port}" in msg and DOCKER_HINT in msg
+    assert "discovery.type=single-node" in msg and "xpack.security.enabled=false" in msg
+
+
+def test_credentials_never_appear_in_errors(settings, monkeypatch):
+    monkeypatch.setenv("ES_PASSWORD", "hunter2-secret")
+    monkeypatch.setenv("ES_USERNAME", "elastic")
+    es_settings(settings, f"http://elastic:url-secret@127.0.0.1:{closed_port()}")
+    assert settings.retrieval.sparse.elasticsearch.credentials() == {"basic_auth": ("elastic", "hunter2-secret")}
+    with pytest.raises(SearchBackendError) as err:
+        build_elasticsearch_searcher(settings, None)
+    assert "secret" not in str(err.value)
+
+
+def test_fallback_to_embedded_flags_a_notice(settings, tokenizer, kb):
+    es_settings(settings, f"http://127.0.0.1:{closed_port()}", fallback_to_embedded=True)
+    s = build_elasticsearch_searcher(settings, tokenizer)
+    assert s.name == "tantivy" and s.notice == FALLBACK_NOTICE and "docker run" in s.fallback_reason
+    s.sync(kb)
+    assert ids(s.search("怎么添加知识", 1)) == ["faq:add"]
+
+
+def test_missing_client_package_gives_install_hint(client, tokenizer, monkeypatch):
+    monkeypatch.setitem(sys.modules, "elasticsearch", None)
+    with pytest.raises(SearchBackendError, match=INSTALL_HINT.replace("[", r"\[").replace("]", r"\]")):
+        ElasticsearchSearcher(client, "x", tokenizer)
+
+
+def test_cluster_outage_mid_session_then_recovery(tmp_path, tokenizer, kb):
+    server = start_server()
+    port = port_of(server.url)
+    try:
+        s = ElasticsearchSearcher(client_for(server.url), index_name(tmp_path), tokenizer, BOOSTS)
+        s.sync(kb)
+        server.close()
+        start = time.perf_counter()
+        with pytest.raises(SearchBackendError) as err:
+            s.search("怎么添加知识", 3)
+        assert str(err.value).startswith(UNAVAILABLE) and f"127.0.0.1:{port}" in str(err.value)
+        assert time.perf_counter() - start < 5
+        server = start_server(port)  # same port; osmem keeps nothing in memory across restarts
+        with pytest.raises(SearchBackendError, match="does not exist.*python -m bot index"):
+            s.search("怎么添加知识", 3)
+        # A real cluster comes back with its data; here another client restores it, so the first request the
+        # original searcher makes after the outage is a search, proving it kept no broken state.
+        ElasticsearchSearcher(client_for(server.url), s.index, tokenizer, BOOSTS).sync(kb)
+        assert ids(s.search("怎么添加知识", 3))[0] == "faq:add"
+    finally:
+        server.close()
+
+
+# -- end to end ----------------------------------------------------------------
+def test_build_bot_answers_through_elasticsearch(settings, es_url):
+    from bot.factory import build_bot
+
+    es_settings(settings, es_url)
+    bot = build_bot(settings, llm=None)
+    assert bot.index.searcher("sparse").name == "elasticsearch"
+    assert bot.thresholds["sparse"].value == pytest.approx(settings.retrieval.sparse.threshold / 2.2, abs=1e-3)
+    answer = bot.answer("怎么添加知识？")
+    assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "elasticsearch"
+    assert "knowledge 文件夹" in answer.text
