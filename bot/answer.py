@@ -40,6 +40,7 @@ class Answer:
     threshold: float = 0.0
     llm_used: bool = False
     hypothetical: str | None = None
+    rewritten: str | None = None
     notice: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
@@ -55,6 +56,7 @@ class Answer:
             "threshold": self.threshold,
             "notice": self.notice,
             "hypothetical": self.hypothetical,
+            "rewritten": self.rewritten,
             "hits": [hit_dict(h) for h in self.hits],
             "candidates": [hit_dict(h) for h in self.candidates],
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
@@ -71,6 +73,8 @@ def hit_dict(hit: Hit) -> dict:
         "score": round(hit.score, 4),
         "searcher": hit.searcher,
     }
+    if hit.part:
+        d["part"] = hit.part
     if hit.scores:
         d["scores"] = {k: round(v, 4) for k, v in hit.scores.items()}
     return d

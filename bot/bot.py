@@ -9,12 +9,14 @@ import unicodedata
 from typing import Any, Iterator, Mapping, Sequence
 
 from bot.answer import Answer, Strategy, Threshold
+from bot.conversation import QueryRewriter, combine_followup
 from bot.errors import LLMError, LLMStreamBroken
 from bot.fallback import HydeFallback, LastResort
 from bot.index import KnowledgeIndex
 from bot.llm import ChatModel
 from bot.prompt import PromptBuilder
 from bot.search.base import Hit
+from bot.splitter import QuestionSplitter, merge_hits
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,9 @@ class Bot:
         mode: str = "sparse",
         top_k: int = 5,
         max_message_chars: int = 2000,
+        rewriter: QueryRewriter | None = None,
+        splitter: QuestionSplitter | None = None,
+        followup_max_chars: int = 15,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -65,6 +70,9 @@ class Bot:
         self.mode = mode
         self.top_k = top_k
         self.max_message_chars = max_message_chars
+        self.rewriter = rewriter if llm is not None else None
+        self.splitter = splitter
+        self.followup_max_chars = followup_max_chars
 
     @property
     def retrieval_only(self) -> bool:
@@ -72,11 +80,31 @@ class Bot:
         return self.llm is None
 
     def retrieve(self, query: str, mode: str | None = None, top_k: int | None = None) -> tuple[list[Hit], list[Hit]]:
-        """(all hits, hits that pass the mode's threshold) for ``query``."""
+        """(all hits, hits that pass the mode's threshold) for ``query``, split into parts when it asks several things."""
         mode = mode or self.mode
-        hits = self.index.searcher(mode).search(query, top_k or self.top_k)
+        top_k = top_k or self.top_k
+        searcher = self.index.searcher(mode)
+        parts = self.splitter.split(query) if self.splitter else [query]
+        if len(parts) > 1:
+            lists = [("", searcher.search(query, top_k))] + [(p, searcher.search(p, top_k)) for p in parts]
+            hits = merge_hits(lists, top_k * len(parts))
+        else:
+            hits = searcher.search(query, top_k)
         gate = self.thresholds[mode]
         return hits, [h for h in hits if gate.passes(h)]
+
+    def _standalone(self, question: str, history, timings: dict[str, float]) -> str | None:
+        """The follow-up rewritten into a standalone question by the LLM, or None when not needed."""
+        if not history or self.rewriter is None:
+            return None
+        t = time.perf_counter()
+        try:
+            rewritten = self.rewriter.rewrite(question, history)
+        except LLMError as exc:
+            log.warning("follow-up not rewritten: %s", exc)
+            rewritten = question
+        timings["rewrite"] = _ms(t)
+        return None if rewritten == question else rewritten
 
     def answer(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Answer:
         """The complete answer (the last snapshot of :meth:`stream`)."""
@@ -97,11 +125,19 @@ class Bot:
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)
             return
-        t = time.perf_counter()
         self.index.refresh()
-        candidates, passed = self.retrieve(question, mode)
+        rewritten = self._standalone(question, history, timings)
+        search_q = rewritten or question
+        t = time.perf_counter()
+        candidates, passed = self.retrieve(search_q, mode)
+        if not passed and self.llm is None and history:
+            combined = combine_followup(question, history, self.followup_max_chars)
+            if combined:
+                more, more_passed = self.retrieve(combined, mode)
+                if more_passed:
+                    candidates, passed, rewritten = more, more_passed, combined
         timings["retrieve"] = _ms(t)
-        base = dataclasses.replace(base, candidates=candidates)
+        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten)
         if passed:
             yield from self._respond(dataclasses.replace(base, hits=passed), history, timings, start)
             return
@@ -109,14 +145,14 @@ class Bot:
             if step == "hyde" and self.hyde is not None:
                 t = time.perf_counter()
                 try:
-                    hypothetical = self.hyde.hypothesize(question)
+                    hypothetical = self.hyde.hypothesize(search_q)
                 except LLMError as exc:
                     log.warning("HyDE skipped: %s", exc)
                     timings["hyde"] = _ms(t)
                     continue
                 timings["hyde"] = _ms(t)
                 t = time.perf_counter()
-                _, passed = self.retrieve(HydeFallback.search_text(question, hypothetical), mode)
+                _, passed = self.retrieve(HydeFallback.search_text(search_q, hypothetical), mode)
                 timings["retrieve_hyde"] = _ms(t)
                 if passed:
                     base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical)

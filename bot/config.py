@@ -99,6 +99,7 @@ class DenseSettings(Strict):
         min_count: int = Field(1, ge=1)
         threads: int = Field(1, ge=1)
         seed: int = 0
+        subsample: float = Field(1e-3, gt=0)
         sif_a: float = Field(1e-3, gt=0)
 
     class OpenAI(Strict):
@@ -175,6 +176,7 @@ class PromptSettings(Strict):
     reference_template: str = "[{n}] 标题: {query}\n内容: {document}\n关键词: {metadata}"
     user_template: str = "参考资料:\n{references}\n\n问题: {question}"
     no_references: str = "(无)"
+    part_template: str = "对应子问题 / For: {part}"
     max_context_chars: int = Field(3000, ge=200)
     max_history_turns: int = Field(3, ge=0)
 
@@ -205,6 +207,25 @@ class FallbackSettings(Strict):
     last_resort: LastResortSettings
 
 
+class ConversationSettings(Strict):
+    """Multi-turn: follow-ups are rewritten into standalone questions before retrieval."""
+
+    rewrite: bool = True
+    rewrite_template: str = (
+        "Rewrite the last question as a standalone question.\n{history}\nQuestion: {question}\nStandalone question:"
+    )
+    followup_max_chars: int = Field(15, ge=0)
+
+
+class SplittingSettings(Strict):
+    """Messages that ask several things are split and each part retrieved on its own."""
+
+    enabled: bool = True
+    conjunctions: list[str] = Field(default_factory=lambda: ["还有", "以及", "另外", "顺便问一下", "and also"])
+    min_part_chars: int = Field(3, ge=1)
+    max_parts: int = Field(4, ge=2)
+
+
 class UISettings(Strict):
     """The browser app."""
 
@@ -230,6 +251,8 @@ class Settings(Strict):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prompt: PromptSettings
     fallback: FallbackSettings
+    conversation: ConversationSettings = Field(default_factory=ConversationSettings)
+    splitting: SplittingSettings = Field(default_factory=SplittingSettings)
     ui: UISettings = Field(default_factory=UISettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -241,8 +264,8 @@ class Settings(Strict):
 
     @property
     def mode(self) -> str:
-        """The retrieval mode, with the KBBOT_MODE environment variable taking precedence."""
-        return os.environ.get(MODE_ENV, "").strip() or self.retrieval.mode
+        """The retrieval mode (config.yaml, overridden at load time by the KBBOT_MODE environment variable)."""
+        return self.retrieval.mode
 
 
 def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
@@ -265,4 +288,6 @@ def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
             lines.append(f"  - {key}: {err['msg']}")
         raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None
     settings.base_dir = path.resolve().parent
+    # The environment beats the file, so one config.yaml can serve several modes; CLI flags beat both.
+    settings.retrieval.mode = os.environ.get(MODE_ENV, "").strip() or settings.retrieval.mode
     return settings

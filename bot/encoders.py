@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import os
+import re
+import subprocess
+import sys
 import tempfile
 import threading
 from abc import ABC, abstractmethod
@@ -26,6 +30,7 @@ DENSE_HINT = "install the dense extra: pip install 'kbbot[dense]'"
 PRETRAINED_KEY = "retrieval.dense.fasttext.pretrained"
 MODEL_FILE = "fasttext.bin"
 MODEL_STATE = "fasttext.json"
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 WORD_CACHE = 200_000  # word -> vector memo; bounded so a long-running bot does not grow without limit
 
 
@@ -72,6 +77,7 @@ class FastTextParams:
     min_count: int = 1
     threads: int = 1
     seed: int = 0
+    subsample: float = 1e-3  # fastText's ``t``; its 1e-4 default drops most tokens of a small knowledge base
 
 
 def _import_fasttext():
@@ -82,20 +88,46 @@ def _import_fasttext():
     return fasttext
 
 
-def _train_skipgram(corpus: str, p: FastTextParams):
-    fasttext = _import_fasttext()
-    args = dict(input=corpus, model="skipgram", dim=p.dim, epoch=p.epoch, minn=p.minn, maxn=p.maxn, bucket=p.bucket,
-                ws=p.ws, lr=p.lr, minCount=p.min_count, thread=p.threads, verbose=0)
-    if p.seed == 0:  # fastText's own default seed
-        return fasttext.train_unsupervised(**args)
-    # train_unsupervised() does not accept ``seed`` (fastText 0.9.3), so build its arguments the way it does.
-    from fasttext import FastText as ft
+# Training runs in a child process. fastText 0.9.3 initialises only the first tenth of its input matrix
+# (DenseMatrix::uniform with thread=1) and leaves the rest as whatever the allocator returns; in a
+# long-lived process that is recycled heap, so two trainings with the same seed differ (or hit NaN).
+# A fresh process that takes every large block straight from the kernel (zeroed pages) is deterministic.
+_TRAIN_CHILD = r"""
+import ctypes, json, sys
+try:
+    ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD, fixed: large blocks are fresh pages
+except (OSError, AttributeError):
+    pass
+import fasttext
+from fasttext import FastText as ft
+job = json.load(sys.stdin)
+args = job["args"]
+try:
+    if job["seed"] == 0:  # fastText's own default seed
+        model = fasttext.train_unsupervised(**args)
+    else:  # train_unsupervised() does not accept seed (0.9.3): build its arguments the way it does
+        a = ft._build_args({**ft.unsupervised_default, **args, "seed": job["seed"]}, set(args) | {"seed"})
+        model = ft._FastText(args=a)
+        ft.fasttext.train(model.f, a)
+except RuntimeError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(3 if "NaN" in str(exc) else 2)
+model.save_model(job["out"])
+"""
+NAN_EXIT = 3
 
-    a = ft._build_args({**ft.unsupervised_default, **args, "seed": p.seed}, set(args) | {"seed"})
-    model = ft._FastText(args=a)
-    ft.fasttext.train(model.f, a)
-    model.set_args(model.f.getArgs())
-    return model
+
+def _train_skipgram(corpus: str, p: FastTextParams, out: Path) -> bool:
+    """Train into ``out`` in a child process; False when fastText hit NaN (too few training pairs)."""
+    args = dict(input=corpus, model="skipgram", dim=p.dim, epoch=p.epoch, minn=p.minn, maxn=p.maxn, bucket=p.bucket,
+                ws=p.ws, lr=p.lr, minCount=p.min_count, thread=p.threads, t=p.subsample, verbose=0)
+    job = json.dumps({"args": args, "seed": p.seed, "out": str(out)})
+    done = subprocess.run([sys.executable, "-c", _TRAIN_CHILD], input=job, capture_output=True, text=True)
+    if done.returncode == NAN_EXIT:
+        return False
+    if done.returncode != 0:
+        raise SearchBackendError(f"fastText training failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    return True
 
 
 class FastTextEncoder(Encoder):
@@ -128,8 +160,11 @@ class FastTextEncoder(Encoder):
         self._model = None
         self._model_id: str | None = None
         self._empty = False  # trained on a knowledge base without a single word: every vector is zero
+        self._short_ngrams = True
+        self._trained_rows: set[int] | None = None
+        self._common: np.ndarray | None = None  # unit vector removed from every sentence vector (SIF)
         self._prob: dict[str, float] = {}
-        self._words: dict[str, np.ndarray] = {}
+        self._words: dict[str, np.ndarray | None] = {}
 
     @property
     def model_file(self) -> Path:
@@ -197,13 +232,18 @@ class FastTextEncoder(Encoder):
             self._model, self._model_id, self._empty, self._prob, self._words = None, state["key"], True, {}, {}
             return
         self._set_model(_import_fasttext().load_model(str(self.model_dir / MODEL_FILE)), state["key"])
+        common = state.get("common")
+        self._common = np.array(common, dtype=np.float32) if common else None
 
     def _set_model(self, model, model_id: str) -> None:
         words, counts = model.get_words(include_freq=True)
         total = float(sum(counts)) or 1.0
         self._model, self._model_id, self._empty = model, model_id, False
+        self._short_ngrams = model.f.getArgs().maxn <= 2
         self._prob = {w: c / total for w, c in zip(words, counts)}
         self._words = {}
+        # Rows of a model trained here that training touched; a pretrained model's rows all count as trained.
+        self._trained_rows = None if self.pretrained else {i for w in words for i in model.get_subwords(w)[1].tolist()}
 
     def training_lines(self, entries: Sequence[Entry]) -> list[str]:
         """The corpus: one line of jieba tokens per entry (title, keywords and document)."""
@@ -227,25 +267,51 @@ class FastTextEncoder(Encoder):
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write("\n".join(lines) + "\n")
-            model = _train_skipgram(corpus, p)
+            tmp = self.model_dir / f".{MODEL_FILE}.{os.getpid()}.tmp"
+            if not _train_skipgram(corpus, p, tmp):
+                # NaN: subsampling left no training pairs (a very small corpus); train on every token.
+                log.info("fastText found too few words to subsample; training again without subsampling")
+                if not _train_skipgram(corpus, dataclasses.replace(p, subsample=1.0), tmp):
+                    raise SearchBackendError("fastText training diverged (NaN); lower retrieval.dense.fasttext.lr")
         finally:
             os.unlink(corpus)
-        tmp = self.model_dir / f".{MODEL_FILE}.{os.getpid()}.tmp"
-        model.save_model(str(tmp))
+        model = _import_fasttext().load_model(str(tmp))
         os.replace(tmp, self.model_dir / MODEL_FILE)
         # The state is written last: a crash before it leaves a model that the next sync retrains.
-        write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "params": asdict(p), "entries": len(entries)})
         self._set_model(model, key)
+        self._common = self.common_direction([line.split() for line in lines])
+        write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "params": asdict(p), "entries": len(entries),
+                                                         "common": self._common.tolist()})
         log.info("trained fastText on %d entries (dim %d, %d words)", len(lines), p.dim, len(self._prob))
 
     # -- vectors ---------------------------------------------------------
-    def _word_vector(self, word: str) -> np.ndarray:
-        vec = self._words.get(word)
-        if vec is None:
+    def _oov_vector(self, word: str) -> np.ndarray | None:
+        """Mean of the word's n-gram rows that training touched; None when it has none.
+
+        fastText would average in untouched rows too, which hold their random initial values: noise
+        that, at SIF weight 1 for unseen words, can outweigh every known word of the question.
+        """
+        if self._trained_rows is None:
+            return self._model.get_word_vector(word)
+        rows = [i for i in self._model.get_subwords(word)[1].tolist() if i in self._trained_rows]
+        if not rows:
+            return None
+        return np.mean([self._model.get_input_vector(i) for i in rows], axis=0)
+
+    def _word_vector(self, word: str) -> np.ndarray | None:
+        if word in self._words:
+            return self._words[word]
+        if word in self._prob:
             vec = self._model.get_word_vector(word)
-            if len(self._words) >= WORD_CACHE:
-                self._words.clear()
-            self._words[word] = vec
+        elif self._short_ngrams and not _CJK.search(word):
+            # 1-2 character n-grams mean something for Chinese, nothing for an unknown Latin word:
+            # "qwxzv" would otherwise land next to whatever English the knowledge holds.
+            vec = None
+        else:
+            vec = self._oov_vector(word)
+        if len(self._words) >= WORD_CACHE:
+            self._words.clear()
+        self._words[word] = vec
         return vec
 
     def embed_tokens(self, tokens: Sequence[str]) -> np.ndarray:
@@ -255,8 +321,25 @@ class FastTextEncoder(Encoder):
         if self._model is None:
             return out
         for tok in tokens:
-            out += (self.sif_a / (self.sif_a + self._prob.get(tok, 0.0))) * self._word_vector(tok)
+            vec = self._word_vector(tok)
+            if vec is not None:
+                out += (self.sif_a / (self.sif_a + self._prob.get(tok, 0.0))) * vec
+        if self._common is not None and out.any():
+            out = normalize_rows(out[None, :])[0]
+            out -= float(out @ self._common) * self._common
         return normalize_rows(out[None, :])[0]
+
+    def common_direction(self, corpus: Sequence[Sequence[str]]) -> np.ndarray | None:
+        """SIF's common component: the first singular vector of the corpus' sentence vectors.
+
+        fastText trained on a small knowledge base gives every word a large shared direction, which
+        makes all sentences look alike (cosine near 1); removing it restores the contrast.
+        """
+        self._common = None
+        rows = np.vstack([self.embed_tokens(tokens) for tokens in corpus]) if corpus else None
+        if rows is None or not rows.any():
+            return None
+        return np.linalg.svd(rows, full_matrices=False)[2][0].astype(np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text, through the shared jieba tokenizer."""

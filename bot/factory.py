@@ -8,11 +8,13 @@ from typing import Callable
 from bot.answer import Threshold
 from bot.bot import Bot
 from bot.config import Settings
+from bot.conversation import QueryRewriter
 from bot.fallback import HydeFallback, LastResort
 from bot.index import KnowledgeIndex
 from bot.llm import ChatModel, OpenAIChat
 from bot.prompt import PromptBuilder
 from bot.search.base import Searcher
+from bot.splitter import QuestionSplitter
 from bot.text import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -52,7 +54,8 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         else:
             f = d.fasttext
             params = FastTextParams(dim=f.dim, epoch=f.epoch, minn=f.minn, maxn=f.maxn, bucket=f.bucket, ws=f.ws,
-                                    lr=f.lr, min_count=f.min_count, threads=f.threads, seed=f.seed)
+                                    lr=f.lr, min_count=f.min_count, threads=f.threads, seed=f.seed,
+                                    subsample=f.subsample)
             pretrained = settings.resolve(f.pretrained) if f.pretrained else None
             encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a)
         return FaissSearcher(state / "faiss", encoder, d.embed_template, d.hnsw_above)
@@ -116,6 +119,11 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
         mode=mode,
         top_k=settings.retrieval.top_k,
         max_message_chars=settings.limits.max_message_chars,
+        rewriter=QueryRewriter(llm, settings.conversation.rewrite_template, settings.prompt.max_history_turns)
+        if llm is not None and settings.conversation.rewrite else None,
+        splitter=QuestionSplitter(settings.splitting.conjunctions, settings.splitting.min_part_chars,
+                                  settings.splitting.max_parts) if settings.splitting.enabled else None,
+        followup_max_chars=settings.conversation.followup_max_chars,
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

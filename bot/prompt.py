@@ -56,16 +56,17 @@ class PromptBuilder:
     def __init__(self, settings: PromptSettings):
         self.settings = settings
 
-    def render_reference(self, n: int, query: str, document: str, metadata: str) -> str:
-        """One numbered reference block."""
-        return self.settings.reference_template.format(n=n, query=query, document=document, metadata=metadata or "-")
+    def render_reference(self, n: int, query: str, document: str, metadata: str, part: str = "") -> str:
+        """One numbered reference block; ``part`` names the sub-question it was retrieved for."""
+        block = self.settings.reference_template.format(n=n, query=query, document=document, metadata=metadata or "-")
+        return f"{block}\n{self.settings.part_template.format(part=part)}" if part else block
 
     def references(self, hits: Sequence[Hit]) -> tuple[str, list[Hit]]:
         """Reference text within max_context_chars, dropping the lowest-scored hits first."""
         kept = sorted(hits, key=lambda h: h.score, reverse=True)
         while kept:
             blocks = [
-                self.render_reference(i, h.entry.query, h.entry.document, h.entry.keywords)
+                self.render_reference(i, h.entry.query, h.entry.document, h.entry.keywords, h.part)
                 for i, h in enumerate(kept, 1)
             ]
             text = "\n\n".join(blocks)

@@ -12,12 +12,18 @@ from bot.factory import build_bot
 from tests.llm_server import Fault
 
 HYDE_MARK = "Answer the question below"
+REWRITE_MARK = "Standalone question:"
 
 
-def scripted(hyde: str = "不知道", answer: str = "根据参考资料 [1]，这是回答。"):
-    """Reply function for the local server: HyDE prompts get ``hyde``, everything else ``answer``."""
+def scripted(hyde: str = "不知道", answer: str = "根据参考资料 [1]，这是回答。", rewrite: str | None = None):
+    """Reply function for the local server: HyDE and rewrite prompts get their own replies, the rest ``answer``."""
     def reply(body):
-        return hyde if HYDE_MARK in body["messages"][-1]["content"] else answer
+        last = body["messages"][-1]["content"]
+        if HYDE_MARK in last:
+            return hyde
+        if REWRITE_MARK in last:
+            return rewrite or last.split("Last question: ")[1].splitlines()[0]
+        return answer
     return reply
 
 

@@ -17,12 +17,16 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the entry, its score on the searcher's own scale, and which searcher found it."""
+    """One search result: the entry, its score on the searcher's own scale, and which searcher found it.
+
+    ``scores`` holds per-component scores (hybrid); ``part`` the sub-question it answers when a message was split.
+    """
 
     entry: Entry
     score: float
     searcher: str
     scores: dict[str, float] = field(default_factory=dict, compare=False)
+    part: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,48 @@
+"""Splitting a message that asks several things at once into parts, each retrieved on its own."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from bot.search.base import Hit
+
+_PUNCT = r"[，,；;？?！!。\n]"
+
+
+class QuestionSplitter:
+    """Splits on Chinese/English commas, semicolons, question marks and configurable conjunctions."""
+
+    def __init__(self, conjunctions: Sequence[str] = (), min_part_chars: int = 2, max_parts: int = 4):
+        words = sorted((re.escape(c) for c in conjunctions if c.strip()), key=len, reverse=True)
+        self._pattern = re.compile(_PUNCT + ("|" + "|".join(words) if words else ""), re.IGNORECASE)
+        self.min_part_chars = min_part_chars
+        self.max_parts = max_parts
+
+    def split(self, text: str) -> list[str]:
+        """The parts of ``text`` (one part means: do not split)."""
+        parts = [p.strip() for p in self._pattern.split(text)]
+        parts = [p for p in parts if len(p) >= self.min_part_chars]
+        return parts[: self.max_parts] if len(parts) > 1 else [text]
+
+
+def merge_hits(lists: Sequence[tuple[str, list[Hit]]], top_k: int) -> list[Hit]:
+    """Merge per-part hit lists by entry, keeping each entry's best score and the part it came from.
+
+    Ordered by rank within its own list first, so every part's best hit survives the top_k cut
+    even when another part's scores are all higher.
+    """
+    best: dict[str, tuple[int, Hit]] = {}
+    for part, hits in lists:
+        for rank, hit in enumerate(hits):
+            current = best.get(hit.entry.id)
+            if current is None:
+                best[hit.entry.id] = (rank, Hit(hit.entry, hit.score, hit.searcher, hit.scores, part))
+                continue
+            old_rank, old = current
+            top = hit if hit.score > old.score else old
+            # The label names the sub-question that ranks the entry best; the whole message has no label.
+            label = part if part and (not old.part or rank < old_rank) else old.part
+            best[hit.entry.id] = (min(rank, old_rank), Hit(top.entry, top.score, top.searcher, top.scores, label))
+    ordered = sorted(best.values(), key=lambda rh: (rh[0], -rh[1].score))
+    return [hit for _, hit in ordered[:top_k]]
