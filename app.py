@@ -22,12 +22,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def create_app(config: str = "config.yaml"):
     """Build the Bot and its Gradio Blocks from a config file; returns (demo, settings)."""
-    from bot.factory import build_bot
+    from bot.factory import build_bot, build_store
     from bot.ui import build_demo
 
     settings = load_settings(config)
     bot = build_bot(settings)
-    return build_demo(bot, settings).queue(default_concurrency_limit=16), settings
+    return build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=16), settings
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from bot.answer import Answer, Strategy, Threshold
 from bot.conversation import QueryRewriter, combine_followup
-from bot.errors import LLMError, LLMStreamBroken
+from bot.errors import LLMError, LLMStreamBroken, SearchBackendError
 from bot.fallback import HydeFallback, LastResort
 from bot.index import KnowledgeIndex
 from bot.llm import ChatModel
@@ -24,6 +24,7 @@ EMPTY_REPLY = "请输入您的问题。/ Please type a question."
 RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
 LLM_DOWN_NOTICE = "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
 CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
+SEARCH_DOWN_NOTICE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
 TRUNCATED_NOTICE = "消息过长，只使用了前 {n} 个字符。/ The message was too long; only its first {n} characters were used."
 
 
@@ -129,13 +130,20 @@ class Bot:
         rewritten = self._standalone(question, history, timings)
         search_q = rewritten or question
         t = time.perf_counter()
-        candidates, passed = self.retrieve(search_q, mode)
-        if not passed and self.llm is None and history:
-            combined = combine_followup(question, history, self.followup_max_chars)
-            if combined:
-                more, more_passed = self.retrieve(combined, mode)
-                if more_passed:
-                    candidates, passed, rewritten = more, more_passed, combined
+        try:
+            candidates, passed = self.retrieve(search_q, mode)
+            if not passed and self.llm is None and history:
+                combined = combine_followup(question, history, self.followup_max_chars)
+                if combined:
+                    more, more_passed = self.retrieve(combined, mode)
+                    if more_passed:
+                        candidates, passed, rewritten = more, more_passed, combined
+        except SearchBackendError as exc:
+            # The detail (hosts, index names) goes to the log, not to a possibly public chat page.
+            log.error("search failed in mode %s: %s", mode, exc)
+            yield self._finish(dataclasses.replace(base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT,
+                                                   notice=_join(base.notice, SEARCH_DOWN_NOTICE)), timings, start)
+            return
         timings["retrieve"] = _ms(t)
         base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten)
         if passed:

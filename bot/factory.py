@@ -11,6 +11,7 @@ from bot.config import Settings
 from bot.conversation import QueryRewriter
 from bot.fallback import HydeFallback, LastResort
 from bot.index import KnowledgeIndex
+from bot.knowledge_store import KnowledgeStore
 from bot.llm import ChatModel, OpenAIChat
 from bot.prompt import PromptBuilder
 from bot.search.base import Searcher
@@ -101,6 +102,11 @@ def build_index(settings: Settings) -> KnowledgeIndex:
     """The knowledge index with every mode's searcher factory (nothing is built yet)."""
     tokenizer = build_tokenizer(settings)
     return KnowledgeIndex(settings.resolve(settings.knowledge.path), tokenizer, searcher_factories(settings, tokenizer))
+
+
+def build_store(settings: Settings) -> KnowledgeStore:
+    """Locked, validated writes into the knowledge folder (locks live in the state folder)."""
+    return KnowledgeStore(settings.resolve(settings.knowledge.path), settings.resolve(settings.state_dir) / "locks")
 
 
 def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True) -> Bot:

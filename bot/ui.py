@@ -1,4 +1,4 @@
-"""The browser chat: Gradio wired to a Bot. No logic here beyond turning Answers into HTML."""
+"""The browser app: Gradio wired to a Bot (chat, retrieval test, knowledge tabs). Logic lives in the Bot."""
 
 from __future__ import annotations
 
@@ -7,80 +7,124 @@ from typing import Any
 
 import gradio as gr
 
-from bot.answer import Answer, Strategy
 from bot.bot import Bot
 from bot.config import Settings
+from bot.errors import BotError
+from bot.knowledge_store import KnowledgeStore
+from bot.prompt import message_text
+from bot.ui_knowledge import knowledge_tab
+from bot.ui_render import ModeResult, header_markdown, retrieval_html, sources_html
 
-STRATEGY_LABELS = {
-    Strategy.DIRECT: "直接检索 / direct",
-    Strategy.HYDE: "HyDE 假设答案检索 / HyDE",
-    Strategy.LAST_RESORT: "兜底回复 / last resort",
-}
-
-
-def header_markdown(bot: Bot, settings: Settings) -> str:
-    """Title plus the retrieval mode and whether an LLM or retrieval-only is in use."""
-    llm = f"大模型 / LLM: `{bot.llm.name}`" if bot.llm else f"**{settings.ui.retrieval_only_label}**"
-    return f"## {html.escape(settings.ui.title)}\n检索模式 / Mode: `{bot.mode}` · {llm}"
+CSS = ".kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}"
 
 
-def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
-    """The sources panel: every used hit with its score against the threshold; all text escaped."""
-    e = html.escape
-    parts = [f"<div class='kb-sources'><p><b>策略 / Strategy:</b> {e(STRATEGY_LABELS[answer.strategy])} · "
-             f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {answer.threshold:g}</p>"]
-    if answer.notice:
-        parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
-    if answer.hypothetical:
-        parts.append(f"<p><b>HyDE 假设答案 / Hypothetical answer:</b> {e(answer.hypothetical)}</p>")
-    if answer.hits:
-        rows = []
-        for i, hit in enumerate(answer.hits, 1):
-            extra = " · ".join(f"{e(k)} {v:.3f}" for k, v in hit.scores.items())
-            rows.append(
-                f"<tr><td>[{i}]</td><td title='{e(hit.entry.id)}'>{e(hit.entry.query)}</td>"
-                f"<td>{hit.score:.3f}{' (' + extra + ')' if extra else ''}</td><td>{e(hit.searcher)}</td></tr>"
-            )
-        parts.append("<table><tr><th>#</th><th>来源 / Source</th><th>分数 / Score</th><th>检索器 / Searcher</th></tr>"
-                     + "".join(rows) + "</table>")
-    else:
-        parts.append("<p>没有达到阈值的知识条目。/ No knowledge entry passed the threshold.</p>")
-    if knowledge_error:
-        parts.append(f"<p class='kb-notice'>⚠️ 知识文件有错误，仍在使用上一次有效的索引。/ A knowledge file has errors; "
-                     f"the last good index is still serving.<br><pre>{e(knowledge_error)}</pre></p>")
-    parts.append("</div>")
-    return "".join(parts)
+def _plain_history(history: list[dict[str, Any]] | None) -> list[dict[str, str]]:
+    """Chat history as the Bot expects it: the text the user typed, not its escaped display form."""
+    out = []
+    for m in history or []:
+        if m.get("role") in ("user", "assistant"):
+            out.append({"role": m["role"], "content": html.unescape(message_text(m.get("content")))})
+    return out
 
 
-def build_demo(bot: Bot, settings: Settings) -> gr.Blocks:
-    """The Gradio Blocks app for ``bot``; the caller launches it."""
+class ChatHandlers:
+    """Gradio callbacks for one Bot; each browser session keeps its own history and mode in Gradio state."""
 
-    def chat(message: str, history: list[dict[str, Any]] | None):
+    def __init__(self, bot: Bot, settings: Settings):
+        self.bot = bot
+        self.settings = settings
+
+    def header(self, mode: str) -> str:
+        """Header markdown for the session's mode."""
+        notice = getattr(self.bot.index.searcher(mode), "notice", None) if mode in self.bot.index.modes else None
+        return header_markdown(self.settings.ui.title, mode, self.bot.llm.name if self.bot.llm else None,
+                               self.settings.ui.retrieval_only_label, notice)
+
+    def chat(self, message: str, history: list[dict[str, Any]] | None, mode: str | None = None):
+        """Stream one answer into the chat; yields (history, cleared textbox, sources html)."""
+        past = _plain_history(history)
+        shown = list(history or []) + [{"role": "user", "content": html.escape(message or "")},
+                                       {"role": "assistant", "content": ""}]
+        try:
+            for answer in self.bot.stream(message, past, mode or None):
+                shown[-1] = {"role": "assistant", "content": html.escape(answer.text, quote=False)}
+                error = str(self.bot.index.error) if answer.finished and self.bot.index.error else None
+                yield shown, "", sources_html(answer, error) if answer.finished else gr.skip()
+        except BotError as exc:  # e.g. a mode whose optional packages are missing
+            shown[-1] = {"role": "assistant", "content": html.escape(f"⚠️ 出错了 / Error: {exc}", quote=False)}
+            yield shown, "", ""
+
+    def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None):
+        """Ask the last user message again."""
         history = list(history or [])
-        past = list(history)
-        history.append({"role": "user", "content": html.escape(message or "")})
-        history.append({"role": "assistant", "content": ""})
-        for answer in bot.stream(message, past):
-            history[-1] = {"role": "assistant", "content": html.escape(answer.text, quote=False)}
-            error = str(bot.index.error) if answer.finished and bot.index.error else None
-            yield history, "", sources_html(answer, error) if answer.finished else ""
+        while history and history[-1].get("role") != "user":
+            history.pop()
+        if not history:
+            yield history, "", ""
+            return
+        last = html.unescape(message_text(history.pop()["content"]))
+        yield from self.chat(last, history, mode)
 
+    @staticmethod
+    def undo(history: list[dict[str, Any]] | None):
+        """Remove the last exchange and put its question back in the textbox."""
+        history = list(history or [])
+        while history and history[-1].get("role") != "user":
+            history.pop()
+        last = html.unescape(message_text(history.pop()["content"])) if history else ""
+        return history, last, ""
+
+    def retrieval_test(self, query: str) -> str:
+        """Hits of every mode for ``query``, without the LLM."""
+        results = {}
+        for mode in self.bot.index.modes:
+            threshold = self.bot.thresholds[mode].value
+            try:
+                hits, passed = self.bot.retrieve(query, mode)
+                results[mode] = ModeResult(hits, passed, threshold)
+            except BotError as exc:
+                results[mode] = ModeResult([], [], threshold, str(exc))
+        return retrieval_html(query, results)
+
+
+def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None) -> gr.Blocks:
+    """The Gradio Blocks app for ``bot``; the caller queues and launches it."""
+    h = ChatHandlers(bot, settings)
     with gr.Blocks(title=settings.ui.title) as demo:
-        gr.Markdown(header_markdown(bot, settings), elem_id="kb-header")
-        with gr.Row():
-            with gr.Column(scale=3):
-                chatbot = gr.Chatbot(label="对话 / Chat", height=480, elem_id="kb-chat")
-                message = gr.Textbox(placeholder="输入问题，回车发送 / Type a question and press Enter",
-                                     show_label=False, elem_id="kb-input")
-                with gr.Row():
-                    send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")
-                    clear = gr.Button("清空 / Clear", elem_id="kb-clear")
-                if settings.ui.examples:
-                    gr.Examples(settings.ui.examples, inputs=message, label="示例问题 / Examples")
-            with gr.Column(scale=2):
-                gr.Markdown("### 来源 / Sources")
-                sources = gr.HTML(elem_id="kb-sources")
-        message.submit(chat, [message, chatbot], [chatbot, message, sources], api_name="chat")
-        send.click(chat, [message, chatbot], [chatbot, message, sources], api_name=False)
+        header = gr.Markdown(h.header(bot.mode), elem_id="kb-header")
+        with gr.Tab("对话 / Chat", id="chat"):
+            with gr.Row():
+                with gr.Column(scale=3):
+                    mode = gr.Dropdown(bot.index.modes, value=bot.mode, label="检索模式（仅本会话）/ Mode (this session only)",
+                                       elem_id="kb-mode", interactive=True)
+                    chatbot = gr.Chatbot(label="对话 / Chat", height=460, elem_id="kb-chat")
+                    message = gr.Textbox(placeholder="输入问题，回车发送 / Type a question and press Enter",
+                                         show_label=False, elem_id="kb-input")
+                    with gr.Row():
+                        send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")
+                        retry = gr.Button("重试 / Retry", elem_id="kb-retry")
+                        undo = gr.Button("撤销 / Undo", elem_id="kb-undo")
+                        clear = gr.Button("清空 / Clear", elem_id="kb-clear")
+                    if settings.ui.examples:
+                        gr.Examples(settings.ui.examples, inputs=message, label="示例问题 / Examples")
+                with gr.Column(scale=2):
+                    gr.Markdown("### 来源 / Sources")
+                    sources = gr.HTML(elem_id="kb-sources")
+        with gr.Tab("检索测试 / Retrieval test", id="retrieval"):
+            query = gr.Textbox(label="查询（不调用大模型）/ Query (no LLM)", elem_id="kb-rt-query")
+            run = gr.Button("检索 / Search", elem_id="kb-rt-run")
+            table = gr.HTML(elem_id="kb-rt-results")
+        if store is not None:
+            with gr.Tab("知识管理 / Knowledge", id="knowledge"):
+                knowledge_tab(bot, store)
+
+        chat_io = ([message, chatbot, mode], [chatbot, message, sources])
+        message.submit(h.chat, *chat_io, api_name="chat")
+        send.click(h.chat, *chat_io, api_name=False)
+        retry.click(h.retry, [chatbot, mode], [chatbot, message, sources], api_name="retry")
+        undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo")
         clear.click(lambda: ([], "", ""), None, [chatbot, message, sources], api_name=False)
+        mode.change(h.header, [mode], [header], api_name=False)
+        query.submit(h.retrieval_test, [query], [table], api_name="retrieval_test")
+        run.click(h.retrieval_test, [query], [table], api_name=False)
     return demo

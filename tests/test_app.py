@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
 
-from bot.factory import build_bot
+from bot.factory import build_bot, build_store
 from bot.ui import build_demo
+from tests.conftest import TINY
 
 
 def free_port() -> int:
@@ -23,7 +25,7 @@ def served(settings):
 
     settings.retrieval.sparse.threshold = 8.0
     bot = build_bot(settings)
-    demo = build_demo(bot, settings).queue()
+    demo = build_demo(bot, settings, build_store(settings)).queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
@@ -34,7 +36,7 @@ def served(settings):
 
 def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
     client, bot = served
-    history, box, sources = client.predict("怎么添加知识？", [], api_name="/chat")
+    history, box, sources = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
     assert box == ""
     reply = history[-1]["content"]
     reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
@@ -44,7 +46,7 @@ def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
 
 def test_off_topic_gets_last_resort(served):
     client, _ = served
-    _, _, sources = client.predict("今天天气怎么样", [], api_name="/chat")
+    _, _, sources = client.predict("今天天气怎么样", [], "sparse", api_name="/chat")
     assert "last resort" in sources
 
 
@@ -56,7 +58,7 @@ def test_knowledge_html_is_rendered_escaped(served, kb_dir):
     (kb_dir / "xss.json").write_text(json.dumps(
         {"x": {"query": "脚本注入测试<script>alert(1)</script>", "document": "<img src=x onerror=alert(1)>危险内容", "metadata": "脚本注入"}},
         ensure_ascii=False), encoding="utf-8")
-    history, _, sources = client.predict("脚本注入测试", [], api_name="/chat")
+    history, _, sources = client.predict("脚本注入测试", [], "sparse", api_name="/chat")
     assert "<script>" not in sources and "&lt;script&gt;" in sources
     reply = history[-1]["content"]
     reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
@@ -64,10 +66,9 @@ def test_knowledge_html_is_rendered_escaped(served, kb_dir):
 
 
 def test_header_shows_mode_and_retrieval_only(settings):
-    from bot.ui import header_markdown
+    from bot.ui import ChatHandlers
 
-    bot = build_bot(settings)
-    header = header_markdown(bot, settings)
+    header = ChatHandlers(build_bot(settings), settings).header("sparse")
     assert "`sparse`" in header and "Retrieval-only" in header
 
 
@@ -80,3 +81,73 @@ def test_app_binds_loopback_by_default():
     from tests.conftest import ROOT
 
     assert load_settings(ROOT / "config.yaml").ui.host == "127.0.0.1"
+
+
+def reply_text(history) -> str:
+    content = history[-1]["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def test_retrieval_tab_shows_every_mode_with_pass_marks(served):
+    client, bot = served
+    html_out = client.predict("怎么添加知识", api_name="/retrieval_test")
+    for mode in bot.index.modes:
+        assert f"<h4 class='kb-mode'>{mode}" in html_out
+    assert "✓" in html_out and "faq:add" in html_out
+
+
+def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir, settings):
+    client, bot = served
+    status, _, _ = client.predict("faq.json", "", "停车场怎么收费？", "校内停车每小时五元。", "停车,收费", api_name="/save_entry")
+    assert "faq:1" in status and "index updated" in status
+    on_disk = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
+    assert list(on_disk)[:len(TINY)] == list(TINY) and on_disk["1"]["query"] == "停车场怎么收费？"
+    history, _, sources = client.predict("停车场怎么收费", [], "sparse", api_name="/chat")
+    assert "每小时五元" in reply_text(history) and "停车场怎么收费？" in sources
+    # A restarted app (new index over the same folders) still has it.
+    again = build_bot(settings)
+    assert again.retrieve("停车场怎么收费")[1][0].entry.id == "faq:1"
+
+
+def test_knowledge_tab_rejects_invalid_entry_inline(served, kb_dir):
+    client, _ = served
+    before = (kb_dir / "faq.json").read_text(encoding="utf-8")
+    status, _, _ = client.predict("faq.json", "bad", "  ", "内容", "", api_name="/save_entry")
+    assert "Not saved" in status and "&#x27;bad&#x27;" in status and "&#x27;query&#x27; is empty" in status
+    assert (kb_dir / "faq.json").read_text(encoding="utf-8") == before
+
+
+def test_knowledge_tab_edit_and_delete(served, kb_dir):
+    client, bot = served
+    assert client.predict("faq.json", "canteen", api_name="/entry")[0] == "食堂在哪里？"
+    client.predict("faq.json", "canteen", "食堂在哪里？", "学生食堂搬到了校园西区。", "食堂", api_name="/save_entry")
+    assert bot.retrieve("食堂在哪里")[1][0].entry.document == "学生食堂搬到了校园西区。"
+    status, _ = client.predict("faq.json", "canteen", api_name="/delete_entry")
+    assert "Deleted faq:canteen" in status
+    assert "canteen" not in json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
+    assert all(h.entry.id != "faq:canteen" for h in bot.retrieve("食堂在哪里")[0])
+
+
+def test_knowledge_tab_upload(served, kb_dir, tmp_path):
+    from gradio_client import handle_file
+
+    client, bot = served
+    upload = tmp_path / "campus.json"
+    upload.write_text(json.dumps({"gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}},
+                                 ensure_ascii=False), encoding="utf-8")
+    status, _ = client.predict(handle_file(str(upload)), False, api_name="/upload_file")
+    assert "Imported campus.json: 1 entries" in status and (kb_dir / "campus.json").is_file()
+    assert bot.retrieve("体育馆几点关门")[1][0].entry.id == "campus:gym"
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"x": {"query": "q",', encoding="utf-8")
+    status, _ = client.predict(handle_file(str(bad)), False, api_name="/upload_file")
+    assert "invalid JSON at line 1" in status and not (kb_dir / "broken.json").exists()
+
+
+def test_retry_and_undo(served):
+    client, _ = served
+    history, _, _ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
+    retried, _, sources = client.predict(history, "sparse", api_name="/retry")
+    assert len(retried) == 2 and "怎么添加知识？" in sources
+    undone, box, _ = client.predict(retried, api_name="/undo")
+    assert undone == [] and box == "怎么添加知识？"

@@ -1,0 +1,90 @@
+"""HTML for the browser app: header, sources panel, retrieval test table. Every piece of text is escaped."""
+
+from __future__ import annotations
+
+import html
+from typing import Mapping, NamedTuple
+
+from bot.answer import Answer, Strategy
+from bot.search.base import Hit
+
+e = html.escape
+
+STRATEGY_LABELS = {
+    Strategy.DIRECT: "直接检索 / direct",
+    Strategy.HYDE: "HyDE 假设答案检索 / HyDE",
+    Strategy.LAST_RESORT: "兜底回复 / last resort",
+}
+
+
+def header_markdown(title: str, mode: str, llm_name: str | None, retrieval_only_label: str, notice: str | None = None) -> str:
+    """Title plus the retrieval mode and whether an LLM or retrieval-only is in use."""
+    llm = f"大模型 / LLM: `{e(llm_name)}`" if llm_name else f"**{e(retrieval_only_label)}**"
+    text = f"## {e(title)}\n检索模式 / Mode: `{e(mode)}` · {llm}"
+    if notice:
+        text += f"\n\n⚠️ {e(notice)}"
+    return text
+
+
+def _scores(hit: Hit) -> str:
+    extra = " · ".join(f"{e(k)} {v:.3f}" for k, v in hit.scores.items())
+    return f"{hit.score:.3f}" + (f" ({extra})" if extra else "")
+
+
+def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
+    """The sources panel: strategy, rewritten question, HyDE text, and each used hit's score vs the threshold."""
+    parts = [f"<div class='kb-sources'><p><b>策略 / Strategy:</b> <span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
+             f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {answer.threshold:g}</p>"]
+    if answer.notice:
+        parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
+    if answer.rewritten:
+        parts.append(f"<p class='kb-rewritten'><b>检索用的问题 / Searched as:</b> {e(answer.rewritten)}</p>")
+    if answer.hypothetical:
+        parts.append(f"<p class='kb-hyde'><b>HyDE 假设答案 / Hypothetical answer:</b> {e(answer.hypothetical)}</p>")
+    if answer.hits:
+        rows = "".join(
+            f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
+            f"{'<br><small>↳ ' + e(h.part) + '</small>' if h.part else ''}</td>"
+            f"<td>{_scores(h)} ≥ {answer.threshold:g}</td><td>{e(h.searcher)}</td></tr>"
+            for i, h in enumerate(answer.hits, 1)
+        )
+        parts.append("<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>分数 / Score</th>"
+                     f"<th>检索器 / Searcher</th></tr>{rows}</table>")
+    else:
+        parts.append("<p>没有达到阈值的知识条目。/ No knowledge entry passed the threshold.</p>")
+    if knowledge_error:
+        parts.append("<div class='kb-notice'>⚠️ 知识文件有错误，仍在使用上一次有效的索引。/ A knowledge file has errors; "
+                     f"the last good index is still serving.<pre>{e(knowledge_error)}</pre></div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+class ModeResult(NamedTuple):
+    """One mode's retrieval for the test tab: all hits, those that pass, the threshold, or an error."""
+
+    hits: list[Hit]
+    passed: list[Hit]
+    threshold: float
+    error: str | None = None
+
+
+def retrieval_html(query: str, results: Mapping[str, ModeResult]) -> str:
+    """Hits of every mode, one table each, with ✓ for hits that pass that mode's threshold."""
+    out = [f"<div class='kb-retrieval'><p><b>查询 / Query:</b> {e(query)}</p>"]
+    for mode, r in results.items():
+        out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {r.threshold:g}</h4>")
+        if r.error:
+            out.append(f"<p class='kb-notice'>⚠️ {e(r.error)}</p>")
+        elif not r.hits:
+            out.append("<p>没有结果 / no hits</p>")
+        else:
+            passed = {h.entry.id for h in r.passed}
+            rows = "".join(
+                f"<tr><td>{i}</td><td>{'✓' if h.entry.id in passed else '✗'}</td><td>{_scores(h)}</td>"
+                f"<td>{e(h.entry.query)}</td><td>{e(h.entry.id)}</td></tr>"
+                for i, h in enumerate(r.hits, 1)
+            )
+            out.append("<table class='kb-hits'><tr><th>#</th><th>通过 / Pass</th><th>分数 / Score</th>"
+                       f"<th>标题 / Title</th><th>ID</th></tr>{rows}</table>")
+    out.append("</div>")
+    return "".join(out)
