@@ -46,10 +46,13 @@ class ChatHandlers:
         shown = list(history or []) + [{"role": "user", "content": html.escape(message or "")},
                                        {"role": "assistant", "content": ""}]
         try:
+            first = True
             for answer in self.bot.stream(message, past, mode or None):
                 shown[-1] = {"role": "assistant", "content": html.escape(answer.text, quote=False)}
                 error = str(self.bot.index.error) if answer.finished and self.bot.index.error else None
-                yield shown, "", sources_html(answer, error) if answer.finished else gr.skip()
+                # Clear the previous answer's sources at once, so they never sit beside a new answer.
+                yield shown, "", sources_html(answer, error) if answer.finished else ("" if first else gr.skip())
+                first = False
         except BotError as exc:  # e.g. a mode whose optional packages are missing
             shown[-1] = {"role": "assistant", "content": html.escape(f"⚠️ 出错了 / Error: {exc}", quote=False)}
             yield shown, "", ""

@@ -33,7 +33,7 @@ def _scores(hit: Hit) -> str:
 
 def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
     """The sources panel: strategy, rewritten question, HyDE text, and each used hit's score vs the threshold."""
-    parts = [f"<div class='kb-sources'><p><b>策略 / Strategy:</b> <span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
+    parts = [f"<div class='kb-sources' data-q='{e(answer.question)}'><p><b>策略 / Strategy:</b> <span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
              f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {answer.threshold:g}</p>"]
     if answer.notice:
         parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")

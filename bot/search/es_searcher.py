@@ -49,7 +49,8 @@ def plain_json_node_class() -> type:
     class PlainJsonNode(Urllib3HttpNode):
         """Rewrites application/vnd.elasticsearch+json; compatible-with=N back to application/json."""
 
-        def perform_request(self, method, target, body=None, headers=None, **kwargs):  # noqa: D102
+        def perform_request(self, method, target, body=None, headers=None, **kwargs):
+            """Send the request with the compat media types replaced by their plain forms."""
             if headers:
                 headers = headers.copy()
                 for name in ("accept", "content-type"):

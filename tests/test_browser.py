@@ -1,0 +1,195 @@
+"""The four browser scenarios in headless Debian Chromium via Playwright, against `python app.py` in a subprocess.
+
+Screenshots go to test-artifacts/screenshots/. Skipped, with the reason shown, where Chromium is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, TINY, write_knowledge
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "test-artifacts" / "screenshots"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"browser tests need Debian chromium at {CHROMIUM} (apt-get install chromium fonts-wqy-microhei; "
+                "`make test` does this as root)", allow_module_level=True)
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class App:
+    """`python app.py` on a free loopback port with its own config; stop() kills it."""
+
+    def __init__(self, config: Path, env: dict[str, str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log = open(config.parent / f"app-{self.port}.log", "w")
+        self.proc = subprocess.Popen([sys.executable, "app.py", "--config", str(config), "--port", str(self.port)],
+                                     cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app exited: {(config.parent / f'app-{self.port}.log').read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url, timeout=1)
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("app did not start within 90 s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+        self.log.close()
+
+
+@pytest.fixture
+def app_config(tmp_path):
+    write_knowledge(tmp_path / "knowledge", TINY)
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw["knowledge"]["path"] = str(tmp_path / "knowledge")
+    raw["state_dir"] = str(tmp_path / "state")
+    raw["retrieval"]["sparse"]["threshold"] = 8.0
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+def offline_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
+
+
+def open_page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
+    page.goto(url, wait_until="domcontentloaded")
+    page.locator("#kb-input textarea").wait_for(timeout=30000)
+    return page
+
+
+def ask(page, text: str) -> None:
+    """Type a question, press Enter, and wait until its answer is finished (its sources panel rendered)."""
+    box = page.locator("#kb-input textarea")
+    box.fill(text)
+    box.press("Enter")
+    page.wait_for_function(
+        """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)""",
+        arg=[text], timeout=30000)
+
+
+def shot(page, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def test_chat_answers_a_chinese_question_with_its_source(browser, app_config):
+    app = App(app_config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        assert "Retrieval-only" in page.locator("#kb-header").inner_text()
+        ask(page, "怎么添加知识？")
+        chat = page.locator("#kb-chat").inner_text()
+        assert "knowledge 文件夹" in chat and "仅检索模式" in chat
+        assert "怎么添加知识？" in page.locator("#kb-sources").inner_text()
+        shot(page, "chat")
+    finally:
+        app.stop()
+
+
+def test_follow_up_uses_history_and_shows_rewritten_question(browser, app_config, llm_server):
+    llm_server.reply = lambda body: ("食堂在哪里？" if "Standalone question:" in body["messages"][-1]["content"]
+                                     else "学生食堂位于校园东区 [1]。")
+    raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
+    raw["llm"].update(base_url=llm_server.url, model="local-test", timeout=5, max_retries=0)
+    app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    app = App(app_config, dict(offline_env(), OPENAI_API_KEY="sk-test"))
+    try:
+        page = open_page(browser, app.url)
+        ask(page, "图书馆开放时间")
+        ask(page, "那吃饭的地方呢？")
+        sources = page.locator("#kb-sources").inner_text()
+        assert "Searched as: 食堂在哪里？" in sources and "食堂在哪里？" in sources
+        assert "学生食堂位于校园东区" in page.locator("#kb-chat").inner_text()
+        rewrite = [r for r in llm_server.requests if "Standalone question:" in r["body"]["messages"][-1]["content"]]
+        assert "图书馆开放时间" in rewrite[-1]["body"]["messages"][-1]["content"]
+        shot(page, "chat-follow-up")
+    finally:
+        app.stop()
+
+
+def test_knowledge_tab_entry_is_answered_and_survives_restart(browser, app_config):
+    kb = Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"])
+    app = App(app_config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        file_input = page.locator("#kb-k-file input")
+        file_input.click()
+        page.get_by_role("option", name="faq.json").click()
+        page.locator("#kb-k-query textarea").fill("停车场怎么收费？")
+        page.locator("#kb-k-document textarea").fill("校内停车每小时五元。")
+        page.locator("#kb-k-metadata textarea").fill("停车,收费")
+        page.locator("#kb-k-save").click()
+        page.locator("#kb-k-status").get_by_text("index updated").wait_for(timeout=30000)
+        shot(page, "knowledge")
+        page.get_by_role("tab", name="对话 / Chat").click()
+        ask(page, "停车场怎么收费")
+        assert "每小时五元" in page.locator("#kb-chat").inner_text()
+    finally:
+        app.stop()
+    saved = json.loads((kb / "faq.json").read_text(encoding="utf-8"))
+    assert any(v.get("query") == "停车场怎么收费？" for v in saved.values())
+    app = App(app_config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        ask(page, "停车场怎么收费")
+        assert "每小时五元" in page.locator("#kb-chat").inner_text()
+    finally:
+        app.stop()
+
+
+def test_retrieval_test_tab_shows_every_mode(browser, app_config):
+    app = App(app_config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        page.get_by_role("tab", name="检索测试 / Retrieval test").click()
+        box = page.locator("#kb-rt-query textarea")
+        box.fill("图书馆几点开放")
+        box.press("Enter")
+        page.locator("#kb-rt-results").get_by_text("faq:library").first.wait_for(timeout=60000)
+        text = page.locator("#kb-rt-results").inner_text()
+        assert "sparse" in text and "✓" in text
+        shot(page, "retrieval-test")
+    finally:
+        app.stop()
