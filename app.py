@@ -27,15 +27,23 @@ def create_app(config: str = "config.yaml"):
 
     settings = load_settings(config)
     bot = build_bot(settings)
-    return build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=16), settings
+    demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=settings.ui.concurrency)
+    return demo, settings
 
 
-if __name__ == "__main__":
-    args = parse_args()
+def main(argv=None) -> None:
+    """Parse options, build the app and serve it until interrupted."""
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        auth = load_settings(args.config).ui.auth.credentials()  # fail before the slow index build
         demo, settings = create_app(args.config)
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
-        raise SystemExit(2)
-    demo.launch(server_name=args.host or settings.ui.host, server_port=args.port or settings.ui.port, share=args.share)
+        raise SystemExit(2) from None
+    demo.launch(server_name=args.host or settings.ui.host, server_port=args.port or settings.ui.port,
+                share=args.share, auth=auth, auth_message="请登录 / Please log in")
+
+
+if __name__ == "__main__":
+    main()

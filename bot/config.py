@@ -101,6 +101,7 @@ class DenseSettings(Strict):
         seed: int = 0
         subsample: float = Field(1e-3, gt=0)
         sif_a: float = Field(1e-3, gt=0)
+        retrain_after: float = Field(0.0, ge=0)
 
     class OpenAI(Strict):
         """An OpenAI-compatible /v1/embeddings endpoint; the key comes only from the environment."""
@@ -226,6 +227,24 @@ class SplittingSettings(Strict):
     max_parts: int = Field(4, ge=2)
 
 
+class AuthSettings(Strict):
+    """Optional login for the browser app; the credentials come only from the environment."""
+
+    enabled: bool = False
+    username_env: str = "KBBOT_USERNAME"
+    password_env: str = "KBBOT_PASSWORD"
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(username, password) when login is enabled; raises ConfigError naming missing variables."""
+        if not self.enabled:
+            return None
+        user, password = os.environ.get(self.username_env, ""), os.environ.get(self.password_env, "")
+        if not user or not password:
+            raise ConfigError(f"ui.auth.enabled is true but {self.username_env} and/or {self.password_env} "
+                              "are not set in the environment; set both or disable ui.auth")
+        return user, password
+
+
 class UISettings(Strict):
     """The browser app."""
 
@@ -234,6 +253,9 @@ class UISettings(Strict):
     port: int = 7860
     examples: list[str] = Field(default_factory=list)
     retrieval_only_label: str = "仅检索模式（未配置 LLM）/ Retrieval-only (no LLM configured)"
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    rate_limit_per_minute: int = Field(20, ge=0)
+    concurrency: int = Field(16, ge=1)
 
 
 class LimitSettings(Strict):

@@ -134,7 +134,8 @@ class FastTextEncoder(Encoder):
     """SIF-weighted mean of fastText word vectors over jieba tokens, L2-normalised.
 
     Without ``pretrained`` a skipgram model is trained on the knowledge in :meth:`prepare` and cached in
-    ``model_dir``; it is retrained only when the knowledge fingerprint (or a training parameter) changes.
+    ``model_dir``; it is retrained only when the knowledge fingerprint (or a training parameter) changes,
+    and with ``retrain_after`` > 0 only once that share of the entries changed (new ones use subwords).
     """
 
     name = "fasttext"
@@ -146,6 +147,7 @@ class FastTextEncoder(Encoder):
         pretrained: str | Path | None = None,
         params: FastTextParams | None = None,
         sif_a: float = 1e-3,
+        retrain_after: float = 0.0,
     ):
         _import_fasttext()
         self.tokenizer = tokenizer
@@ -156,12 +158,14 @@ class FastTextEncoder(Encoder):
                               "fix the path or set it to null to train a model on the knowledge")
         self.params = params or FastTextParams()
         self.sif_a = sif_a
+        self.retrain_after = retrain_after
         self._lock = threading.RLock()
         self._model = None
         self._model_id: str | None = None
         self._empty = False  # trained on a knowledge base without a single word: every vector is zero
         self._short_ngrams = True
         self._trained_rows: set[int] | None = None
+        self._row_norm = 1.0
         self._common: np.ndarray | None = None  # unit vector removed from every sentence vector (SIF)
         self._prob: dict[str, float] = {}
         self._words: dict[str, np.ndarray | None] = {}
@@ -200,20 +204,29 @@ class FastTextEncoder(Encoder):
 
     # -- model lifecycle -------------------------------------------------
     def prepare(self, entries: Sequence[Entry]) -> str | None:
-        """Train (or reuse the cached model) for ``entries``; returns a reason when a new model was trained."""
+        """Train (or reuse the cached model) for ``entries``; returns a reason when a new model was trained.
+
+        The cached model is kept while the share of entries added, changed or removed since it was trained
+        is at most ``retrain_after`` (0: any change retrains, which re-encodes every entry).
+        """
         if self.pretrained is not None:
             self._ensure()
             return None
-        key = self._training_key(fingerprint(entries))
+        config = self._training_key("")
+        hashes = {e.content_hash for e in entries}
         with self._lock:
             state = self._saved_state()
-            if state and state.get("key") == key and (state.get("empty") or (self.model_dir / MODEL_FILE).is_file()):
-                if self._model_id != key:
-                    self._load_trained(state)
-                return None
-            had_model = state is not None
-            self._train(entries, key)
-        return "knowledge changed: fastText model retrained" if had_model else "fastText model trained"
+            usable = state and state.get("config") == config and (state.get("empty") or (self.model_dir / MODEL_FILE).is_file())
+            if usable:
+                changed = len(hashes.symmetric_difference(state.get("hashes", [])))
+                if changed <= self.retrain_after * len(state.get("hashes", [])):
+                    if self._model_id != state["key"]:
+                        self._load_trained(state)
+                    return None
+            self._train(entries, self._training_key(fingerprint(entries)), config, sorted(hashes))
+        if not state:
+            return "fastText model trained"
+        return "knowledge changed: fastText model retrained" if usable else "fastText settings changed: model retrained"
 
     def _ensure(self) -> None:
         with self._lock:
@@ -244,6 +257,8 @@ class FastTextEncoder(Encoder):
         self._words = {}
         # Rows of a model trained here that training touched; a pretrained model's rows all count as trained.
         self._trained_rows = None if self.pretrained else {i for w in words for i in model.get_subwords(w)[1].tolist()}
+        sample = sorted(self._trained_rows or [])[-1000:]  # n-gram rows sit after the word rows
+        self._row_norm = float(np.mean([np.linalg.norm(model.get_input_vector(i)) for i in sample])) if sample else 1.0
 
     def training_lines(self, entries: Sequence[Entry]) -> list[str]:
         """The corpus: one line of jieba tokens per entry (title, keywords and document)."""
@@ -254,13 +269,13 @@ class FastTextEncoder(Encoder):
                 lines.append(" ".join(tokens))
         return lines
 
-    def _train(self, entries: Sequence[Entry], key: str) -> None:
+    def _train(self, entries: Sequence[Entry], key: str, config: str, hashes: list[str]) -> None:
         self.model_dir.mkdir(parents=True, exist_ok=True)
         lines = self.training_lines(entries)
         if not lines:
             # fastText refuses an empty vocabulary; an empty knowledge base simply has no vectors.
             self._model, self._model_id, self._empty, self._prob, self._words = None, key, True, {}, {}
-            write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "empty": True})
+            write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "config": config, "hashes": hashes, "empty": True})
             return
         p = self.params
         fd, corpus = tempfile.mkstemp(prefix=".corpus-", suffix=".txt", dir=self.model_dir)
@@ -280,23 +295,32 @@ class FastTextEncoder(Encoder):
         # The state is written last: a crash before it leaves a model that the next sync retrains.
         self._set_model(model, key)
         self._common = self.common_direction([line.split() for line in lines])
-        write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "params": asdict(p), "entries": len(entries),
-                                                         "common": self._common.tolist()})
+        write_json_atomic(self.model_dir / MODEL_STATE, {
+            "key": key, "config": config, "params": asdict(p), "hashes": hashes,
+            "common": None if self._common is None else self._common.tolist(),
+        })
         log.info("trained fastText on %d entries (dim %d, %d words)", len(lines), p.dim, len(self._prob))
 
     # -- vectors ---------------------------------------------------------
-    def _oov_vector(self, word: str) -> np.ndarray | None:
-        """Mean of the word's n-gram rows that training touched; None when it has none.
+    def _oov_vector(self, word: str) -> np.ndarray:
+        """Mean over the word's character n-grams: trained rows as they are, untouched rows replaced.
 
-        fastText would average in untouched rows too, which hold their random initial values: noise
-        that, at SIF weight 1 for unseen words, can outweigh every known word of the question.
+        fastText leaves rows that training never touched at their initial values (mostly zero), so a
+        word of unseen characters would vanish. Instead each such n-gram gets a fixed pseudo-random
+        vector (seeded by the n-gram, scaled like a trained row): unrelated unseen words stay near
+        orthogonal while texts sharing unseen characters still match.
         """
         if self._trained_rows is None:
             return self._model.get_word_vector(word)
-        rows = [i for i in self._model.get_subwords(word)[1].tolist() if i in self._trained_rows]
-        if not rows:
-            return None
-        return np.mean([self._model.get_input_vector(i) for i in rows], axis=0)
+        subwords, rows = self._model.get_subwords(word)
+        vecs = [self._model.get_input_vector(i) if i in self._trained_rows else self._ngram_vector(sw)
+                for sw, i in zip(subwords, rows.tolist())]
+        return np.mean(vecs, axis=0) if vecs else None
+
+    def _ngram_vector(self, ngram: str) -> np.ndarray:
+        seed = int.from_bytes(hashlib.sha256(ngram.encode("utf-8")).digest()[:8], "little")
+        vec = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        return vec * (self._row_norm / float(np.linalg.norm(vec)))
 
     def _word_vector(self, word: str) -> np.ndarray | None:
         if word in self._words:

@@ -58,7 +58,7 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
                                     lr=f.lr, min_count=f.min_count, threads=f.threads, seed=f.seed,
                                     subsample=f.subsample)
             pretrained = settings.resolve(f.pretrained) if f.pretrained else None
-            encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a)
+            encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a, f.retrain_after)
         return FaissSearcher(state / "faiss", encoder, d.embed_template, d.hnsw_above)
 
     def hybrid() -> Searcher:

@@ -12,9 +12,11 @@ from bot.config import Settings
 from bot.errors import BotError
 from bot.knowledge_store import KnowledgeStore
 from bot.prompt import message_text
+from bot.ratelimit import SlidingWindowLimiter
 from bot.ui_knowledge import knowledge_tab
 from bot.ui_render import ModeResult, header_markdown, retrieval_html, sources_html
 
+RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."
 CSS = ".kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}"
 
 
@@ -33,6 +35,7 @@ class ChatHandlers:
     def __init__(self, bot: Bot, settings: Settings):
         self.bot = bot
         self.settings = settings
+        self.limiter = SlidingWindowLimiter(settings.ui.rate_limit_per_minute, 60.0)
 
     def header(self, mode: str) -> str:
         """Header markdown for the session's mode."""
@@ -40,11 +43,17 @@ class ChatHandlers:
         return header_markdown(self.settings.ui.title, mode, self.bot.llm.name if self.bot.llm else None,
                                self.settings.ui.retrieval_only_label, notice)
 
-    def chat(self, message: str, history: list[dict[str, Any]] | None, mode: str | None = None):
+    def chat(self, message: str, history: list[dict[str, Any]] | None, mode: str | None = None,
+             request: gr.Request | None = None):
         """Stream one answer into the chat; yields (history, cleared textbox, sources html)."""
         past = _plain_history(history)
         shown = list(history or []) + [{"role": "user", "content": html.escape(message or "")},
                                        {"role": "assistant", "content": ""}]
+        session = getattr(request, "session_hash", None) or "anonymous"
+        if not self.limiter.allow(session):
+            shown[-1] = {"role": "assistant", "content": RATE_LIMITED}
+            yield shown, message, ""
+            return
         try:
             first = True
             for answer in self.bot.stream(message, past, mode or None):
@@ -57,7 +66,7 @@ class ChatHandlers:
             shown[-1] = {"role": "assistant", "content": html.escape(f"⚠️ 出错了 / Error: {exc}", quote=False)}
             yield shown, "", ""
 
-    def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None):
+    def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None, request: gr.Request | None = None):
         """Ask the last user message again."""
         history = list(history or [])
         while history and history[-1].get("role") != "user":
@@ -66,7 +75,7 @@ class ChatHandlers:
             yield history, "", ""
             return
         last = html.unescape(message_text(history.pop()["content"]))
-        yield from self.chat(last, history, mode)
+        yield from self.chat(last, history, mode, request)
 
     @staticmethod
     def undo(history: list[dict[str, Any]] | None):

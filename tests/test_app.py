@@ -151,3 +151,77 @@ def test_retry_and_undo(served):
     assert len(retried) == 2 and "怎么添加知识？" in sources
     undone, box, _ = client.predict(retried, api_name="/undo")
     assert undone == [] and box == "怎么添加知识？"
+
+
+def test_rate_limit_per_session(settings):
+    from gradio_client import Client
+
+    settings.ui.rate_limit_per_minute = 2
+    bot = build_bot(settings)
+    demo = build_demo(bot, settings).queue()
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        first, second = (Client(f"http://127.0.0.1:{port}/", verbose=False) for _ in range(2))
+        replies = [reply_text(first.predict("怎么添加知识？", [], "sparse", api_name="/chat")[0]) for _ in range(3)]
+        assert "Too many messages" not in replies[1] and "Too many messages" in replies[2]
+        assert "Too many messages" not in reply_text(second.predict("怎么添加知识？", [], "sparse", api_name="/chat")[0])
+    finally:
+        demo.close()
+
+
+def test_login_required_when_enabled(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import urllib.request
+
+    import yaml
+
+    from tests.conftest import ROOT, write_knowledge
+
+    write_knowledge(tmp_path / "knowledge", TINY)
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw["knowledge"]["path"], raw["state_dir"] = str(tmp_path / "knowledge"), str(tmp_path / "state")
+    raw["ui"]["auth"]["enabled"] = True
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("KBBOT_")}
+    missing = subprocess.run([sys.executable, "app.py", "--config", str(cfg)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "KBBOT_USERNAME" in missing.stderr and "KBBOT_PASSWORD" in missing.stderr
+    port = free_port()
+    env.update(KBBOT_USERNAME="alice", KBBOT_PASSWORD="s3cret-pass")
+    proc = subprocess.Popen([sys.executable, "app.py", "--config", str(cfg), "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import time
+
+        for _ in range(300):
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=1)
+                break
+            except urllib.error.HTTPError as err:
+                page = err
+                break
+            except OSError:
+                time.sleep(0.3)
+        assert isinstance(page, urllib.error.HTTPError) and page.code == 401
+        import http.cookiejar
+        import urllib.parse
+
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+        def login(password):
+            data = urllib.parse.urlencode({"username": "alice", "password": password}).encode()
+            try:
+                return opener.open(f"http://127.0.0.1:{port}/login", data=data, timeout=5).status
+            except urllib.error.HTTPError as err:
+                return err.code
+
+        assert login("wrong") >= 400
+        assert login("s3cret-pass") == 200
+        config = opener.open(f"http://127.0.0.1:{port}/config", timeout=5).read().decode()
+        assert "s3cret-pass" not in config and "kb-chat" in config
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -23,7 +23,27 @@ def tantivy_builder(path: Path, tokenizer) -> Searcher:
     return TantivySearcher(path / "tantivy", tokenizer, {"query": 3.0, "metadata": 2.0, "document": 1.0})
 
 
-BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {"tantivy": tantivy_builder}
+def faiss_builder(path: Path, tokenizer) -> Searcher:
+    from bot.encoders import FastTextEncoder, FastTextParams
+    from bot.search.faiss_searcher import FaissSearcher
+
+    # fastText trained on 6 entries: small dim, many epochs, and SIF a=1 (plain mean; with ~120 training
+    # tokens a=1e-3 would weight every unseen word 10x a seen one). retrain_after keeps the model across
+    # the suite's one-entry edits, so sync stays incremental (the default retrains on any change = rebuild).
+    encoder = FastTextEncoder(tokenizer, path / "fasttext", params=FastTextParams(dim=32, epoch=50, bucket=20_000),
+                              sif_a=1.0, retrain_after=0.5)
+    return FaissSearcher(path / "faiss", encoder, "{query} {metadata}")
+
+
+def hybrid_builder(path: Path, tokenizer) -> Searcher:
+    from bot.search.hybrid import HybridSearcher
+
+    return HybridSearcher(tantivy_builder(path, tokenizer), faiss_builder(path, tokenizer))
+
+
+BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
+    "tantivy": tantivy_builder, "faiss": faiss_builder, "hybrid": hybrid_builder,
+}
 # The same suite on an in-memory ES-API server (osmem-server); skipped when it is not installed.
 BUILDERS["elasticsearch"] = es_contract_builder
 

@@ -1,0 +1,34 @@
+"""A per-key sliding-window rate limit (one key per browser session)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+
+class SlidingWindowLimiter:
+    """Allows at most ``max_events`` per ``window`` seconds for each key; ``max_events`` 0 disables it."""
+
+    def __init__(self, max_events: int, window: float = 60.0, clock=time.monotonic):
+        self.max_events = max_events
+        self.window = window
+        self._clock = clock
+        self._events: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: str) -> bool:
+        """Record one event for ``key`` and say whether it is within the limit."""
+        if self.max_events <= 0:
+            return True
+        now = self._clock()
+        with self._lock:
+            events = self._events.setdefault(key, deque())
+            while events and now - events[0] >= self.window:
+                events.popleft()
+            if len(events) >= self.max_events:
+                return False
+            events.append(now)
+            if len(self._events) > 10_000:  # forget idle sessions so memory stays bounded
+                self._events = {k: v for k, v in self._events.items() if v and now - v[-1] < self.window}
+            return True
