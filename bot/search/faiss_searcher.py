@@ -126,7 +126,6 @@ class FaissSearcher(Searcher):
                 index = faiss.read_index(str(self.path / INDEX_FILE))
                 if index.ntotal != state["ntotal"]:
                     raise ValueError(f"index holds {index.ntotal} vectors, state says {state['ntotal']}")
-                index = faiss.downcast_index(index)
         except Exception as exc:  # any failure to read means: rebuild from the knowledge
             self._stale_reason = f"index unreadable ({exc})"
             log.warning("faiss index at %s is unreadable (%s); rebuilding it", self.path, exc)
