@@ -73,9 +73,12 @@ class SessionStats:
     rate_limited: int = 0
 
 
-def run_session(url: str, index: int, deadline: float, ready: threading.Barrier, max_turns: int,
+def run_session(url: str, index: int, deadline: list[float], ready: threading.Barrier, max_turns: int,
                 history_turns: int, stats: SessionStats) -> None:
-    """One user: its own client and history; asks until the deadline (or ``max_turns``), checking each reply."""
+    """One user: its own client and history; asks until ``deadline[0]`` (or ``max_turns``), checking each reply.
+
+    The deadline is read through a list because it is only set once every session has connected.
+    """
     from gradio_client import Client
 
     try:
@@ -87,7 +90,7 @@ def run_session(url: str, index: int, deadline: float, ready: threading.Barrier,
     ready.wait()
     history: list = []
     turn = 0
-    while time.monotonic() < deadline and turn < max_turns:
+    while time.monotonic() < deadline[0] and turn < max_turns:
         question = f"{QUESTIONS[(index + turn) % len(QUESTIONS)]} [S{index:02d}-T{turn:02d}]"
         start = time.perf_counter()
         try:
@@ -155,7 +158,7 @@ def run(sessions: int, seconds: float, concurrency: int, chunk_delay: float = 0.
             deadline_box: list[float] = []
             threads = []
             for i in range(sessions):
-                t = threading.Thread(target=lambda i=i: run_session(url, i, deadline_box[0], ready, max_turns,
+                t = threading.Thread(target=lambda i=i: run_session(url, i, deadline_box, ready, max_turns,
                                                                    settings.prompt.max_history_turns, stats[i]),
                                      daemon=True)
                 threads.append(t)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Iterable, Mapping
 
 from bot.search.base import Hit
 
@@ -17,14 +18,28 @@ class Strategy(str, Enum):
 
 
 @dataclass(frozen=True)
-class Threshold:
-    """A mode's cut-off: a hit is used only when its score reaches ``value``."""
+class Thresholds:
+    """Score cut-offs keyed by searcher name ("tantivy", "elasticsearch", "faiss"): scores are on each searcher's scale.
 
-    value: float
+    Keying by searcher rather than by mode means a hit is always judged on its own scale, also when the
+    sparse mode falls back from Elasticsearch to the embedded engine, and inside a fused (hybrid) hit.
+    """
+
+    by_searcher: Mapping[str, float]
 
     def passes(self, hit: Hit) -> bool:
-        """True when the hit's score reaches the threshold."""
-        return hit.score >= self.value
+        """A hit passes when its searcher's score reaches that searcher's cut-off; a fused hit when any component does."""
+        scores = hit.scores or {hit.searcher: hit.score}
+        return any(name in self.by_searcher and score >= self.by_searcher[name] for name, score in scores.items())
+
+    def select(self, names: Iterable[str]) -> dict[str, float]:
+        """The cut-offs of the named searchers (those that have one)."""
+        return {n: self.by_searcher[n] for n in names if n in self.by_searcher}
+
+
+def describe_thresholds(thresholds: Mapping[str, float]) -> str:
+    """Human form, e.g. 'tantivy ≥ 12 · faiss ≥ 0.8'."""
+    return " · ".join(f"{name} ≥ {value:g}" for name, value in thresholds.items())
 
 
 @dataclass(frozen=True)
@@ -37,7 +52,7 @@ class Answer:
     mode: str
     hits: list[Hit] = field(default_factory=list)
     candidates: list[Hit] = field(default_factory=list)
-    threshold: float = 0.0
+    thresholds: dict[str, float] = field(default_factory=dict)
     llm_used: bool = False
     hypothetical: str | None = None
     rewritten: str | None = None
@@ -53,7 +68,7 @@ class Answer:
             "strategy": self.strategy.value,
             "mode": self.mode,
             "llm_used": self.llm_used,
-            "threshold": self.threshold,
+            "thresholds": self.thresholds,
             "notice": self.notice,
             "hypothetical": self.hypothetical,
             "rewritten": self.rewritten,

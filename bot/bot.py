@@ -8,7 +8,7 @@ import time
 import unicodedata
 from typing import Any, Iterator, Mapping, Sequence
 
-from bot.answer import Answer, Strategy, Threshold
+from bot.answer import Answer, Strategy, Thresholds
 from bot.conversation import QueryRewriter, combine_followup
 from bot.errors import LLMError, LLMStreamBroken, SearchBackendError
 from bot.fallback import HydeFallback, LastResort
@@ -48,7 +48,7 @@ class Bot:
     def __init__(
         self,
         index: KnowledgeIndex,
-        thresholds: Mapping[str, Threshold],
+        thresholds: Thresholds,
         prompt: PromptBuilder,
         last_resort: LastResort,
         llm: ChatModel | None = None,
@@ -62,7 +62,7 @@ class Bot:
         followup_max_chars: int = 15,
     ):
         self.index = index
-        self.thresholds = dict(thresholds)
+        self.thresholds = thresholds
         self.prompt = prompt
         self.last_resort = last_resort
         self.llm = llm
@@ -91,8 +91,11 @@ class Bot:
             hits = merge_hits(lists, top_k * len(parts))
         else:
             hits = searcher.search(query, top_k)
-        gate = self.thresholds[mode]
-        return hits, [h for h in hits if gate.passes(h)]
+        return hits, [h for h in hits if self.thresholds.passes(h)]
+
+    def mode_thresholds(self, mode: str | None = None) -> dict[str, float]:
+        """The cut-offs that apply in ``mode`` (one per searcher whose scores it reports)."""
+        return self.thresholds.select(self.index.searcher(mode or self.mode).components())
 
     def _standalone(self, question: str, history, timings: dict[str, float]) -> str | None:
         """The follow-up rewritten into a standalone question by the LLM, or None when not needed."""
@@ -122,7 +125,7 @@ class Bot:
         timings: dict[str, float] = {}
         question, notice = clean_message(message, self.max_message_chars)
         base = Answer(question=question, text="", strategy=Strategy.DIRECT, mode=mode,
-                      threshold=self.thresholds[mode].value, notice=notice, finished=False)
+                      notice=notice, finished=False)
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)
             return
@@ -145,7 +148,7 @@ class Bot:
                                                    notice=_join(base.notice, SEARCH_DOWN_NOTICE)), timings, start)
             return
         timings["retrieve"] = _ms(t)
-        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten)
+        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, thresholds=self.mode_thresholds(mode))
         if passed:
             yield from self._respond(dataclasses.replace(base, hits=passed), history, timings, start)
             return

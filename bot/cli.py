@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import Sequence
 
-from bot.answer import hit_dict
+from bot.answer import describe_thresholds, hit_dict
 from bot.config import load_settings
 from bot.errors import BotError, KnowledgeError
 
@@ -69,9 +69,9 @@ def _search(settings, args) -> int:
 
     bot = build_bot(settings, llm=None)
     hits, passed = bot.retrieve(args.query, top_k=args.top_k)
-    threshold = bot.thresholds[bot.mode].value
+    threshold = bot.mode_thresholds()
     if args.json:
-        print(json.dumps({"query": args.query, "mode": bot.mode, "threshold": threshold,
+        print(json.dumps({"query": args.query, "mode": bot.mode, "thresholds": threshold,
                           "hits": [dict(hit_dict(h), passed=h in passed) for h in hits]}, ensure_ascii=False, indent=2))
         return 0
     if not hits:
@@ -79,7 +79,7 @@ def _search(settings, args) -> int:
     for i, hit in enumerate(hits, 1):
         mark = "✓" if hit in passed else "·"
         print(f"{mark} {i}. {hit.score:8.3f}  {hit.entry.query}  [{hit.entry.id}]")
-    print(f"(mode {bot.mode}, threshold {threshold:g}; ✓ = passes)")
+    print(f"(mode {bot.mode}, threshold {describe_thresholds(threshold)}; ✓ = passes)")
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from bot.answer import Threshold
+from bot.answer import Thresholds
 from bot.bot import Bot
 from bot.config import Settings
 from bot.conversation import QueryRewriter
@@ -77,14 +77,14 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
     return factories
 
 
-def thresholds(settings: Settings) -> dict[str, Threshold]:
-    """mode -> the threshold a hit must reach to be used."""
+def thresholds(settings: Settings) -> Thresholds:
+    """Each searcher's cut-off on its own score scale (the Elasticsearch one derived from tantivy's unless set)."""
     sparse = settings.retrieval.sparse
-    value = sparse.elasticsearch.effective_threshold(sparse.threshold) if sparse.backend == "elasticsearch" else sparse.threshold
-    from bot.search.hybrid import HybridThreshold
-
-    dense = Threshold(settings.retrieval.dense.threshold)
-    return {"sparse": Threshold(value), "dense": dense, "hybrid": HybridThreshold(Threshold(value), dense)}
+    return Thresholds({
+        "tantivy": sparse.threshold,
+        "elasticsearch": sparse.elasticsearch.effective_threshold(sparse.threshold),
+        "faiss": settings.retrieval.dense.threshold,
+    })
 
 
 def build_llm(settings: Settings) -> ChatModel | None:

@@ -90,12 +90,11 @@ class ChatHandlers:
         """Hits of every mode for ``query``, without the LLM."""
         results = {}
         for mode in self.bot.index.modes:
-            threshold = self.bot.thresholds[mode].value
             try:
                 hits, passed = self.bot.retrieve(query, mode)
-                results[mode] = ModeResult(hits, passed, threshold)
+                results[mode] = ModeResult(hits, passed, self.bot.mode_thresholds(mode))
             except BotError as exc:
-                results[mode] = ModeResult([], [], threshold, str(exc))
+                results[mode] = ModeResult([], [], {}, str(exc))
         return retrieval_html(query, results)
 
 

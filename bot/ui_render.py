@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Mapping, NamedTuple
 
-from bot.answer import Answer, Strategy
+from bot.answer import Answer, Strategy, describe_thresholds
 from bot.search.base import Hit
 
 e = html.escape
@@ -34,7 +34,7 @@ def _scores(hit: Hit) -> str:
 def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
     """The sources panel: strategy, rewritten question, HyDE text, and each used hit's score vs the threshold."""
     parts = [f"<div class='kb-sources' data-q='{e(answer.question)}'><p><b>策略 / Strategy:</b> <span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
-             f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {answer.threshold:g}</p>"]
+             f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {e(describe_thresholds(answer.thresholds))}</p>"]
     if answer.notice:
         parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
     if answer.rewritten:
@@ -45,7 +45,7 @@ def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
         rows = "".join(
             f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
             f"{'<br><small>↳ ' + e(h.part) + '</small>' if h.part else ''}</td>"
-            f"<td>{_scores(h)} ≥ {answer.threshold:g}</td><td>{e(h.searcher)}</td></tr>"
+            f"<td>{_scores(h)}</td><td>{e(h.searcher)}</td></tr>"
             for i, h in enumerate(answer.hits, 1)
         )
         parts.append("<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>分数 / Score</th>"
@@ -64,7 +64,7 @@ class ModeResult(NamedTuple):
 
     hits: list[Hit]
     passed: list[Hit]
-    threshold: float
+    thresholds: dict[str, float]
     error: str | None = None
 
 
@@ -72,7 +72,7 @@ def retrieval_html(query: str, results: Mapping[str, ModeResult]) -> str:
     """Hits of every mode, one table each, with ✓ for hits that pass that mode's threshold."""
     out = [f"<div class='kb-retrieval'><p><b>查询 / Query:</b> {e(query)}</p>"]
     for mode, r in results.items():
-        out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {r.threshold:g}</h4>")
+        out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {e(describe_thresholds(r.thresholds))}</h4>")
         if r.error:
             out.append(f"<p class='kb-notice'>⚠️ {e(r.error)}</p>")
         elif not r.hits:

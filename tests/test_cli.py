@@ -35,7 +35,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["strategy"] == "direct" and out["llm_used"] is False
-    assert out["hits"][0]["id"] == "faq:add" and out["hits"][0]["score"] >= out["threshold"]
+    assert out["hits"][0]["id"] == "faq:add" and out["hits"][0]["score"] >= out["thresholds"]["tantivy"] == 8.0
 
 
 def test_ask_off_topic_is_last_resort(config_file):

@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.answer import Strategy, Threshold
+from bot.answer import Strategy, Thresholds
 from bot.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.errors import ConfigError
 from bot.factory import build_bot, build_tokenizer, searcher_factories
 from bot.knowledge import Entry, load_entries
 from bot.search.base import Hit
 from bot.search.faiss_searcher import FaissSearcher
-from bot.search.hybrid import HybridSearcher, HybridThreshold
+from bot.search.hybrid import HybridSearcher
 from tests.conftest import TINY, write_knowledge
 
 SMALL = FastTextParams(dim=32, epoch=50, bucket=20_000)  # fast on the tiny knowledge (~0.3 s to train)
@@ -152,7 +152,7 @@ def test_hybrid_fuses_ranks_and_keeps_component_scores(tmp_path, tokenizer, entr
 
 
 def test_hybrid_threshold_passes_when_any_component_passes():
-    gate = HybridThreshold(Threshold(10.0), Threshold(0.8))
+    gate = Thresholds({"tantivy": 10.0, "faiss": 0.8})
     entry = Entry("x", "q", "d")
     fused = lambda scores: Hit(entry, 0.03, "hybrid", scores)  # noqa: E731
     assert gate.passes(fused({"tantivy": 12.0, "faiss": 0.1}))

@@ -250,7 +250,7 @@ def test_build_bot_answers_through_elasticsearch(settings, es_url):
     es_settings(settings, es_url)
     bot = build_bot(settings, llm=None)
     assert bot.index.searcher("sparse").name == "elasticsearch"
-    assert bot.thresholds["sparse"].value == pytest.approx(settings.retrieval.sparse.threshold / 2.2, abs=1e-3)
+    assert bot.mode_thresholds()["elasticsearch"] == pytest.approx(settings.retrieval.sparse.threshold / 2.2, abs=1e-3)
     answer = bot.answer("怎么添加知识？")
     assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "elasticsearch"
     assert "knowledge 文件夹" in answer.text

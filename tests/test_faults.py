@@ -119,6 +119,14 @@ def test_corrupt_tantivy_index_is_rebuilt_with_a_log_line(tantivy_dir, tokenizer
     assert not TantivySearcher(tantivy_dir, tokenizer).sync(entries).changed
 
 
+@pytest.mark.xfail(strict=True, reason="Searcher.sync reports reason='no index yet' for every rebuild; tantivy does not "
+                                       "say the index was unreadable (FaissSearcher does) (bot/search/base.py; see report)")
+def test_rebuild_report_says_the_index_was_unreadable(tantivy_dir, tokenizer, entries):
+    _truncate_all(tantivy_dir)
+    report = TantivySearcher(tantivy_dir, tokenizer).sync(entries)
+    assert report.rebuilt and "unreadable" in report.reason
+
+
 def test_state_from_other_settings_is_rebuilt_with_a_reason(tantivy_dir, tokenizer, entries, caplog):
     state = json.loads((tantivy_dir / STATE_FILE).read_text(encoding="utf-8"))
     (tantivy_dir / STATE_FILE).write_text(json.dumps(dict(state, signature="0:old")), encoding="utf-8")

@@ -75,6 +75,10 @@ class Searcher(ABC):
         """What the index's layout depends on besides the entries (tokenizer, fields, boosts)."""
         return ""
 
+    def components(self) -> list[str]:
+        """Names of the searchers whose scores this one reports (itself, or the parts of a fusion)."""
+        return [self.name]
+
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
         """Make the index hold exactly ``entries``, touching only what changed."""
         start = time.perf_counter()

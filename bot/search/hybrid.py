@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from bot.answer import Threshold
 from bot.knowledge import Entry
 from bot.search.base import Hit, Progress, Searcher, SyncReport
-
-DENSE_NAMES = frozenset({"faiss"})  # Hit.searcher names of dense searchers; every other name counts as sparse
-
 
 class HybridSearcher(Searcher):
     """Fuses the two lists by RRF: score = sum over lists of weight / (rrf_k + rank).
@@ -32,6 +27,10 @@ class HybridSearcher(Searcher):
 
     def _parts(self) -> list[tuple[str, Searcher]]:
         return [("sparse", self.sparse), ("dense", self.dense)]
+
+    def components(self) -> list[str]:
+        """The fused searchers' names, whose scores each hybrid hit carries in ``Hit.scores``."""
+        return [self.sparse.name, self.dense.name]
 
     def search(self, query: str, top_k: int) -> list[Hit]:
         """Top ``top_k`` by RRF over each searcher's ``candidates`` best; ``scores`` keeps each one's own score."""
@@ -94,25 +93,3 @@ class HybridSearcher(Searcher):
             seconds=time.perf_counter() - start,
             reason="; ".join(reasons),
         )
-
-
-@dataclass(frozen=True)
-class HybridThreshold:
-    """A fused hit passes when any component score reaches that component's own threshold.
-
-    RRF scores have no absolute meaning, so ``value`` (shown with answers) is 0 and nothing is cut on it.
-    """
-
-    sparse: Threshold
-    dense: Threshold
-    dense_names: frozenset[str] = field(default=DENSE_NAMES)
-    value: float = 0.0
-
-    def _gate(self, searcher: str) -> Threshold:
-        return self.dense if searcher in self.dense_names else self.sparse
-
-    def passes(self, hit: Hit) -> bool:
-        """True when the sparse score reaches the sparse threshold or the dense score the dense one."""
-        if not hit.scores:  # a plain (non-fused) hit is judged by its own searcher's threshold
-            return self._gate(hit.searcher).passes(hit)
-        return any(score >= self._gate(name).value for name, score in hit.scores.items())
