@@ -1,4 +1,4 @@
-"""Sentence encoders for dense retrieval: fastText (trained on the knowledge, or pretrained) and OpenAI embeddings."""
+"""The fastText sentence encoder: SIF-weighted word vectors from a pretrained .bin or a model trained on the knowledge."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import threading
-from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from bot.encoders.base import Encoder, normalize_rows
+from bot.encoders.fasttext_training import FastTextParams, _import_fasttext, _train_skipgram
 from bot.errors import ConfigError, SearchBackendError
 from bot.knowledge import Entry, fingerprint
 from bot.search.base import write_json_atomic
@@ -26,108 +25,11 @@ from bot.text import Tokenizer
 
 log = logging.getLogger(__name__)
 
-DENSE_HINT = "install the dense extra: pip install 'kbbot[dense]'"
 PRETRAINED_KEY = "retrieval.dense.fasttext.pretrained"
 MODEL_FILE = "fasttext.bin"
 MODEL_STATE = "fasttext.json"
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 WORD_CACHE = 200_000  # word -> vector memo; bounded so a long-running bot does not grow without limit
-
-
-def normalize_rows(vectors: np.ndarray) -> np.ndarray:
-    """L2-normalise each row in float32; all-zero rows stay zero (no NaN)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-
-
-class Encoder(ABC):
-    """Turns texts into unit-length vectors whose inner product is their cosine similarity."""
-
-    name: str = "encoder"
-
-    @abstractmethod
-    def signature(self) -> str:
-        """Identifies the model behind the vectors; when it changes every stored vector is stale."""
-
-    def prepare(self, entries: Sequence[Entry]) -> str | None:
-        """Make the model ready for ``entries``; returns why the model changed (all vectors stale) or None."""
-        return None
-
-    @abstractmethod
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """One unit (or zero) float32 row per text."""
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """The vector of one question (a zero vector when it carries nothing the model knows)."""
-        return self.embed_documents([text])[0]
-
-
-@dataclass(frozen=True)
-class FastTextParams:
-    """How the compact fastText model is trained on the knowledge (see config.yaml retrieval.dense.fasttext)."""
-
-    dim: int = 100
-    epoch: int = 20
-    minn: int = 1
-    maxn: int = 2
-    bucket: int = 200_000
-    ws: int = 5
-    lr: float = 0.05
-    min_count: int = 1
-    threads: int = 1
-    seed: int = 0
-    subsample: float = 1e-3  # fastText's ``t``; its 1e-4 default drops most tokens of a small knowledge base
-
-
-def _import_fasttext():
-    try:
-        import fasttext
-    except ImportError:
-        raise ConfigError(f"dense retrieval needs the fasttext package; {DENSE_HINT}") from None
-    return fasttext
-
-
-# Training runs in a child process. fastText 0.9.3 initialises only the first tenth of its input matrix
-# (DenseMatrix::uniform with thread=1) and leaves the rest as whatever the allocator returns; in a
-# long-lived process that is recycled heap, so two trainings with the same seed differ (or hit NaN).
-# A fresh process that takes every large block straight from the kernel (zeroed pages) is deterministic.
-_TRAIN_CHILD = r"""
-import ctypes, json, sys
-try:
-    ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD, fixed: large blocks are fresh pages
-except (OSError, AttributeError):
-    pass
-import fasttext
-from fasttext import FastText as ft
-job = json.load(sys.stdin)
-args = job["args"]
-try:
-    if job["seed"] == 0:  # fastText's own default seed
-        model = fasttext.train_unsupervised(**args)
-    else:  # train_unsupervised() does not accept seed (0.9.3): build its arguments the way it does
-        a = ft._build_args({**ft.unsupervised_default, **args, "seed": job["seed"]}, set(args) | {"seed"})
-        model = ft._FastText(args=a)
-        ft.fasttext.train(model.f, a)
-except RuntimeError as exc:
-    print(exc, file=sys.stderr)
-    sys.exit(3 if "NaN" in str(exc) else 2)
-model.save_model(job["out"])
-"""
-NAN_EXIT = 3
-
-
-def _train_skipgram(corpus: str, p: FastTextParams, out: Path) -> bool:
-    """Train into ``out`` in a child process; False when fastText hit NaN (too few training pairs)."""
-    args = dict(input=corpus, model="skipgram", dim=p.dim, epoch=p.epoch, minn=p.minn, maxn=p.maxn, bucket=p.bucket,
-                ws=p.ws, lr=p.lr, minCount=p.min_count, thread=p.threads, t=p.subsample, verbose=0)
-    job = json.dumps({"args": args, "seed": p.seed, "out": str(out)})
-    done = subprocess.run([sys.executable, "-c", _TRAIN_CHILD], input=job, capture_output=True, text=True)
-    if done.returncode == NAN_EXIT:
-        return False
-    if done.returncode != 0:
-        raise SearchBackendError(f"fastText training failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
-    return True
 
 
 class FastTextEncoder(Encoder):
@@ -371,79 +273,3 @@ class FastTextEncoder(Encoder):
             self._ensure()
             rows = [self.embed_tokens(self.tokenizer.tokenize(t)) for t in texts]
             return np.vstack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
-
-
-class OpenAIEncoder(Encoder):
-    """An OpenAI-compatible ``/v1/embeddings`` endpoint; document vectors are cached on disk by text hash."""
-
-    name = "openai"
-
-    def __init__(self, base_url: str, model: str, api_key: str, cache_dir: str | Path,
-                 batch_size: int = 64, timeout: float = 30.0, max_retries: int = 2):
-        self.base_url, self.model = base_url, model
-        self.api_key, self.timeout, self.max_retries = api_key, timeout, max_retries
-        self.batch_size = max(1, batch_size)
-        self.cache_file = Path(cache_dir) / "embeddings.npz"
-        self._lock = threading.RLock()
-        self._client = None
-        self._cache: dict[str, np.ndarray] | None = None
-        self.requests = 0  # embedding calls made, so re-indexing cost is observable
-
-    def signature(self) -> str:
-        """Endpoint and model: another model's vectors are not comparable."""
-        return f"openai:{self.base_url}:{self.model}"
-
-    def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.model}\n{text}".encode("utf-8")).hexdigest()[:20]
-
-    def _request(self, texts: list[str]) -> np.ndarray:
-        if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
-                                         timeout=self.timeout, max_retries=self.max_retries)
-        try:
-            self.requests += 1
-            response = self._client.embeddings.create(model=self.model, input=texts)
-        except Exception as exc:  # the SDK has many error types; all mean "no vectors", with this advice
-            raise SearchBackendError(f"embedding request to {self.base_url} (model {self.model}) failed: {exc}; "
-                                     "check retrieval.dense.openai settings and the API key") from exc
-        rows = sorted(response.data, key=lambda d: d.index)
-        return normalize_rows(np.array([d.embedding for d in rows], dtype=np.float32))
-
-    def _load_cache(self) -> dict[str, np.ndarray]:
-        if self._cache is None:
-            self._cache = {}
-            if self.cache_file.is_file():
-                try:
-                    with np.load(self.cache_file, allow_pickle=False) as data:
-                        self._cache = dict(zip(data["keys"].tolist(), data["vectors"]))
-                except (OSError, ValueError, KeyError) as exc:
-                    log.warning("embedding cache %s unreadable (%s); starting afresh", self.cache_file, exc)
-        return self._cache
-
-    def _save_cache(self) -> None:
-        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.cache_file.with_name(f".{self.cache_file.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, keys=np.array(list(self._cache), dtype=str), vectors=np.array(list(self._cache.values())))
-        os.replace(tmp, self.cache_file)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Cached vectors for known texts; only the missing ones are requested, in batches."""
-        with self._lock:
-            cache = self._load_cache()
-            keys = [self._key(t) for t in texts]
-            missing = list(dict.fromkeys(k for k in keys if k not in cache))
-            by_key = dict(zip(keys, texts))
-            for i in range(0, len(missing), self.batch_size):
-                batch = missing[i:i + self.batch_size]
-                cache.update(zip(batch, self._request([by_key[k] for k in batch])))
-            if missing:
-                self._save_cache()
-            return np.vstack([cache[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """Questions are not cached on disk: they are unbounded and rarely repeat."""
-        with self._lock:
-            return self._request([text])[0]
