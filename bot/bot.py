@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import time
 import unicodedata
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Sequence
 
 from bot.answer import Answer, Strategy, Thresholds
 from bot.conversation import QueryRewriter, combine_followup

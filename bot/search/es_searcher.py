@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import re
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from bot.errors import SearchBackendError
 from bot.knowledge import Entry
 from bot.search.base import Hit, Progress, Searcher
+from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_json_node_class  # noqa: F401 - re-exported
 from bot.text import Tokenizer
 
 log = logging.getLogger(__name__)
 
 FIELDS = ("query", "metadata", "document")
 SCHEMA_VERSION = "1"
-INSTALL_HINT = "pip install 'kbbot[es]'"
 DOCKER_HINT = (
     "docker run -d --name kbbot-es -p 9200:9200 -e discovery.type=single-node "
     "-e xpack.security.enabled=false -e ES_JAVA_OPTS='-Xms1g -Xmx1g' "
@@ -26,39 +24,6 @@ DOCKER_HINT = (
 )
 UNAVAILABLE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
 FALLBACK_NOTICE = "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
-_COMPAT_MIME = re.compile(r"application/vnd\.elasticsearch\+([\w-]+)(\s*;\s*compatible-with=\d+)?")
-
-
-def _require() -> Any:
-    """The elasticsearch package, imported only when this backend is chosen."""
-    try:
-        import elasticsearch
-    except ImportError:
-        raise SearchBackendError(
-            f"retrieval.sparse.backend is 'elasticsearch' but the client is not installed; run: {INSTALL_HINT}"
-        ) from None
-    return elasticsearch
-
-
-@functools.lru_cache(maxsize=1)
-def plain_json_node_class() -> type:
-    """A urllib3 node that sends plain application/json, for OpenSearch-compatible servers that reject compat types."""
-    _require()
-    from elastic_transport import Urllib3HttpNode
-
-    class PlainJsonNode(Urllib3HttpNode):
-        """Rewrites application/vnd.elasticsearch+json; compatible-with=N back to application/json."""
-
-        def perform_request(self, method, target, body=None, headers=None, **kwargs):
-            """Send the request with the compat media types replaced by their plain forms."""
-            if headers:
-                headers = headers.copy()
-                for name in ("accept", "content-type"):
-                    if name in headers:
-                        headers[name] = _COMPAT_MIME.sub(r"application/\1", headers[name])
-            return super().perform_request(method, target, body, headers, **kwargs)
-
-    return PlainJsonNode
 
 
 def safe_host(url: str) -> str:
@@ -289,19 +254,6 @@ class ElasticsearchSearcher(Searcher):
             entry = Entry(d["id"], d["query"], d["document"], tuple(d.get("metadata", ())), d.get("source", ""))
             hits.append(Hit(entry, float(h["_score"]), self.name))
         return hits
-
-
-def build_client(settings: Any, es: Any) -> Any:
-    """An Elasticsearch client from settings; credentials only from the environment, never logged."""
-    elasticsearch = _require()
-    kwargs: dict[str, Any] = dict(es.credentials())
-    if es.ca_certs:
-        kwargs["ca_certs"] = str(settings.resolve(es.ca_certs))
-    if not es.compat_headers:
-        kwargs["node_class"] = plain_json_node_class()
-    return elasticsearch.Elasticsearch(
-        es.hosts, verify_certs=es.verify_certs, request_timeout=es.request_timeout,
-        max_retries=es.max_retries, retry_on_timeout=es.max_retries > 0, **kwargs)
 
 
 def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> Searcher:
