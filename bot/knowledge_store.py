@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
@@ -14,6 +12,7 @@ from typing import Any, Iterator
 from filelock import FileLock, Timeout
 
 from bot.errors import BotError, KnowledgeError, KnowledgeProblem
+from bot.fsutil import write_text_atomic
 from bot.knowledge import Entry, knowledge_files, parse_keywords, parse_text
 
 LOCK_TIMEOUT = 10.0
@@ -49,39 +48,6 @@ def _next_key(data: dict) -> str:
 def _stems_may_clash(a: str, b: str) -> bool:
     # Ids are "<stem>:<key>", so "a" + "b:c" equals "a:b" + "c"; only such stems can share an id.
     return a == b or a.startswith(b + ":") or b.startswith(a + ":")
-
-
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable; not every platform can open a directory.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so readers (and crashes) see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Hidden name: knowledge_files skips it, so a temp file left by a crash never breaks loading.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 class KnowledgeStore:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from bot.fsutil import write_json_atomic  # noqa: F401 - re-exported for the searchers
 from bot.knowledge import Entry
 
 Progress = Callable[[int], None]
@@ -104,13 +102,3 @@ class Searcher(ABC):
             seconds=time.perf_counter() - start,
             reason=reason,
         )
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    """Write JSON so that a reader (or a crash) sees either the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, ensure_ascii=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

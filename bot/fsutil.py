@@ -1,0 +1,47 @@
+"""Crash-safe file writes shared by the knowledge store and the on-disk indexes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+
+def _fsync_dir(folder: Path) -> None:
+    # Makes the rename itself durable; not every platform can open a directory.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so readers (and crashes) see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Hidden name: knowledge_files skips it, so a temp file left by a crash never breaks loading.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    """Write JSON atomically (see :func:`write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(data, ensure_ascii=False))
