@@ -31,8 +31,10 @@ class TantivySettings(Strict):
     """The embedded BM25 engine."""
 
     boosts: dict[str, float] = Field(
-        default_factory=lambda: {"query": 3.0, "metadata": 2.0, "document": 1.0}
+        default_factory=lambda: {"query": 2.0, "metadata": 1.0, "document": 1.0}
     )
+    # 0 = only the best field counts; 1 = fields add up. Elasticsearch's multi_match uses the same value.
+    tie_breaker: float = Field(0.3, ge=0.0, le=1.0)
 
 
 class ElasticsearchSettings(Strict):

@@ -38,7 +38,8 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
             return build_elasticsearch_searcher(settings, tokenizer)
         from bot.search.tantivy_searcher import TantivySearcher
 
-        return TantivySearcher(state / "tantivy", tokenizer, settings.retrieval.sparse.tantivy.boosts)
+        t = settings.retrieval.sparse.tantivy
+        return TantivySearcher(state / "tantivy", tokenizer, t.boosts, t.tie_breaker)
 
     def dense() -> Searcher:
         from bot.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder

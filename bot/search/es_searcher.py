@@ -53,7 +53,7 @@ class ElasticsearchSearcher(Searcher):
     notice: str | None = None
 
     def __init__(self, client: Any, index: str, tokenizer: Tokenizer, boosts: Mapping[str, float] | None = None,
-                 analyzer: str = "whitespace", shards: int = 1, replicas: int = 1,
+                 tie_breaker: float = 0.0, analyzer: str = "whitespace", shards: int = 1, replicas: int = 1,
                  chunk_size: int = 500, page_size: int = 5000):
         es = _require()
         self._errors = es
@@ -61,6 +61,7 @@ class ElasticsearchSearcher(Searcher):
         self.index = index
         self.tokenizer = tokenizer
         self.boosts = {f: float((boosts or {}).get(f, 1.0)) for f in FIELDS}
+        self.tie_breaker = tie_breaker
         self.analyzer = analyzer
         self.shards, self.replicas = shards, replicas
         self.chunk_size, self.page_size = chunk_size, page_size
@@ -238,7 +239,7 @@ class ElasticsearchSearcher(Searcher):
 
     # -- reads -------------------------------------------------------------
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """BM25 top_k via multi_match best_fields (tie_breaker 0); [] without a request for a word-less query."""
+        """BM25 top_k via multi_match best_fields (the same boosts and tie_breaker as tantivy); [] for a word-less query."""
         tokens = list(dict.fromkeys(self.tokenizer.tokenize(query)))
         if not tokens or top_k <= 0:
             return []
@@ -246,7 +247,7 @@ class ElasticsearchSearcher(Searcher):
         fields = [f"{f}^{self.boosts[f]:g}" for f in FIELDS]
         with self._guard("search"):
             resp = self.client.search(index=self.index, size=top_k, source=["entry"], track_total_hits=False,
-                                      query={"multi_match": {"query": text, "type": "best_fields", "tie_breaker": 0.0,
+                                      query={"multi_match": {"query": text, "type": "best_fields", "tie_breaker": self.tie_breaker,
                                                              "fields": fields}})
         hits = []
         for h in resp["hits"]["hits"]:
@@ -260,9 +261,10 @@ def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: An
     """The Elasticsearch searcher, checked reachable; with fallback_to_embedded, a TantivySearcher with ``.notice``."""
     es = settings.retrieval.sparse.elasticsearch
     boosts = settings.retrieval.sparse.tantivy.boosts
+    tie = settings.retrieval.sparse.tantivy.tie_breaker
     try:
         searcher = ElasticsearchSearcher(client if client is not None else build_client(settings, es), es.index,
-                                         tokenizer, boosts, analyzer=es.analyzer, shards=es.shards, replicas=es.replicas)
+                                         tokenizer, boosts, tie_breaker=tie, analyzer=es.analyzer, shards=es.shards, replicas=es.replicas)
         searcher.check()
         return searcher
     except SearchBackendError as exc:
@@ -271,7 +273,7 @@ def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: An
         from bot.search.tantivy_searcher import TantivySearcher
 
         log.warning("Elasticsearch unavailable, falling back to the embedded engine: %s", exc)
-        fallback = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, boosts)
+        fallback = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, boosts, tie)
         fallback.notice = FALLBACK_NOTICE
         fallback.fallback_reason = str(exc)
         return fallback

@@ -47,10 +47,12 @@ class TantivySearcher(Searcher):
 
     name = "tantivy"
 
-    def __init__(self, path: str | Path, tokenizer: Tokenizer, boosts: Mapping[str, float] | None = None):
+    def __init__(self, path: str | Path, tokenizer: Tokenizer, boosts: Mapping[str, float] | None = None,
+                 tie_breaker: float = 0.0):
         self.path = Path(path)
         self.tokenizer = tokenizer
         self.boosts = {f: float((boosts or {}).get(f, 1.0)) for f in FIELDS}
+        self.tie_breaker = tie_breaker
         self._lock = threading.RLock()
         self._index = None
         self._hashes: dict[str, str] | None = None
@@ -189,7 +191,7 @@ class TantivySearcher(Searcher):
         for f in FIELDS:
             terms = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, f, t)) for t in tokens]
             per_field.append(tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), self.boosts[f]))
-        return tantivy.Query.disjunction_max_query(per_field, tie_breaker=0.0)
+        return tantivy.Query.disjunction_max_query(per_field, tie_breaker=self.tie_breaker)
 
     def search(self, query: str, top_k: int) -> list[Hit]:
         """BM25 top_k over the index; [] when the query has no words or the index is empty."""
