@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.config import load_settings  # noqa: E402
-from bot.factory import build_bot, build_store  # noqa: E402
-from bot.llm import OpenAIChat  # noqa: E402
-from bot.ui import RATE_LIMITED  # noqa: E402
-from tests.llm_server import LocalLLMServer  # noqa: E402
+from bot.config import Settings, load_settings
+from bot.factory import build_bot, build_store
+from bot.llm import OpenAIChat
+from bot.ui import RATE_LIMITED
+from tests.llm_server import LocalLLMServer
 
 START, END = "<!-- load:start -->", "<!-- load:end -->"
 QUESTIONS = ["这个机器人是什么？", "怎么添加知识？", "怎么连接 DeepSeek？", "How do I switch to dense retrieval?",
@@ -83,7 +83,7 @@ def run_session(url: str, index: int, deadline: list[float], ready: threading.Ba
 
     try:
         client = Client(url, verbose=False)
-    except Exception as exc:  # a session that cannot even connect is one error, not a crash of the run
+    except Exception as exc:  # noqa: BLE001 - a session that cannot connect is one error, not a crash of the run
         stats.errors.append(f"connect: {type(exc).__name__}: {exc}")
         ready.wait()
         return
@@ -95,7 +95,7 @@ def run_session(url: str, index: int, deadline: list[float], ready: threading.Ba
         start = time.perf_counter()
         try:
             history, _, _ = client.predict(question, history, "sparse", api_name="/chat")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of a turn is what this run counts
             stats.errors.append(f"S{index:02d}-T{turn:02d} after {time.perf_counter() - start:.1f} s: "
                                 f"{type(exc).__name__}: {str(exc)[:200]}")
             turn += 1
@@ -123,13 +123,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-def serve(state: Path, concurrency: int, llm_url: str, rate_limit: int):
+def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limit: int):
     """Build the app like app.py does (starter knowledge, temp state) and serve it on a free loopback port."""
     import socket
 
     from bot.ui import build_demo
 
-    settings = load_settings(ROOT / "config.yaml")
+    settings = base.model_copy(deep=True)
     settings.state_dir = str(state)
     settings.retrieval.mode = "sparse"
     settings.ui.rate_limit_per_minute = rate_limit
@@ -145,13 +145,14 @@ def serve(state: Path, concurrency: int, llm_url: str, rate_limit: int):
 
 
 def run(sessions: int, seconds: float, concurrency: int, chunk_delay: float = 0.005, rate_limit: int = 0,
-        max_turns: int = 10_000) -> dict:
+        max_turns: int = 10_000, settings: Settings | None = None) -> dict:
     """Serve the app, drive ``sessions`` users for ``seconds``, and return the figures."""
+    base = settings or load_settings(ROOT / "config.yaml")
     server = LocalLLMServer()
     server.reply, server.chunk_delay = echo_reply, chunk_delay
     server.start()
     with tempfile.TemporaryDirectory(prefix="kbbot-load-") as tmp:
-        demo, url, settings = serve(Path(tmp) / "state", concurrency, server.url, rate_limit)
+        demo, url, settings = serve(base, Path(tmp) / "state", concurrency, server.url, rate_limit)
         try:
             stats = [SessionStats() for _ in range(sessions)]
             ready = threading.Barrier(sessions + 1)
@@ -194,10 +195,12 @@ def run(sessions: int, seconds: float, concurrency: int, chunk_delay: float = 0.
 
 def markdown(results: list[dict]) -> str:
     """A markdown table of one or more runs."""
-    lines = ["| sessions | seconds | concurrency limit | requests | errors | cross-talk | p50 (s) | p95 (s) | max (s) | throughput (req/s) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [("| sessions | seconds | LLM chunk delay (ms) | concurrency limit | requests | errors | cross-talk | "
+              "p50 (s) | p95 (s) | max (s) | throughput (req/s) |"),
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        lines.append(f"| {r['sessions']} | {r['seconds']:g} | {r['concurrency']} | {r['requests']} | {r['errors']} | "
+        lines.append(f"| {r['sessions']} | {r['seconds']:g} | {r['chunk_delay'] * 1000:g} | {r['concurrency']} | "
+                     f"{r['requests']} | {r['errors']} | "
                      f"{r['crosstalk']} | {r['p50']:.3f} | {r['p95']:.3f} | {r['max']:.3f} | {r['throughput']:.1f} |")
     return "\n".join(lines)
 
@@ -211,8 +214,8 @@ def section(results: list[dict]) -> str:
             f"{r['sessions']} concurrent sessions for {r['seconds']:g} s, each with its own `gradio_client.Client` and its "
             "own growing history, asking the starter-knowledge questions through `/chat` (mode sparse, LLM used: "
             "follow-ups also go through the rewrite call). The app is served in-process on 127.0.0.1 with "
-            f"`.queue(default_concurrency_limit=N)`; the LLM is tests/llm_server.py streaming 4-character chunks every "
-            f"{r['chunk_delay'] * 1000:g} ms. Latency is one whole streamed turn as the client sees it. Cross-talk = replies "
+            f"`.queue(default_concurrency_limit=N)`; the LLM is tests/llm_server.py streaming 4-character chunks (the "
+            "delay between chunks is a column; about 20 chunks per answer, 7 per rewrite). Latency is one whole streamed turn as the client sees it. Cross-talk = replies "
             "that do not name their own session and turn, or that carry history of another session or of the wrong "
             f"length. Python {platform.python_version()}, Gradio {gradio.__version__}, {os.cpu_count()} CPUs. "
             "Produced by `python -m benchmarks.load`.\n\n"
@@ -234,9 +237,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sessions", type=int, default=50)
     p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--concurrency", type=int, nargs="+", default=[load_settings(ROOT / "config.yaml").ui.concurrency],
-                   help="Gradio default_concurrency_limit; several values run one after the other")
-    p.add_argument("--chunk-delay", type=float, default=0.005, help="seconds between streamed LLM chunks")
+    p.add_argument("--concurrency", type=int, nargs="+", default=None,
+                   help="Gradio default_concurrency_limit (default: ui.concurrency from config.yaml); "
+                        "several values run one after the other")
+    p.add_argument("--chunk-delay", type=float, nargs="+", default=[0.005],
+                   help="seconds between streamed LLM chunks; several values run one after the other")
     p.add_argument("--rate-limit", type=int, default=0,
                    help="ui.rate_limit_per_minute for the run (default 0 = off, so the sessions measure the app, "
                         "not the limiter; rate-limited replies are counted apart)")
@@ -245,13 +250,19 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.sessions, args.seconds = 5, 5.0
+    # Read once: every run then uses the same settings even if config.yaml is edited meanwhile.
+    settings = load_settings(ROOT / "config.yaml")
+    args.concurrency = args.concurrency or [settings.ui.concurrency]
     results = []
-    for limit in args.concurrency:
-        r = run(args.sessions, args.seconds, limit, args.chunk_delay, args.rate_limit)
-        results.append(r)
-        print(markdown([r]).splitlines()[-1], flush=True)
-        for sample in r["error_samples"] + r["crosstalk_samples"]:
-            print("  ", sample, flush=True)
+    for delay in args.chunk_delay:
+        for limit in args.concurrency:
+            r = run(args.sessions, args.seconds, limit, delay, args.rate_limit, settings=settings)
+            results.append(r)
+            print(markdown([r]).splitlines()[-1], flush=True)
+            for sample in r["error_samples"] + r["crosstalk_samples"]:
+                print("  ", sample, flush=True)
+            if r["rate_limited"]:
+                print(f"   {r['rate_limited']} replies were rate limited (ui.rate_limit_per_minute={r['rate_limit']})")
     print()
     print(markdown(results))
     if not args.no_write and not args.quick:

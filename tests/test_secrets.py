@@ -155,8 +155,8 @@ def run_cli(config: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, OPENAI_API_KEY=OPENAI_KEY, ES_API_KEY=ES_API_KEY, ES_USERNAME=ES_USER,
                ES_PASSWORD=ES_PASSWORD, OPENAI_LOG="debug")
     env.pop("KBBOT_MODE", None)
-    return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), *args], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), *args], check=False,
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
 
 
 @pytest.mark.slow
