@@ -41,8 +41,10 @@ def main(argv=None) -> None:
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    from bot.ui import CSS
+
     demo.launch(server_name=args.host or settings.ui.host, server_port=args.port or settings.ui.port,
-                share=args.share, auth=auth, auth_message="请登录 / Please log in")
+                share=args.share, auth=auth, auth_message="请登录 / Please log in", css=CSS)
 
 
 if __name__ == "__main__":

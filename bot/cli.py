@@ -1,4 +1,4 @@
-"""Command line: ``python -m bot ask|search|index``."""
+"""Command line: ``python -m bot ask|search|index|eval|calibrate``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Sequence
 from bot.answer import describe_thresholds, hit_dict
 from bot.config import load_settings
 from bot.errors import BotError, KnowledgeError
+from bot.eval_cli import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true")
     index = sub.add_parser("index", help="build or update the index from the knowledge folder")
     index.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
+    add_eval_arguments(sub.add_parser("eval", help="measure retrieval (recall, MRR, pass rates, latency) on a question file"))
+    add_calibrate_arguments(sub.add_parser("calibrate", help="choose each searcher's threshold from a question file"))
     return p
 
 
@@ -39,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config)
         if args.mode:
             settings.retrieval.mode = args.mode
-        return {"ask": _ask, "search": _search, "index": _index}[args.command](settings, args)
+        return {"ask": _ask, "search": _search, "index": _index, "eval": run_eval,
+                "calibrate": run_calibrate}[args.command](settings, args)
     except KnowledgeError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2

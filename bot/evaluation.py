@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ class EvalQuestion:
 
     question: str
     gold: frozenset[str]
+    answers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,3 +168,75 @@ def score_split(search_hits: Callable[[str, int], list[tuple[str, float]]], ques
         rest = [s for i, s in hits if i not in q.gold]
         unanswerable.append(rest[0] if rest else 0.0)
     return ScoreSplit(answerable, unanswerable)
+
+
+def resolve_gold(gold: object, ids: set[str], stems: Sequence[str]) -> str:
+    """A gold id as an entry id: full ids ("stem:key") are kept, bare keys/indices get the knowledge file's stem."""
+    text = str(gold)
+    if text in ids:
+        return text
+    matches = [f"{stem}:{text}" for stem in stems if f"{stem}:{text}" in ids]
+    if len(matches) == 1 or (not matches and len(stems) == 1):
+        return matches[0] if matches else f"{stems[0]}:{text}"
+    # Unknown or ambiguous: keep it as written so it simply never matches (a miss, not a crash).
+    return text
+
+
+def load_questions(path: str | Path, entries: Sequence[Entry]) -> list[EvalQuestion]:
+    """Read a JSON-lines file of {"question", "gold_ids", "answer"?, "answers"?}, gold ids resolved against ``entries``."""
+    ids = {e.id for e in entries}
+    stems = sorted({e.id.split(":", 1)[0] for e in entries})
+    questions = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                text, gold = d["question"], d.get("gold_ids") or []
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{n}: 每行须为含 question 和 gold_ids 的 JSON / each line must be JSON with "
+                                 f"question and gold_ids ({exc})") from None
+            refs = d.get("answers") or ([d["answer"]] if d.get("answer") else [])
+            questions.append(EvalQuestion(str(text), frozenset(resolve_gold(g, ids, stems) for g in gold),
+                                          tuple(str(a) for a in refs)))
+    return questions
+
+
+# -- answer quality, CMRC 2018 style -------------------------------------------
+_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Lower-cased tokens with punctuation dropped: each Chinese character alone, other letters/digits as words."""
+    return _TOKEN.findall(text.lower())
+
+
+def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
+    best, prev = 0, [0] * (len(b) + 1)
+    for x in a:
+        cur = [0] * (len(b) + 1)
+        for j, y in enumerate(b, 1):
+            if x == y:
+                cur[j] = prev[j - 1] + 1
+                best = max(best, cur[j])
+        prev = cur
+    return best
+
+
+def exact_match(prediction: str, references: Sequence[str]) -> float:
+    """1.0 when the prediction equals any reference once punctuation, spaces and case are ignored."""
+    pred = answer_tokens(prediction)
+    return float(any(answer_tokens(ref) == pred for ref in references))
+
+
+def f1_score(prediction: str, references: Sequence[str]) -> float:
+    """Max over references of the F1 of the longest common token run (the official CMRC 2018 metric)."""
+    pred, best = answer_tokens(prediction), 0.0
+    for ref in references:
+        gold = answer_tokens(ref)
+        common = _longest_common_run(gold, pred)
+        if common:
+            precision, recall = common / len(pred), common / len(gold)
+            best = max(best, 2 * precision * recall / (precision + recall))
+    return best

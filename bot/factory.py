@@ -8,6 +8,7 @@ from typing import Callable
 from bot.answer import Thresholds
 from bot.bot import Bot
 from bot.config import Settings
+from bot.errors import KnowledgeError
 from bot.conversation import QueryRewriter
 from bot.fallback import HydeFallback, LastResort
 from bot.index import KnowledgeIndex
@@ -137,6 +138,12 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
 
         raise ConfigError(f"retrieval.mode is {mode!r}; choose one of: {', '.join(index.modes)}")
     if load:
-        index.load()
+        try:
+            index.load()
+        except KnowledgeError:
+            # A bad edit must not take the bot down when an index from the last good knowledge exists.
+            if index.searcher(mode).indexed_hashes() is None:
+                raise
+            log.error("knowledge not loaded, serving the last good index from disk: %s", index.error)
         index.searcher(mode)
     return bot

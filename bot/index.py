@@ -36,6 +36,7 @@ class KnowledgeIndex:
         self.check_interval = check_interval
         self.entries: list[Entry] = []
         self.error: KnowledgeError | None = None
+        self._loaded = False  # True once a load succeeded: before that, `entries` is not the knowledge
 
     @property
     def modes(self) -> list[str]:
@@ -52,28 +53,39 @@ class KnowledgeIndex:
                 self._signature, self.error = signature, exc
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
-            self.entries, self._signature, self.error = entries, signature, None
+            self.entries, self._signature, self.error, self._loaded = entries, signature, None, True
             return {mode: s.sync(entries, progress) for mode, s in self._searchers.items()}
 
     def sync(self, mode: str, progress: Progress | None = None, rebuild: bool = False) -> SyncReport:
         """Build ``mode``'s searcher if needed and bring it in step with the entries (from scratch with ``rebuild``)."""
         with self._lock:
-            searcher = self._searchers.get(mode)
-            if searcher is None:
-                if mode not in self._factories:
-                    raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
-                searcher = self._factories[mode]()
+            if not self._loaded:
+                # Syncing now would make the on-disk index match an empty list and lose the last good one.
+                raise self.error or ConfigError("the knowledge was not loaded yet; call load() first")
+            searcher = self._searchers.get(mode) or self._create(mode)
             if rebuild:
                 searcher.reset("rebuild requested")
             report = searcher.sync(self.entries, progress)
             self._searchers[mode] = searcher
             return report
 
+    def _create(self, mode: str) -> Searcher:
+        if mode not in self._factories:
+            raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
+        return self._factories[mode]()
+
     def searcher(self, mode: str) -> Searcher:
-        """The searcher for ``mode``, built and synced on first use."""
+        """The searcher for ``mode``, built and synced on first use.
+
+        Before any load succeeded (a malformed file at start) it is opened as it is on disk, unsynced:
+        the last good index keeps serving.
+        """
         with self._lock:
             if mode not in self._searchers:
-                self.sync(mode)
+                if self._loaded:
+                    self.sync(mode)
+                else:
+                    self._searchers[mode] = self._create(mode)
             return self._searchers[mode]
 
     def refresh(self, force: bool = False) -> bool:

@@ -119,12 +119,26 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
     return entries
 
 
+# json.loads raises ValueError (JSONDecodeError, or an integer with thousands of digits) or RecursionError
+# (very deep nesting); all of them mean "this file is not usable JSON", never a crash.
+JSON_ERRORS = (ValueError, RecursionError)
+
+
+def json_problem(exc: BaseException) -> str:
+    """Why a text is not usable JSON, with line and column when the decoder knows them."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    if isinstance(exc, RecursionError):
+        return "invalid JSON: nested too deeply"
+    return f"invalid JSON: {exc}"
+
+
 def parse_text(text: str, stem: str, file: str, problems: list[KnowledgeProblem]) -> list[Entry]:
     """Decode and validate the text of one knowledge file."""
     try:
         data = json.loads(text, object_pairs_hook=_object_with_duplicates)
-    except json.JSONDecodeError as exc:
-        problems.append(KnowledgeProblem(file, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"))
+    except JSON_ERRORS as exc:
+        problems.append(KnowledgeProblem(file, None, json_problem(exc)))
         return []
     return parse_document(data, stem, file, problems)
 

@@ -13,7 +13,7 @@ from filelock import FileLock, Timeout
 
 from bot.errors import BotError, KnowledgeError, KnowledgeProblem
 from bot.fsutil import write_text_atomic
-from bot.knowledge import Entry, knowledge_files, parse_keywords, parse_text
+from bot.knowledge import JSON_ERRORS, Entry, json_problem, knowledge_files, parse_keywords, parse_text
 
 LOCK_TIMEOUT = 10.0
 _INDEX = re.compile(r"0|[1-9][0-9]*")
@@ -207,8 +207,8 @@ class KnowledgeStore:
             raise KnowledgeError([KnowledgeProblem(str(path), None, f"cannot read as UTF-8 text: {exc}")]) from None
         try:
             data = json.loads(text, object_pairs_hook=_strict_object)
-        except json.JSONDecodeError as exc:
-            why = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; fix it by hand or re-upload it"
+        except JSON_ERRORS as exc:
+            why = f"{json_problem(exc)}; fix it by hand or re-upload it"
             raise KnowledgeError([KnowledgeProblem(str(path), None, why)]) from None
         except _DuplicateKey as dup:
             why = f"key {dup.key!r} appears twice; fix it by hand (a rewrite would silently drop one copy)"

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing
+import os
 import threading
 import unicodedata
+import warnings
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import jieba
 
@@ -15,6 +19,9 @@ jieba.setLogLevel(logging.WARNING)
 
 # Bump when the cutting rules change, so on-disk indexes built with old tokens are rebuilt.
 TOKENIZER_VERSION = "1"
+# tokenize_many() spreads a batch over worker processes from this many texts on (jieba is pure Python and
+# holds the GIL; a fresh worker costs ~1 s to load jieba's dictionary, so small batches stay serial).
+PARALLEL_MIN = 20_000
 
 
 def normalize(text: str) -> str:
@@ -38,6 +45,7 @@ class Tokenizer:
             self._jieba.tmp_dir = str(cache_dir)
         self._user_dict = Path(user_dict) if user_dict else None
         self._added: set[str] = set()
+        self._added_freq: dict[str, int] = {}  # in the order added, so worker processes replay them exactly
         self._lock = threading.Lock()
         self._ready = False
 
@@ -61,13 +69,49 @@ class Tokenizer:
         for word in words:
             word = normalize(word).strip()
             if word and word not in self._added and " " not in word:
-                self._jieba.add_word(word, freq=max(self._jieba.suggest_freq(word, False), 10))
+                freq = max(self._jieba.suggest_freq(word, False), 10)
+                self._jieba.add_word(word, freq=freq)
                 self._added.add(word)
+                self._added_freq[word] = freq
 
     def tokenize(self, text: str) -> list[str]:
         """Cut text into lower-case word tokens, punctuation dropped, English words and numbers kept."""
         self._load()
         return [tok for tok in (t.strip() for t in self._jieba.cut_for_search(normalize(text))) if tok and is_word(tok)]
+
+    def tokenize_many(self, texts: Sequence[str], processes: int | None = None) -> list[list[str]]:
+        """``[tokenize(t) for t in texts]``, spread over up to ``processes`` (default: CPU count) worker processes
+        when the batch is large; the workers get the same user dictionary and added keywords."""
+        self._load()
+        workers = min(processes or os.cpu_count() or 1, 8)
+        if workers < 2 or len(texts) < PARALLEL_MIN:
+            return [self.tokenize(t) for t in texts]
+        # A few chunks per worker, so a slow worker does not hold up the end.
+        size = -(-len(texts) // (workers * 4))
+        chunks = [list(texts[i:i + size]) for i in range(0, len(texts), size)]
+        # fork: the workers start at once with this jieba (dictionary, user words, keywords) already loaded, and
+        # nothing is re-imported (spawn would re-run an unguarded __main__ script). The children run jieba only.
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return [self.tokenize(t) for t in texts]
+        global _WORKER
+        with _FORK_LOCK:
+            _WORKER = self
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": see above
+                    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_worker_init) as pool:
+                        return [tokens for part in pool.map(_worker_tokenize, chunks) for tokens in part]
+            except (OSError, RuntimeError) as exc:  # no process support here (sandbox): stay serial
+                logging.getLogger(__name__).warning("parallel tokenizing unavailable (%s); tokenizing serially", exc)
+            finally:
+                _WORKER = None
+        return [self.tokenize(t) for t in texts]
+
+    def state_key(self) -> str:
+        """The signature plus the keywords added so far: equal keys mean equal tokens for any text."""
+        added = "\n".join(f"{w} {f}" for w, f in self._added_freq.items())
+        return f"{self.signature()}:{hashlib.sha256(added.encode()).hexdigest()[:12]}"
 
     def signature(self) -> str:
         """Identifies the cutting rules (version, user dictionary), so indexes rebuild when they change."""
@@ -75,3 +119,16 @@ class Tokenizer:
         if self._user_dict is not None and self._user_dict.is_file():
             h.update(self._user_dict.read_bytes())
         return h.hexdigest()[:12]
+
+
+_WORKER: Tokenizer | None = None  # the tokenizer a forked worker uses (set only while a pool runs)
+_FORK_LOCK = threading.Lock()
+
+
+def _worker_init() -> None:
+    # Another thread of the parent may have held the lock at the moment of the fork: it would never be released.
+    _WORKER._lock = threading.Lock()
+
+
+def _worker_tokenize(texts: list[str]) -> list[list[str]]:
+    return [_WORKER.tokenize(t) for t in texts]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import logging
 from typing import Any
 
 import gradio as gr
@@ -16,7 +17,9 @@ from bot.ratelimit import SlidingWindowLimiter
 from bot.ui_knowledge import knowledge_tab
 from bot.ui_render import ModeResult, header_markdown, retrieval_html, sources_html
 
+INTERNAL_ERROR = "⚠️ 内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
 RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."
+log = logging.getLogger(__name__)
 CSS = ".kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}"
 
 
@@ -62,8 +65,12 @@ class ChatHandlers:
                 # Clear the previous answer's sources at once, so they never sit beside a new answer.
                 yield shown, "", sources_html(answer, error) if answer.finished else ("" if first else gr.skip())
                 first = False
-        except BotError as exc:  # e.g. a mode whose optional packages are missing
+        except BotError as exc:  # e.g. a mode whose optional packages are missing: the message says the fix
             shown[-1] = {"role": "assistant", "content": html.escape(f"⚠️ 出错了 / Error: {exc}", quote=False)}
+            yield shown, "", ""
+        except Exception:  # a bug must cost one answer, not the session; details go to the log only
+            log.exception("chat turn failed")
+            shown[-1] = {"role": "assistant", "content": INTERNAL_ERROR}
             yield shown, "", ""
 
     def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None, request: gr.Request | None = None):

@@ -225,3 +225,19 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
+    from bot.ui import INTERNAL_ERROR, ChatHandlers
+
+    bot = build_bot(settings)
+    handlers = ChatHandlers(bot, settings)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+        yield  # pragma: no cover
+
+    bot.stream = broken
+    history, box, _ = list(handlers.chat("怎么添加知识？", []))[-1]
+    assert history[-1]["content"] == INTERNAL_ERROR and "boom" not in INTERNAL_ERROR
+    assert any("chat turn failed" in r.getMessage() for r in caplog.records)

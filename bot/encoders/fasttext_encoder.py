@@ -88,10 +88,32 @@ class FastTextEncoder(Encoder):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def _saved_state(self) -> dict | None:
+        path = self.model_dir / MODEL_STATE
         try:
-            return json.loads((self.model_dir / MODEL_STATE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError) as exc:
+            log.warning("fastText state %s is unreadable (%s); the model will be retrained", path, exc)
+            return None
+        if not isinstance(state, dict):
+            log.warning("fastText state %s is not a JSON object; the model will be retrained", path)
+            return None
+        return state
+
+    def _model_intact(self, state: dict) -> bool:
+        """False when the saved model file is missing or not the size it had when trained (e.g. truncated)."""
+        if state.get("empty"):
+            return True
+        path = self.model_dir / MODEL_FILE
+        if not path.is_file():
+            return False
+        size, expected = path.stat().st_size, state.get("model_size")
+        if expected is not None and size != expected:
+            log.warning("fastText model %s is damaged (%d bytes, %d expected); the model will be retrained",
+                        path, size, expected)
+            return False
+        return True
 
     def signature(self) -> str:
         """The pretrained file's identity, or the key of the trained model (params + knowledge fingerprint)."""
@@ -118,7 +140,7 @@ class FastTextEncoder(Encoder):
         hashes = {e.content_hash for e in entries}
         with self._lock:
             state = self._saved_state()
-            usable = state and state.get("config") == config and (state.get("empty") or (self.model_dir / MODEL_FILE).is_file())
+            usable = bool(state) and state.get("config") == config and self._model_intact(state)
             if usable:
                 changed = len(hashes.symmetric_difference(state.get("hashes", [])))
                 if changed <= self.retrain_after * len(state.get("hashes", [])):
@@ -138,7 +160,7 @@ class FastTextEncoder(Encoder):
                 self._set_model(_import_fasttext().load_model(str(self.pretrained)), self.signature())
                 return
             state = self._saved_state()
-            if state is None or not (state.get("empty") or (self.model_dir / MODEL_FILE).is_file()):
+            if state is None or not self._model_intact(state):
                 raise SearchBackendError(f"no fastText model in {self.model_dir} yet; sync the index first")
             self._load_trained(state)
 
@@ -199,6 +221,7 @@ class FastTextEncoder(Encoder):
         self._common = self.common_direction([line.split() for line in lines])
         write_json_atomic(self.model_dir / MODEL_STATE, {
             "key": key, "config": config, "params": asdict(p), "hashes": hashes,
+            "model_size": (self.model_dir / MODEL_FILE).stat().st_size,
             "common": None if self._common is None else self._common.tolist(),
         })
         log.info("trained fastText on %d entries (dim %d, %d words)", len(lines), p.dim, len(self._prob))

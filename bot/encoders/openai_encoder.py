@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import zipfile
 import os
 import threading
 from pathlib import Path
@@ -63,7 +64,7 @@ class OpenAIEncoder(Encoder):
                 try:
                     with np.load(self.cache_file, allow_pickle=False) as data:
                         self._cache = dict(zip(data["keys"].tolist(), data["vectors"]))
-                except (OSError, ValueError, KeyError) as exc:
+                except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # a truncated .npz
                     log.warning("embedding cache %s unreadable (%s); starting afresh", self.cache_file, exc)
         return self._cache
 

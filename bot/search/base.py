@@ -48,6 +48,8 @@ class Searcher(ABC):
     """Base of every searcher: subclasses store and score; the base does the diffing for sync."""
 
     name: str = "searcher"
+    # Why the last look at the on-disk index found nothing usable; subclasses set it when they open it.
+    stale_reason: str = "no index yet"
 
     @abstractmethod
     def search(self, query: str, top_k: int) -> list[Hit]:
@@ -82,7 +84,7 @@ class Searcher(ABC):
         start = time.perf_counter()
         current = self.indexed_hashes()
         rebuilt = current is None
-        reason = "no index yet" if rebuilt else ""
+        reason = self.stale_reason if rebuilt else ""
         if current is None:
             self.reset(reason)
             current = {}

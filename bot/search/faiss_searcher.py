@@ -9,7 +9,6 @@ graph is rebuilt from the stored vectors (``reconstruct_n``; no re-encoding).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -57,6 +56,19 @@ def entry_from_dict(entry_id: str, d: dict) -> Entry:
     return Entry(entry_id, d["query"], d["document"], tuple(d["metadata"]), d.get("source", ""))
 
 
+def _search_one_thread(index, vectors: np.ndarray, k: int):
+    """Search on this thread alone: for one query vector an OpenMP team only costs wake-ups, and on a busy
+    machine waiting for a descheduled team member turned 0.1 ms searches into 10 ms ones (benchmarks/speed.py).
+    The OpenMP thread count is per calling thread; it is restored so bulk adds here stay parallel."""
+    faiss = _import_faiss()
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        return index.search(vectors, k)
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
 class FaissSearcher(Searcher):
     """Cosine similarity between the question's vector and each entry's embedded text (``embed_template``)."""
 
@@ -76,7 +88,7 @@ class FaissSearcher(Searcher):
         self.hnsw_above = hnsw_above
         self._lock = threading.RLock()
         self._loaded = False
-        self._stale_reason = ""
+        self.stale_reason = "no index yet"
         self._reset_memory()
 
     def _reset_memory(self) -> None:
@@ -113,12 +125,12 @@ class FaissSearcher(Searcher):
         faiss = _import_faiss()
         state_file = self.path / STATE_FILE
         if not state_file.is_file():
-            self._stale_reason = "no index yet"
+            self.stale_reason = "no index yet"
             return False
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
             if state.get("signature") != self.signature():
-                self._stale_reason = "embedding model or template changed"
+                self.stale_reason = "embedding model or template changed"
                 log.info("faiss index at %s was built with another model or template; rebuilding", self.path)
                 return False
             index = None
@@ -127,7 +139,7 @@ class FaissSearcher(Searcher):
                 if index.ntotal != state["ntotal"]:
                     raise ValueError(f"index holds {index.ntotal} vectors, state says {state['ntotal']}")
         except Exception as exc:  # any failure to read means: rebuild from the knowledge
-            self._stale_reason = f"index unreadable ({exc})"
+            self.stale_reason = f"index unreadable ({exc})"
             log.warning("faiss index at %s is unreadable (%s); rebuilding it", self.path, exc)
             return False
         self._reset_memory()
@@ -182,7 +194,7 @@ class FaissSearcher(Searcher):
             return SyncReport(added=len(entries), rebuilt=True, seconds=time.perf_counter() - start,
                               reason=f"{retrained}; all {len(entries)} vectors re-encoded")
         report = super().sync(entries, progress)
-        return dataclasses.replace(report, reason=self._stale_reason) if report.rebuilt else report
+        return report
 
     # -- writes ----------------------------------------------------------
     def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> np.ndarray:
@@ -276,7 +288,7 @@ class FaissSearcher(Searcher):
             k = min(top_k + len(self._tombstones), int(self._index.ntotal))
             if self.kind == "hnsw":
                 _import_faiss().downcast_index(self._index.index).hnsw.efSearch = max(HNSW_EF_SEARCH, k)
-            scores, ids = self._index.search(vector[None, :], k)
+            scores, ids = _search_one_thread(self._index, vector[None, :], k)
             hits = []
             for score, i in zip(scores[0].tolist(), ids[0].tolist()):
                 owner = self._owner.get(i)

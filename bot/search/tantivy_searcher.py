@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -20,6 +21,11 @@ FIELDS = ("query", "metadata", "document")
 ANALYZER = "kb_tokens"  # whitespace split over our jieba tokens; must be registered after every open
 SCHEMA_VERSION = "1"
 STATE_FILE = "kbbot-state.json"
+# Tokens of indexed entries by content hash, so a rebuild (`index --rebuild`, a repaired index) re-tokenizes only
+# what changed. JSON lines: a header {"key": tokenizer.state_key()} (any other key = cache void), then
+# [content_hash, query tokens, metadata tokens, document tokens]. A cache only: a torn last line is skipped.
+TOKENS_FILE = "kbbot-tokens.jsonl"
+CACHE_LOOKUP_MIN = 500  # smaller batches tokenize directly (reading the cache would cost more) and append
 
 
 def _analyzer():
@@ -78,16 +84,19 @@ class TantivySearcher(Searcher):
 
         state_file = self.path / STATE_FILE
         if not state_file.is_file():
+            self.stale_reason = "no index yet"
             return None
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
             if state.get("signature") != self.signature():
+                self.stale_reason = "built with other settings (tokenizer or schema changed)"
                 log.info("tantivy index at %s was built with other settings; rebuilding", self.path)
                 return None
             index = tantivy.Index.open(str(self.path))
             index.register_tokenizer(ANALYZER, _analyzer())
             index.searcher().num_docs  # noqa: B018 - touches the segments so corruption shows here
         except Exception as exc:  # any failure to read means: rebuild from the knowledge
+            self.stale_reason = f"index unreadable ({exc})"
             log.warning("tantivy index at %s is unreadable (%s); rebuilding it", self.path, exc)
             return None
         self._hashes = dict(state.get("hashes", {}))
@@ -109,6 +118,7 @@ class TantivySearcher(Searcher):
         import tantivy
 
         with self._lock:
+            carried = self._read_tokens()[0] if self.path.exists() else {}
             if self.path.exists():
                 shutil.rmtree(self.path)
             self.path.mkdir(parents=True)
@@ -116,6 +126,58 @@ class TantivySearcher(Searcher):
             index.register_tokenizer(ANALYZER, _analyzer())
             self._index, self._hashes = index, {}
             self._save_state()
+            if carried:  # the tokens survive the rebuild (same tokenizer state only)
+                self._write_tokens(carried)
+
+    # -- token cache -------------------------------------------------------
+    def _read_tokens(self) -> tuple[dict[str, list[str]], int]:
+        """(content hash -> [query, metadata, document] token strings, lines read); empty when void or absent."""
+        out: dict[str, list[str]] = {}
+        lines = 0
+        try:
+            with open(self.path / TOKENS_FILE, encoding="utf-8") as fh:
+                if json.loads(fh.readline() or "{}").get("key") != self.tokenizer.state_key():
+                    return {}, 0
+                for line in fh:
+                    lines += 1
+                    try:
+                        h, q, m, d = json.loads(line)
+                    except ValueError:
+                        continue
+                    out[h] = [q, m, d]
+        except (OSError, ValueError, AttributeError):
+            return {}, 0
+        return out, lines
+
+    def _write_tokens(self, tokens: dict[str, list[str]]) -> None:
+        tmp = self.path / f".{TOKENS_FILE}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": self.tokenizer.state_key()}) + "\n")
+            fh.writelines(json.dumps([h, *f], ensure_ascii=False) + "\n" for h, f in tokens.items())
+        os.replace(tmp, self.path / TOKENS_FILE)
+
+    def _append_tokens(self, tokens: dict[str, list[str]]) -> None:
+        file = self.path / TOKENS_FILE
+        try:
+            with open(file, encoding="utf-8") as fh:
+                valid = json.loads(fh.readline() or "{}").get("key") == self.tokenizer.state_key()
+        except (OSError, ValueError, AttributeError):
+            valid = False
+        if not valid:
+            self._write_tokens(tokens)
+            return
+        with open(file, "a", encoding="utf-8") as fh:
+            fh.writelines(json.dumps([h, *f], ensure_ascii=False) + "\n" for h, f in tokens.items())
+
+    def _tokens_for(self, entries: Sequence[Entry]) -> tuple[list[list[str]], dict[str, list[str]], int, int]:
+        """Token strings per entry (cache first, then jieba over each distinct missing text, in parallel for big
+        batches); also the fresh ones to cache, the cache size and the lines it took."""
+        cached, lines = self._read_tokens() if len(entries) >= CACHE_LOOKUP_MIN else ({}, 0)
+        missing = [e for e in entries if e.content_hash not in cached]
+        texts = list(dict.fromkeys(t for e in missing for t in (e.query, " ".join(e.metadata), e.document)))
+        cut = dict(zip(texts, (" ".join(t) for t in self.tokenizer.tokenize_many(texts))))
+        fresh = {e.content_hash: [cut[e.query], cut[" ".join(e.metadata)], cut[e.document]] for e in missing}
+        return [cached.get(e.content_hash) or fresh[e.content_hash] for e in entries], fresh, len(cached), lines
 
     def _save_state(self) -> None:
         write_json_atomic(self.path / STATE_FILE, {"signature": self.signature(), "hashes": self._hashes})
@@ -143,13 +205,17 @@ class TantivySearcher(Searcher):
         with self._lock:
             writer = self._writer()
             try:
-                for i, entry in enumerate(entries):
-                    writer.delete_documents_by_term("id", entry.id)
+                tokens, fresh, cache_size, cache_lines = self._tokens_for(entries)
+                # an empty index has nothing to delete: skipping 100k no-op deletes makes a first build faster
+                empty = self._index.searcher().num_docs == 0
+                for i, (entry, (q, m, d)) in enumerate(zip(entries, tokens)):
+                    if not empty:
+                        writer.delete_documents_by_term("id", entry.id)
                     doc = tantivy.Document()
                     doc.add_text("id", entry.id)
-                    doc.add_text("query", " ".join(self.tokenizer.tokenize(entry.query)))
-                    doc.add_text("metadata", " ".join(self.tokenizer.tokenize(" ".join(entry.metadata))))
-                    doc.add_text("document", " ".join(self.tokenizer.tokenize(entry.document)))
+                    doc.add_text("query", q)
+                    doc.add_text("metadata", m)
+                    doc.add_text("document", d)
                     doc.add_bytes("entry", entry_to_json(entry))
                     writer.add_document(doc)
                     if progress and (i + 1) % 100 == 0:
@@ -164,6 +230,15 @@ class TantivySearcher(Searcher):
             self._index.reload()
             self._hashes.update({e.id: e.content_hash for e in entries})
             self._save_state()
+            try:
+                if cache_lines > 2 * len(self._hashes) + 1000:  # mostly stale lines: keep the live ones only
+                    live = set(self._hashes.values())
+                    kept, _ = self._read_tokens()
+                    self._write_tokens({h: f for h, f in {**kept, **fresh}.items() if h in live})
+                elif fresh:
+                    self._append_tokens(fresh)
+            except OSError as exc:  # only a cache: the index itself is committed
+                log.warning("could not write the token cache in %s: %s", self.path, exc)
 
     def remove(self, ids: Iterable[str]) -> None:
         """Delete entries by id in one commit."""

@@ -1,0 +1,297 @@
+"""``python -m bot eval`` and ``python -m bot calibrate``: the product's own retrieval, measured on a question file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bot import calibration as cal
+from bot.config import Settings
+from bot.errors import ConfigError, KnowledgeError
+from bot.evaluation import (EvalQuestion, exact_match, f1_score, first_gold_rank, load_questions, mrr_at, percentile,
+                            recall_at, subsample)
+from bot.knowledge import Entry, load_entries, parse_text
+
+KS = (1, 3, 5)
+ANSWERS_NEED_LLM = ("--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
+                    "--answers needs an LLM: set the API key in the {env} environment variable.")
+HYBRID_NOTE = ("hybrid 没有自己的阈值：命中的 BM25 分数达到 sparse 阈值或余弦达到 dense 阈值即通过，因此校准 sparse 和 dense。/ "
+               "hybrid has no threshold of its own (a hit passes on the sparse or the dense one), so sparse and dense are calibrated.")
+
+
+def add_eval_arguments(p) -> None:
+    """Options of ``eval``."""
+    _common(p)
+    p.add_argument("--top-k", type=int, default=10, help="hits retrieved per question (recall/MRR depth)")
+    p.add_argument("--limit", type=int, default=None, help="a fixed random subset of N questions (seed 0)")
+    p.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
+    p.add_argument("--answers", action="store_true", help="also run the whole bot (needs an LLM) and score EM/F1")
+
+
+def add_calibrate_arguments(p) -> None:
+    """Options of ``calibrate``."""
+    _common(p)
+    p.add_argument("--seed", default="0", help="which random half loses its gold entries; several (0,1,2) = "
+                   "one run each, thresholds chosen on their scores pooled")
+    p.add_argument("--limit", type=int, default=None, help="a fixed random subset of N questions (seed 0)")
+    p.add_argument("--write", action="store_true", help="write the chosen thresholds into the --config file")
+    p.add_argument("--json", action="store_true", help="print a JSON document instead of the tables")
+
+
+def _common(p) -> None:
+    p.add_argument("--questions", required=True, help='JSON lines: {"question", "gold_ids", "answer"?, "answers"?}')
+    p.add_argument("--knowledge", help="a knowledge folder or one .json file (default: knowledge.path)")
+    p.add_argument("--modes", help="comma-separated modes, e.g. sparse,dense,hybrid (default: the configured one)")
+    p.add_argument("--no-split", action="store_true", help="do not split multi-part questions (on by default)")
+
+
+# -- setting up a knowledge base to measure ----------------------------------------
+def read_knowledge(path: Path) -> list[Entry]:
+    """Entries of a knowledge folder or of a single knowledge file (ids ``<file stem>:<key>``)."""
+    if path.is_dir():
+        return load_entries(path)
+    if not path.is_file():
+        raise ConfigError(f"知识库不存在 / knowledge not found: {path}")
+    problems: list = []
+    entries = parse_text(path.read_text(encoding="utf-8-sig"), path.stem, str(path), problems)
+    if problems:
+        raise KnowledgeError(problems)
+    return entries
+
+
+def derived(settings: Settings, knowledge: Path, state: Path, no_split: bool) -> Settings:
+    """A copy of ``settings`` that indexes ``knowledge`` (a folder) into ``state``."""
+    s = settings.model_copy(deep=True)
+    s.knowledge.path, s.state_dir = str(knowledge.resolve()), str(state.resolve())
+    s.splitting.enabled = s.splitting.enabled and not no_split
+    return s
+
+
+def eval_settings(settings: Settings, knowledge: str | None, no_split: bool) -> Settings:
+    """Settings for measuring ``knowledge``: the user's own state for the configured folder, else a derived one.
+
+    Other knowledge is indexed under ``<state_dir>/eval/<hash of its path>`` so the user's index is untouched
+    and a second run reuses the first one's index.
+    """
+    own = settings.resolve(settings.knowledge.path).resolve()
+    path = Path(knowledge).resolve() if knowledge else own
+    if path == own:
+        return derived(settings, own, settings.resolve(settings.state_dir), no_split)
+    state = settings.resolve(settings.state_dir) / "eval" / hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    folder = path
+    if path.is_file():
+        # The index reads folders: link the one file into its own folder, keeping its stem (= the id prefix).
+        folder = state / "knowledge"
+        folder.mkdir(parents=True, exist_ok=True)
+        link = folder / path.name
+        if not link.exists():
+            try:
+                link.symlink_to(path)
+            except OSError:
+                link.write_bytes(path.read_bytes())
+    return derived(settings, folder, state / "state", no_split)
+
+
+def parse_modes(arg: str | None, settings: Settings) -> list[str]:
+    """The modes to run, in the order given (default: the configured mode)."""
+    modes = [m.strip() for m in (arg or settings.mode).split(",") if m.strip()]
+    bad = [m for m in modes if m not in ("sparse", "dense", "hybrid")]
+    if bad or not modes:
+        raise ConfigError(f"未知模式 / unknown mode(s): {', '.join(bad) or '(none)'}; choose from sparse, dense, hybrid")
+    return list(dict.fromkeys(modes))
+
+
+def _bot(settings: Settings, mode: str, llm=None):
+    from bot.factory import build_bot
+
+    settings.retrieval.mode = mode
+    return build_bot(settings, llm=llm)
+
+
+# -- eval ----------------------------------------------------------------------------
+@dataclass
+class ModeReport:
+    """One mode's numbers on one question file."""
+
+    mode: str
+    questions: int
+    answerable: int
+    off_topic: int
+    recall: dict[int, float]
+    mrr: float
+    pass_rate: float
+    off_topic_pass_rate: float | None
+    p50_ms: float
+    p95_ms: float
+    thresholds: dict[str, float]
+    exact_match: float | None = None
+    f1: float | None = None
+    scored_answers: int = 0
+    ranks: list[int | None] = field(default_factory=list, repr=False)
+
+
+def evaluate_mode(bot, mode: str, questions: list[EvalQuestion], top_k: int, answers: bool) -> ModeReport:
+    """Run ``bot.retrieve`` (and with ``answers`` ``bot.answer``) over every question in ``mode``."""
+    bot.index.searcher(mode)  # build/sync before the clock starts
+    ranks, times, passed_on, passed_off, em, f1 = [], [], [], [], [], []
+    for q in questions:
+        start = time.perf_counter()
+        hits, passed = bot.retrieve(q.question, mode=mode, top_k=top_k)
+        times.append((time.perf_counter() - start) * 1000)
+        if q.gold:
+            ranks.append(first_gold_rank([h.entry.id for h in hits[:top_k]], q.gold))
+        (passed_on if q.gold else passed_off).append(bool(passed))
+        if answers and q.answers:
+            text = bot.answer(q.question, mode=mode).text
+            em.append(exact_match(text, q.answers))
+            f1.append(f1_score(text, q.answers))
+    return ModeReport(
+        mode=mode, questions=len(questions), answerable=len(ranks), off_topic=len(passed_off),
+        recall={k: recall_at(ranks, k) for k in KS}, mrr=mrr_at(ranks, 10), pass_rate=_mean(passed_on),
+        off_topic_pass_rate=_mean(passed_off) if passed_off else None,
+        p50_ms=statistics.median(times) if times else 0.0, p95_ms=percentile(times, 95),
+        thresholds=bot.mode_thresholds(mode), exact_match=_mean(em) if answers else None,
+        f1=_mean(f1) if answers else None, scored_answers=len(em), ranks=ranks,
+    )
+
+
+def _mean(values: list) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def eval_table(reports: list[ModeReport]) -> str:
+    """The reports side by side as a markdown table."""
+    head = ["mode", "questions", *(f"recall@{k}" for k in KS), "MRR@10", "pass rate", "off-topic pass rate",
+            "p50 ms", "p95 ms", "thresholds"]
+    answers = any(r.exact_match is not None for r in reports)
+    head += ["EM", "F1"] if answers else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in reports:
+        row = [r.mode, f"{r.answerable} + {r.off_topic} off-topic", *(_pct(r.recall[k]) for k in KS), _pct(r.mrr),
+               _pct(r.pass_rate), _pct(r.off_topic_pass_rate), f"{r.p50_ms:.2f}", f"{r.p95_ms:.2f}",
+               " · ".join(f"{n} ≥ {v:g}" for n, v in r.thresholds.items())]
+        row += [_pct(r.exact_match), _pct(r.f1)] if answers else []
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _load(settings: Settings, args) -> tuple[Settings, list[EvalQuestion], list[Entry]]:
+    s = eval_settings(settings, args.knowledge, args.no_split)
+    entries = read_knowledge(Path(args.knowledge) if args.knowledge else s.resolve(s.knowledge.path))
+    try:
+        questions = load_questions(args.questions, entries)
+    except OSError as exc:
+        raise ConfigError(f"无法读取问题文件 / cannot read the questions file: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return s, subsample(questions, args.limit), entries
+
+
+def run_eval(settings: Settings, args) -> int:
+    """The ``eval`` command."""
+    from bot.factory import build_llm
+
+    modes = parse_modes(args.modes, settings)
+    s, questions, entries = _load(settings, args)
+    llm = build_llm(s) if args.answers else None
+    if args.answers and llm is None:
+        print(ANSWERS_NEED_LLM.format(env=s.llm.api_key_env), file=sys.stderr)
+        return 2
+    bot = _bot(s, modes[0], llm)  # one bot: hybrid reuses the sparse and dense indexes built for the other modes
+    reports = [evaluate_mode(bot, m, questions, args.top_k, args.answers) for m in modes]
+    if args.json:
+        doc = {"questions_file": str(args.questions), "knowledge": args.knowledge or s.knowledge.path,
+               "state_dir": s.state_dir, "entries": len(entries),
+               "split": s.splitting.enabled, "top_k": args.top_k,
+               "modes": [{k: v for k, v in asdict(r).items() if k != "ranks"} for r in reports]}
+        print(json.dumps(doc, ensure_ascii=False, indent=2))
+        return 0
+    print(f"{len(entries)} entries · {len(questions)} questions · top-k {args.top_k} · "
+          f"splitting {'on' if s.splitting.enabled else 'off'}\n")
+    print(eval_table(reports))
+    print("\nrecall/MRR over questions with gold; pass rate = share whose hits pass the threshold "
+          "(off-topic pass rate: questions with empty gold that wrongly pass)."
+          + (" EM/F1: CMRC 2018 style, over questions with reference answers." if args.answers else ""))
+    return 0
+
+
+# -- calibrate ---------------------------------------------------------------------
+def run_calibrate(settings: Settings, args) -> int:
+    """The ``calibrate`` command."""
+    modes = parse_modes(args.modes or ("sparse,dense" if settings.mode == "hybrid" else None), settings)
+    if "hybrid" in modes:
+        print(HYBRID_NOTE, file=sys.stderr)
+        modes = list(dict.fromkeys(m for x in modes for m in (("sparse", "dense") if x == "hybrid" else (x,))))
+    try:
+        seeds = [int(x) for x in str(args.seed).split(",") if x.strip()] or [0]
+    except ValueError:
+        raise ConfigError(f"--seed 须为整数或逗号分隔的整数 / --seed must be an integer or a comma-separated list: {args.seed}") from None
+    s, questions, entries = _load(settings, args)
+    runs, summaries = [], []
+    for seed in seeds:
+        split = cal.split_questions(questions, seed)
+        runs.append(_calibrate_once(s, entries, split, modes, args.no_split))
+        summaries.append(f"seed {seed}: {len(entries)} entries, {len(split.removed)} removed (gold of a random half) · "
+                         f"{len(split.answerable)} answerable, {len(split.unanswerable)} unanswerable "
+                         f"({split.off_topic} off-topic), {split.dropped} dropped (gold partly removed)")
+    results = runs[0] if len(runs) == 1 else cal.pool(runs)
+    if args.json:
+        print(json.dumps({"seeds": seeds, "summary": summaries, "results": [r.to_dict() for r in results],
+                          "per_seed": [[r.to_dict() for r in run] for run in runs] if len(runs) > 1 else None},
+                         ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(summaries))
+        if len(runs) > 1:
+            print("\nper seed:\n" + "\n".join(f"  seed {seed}: {r.headline()}" for seed, run in zip(seeds, runs) for r in run))
+            print(f"\npooled over seeds {','.join(map(str, seeds))}:")
+        for r in results:
+            print(f"\n{r.headline()}\n{r.table()}")
+    if args.write:
+        return _write(args.config, results)
+    return 0
+
+
+def _calibrate_once(s: Settings, entries: list[Entry], split: cal.Split, modes: list[str],
+                    no_split: bool) -> list[cal.Calibration]:
+    """Index the knowledge without ``split.removed`` in a temporary state and calibrate on it."""
+    kept = [e for e in entries if e.id not in split.removed]
+    with tempfile.TemporaryDirectory(prefix="kbbot-calibrate-") as tmp:
+        cal.write_entries(kept, Path(tmp) / "knowledge")
+        jieba = s.resolve(s.state_dir) / "jieba"
+        if jieba.is_dir():  # a built dictionary cache saves seconds per run
+            shutil.copytree(jieba, Path(tmp) / "state" / "jieba")
+        reduced = derived(s, Path(tmp) / "knowledge", Path(tmp) / "state", no_split)
+        bot = _bot(reduced, modes[0], llm=None)
+        return cal.calibrate_split(lambda q, m: bot.retrieve(q, mode=m, top_k=10)[0],
+                                   lambda m: bot.index.searcher(m).components(), modes, split)
+
+
+def _write(config: str, results: list[cal.Calibration]) -> int:
+    """Put every chosen threshold into the config file (all or none; only the numbers change)."""
+    from bot.yaml_edit import YamlEditError, set_scalar
+
+    path = Path(config)
+    text = path.read_text(encoding="utf-8")
+    try:
+        for r in results:
+            text = set_scalar(text, cal.THRESHOLD_KEYS[r.searcher], r.chosen.threshold)
+    except YamlEditError as exc:
+        print(f"错误 / error: {exc}", file=sys.stderr)
+        return 2
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    for r in results:
+        print(f"已写入 / wrote {'.'.join(cal.THRESHOLD_KEYS[r.searcher])} = {r.chosen.threshold:g} → {config}",
+              file=sys.stderr)
+    return 0

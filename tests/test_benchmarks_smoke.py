@@ -1,0 +1,90 @@
+"""Smoke tests of the benchmark scripts at tiny sizes (the real runs are `make bench`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import run_all, speed, synth
+from bot.knowledge import Entry
+
+
+def test_synthesized_knowledge_is_deterministic_and_sized():
+    source = [Entry(f"k:{i}", q, q) for i, q in enumerate(["微信好友上限是多少？", "全职妈妈适合做什么工作",
+                                                           "拉布拉多和金毛哪个好？", "怎么学习英语"])]
+    cut = list  # one character per token is enough here
+    a, b = synth.synthesize(source, 50, cut), synth.synthesize(source, 50, cut)
+    assert len(a) == 50 and a == b
+    assert a[:4] == source and len({e.query for e in a[4:]}) > 10
+    assert all(e.document == e.query and e.query for e in a)
+
+
+def test_speed_section_replaces_only_its_own(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text("# Benchmarks\n\n<!-- retrieval:start -->\nkeep me\n<!-- retrieval:end -->\n", encoding="utf-8")
+    speed.write_section(out, "first")
+    speed.write_section(out, "second")
+    text = out.read_text(encoding="utf-8")
+    assert "keep me" in text and "second" in text and "first" not in text
+    assert text.count(speed.START) == 1
+
+
+def test_run_all_finds_every_script_with_main():
+    names = run_all.scripts()
+    assert names[:3] == ["retrieval", "es_vs_tantivy", "speed"]
+    assert "synth" not in names and "run_all" not in names
+
+
+@pytest.mark.slow
+def test_speed_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
+    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))  # the starter-knowledge fallback, never the real data
+    dump = tmp_path / "speed.json"
+    code = speed.main(["--sizes", "60,120", "--repeats", "1", "--queries", "5", "--only", "sparse,dense",
+                       "--json", str(dump), "--plot", str(tmp_path / "speed.png"), "--out", str(tmp_path / "B.md")])
+    assert code == 0
+    results = json.loads(dump.read_text(encoding="utf-8"))
+    assert [r["size"] for r in results["sparse"]] == [60, 120]
+    for r in results["sparse"]:
+        assert r["ours_query"]["p50"] > 0 and r["rank_bm25_query"]["p50"] > 0 and r["bm25s_query"]["p50"] > 0
+    assert results["dense"][1]["hnsw_recall10"] > 0.5
+    assert not Path(tmp_path / "B.md").exists()  # no real data: nothing is written
+    speed.plot(results["sparse"], results["dense"], tmp_path / "speed.png")  # the plot itself works
+    assert (tmp_path / "speed.png").stat().st_size > 1000
+
+
+def test_parallel_tokenizing_matches_serial(monkeypatch):
+    """The optimisation speed.py measures: worker processes cut exactly like this process (keywords included)."""
+    from bot import text
+    from bot.text import Tokenizer
+
+    tok = Tokenizer()
+    tok.add_words(["鸭大水平", "知识库小助手"])
+    texts = ["鸭大水平怎么样", "知识库小助手是什么？", "GPT-4o 价格", ""] * 30
+    serial = [tok.tokenize(t) for t in texts]
+    monkeypatch.setattr(text, "PARALLEL_MIN", 10)
+    assert tok.tokenize_many(texts, processes=2) == serial
+    assert "鸭大水平" in serial[0]
+
+
+def test_token_cache_survives_rebuild_and_voids_on_new_keywords(tmp_path, monkeypatch):
+    from bot.search import tantivy_searcher as ts
+    from bot.text import Tokenizer
+
+    monkeypatch.setattr(ts, "CACHE_LOOKUP_MIN", 1)
+    tok = Tokenizer()
+    s = ts.TantivySearcher(tmp_path / "idx", tok)
+    entries = [Entry("a", "鸭大水平怎么样", "很好"), Entry("b", "怎么学习英语", "多读")]
+    s.sync(entries)
+    calls = []
+    real = tok.tokenize_many
+    monkeypatch.setattr(tok, "tokenize_many", lambda texts, *a: calls.append(list(texts)) or real(texts, *a))
+    s.reset("rebuild requested")
+    s.sync(entries)
+    assert calls == [[]]  # everything came from the cache
+    tok.add_words(["鸭大水平"])  # cuts may change: the cache must not be used
+    s.reset("rebuild requested")
+    s.sync(entries)
+    assert len(calls[-1]) > 0
+    assert [h.entry.id for h in s.search("鸭大水平", 1)] == ["a"]
