@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -21,14 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-START, END = "<!-- elasticsearch:start -->", "<!-- elasticsearch:end -->"
-BOOSTS = {"query": 3.0, "metadata": 2.0, "document": 1.0}
+from benchmarks.common import data_dir, write_section  # noqa: E402
+from bot.evaluation import percentile  # noqa: E402
+from bot.config import load_settings  # noqa: E402
 
-
-def percentile(values: list[float], p: float) -> float:
-    """The p-th percentile (nearest rank) of ``values``."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+_SPARSE = load_settings(ROOT / "config.yaml").retrieval.sparse.tantivy
+BOOSTS, TIE = _SPARSE.boosts, _SPARSE.tie_breaker  # the product's field weights, for both engines
 
 
 def measure(searcher, entries, questions, gold) -> dict:
@@ -50,22 +47,10 @@ def measure(searcher, entries, questions, gold) -> dict:
             "hit1": at1 / n, "hit5": at5 / n, "top1": top1}
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace only our marked section of BENCHMARKS.md (appending it, or creating the file, when absent)."""
-    section = f"{START}\n{body.rstrip()}\n{END}"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv=None) -> int:
     """Run the comparison; 0 also when skipped for a missing server or data set."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "lcqmc_dev")
+    ap.add_argument("--data", type=Path, default=data_dir() / "lcqmc_dev")
     ap.add_argument("--queries", type=int, default=0, help="use only the first N questions (0 = all)")
     ap.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -98,9 +83,9 @@ def main(argv=None) -> int:
         for e in entries:  # also warms jieba, so neither backend pays its dictionary load
             tokenizer.tokenize(e.query), tokenizer.tokenize(e.document)
         tokenize_s = time.perf_counter() - t
-        results = {"tantivy": measure(TantivySearcher(Path(tmp) / "tantivy", tokenizer, BOOSTS), entries, questions, gold)}
+        results = {"tantivy": measure(TantivySearcher(Path(tmp) / "tantivy", tokenizer, BOOSTS, TIE), entries, questions, gold)}
         with OsmemServer.start(japanese=False) as server:
-            es = ElasticsearchSearcher(client_for(server.url, request_timeout=30), "bench", tokenizer, BOOSTS)
+            es = ElasticsearchSearcher(client_for(server.url, request_timeout=30), "bench", tokenizer, BOOSTS, tie_breaker=TIE)
             results["elasticsearch (osmem-server)"] = measure(es, entries, questions, gold)
             pings = []
             for _ in range(200):  # the floor under every ES query: one HTTP round trip through the client
@@ -129,7 +114,7 @@ def main(argv=None) -> int:
               f"Machine: {os.cpu_count()} CPUs."]
     body = "\n".join(lines)
     print(body)
-    write_section(args.out, body)
+    write_section("elasticsearch", body, args.out)
     print(f"\nwrote the elasticsearch section of {args.out}")
     return 0
 

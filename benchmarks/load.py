@@ -26,13 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import write_section
 from bot.config import Settings, load_settings
+from bot.evaluation import percentile
 from bot.factory import build_bot, build_store
 from bot.llm import OpenAIChat
 from bot.ui import RATE_LIMITED
 from tests.llm_server import LocalLLMServer
 
-START, END = "<!-- load:start -->", "<!-- load:end -->"
 QUESTIONS = ["这个机器人是什么？", "怎么添加知识？", "怎么连接 DeepSeek？", "How do I switch to dense retrieval?",
              "怎么切换检索模式？", "阈值是什么意思？", "What is HyDE?", "如何重建索引？"]
 TOKEN = re.compile(r"\[S(\d+)-T(\d+)\]")
@@ -113,14 +114,6 @@ def run_session(url: str, index: int, deadline: list[float], ready: threading.Ba
             stats.crosstalk.append(f"S{index:02d}-T{turn:02d} got: {reply[:120]}")
         turn += 1
     client.close()
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100) by nearest rank; 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
 def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limit: int):
@@ -210,7 +203,7 @@ def section(results: list[dict]) -> str:
     import gradio
 
     r = results[-1]
-    return (f"{START}\n## Chat load (Gradio API)\n\n"
+    return ("## Chat load (Gradio API)\n\n"
             f"{r['sessions']} concurrent sessions for {r['seconds']:g} s, each with its own `gradio_client.Client` and its "
             "own growing history, asking the starter-knowledge questions through `/chat` (mode sparse, LLM used: "
             "follow-ups also go through the rewrite call). The app is served in-process on 127.0.0.1 with "
@@ -219,17 +212,7 @@ def section(results: list[dict]) -> str:
             "that do not name their own session and turn, or that carry history of another session or of the wrong "
             f"length. Python {platform.python_version()}, Gradio {gradio.__version__}, {os.cpu_count()} CPUs. "
             "Produced by `python -m benchmarks.load`.\n\n"
-            f"{markdown(results)}\n{END}")
-
-
-def write_section(text: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace the load section of BENCHMARKS.md (appending it, or creating the file, when absent)."""
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in old and END in old:
-        new = old[:old.index(START)] + text + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new, encoding="utf-8")
+            f"{markdown(results)}\n")
 
 
 def main(argv=None) -> int:
@@ -266,7 +249,7 @@ def main(argv=None) -> int:
     print()
     print(markdown(results))
     if not args.no_write and not args.quick:
-        write_section(section(results))
+        write_section("load", section(results))
     return 1 if any(r["errors"] or r["crosstalk"] for r in results) else 0
 
 

@@ -9,8 +9,6 @@ Writes its table into BENCHMARKS.md between the retrieval markers.
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 import tempfile
 import time
@@ -19,18 +17,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import data_dir, write_section  # noqa: E402
 from bot.config import Settings, load_settings  # noqa: E402
 from bot.evaluation import EvalSet, RetrievalResult, evaluate, load_eval_set, markdown_table, score_split, subsample  # noqa: E402
 from bot.factory import build_tokenizer, searcher_factories  # noqa: E402
 
 DATASETS = ("lcqmc_dev", "cmrc2018_trial")
 TEMPLATES = {"q+m": "{query} {metadata}", "q+m+d": "{query} {metadata} {document}"}
-START, END = "<!-- retrieval:start -->", "<!-- retrieval:end -->"
-
-
-def data_dir() -> Path:
-    """../shared/data beside the checkout, or $KBBOT_DATA."""
-    return Path(os.environ.get("KBBOT_DATA") or ROOT.parent / "shared" / "data")
 
 
 def settings_for(state: Path, template: str | None = None) -> Settings:
@@ -98,17 +91,6 @@ def run_rank_bm25(data: EvalSet, questions, bm25_limit: int | None) -> Retrieval
     return evaluate("baseline rank_bm25 BM25Okapi", data.name, search, subset, seconds, note=note)
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace (or append) the retrieval section of BENCHMARKS.md, leaving the rest untouched."""
-    section = f"{START}\n{body.strip()}\n{END}"
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmarks\n"
-    if START in text and END in text:
-        text = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 0 with a message when the data is absent."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *(f"- {n}" for n in notes),
         ])
-        write_section(ROOT / "BENCHMARKS.md", body)
+        write_section("retrieval", body)
     return 0
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import random
-import re
 import resource
 import shutil
 import statistics
@@ -31,20 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import data_dir, write_section  # noqa: E402
 from benchmarks.synth import RECIPE, source_entries, synthesize, write_knowledge  # noqa: E402
 from bot.evaluation import percentile  # noqa: E402
 from bot.knowledge import Entry  # noqa: E402
 
-START, END = "<!-- speed:start -->", "<!-- speed:end -->"
 MODES = ("sparse", "dense", "hybrid")
 TRAIN_MAX = 10_000  # fastText is trained once on at most this many entries and reused for every size
 BM25_SLOW_AT = 100_000  # from this size rank_bm25 answers only BM25_SLOW_QUERIES questions, one pass
 BM25_SLOW_QUERIES = 100
-
-
-def data_dir() -> Path:
-    """../shared/data beside the checkout, or $KBBOT_DATA (the convention of benchmarks/retrieval.py)."""
-    return Path(os.environ.get("KBBOT_DATA") or ROOT.parent / "shared" / "data")
 
 
 def ms_since(start: float) -> float:
@@ -199,7 +193,7 @@ def bench_sparse(entries: list[Entry], n: int, questions: list[str], repeats: in
         BM25Okapi(corpus + [tokenizer.tokenize(entry_text(e)) or [""]])
         adds.append(ms_since(t))
     out["rank_bm25_add_ms"] = med(adds)
-    del bm
+    bm = None  # free the index before the next library is measured
 
     # bm25s (numba-free default backend; scipy sparse matrix)
     bs, retriever = [], None
@@ -506,19 +500,6 @@ def dump(path: Path | None, results: dict) -> None:
         path.write_text(json.dumps(results, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace only the speed section of BENCHMARKS.md (appending it, or creating the file, when absent)."""
-    section = f"{START}\n{body.strip()}\n{END}"
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text, encoding="utf-8")
-
-
-# -- main ---------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=None, help="comma-separated knowledge sizes (default 1000,10000,100000)")
@@ -555,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         print(body)
         if not args.no_write:
             plot(results["sparse"], results.get("dense", []), args.plot)
-            write_section(args.out, body)
+            write_section("speed", body, args.out)
         return 0
 
     from bot.text import Tokenizer
@@ -642,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
         if "sparse" in results:
             plot(results["sparse"], results.get("dense", []), args.plot)
             print(f"plot written to {args.plot}")
-        write_section(args.out, body)
+        write_section("speed", body, args.out)
         print(f"section written to {args.out}")
     return 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import run_all, speed, synth
+from benchmarks.common import write_section
 from bot.knowledge import Entry
 
 
@@ -21,14 +22,14 @@ def test_synthesized_knowledge_is_deterministic_and_sized():
     assert all(e.document == e.query and e.query for e in a)
 
 
-def test_speed_section_replaces_only_its_own(tmp_path):
+def test_a_section_replaces_only_its_own(tmp_path):
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# Benchmarks\n\n<!-- retrieval:start -->\nkeep me\n<!-- retrieval:end -->\n", encoding="utf-8")
-    speed.write_section(out, "first")
-    speed.write_section(out, "second")
+    write_section("speed", "first", out)
+    write_section("speed", "second", out)
     text = out.read_text(encoding="utf-8")
     assert "keep me" in text and "second" in text and "first" not in text
-    assert text.count(speed.START) == 1
+    assert text.count("<!-- speed:start -->") == 1 and text.count("<!-- speed:end -->") == 1
 
 
 def test_run_all_finds_every_script_with_main():

@@ -19,8 +19,8 @@ import numpy as np
 from bot.encoders.base import Encoder, normalize_rows
 from bot.encoders.fasttext_training import FastTextParams, _import_fasttext, _train_skipgram
 from bot.errors import ConfigError, SearchBackendError
+from bot.fsutil import write_json_atomic
 from bot.knowledge import Entry, fingerprint
-from bot.search.base import write_json_atomic
 from bot.text import Tokenizer
 
 log = logging.getLogger(__name__)

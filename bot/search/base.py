@@ -7,7 +7,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from bot.fsutil import write_json_atomic  # noqa: F401 - re-exported for the searchers
 from bot.knowledge import Entry
 
 Progress = Callable[[int], None]

@@ -22,8 +22,9 @@ import numpy as np
 
 from bot.encoders import DENSE_HINT, Encoder
 from bot.errors import ConfigError
+from bot.fsutil import write_json_atomic
 from bot.knowledge import Entry
-from bot.search.base import Hit, Progress, Searcher, SyncReport, write_json_atomic
+from bot.search.base import Hit, Progress, Searcher, SyncReport
 from bot.text import is_word, normalize
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from bot.errors import SearchBackendError
+from bot.fsutil import write_json_atomic
 from bot.knowledge import Entry
-from bot.search.base import Hit, Progress, Searcher, write_json_atomic
+from bot.search.base import Hit, Progress, Searcher
 from bot.text import Tokenizer
 
 log = logging.getLogger(__name__)
