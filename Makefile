@@ -25,12 +25,12 @@ run: $(VENV)/.run-deps
 index: $(VENV)/.run-deps
 	$(PY) -m bot index
 
-# Chromium and a CJK font for the browser tests, from Debian, when we are root (as in CI).
+# Chromium, a CJK font and an emoji font for the browser tests, from Debian, when we are root (as in CI).
 browser-deps:
-	@if [ -x /usr/bin/chromium ] && fc-list 2>/dev/null | grep -qi 'wenquanyi\|wqy'; then :; \
+	@if [ -x /usr/bin/chromium ] && fc-list 2>/dev/null | grep -qi 'wqy' && fc-list 2>/dev/null | grep -qi 'emoji'; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null \
-		|| echo "WARNING: could not install chromium/fonts-wqy-microhei; browser tests will be skipped"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei fonts-noto-color-emoji >/dev/null \
+		|| echo "WARNING: could not install chromium/fonts; browser tests will be skipped"; \
 	else echo "WARNING: not root and no chromium: browser tests will be skipped (apt-get install chromium fonts-wqy-microhei)"; fi
 
 test: $(VENV)/.test-deps browser-deps
