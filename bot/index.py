@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -66,6 +67,8 @@ class KnowledgeIndex:
             if rebuild:
                 searcher.reset("rebuild requested")
             report = searcher.sync(self.entries, progress)
+            if rebuild:
+                report = dataclasses.replace(report, rebuilt=True, reason="rebuild requested")
             self._searchers[mode] = searcher
             return report
 

@@ -56,7 +56,7 @@ def test_index_reports_counts_then_no_changes(config_file):
     second = run(config_file, "index")
     assert "added 0, updated 0, removed 0" in second.stdout
     rebuilt = run(config_file, "index", "--rebuild")
-    assert "added 6" in rebuilt.stdout
+    assert "added 6" in rebuilt.stdout and "(rebuilt)" in rebuilt.stdout
 
 
 def test_index_with_malformed_file_exits_nonzero_naming_file_and_entry(config_file, kb_dir):
