@@ -26,7 +26,7 @@ def create_app(config: str = "config.yaml"):
     from bot.ui import build_demo
 
     settings = load_settings(config)
-    bot = build_bot(settings)
+    bot = build_bot(settings, watch_config=True)
     demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=settings.ui.concurrency)
     return demo, settings
 

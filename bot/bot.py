@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import time
 import unicodedata
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from bot.answer import Answer, Strategy, Thresholds
 from bot.conversation import QueryRewriter, combine_followup
@@ -60,6 +60,7 @@ class Bot:
         rewriter: QueryRewriter | None = None,
         splitter: QuestionSplitter | None = None,
         followup_max_chars: int = 15,
+        mode_source: Callable[[], str] | None = None,
     ):
         self.index = index
         self.thresholds = thresholds
@@ -74,11 +75,23 @@ class Bot:
         self.rewriter = rewriter if llm is not None else None
         self.splitter = splitter
         self.followup_max_chars = followup_max_chars
+        self.mode_source = mode_source
 
     @property
     def retrieval_only(self) -> bool:
         """True when no LLM is configured."""
         return self.llm is None
+
+    def current_mode(self) -> str:
+        """The default mode now: the config file's, when it changed while running (see ConfiguredMode)."""
+        if self.mode_source is not None:
+            mode = self.mode_source()
+            if mode != self.mode:
+                if mode in self.index.modes:
+                    self.mode = mode
+                else:
+                    log.error("retrieval.mode %r is not one of %s; keeping %s", mode, self.index.modes, self.mode)
+        return self.mode
 
     def retrieve(self, query: str, mode: str | None = None, top_k: int | None = None) -> tuple[list[Hit], list[Hit]]:
         """(all hits, hits that pass the mode's threshold) for ``query``, split into parts when it asks several things."""
@@ -121,7 +134,7 @@ class Bot:
     def stream(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Iterator[Answer]:
         """Yield snapshots of the answer as it is produced; the last one has ``finished=True``."""
         start = time.perf_counter()
-        mode = mode or self.mode
+        mode = mode or self.current_mode()
         timings: dict[str, float] = {}
         question, notice = clean_message(message, self.max_message_chars)
         base = Answer(question=question, text="", strategy=Strategy.DIRECT, mode=mode,

@@ -280,6 +280,7 @@ class Settings(Strict):
     ui: UISettings = Field(default_factory=UISettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     base_dir: Path = Field(default=Path("."), exclude=True)
+    source: Path | None = Field(default=None, exclude=True)
 
     def resolve(self, path: str) -> Path:
         """A path from the config, relative to the config file's folder."""
@@ -312,6 +313,7 @@ def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
             lines.append(f"  - {key}: {err['msg']}")
         raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None
     settings.base_dir = path.resolve().parent
+    settings.source = path.resolve()
     # The environment beats the file, so one config.yaml can serve several modes; CLI flags beat both.
     settings.retrieval.mode = os.environ.get(MODE_ENV, "").strip() or settings.retrieval.mode
     return settings

@@ -8,6 +8,7 @@ from typing import Callable
 from bot.answer import Thresholds
 from bot.bot import Bot
 from bot.config import Settings
+from bot.config_watch import ConfiguredMode
 from bot.errors import KnowledgeError
 from bot.conversation import QueryRewriter
 from bot.fallback import HydeFallback, LastResort
@@ -111,8 +112,12 @@ def build_store(settings: Settings) -> KnowledgeStore:
     return KnowledgeStore(settings.resolve(settings.knowledge.path), settings.resolve(settings.state_dir) / "locks")
 
 
-def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True) -> Bot:
-    """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now."""
+def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True,
+              watch_config: bool = False) -> Bot:
+    """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now.
+
+    With ``watch_config`` (the app) an edit of ``retrieval.mode`` in the config file switches the running bot.
+    """
     index = index or build_index(settings)
     llm = llm if llm is not None else build_llm(settings)
     mode = settings.mode
@@ -132,6 +137,7 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
         splitter=QuestionSplitter(settings.splitting.conjunctions, settings.splitting.min_part_chars,
                                   settings.splitting.max_parts) if settings.splitting.enabled else None,
         followup_max_chars=settings.conversation.followup_max_chars,
+        mode_source=ConfiguredMode(settings.source, mode) if watch_config and settings.source else None,
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

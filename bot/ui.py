@@ -93,6 +93,11 @@ class ChatHandlers:
         last = html.unescape(message_text(history.pop()["content"])) if history else ""
         return history, last, ""
 
+    def page_defaults(self):
+        """(header, mode selector) for a newly opened page: the configured mode as it is now."""
+        mode = self.bot.current_mode()
+        return self.header(mode), gr.update(value=mode)
+
     def retrieval_test(self, query: str) -> str:
         """Hits of every mode for ``query``, without the LLM."""
         results = {}
@@ -143,6 +148,8 @@ def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo")
         clear.click(lambda: ([], "", ""), None, [chatbot, message, sources], api_name=False)
         mode.change(h.header, [mode], [header], api_name=False)
+        # A new page follows the configured mode now (config.yaml may have changed since start).
+        demo.load(h.page_defaults, None, [header, mode], api_name=False)
         query.submit(h.retrieval_test, [query], [table], api_name="retrieval_test")
         run.click(h.retrieval_test, [query], [table], api_name=False)
     return demo

@@ -1,0 +1,65 @@
+"""Editing retrieval.mode in config.yaml switches the running bot (the app watches its config file)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import yaml
+
+from bot.config import load_settings
+from bot.factory import build_bot
+from bot.ui import ChatHandlers
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def config_path(tmp_path, kb_dir, monkeypatch):
+    monkeypatch.delenv("KBBOT_MODE", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw["knowledge"]["path"], raw["state_dir"] = str(kb_dir), str(tmp_path / "state")
+    raw["retrieval"]["sparse"]["threshold"] = 8.0
+    raw["retrieval"]["dense"].update(threshold=0.5, embed_template="{query} {metadata}")
+    raw["retrieval"]["dense"]["fasttext"].update(dim=32, epoch=50, bucket=20000, sif_a=1.0)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def set_mode(path, mode: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    current = yaml.safe_load(text)["retrieval"]["mode"]
+    path.write_text(text.replace(f"mode: {current}", f"mode: {mode}", 1), encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a distinct mtime even on coarse clocks
+
+
+def test_editing_the_mode_switches_the_running_bot_and_new_pages(config_path):
+    bot = build_bot(load_settings(config_path), watch_config=True)
+    bot.mode_source.check_interval = 0
+    assert bot.answer("怎么添加知识？").mode == "sparse"
+    set_mode(config_path, "dense")
+    answer = bot.answer("怎么添加知识？")
+    assert answer.mode == "dense" and answer.hits and answer.hits[0].searcher == "faiss"
+    header, selector = ChatHandlers(bot, load_settings(config_path)).page_defaults()
+    assert "`dense`" in header and selector["value"] == "dense"
+    set_mode(config_path, "hybrid")
+    assert bot.answer("怎么添加知识？").mode == "hybrid"
+
+
+def test_a_broken_config_edit_keeps_the_last_mode(config_path, caplog):
+    bot = build_bot(load_settings(config_path), watch_config=True)
+    bot.mode_source.check_interval = 0
+    config_path.write_text(config_path.read_text(encoding="utf-8") + "\nnot_a_key: 1\n", encoding="utf-8")
+    time.sleep(0.01)
+    assert bot.answer("怎么添加知识？").mode == "sparse"
+    assert any("config change ignored" in r.getMessage() for r in caplog.records)
+    set_mode(config_path, "nonsense")
+    assert bot.answer("怎么添加知识？").mode == "sparse"
+
+
+def test_the_cli_mode_flag_is_not_overridden(config_path):
+    bot = build_bot(load_settings(config_path))  # the CLI builds without watching
+    assert bot.mode_source is None
