@@ -192,3 +192,23 @@ def test_retrieval_test_tab_shows_every_mode(browser, app_config):
         shot(page, "retrieval-test")
     finally:
         app.stop()
+
+
+def test_chat_through_elasticsearch_backend(browser, app_config):
+    from tests.es_server import shared_server
+
+    url = shared_server().url  # skips when osmem-server is not installed
+    raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
+    raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={
+        "hosts": [url], "index": f"kbbot-browser-{free_port()}", "compat_headers": False, "threshold": 3.0})
+    app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    app = App(app_config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        ask(page, "怎么添加知识？")
+        assert "knowledge 文件夹" in page.locator("#kb-chat").inner_text()
+        sources = page.locator("#kb-sources").inner_text()
+        assert "elasticsearch" in sources and "elasticsearch ≥ 3" in sources
+        shot(page, "chat-elasticsearch")
+    finally:
+        app.stop()

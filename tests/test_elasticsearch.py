@@ -254,3 +254,55 @@ def test_build_bot_answers_through_elasticsearch(settings, es_url):
     answer = bot.answer("怎么添加知识？")
     assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "elasticsearch"
     assert "knowledge 文件夹" in answer.text
+
+
+def test_bot_says_search_is_down_then_recovers_without_restart(settings):
+    from bot.bot import SEARCH_DOWN_NOTICE
+    from bot.factory import build_bot
+
+    server = start_server()
+    port = port_of(server.url)
+    try:
+        es_settings(settings, server.url)
+        settings.retrieval.sparse.elasticsearch.threshold = 3.0
+        bot = build_bot(settings, llm=None)
+        assert bot.answer("怎么添加知识？").hits[0].entry.id == "faq:add"
+        server.close()
+        down = bot.answer("怎么添加知识？")
+        assert down.text == SEARCH_DOWN_NOTICE and down.notice == SEARCH_DOWN_NOTICE and not down.hits
+        assert f"127.0.0.1:{port}" not in down.text  # hosts stay in the log, not on a possibly public page
+        server = start_server(port)
+        # osmem forgets its data on restart (a real cluster keeps it); re-index as `python -m bot index` would.
+        bot.index.sync("sparse")
+        back = bot.answer("怎么添加知识？")
+        assert back.hits and back.hits[0].entry.id == "faq:add" and back.hits[0].searcher == "elasticsearch"
+    finally:
+        server.close()
+
+
+@pytest.mark.slow
+def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw["knowledge"]["path"], raw["state_dir"] = settings.knowledge.path, settings.state_dir
+    raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={
+        "hosts": [es_url], "index": f"kbbot-cli-{uuid.uuid4().hex[:8]}", "compat_headers": False, "threshold": 3.0})
+    cfg = tmp_path / "es-config.yaml"
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), *a],  # noqa: E731
+                                    capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    indexed = run("index")
+    assert indexed.returncode == 0 and "added 6" in indexed.stdout, indexed.stderr
+    out = json.loads(run("ask", "怎么添加知识？", "--json").stdout)
+    assert out["hits"][0]["id"] == "faq:add" and out["hits"][0]["searcher"] == "elasticsearch"
+    assert out["thresholds"] == {"elasticsearch": 3.0}
+    searched = run("search", "图书馆几点开放")
+    assert searched.stdout.splitlines()[0].startswith("✓") and "elasticsearch ≥ 3" in searched.stdout
