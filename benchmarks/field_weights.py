@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
-    sets = {"starter (85 q)": starter_set()}
+    starter = starter_set()
+    sets = {f"starter ({len(starter[1])} q)": starter}
     data = data_dir()
     if (data / "cmrc2018_trial").is_dir():
         cm = load_eval_set(data / "cmrc2018_trial")

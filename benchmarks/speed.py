@@ -669,49 +669,65 @@ def report(results: dict, args) -> str:
                   "`python -m bot --config X --mode M ask \"<question>\" --json`, wall time from process start to the "
                   "printed answer (retrieval-only, no LLM key), after `python -m bot index` built the index; "
                   f"median of {max(3, r['repeats'])} runs.", "", cold_table(r["cold"])]
-    extra = getattr(sys.modules[__name__], "NOTES", "")
-    if extra:
-        lines += ["", extra.strip()]
+    lines += ["", targets_table(r), "", NOTES.strip()]
     return "\n".join(lines)
 
 
 NOTES = """
-### Targets, and before / after the optimisations
-
-| target | before | after (tables above) |
-|---|---|---|
-| sparse query ≥ 30× rank_bm25 at 10k | 32× (query path unchanged) | 46× (0.29 vs 13.2 ms p50) |
-| sparse query ≥ 100× rank_bm25 at 100k | ~170× (unchanged) | 175× (1.39 vs 243 ms p50) |
-| dense encode + search p50 ≤ 2 ms at 100k | not run at 100k before the fix; at 1k p50 0.69 / p95 98 ms, and ~11 ms a query at 3k while the other core was busy | 0.36 ms (HNSW) |
-| sparse index build, 100k entries ≤ 60 s | 15.3 s (1 run) | 10.1 s; rebuild 3.4 s (was a full build) |
-| message → prompt p95 ≤ 30 ms | 1k entries, 50 questions, 1 pass: sparse 92, dense 80, hybrid 38 ms | ≤ 8.8 ms (hybrid, 100k) |
-
-"Before" figures come from the same script on the code before these changes (where marked, from a shorter
-run: 1 pass, fewer questions). What changed, and why:
+"Before" figures in the targets table come from the same script on the code before these changes (from shorter
+runs: 1 pass, fewer questions, and no dense run at 100k). What changed, and why:
 
 - **FAISS searches run on the calling thread** (`bot/search/faiss_searcher.py`). FAISS uses an OpenMP team (2
   threads here) even for one query vector; when the second core is busy (another request, indexing, the web
   server) the search waits for a descheduled team member, and a 0.1 ms search took 10-100 ms. The searcher now
   sets one OpenMP thread around its `search` call (per calling thread, restored after, so bulk adds stay
-  parallel). The bare "FAISS flat" column above still uses FAISS's default threads: its p95 of ~20 ms is this
-  effect.
+  parallel). The bare "FAISS flat" column above still uses FAISS's default threads.
 - **Tokenizing a large batch in parallel** (`Tokenizer.tokenize_many` in `bot/text.py`): from 20,000 texts, forked
   worker processes (one per CPU) that inherit the loaded jieba with its user dictionary and keywords (fork, not
   spawn: nothing is re-imported, no 1 s dictionary load per worker). A test checks the tokens equal the serial
-  ones. On this 2-core machine the gain is modest (jieba is the bulk; 11.1 s serial for 100k).
+  ones. On this 2-core machine the gain is modest (jieba is the bulk of the work).
 - **`TantivySearcher.upsert`** tokenizes each distinct text once (FAQ entries often repeat the query as
   document), skips the per-entry delete when the index is empty (a first build), and keeps a **token cache**
   (`kbbot-tokens.jsonl` in the index folder, content hash -> tokens, valid only for the same
   `Tokenizer.state_key()` = rules + user dictionary + added keywords in order). `reset` keeps it, so
-  `python -m bot index --rebuild` or a repaired index re-tokenizes only what changed (100k: 3.4 s instead of
-  ~10-15 s). Small batches (< 500 entries) append to it without reading it.
+  `python -m bot index --rebuild` or a repaired index re-tokenizes only what changed. Small batches (< 500
+  entries) append to it without reading it.
 
-Not met / left: none of the four targets is missed. The dense build at 100k (42 s) is dominated by
-`FastTextEncoder` embedding entry by entry in Python (tokenizing + per-word SIF sums, `bot/encoders/`, not part of
-this change); batching it through `tokenize_many` and a vectorised sum would roughly halve it. Cold start (~1-1.7 s)
-is mostly imports and jieba's dictionary load (~0.6 s). Single adds to tantivy (14-94 ms) are the commit plus
+Left: the dense build at 100k is dominated by `FastTextEncoder` embedding entry by entry in Python (tokenizing +
+per-word SIF sums); batching it through `tokenize_many` and a vectorised sum would roughly halve it. Cold start
+(~1-1.5 s) is mostly imports and jieba's dictionary load (~0.6 s). Single adds to tantivy are the commit plus
 rewriting the JSON state of every id's hash; an append-only state would make them flat in N.
 """
+
+BEFORE = {  # from runs of this script on the code before the optimisations (see NOTES)
+    "ratio10k": "32×", "ratio100k": "~170× (query path unchanged)", "dense100k": "not run; 1k: p95 98 ms",
+    "build100k": "15.3 s", "pipeline": "1k: sparse 92, dense 80, hybrid 38 ms",
+}
+
+
+def targets_table(r: dict) -> str:
+    """The issue's targets with this run's figures beside them (and the pre-optimisation ones)."""
+    sparse = {row["size"]: row for row in r.get("sparse", [])}
+    dense = {row["size"]: row for row in r.get("dense", [])}
+    worst = max(((m["p95"], size, mode) for size, modes in r.get("pipeline", {}).items() for mode, m in modes.items()),
+                default=None)
+
+    def ratio(n):
+        row = sparse.get(n)
+        return f"{row['rank_bm25_query']['p50'] / row['ours_query']['p50']:.0f}× ({fmt(row['ours_query']['p50'], 2)} vs " \
+               f"{fmt(row['rank_bm25_query']['p50'])} ms p50)" if row else "not run"
+
+    rows = [
+        ["sparse query ≥ 30× faster than rank_bm25 at 10k", BEFORE["ratio10k"], ratio(10_000)],
+        ["sparse query ≥ 100× faster than rank_bm25 at 100k", BEFORE["ratio100k"], ratio(100_000)],
+        ["dense encode + search p50 ≤ 2 ms at 100k", BEFORE["dense100k"],
+         f"{fmt(dense[100_000]['product_query']['p50'], 3)} ms ({dense[100_000]['kind']})" if 100_000 in dense else "not run"],
+        ["sparse index build of 100k entries ≤ 60 s", BEFORE["build100k"],
+         f"{fmt(sparse[100_000]['ours_build'])} s (rebuild {fmt(sparse[100_000]['ours_rebuild'])} s)" if 100_000 in sparse else "not run"],
+        ["message → prompt ready p95 ≤ 30 ms", BEFORE["pipeline"],
+         f"worst {fmt(worst[0])} ms ({worst[2]}, {worst[1]:,} entries)" if worst else "not run"],
+    ]
+    return "### Targets\n\n" + table(["target", "before the optimisations", "this run"], rows)
 
 if __name__ == "__main__":
     sys.exit(main())
