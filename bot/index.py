@@ -44,10 +44,14 @@ class KnowledgeIndex:
         """The retrieval modes this index can serve."""
         return list(self._factories)
 
-    def load(self, progress: Progress | None = None) -> dict[str, SyncReport]:
-        """Read the knowledge folder and sync the searchers built so far; raises KnowledgeError on bad files."""
+    def load(self, progress: Progress | None = None, signature: tuple | None = None) -> dict[str, SyncReport]:
+        """Read the knowledge folder and sync the searchers built so far; raises KnowledgeError on bad files.
+
+        Returns a report per index (searcher name): a hybrid mode shares the sparse and dense indexes, and
+        each is synced once.
+        """
         with self._lock:
-            signature = folder_signature(self.folder)
+            signature = folder_signature(self.folder) if signature is None else signature
             try:
                 entries = load_entries(self.folder)
             except KnowledgeError as exc:
@@ -55,7 +59,8 @@ class KnowledgeIndex:
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
             self.entries, self._signature, self.error, self._loaded = entries, signature, None, True
-            return {mode: s.sync(entries, progress) for mode, s in self._searchers.items()}
+            leaves = {id(leaf): leaf for s in self._searchers.values() for leaf in s.leaves()}
+            return {leaf.name: leaf.sync(entries, progress) for leaf in leaves.values()}
 
     def sync(self, mode: str, progress: Progress | None = None, rebuild: bool = False) -> SyncReport:
         """Build ``mode``'s searcher if needed and bring it in step with the entries (from scratch with ``rebuild``)."""
@@ -100,10 +105,11 @@ class KnowledgeIndex:
         if not force and now - self._last_check < self.check_interval:
             return False
         self._last_check = now
-        if not force and folder_signature(self.folder) == self._signature:
+        signature = folder_signature(self.folder)
+        if not force and signature == self._signature:
             return False
         try:
-            reports = self.load()
+            reports = self.load(signature=signature)
         except KnowledgeError as exc:
             log.error("knowledge not reloaded, still serving the last good index: %s", exc)
             return False

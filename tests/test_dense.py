@@ -254,3 +254,16 @@ def test_openai_encoder_embeds_only_what_changed(tmp_path, entries, embedding_se
     rebuilt.reset("test")
     rebuilt.sync(changed)
     assert embedding_server.requests == []
+
+
+def test_reload_syncs_each_index_once_when_hybrid_shares_them(settings, kb_dir):
+    small_dense_settings(settings)
+    bot = build_bot(settings)
+    bot.index.searcher("hybrid")  # wraps the sparse index the default mode already serves, plus the dense one
+    data = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
+    data["gym"] = {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}
+    (kb_dir / "faq.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    reports = bot.index.load()
+    assert set(reports) == {"tantivy", "faiss"}
+    assert reports["tantivy"].added == 1
+    assert bot.retrieve("体育馆几点关门", "hybrid")[0][0].entry.id == "faq:gym"

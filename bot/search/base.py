@@ -74,9 +74,13 @@ class Searcher(ABC):
         """What the index's layout depends on besides the entries (tokenizer, fields, boosts)."""
         return ""
 
+    def leaves(self) -> list["Searcher"]:
+        """The searchers that hold an index: itself, or the parts of a fusion."""
+        return [self]
+
     def components(self) -> list[str]:
         """Names of the searchers whose scores this one reports (itself, or the parts of a fusion)."""
-        return [self.name]
+        return [s.name for s in self.leaves()]
 
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
         """Make the index hold exactly ``entries``, touching only what changed."""

@@ -28,9 +28,9 @@ class HybridSearcher(Searcher):
     def _parts(self) -> list[tuple[str, Searcher]]:
         return [("sparse", self.sparse), ("dense", self.dense)]
 
-    def components(self) -> list[str]:
-        """The fused searchers' names, whose scores each hybrid hit carries in ``Hit.scores``."""
-        return [self.sparse.name, self.dense.name]
+    def leaves(self) -> list[Searcher]:
+        """The fused searchers, whose scores each hybrid hit carries in ``Hit.scores``."""
+        return [self.sparse, self.dense]
 
     def search(self, query: str, top_k: int) -> list[Hit]:
         """Top ``top_k`` by RRF over each searcher's ``candidates`` best; ``scores`` keeps each one's own score."""

@@ -170,15 +170,15 @@ class TantivySearcher(Searcher):
         with open(file, "a", encoding="utf-8") as fh:
             fh.writelines(json.dumps([h, *f], ensure_ascii=False) + "\n" for h, f in tokens.items())
 
-    def _tokens_for(self, entries: Sequence[Entry]) -> tuple[list[list[str]], dict[str, list[str]], int, int]:
+    def _tokens_for(self, entries: Sequence[Entry]) -> tuple[list[list[str]], dict[str, list[str]], dict[str, list[str]], int]:
         """Token strings per entry (cache first, then jieba over each distinct missing text, in parallel for big
-        batches); also the fresh ones to cache, the cache size and the lines it took."""
+        batches); also the fresh ones to cache, the cache as read (empty for small batches) and its line count."""
         cached, lines = self._read_tokens() if len(entries) >= CACHE_LOOKUP_MIN else ({}, 0)
         missing = [e for e in entries if e.content_hash not in cached]
         texts = list(dict.fromkeys(t for e in missing for t in (e.query, " ".join(e.metadata), e.document)))
         cut = dict(zip(texts, (" ".join(t) for t in self.tokenizer.tokenize_many(texts))))
         fresh = {e.content_hash: [cut[e.query], cut[" ".join(e.metadata)], cut[e.document]] for e in missing}
-        return [cached.get(e.content_hash) or fresh[e.content_hash] for e in entries], fresh, len(cached), lines
+        return [cached.get(e.content_hash) or fresh[e.content_hash] for e in entries], fresh, cached, lines
 
     def _save_state(self) -> None:
         write_json_atomic(self.path / STATE_FILE, {"signature": self.signature(), "hashes": self._hashes})
@@ -206,7 +206,7 @@ class TantivySearcher(Searcher):
         with self._lock:
             writer = self._writer()
             try:
-                tokens, fresh, cache_size, cache_lines = self._tokens_for(entries)
+                tokens, fresh, cached, cache_lines = self._tokens_for(entries)
                 # an empty index has nothing to delete: skipping 100k no-op deletes makes a first build faster
                 empty = self._index.searcher().num_docs == 0
                 for i, (entry, (q, m, d)) in enumerate(zip(entries, tokens)):
@@ -232,10 +232,10 @@ class TantivySearcher(Searcher):
             self._hashes.update({e.id: e.content_hash for e in entries})
             self._save_state()
             try:
-                if cache_lines > 2 * len(self._hashes) + 1000:  # mostly stale lines: keep the live ones only
+                # Mostly stale lines: keep the live ones only. cache_lines > 0 means _tokens_for read the cache.
+                if cache_lines > 2 * len(self._hashes) + 1000:
                     live = set(self._hashes.values())
-                    kept, _ = self._read_tokens()
-                    self._write_tokens({h: f for h, f in {**kept, **fresh}.items() if h in live})
+                    self._write_tokens({h: f for h, f in {**cached, **fresh}.items() if h in live})
                 elif fresh:
                     self._append_tokens(fresh)
             except OSError as exc:  # only a cache: the index itself is committed
