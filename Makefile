@@ -12,11 +12,11 @@ $(VENV)/bin/python:
 
 # Stamps are keyed on pyproject.toml so a dependency change reinstalls.
 $(VENV)/.run-deps: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -e '.[dense,es]'
+	$(PIP) install -q -e '.[dense,es,e5]'
 	touch $@
 
 $(VENV)/.test-deps: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -e '.[dense,es,test,bench]'
+	$(PIP) install -q -e '.[dense,es,e5,test,bench]'
 	touch $@ $(VENV)/.run-deps
 
 run: $(VENV)/.run-deps

@@ -97,6 +97,9 @@ def _index(settings, args) -> int:
     mode = settings.mode
     with tqdm(total=len(index.entries), desc=f"indexing ({mode})", unit="entry", file=sys.stderr) as bar:
         report = index.sync(mode, progress=bar.update, rebuild=args.rebuild)
+    encoders = [getattr(leaf, "encoder", None) for leaf in index.searcher(mode).leaves()]
+    cached = "".join(f" · {e.name}: {e.encoded} text(s) encoded, the rest from the embedding cache"
+                     for e in encoders if hasattr(e, "encoded"))
     print(f"{len(index.entries)} entries · mode {mode} · added {report.added}, updated {report.updated}, "
-          f"removed {report.removed}{' (rebuilt)' if report.rebuilt else ''} · {report.seconds:.2f}s")
+          f"removed {report.removed}{' (rebuilt)' if report.rebuilt else ''} · {report.seconds:.2f}s{cached}")
     return 0

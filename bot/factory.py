@@ -44,7 +44,7 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         return TantivySearcher(state / "tantivy", tokenizer, t.boosts, t.tie_breaker)
 
     def dense() -> Searcher:
-        from bot.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
+        from bot.encoders import E5Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
         from bot.errors import ConfigError
         from bot.search.faiss_searcher import FaissSearcher
 
@@ -54,7 +54,11 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
             if key is None:
                 raise ConfigError(f"retrieval.dense.encoder is openai but {d.openai.api_key_env} is not set in the environment")
             o = d.openai
-            encoder = OpenAIEncoder(o.base_url, o.model, key, state / "embeddings", o.batch_size, o.timeout, o.max_retries)
+            encoder = OpenAIEncoder(o.base_url, o.model, key, state / "embeddings", o.batch_size, o.timeout,
+                                    o.max_retries, o.input_type)
+        elif d.encoder == "e5":
+            e = d.e5
+            encoder = E5Encoder(state / "embeddings", e.num_threads, e.batch_size, e.variant)
         else:
             f = d.fasttext
             params = FastTextParams(dim=f.dim, epoch=f.epoch, minn=f.minn, maxn=f.maxn, bucket=f.bucket, ws=f.ws,

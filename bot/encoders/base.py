@@ -8,8 +8,12 @@ from typing import Sequence
 import numpy as np
 
 from bot.knowledge import Entry
+from bot.text import is_word, normalize
 
 DENSE_HINT = "install the dense extra: pip install 'kbbot[dense]'"
+
+# The two roles of a text. Asymmetric models (e5) prefix them differently; others ignore the role.
+QUESTION, DOCUMENT = "question", "document"
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -19,10 +23,22 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
+def has_words(text: str) -> bool:
+    """True when the text holds a letter, digit or CJK character; word-less texts get a zero vector."""
+    return is_word(normalize(text))
+
+
 class Encoder(ABC):
-    """Turns texts into unit-length vectors whose inner product is their cosine similarity."""
+    """Turns texts into unit-length vectors whose inner product is their cosine similarity.
+
+    Two roles: *documents* (the entry text that is indexed) and *questions* (a user's question, and an
+    entry's stored question, which match each other symmetrically). Models without roles use one
+    embedding for both.
+    """
 
     name: str = "encoder"
+    # Texts per embed call for callers that report progress between calls (slow encoders set it lower).
+    batch_size: int = 256
 
     @abstractmethod
     def signature(self) -> str:
@@ -34,8 +50,12 @@ class Encoder(ABC):
 
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """One unit (or zero) float32 row per text."""
+        """One unit (or zero) float32 row per document text; (0, dim) for no texts."""
+
+    def embed_questions(self, texts: Sequence[str]) -> np.ndarray:
+        """One unit (or zero) float32 row per question (user questions and entries' stored questions)."""
+        return self.embed_documents(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """The vector of one question (a zero vector when it carries nothing the model knows)."""
-        return self.embed_documents([text])[0]
+        """The vector of one user question (a zero vector when it carries nothing the model knows)."""
+        return self.embed_questions([text])[0]

@@ -199,9 +199,9 @@ class FaissSearcher(Searcher):
 
     # -- writes ----------------------------------------------------------
     def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> np.ndarray:
-        parts = []
-        for i in range(0, len(entries), BATCH):
-            batch = entries[i:i + BATCH]
+        parts, step = [], getattr(self.encoder, "batch_size", BATCH)  # slow encoders report progress more often
+        for i in range(0, len(entries), step):
+            batch = entries[i:i + step]
             parts.append(np.asarray(self.encoder.embed_documents([self.embed_text(e) for e in batch]), dtype=np.float32))
             if progress:
                 progress(len(batch))

@@ -1,0 +1,92 @@
+"""Base of encoders whose vectors are slow or paid for: only texts not seen before are encoded, in batches."""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from typing import Sequence
+
+import numpy as np
+
+from bot.encoders.base import DOCUMENT, QUESTION, Encoder, has_words
+from bot.encoders.cache import EmbeddingCache, cache_key
+from bot.errors import SearchBackendError
+
+
+class CachedEncoder(Encoder):
+    """Vectors come from the on-disk cache when known; the rest are encoded ``batch_size`` at a time and stored.
+
+    A word-less text ("", punctuation, emoji only) gets a zero row and is never encoded: it carries nothing
+    to retrieve by, and FaissSearcher answers a word-less question with no hits. A user question
+    (:meth:`embed_query`) reads the cache but is not stored: questions are unbounded and rarely repeat.
+    ``encoded`` counts the texts actually encoded, so re-encoding is observable.
+    """
+
+    def __init__(self, cache: EmbeddingCache, batch_size: int, dim: int | None = None):
+        self.cache = cache
+        self.batch_size = max(1, batch_size)
+        self.encoded = 0
+        self._dim = dim
+        self._count_lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """Vector size (an encoder that does not know it yet encodes one probe text to find out)."""
+        if self._dim is None:
+            self._embed(["dimension probe"], DOCUMENT, store=True)
+        return self._dim
+
+    @abstractmethod
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        """Unit float32 rows for ``texts`` (each has words) in ``role`` (QUESTION or DOCUMENT)."""
+
+    def _cache_role(self, role: str) -> str:
+        """The role part of the cache key (an encoder without roles uses one for both)."""
+        return role
+
+    def _check_dim(self, size: int) -> None:
+        if self._dim is None:
+            self._dim = size
+        elif size != self._dim:
+            raise SearchBackendError(f"the {self.name} encoder returned {size}-dimensional vectors where earlier ones "
+                                     f"had {self._dim}; the model changed under the same name: rename it in "
+                                     f"config.yaml or delete {self.cache.path}")
+
+    def _embed(self, texts: Sequence[str], role: str, store: bool) -> np.ndarray:
+        texts = list(texts)
+        signature, cache_role = self.signature(), self._cache_role(role)
+        wanted = {i: cache_key(signature, cache_role, t) for i, t in enumerate(texts) if has_words(t)}
+        found = self.cache.get_many(wanted.values(), self._dim, touch=store)
+        if found:
+            self._check_dim(len(next(iter(found.values()))))
+        by_key = {k: texts[i] for i, k in wanted.items()}
+        missing = [k for k in dict.fromkeys(wanted.values()) if k not in found]
+        for start in range(0, len(missing), self.batch_size):
+            batch = missing[start:start + self.batch_size]
+            vectors = np.asarray(self._encode([by_key[k] for k in batch], role), dtype=np.float32)
+            if vectors.ndim != 2 or len(vectors) != len(batch):
+                raise SearchBackendError(f"the {self.name} encoder returned {vectors.shape[0] if vectors.ndim else 0} "
+                                         f"vectors for {len(batch)} texts")
+            self._check_dim(vectors.shape[1])
+            with self._count_lock:
+                self.encoded += len(batch)
+            fresh = dict(zip(batch, vectors))
+            if store:
+                self.cache.put_many(fresh)
+            found.update(fresh)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, key in wanted.items():
+            out[i] = found[key]
+        return out
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Document rows (zero for word-less texts); cached texts are not encoded again."""
+        return self._embed(texts, DOCUMENT, store=True)
+
+    def embed_questions(self, texts: Sequence[str]) -> np.ndarray:
+        """Question rows (zero for word-less texts); cached texts are not encoded again."""
+        return self._embed(texts, QUESTION, store=True)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The same vector as ``embed_questions([text])[0]``, read from the cache when there but not stored."""
+        return self._embed([text], QUESTION, store=False)[0]
