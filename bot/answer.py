@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Mapping
 
 from bot.search.base import Hit
 
@@ -13,33 +12,35 @@ class Strategy(str, Enum):
     """Which stage of the chain produced the answer."""
 
     DIRECT = "direct"
+    VERBATIM = "verbatim"  # an entry so close to the question that its document is the reply (no LLM call)
     HYDE = "hyde"
     LAST_RESORT = "last_resort"
 
 
 @dataclass(frozen=True)
-class Thresholds:
-    """Score cut-offs keyed by searcher name ("tantivy", "elasticsearch", "faiss"): scores are on each searcher's scale.
+class Cutoffs:
+    """The relevance a hit needs in one retrieval system: to be a reference, and to be the reply itself."""
 
-    Keying by searcher rather than by mode means a hit is always judged on its own scale, also when the
-    sparse mode falls back from Elasticsearch to the embedded engine, and inside a fused (hybrid) hit.
-    """
-
-    by_searcher: Mapping[str, float]
+    system: str
+    answer: float
+    direct: float | None = None
 
     def passes(self, hit: Hit) -> bool:
-        """A hit passes when its searcher's score reaches that searcher's cut-off; a fused hit when any component does."""
-        scores = hit.scores or {hit.searcher: hit.score}
-        return any(name in self.by_searcher and score >= self.by_searcher[name] for name, score in scores.items())
+        """True when the hit is relevant enough to answer from."""
+        return hit.relevance >= self.answer
 
-    def select(self, names: Iterable[str]) -> dict[str, float]:
-        """The cut-offs of the named searchers (those that have one)."""
-        return {n: self.by_searcher[n] for n in names if n in self.by_searcher}
+    def is_direct(self, hit: Hit) -> bool:
+        """True when the hit is so close that its document is the answer (never when ``direct`` is off)."""
+        return self.direct is not None and hit.relevance >= self.direct
 
+    def describe(self) -> str:
+        """Human form, e.g. 'hybrid-e5 ≥ 0.81 (direct ≥ 0.93)'."""
+        text = f"{self.system} ≥ {self.answer:g}"
+        return text + (f" (direct ≥ {self.direct:g})" if self.direct is not None else "")
 
-def describe_thresholds(thresholds: Mapping[str, float]) -> str:
-    """Human form, e.g. 'tantivy ≥ 12 · faiss ≥ 0.8'."""
-    return " · ".join(f"{name} ≥ {value:g}" for name, value in thresholds.items())
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"system": self.system, "answer": self.answer, "direct": self.direct}
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Answer:
     mode: str
     hits: list[Hit] = field(default_factory=list)
     candidates: list[Hit] = field(default_factory=list)
-    thresholds: dict[str, float] = field(default_factory=dict)
+    thresholds: Cutoffs | None = None
     llm_used: bool = False
     hypothetical: str | None = None
     rewritten: str | None = None
@@ -68,7 +69,7 @@ class Answer:
             "strategy": self.strategy.value,
             "mode": self.mode,
             "llm_used": self.llm_used,
-            "thresholds": self.thresholds,
+            "thresholds": self.thresholds.to_dict() if self.thresholds else None,
             "notice": self.notice,
             "hypothetical": self.hypothetical,
             "rewritten": self.rewritten,
@@ -85,11 +86,11 @@ def hit_dict(hit: Hit) -> dict:
         "query": hit.entry.query,
         "document": hit.entry.document,
         "metadata": list(hit.entry.metadata),
+        "relevance": round(hit.relevance, 4),
         "score": round(hit.score, 4),
         "searcher": hit.searcher,
+        "signals": {k: round(v, 4) for k, v in hit.signals.items()},
     }
-    if hit.part:
-        d["part"] = hit.part
-    if hit.scores:
-        d["scores"] = {k: round(v, 4) for k, v in hit.scores.items()}
+    if hit.subquestion:
+        d["subquestion"] = hit.subquestion
     return d

@@ -6,9 +6,9 @@ import dataclasses
 import logging
 import time
 import unicodedata
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from bot.answer import Answer, Strategy, Thresholds
+from bot.answer import Answer, Cutoffs, Strategy
 from bot.conversation import QueryRewriter, combine_followup
 from bot.errors import LLMError, LLMStreamBroken, SearchBackendError
 from bot.fallback import HydeFallback, LastResort
@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 EMPTY_REPLY = "请输入您的问题。/ Please type a question."
 RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
+VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
 LLM_DOWN_NOTICE = "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
 CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
 SEARCH_DOWN_NOTICE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
@@ -48,7 +49,7 @@ class Bot:
     def __init__(
         self,
         index: KnowledgeIndex,
-        thresholds: Thresholds,
+        thresholds: Mapping[str, Cutoffs],
         prompt: PromptBuilder,
         last_resort: LastResort,
         llm: ChatModel | None = None,
@@ -63,7 +64,7 @@ class Bot:
         mode_source: Callable[[], str] | None = None,
     ):
         self.index = index
-        self.thresholds = thresholds
+        self.thresholds = dict(thresholds)
         self.prompt = prompt
         self.last_resort = last_resort
         self.llm = llm
@@ -104,11 +105,21 @@ class Bot:
             hits = merge_hits(lists, top_k * len(parts))
         else:
             hits = searcher.search(query, top_k)
-        return hits, [h for h in hits if self.thresholds.passes(h)]
+        cutoffs = self.cutoffs(searcher.system)
+        return hits, [h for h in hits if cutoffs.passes(h)]
 
-    def mode_thresholds(self, mode: str | None = None) -> dict[str, float]:
-        """The cut-offs that apply in ``mode`` (one per searcher whose scores it reports)."""
-        return self.thresholds.select(self.index.searcher(mode or self.mode).components())
+    def cutoffs(self, system: str) -> Cutoffs:
+        """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
+        if system not in self.thresholds:
+            from bot.errors import ConfigError
+
+            raise ConfigError(f"retrieval.thresholds has no entry for {system!r}; add e.g. "
+                              f"`{system}: {{answer: 0.8, direct: null}}` (README \"Scores and thresholds\")")
+        return self.thresholds[system]
+
+    def mode_thresholds(self, mode: str | None = None) -> Cutoffs:
+        """The thresholds that apply in ``mode``."""
+        return self.cutoffs(self.index.searcher(mode or self.mode).system)
 
     def _standalone(self, question: str, history, timings: dict[str, float]) -> str | None:
         """The follow-up rewritten into a standalone question by the LLM, or None when not needed."""
@@ -191,6 +202,15 @@ class Bot:
     def _respond(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
         if self.llm is None:
             yield self._finish(dataclasses.replace(base, text=self.compose(base.hits)), timings, start)
+            return
+        best = base.hits[0]
+        # Not for a split message, even when its best hit came from the search for the whole message (no label).
+        split = self.splitter is not None and len(self.splitter.split(base.rewritten or base.question)) > 1
+        if (base.strategy == Strategy.DIRECT and not best.subquestion and not split and base.thresholds
+                and base.thresholds.is_direct(best)):
+            # So close to one entry that its document is the answer: no LLM call, and labelled as such.
+            text = f"{VERBATIM_LABEL}\n\n**{best.entry.query}**\n\n{best.entry.document}"
+            yield self._finish(dataclasses.replace(base, text=text, strategy=Strategy.VERBATIM, hits=[best]), timings, start)
             return
         t = time.perf_counter()
         prompt = self.prompt.build(base.question, base.hits, history)

@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import Sequence
 
-from bot.answer import describe_thresholds, hit_dict
+from bot.answer import hit_dict
 from bot.config import load_settings
 from bot.errors import BotError, KnowledgeError
 from bot.eval_cli import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
@@ -64,7 +64,7 @@ def _ask(settings, args) -> int:
     print(f"\n[strategy: {answer.strategy.value} · mode: {answer.mode} · "
           f"{'LLM: ' + bot.llm.name if bot.llm else 'retrieval-only'}]")
     for i, hit in enumerate(answer.hits, 1):
-        print(f"  [{i}] {hit.entry.query}  (score {hit.score:.2f}, {hit.searcher}, {hit.entry.id})")
+        print(f"  [{i}] {hit.entry.query}  (relevance {hit.relevance:.3f}, {hit.searcher}, {hit.entry.id})")
     return 0
 
 
@@ -73,17 +73,18 @@ def _search(settings, args) -> int:
 
     bot = build_bot(settings, llm=None)
     hits, passed = bot.retrieve(args.query, top_k=args.top_k)
-    threshold = bot.mode_thresholds()
+    cutoffs = bot.mode_thresholds()
     if args.json:
-        print(json.dumps({"query": args.query, "mode": bot.mode, "thresholds": threshold,
+        print(json.dumps({"query": args.query, "mode": bot.mode, "thresholds": cutoffs.to_dict(),
                           "hits": [dict(hit_dict(h), passed=h in passed) for h in hits]}, ensure_ascii=False, indent=2))
         return 0
     if not hits:
         print("没有结果 / no hits")
     for i, hit in enumerate(hits, 1):
         mark = "✓" if hit in passed else "·"
-        print(f"{mark} {i}. {hit.score:8.3f}  {hit.entry.query}  [{hit.entry.id}]")
-    print(f"(mode {bot.mode}, threshold {describe_thresholds(threshold)}; ✓ = passes)")
+        signals = " ".join(f"{k} {v:.3g}" for k, v in hit.signals.items())
+        print(f"{mark} {i}. {hit.relevance:.3f}  {hit.entry.query}  [{hit.entry.id}]  ({signals})")
+    print(f"(mode {bot.mode}, relevance threshold {cutoffs.describe()}; ✓ = passes)")
     return 0
 
 

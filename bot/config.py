@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.errors import ConfigError
 
@@ -25,16 +25,6 @@ class KnowledgeSettings(Strict):
 
     path: str = "knowledge"
     user_dict: str | None = None
-
-
-class TantivySettings(Strict):
-    """The embedded BM25 engine."""
-
-    boosts: dict[str, float] = Field(
-        default_factory=lambda: {"query": 2.0, "metadata": 1.0, "document": 1.0}
-    )
-    # 0 = only the best field counts; 1 = fields add up. Elasticsearch's multi_match uses the same value.
-    tie_breaker: float = Field(0.3, ge=0.0, le=1.0)
 
 
 class ElasticsearchSettings(Strict):
@@ -57,9 +47,6 @@ class ElasticsearchSettings(Strict):
     replicas: int = Field(1, ge=0)
     # False sends plain application/json, for OpenSearch-compatible servers that reject the 9.x compat media types.
     compat_headers: bool = True
-    # Lucene's BM25 leaves out tantivy's (k1+1)=2.2 factor, so None means retrieval.sparse.threshold / 2.2.
-    threshold: float | None = None
-
     def credentials(self) -> dict[str, object]:
         """Client auth keyword arguments read from the named environment variables (empty when unset)."""
         api_key = os.environ.get(self.api_key_env, "").strip()
@@ -70,18 +57,26 @@ class ElasticsearchSettings(Strict):
             return {"basic_auth": (user, os.environ.get(self.password_env, ""))}
         return {}
 
-    def effective_threshold(self, sparse_threshold: float) -> float:
-        """The threshold on Elasticsearch's score scale: the explicit one, else the tantivy one without (k1+1)."""
-        return self.threshold if self.threshold is not None else round(sparse_threshold / 2.2, 3)
+
+FIELD_NAMES = ("query", "metadata", "document")
 
 
 class SparseSettings(Strict):
     """BM25 retrieval; the backend's own settings sit under its name."""
 
     backend: Literal["tantivy", "elasticsearch"] = "tantivy"
-    threshold: float = 8.0
-    tantivy: TantivySettings = Field(default_factory=TantivySettings)
+    # How many times each field's words count (BM25F through term frequency, shared statistics).
+    field_weights: dict[Literal["query", "metadata", "document"], int] = Field(
+        default_factory=lambda: {"query": 3, "metadata": 2, "document": 1})
     elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
+
+    @field_validator("field_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, int]) -> dict[str, int]:
+        bad = {k: v for k, v in value.items() if not 0 <= v <= 10}
+        if bad or not any(value.get(f, 1) for f in FIELD_NAMES):
+            raise ValueError(f"weights must be whole numbers 0-10, not all 0 (got {value})")
+        return {f: value.get(f, 1) for f in FIELD_NAMES}
 
 
 class DenseSettings(Strict):
@@ -131,31 +126,70 @@ class DenseSettings(Strict):
         batch_size: int = Field(16, ge=1, le=1024)
         variant: Literal["original", "enpt"] = "original"
 
-    encoder: Literal["fasttext", "openai", "e5"] = "fasttext"
-    threshold: float = 0.6
-    embed_template: str = "{query} {metadata}"
+    encoder: Literal["fasttext", "openai", "e5"] = "e5"
+    # Dense relevance = this x cosine to the entry's question + the rest x cosine to its passage.
+    question_weight: float = Field(0.4, ge=0.0, le=1.0)
+    embed_template: str = "{query} {metadata} {document}"
     hnsw_above: int = Field(50_000, ge=0)
     fasttext: FastText = Field(default_factory=FastText)
     openai: OpenAI = Field(default_factory=OpenAI)
     e5: E5 = Field(default_factory=E5)
 
 
-class HybridSettings(Strict):
-    """Hybrid retrieval: reciprocal rank fusion of sparse and dense (filled in by the dense work)."""
+ENCODERS = ("fasttext", "e5", "openai")
+MODES = ("sparse", "dense", "hybrid")
+# The retrieval systems that have thresholds: sparse, and dense/hybrid per encoder (their cosines differ).
+SYSTEMS = ("sparse", *(f"{m}-{e}" for m in ("dense", "hybrid") for e in ENCODERS))
+Mode = Literal["sparse", "dense", "hybrid"]
 
-    rrf_k: float = Field(60.0, gt=0)
-    weights: dict[Literal["sparse", "dense"], float] = Field(default_factory=lambda: {"sparse": 1.0, "dense": 1.0})
-    candidates: int | None = Field(None, ge=1)
+
+class HybridSettings(Strict):
+    """Hybrid retrieval: one relevance fused from the sparse coverage and the dense relevance of each candidate."""
+
+    # Fused relevance = sparse_weight x coverage + the rest x dense relevance; per encoder (their scales differ).
+    sparse_weight: dict[Literal["fasttext", "e5", "openai"], float] = Field(
+        default_factory=lambda: {"fasttext": 0.5, "e5": 0.1, "openai": 0.1})
+    # Entries each side proposes before all of them are scored on both sides.
+    candidates: int = Field(20, ge=1, le=1000)
+
+    @field_validator("sparse_weight")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        if any(not 0.0 <= v <= 1.0 for v in value.values()):
+            raise ValueError(f"weights must lie in [0, 1] (got {value})")
+        return value
+
+
+class Cutoffs(Strict):
+    """The relevance in [0, 1] a hit needs: to be a reference (answer), and to be the reply itself (direct)."""
+
+    answer: float = Field(ge=0.0, le=1.0)
+    # null = never reply with an entry's document verbatim.
+    direct: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class RetrievalSettings(Strict):
-    """Which searcher answers, how many hits it returns, and their thresholds."""
+    """Which searcher answers, how many hits it returns, and the relevance each system's hits need."""
 
-    mode: str = "sparse"
+    mode: Mode = "hybrid"
     top_k: int = Field(5, ge=1, le=100)
     sparse: SparseSettings = Field(default_factory=SparseSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
+    thresholds: dict[str, Cutoffs] = Field(default_factory=dict)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _systems(cls, value: dict[str, Cutoffs]) -> dict[str, Cutoffs]:
+        unknown = [k for k in value if k not in SYSTEMS]
+        if unknown:
+            raise ValueError(f"unknown system(s) {', '.join(unknown)}; use: {', '.join(SYSTEMS)}")
+        return value
+
+    def system(self, mode: str | None = None) -> str:
+        """The threshold key of a mode with the configured encoder ("sparse", "dense-e5", "hybrid-e5", ...)."""
+        mode = mode or self.mode
+        return mode if mode == "sparse" else f"{mode}-{self.dense.encoder}"
 
 
 class LLMSettings(Strict):
@@ -305,6 +339,13 @@ class Settings(Strict):
         return self.retrieval.mode
 
 
+def check_mode(mode: str, where: str) -> Mode:
+    """``mode`` when it is a retrieval mode, else a ConfigError naming where it came from."""
+    if mode not in MODES:
+        raise ConfigError(f"{where} is {mode!r}; choose one of: {', '.join(MODES)}")
+    return mode  # type: ignore[return-value]
+
+
 def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
     """Read and validate a config file; errors name the file and the offending key."""
     path = Path(path)
@@ -327,5 +368,7 @@ def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
     settings.base_dir = path.resolve().parent
     settings.source = path.resolve()
     # The environment beats the file, so one config.yaml can serve several modes; CLI flags beat both.
-    settings.retrieval.mode = os.environ.get(MODE_ENV, "").strip() or settings.retrieval.mode
+    env_mode = os.environ.get(MODE_ENV, "").strip()
+    if env_mode:
+        settings.retrieval.mode = check_mode(env_mode, MODE_ENV)
     return settings

@@ -5,25 +5,20 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import statistics
 import sys
 import tempfile
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from bot import calibration as cal
-from bot.config import Settings
+from bot.config import MODES, Settings
 from bot.errors import ConfigError, KnowledgeError
-from bot.evaluation import (EvalQuestion, exact_match, f1_score, first_gold_rank, load_questions, mrr_at, percentile,
-                            recall_at, subsample)
-from bot.knowledge import Entry, load_entries, parse_text
+from bot.evaluation import (Calibration, EvalQuestion, Run, Split, calibrate, exact_match, f1_score, load_questions,
+                            make_split, pool, run_questions, subsample, threshold_key)
+from bot.evaluation.run import KS
+from bot.knowledge import Entry, load_entries, parse_text, write_entries
 
-KS = (1, 3, 5)
 ANSWERS_NEED_LLM = ("--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
                     "--answers needs an LLM: set the API key in the {env} environment variable.")
-HYBRID_NOTE = ("hybrid 没有自己的阈值：命中的 BM25 分数达到 sparse 阈值或余弦达到 dense 阈值即通过，因此校准 sparse 和 dense。/ "
-               "hybrid has no threshold of its own (a hit passes on the sparse or the dense one), so sparse and dense are calibrated.")
 
 
 def add_eval_arguments(p) -> None:
@@ -38,15 +33,17 @@ def add_eval_arguments(p) -> None:
 def add_calibrate_arguments(p) -> None:
     """Options of ``calibrate``."""
     _common(p)
-    p.add_argument("--seed", default="0", help="which random half loses its gold entries; several (0,1,2) = "
-                   "one run each, thresholds chosen on their scores pooled")
+    p.add_argument("--seed", default="0", help="without unanswerable questions in the file: which random half of the "
+                   "gold entries is removed; several (0,1,2) = one run each, thresholds chosen on their relevances pooled")
     p.add_argument("--limit", type=int, default=None, help="a fixed random subset of N questions (seed 0)")
     p.add_argument("--write", action="store_true", help="write the chosen thresholds into the --config file")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of the tables")
 
 
 def _common(p) -> None:
-    p.add_argument("--questions", required=True, help='JSON lines: {"question", "gold_ids", "answer"?, "answers"?}')
+    p.add_argument("--questions", required=True,
+                   help='JSON lines: {"question", "gold_ids", "kind"?, "answer"?, "answers"?}; kind is answerable, '
+                        'unanswerable or chitchat (gold_ids [] for the last two)')
     p.add_argument("--knowledge", help="a knowledge folder or one .json file (default: knowledge.path)")
     p.add_argument("--modes", help="comma-separated modes, e.g. sparse,dense,hybrid (default: the configured one)")
     p.add_argument("--no-split", action="store_true", help="do not split multi-part questions (on by default)")
@@ -102,9 +99,9 @@ def eval_settings(settings: Settings, knowledge: str | None, no_split: bool) -> 
 def parse_modes(arg: str | None, settings: Settings) -> list[str]:
     """The modes to run, in the order given (default: the configured mode)."""
     modes = [m.strip() for m in (arg or settings.mode).split(",") if m.strip()]
-    bad = [m for m in modes if m not in ("sparse", "dense", "hybrid")]
+    bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise ConfigError(f"未知模式 / unknown mode(s): {', '.join(bad) or '(none)'}; choose from sparse, dense, hybrid")
+        raise ConfigError(f"未知模式 / unknown mode(s): {', '.join(bad) or '(none)'}; choose from {', '.join(MODES)}")
     return list(dict.fromkeys(modes))
 
 
@@ -118,48 +115,36 @@ def _bot(settings: Settings, mode: str, llm=None):
 # -- eval ----------------------------------------------------------------------------
 @dataclass
 class ModeReport:
-    """One mode's numbers on one question file."""
+    """One mode's numbers on one question file (the run plus the thresholds and, optionally, answer scores)."""
 
-    mode: str
-    questions: int
-    answerable: int
-    off_topic: int
-    recall: dict[int, float]
-    mrr: float
-    pass_rate: float
-    off_topic_pass_rate: float | None
-    p50_ms: float
-    p95_ms: float
-    thresholds: dict[str, float]
+    run: Run
+    thresholds: dict
     exact_match: float | None = None
     f1: float | None = None
     scored_answers: int = 0
-    ranks: list[int | None] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        r = self.run
+        return {"mode": r.system, "questions": len(r.outcomes), "answerable": len(r.ranks),
+                "not_answerable": len(r.outcomes) - len(r.ranks), "recall": {k: r.recall(k) for k in KS}, "mrr": r.mrr,
+                "pass_rate": r.pass_rate(True), "not_answerable_pass_rate": r.pass_rate(False),
+                "p50_ms": r.p50_ms, "p95_ms": r.p95_ms, "thresholds": self.thresholds,
+                "exact_match": self.exact_match, "f1": self.f1, "scored_answers": self.scored_answers}
 
 
 def evaluate_mode(bot, mode: str, questions: list[EvalQuestion], top_k: int, answers: bool) -> ModeReport:
     """Run ``bot.retrieve`` (and with ``answers`` ``bot.answer``) over every question in ``mode``."""
     bot.index.searcher(mode)  # build/sync before the clock starts
-    ranks, times, passed_on, passed_off, em, f1 = [], [], [], [], [], []
-    for q in questions:
-        start = time.perf_counter()
-        hits, passed = bot.retrieve(q.question, mode=mode, top_k=top_k)
-        times.append((time.perf_counter() - start) * 1000)
-        if q.gold:
-            ranks.append(first_gold_rank([h.entry.id for h in hits[:top_k]], q.gold))
-        (passed_on if q.gold else passed_off).append(bool(passed))
-        if answers and q.answers:
+    run = run_questions(lambda q: bot.retrieve(q, mode=mode, top_k=top_k), questions, mode)
+    em, f1 = [], []
+    for q in questions if answers else []:
+        if q.answers:
             text = bot.answer(q.question, mode=mode).text
             em.append(exact_match(text, q.answers))
             f1.append(f1_score(text, q.answers))
-    return ModeReport(
-        mode=mode, questions=len(questions), answerable=len(ranks), off_topic=len(passed_off),
-        recall={k: recall_at(ranks, k) for k in KS}, mrr=mrr_at(ranks, 10), pass_rate=_mean(passed_on),
-        off_topic_pass_rate=_mean(passed_off) if passed_off else None,
-        p50_ms=statistics.median(times) if times else 0.0, p95_ms=percentile(times, 95),
-        thresholds=bot.mode_thresholds(mode), exact_match=_mean(em) if answers else None,
-        f1=_mean(f1) if answers else None, scored_answers=len(em), ranks=ranks,
-    )
+    return ModeReport(run, bot.mode_thresholds(mode).to_dict(), _mean(em) if answers else None,
+                      _mean(f1) if answers else None, len(em))
 
 
 def _mean(values: list) -> float:
@@ -172,16 +157,17 @@ def _pct(x: float | None) -> str:
 
 def eval_table(reports: list[ModeReport]) -> str:
     """The reports side by side as a markdown table."""
-    head = ["mode", "questions", *(f"recall@{k}" for k in KS), "MRR@10", "pass rate", "off-topic pass rate",
-            "p50 ms", "p95 ms", "thresholds"]
+    head = ["mode", "questions", *(f"recall@{k}" for k in KS), "MRR@10", "pass rate", "not-answerable pass rate",
+            "p50 ms", "p95 ms", "threshold"]
     answers = any(r.exact_match is not None for r in reports)
     head += ["EM", "F1"] if answers else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in reports:
-        row = [r.mode, f"{r.answerable} + {r.off_topic} off-topic", *(_pct(r.recall[k]) for k in KS), _pct(r.mrr),
-               _pct(r.pass_rate), _pct(r.off_topic_pass_rate), f"{r.p50_ms:.2f}", f"{r.p95_ms:.2f}",
-               " · ".join(f"{n} ≥ {v:g}" for n, v in r.thresholds.items())]
-        row += [_pct(r.exact_match), _pct(r.f1)] if answers else []
+    for report in reports:
+        r, t = report.run, report.thresholds
+        row = [r.system, f"{len(r.ranks)} + {len(r.outcomes) - len(r.ranks)} not answerable",
+               *(_pct(r.recall(k)) for k in KS), _pct(r.mrr), _pct(r.pass_rate(True)), _pct(r.pass_rate(False)),
+               f"{r.p50_ms:.2f}", f"{r.p95_ms:.2f}", f"{t['system']} ≥ {t['answer']:g}"]
+        row += [_pct(report.exact_match), _pct(report.f1)] if answers else []
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -214,25 +200,22 @@ def run_eval(settings: Settings, args) -> int:
         doc = {"questions_file": str(args.questions), "knowledge": args.knowledge or s.knowledge.path,
                "state_dir": s.state_dir, "entries": len(entries),
                "split": s.splitting.enabled, "top_k": args.top_k,
-               "modes": [{k: v for k, v in asdict(r).items() if k != "ranks"} for r in reports]}
+               "modes": [r.to_dict() for r in reports]}
         print(json.dumps(doc, ensure_ascii=False, indent=2))
         return 0
     print(f"{len(entries)} entries · {len(questions)} questions · top-k {args.top_k} · "
           f"splitting {'on' if s.splitting.enabled else 'off'}\n")
     print(eval_table(reports))
     print("\nrecall/MRR over questions with gold; pass rate = share whose hits pass the threshold "
-          "(off-topic pass rate: questions with empty gold that wrongly pass)."
+          "(not-answerable pass rate: questions nothing answers that wrongly pass)."
           + (" EM/F1: CMRC 2018 style, over questions with reference answers." if args.answers else ""))
     return 0
 
 
 # -- calibrate ---------------------------------------------------------------------
 def run_calibrate(settings: Settings, args) -> int:
-    """The ``calibrate`` command."""
-    modes = parse_modes(args.modes or ("sparse,dense" if settings.mode == "hybrid" else None), settings)
-    if "hybrid" in modes:
-        print(HYBRID_NOTE, file=sys.stderr)
-        modes = list(dict.fromkeys(m for x in modes for m in (("sparse", "dense") if x == "hybrid" else (x,))))
+    """The ``calibrate`` command: each mode's answer threshold, for the configured encoder."""
+    modes = parse_modes(args.modes, settings)
     try:
         seeds = [int(x) for x in str(args.seed).split(",") if x.strip()] or [0]
     except ValueError:
@@ -240,14 +223,16 @@ def run_calibrate(settings: Settings, args) -> int:
     s, questions, entries = _load(settings, args)
     runs, summaries = [], []
     for seed in seeds:
-        split = cal.split_questions(questions, seed)
+        split = make_split(questions, seed)
         runs.append(_calibrate_once(s, entries, split, modes, args.no_split))
-        summaries.append(f"seed {seed}: {len(entries)} entries, {len(split.removed)} removed (gold of a random half) · "
-                         f"{len(split.answerable)} answerable, {len(split.unanswerable)} unanswerable "
-                         f"({split.off_topic} off-topic), {split.dropped} dropped (gold partly removed)")
-    results = runs[0] if len(runs) == 1 else cal.pool(runs)
+        summaries.append(f"{split.how}: {len(entries) - len(split.removed)} of {len(entries)} entries indexed · "
+                         f"{len(split.answerable)} answerable, {len(split.unanswerable)} not"
+                         + (f", {split.dropped} dropped (gold partly removed)" if split.dropped else ""))
+        if not split.removed:
+            break  # real negatives: the same every seed
+    results = runs[0] if len(runs) == 1 else pool(runs)
     if args.json:
-        print(json.dumps({"seeds": seeds, "summary": summaries, "results": [r.to_dict() for r in results],
+        print(json.dumps({"seeds": seeds[:len(runs)], "summary": summaries, "results": [r.to_dict() for r in results],
                           "per_seed": [[r.to_dict() for r in run] for run in runs] if len(runs) > 1 else None},
                          ensure_ascii=False, indent=2))
     else:
@@ -262,22 +247,31 @@ def run_calibrate(settings: Settings, args) -> int:
     return 0
 
 
-def _calibrate_once(s: Settings, entries: list[Entry], split: cal.Split, modes: list[str],
-                    no_split: bool) -> list[cal.Calibration]:
-    """Index the knowledge without ``split.removed`` in a temporary state and calibrate on it."""
+def _calibrate_once(s: Settings, entries: list[Entry], split: Split, modes: list[str], no_split: bool) -> list[Calibration]:
+    """Index the knowledge without ``split.removed`` (in a temporary state when anything is removed) and calibrate."""
+    def measure(bot) -> list[Calibration]:
+        results = []
+        for mode in modes:
+            system = bot.index.searcher(mode).system
+            best = {o.question.question: o.best_relevance for o in run_questions(
+                lambda q, m=mode: bot.retrieve(q, mode=m, top_k=10), [*split.answerable, *split.unanswerable]).outcomes}
+            results.append(calibrate(system, [best[q.question] for q in split.answerable],
+                                     [best[q.question] for q in split.unanswerable]))
+        return results
+
+    if not split.removed:
+        return measure(_bot(s, modes[0], llm=None))
     kept = [e for e in entries if e.id not in split.removed]
     with tempfile.TemporaryDirectory(prefix="kbbot-calibrate-") as tmp:
-        cal.write_entries(kept, Path(tmp) / "knowledge")
-        jieba = s.resolve(s.state_dir) / "jieba"
-        if jieba.is_dir():  # a built dictionary cache saves seconds per run
-            shutil.copytree(jieba, Path(tmp) / "state" / "jieba")
-        reduced = derived(s, Path(tmp) / "knowledge", Path(tmp) / "state", no_split)
-        bot = _bot(reduced, modes[0], llm=None)
-        return cal.calibrate_split(lambda q, m: bot.retrieve(q, mode=m, top_k=10)[0],
-                                   lambda m: bot.index.searcher(m).components(), modes, split)
+        write_entries(kept, Path(tmp) / "knowledge")
+        state = s.resolve(s.state_dir)
+        for cache in ("jieba", "embeddings"):  # the dictionary and embedding caches save minutes per run
+            if (state / cache).is_dir():
+                shutil.copytree(state / cache, Path(tmp) / "state" / cache)
+        return measure(_bot(derived(s, Path(tmp) / "knowledge", Path(tmp) / "state", no_split), modes[0], llm=None))
 
 
-def _write(config: str, results: list[cal.Calibration]) -> int:
+def _write(config: str, results: list[Calibration]) -> int:
     """Put every chosen threshold into the config file (all or none; only the numbers change)."""
     from bot.yaml_edit import YamlEditError, set_scalar
 
@@ -285,13 +279,12 @@ def _write(config: str, results: list[cal.Calibration]) -> int:
     text = path.read_text(encoding="utf-8")
     try:
         for r in results:
-            text = set_scalar(text, cal.THRESHOLD_KEYS[r.searcher], r.chosen.threshold)
+            text = set_scalar(text, threshold_key(r.system), r.chosen.threshold)
     except YamlEditError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2
     with open(path, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
     for r in results:
-        print(f"已写入 / wrote {'.'.join(cal.THRESHOLD_KEYS[r.searcher])} = {r.chosen.threshold:g} → {config}",
-              file=sys.stderr)
+        print(f"已写入 / wrote {'.'.join(threshold_key(r.system))} = {r.chosen.threshold:g} → {config}", file=sys.stderr)
     return 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from bot.answer import Thresholds
+from bot.answer import Cutoffs
 from bot.bot import Bot
 from bot.config import Settings
 from bot.config_watch import ConfiguredMode
-from bot.errors import KnowledgeError
+from bot.errors import ConfigError, KnowledgeError
 from bot.conversation import QueryRewriter
 from bot.fallback import HydeFallback, LastResort
 from bot.index import KnowledgeIndex
@@ -40,8 +40,7 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
             return build_elasticsearch_searcher(settings, tokenizer)
         from bot.search.tantivy_searcher import TantivySearcher
 
-        t = settings.retrieval.sparse.tantivy
-        return TantivySearcher(state / "tantivy", tokenizer, t.boosts, t.tie_breaker)
+        return TantivySearcher(state / "tantivy", tokenizer, settings.retrieval.sparse.field_weights)
 
     def dense() -> Searcher:
         from bot.encoders import E5Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
@@ -66,13 +65,18 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
                                     subsample=f.subsample)
             pretrained = settings.resolve(f.pretrained) if f.pretrained else None
             encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a, f.retrain_after)
-        return FaissSearcher(state / "faiss", encoder, d.embed_template, d.hnsw_above)
+        return FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
 
     def hybrid() -> Searcher:
         from bot.search.hybrid import HybridSearcher
 
         h = settings.retrieval.hybrid
-        return HybridSearcher(factories["sparse"](), factories["dense"](), h.rrf_k, h.weights, h.candidates)
+        dense_searcher = factories["dense"]()
+        weight = h.sparse_weight.get(settings.retrieval.dense.encoder)
+        if weight is None:
+            raise ConfigError(f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
+                              "encoder; add one (README \"Scores and thresholds\")")
+        return HybridSearcher(factories["sparse"](), dense_searcher, weight, h.candidates)
 
     # Memoised so the hybrid mode wraps the very instances the sparse and dense modes use (one index each).
     built: dict[str, Searcher] = {}
@@ -84,14 +88,9 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
     return factories
 
 
-def thresholds(settings: Settings) -> Thresholds:
-    """Each searcher's cut-off on its own score scale (the Elasticsearch one derived from tantivy's unless set)."""
-    sparse = settings.retrieval.sparse
-    return Thresholds({
-        "tantivy": sparse.threshold,
-        "elasticsearch": sparse.elasticsearch.effective_threshold(sparse.threshold),
-        "faiss": settings.retrieval.dense.threshold,
-    })
+def thresholds(settings: Settings) -> dict[str, Cutoffs]:
+    """Each retrieval system's thresholds, in relevance (the same unit for every backend of a system)."""
+    return {name: Cutoffs(name, c.answer, c.direct) for name, c in settings.retrieval.thresholds.items()}
 
 
 def build_llm(settings: Settings) -> ChatModel | None:

@@ -36,6 +36,29 @@ class Entry:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
+def entry_record(entry: Entry) -> dict:
+    """The stored form of an entry (indexes keep it so hits can be shown without the knowledge files)."""
+    return {"id": entry.id, "query": entry.query, "document": entry.document, "metadata": list(entry.metadata),
+            "source": entry.source}
+
+
+def entry_from_record(record: dict) -> Entry:
+    """Inverse of :func:`entry_record`."""
+    return Entry(record["id"], record["query"], record["document"], tuple(record.get("metadata", ())),
+                 record.get("source", ""))
+
+
+def write_entries(entries: Iterable[Entry], folder: Path) -> None:
+    """Write entries as knowledge files (one per id stem, keyed by the rest of the id) that reload with the same ids."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files: dict[str, dict[str, dict]] = {}
+    for e in entries:
+        stem, key = e.id.split(":", 1)
+        files.setdefault(stem, {})[key] = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
+    for stem, data in files.items():
+        (folder / f"{stem}.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
 def parse_keywords(value: str | list[str]) -> tuple[str, ...]:
     """Split a comma-separated keyword string (or a list of them) into clean keywords."""
     parts = value if isinstance(value, list) else _KEYWORD_SPLIT.split(value)

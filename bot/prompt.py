@@ -62,11 +62,11 @@ class PromptBuilder:
         return f"{block}\n{self.settings.part_template.format(part=part)}" if part else block
 
     def references(self, hits: Sequence[Hit]) -> tuple[str, list[Hit]]:
-        """Reference text within max_context_chars, dropping the lowest-scored hits first."""
-        kept = sorted(hits, key=lambda h: h.score, reverse=True)
+        """Reference text within max_context_chars, dropping the least relevant hits first."""
+        kept = sorted(hits, key=lambda h: h.relevance, reverse=True)
         while kept:
             blocks = [
-                self.render_reference(i, h.entry.query, h.entry.document, h.entry.keywords, h.part)
+                self.render_reference(i, h.entry.query, h.entry.document, h.entry.keywords, h.subquestion)
                 for i, h in enumerate(kept, 1)
             ]
             text = "\n\n".join(blocks)

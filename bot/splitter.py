@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Sequence
 
@@ -27,7 +28,7 @@ class QuestionSplitter:
 
 
 def merge_hits(lists: Sequence[tuple[str, list[Hit]]], top_k: int) -> list[Hit]:
-    """Merge per-part hit lists by entry, keeping each entry's best score and the part it came from.
+    """Merge per-part hit lists by entry, keeping each entry's best relevance and the part it came from.
 
     Ordered by rank within its own list first, so every part's best hit survives the top_k cut
     even when another part's scores are all higher.
@@ -37,12 +38,12 @@ def merge_hits(lists: Sequence[tuple[str, list[Hit]]], top_k: int) -> list[Hit]:
         for rank, hit in enumerate(hits):
             current = best.get(hit.entry.id)
             if current is None:
-                best[hit.entry.id] = (rank, Hit(hit.entry, hit.score, hit.searcher, hit.scores, part))
+                best[hit.entry.id] = (rank, dataclasses.replace(hit, subquestion=part))
                 continue
             old_rank, old = current
-            top = hit if hit.score > old.score else old
+            top = hit if hit.relevance > old.relevance else old
             # The label names the sub-question that ranks the entry best; the whole message has no label.
-            label = part if part and (not old.part or rank < old_rank) else old.part
-            best[hit.entry.id] = (min(rank, old_rank), Hit(top.entry, top.score, top.searcher, top.scores, label))
-    ordered = sorted(best.values(), key=lambda rh: (rh[0], -rh[1].score))
+            label = part if part and (not old.subquestion or rank < old_rank) else old.subquestion
+            best[hit.entry.id] = (min(rank, old_rank), dataclasses.replace(top, subquestion=label))
+    ordered = sorted(best.values(), key=lambda rh: (rh[0], -rh[1].relevance))
     return [hit for _, hit in ordered[:top_k]]

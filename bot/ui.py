@@ -106,7 +106,7 @@ class ChatHandlers:
                 hits, passed = self.bot.retrieve(query, mode)
                 results[mode] = ModeResult(hits, passed, self.bot.mode_thresholds(mode))
             except BotError as exc:
-                results[mode] = ModeResult([], [], {}, str(exc))
+                results[mode] = ModeResult([], [], None, str(exc))
         return retrieval_html(query, results)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import html
 from typing import Mapping, NamedTuple
 
-from bot.answer import Answer, Strategy, describe_thresholds
+from bot.answer import Answer, Cutoffs, Strategy
 from bot.search.base import Hit
 
 e = html.escape
 
 STRATEGY_LABELS = {
     Strategy.DIRECT: "直接检索 / direct",
+    Strategy.VERBATIM: "知识库原文 / verbatim entry",
     Strategy.HYDE: "HyDE 假设答案检索 / HyDE",
     Strategy.LAST_RESORT: "兜底回复 / last resort",
 }
@@ -26,15 +27,23 @@ def header_markdown(title: str, mode: str, llm_name: str | None, retrieval_only_
     return text
 
 
+SIGNAL_LABELS = {"coverage": "覆盖 coverage", "bm25": "BM25", "question": "问句余弦 q-cos", "passage": "正文余弦 p-cos"}
+
+
 def _scores(hit: Hit) -> str:
-    extra = " · ".join(f"{e(k)} {v:.3f}" for k, v in hit.scores.items())
-    return f"{hit.score:.3f}" + (f" ({extra})" if extra else "")
+    """Relevance first (the thresholded number), then the signals behind it, raw BM25 included."""
+    extra = " · ".join(f"{e(SIGNAL_LABELS.get(k, k))} {v:.3g}" for k, v in hit.signals.items())
+    return f"<b>{hit.relevance:.3f}</b>" + (f" <small>({extra})</small>" if extra else "")
+
+
+def _cutoffs(cutoffs: Cutoffs | None) -> str:
+    return e(cutoffs.describe()) if cutoffs else "—"
 
 
 def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
     """The sources panel: strategy, rewritten question, HyDE text, and each used hit's score vs the threshold."""
     parts = [f"<div class='kb-sources' data-q='{e(answer.question)}'><p><b>策略 / Strategy:</b> <span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
-             f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {e(describe_thresholds(answer.thresholds))}</p>"]
+             f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"]
     if answer.notice:
         parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
     if answer.rewritten:
@@ -44,11 +53,11 @@ def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
     if answer.hits:
         rows = "".join(
             f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
-            f"{'<br><small>↳ ' + e(h.part) + '</small>' if h.part else ''}</td>"
+            f"{'<br><small>↳ ' + e(h.subquestion) + '</small>' if h.subquestion else ''}</td>"
             f"<td>{_scores(h)}</td><td>{e(h.searcher)}</td></tr>"
             for i, h in enumerate(answer.hits, 1)
         )
-        parts.append("<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>分数 / Score</th>"
+        parts.append("<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>相关度 / Relevance</th>"
                      f"<th>检索器 / Searcher</th></tr>{rows}</table>")
     else:
         parts.append("<p>没有达到阈值的知识条目。/ No knowledge entry passed the threshold.</p>")
@@ -64,7 +73,7 @@ class ModeResult(NamedTuple):
 
     hits: list[Hit]
     passed: list[Hit]
-    thresholds: dict[str, float]
+    thresholds: Cutoffs | None
     error: str | None = None
 
 
@@ -72,7 +81,7 @@ def retrieval_html(query: str, results: Mapping[str, ModeResult]) -> str:
     """Hits of every mode, one table each, with ✓ for hits that pass that mode's threshold."""
     out = [f"<div class='kb-retrieval'><p><b>查询 / Query:</b> {e(query)}</p>"]
     for mode, r in results.items():
-        out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {e(describe_thresholds(r.thresholds))}</h4>")
+        out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {_cutoffs(r.thresholds)}</h4>")
         if r.error:
             out.append(f"<p class='kb-notice'>⚠️ {e(r.error)}</p>")
         elif not r.hits:
@@ -84,7 +93,7 @@ def retrieval_html(query: str, results: Mapping[str, ModeResult]) -> str:
                 f"<td>{e(h.entry.query)}</td><td>{e(h.entry.id)}</td></tr>"
                 for i, h in enumerate(r.hits, 1)
             )
-            out.append("<table class='kb-hits'><tr><th>#</th><th>通过 / Pass</th><th>分数 / Score</th>"
+            out.append("<table class='kb-hits'><tr><th>#</th><th>通过 / Pass</th><th>相关度 / Relevance</th>"
                        f"<th>标题 / Title</th><th>ID</th></tr>{rows}</table>")
     out.append("</div>")
     return "".join(out)

@@ -46,9 +46,21 @@ def kb_dir(tmp_path: Path) -> Path:
     return tmp_path / "knowledge"
 
 
+@pytest.fixture(scope="session")
+def jieba_cache(tmp_path_factory) -> Path:
+    """One built jieba dictionary cache, copied into each test's state (building it takes about a second)."""
+    folder = tmp_path_factory.mktemp("jieba")
+    Tokenizer(cache_dir=folder).tokenize("预热")
+    return folder
+
+
 @pytest.fixture
-def settings(tmp_path: Path, kb_dir: Path, monkeypatch) -> Settings:
-    """The repository's config.yaml with knowledge and state in temp folders, and no API key."""
+def settings(tmp_path: Path, kb_dir: Path, monkeypatch, jieba_cache) -> Settings:
+    """The repository's config.yaml with knowledge and state in temp folders, no API key, and the sparse mode.
+
+    Most tests are about the bot, not an encoder: tests of dense or hybrid retrieval set the mode, the encoder
+    and the thresholds they need themselves (the shipped thresholds are being tuned; tests must not depend on them).
+    """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("KBBOT_MODE", raising=False)
     cfg = tmp_path / "config.yaml"
@@ -56,7 +68,29 @@ def settings(tmp_path: Path, kb_dir: Path, monkeypatch) -> Settings:
     s = load_settings(cfg)
     s.knowledge.path = str(kb_dir)
     s.state_dir = str(tmp_path / "state")
+    s.retrieval.mode = "sparse"
+    shutil.copytree(jieba_cache, tmp_path / "state" / "jieba")
     return s
+
+
+def set_cutoffs(settings: Settings, system: str, answer: float, direct: float | None = None) -> Settings:
+    """Set one retrieval system's thresholds (relevance in [0, 1]) on ``settings``."""
+    from bot.config import Cutoffs
+
+    settings.retrieval.thresholds[system] = Cutoffs(answer=answer, direct=direct)
+    return settings
+
+
+def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dict:
+    """The repository's config.yaml as a dict, with knowledge and state in temp folders and the sparse mode."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw["knowledge"]["path"], raw["state_dir"] = str(kb_dir), str(tmp_path / "state")
+    raw["retrieval"]["mode"] = "sparse"
+    if sparse is not None:
+        raw["retrieval"]["thresholds"]["sparse"] = {"answer": sparse, "direct": None}
+    return raw
 
 
 @pytest.fixture

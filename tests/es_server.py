@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-BOOSTS = {"query": 3.0, "metadata": 2.0, "document": 1.0}
+FIELD_WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 SKIP_REASON = "osmem-server is not installed (pip install 'kbbot[test]')"
 
 _shared: list[Any] = []
@@ -78,7 +78,7 @@ def contract_builder(path: Path, tokenizer) -> Any:
     """Searcher-contract builder: an ElasticsearchSearcher on the shared osmem-server, one index per test folder."""
     from bot.search.es_searcher import ElasticsearchSearcher
 
-    return ElasticsearchSearcher(client_for(shared_server().url), index_name(path), tokenizer, BOOSTS)
+    return ElasticsearchSearcher(client_for(shared_server().url), index_name(path), tokenizer, FIELD_WEIGHTS)
 
 
 class RequestLog:

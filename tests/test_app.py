@@ -9,7 +9,7 @@ import pytest
 
 from bot.factory import build_bot, build_store
 from bot.ui import build_demo
-from tests.conftest import TINY
+from tests.conftest import TINY, set_cutoffs
 
 
 def free_port() -> int:
@@ -23,7 +23,7 @@ def served(settings):
     """The app for the tiny knowledge base, served in-process; yields (client, bot)."""
     from gradio_client import Client
 
-    settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     demo = build_demo(bot, settings, build_store(settings)).queue()
     port = free_port()
@@ -42,6 +42,9 @@ def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
     reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
     assert "仅检索模式" in reply and "knowledge 文件夹" in reply
     assert "怎么添加知识？" in sources and "direct" in sources
+    # The panel shows the relevance the threshold compares, then the signals behind it.
+    assert "sparse ≥ 0.5" in sources and "相关度 / Relevance" in sources
+    assert "<b>1.000</b> <small>(BM25 " in sources and "覆盖 coverage 1)" in sources
 
 
 def test_off_topic_gets_last_resort(served):
@@ -92,8 +95,10 @@ def test_retrieval_tab_shows_every_mode_with_pass_marks(served):
     client, bot = served
     html_out = client.predict("怎么添加知识", api_name="/retrieval_test")
     for mode in bot.index.modes:
-        assert f"<h4 class='kb-mode'>{mode}" in html_out
-    assert "✓" in html_out and "faq:add" in html_out
+        assert f"<h4 class='kb-mode'>{mode} · 阈值 / threshold {bot.mode_thresholds(mode).describe()}</h4>" in html_out
+    assert "sparse ≥ 0.5" in html_out and f"{bot.index.searcher('hybrid').system} ≥" in html_out
+    sparse_table = html_out.split("<h4 class='kb-mode'>sparse")[1].split("<h4")[0]
+    assert "<td>1</td><td>✓</td><td><b>1.000</b>" in sparse_table and "<td>✗</td>" in sparse_table
 
 
 def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir, settings):
@@ -179,9 +184,10 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
 
     from tests.conftest import ROOT, write_knowledge
 
+    from tests.conftest import config_dict
+
     write_knowledge(tmp_path / "knowledge", TINY)
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
-    raw["knowledge"]["path"], raw["state_dir"] = str(tmp_path / "knowledge"), str(tmp_path / "state")
+    raw = config_dict(tmp_path, tmp_path / "knowledge")
     raw["ui"]["auth"]["enabled"] = True
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")

@@ -9,6 +9,7 @@ import pytest
 from bot.answer import Strategy
 from bot.bot import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.factory import build_bot
+from tests.conftest import set_cutoffs
 from tests.llm_server import Fault
 
 HYDE_MARK = "Answer the question below"
@@ -29,14 +30,14 @@ def scripted(hyde: str = "不知道", answer: str = "根据参考资料 [1]，�
 
 @pytest.fixture
 def llm_bot(llm_settings, llm_server):
-    llm_settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted()
     return build_bot(llm_settings)
 
 
 @pytest.fixture
 def offline_bot(settings):
-    settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(settings, "sparse", 0.5)
     return build_bot(settings)
 
 
@@ -64,7 +65,8 @@ def test_history_reaches_the_llm(llm_bot, llm_server):
 
 def test_hyde_makes_the_right_entry_pass(llm_bot, llm_server):
     question = "我想把资料放进机器人"
-    assert llm_bot.retrieve(question)[1] == []
+    hits, passed = llm_bot.retrieve(question)
+    assert passed == [] and hits[0].entry.id == "faq:add"  # found, but covers too little of the question
     llm_server.reply = scripted(hyde="把 JSON 条目放进 knowledge 文件夹即可添加知识。")
     answer = llm_bot.answer(question)
     assert answer.strategy is Strategy.HYDE
@@ -83,7 +85,7 @@ def test_hyde_that_finds_nothing_falls_to_fixed_last_resort(llm_bot, llm_server,
 
 def test_llm_last_resort_shows_notice(llm_settings, llm_server):
     llm_settings.fallback.last_resort.mode = "llm"
-    llm_settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted(answer="今天可能是晴天。")
     answer = build_bot(llm_settings).answer("今天天气怎么样")
     assert answer.strategy is Strategy.LAST_RESORT and answer.llm_used
@@ -93,6 +95,7 @@ def test_llm_last_resort_shows_notice(llm_settings, llm_server):
 
 def test_chain_without_hyde_skips_it(llm_settings, llm_server):
     llm_settings.fallback.chain = ["last_resort"]
+    set_cutoffs(llm_settings, "sparse", 0.5)
     assert build_bot(llm_settings).answer("今天天气怎么样").strategy is Strategy.LAST_RESORT
     assert llm_server.requests == []
 

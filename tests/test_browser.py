@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, TINY, write_knowledge
+from tests.conftest import ROOT, TINY, config_dict, write_knowledge
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -65,10 +65,7 @@ class App:
 @pytest.fixture
 def app_config(tmp_path):
     write_knowledge(tmp_path / "knowledge", TINY)
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
-    raw["knowledge"]["path"] = str(tmp_path / "knowledge")
-    raw["state_dir"] = str(tmp_path / "state")
-    raw["retrieval"]["sparse"]["threshold"] = 8.0
+    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.5)  # the sparse mode; dense/hybrid tested elsewhere
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
@@ -120,7 +117,9 @@ def test_chat_answers_a_chinese_question_with_its_source(browser, app_config):
         ask(page, "怎么添加知识？")
         chat = page.locator("#kb-chat").inner_text()
         assert "knowledge 文件夹" in chat and "仅检索模式" in chat
-        assert "怎么添加知识？" in page.locator("#kb-sources").inner_text()
+        sources = page.locator("#kb-sources").inner_text()
+        assert "怎么添加知识？" in sources and "sparse ≥ 0.5" in sources
+        assert "相关度 / Relevance" in sources and "1.000" in sources and "覆盖 coverage 1" in sources
         shot(page, "chat")
     finally:
         app.stop()
@@ -200,7 +199,7 @@ def test_chat_through_elasticsearch_backend(browser, app_config):
     url = shared_server().url  # skips when osmem-server is not installed
     raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
     raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={
-        "hosts": [url], "index": f"kbbot-browser-{free_port()}", "compat_headers": False, "threshold": 3.0})
+        "hosts": [url], "index": f"kbbot-browser-{free_port()}", "compat_headers": False})
     app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     app = App(app_config, offline_env())
     try:
@@ -208,7 +207,8 @@ def test_chat_through_elasticsearch_backend(browser, app_config):
         ask(page, "怎么添加知识？")
         assert "knowledge 文件夹" in page.locator("#kb-chat").inner_text()
         sources = page.locator("#kb-sources").inner_text()
-        assert "elasticsearch" in sources and "elasticsearch ≥ 3" in sources
+        # The same sparse threshold as tantivy's: both compute coverage.
+        assert "elasticsearch" in sources and "sparse ≥ 0.5" in sources and "覆盖 coverage 1" in sources
         shot(page, "chat-elasticsearch")
     finally:
         app.stop()

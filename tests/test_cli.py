@@ -10,15 +10,12 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, config_dict
 
 
 @pytest.fixture
 def config_file(tmp_path, kb_dir):
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
-    raw["knowledge"]["path"] = str(kb_dir)
-    raw["state_dir"] = str(tmp_path / "state")
-    raw["retrieval"]["sparse"]["threshold"] = 8.0
+    raw = config_dict(tmp_path, kb_dir, sparse=0.5)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
@@ -35,7 +32,10 @@ def test_ask_json_names_strategy_and_hits(config_file):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["strategy"] == "direct" and out["llm_used"] is False
-    assert out["hits"][0]["id"] == "faq:add" and out["hits"][0]["score"] >= out["thresholds"]["tantivy"] == 8.0
+    assert out["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None}
+    best = out["hits"][0]
+    assert best["id"] == "faq:add" and best["relevance"] >= 0.5 and best["searcher"] == "tantivy"
+    assert best["signals"]["coverage"] == best["relevance"] and best["score"] == best["signals"]["bm25"] > 1.0
 
 
 def test_ask_off_topic_is_last_resort(config_file):
@@ -47,7 +47,14 @@ def test_search_lists_scores_without_llm(config_file):
     r = run(config_file, "search", "图书馆几点开放")
     assert r.returncode == 0
     first = r.stdout.splitlines()[0]
-    assert "图书馆开放时间" in first and first.startswith("✓")
+    assert "图书馆开放时间" in first and first.startswith("✓ 1. 0.700") and "coverage 0.7" in first and "bm25 " in first
+    assert "relevance threshold sparse ≥ 0.5" in r.stdout
+
+
+def test_search_json_marks_what_passes(config_file):
+    out = json.loads(run(config_file, "search", "怎么添加知识", "--json").stdout)
+    assert [(h["id"], h["passed"]) for h in out["hits"]] == [("faq:add", True), ("faq:mode", False)]
+    assert out["hits"][1]["relevance"] < 0.5 <= out["hits"][0]["relevance"]
 
 
 def test_index_reports_counts_then_no_changes(config_file):

@@ -11,18 +11,17 @@ import yaml
 from bot.config import load_settings
 from bot.factory import build_bot
 from bot.ui import ChatHandlers
-from tests.conftest import ROOT
+from tests.conftest import config_dict
 
 
 @pytest.fixture
 def config_path(tmp_path, kb_dir, monkeypatch):
     monkeypatch.delenv("KBBOT_MODE", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
-    raw["knowledge"]["path"], raw["state_dir"] = str(kb_dir), str(tmp_path / "state")
-    raw["retrieval"]["sparse"]["threshold"] = 8.0
-    raw["retrieval"]["dense"].update(threshold=0.5, embed_template="{query} {metadata}")
-    raw["retrieval"]["dense"]["fasttext"].update(dim=32, epoch=50, bucket=20000, sif_a=1.0)
+    raw = config_dict(tmp_path, kb_dir, sparse=0.5)  # starts in the sparse mode
+    raw["retrieval"]["dense"]["encoder"] = "e5"
+    raw["retrieval"]["thresholds"].update({"dense-e5": {"answer": 0.85, "direct": None},
+                                           "hybrid-e5": {"answer": 0.8, "direct": None}})
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
@@ -46,7 +45,8 @@ def test_editing_the_mode_switches_the_running_bot_and_new_pages(config_path):
     header, selector = ChatHandlers(bot, load_settings(config_path)).page_defaults()
     assert "`dense`" in header and selector["value"] == "dense"
     set_mode(config_path, "hybrid")
-    assert bot.answer("怎么添加知识？").mode == "hybrid"
+    answer = bot.answer("怎么添加知识？")
+    assert answer.mode == "hybrid" and answer.hits[0].searcher == "hybrid" and answer.thresholds.system == "hybrid-e5"
 
 
 def test_a_broken_config_edit_keeps_the_last_mode(config_path, caplog):
@@ -56,8 +56,9 @@ def test_a_broken_config_edit_keeps_the_last_mode(config_path, caplog):
     time.sleep(0.01)
     assert bot.answer("怎么添加知识？").mode == "sparse"
     assert any("config change ignored" in r.getMessage() for r in caplog.records)
-    set_mode(config_path, "nonsense")
+    set_mode(config_path, "nonsense")  # rejected at load (retrieval.mode is one of sparse, dense, hybrid)
     assert bot.answer("怎么添加知识？").mode == "sparse"
+    assert any("config change ignored" in r.getMessage() and "retrieval.mode" in r.getMessage() for r in caplog.records)
 
 
 def test_the_cli_mode_flag_is_not_overridden(config_path):

@@ -6,13 +6,14 @@ from bot.factory import build_bot
 from bot.knowledge import Entry
 from bot.search.base import Hit
 from bot.splitter import QuestionSplitter, merge_hits
+from tests.conftest import set_cutoffs
 from tests.test_bot import REWRITE_MARK, scripted
 
 HISTORY = [{"role": "user", "content": "图书馆开放时间"}, {"role": "assistant", "content": "每天八点到十点。"}]
 
 
 def test_llm_rewrites_follow_up_and_searches_the_rewrite(llm_settings, llm_server):
-    llm_settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted(rewrite="食堂在哪里？")
     bot = build_bot(llm_settings)
     answer = bot.answer("那吃饭的地方呢？", HISTORY)
@@ -26,29 +27,31 @@ def test_llm_rewrites_follow_up_and_searches_the_rewrite(llm_settings, llm_serve
 
 
 def test_no_rewrite_without_history(llm_settings, llm_server):
-    llm_settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted()
     answer = build_bot(llm_settings).answer("怎么添加知识？")
     assert answer.rewritten is None and len(llm_server.requests) == 1
 
 
 def test_retrieval_only_combines_short_follow_up_with_previous_question(settings):
-    settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
-    assert bot.retrieve("节假日呢？")[1] == []
-    answer = bot.answer("节假日呢？", HISTORY)
-    assert answer.rewritten == "图书馆开放时间 节假日呢？"
+    # 周末 is in no entry, so the follow-up alone covers nothing. ("节假日呢？" would pass on its own now: its only
+    # rare word is in the library entry, and coverage asks how much of the question an entry contains.)
+    assert bot.retrieve("周末呢？")[1] == []
+    answer = bot.answer("周末呢？", HISTORY)
+    assert answer.rewritten == "图书馆开放时间 周末呢？"
     assert answer.hits[0].entry.id == "faq:library"
 
 
 def test_standalone_question_after_history_is_not_combined(settings):
-    settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(settings, "sparse", 0.5)
     answer = build_bot(settings).answer("怎么添加知识？", HISTORY)
     assert answer.rewritten is None and answer.hits[0].entry.id == "faq:add"
 
 
 def test_split_message_finds_both_and_prompt_names_the_parts(llm_settings, llm_server):
-    llm_settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted()
     bot = build_bot(llm_settings)
     answer = bot.answer("怎么添加知识，图书馆几点开放？")
@@ -60,9 +63,9 @@ def test_split_message_finds_both_and_prompt_names_the_parts(llm_settings, llm_s
 
 def test_splitting_off_keeps_one_search(settings):
     settings.splitting.enabled = False
-    settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(settings, "sparse", 0.5)
     hits, _ = build_bot(settings).retrieve("怎么添加知识，图书馆几点开放？")
-    assert all(h.part == "" for h in hits)
+    assert hits and all(h.subquestion == "" for h in hits)
 
 
 def test_splitter_rules():
@@ -74,10 +77,13 @@ def test_splitter_rules():
     assert s.split("好，怎么添加知识") == ["好，怎么添加知识"]  # one-char fragments are not parts
 
 
-def test_merge_keeps_best_score_and_every_parts_top_hit():
-    def h(i, score):
-        return Hit(Entry(f"k:{i}", f"q{i}", "d"), score, "tantivy")
+def test_merge_keeps_best_relevance_and_every_parts_top_hit():
+    def h(i, relevance, bm25=10.0):
+        return Hit(Entry(f"k:{i}", f"q{i}", "d"), relevance, bm25, "tantivy", {"coverage": relevance, "bm25": bm25})
 
-    merged = merge_hits([("", [h(1, 30), h(2, 25), h(3, 24)]), ("a", [h(1, 31), h(2, 20)]), ("b", [h(9, 5)])], top_k=3)
+    merged = merge_hits([("", [h(1, 0.8), h(2, 0.7), h(3, 0.6)]), ("a", [h(1, 0.9, 5.0), h(2, 0.5)]), ("b", [h(9, 0.1)])],
+                        top_k=3)
     assert [x.entry.id for x in merged] == ["k:1", "k:9", "k:2"]
-    assert merged[0].score == 31 and merged[0].part == "a" and merged[1].part == "b"
+    # The best relevance wins, with the signals of the search that found it; the label names the part.
+    assert merged[0].relevance == 0.9 and merged[0].score == 5.0 and merged[0].signals == {"coverage": 0.9, "bm25": 5.0}
+    assert merged[0].subquestion == "a" and merged[1].subquestion == "b" and merged[2].relevance == 0.7

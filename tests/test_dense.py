@@ -1,4 +1,4 @@
-"""Dense retrieval: the fastText and OpenAI encoders, the FAISS searcher's lifecycle, hybrid fusion and gating."""
+"""Dense retrieval: the fastText and OpenAI encoders, the FAISS searcher's lifecycle and relevance (hybrid: test_hybrid.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.answer import Strategy, Thresholds
+from bot.answer import Cutoffs, Strategy
 from bot.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.errors import ConfigError
-from bot.factory import build_bot, build_tokenizer, searcher_factories
+from bot.factory import build_bot
 from bot.knowledge import Entry, load_entries
-from bot.search.base import Hit
 from bot.search.faiss_searcher import FaissSearcher
-from bot.search.hybrid import HybridSearcher
-from tests.conftest import TINY, write_knowledge
+from tests.conftest import TINY, set_cutoffs, write_knowledge
 
 SMALL = FastTextParams(dim=32, epoch=50, bucket=20_000)  # fast on the tiny knowledge (~0.3 s to train)
+QUESTION_WEIGHT = 0.4
 
 
 @pytest.fixture
@@ -35,7 +34,7 @@ def encoder(path: Path, tokenizer, **kw) -> FastTextEncoder:
 
 
 def dense(path: Path, tokenizer, hnsw_above: int = 50_000, **kw) -> FaissSearcher:
-    return FaissSearcher(path / "faiss", encoder(path, tokenizer, **kw), "{query} {metadata}", hnsw_above)
+    return FaissSearcher(path / "faiss", encoder(path, tokenizer, **kw), "{query} {metadata}", QUESTION_WEIGHT, hnsw_above)
 
 
 def ids(hits) -> list[str]:
@@ -95,7 +94,8 @@ def test_index_survives_restart_without_retraining(tmp_path, tokenizer, entries)
 
 
 def test_knowledge_change_retrains_and_rebuilds(tmp_path, tokenizer, entries):
-    searcher = FaissSearcher(tmp_path / "faiss", encoder(tmp_path, tokenizer, retrain_after=0.0))
+    searcher = FaissSearcher(tmp_path / "faiss", encoder(tmp_path, tokenizer, retrain_after=0.0), "{query} {metadata}",
+                             QUESTION_WEIGHT, 50_000)
     searcher.sync(entries)
     changed = [dataclasses.replace(e, document="图书馆周末九点开放。") if e.id == "faq:library" else e for e in entries]
     report = searcher.sync(changed)
@@ -136,53 +136,56 @@ def test_flat_index_below_the_configured_size(tmp_path, tokenizer, entries):
     searcher = dense(tmp_path, tokenizer, hnsw_above=100)
     searcher.sync(entries)
     assert searcher.kind == "flat"
-    assert all(-1.0 - 1e-5 <= h.score <= 1.0 + 1e-5 for h in searcher.search("知识", 6))
+    hits = searcher.search("知识", 6)
+    assert hits and all(-1.0 - 1e-5 <= h.signals[role] <= 1.0 + 1e-5 for h in hits for role in ("question", "passage"))
 
 
-# -- hybrid ----------------------------------------------------------------
-def test_hybrid_fuses_ranks_and_keeps_component_scores(tmp_path, tokenizer, entries):
-    from tests.test_searcher_contract import tantivy_builder
-
-    hybrid = HybridSearcher(tantivy_builder(tmp_path, tokenizer), dense(tmp_path, tokenizer), rrf_k=60)
-    hybrid.sync(entries)
-    hits = hybrid.search("怎么添加知识", 3)
-    assert hits[0].entry.id == "faq:add" and hits[0].searcher == "hybrid"
-    assert set(hits[0].scores) == {"tantivy", "faiss"}
-    assert hits[0].score == pytest.approx(2 / 61)
+# -- relevance ---------------------------------------------------------------
+def test_each_entry_has_a_question_and_a_passage_vector(tmp_path, tokenizer, entries):
+    searcher = dense(tmp_path, tokenizer)
+    searcher.sync(entries)
+    assert searcher.unit_texts(entries[0]) == [("question", entries[0].query),
+                                              ("document", f"{entries[0].query} {' '.join(entries[0].metadata)}")]
+    assert int(searcher._index.ntotal) == 2 * len(entries)
 
 
-def test_hybrid_threshold_passes_when_any_component_passes():
-    gate = Thresholds({"tantivy": 10.0, "faiss": 0.8})
-    entry = Entry("x", "q", "d")
-    fused = lambda scores: Hit(entry, 0.03, "hybrid", scores)  # noqa: E731
-    assert gate.passes(fused({"tantivy": 12.0, "faiss": 0.1}))
-    assert gate.passes(fused({"faiss": 0.85}))
-    assert not gate.passes(fused({"tantivy": 9.0, "faiss": 0.5}))
-    assert not gate.passes(fused({}))
-    assert gate.passes(Hit(entry, 0.9, "faiss")) and not gate.passes(Hit(entry, 9.0, "tantivy"))
+def test_relevance_weighs_the_question_and_passage_cosines_and_stays_in_0_1(tmp_path, tokenizer, entries):
+    searcher = dense(tmp_path, tokenizer)
+    searcher.sync(entries)
+    for question in ["怎么添加知识", "图书馆几点开放？", "食堂", "Ollama", "停车场收费", "今天天气怎么样"]:
+        for h in searcher.search(question, 6):
+            q, p = h.signals["question"], h.signals["passage"]
+            assert h.relevance == h.score == pytest.approx(min(1.0, max(0.0, 0.4 * q + 0.6 * p)), abs=1e-6)
+            assert 0.0 <= h.relevance <= 1.0
+    # The stored question is the user's question: its cosine is 1, whatever the passage adds.
+    exact = searcher.search("怎么添加知识？", 1)[0]
+    assert exact.entry.id == "faq:add" and exact.signals["question"] == pytest.approx(1.0, abs=1e-5)
+    only_question = FaissSearcher(tmp_path / "q-only", searcher.encoder, "{query} {metadata}", 1.0, 50_000)
+    only_question.sync(entries)
+    assert only_question.search("怎么添加知识？", 1)[0].relevance == pytest.approx(1.0, abs=1e-5)
 
 
-def small_dense_settings(settings):
+def small_dense_settings(settings, mode: str = "dense"):
+    """Settings for the fastText encoder on the tiny knowledge: a small model, thresholds pinned here."""
+    settings.retrieval.mode = mode
+    settings.retrieval.dense.encoder = "fasttext"
     f = settings.retrieval.dense.fasttext
     f.dim, f.epoch, f.bucket, f.sif_a = 32, 50, 20_000, 1.0
     settings.retrieval.dense.embed_template = "{query} {metadata}"
-    settings.retrieval.dense.threshold = 0.5
+    settings.retrieval.hybrid.sparse_weight["fasttext"] = 0.5
+    set_cutoffs(settings, "sparse", 0.5)
+    set_cutoffs(settings, "dense-fasttext", 0.5)
+    set_cutoffs(settings, "hybrid-fasttext", 0.5)
     return settings
 
 
-def test_hybrid_factory_reuses_the_sparse_and_dense_searchers(settings):
-    factories = searcher_factories(small_dense_settings(settings), build_tokenizer(settings))
-    hybrid = factories["hybrid"]()
-    assert hybrid.sparse is factories["sparse"]() and hybrid.dense is factories["dense"]()
-
-
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
-def test_bot_answers_in_dense_and_hybrid_mode(settings, mode):
-    settings.retrieval.mode = mode
-    bot = build_bot(small_dense_settings(settings))
+def test_bot_answers_with_fasttext_in_dense_and_hybrid_mode(settings, mode):
+    bot = build_bot(small_dense_settings(settings, mode))
     answer = bot.answer("怎么添加知识？")
     assert answer.strategy == Strategy.DIRECT and answer.mode == mode
-    assert answer.hits[0].entry.id == "faq:add"
+    assert answer.hits[0].entry.id == "faq:add" and answer.hits[0].relevance >= 0.5
+    assert answer.thresholds == Cutoffs(f"{mode}-fasttext", 0.5, None)
     assert bot.answer("qwxzv plokij").strategy == Strategy.LAST_RESORT
 
 
@@ -235,11 +238,12 @@ def embedding_server():
 def test_openai_encoder_embeds_only_what_changed(tmp_path, entries, embedding_server):
     def build():
         enc = OpenAIEncoder(embedding_server.url, "test-embed", "sk-test", tmp_path / "embeddings", max_retries=0)
-        return FaissSearcher(tmp_path / "faiss", enc, "{query} {metadata} {document}")
+        return FaissSearcher(tmp_path / "faiss", enc, "{query} {metadata} {document}", QUESTION_WEIGHT, 50_000)
 
     searcher = build()
     searcher.sync(entries)
-    assert sum(len(r) for r in embedding_server.requests) == len(entries)
+    sent = [text for r in embedding_server.requests for text in r]
+    assert sorted(sent) == sorted([e.query for e in entries] + [searcher.embed_text(e) for e in entries])
     assert ids(searcher.search("图书馆开放时间", 1)) == ["faq:library"]
 
     embedding_server.requests.clear()
@@ -254,16 +258,3 @@ def test_openai_encoder_embeds_only_what_changed(tmp_path, entries, embedding_se
     rebuilt.reset("test")
     rebuilt.sync(changed)
     assert embedding_server.requests == []
-
-
-def test_reload_syncs_each_index_once_when_hybrid_shares_them(settings, kb_dir):
-    small_dense_settings(settings)
-    bot = build_bot(settings)
-    bot.index.searcher("hybrid")  # wraps the sparse index the default mode already serves, plus the dense one
-    data = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
-    data["gym"] = {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}
-    (kb_dir / "faq.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    reports = bot.index.load()
-    assert set(reports) == {"tantivy", "faiss"}
-    assert reports["tantivy"].added == 1
-    assert bot.retrieve("体育馆几点关门", "hybrid")[0][0].entry.id == "faq:gym"

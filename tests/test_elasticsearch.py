@@ -19,15 +19,18 @@ from bot.knowledge import Entry, load_entries
 from bot.search.es_searcher import (
     DOCKER_HINT, FALLBACK_NOTICE, INSTALL_HINT, UNAVAILABLE, ElasticsearchSearcher, build_elasticsearch_searcher, mapping,
 )
-from tests.conftest import TINY, write_knowledge
+from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.es_server import (
-    BOOSTS, RequestLog, client_for, closed_port, index_name, port_of, shared_server, start_server,
+    FIELD_WEIGHTS, RequestLog, client_for, closed_port, index_name, port_of, shared_server, start_server,
 )
 from tests.test_searcher_contract import (  # noqa: F401 - the contract suite, re-collected here for ES_URL
-    entries, searcher, test_add_replace_remove, test_best_match_first_and_scores_descending, test_chinese_english_mix,
-    test_empty_and_punctuation_only_query, test_paraphrase_with_shared_words, test_persistence_round_trip,
-    test_sync_touches_only_changes, test_top_k_larger_than_corpus, test_top_k_limits,
-    test_unknown_words_never_beat_a_real_match,
+    QUESTIONS, entries, searcher, test_add_replace_remove, test_best_match_first_and_hits_in_the_searchers_order,
+    test_chinese_english_mix, test_empty_and_punctuation_only_query, test_paraphrase_with_shared_words,
+    test_persistence_round_trip, test_relevance_is_what_the_signals_say,
+    test_relevance_lies_between_0_and_1_for_every_question, test_sparse_hits_keep_bm25_order_where_coverage_disagrees,
+    test_sync_touches_only_changes, test_system_names_a_thresholds_key,
+    test_the_exact_question_of_an_entry_is_at_least_as_relevant_as_any_other, test_top_k_larger_than_corpus,
+    test_top_k_limits, test_unknown_words_never_beat_a_real_match,
 )
 
 ES_URL = os.environ.get("ES_URL", "").strip()
@@ -48,7 +51,7 @@ def make(tmp_path, tokenizer):
     api_key = os.environ.get("ES_API_KEY") or None
     client = Elasticsearch(ES_URL, api_key=api_key, request_timeout=10)
     name = f"kbbot-test-{uuid.uuid4().hex[:10]}"
-    yield lambda: ElasticsearchSearcher(client, name, tokenizer, BOOSTS, replicas=0)
+    yield lambda: ElasticsearchSearcher(client, name, tokenizer, FIELD_WEIGHTS, replicas=0)
     client.indices.delete(index=name, ignore_unavailable=True)
 
 
@@ -70,7 +73,7 @@ def kb(tmp_path) -> list[Entry]:
 
 @pytest.fixture
 def es(client, tmp_path, tokenizer, kb) -> ElasticsearchSearcher:
-    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS)
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS)
     s.sync(kb)
     return s
 
@@ -114,7 +117,7 @@ def test_unchanged_resync_sends_nothing(es, client, kb):
 
 
 def test_indexed_hashes_pages_through_every_entry(client, tmp_path, tokenizer, kb):
-    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS, page_size=4)
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS, page_size=4)
     s.sync(kb)
     assert s.indexed_hashes() == {e.id: e.content_hash for e in kb}
 
@@ -122,7 +125,7 @@ def test_indexed_hashes_pages_through_every_entry(client, tmp_path, tokenizer, k
 @pytest.mark.slow
 def test_more_than_ten_thousand_entries(client, tmp_path, tokenizer):
     many = [Entry(f"gen:{i}", f"问题 {i}", f"答案 {i}") for i in range(10_050)]
-    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS)
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS)
     done = []
     s.sync(many, progress=done.append)
     assert sum(done) == len(many)
@@ -131,7 +134,7 @@ def test_more_than_ten_thousand_entries(client, tmp_path, tokenizer):
 
 def test_progress_counts_every_entry(client, tmp_path, tokenizer, kb):
     done = []
-    ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS).sync(kb, progress=done.append)
+    ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS).sync(kb, progress=done.append)
     assert sum(done) == len(kb)
 
 
@@ -145,7 +148,7 @@ def test_empty_query_sends_no_request(es, client):
 def test_mapping_mismatch_says_how_to_recreate(client, tmp_path, tokenizer, kb):
     name = index_name(tmp_path)
     client.indices.create(index=name, mappings=mapping("standard", "x"))
-    s = ElasticsearchSearcher(client, name, tokenizer, BOOSTS)
+    s = ElasticsearchSearcher(client, name, tokenizer, FIELD_WEIGHTS)
     with pytest.raises(SearchBackendError) as err:
         s.sync(kb)
     msg = str(err.value)
@@ -157,7 +160,7 @@ def test_mapping_mismatch_says_how_to_recreate(client, tmp_path, tokenizer, kb):
 def test_foreign_index_is_never_deleted(client, tmp_path, tokenizer):
     name = index_name(tmp_path)
     client.indices.create(index=name, mappings={"properties": {"title": {"type": "text"}}})
-    s = ElasticsearchSearcher(client, name, tokenizer, BOOSTS)
+    s = ElasticsearchSearcher(client, name, tokenizer, FIELD_WEIGHTS)
     for action in (s.indexed_hashes, lambda: s.reset("x")):
         with pytest.raises(SearchBackendError, match="not created by kbbot"):
             action()
@@ -172,15 +175,49 @@ def test_tokenizer_change_rebuilds_automatically(es, kb, monkeypatch):
 
 def test_analyzer_override_sends_raw_text(client, tmp_path, tokenizer, kb):
     # "standard" stands in for ik_max_word/smartcn here: the cluster, not jieba, cuts the text.
-    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS, analyzer="standard")
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS, analyzer="standard")
     s.sync(kb)
     stored = client.search(index=s.index, query={"ids": {"values": ["faq:library"]}})["hits"]["hits"][0]["_source"]
-    assert stored["query"] == "图书馆开放时间"
+    assert stored["entry"]["query"] == "图书馆开放时间"
+    # Raw text, each field repeated by its weight (query 3, metadata 2, document 1); jieba would have cut
+    # "图书馆开放时间" into "图书馆 开放时间" and dropped the punctuation.
+    assert stored["all"].count("图书馆开放时间") == 3 and "，节假日另行通知。" in stored["all"]
     assert ids(s.search("图书馆几点开放？", 1)) == ["faq:library"]
 
 
+def test_field_weights_repeat_each_fields_jieba_tokens_in_one_field(es, client):
+    stored = client.search(index=es.index, query={"ids": {"values": ["faq:canteen"]}})["hits"]["hits"][0]["_source"]
+    assert set(stored) == {"id", "hash", "all", "entry"}
+    words = stored["all"].split()
+    assert words.count("食堂") == 3 + 2 + 1 and words.count("餐饮") == 2 and words.count("体育馆") == 1
+
+
+def test_coverage_is_the_same_as_tantivys(es, tmp_path, tokenizer, kb):
+    from tests.test_searcher_contract import tantivy_builder
+
+    tantivy = tantivy_builder(tmp_path, tokenizer)
+    tantivy.sync(kb)
+    compared = 0
+    for question in QUESTIONS:
+        theirs = {h.entry.id: h.relevance for h in tantivy.search(question, 10)}
+        ours = {h.entry.id: h.relevance for h in es.search(question, 10)}
+        assert ours.keys() == theirs.keys(), question
+        for entry_id, relevance in ours.items():
+            assert relevance == pytest.approx(theirs[entry_id], abs=1e-9), (question, entry_id)
+            compared += relevance > 0
+    assert compared > 20
+    # Still the same after an edit and a removal: both count the entries the knowledge holds now.
+    edited = [dataclasses.replace(e, document=e.document + " 更新。") if e.id == "faq:canteen" else e
+              for e in kb if e.id != "faq:library"]
+    es.sync(edited)
+    tantivy.sync(edited)
+    for question in ["食堂 阈值", "图书馆食堂怎么走", *QUESTIONS]:
+        assert {h.entry.id: round(h.relevance, 9) for h in es.search(question, 10)} == \
+               {h.entry.id: round(h.relevance, 9) for h in tantivy.search(question, 10)}, question
+
+
 def test_unknown_analyzer_says_to_install_plugin(client, tmp_path, tokenizer, kb):
-    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, BOOSTS, analyzer="ik_max_word")
+    s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS, analyzer="ik_max_word")
     with pytest.raises(SearchBackendError, match="no analyzer 'ik_max_word'"):
         s.sync(kb)
 
@@ -217,14 +254,14 @@ def test_fallback_to_embedded_flags_a_notice(settings, tokenizer, kb):
 def test_missing_client_package_gives_install_hint(client, tokenizer, monkeypatch):
     monkeypatch.setitem(sys.modules, "elasticsearch", None)
     with pytest.raises(SearchBackendError, match=INSTALL_HINT.replace("[", r"\[").replace("]", r"\]")):
-        ElasticsearchSearcher(client, "x", tokenizer)
+        ElasticsearchSearcher(client, "x", tokenizer, FIELD_WEIGHTS)
 
 
 def test_cluster_outage_mid_session_then_recovery(tmp_path, tokenizer, kb):
     server = start_server()
     port = port_of(server.url)
     try:
-        s = ElasticsearchSearcher(client_for(server.url), index_name(tmp_path), tokenizer, BOOSTS)
+        s = ElasticsearchSearcher(client_for(server.url), index_name(tmp_path), tokenizer, FIELD_WEIGHTS)
         s.sync(kb)
         server.close()
         start = time.perf_counter()
@@ -237,7 +274,7 @@ def test_cluster_outage_mid_session_then_recovery(tmp_path, tokenizer, kb):
             s.search("怎么添加知识", 3)
         # A real cluster comes back with its data; here another client restores it, so the first request the
         # original searcher makes after the outage is a search, proving it kept no broken state.
-        ElasticsearchSearcher(client_for(server.url), s.index, tokenizer, BOOSTS).sync(kb)
+        ElasticsearchSearcher(client_for(server.url), s.index, tokenizer, FIELD_WEIGHTS).sync(kb)
         assert ids(s.search("怎么添加知识", 3))[0] == "faq:add"
     finally:
         server.close()
@@ -245,15 +282,35 @@ def test_cluster_outage_mid_session_then_recovery(tmp_path, tokenizer, kb):
 
 # -- end to end ----------------------------------------------------------------
 def test_build_bot_answers_through_elasticsearch(settings, es_url):
+    from bot.answer import Cutoffs
     from bot.factory import build_bot
 
     es_settings(settings, es_url)
+    set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings, llm=None)
     assert bot.index.searcher("sparse").name == "elasticsearch"
-    assert bot.mode_thresholds()["elasticsearch"] == pytest.approx(settings.retrieval.sparse.threshold / 2.2, abs=1e-3)
+    # No threshold of its own: Elasticsearch's relevance is coverage, as tantivy's, so the sparse one applies.
+    assert bot.mode_thresholds() == Cutoffs("sparse", 0.5, None)
     answer = bot.answer("怎么添加知识？")
     assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "elasticsearch"
+    assert answer.hits[0].relevance >= 0.5 and answer.thresholds == Cutoffs("sparse", 0.5, None)
     assert "knowledge 文件夹" in answer.text
+    assert bot.retrieve("今天天气怎么样")[1] == []
+
+
+def test_elasticsearch_threshold_key_is_rejected(tmp_path, kb_dir):
+    import yaml
+
+    from bot.config import load_settings
+    from bot.errors import ConfigError
+    from tests.conftest import config_dict
+
+    raw = config_dict(tmp_path, kb_dir)
+    raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={"threshold": 3.0})
+    cfg = tmp_path / "es.yaml"
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"retrieval\.sparse\.elasticsearch\.threshold"):
+        load_settings(cfg)
 
 
 def test_bot_says_search_is_down_then_recovers_without_restart(settings):
@@ -264,7 +321,7 @@ def test_bot_says_search_is_down_then_recovers_without_restart(settings):
     port = port_of(server.url)
     try:
         es_settings(settings, server.url)
-        settings.retrieval.sparse.elasticsearch.threshold = 3.0
+        set_cutoffs(settings, "sparse", 0.5)
         bot = build_bot(settings, llm=None)
         assert bot.answer("怎么添加知识？").hits[0].entry.id == "faq:add"
         server.close()
@@ -292,8 +349,10 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
 
     raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
     raw["knowledge"]["path"], raw["state_dir"] = settings.knowledge.path, settings.state_dir
+    raw["retrieval"]["mode"] = "sparse"
+    raw["retrieval"]["thresholds"]["sparse"] = {"answer": 0.5, "direct": None}
     raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={
-        "hosts": [es_url], "index": f"kbbot-cli-{uuid.uuid4().hex[:8]}", "compat_headers": False, "threshold": 3.0})
+        "hosts": [es_url], "index": f"kbbot-cli-{uuid.uuid4().hex[:8]}", "compat_headers": False})
     cfg = tmp_path / "es-config.yaml"
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
@@ -303,6 +362,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
     assert indexed.returncode == 0 and "added 6" in indexed.stdout, indexed.stderr
     out = json.loads(run("ask", "怎么添加知识？", "--json").stdout)
     assert out["hits"][0]["id"] == "faq:add" and out["hits"][0]["searcher"] == "elasticsearch"
-    assert out["thresholds"] == {"elasticsearch": 3.0}
+    assert out["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None}
+    assert out["hits"][0]["relevance"] == 1.0 and out["hits"][0]["signals"]["coverage"] == 1.0
     searched = run("search", "图书馆几点开放")
-    assert searched.stdout.splitlines()[0].startswith("✓") and "elasticsearch ≥ 3" in searched.stdout
+    assert searched.stdout.splitlines()[0].startswith("✓ 1. 0.700") and "sparse ≥ 0.5" in searched.stdout

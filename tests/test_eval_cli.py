@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import shutil
@@ -11,11 +10,11 @@ import sys
 
 import pytest
 
-from bot.calibration import best_threshold, split_questions
 from bot.cli import main
-from bot.evaluation import EvalQuestion, exact_match, f1_score, load_questions
+from bot.evaluation import (EvalQuestion, best_threshold, exact_match, f1_score, has_negatives, load_questions,
+                            make_split, removal_split)
 from bot.knowledge import load_entries
-from bot.text import Tokenizer
+from bot.search.tantivy_searcher import TantivySearcher
 from bot.yaml_edit import YamlEditError, set_scalar
 from tests.conftest import ROOT, write_knowledge
 
@@ -38,7 +37,7 @@ ANSWERS = {"library": ["八点到十点", "早上八点到晚上十点"], "cante
 
 
 def eval_questions() -> list[dict]:
-    """8 hits at rank 1 (bare and full gold ids), 2 misses (gold unrelated to the question), 2 off-topic."""
+    """8 hits at rank 1 (bare and full gold ids), 2 misses (gold unrelated to the question), 2 without gold."""
     rows = []
     for n, key in enumerate(["library", "canteen", "parking", "wifi", "gym", "dorm", "bus", "printing"]):
         row = {"question": KB[key][0], "gold_ids": [key if n % 2 else f"faq:{key}"]}
@@ -60,26 +59,18 @@ def kb(tmp_path):
     return write_knowledge(tmp_path / "kb", {k: {"query": q, "document": d, "metadata": m} for k, (q, d, m) in KB.items()}).parent
 
 
-@pytest.fixture(scope="session")
-def jieba_cache(tmp_path_factory):
-    """One built jieba dictionary cache, copied into each test's state (building it takes seconds)."""
-    folder = tmp_path_factory.mktemp("jieba")
-    Tokenizer(cache_dir=folder).tokenize("预热")
-    return folder
-
-
 @pytest.fixture
 def config(tmp_path, kb, monkeypatch, jieba_cache):
-    """The repository's config.yaml, comments and all, pointed at the tiny knowledge with small fastText settings."""
+    """The repository's config.yaml, comments and all, pointed at the tiny knowledge, with thresholds pinned here."""
     shutil.copytree(jieba_cache, tmp_path / "state" / "jieba")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("KBBOT_MODE", raising=False)
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
     for keys, value in [(("knowledge", "path"), str(kb)), (("state_dir",), str(tmp_path / "state")),
-                        (("retrieval", "sparse", "threshold"), 1.0), (("retrieval", "dense", "threshold"), 0.5),
-                        (("retrieval", "dense", "embed_template"), "{query} {metadata}"),
-                        (("retrieval", "dense", "fasttext", "dim"), 32), (("retrieval", "dense", "fasttext", "epoch"), 50),
-                        (("retrieval", "dense", "fasttext", "bucket"), 20000)]:
+                        (("retrieval", "mode"), "sparse"), (("retrieval", "dense", "encoder"), "e5"),
+                        (("retrieval", "thresholds", "sparse", "answer"), 0.5),
+                        (("retrieval", "thresholds", "dense-e5", "answer"), 0.87),
+                        (("retrieval", "thresholds", "hybrid-e5", "answer"), 0.81)]:
         text = set_scalar(text, keys, value)
     path = tmp_path / "config.yaml"
     path.write_text(text, encoding="utf-8")
@@ -91,9 +82,9 @@ def questions(tmp_path):
     return write_jsonl(tmp_path / "q.jsonl", eval_questions())
 
 
-def run_cli(*args):
+def run_cli(*args, cwd=ROOT):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    return subprocess.run([sys.executable, "-m", "bot", *args], check=False, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "bot", *args], check=False, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
 
 def run_json(capsys, *args) -> dict:
@@ -101,30 +92,48 @@ def run_json(capsys, *args) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-# -- eval ----------------------------------------------------------------------------------
+# -- question files ------------------------------------------------------------------------
 def test_gold_ids_bare_and_full_resolve_to_entry_ids(kb, questions):
     qs = load_questions(questions, load_entries(kb))
     assert qs[0].gold == {"faq:library"} and qs[1].gold == {"faq:canteen"} and qs[-1].gold == frozenset()
     assert qs[0].answers == ("八点到十点", "早上八点到晚上十点") and qs[1].answers == ("校园东区",)
+    assert qs[0].kind == "answerable" and qs[-1].kind == "chitchat"  # no kind: by whether it has gold
 
 
+def test_kinds_are_read_and_checked_against_gold(kb, tmp_path, config):
+    entries = load_entries(kb)
+    good = write_jsonl(tmp_path / "k.jsonl", [{"question": "a", "gold_ids": ["library"], "kind": "answerable"},
+                                              {"question": "b", "gold_ids": [], "kind": "unanswerable"},
+                                              {"question": "c", "gold_ids": [], "kind": "chitchat"}])
+    assert [q.kind for q in load_questions(good, entries)] == ["answerable", "unanswerable", "chitchat"]
+    for n, bad in enumerate([{"question": "a", "gold_ids": ["library"], "kind": "unanswerable"},
+                             {"question": "b", "gold_ids": [], "kind": "answerable"},
+                             {"question": "c", "gold_ids": [], "kind": "offtopic"}]):
+        path = write_jsonl(tmp_path / f"bad{n}.jsonl", [{"question": "ok", "gold_ids": []}, bad])
+        with pytest.raises(ValueError, match=rf"bad{n}\.jsonl:2: .*kind {bad['kind']!r}"):
+            load_questions(path, entries)
+    r = run_cli("--config", str(config), "calibrate", "--questions", str(tmp_path / "bad0.jsonl"))
+    assert r.returncode == 2 and "bad0.jsonl:2" in r.stderr
+
+
+# -- eval ----------------------------------------------------------------------------------
 def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
     doc = run_json(capsys, "--config", str(config), "eval", "--questions", questions)
     (r,) = doc["modes"]
-    assert (r["mode"], r["answerable"], r["off_topic"]) == ("sparse", 10, 2)
+    assert (r["mode"], r["answerable"], r["not_answerable"]) == ("sparse", 10, 2)
     # 8 of 10 answerable questions have their gold first; the 2 with unrelated gold never find it.
     assert r["recall"] == {"1": 0.8, "3": 0.8, "5": 0.8} and r["mrr"] == pytest.approx(0.8)
-    assert r["pass_rate"] == 1.0 and r["thresholds"] == {"tantivy": 1.0}
+    assert r["pass_rate"] == 1.0 and r["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None}
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
-    assert r["off_topic_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
+    assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
 
 
 def test_eval_table_via_subprocess(config, questions):
     r = run_cli("--config", str(config), "eval", "--questions", questions, "--no-split")
     assert r.returncode == 0, r.stderr
     row = next(line for line in r.stdout.splitlines() if line.startswith("| sparse"))
-    assert "| 10 + 2 off-topic | 0.800 | 0.800 | 0.800 | 0.800 | 1.000 | 0.500 |" in row
-    assert "splitting off" in r.stdout
+    assert "| 10 + 2 not answerable | 0.800 | 0.800 | 0.800 | 0.800 | 1.000 | 0.500 |" in row
+    assert row.endswith("| sparse ≥ 0.5 |") and "splitting off" in r.stdout
 
 
 def test_eval_other_knowledge_file_uses_a_derived_state(config, tmp_path, capsys):
@@ -136,12 +145,15 @@ def test_eval_other_knowledge_file_uses_a_derived_state(config, tmp_path, capsys
     assert "/eval/" in doc["state_dir"] and not (tmp_path / "state" / "tantivy").exists()
 
 
-@pytest.mark.slow
 def test_eval_modes_side_by_side(config, questions, capsys):
-    doc = run_json(capsys, "--config", str(config), "eval", "--questions", questions, "--modes", "sparse,dense")
-    sparse, dense = doc["modes"]
-    assert (sparse["mode"], dense["mode"]) == ("sparse", "dense") and dense["answerable"] == 10
-    assert dense["thresholds"] == {"faiss": 0.5} and 0.5 <= dense["recall"]["5"] <= 0.8
+    doc = run_json(capsys, "--config", str(config), "eval", "--questions", questions, "--modes", "sparse,dense,hybrid")
+    _, dense, hybrid = doc["modes"]
+    assert [m["mode"] for m in doc["modes"]] == ["sparse", "dense", "hybrid"]
+    assert [m["thresholds"] for m in doc["modes"]] == [{"system": s, "answer": a, "direct": None}
+                                                      for s, a in [("sparse", 0.5), ("dense-e5", 0.87), ("hybrid-e5", 0.81)]]
+    for m in (dense, hybrid):
+        # The 8 questions that are an entry's own query find it first in every mode; the other 2 cannot.
+        assert m["answerable"] == 10 and m["recall"]["1"] == 0.8 and 0.8 <= m["recall"]["5"] <= 1.0
 
 
 @pytest.mark.slow
@@ -169,57 +181,138 @@ def test_cmrc_style_answer_scores():
 
 
 # -- calibrate -------------------------------------------------------------------------------
-def calibration_questions(tmp_path) -> str:
-    rows = [{"question": q, "gold_ids": [k]} for k, (q, _, _) in KB.items()] + [{"question": "qwxzv plokij", "gold_ids": []}]
-    return write_jsonl(tmp_path / "c.jsonl", rows)
+def answerable_rows() -> list[dict]:
+    return [{"question": q, "gold_ids": [k]} for k, (q, _, _) in KB.items()]
+
+
+NEGATIVES = [{"question": "学校的校训是什么", "gold_ids": [], "kind": "unanswerable"},
+             {"question": "宿舍可以养猫吗", "gold_ids": [], "kind": "unanswerable"},
+             {"question": "你好呀", "gold_ids": [], "kind": "chitchat"},
+             {"question": "今天天气怎么样", "gold_ids": [], "kind": "chitchat"}]
 
 
 def test_best_threshold_separates_and_prefers_the_stricter_tie():
-    assert best_threshold([10.0, 12.0, 15.0], [1.0, 3.0, float("-inf")]) == 6.5
+    assert best_threshold([0.7, 0.8, 0.9], [0.1, 0.3, 0.0]) == pytest.approx(0.5)  # midway between 0.3 and 0.7
     assert best_threshold([0.9, 0.8], [0.85]) == 0.8  # everything positive beats cutting at 0.875
     assert best_threshold([0.9, 0.3], [0.6, 0.5]) == 0.75  # F1 2/3 either way: the stricter one
 
 
-def test_split_is_seeded_and_labels_by_what_was_removed():
+def test_removal_split_is_seeded_and_labels_by_what_was_removed():
     qs = [EvalQuestion(f"q{i}", frozenset({f"k:{i}"})) for i in range(10)] + [EvalQuestion("shared", frozenset({"k:0", "k:1"}))]
-    qs.append(EvalQuestion("off", frozenset()))
-    a, b = split_questions(qs, 0), split_questions(qs, 0)
-    assert a == b and split_questions(qs, 1).removed != a.removed
-    assert len(a.removed) >= 5 and a.off_topic == 1
+    a, b = removal_split(qs, 0), removal_split(qs, 0)
+    assert a == b and removal_split(qs, 1).removed != a.removed
+    assert len(a.removed) == 5 and "seed 0" in a.how
     assert len(a.answerable) + len(a.unanswerable) + a.dropped == len(qs)
-    assert all(not (q.gold & a.removed) for q in a.answerable)
+    assert all(not (q.gold & a.removed) for q in a.answerable) and all(q.gold <= a.removed for q in a.unanswerable)
+    assert not has_negatives(qs) and make_split(qs, 0) == a
 
 
-def test_calibrate_separates_a_constructed_case_deterministically(config, tmp_path, capsys):
-    qs = calibration_questions(tmp_path)
+def test_questions_without_gold_make_a_real_split_on_the_whole_knowledge():
+    qs = [EvalQuestion(f"q{i}", frozenset({f"k:{i}"})) for i in range(4)]
+    qs += [EvalQuestion("off", frozenset(), kind="unanswerable"), EvalQuestion("hi", frozenset(), kind="chitchat")]
+    split = make_split(qs, 0)
+    assert has_negatives(qs) and split.removed == frozenset() and make_split(qs, 7) == split
+    assert [q.question for q in split.unanswerable] == ["off", "hi"] and len(split.answerable) == 4
+
+
+def test_calibrate_separates_a_constructed_case_deterministically(config, kb, tmp_path, capsys, tokenizer):
+    qs = write_jsonl(tmp_path / "c.jsonl", answerable_rows())
     first = run_json(capsys, "--config", str(config), "calibrate", "--questions", qs, "--seed", "3")
     again = run_json(capsys, "--config", str(config), "calibrate", "--questions", qs, "--seed", "3")
+    assert first == again
+    assert first["summary"] == ["gold of a random half removed (seed 3): 6 of 12 entries indexed · 6 answerable, 6 not"]
     (r,) = first["results"]
-    assert r["searcher"] == "tantivy" and (r["precision"], r["recall"], r["f1"]) == (1.0, 1.0, 1.0)
-    assert r["answerable"] == 6 and r["unanswerable"] == 7 and first == again
-    assert any(p["f1"] < 1.0 for p in r["neighbours"])
+    assert r["system"] == "sparse" and (r["precision"], r["recall"], r["f1"]) == (1.0, 1.0, 1.0)
+    assert r["answerable"] == 6 and r["unanswerable"] == 6
+    # The threshold lies midway between the best relevance of the strongest unanswerable question and that of the
+    # weakest answerable one, measured here without the CLI on an index of the entries the split kept.
+    entries = load_entries(kb)
+    split = make_split(load_questions(qs, entries), 3)
+    kept = TantivySearcher(tmp_path / "kept", tokenizer, {"query": 3, "metadata": 2, "document": 1})
+    kept.sync([e for e in entries if e.id not in split.removed])
+    best = {q.question: max((h.relevance for h in kept.search(q.question, 10)), default=0.0) for q in qs_of(split)}
+    lowest_yes = min(best[q.question] for q in split.answerable)
+    highest_no = max(best[q.question] for q in split.unanswerable)
+    assert highest_no < lowest_yes and r["threshold"] == pytest.approx((highest_no + lowest_yes) / 2, abs=5e-4)
+    assert [p["threshold"] for p in r["neighbours"]] == sorted(p["threshold"] for p in r["neighbours"])
+    assert r["threshold"] in [p["threshold"] for p in r["neighbours"]]
 
 
-@pytest.mark.slow
-def test_calibrate_hybrid_explains_and_reports_sparse_and_dense(config, tmp_path, capsys):
-    args = ["--config", str(config), "calibrate", "--questions", calibration_questions(tmp_path), "--modes", "hybrid"]
-    assert main([*args, "--json"]) == 0
-    out = capsys.readouterr()
-    assert [r["searcher"] for r in json.loads(out.out)["results"]] == ["tantivy", "faiss"]
-    assert "hybrid has no threshold of its own" in out.err and "hybrid 没有自己的阈值" in out.err
+def qs_of(split):
+    return [*split.answerable, *split.unanswerable]
+
+
+def test_calibrate_pools_several_seeds(config, tmp_path, capsys):
+    qs = write_jsonl(tmp_path / "c.jsonl", answerable_rows())
+    doc = run_json(capsys, "--config", str(config), "calibrate", "--questions", qs, "--seed", "0,1,2")
+    assert doc["seeds"] == [0, 1, 2] and len(doc["summary"]) == 3 and len(doc["per_seed"]) == 3
+    (pooled,) = doc["results"]
+    assert pooled["answerable"] == sum(run[0]["answerable"] for run in doc["per_seed"])
+    assert pooled["unanswerable"] == sum(run[0]["unanswerable"] for run in doc["per_seed"])
+
+
+def test_calibrate_uses_real_negatives_on_the_whole_knowledge_and_calibrates_every_mode(config, tmp_path, capsys):
+    qs = write_jsonl(tmp_path / "n.jsonl", answerable_rows() + NEGATIVES)
+    doc = run_json(capsys, "--config", str(config), "calibrate", "--questions", qs, "--seed", "0,1,2",
+                   "--modes", "sparse,dense,hybrid")
+    # Real negatives are the same for every seed: one run, nothing removed from the index.
+    assert doc["seeds"] == [0] and doc["per_seed"] is None
+    summary = "real unanswerable and chit-chat questions, whole knowledge: 12 of 12 entries indexed · 12 answerable, 4 not"
+    assert doc["summary"] == [summary]
+    assert [r["system"] for r in doc["results"]] == ["sparse", "dense-e5", "hybrid-e5"]
+    for r in doc["results"]:
+        assert (r["answerable"], r["unanswerable"]) == (12, 4) and 0.0 < r["threshold"] < 1.0 and r["f1"] > 0.8
 
 
 def test_calibrate_write_changes_exactly_the_threshold_line(config, tmp_path):
+    config.write_text(set_scalar(config.read_text(encoding="utf-8"), ("retrieval", "thresholds", "sparse", "answer"), 0.99),
+                      encoding="utf-8")
     before = config.read_text(encoding="utf-8")
-    r = run_cli("--config", str(config), "calibrate", "--questions", calibration_questions(tmp_path), "--write")
+    qs = write_jsonl(tmp_path / "c.jsonl", answerable_rows())
+    r = run_cli("--config", str(config), "calibrate", "--questions", qs, "--write")
     assert r.returncode == 0, r.stderr
-    assert "threshold" in r.stdout and "retrieval.sparse.threshold" in r.stderr
+    chosen = r.stdout.split("sparse: answer threshold ")[1].split(" ")[0]
+    assert f"wrote retrieval.thresholds.sparse.answer = {chosen}" in r.stderr
     after = config.read_text(encoding="utf-8")
-    changed = [d for d in difflib.ndiff(before.splitlines(), after.splitlines()) if d[:1] in "+-"]
-    assert len(changed) == 2 and changed[0] == "-     threshold: 1.0" and changed[1].startswith("+     threshold: ")
-    assert float(changed[1].split(":")[1]) > 1.0 and "threshold: 0.5" in after  # dense was not calibrated
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(before.splitlines()) == len(after.splitlines()) and len(changed) == 1
+    assert changed == [("      answer: 0.99", f"      answer: {chosen}")] and float(chosen) < 0.99
+    assert "answer: 0.87" in after and "answer: 0.81" in after  # dense and hybrid were not calibrated
     assert [line for line in before.splitlines() if line.lstrip().startswith("#")] == \
            [line for line in after.splitlines() if line.lstrip().startswith("#")]
+
+
+def answer_line(lines: list[bytes], system: str) -> int:
+    """Index of ``retrieval.thresholds.<system>.answer`` in config.yaml's lines."""
+    i = lines.index(b"  thresholds:\n")
+    i = lines.index(f"    {system}:\n".encode(), i)
+    assert lines[i + 1].startswith(b"      answer: ")
+    return i + 1
+
+
+def test_calibrate_write_with_unanswerable_questions_changes_only_the_answer_numbers(tmp_path, jieba_cache):
+    """A verbatim copy of config.yaml (its knowledge and state folders are relative to it, so nothing is edited)."""
+    original = (ROOT / "config.yaml").read_bytes()
+    config = tmp_path / "config.yaml"
+    config.write_bytes(original)
+    write_knowledge(tmp_path / "knowledge", {k: {"query": q, "document": d, "metadata": m} for k, (q, d, m) in KB.items()})
+    shutil.copytree(jieba_cache, tmp_path / ".state" / "jieba")
+    qs = write_jsonl(tmp_path / "n.jsonl", answerable_rows() + NEGATIVES)
+    r = run_cli("--config", str(config), "calibrate", "--questions", qs, "--modes", "sparse,dense,hybrid",
+                "--write", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    chosen = {res["system"]: res["threshold"] for res in json.loads(r.stdout)["results"]}
+    assert set(chosen) == {"sparse", "dense-e5", "hybrid-e5"} and "real unanswerable" in r.stdout
+    for system, value in chosen.items():
+        assert f"wrote retrieval.thresholds.{system}.answer = {value:g}" in r.stderr
+    before, after = original.splitlines(keepends=True), config.read_bytes().splitlines(keepends=True)
+    assert len(after) == len(before)
+    expected = {answer_line(before, system): value for system, value in chosen.items()}
+    for i, (old, new) in enumerate(zip(before, after)):
+        if i in expected:
+            assert new == f"      answer: {expected[i]!r}\n".encode(), new
+        else:
+            assert new == old, (i, old, new)
 
 
 # -- yaml_edit -------------------------------------------------------------------------------

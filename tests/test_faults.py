@@ -27,10 +27,11 @@ from bot.factory import build_bot, build_index
 from bot.knowledge import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
 from bot.text import Tokenizer
-from tests.conftest import ROOT
+from tests.conftest import ROOT, set_cutoffs
 from tests.llm_server import Fault
 
 TANTIVY_LOG = "bot.search.tantivy_searcher"
+WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 FAISS_LOG = "bot.search.faiss_searcher"
 
 
@@ -64,7 +65,7 @@ def entries(kb_dir) -> list[Entry]:
 def tantivy_dir(tmp_path, tokenizer, entries) -> Path:
     """A tantivy index of the tiny knowledge base, built and closed."""
     path = tmp_path / "tantivy"
-    TantivySearcher(path, tokenizer).sync(entries)
+    TantivySearcher(path, tokenizer, WEIGHTS).sync(entries)
     assert (path / "meta.json").is_file() and (path / STATE_FILE).is_file()
     return path
 
@@ -109,19 +110,19 @@ def _truncate_managed(path: Path) -> None:
 def test_corrupt_tantivy_index_is_rebuilt_with_a_log_line(tantivy_dir, tokenizer, entries, caplog, damage):
     damage(tantivy_dir)
     caplog.set_level(logging.INFO)
-    searcher = TantivySearcher(tantivy_dir, tokenizer)  # a restart: nothing cached in memory
+    searcher = TantivySearcher(tantivy_dir, tokenizer, WEIGHTS)  # a restart: nothing cached in memory
     report = searcher.sync(entries)
     assert report.rebuilt and report.added == len(entries)
     assert warnings_about(caplog, TANTIVY_LOG, tantivy_dir), [r.getMessage() for r in caplog.records]
     assert searcher.indexed_hashes() == {e.id: e.content_hash for e in entries}
     assert_each_entry_is_top_hit(searcher, entries)
     # The rebuilt index is whole: another restart reuses it without a rebuild.
-    assert not TantivySearcher(tantivy_dir, tokenizer).sync(entries).changed
+    assert not TantivySearcher(tantivy_dir, tokenizer, WEIGHTS).sync(entries).changed
 
 
 def test_rebuild_report_says_the_index_was_unreadable(tantivy_dir, tokenizer, entries):
     _truncate_all(tantivy_dir)
-    report = TantivySearcher(tantivy_dir, tokenizer).sync(entries)
+    report = TantivySearcher(tantivy_dir, tokenizer, WEIGHTS).sync(entries)
     assert report.rebuilt and "unreadable" in report.reason
 
 
@@ -129,7 +130,7 @@ def test_state_from_other_settings_is_rebuilt_with_a_reason(tantivy_dir, tokeniz
     state = json.loads((tantivy_dir / STATE_FILE).read_text(encoding="utf-8"))
     (tantivy_dir / STATE_FILE).write_text(json.dumps(dict(state, signature="0:old")), encoding="utf-8")
     caplog.set_level(logging.INFO)
-    report = TantivySearcher(tantivy_dir, tokenizer).sync(entries)
+    report = TantivySearcher(tantivy_dir, tokenizer, WEIGHTS).sync(entries)
     assert report.rebuilt and report.added == len(entries)
     assert any("other settings" in r.getMessage() for r in caplog.records if r.name == TANTIVY_LOG)
 
@@ -166,7 +167,7 @@ INDEX_CHILD = textwrap.dedent("""
     from bot.knowledge import load_entries
     from bot.search.tantivy_searcher import TantivySearcher
     from bot.text import Tokenizer
-    TantivySearcher(sys.argv[2], Tokenizer()).sync(load_entries(sys.argv[1]))
+    TantivySearcher(sys.argv[2], Tokenizer(), {"query": 3, "metadata": 2, "document": 1}).sync(load_entries(sys.argv[1]))
     print("finished", flush=True)
 """)
 
@@ -206,7 +207,7 @@ def test_kill_9_mid_upsert_then_sync_recovers_every_entry(tmp_path):
     assert child.returncode == -signal.SIGKILL and child.stdout.read() == b""
 
     tokenizer = Tokenizer()
-    searcher = TantivySearcher(index_dir, tokenizer)
+    searcher = TantivySearcher(index_dir, tokenizer, WEIGHTS)
     before = searcher.indexed_hashes() or {}
     assert len(before) < len(entries)  # the kill landed before the state said "done"
     report = searcher.sync(entries)
@@ -219,7 +220,7 @@ def test_kill_9_mid_upsert_then_sync_recovers_every_entry(tmp_path):
     for e in entries:
         assert e.id in {h.entry.id for h in searcher.search(e.metadata[-1], 3)}, e.id
     # And the state now on disk is trusted by the next start.
-    assert not TantivySearcher(index_dir, tokenizer).sync(entries).changed
+    assert not TantivySearcher(index_dir, tokenizer, WEIGHTS).sync(entries).changed
 
 
 # -- a bad knowledge edit across a restart -------------------------------------------
@@ -233,7 +234,7 @@ def test_malformed_edit_never_replaces_the_last_good_index_across_restart(settin
         restarted.load()
     assert all("faq.json" in p.file for p in caught.value.problems)
 
-    on_disk = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer)
+    on_disk = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, WEIGHTS)
     assert on_disk.indexed_hashes() == {e.id: e.content_hash for e in good}
     assert_each_entry_is_top_hit(on_disk, good)
 
@@ -259,12 +260,12 @@ def test_searcher_after_failed_load_keeps_the_last_good_index(settings, kb_dir, 
     assert served.search("怎么添加知识", 1)[0].entry.id == "faq:add"
     with pytest.raises(KnowledgeError):
         restarted.sync("sparse")  # syncing to "no entries" would wipe the last good index
-    on_disk = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer)
+    on_disk = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, WEIGHTS)
     assert on_disk.indexed_hashes() == {e.id: e.content_hash for e in good}
 
 
 def test_restart_with_a_malformed_file_serves_the_last_good_index(settings, kb_dir):
-    settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(settings, "sparse", 0.5)
     build_bot(settings)
     (kb_dir / "faq.json").write_text('{"add": {"query": ""}}', encoding="utf-8")
     restarted = build_bot(settings)
@@ -289,7 +290,7 @@ def dense(tmp_path, tokenizer, entries):
 
     def make():
         encoder = FastTextEncoder(tokenizer, tmp_path / "fasttext", params=FastTextParams(dim=16, epoch=5))
-        return FaissSearcher(tmp_path / "faiss", encoder)
+        return FaissSearcher(tmp_path / "faiss", encoder, "{query} {metadata}", 0.4, 50_000)
 
     make().sync(entries)
     return make
@@ -368,7 +369,7 @@ def test_truncated_embedding_cache_starts_afresh_with_a_log_line(tmp_path, caplo
 @pytest.fixture
 def llm_bot_factory(llm_settings, llm_server):
     """Build a Bot against the local server with a given retry budget and timeout."""
-    llm_settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = lambda body: "根据参考资料 [1]，放进 knowledge 文件夹即可。"
 
     def make(max_retries: int = 0, timeout: float = 5.0):

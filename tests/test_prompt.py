@@ -7,14 +7,14 @@ from bot.prompt import PromptBuilder, normalize_history
 from bot.search.base import Hit
 
 
-def hit(i: int, score: float, doc: str = "内容") -> Hit:
-    return Hit(Entry(f"kb:{i}", f"标题{i}", doc, ("关键词", f"k{i}")), score, "tantivy")
+def hit(i: int, relevance: float, doc: str = "内容", bm25: float = 10.0) -> Hit:
+    return Hit(Entry(f"kb:{i}", f"标题{i}", doc, ("关键词", f"k{i}")), relevance, bm25, "tantivy")
 
 
 def test_messages_hold_persona_demos_history_and_references(settings):
     builder = PromptBuilder(settings.prompt)
     history = [{"role": "user", "content": "之前的问题"}, {"role": "assistant", "content": "之前的回答"}]
-    prompt = builder.build("现在的问题", [hit(1, 9.0), hit(2, 5.0)], history)
+    prompt = builder.build("现在的问题", [hit(1, 0.9), hit(2, 0.5)], history)
     msgs = prompt.messages
     assert msgs[0]["role"] == "system" and msgs[0]["content"] == settings.prompt.persona
     n_demo = 2 * len(settings.prompt.demonstrations)
@@ -27,10 +27,11 @@ def test_messages_hold_persona_demos_history_and_references(settings):
     assert "关键词 / Keywords: 关键词,k1" in last and last.endswith("问题 / Question: 现在的问题")
 
 
-def test_context_cap_drops_lowest_scored_first(settings):
+def test_context_cap_drops_least_relevant_first(settings):
     settings.prompt.max_context_chars = 400
     builder = PromptBuilder(settings.prompt)
-    hits = [hit(1, 3.0, "低" * 100), hit(2, 9.0, "高" * 100), hit(3, 6.0, "中" * 100)]
+    # Relevance decides, not the engine's score (here the least relevant hit has the highest BM25).
+    hits = [hit(1, 0.3, "低" * 100, bm25=30.0), hit(2, 0.9, "高" * 100, bm25=5.0), hit(3, 0.6, "中" * 100, bm25=8.0)]
     text, used = builder.references(hits)
     assert [h.entry.id for h in used] == ["kb:2", "kb:3"]
     assert len(text) <= 400 and "低" not in text
@@ -38,7 +39,7 @@ def test_context_cap_drops_lowest_scored_first(settings):
 
 def test_single_huge_reference_is_cut(settings):
     settings.prompt.max_context_chars = 200
-    text, used = PromptBuilder(settings.prompt).references([hit(1, 1.0, "长" * 5000)])
+    text, used = PromptBuilder(settings.prompt).references([hit(1, 0.9, "长" * 5000)])
     assert len(used) == 1 and len(text) <= 201
 
 

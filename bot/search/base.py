@@ -14,16 +14,20 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the entry, its score on the searcher's own scale, and which searcher found it.
+    """One search result.
 
-    ``scores`` holds per-component scores (hybrid); ``part`` the sub-question it answers when a message was split.
+    ``relevance`` in [0, 1] is what thresholds compare; its meaning does not depend on the knowledge's size
+    (README "Scores and thresholds"). ``score`` is the engine's own score (BM25, cosine), ``signals`` the named
+    parts behind the relevance (coverage, question/passage cosine, BM25), and ``subquestion`` the part of a
+    split message this hit was found for.
     """
 
     entry: Entry
+    relevance: float
     score: float
     searcher: str
-    scores: dict[str, float] = field(default_factory=dict, compare=False)
-    part: str = field(default="", compare=False)
+    signals: dict[str, float] = field(default_factory=dict, compare=False)
+    subquestion: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class Searcher(ABC):
     """Base of every searcher: subclasses store and score; the base does the diffing for sync."""
 
     name: str = "searcher"
+    # The retrieval system whose thresholds apply to this searcher's relevance ("sparse", "dense-e5", ...).
+    system: str = "sparse"
     # Why the last look at the on-disk index found nothing usable; subclasses set it when they open it.
     stale_reason: str = "no index yet"
 

@@ -8,15 +8,16 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from bot.errors import SearchBackendError
-from bot.knowledge import Entry
-from bot.search.base import Hit, Progress, Searcher
+from bot.knowledge import Entry, entry_from_record, entry_record
+from bot.search.base import Hit, Progress
 from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_json_node_class  # noqa: F401 - re-exported
+from bot.search.relevance import FIELDS, SparseSearcher, TermStats, coverage, weighted_text
 from bot.text import Tokenizer
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("query", "metadata", "document")
-SCHEMA_VERSION = "1"
+TEXT_FIELD = "all"
+SCHEMA_VERSION = "2"
 DOCKER_HINT = (
     "docker run -d --name kbbot-es -p 9200:9200 -e discovery.type=single-node "
     "-e xpack.security.enabled=false -e ES_JAVA_OPTS='-Xms1g -Xmx1g' "
@@ -36,7 +37,7 @@ def safe_host(url: str) -> str:
 def mapping(analyzer: str, signature: str) -> dict:
     """The explicit index mapping: analyzed token fields, the id and hash, and the original entry for display."""
     props: dict[str, dict] = {"id": {"type": "keyword"}, "hash": {"type": "keyword", "index": False}}
-    props.update({f: {"type": "text", "analyzer": analyzer} for f in FIELDS})
+    props[TEXT_FIELD] = {"type": "text", "analyzer": analyzer}
     props["entry"] = {"type": "object", "enabled": False}
     return {"dynamic": "strict", "_meta": {"kbbot": {"schema": SCHEMA_VERSION, "signature": signature}}, "properties": props}
 
@@ -46,22 +47,21 @@ def _layout(props: Mapping[str, Any]) -> dict[str, tuple]:
             for name, p in props.items()}
 
 
-class ElasticsearchSearcher(Searcher):
-    """BM25 on an Elasticsearch index over query, metadata and document; the best field wins (dis-max), boosted."""
+class ElasticsearchSearcher(SparseSearcher):
+    """BM25 on an Elasticsearch index: one field of all an entry's words, each field's repeated by its weight."""
 
     name = "elasticsearch"
     notice: str | None = None
 
-    def __init__(self, client: Any, index: str, tokenizer: Tokenizer, boosts: Mapping[str, float] | None = None,
-                 tie_breaker: float = 0.0, analyzer: str = "whitespace", shards: int = 1, replicas: int = 1,
+    def __init__(self, client: Any, index: str, tokenizer: Tokenizer, field_weights: Mapping[str, int],
+                 analyzer: str = "whitespace", shards: int = 1, replicas: int = 1,
                  chunk_size: int = 500, page_size: int = 5000):
         es = _require()
         self._errors = es
         self.client = client
         self.index = index
         self.tokenizer = tokenizer
-        self.boosts = {f: float((boosts or {}).get(f, 1.0)) for f in FIELDS}
-        self.tie_breaker = tie_breaker
+        self.field_weights = {f: int(field_weights.get(f, 1)) for f in FIELDS}
         self.analyzer = analyzer
         self.shards, self.replicas = shards, replicas
         self.chunk_size, self.page_size = chunk_size, page_size
@@ -75,7 +75,8 @@ class ElasticsearchSearcher(Searcher):
 
     def signature(self) -> str:
         """Schema version, analyzer and (for jieba tokens) the tokenizer's rules; a change forces a rebuild."""
-        return f"{SCHEMA_VERSION}:{self.analyzer}:{self.tokenizer.signature() if self.pre_tokenized else '-'}"
+        weights = "".join(str(self.field_weights[f]) for f in FIELDS)
+        return f"{SCHEMA_VERSION}:{weights}:{self.analyzer}:{self.tokenizer.signature() if self.pre_tokenized else '-'}"
 
     # -- errors ------------------------------------------------------------
     @contextlib.contextmanager
@@ -196,10 +197,9 @@ class ElasticsearchSearcher(Searcher):
         return " ".join(self.tokenizer.tokenize(text)) if self.pre_tokenized else text
 
     def _doc(self, entry: Entry) -> dict:
-        return {"id": entry.id, "hash": entry.content_hash, "query": self._text(entry.query),
-                "metadata": self._text(" ".join(entry.metadata)), "document": self._text(entry.document),
-                "entry": {"id": entry.id, "query": entry.query, "document": entry.document,
-                          "metadata": list(entry.metadata), "source": entry.source}}
+        texts = (self._text(entry.query), self._text(" ".join(entry.metadata)), self._text(entry.document))
+        return {"id": entry.id, "hash": entry.content_hash, TEXT_FIELD: weighted_text(texts, self.field_weights),
+                "entry": entry_record(entry)}
 
     def _bulk(self, actions: Iterable[dict], what: str, progress: Progress | None = None) -> None:
         """Send actions in chunks without refreshing, then refresh once so they are searchable together."""
@@ -238,33 +238,54 @@ class ElasticsearchSearcher(Searcher):
             self._bulk(({"_op_type": "delete", "_index": self.index, "_id": i} for i in ids), "remove entries")
 
     # -- reads -------------------------------------------------------------
+    def _word_query(self, word: str) -> dict:
+        return {"term": {TEXT_FIELD: word}} if self.pre_tokenized else {"match": {TEXT_FIELD: word}}
+
+    def _stats_aggs(self, words: Sequence[str]) -> dict:
+        """A global aggregation counting, over every entry, the entries holding each word (its document frequency)."""
+        return {"stats": {"global": {}, "aggs": {f"w{i}": {"filter": self._word_query(w)} for i, w in enumerate(words)}}}
+
+    @staticmethod
+    def _stats(resp: Mapping[str, Any], words: Sequence[str]) -> TermStats:
+        agg = resp["aggregations"]["stats"]
+        return TermStats(int(agg["doc_count"]), {w: int(agg[f"w{i}"]["doc_count"]) for i, w in enumerate(words)})
+
+    def term_stats(self, words: Sequence[str]) -> TermStats:
+        """Document frequencies of ``words`` over the index, and its number of entries (one request)."""
+        words = list(dict.fromkeys(words))
+        with self._guard("count words"):
+            resp = self.client.search(index=self.index, size=0, track_total_hits=False, aggs=self._stats_aggs(words))
+        return self._stats(resp, words)
+
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """BM25 top_k via multi_match best_fields (the same boosts and tie_breaker as tantivy); [] for a word-less query."""
-        tokens = list(dict.fromkeys(self.tokenizer.tokenize(query)))
-        if not tokens or top_k <= 0:
+        """BM25 top_k over the weighted field, each hit with its coverage as relevance; [] for a word-less query.
+
+        One request: the hits and, in a global aggregation, the statistics coverage needs.
+        """
+        words = self.question_words(query)
+        if not words or top_k <= 0:
             return []
-        text = " ".join(tokens) if self.pre_tokenized else query
-        fields = [f"{f}^{self.boosts[f]:g}" for f in FIELDS]
         with self._guard("search"):
             resp = self.client.search(index=self.index, size=top_k, source=["entry"], track_total_hits=False,
-                                      query={"multi_match": {"query": text, "type": "best_fields", "tie_breaker": self.tie_breaker,
-                                                             "fields": fields}})
+                                      query={"bool": {"should": [self._word_query(w) for w in words]}},
+                                      aggs=self._stats_aggs(words))
+        stats = self._stats(resp, words)
         hits = []
         for h in resp["hits"]["hits"]:
-            d = h["_source"]["entry"]
-            entry = Entry(d["id"], d["query"], d["document"], tuple(d.get("metadata", ())), d.get("source", ""))
-            hits.append(Hit(entry, float(h["_score"]), self.name))
+            entry = entry_from_record(h["_source"]["entry"])
+            relevance = coverage(words, self.entry_words(entry), stats)
+            score = float(h["_score"])
+            hits.append(Hit(entry, relevance, score, self.name, {"bm25": score, "coverage": relevance}))
         return hits
 
 
-def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> Searcher:
+def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> SparseSearcher:
     """The Elasticsearch searcher, checked reachable; with fallback_to_embedded, a TantivySearcher with ``.notice``."""
     es = settings.retrieval.sparse.elasticsearch
-    boosts = settings.retrieval.sparse.tantivy.boosts
-    tie = settings.retrieval.sparse.tantivy.tie_breaker
+    weights = settings.retrieval.sparse.field_weights
     try:
         searcher = ElasticsearchSearcher(client if client is not None else build_client(settings, es), es.index,
-                                         tokenizer, boosts, tie_breaker=tie, analyzer=es.analyzer, shards=es.shards, replicas=es.replicas)
+                                         tokenizer, weights, analyzer=es.analyzer, shards=es.shards, replicas=es.replicas)
         searcher.check()
         return searcher
     except SearchBackendError as exc:
@@ -273,7 +294,7 @@ def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: An
         from bot.search.tantivy_searcher import TantivySearcher
 
         log.warning("Elasticsearch unavailable, falling back to the embedded engine: %s", exc)
-        fallback = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, boosts, tie)
+        fallback = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, weights)
         fallback.notice = FALLBACK_NOTICE
         fallback.fallback_reason = str(exc)
         return fallback

@@ -1,9 +1,14 @@
-"""Dense retrieval: one sentence vector per entry in a FAISS index, cosine similarity, incremental edits.
+"""Dense retrieval: sentence vectors of each entry in a FAISS index, cosine similarity, incremental edits.
 
-Layout: exact inner product (IndexFlatIP) inside an IndexIDMap2 so single entries can be removed and
-replaced by int64 id. Above ``hnsw_above`` live entries the index becomes HNSW (IndexHNSWFlat, inner
-product). HNSW cannot delete, so a replaced or removed entry's old id becomes a *tombstone*: it stays in
-the graph, searches over-fetch and skip it, and once tombstones exceed a tenth of the live entries the
+Each entry has a *question* vector (its ``query`` embedded in the question role, which e5 matches
+symmetrically against the user's question) and a *passage* vector (``embed_template`` embedded in the
+document role). Relevance = ``question_weight`` x question cosine + the rest x passage cosine
+(BENCHMARKS.md "Relevance": the stored question wins on paraphrase FAQ, the passage on longer documents).
+
+Layout: exact inner product (IndexFlatIP) inside an IndexIDMap2 so single vectors can be removed and
+replaced by int64 id. Above ``hnsw_above`` entries the index becomes HNSW (IndexHNSWFlat, inner
+product). HNSW cannot delete, so a replaced or removed vector's old id becomes a *tombstone*: it stays in
+the graph, searches over-fetch and skip it, and once tombstones exceed a tenth of the live vectors the
 graph is rebuilt from the stored vectors (``reconstruct_n``; no re-encoding).
 """
 
@@ -15,21 +20,23 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from bot.encoders import DENSE_HINT, Encoder
+from bot.encoders.base import DOCUMENT, QUESTION
 from bot.errors import ConfigError
 from bot.fsutil import write_json_atomic
-from bot.knowledge import Entry
+from bot.knowledge import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress, Searcher, SyncReport
 from bot.text import is_word, normalize
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 STATE_FILE = "kbbot-state.json"
 INDEX_FILE = "vectors.faiss"
 TEMPLATE_KEY = "retrieval.dense.embed_template"
@@ -37,6 +44,8 @@ HNSW_M = 32  # graph degree: the usual recall/memory balance for ~100-dim vector
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 64
 BATCH = 256  # entries encoded per progress tick
+CANDIDATES = 4  # vectors fetched per wanted hit before the entries found are scored exactly
+RECENT_QUERIES = 256  # question vectors remembered (a model change resets the searcher, hence them too)
 
 
 def _import_faiss():
@@ -45,16 +54,6 @@ def _import_faiss():
     except ImportError:
         raise ConfigError(f"dense retrieval needs the faiss-cpu package; {DENSE_HINT}") from None
     return faiss
-
-
-def entry_dict(entry: Entry) -> dict:
-    """The stored form of an entry, so hits can be shown without the knowledge files."""
-    return {"query": entry.query, "document": entry.document, "metadata": list(entry.metadata), "source": entry.source}
-
-
-def entry_from_dict(entry_id: str, d: dict) -> Entry:
-    """Inverse of :func:`entry_dict`."""
-    return Entry(entry_id, d["query"], d["document"], tuple(d["metadata"]), d.get("source", ""))
 
 
 def _search_one_thread(index, vectors: np.ndarray, k: int):
@@ -70,13 +69,17 @@ def _search_one_thread(index, vectors: np.ndarray, k: int):
         faiss.omp_set_num_threads(before)
 
 
+def _clip(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
 class FaissSearcher(Searcher):
-    """Cosine similarity between the question's vector and each entry's embedded text (``embed_template``)."""
+    """Cosine similarity between the question's vector and each entry's question and passage vectors."""
 
     name = "faiss"
 
-    def __init__(self, path: str | Path, encoder: Encoder, embed_template: str = "{query} {metadata}",
-                 hnsw_above: int = 50_000):
+    def __init__(self, path: str | Path, encoder: Encoder, embed_template: str, question_weight: float,
+                 hnsw_above: int):
         _import_faiss()
         try:
             embed_template.format(query="", document="", metadata="")
@@ -86,25 +89,32 @@ class FaissSearcher(Searcher):
         self.path = Path(path)
         self.encoder = encoder
         self.embed_template = embed_template
+        self.question_weight = question_weight
         self.hnsw_above = hnsw_above
+        self.system = f"dense-{encoder.name}"
         self._lock = threading.RLock()
         self._loaded = False
         self.stale_reason = "no index yet"
         self._reset_memory()
 
     def _reset_memory(self) -> None:
+        self._recent: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self._index = None
         self.kind = "flat"
         self._next_id = 0
-        self._row: dict[str, int] = {}  # entry id -> int64 id of its live vector
-        self._owner: dict[int, str] = {}  # int64 id -> entry id (live vectors only)
+        self._units: dict[str, list[int]] = {}  # entry id -> int64 ids of its live vectors
+        self._owner: dict[int, tuple[str, str]] = {}  # int64 id -> (entry id, role), live vectors only
         self._tombstones: set[int] = set()
         self._entries: dict[str, Entry] = {}
         self._hashes: dict[str, str] = {}
 
     def embed_text(self, entry: Entry) -> str:
-        """What is embedded for an entry: the template filled with its fields."""
+        """What is embedded as an entry's passage: the template filled with its fields."""
         return self.embed_template.format(query=entry.query, document=entry.document, metadata=" ".join(entry.metadata))
+
+    def unit_texts(self, entry: Entry) -> list[tuple[str, str]]:
+        """(role, text) of each vector an entry gets: its question, then its passage."""
+        return [(QUESTION, entry.query), (DOCUMENT, self.embed_text(entry))]
 
     def signature(self) -> str:
         """Schema, template and the encoder's model: a change in any means every vector is stale."""
@@ -145,10 +155,10 @@ class FaissSearcher(Searcher):
             return False
         self._reset_memory()
         self._index, self.kind, self._next_id = index, state["kind"], state["next_id"]
-        self._row = {k: int(v) for k, v in state["rows"].items()}
-        self._owner = {v: k for k, v in self._row.items()}
+        self._units = {k: [int(i) for i, _ in units] for k, units in state["units"].items()}
+        self._owner = {int(i): (k, role) for k, units in state["units"].items() for i, role in units}
         self._tombstones = set(state["tombstones"])
-        self._entries = {k: entry_from_dict(k, d) for k, d in state["entries"].items()}
+        self._entries = {k: entry_from_record({**d, "id": k}) for k, d in state["entries"].items()}
         self._hashes = {k: e.content_hash for k, e in self._entries.items()}
         return True
 
@@ -180,8 +190,9 @@ class FaissSearcher(Searcher):
             os.replace(tmp, self.path / INDEX_FILE)
         write_json_atomic(self.path / STATE_FILE, {
             "signature": self.signature(), "kind": self.kind, "next_id": self._next_id, "ntotal": ntotal,
-            "rows": self._row, "tombstones": sorted(self._tombstones),
-            "entries": {k: entry_dict(e) for k, e in self._entries.items()},
+            "units": {k: [[i, self._owner[i][1]] for i in ids] for k, ids in self._units.items()},
+            "tombstones": sorted(self._tombstones),
+            "entries": {k: entry_record(e) for k, e in self._entries.items()},
         })
 
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
@@ -198,14 +209,21 @@ class FaissSearcher(Searcher):
         return report
 
     # -- writes ----------------------------------------------------------
-    def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> np.ndarray:
-        parts, step = [], getattr(self.encoder, "batch_size", BATCH)  # slow encoders report progress more often
-        for i in range(0, len(entries), step):
-            batch = entries[i:i + step]
-            parts.append(np.asarray(self.encoder.embed_documents([self.embed_text(e) for e in batch]), dtype=np.float32))
-            if progress:
-                progress(len(batch))
-        return np.ascontiguousarray(np.vstack(parts))
+    def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> tuple[np.ndarray, list[tuple[str, str]]]:
+        """Vectors of every unit of ``entries`` (rows in order) and each row's (entry id, role)."""
+        units = [(e.id, role, text) for e in entries for role, text in self.unit_texts(e)]
+        rows: list[np.ndarray | None] = [None] * len(units)
+        step = max(1, getattr(self.encoder, "batch_size", BATCH))  # slow encoders report progress more often
+        for role, embed in ((QUESTION, self.encoder.embed_questions), (DOCUMENT, self.encoder.embed_documents)):
+            picked = [i for i, u in enumerate(units) if u[1] == role]
+            for start in range(0, len(picked), step):
+                batch = picked[start:start + step]
+                vectors = np.asarray(embed([units[i][2] for i in batch]), dtype=np.float32)
+                for i, v in zip(batch, vectors):
+                    rows[i] = v
+                if progress and role == DOCUMENT:  # one tick per entry: its passage is the slow part
+                    progress(len(batch))
+        return np.ascontiguousarray(np.vstack(rows)), [(u[0], u[1]) for u in units]
 
     def _drop(self, int_ids: list[int]) -> None:
         """Retire vectors: deleted from a flat index, tombstoned in HNSW (which cannot delete)."""
@@ -233,29 +251,31 @@ class FaissSearcher(Searcher):
 
     def _maintain(self) -> None:
         live = len(self._owner)
-        if self.kind == "flat" and live > self.hnsw_above:
+        if self.kind == "flat" and len(self._units) > self.hnsw_above:
             self._rebuild("hnsw")
         elif self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10):
             self._rebuild("hnsw")
 
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
-        """Encode the entries and add them; an entry with a known id replaces the old vector."""
+        """Encode the entries and add them; an entry with a known id replaces its old vectors."""
         entries = list({e.id: e for e in entries}.values())
         if not entries:
             return
         with self._lock:
             if not self._ensure():
                 self.reset("no index yet")
-            vectors = self._encode(entries, progress)
-            self._drop([self._row[e.id] for e in entries if e.id in self._row])
-            ids = np.arange(self._next_id, self._next_id + len(entries), dtype=np.int64)
+            vectors, owners = self._encode(entries, progress)
+            self._drop([i for e in entries for i in self._units.pop(e.id, [])])
+            ids = np.arange(self._next_id, self._next_id + len(owners), dtype=np.int64)
             if self._index is None:
                 kind = "hnsw" if len(entries) > self.hnsw_above else "flat"
                 self._index, self.kind = self._new_index(kind, vectors.shape[1]), kind
             self._index.add_with_ids(vectors, ids)
-            self._next_id += len(entries)
-            for e, i in zip(entries, ids.tolist()):
-                self._row[e.id], self._owner[i] = i, e.id
+            self._next_id += len(owners)
+            for (entry_id, role), i in zip(owners, ids.tolist()):
+                self._units.setdefault(entry_id, []).append(i)
+                self._owner[i] = (entry_id, role)
+            for e in entries:
                 self._entries[e.id], self._hashes[e.id] = e, e.content_hash
             self._maintain()
             self._save()
@@ -265,10 +285,10 @@ class FaissSearcher(Searcher):
         with self._lock:
             if not self._ensure():
                 return
-            gone = [i for i in dict.fromkeys(ids) if i in self._row]
+            gone = [i for i in dict.fromkeys(ids) if i in self._units]
             if not gone:
                 return
-            self._drop([self._row.pop(i) for i in gone])
+            self._drop([n for i in gone for n in self._units.pop(i)])
             for i in gone:
                 self._entries.pop(i, None)
                 self._hashes.pop(i, None)
@@ -276,25 +296,71 @@ class FaissSearcher(Searcher):
             self._save()
 
     # -- reads -----------------------------------------------------------
+    def query_vector(self, query: str) -> np.ndarray | None:
+        """The question's vector, or None for a word-less question or one the model cannot place.
+
+        The last few are remembered: hybrid asks twice per question, and e5 takes ~10 ms per question.
+        """
+        if not is_word(normalize(query)):
+            return None
+        with self._lock:
+            if query in self._recent:
+                self._recent.move_to_end(query)
+                return self._recent[query]
+        vector = np.asarray(self.encoder.embed_query(query), dtype=np.float32)
+        vector = vector if vector.any() else None
+        with self._lock:
+            self._recent[query] = vector
+            while len(self._recent) > RECENT_QUERIES:
+                self._recent.popitem(last=False)
+        return vector
+
+    def forget_queries(self) -> None:
+        """Drop the remembered question vectors (benchmarks time each system with its own encoding)."""
+        with self._lock:
+            self._recent.clear()
+
+    def similarities(self, vector: np.ndarray, entry_ids: Iterable[str]) -> dict[str, tuple[float, float]]:
+        """entry id -> (question cosine, passage cosine) for the given entries (unknown ids are left out)."""
+        out: dict[str, tuple[float, float]] = {}
+        with self._lock:
+            if not self._ensure() or self._index is None:
+                return out
+            for entry_id in entry_ids:
+                best = {QUESTION: -1.0, DOCUMENT: -1.0}
+                for i in self._units.get(entry_id, ()):
+                    role = self._owner[i][1]
+                    best[role] = max(best[role], float(self._index.reconstruct(i) @ vector))
+                if entry_id in self._units:
+                    out[entry_id] = (best[QUESTION], best[DOCUMENT])
+        return out
+
+    def relevance(self, question_cosine: float, passage_cosine: float) -> float:
+        """The dense relevance: the weighted cosines, clipped to [0, 1]."""
+        w = self.question_weight
+        return _clip(w * question_cosine + (1.0 - w) * passage_cosine)
+
+    def hit(self, entry: Entry, cosines: tuple[float, float]) -> Hit:
+        """A hit for ``entry`` from its (question, passage) cosines."""
+        relevance = self.relevance(*cosines)
+        return Hit(entry, relevance, relevance, self.name, {"question": cosines[0], "passage": cosines[1]})
+
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """Top ``top_k`` entries by cosine similarity; [] for a word-less query or one the model cannot place."""
-        if top_k <= 0 or not is_word(normalize(query)):
+        """Top ``top_k`` entries by dense relevance; [] for a word-less query or one the model cannot place."""
+        if top_k <= 0:
+            return []
+        vector = self.query_vector(query)
+        if vector is None:
             return []
         with self._lock:
             if not self._ensure() or self._index is None or not self._owner:
                 return []
-            vector = np.asarray(self.encoder.embed_query(query), dtype=np.float32)
-            if not vector.any():
-                return []
-            k = min(top_k + len(self._tombstones), int(self._index.ntotal))
+            k = min(CANDIDATES * top_k + len(self._tombstones), int(self._index.ntotal))
             if self.kind == "hnsw":
                 _import_faiss().downcast_index(self._index.index).hnsw.efSearch = max(HNSW_EF_SEARCH, k)
-            scores, ids = _search_one_thread(self._index, vector[None, :], k)
-            hits = []
-            for score, i in zip(scores[0].tolist(), ids[0].tolist()):
-                owner = self._owner.get(i)
-                if owner is not None:
-                    hits.append(Hit(self._entries[owner], float(score), self.name))
-                if len(hits) == top_k:
-                    break
-            return hits
+            _, ids = _search_one_thread(self._index, vector[None, :], k)
+            found = list(dict.fromkeys(self._owner[i][0] for i in ids[0].tolist() if i in self._owner))
+            scored = self.similarities(vector, found)
+            hits = [self.hit(self._entries[e], scored[e]) for e in found]
+        hits.sort(key=lambda h: -h.relevance)
+        return hits[:top_k]

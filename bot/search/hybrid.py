@@ -1,57 +1,69 @@
-"""Hybrid retrieval: reciprocal rank fusion of a sparse (BM25) and a dense (vector) searcher."""
+"""Hybrid retrieval: one fused relevance from the sparse and dense relevances of every candidate.
+
+Each side proposes its best ``candidates`` entries; every entry of the union is then scored on *both* sides
+(coverage from the sparse index's word statistics, cosines from the vectors the dense index stores), and
+
+    relevance = sparse_weight x coverage + (1 - sparse_weight) x dense relevance
+
+ranks the hits and is what the threshold compares. An entry that only one side likes therefore needs a high
+score there to pass: a loose dense match no longer answers on its own, as it did when a hit passed on either
+side's threshold, and there is no rank-fusion score without a meaning to put a threshold on.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from bot.knowledge import Entry
 from bot.search.base import Hit, Progress, Searcher, SyncReport
+from bot.search.faiss_searcher import FaissSearcher
+from bot.search.relevance import SparseSearcher
+
 
 class HybridSearcher(Searcher):
-    """Fuses the two lists by RRF: score = sum over lists of weight / (rrf_k + rank).
-
-    The wrapped searchers keep their own indexes (they may also serve the sparse and dense modes);
-    writes and syncs are passed to both.
-    """
+    """Fuses a sparse and a dense searcher's relevances; both keep their own indexes (shared with their modes)."""
 
     name = "hybrid"
 
-    def __init__(self, sparse: Searcher, dense: Searcher, rrf_k: float = 60.0,
-                 weights: Mapping[str, float] | None = None, candidates: int | None = None):
+    def __init__(self, sparse: SparseSearcher, dense: FaissSearcher, sparse_weight: float, candidates: int):
         self.sparse, self.dense = sparse, dense
-        self.rrf_k = rrf_k
-        weights = dict(weights or {})
-        self.weights = {"sparse": float(weights.get("sparse", 1.0)), "dense": float(weights.get("dense", 1.0))}
+        self.sparse_weight = sparse_weight
         self.candidates = candidates
+        self.system = f"hybrid-{dense.encoder.name}"
 
     def _parts(self) -> list[tuple[str, Searcher]]:
         return [("sparse", self.sparse), ("dense", self.dense)]
 
     def leaves(self) -> list[Searcher]:
-        """The fused searchers, whose scores each hybrid hit carries in ``Hit.scores``."""
+        """The fused searchers."""
         return [self.sparse, self.dense]
 
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """Top ``top_k`` by RRF over each searcher's ``candidates`` best; ``scores`` keeps each one's own score."""
+        """Top ``top_k`` of both sides' candidates by fused relevance; each hit's signals hold every part."""
         if top_k <= 0:
             return []
-        depth = max(self.candidates or top_k * 4, top_k)
-        fused: dict[str, float] = {}
-        best_rank: dict[str, int] = {}
-        entries: dict[str, Entry] = {}
-        scores: dict[str, dict[str, float]] = {}
-        for role, searcher in self._parts():
-            weight = self.weights[role]
-            for rank, hit in enumerate(searcher.search(query, depth), start=1):
-                key = hit.entry.id
-                fused[key] = fused.get(key, 0.0) + weight / (self.rrf_k + rank)
-                best_rank[key] = min(best_rank.get(key, rank), rank)
-                entries.setdefault(key, hit.entry)
-                scores.setdefault(key, {})[hit.searcher] = hit.score
-        # Ties (e.g. rank 1 in one list only vs rank 1 in the other) go to the better single rank, then the id.
-        order = sorted(fused, key=lambda k: (-fused[k], best_rank[k], k))[:top_k]
-        return [Hit(entries[k], fused[k], self.name, scores[k]) for k in order]
+        depth = max(self.candidates, top_k)
+        sparse_hits = {h.entry.id: h for h in self.sparse.search(query, depth)}
+        dense_hits = {h.entry.id: h for h in self.dense.search(query, depth)}
+        entries = {i: h.entry for i, h in {**dense_hits, **sparse_hits}.items()}
+        only_sparse = [i for i in sparse_hits if i not in dense_hits]
+        only_dense = [entries[i] for i in dense_hits if i not in sparse_hits]
+        vector = self.dense.query_vector(query) if only_sparse else None
+        cosines = self.dense.similarities(vector, only_sparse) if vector is not None else {}
+        coverages = dict(zip((e.id for e in only_dense), self.sparse.relevances(query, only_dense)))
+        hits = []
+        for entry_id, entry in entries.items():
+            sparse = sparse_hits.get(entry_id)
+            coverage = sparse.relevance if sparse else coverages.get(entry_id, 0.0)
+            dense = dense_hits.get(entry_id) or (self.dense.hit(entry, cosines[entry_id]) if entry_id in cosines else None)
+            dense_relevance = dense.relevance if dense else 0.0
+            relevance = self.sparse_weight * coverage + (1.0 - self.sparse_weight) * dense_relevance
+            signals = {**(sparse.signals if sparse else {"coverage": coverage}), **(dense.signals if dense else {})}
+            hits.append(Hit(entry, relevance, relevance, self.name, signals))
+        # Ties go to the entry with the better sparse score (words in common), then the id: a stable order.
+        hits.sort(key=lambda h: (-h.relevance, -h.signals.get("bm25", 0.0), h.entry.id))
+        return hits[:top_k]
 
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
         """Add or replace in both searchers."""

@@ -1,4 +1,10 @@
-"""Embedded BM25 on an on-disk tantivy index, over jieba tokens, with incremental add/replace/remove."""
+"""Embedded BM25 on an on-disk tantivy index, over jieba tokens, with incremental add/replace/remove.
+
+One field holds all of an entry's words, each field's words repeated by its weight (query 3, metadata 2,
+document 1 by default): BM25F with shared statistics. Separate fields gave each field its own IDF, so a word
+common in documents but rare in the short metadata field ("中山大学" in a campus guide) made an entry whose
+only match was that word outrank entries that answer the question (BENCHMARKS.md "Sparse field weights").
+"""
 
 from __future__ import annotations
 
@@ -12,15 +18,16 @@ from typing import Iterable, Mapping, Sequence
 
 from bot.errors import SearchBackendError
 from bot.fsutil import write_json_atomic
-from bot.knowledge import Entry
-from bot.search.base import Hit, Progress, Searcher
+from bot.knowledge import Entry, entry_from_record, entry_record
+from bot.search.base import Hit, Progress
+from bot.search.relevance import FIELDS, SparseSearcher, TermStats, coverage, weighted_text
 from bot.text import Tokenizer
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("query", "metadata", "document")
+TEXT_FIELD = "all"
 ANALYZER = "kb_tokens"  # whitespace split over our jieba tokens; must be registered after every open
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 STATE_FILE = "kbbot-state.json"
 # Tokens of indexed entries by content hash, so a rebuild (`index --rebuild`, a repaired index) re-tokenizes only
 # what changed. JSON lines: a header {"key": tokenizer.state_key()} (any other key = cache void), then
@@ -35,31 +42,15 @@ def _analyzer():
     return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).filter(tantivy.Filter.remove_long(100)).build()
 
 
-def entry_to_json(entry: Entry) -> bytes:
-    """The stored form of an entry, so hits can be shown without the knowledge files."""
-    return json.dumps(
-        {"id": entry.id, "query": entry.query, "document": entry.document, "metadata": list(entry.metadata), "source": entry.source},
-        ensure_ascii=False,
-    ).encode("utf-8")
-
-
-def entry_from_json(blob: bytes) -> Entry:
-    """Inverse of :func:`entry_to_json`."""
-    d = json.loads(blob)
-    return Entry(d["id"], d["query"], d["document"], tuple(d["metadata"]), d.get("source", ""))
-
-
-class TantivySearcher(Searcher):
-    """BM25 (tantivy) over query, metadata and document fields; the best field wins (dis-max), boosted."""
+class TantivySearcher(SparseSearcher):
+    """BM25 (tantivy) over one field of all an entry's words, each field's words repeated by its weight."""
 
     name = "tantivy"
 
-    def __init__(self, path: str | Path, tokenizer: Tokenizer, boosts: Mapping[str, float] | None = None,
-                 tie_breaker: float = 0.0):
+    def __init__(self, path: str | Path, tokenizer: Tokenizer, field_weights: Mapping[str, int]):
         self.path = Path(path)
         self.tokenizer = tokenizer
-        self.boosts = {f: float((boosts or {}).get(f, 1.0)) for f in FIELDS}
-        self.tie_breaker = tie_breaker
+        self.field_weights = {f: int(field_weights.get(f, 1)) for f in FIELDS}
         self._lock = threading.RLock()
         self._index = None
         self._hashes: dict[str, str] | None = None
@@ -70,14 +61,14 @@ class TantivySearcher(Searcher):
 
         b = tantivy.SchemaBuilder()
         b.add_text_field("id", stored=True, tokenizer_name="raw")
-        for f in FIELDS:
-            b.add_text_field(f, stored=False, tokenizer_name=ANALYZER, index_option="freq")
+        b.add_text_field(TEXT_FIELD, stored=False, tokenizer_name=ANALYZER, index_option="freq")
         b.add_bytes_field("entry", stored=True)
         return b.build()
 
     def signature(self) -> str:
-        """Schema version plus the tokenizer's rules: a change in either forces a rebuild."""
-        return f"{SCHEMA_VERSION}:{self.tokenizer.signature()}"
+        """Schema version, field weights and the tokenizer's rules: a change in any forces a rebuild."""
+        weights = "".join(str(self.field_weights[f]) for f in FIELDS)
+        return f"{SCHEMA_VERSION}:{weights}:{self.tokenizer.signature()}"
 
     def _open(self):
         """Open the index on disk, or return None if it is missing, from another version, or unreadable."""
@@ -214,10 +205,8 @@ class TantivySearcher(Searcher):
                         writer.delete_documents_by_term("id", entry.id)
                     doc = tantivy.Document()
                     doc.add_text("id", entry.id)
-                    doc.add_text("query", q)
-                    doc.add_text("metadata", m)
-                    doc.add_text("document", d)
-                    doc.add_bytes("entry", entry_to_json(entry))
+                    doc.add_text(TEXT_FIELD, weighted_text((q, m, d), self.field_weights))
+                    doc.add_bytes("entry", json.dumps(entry_record(entry), ensure_ascii=False).encode("utf-8"))
                     writer.add_document(doc)
                     if progress and (i + 1) % 100 == 0:
                         progress(100)
@@ -258,27 +247,41 @@ class TantivySearcher(Searcher):
             self._save_state()
 
     # -- reads -----------------------------------------------------------
-    def query_for(self, tokens: list[str]):
-        """The tantivy query: per field a should-match of the tokens, boosted; the best field wins."""
+    @staticmethod
+    def _live_stats(index, searcher, words: Sequence[str]) -> TermStats:
+        """Entries holding each word, counted over live entries only.
+
+        ``doc_freq`` also counts replaced and removed entries until their segment is merged, so coverage would
+        depend on the edit history and differ from Elasticsearch's (which counts live entries).
+        """
         import tantivy
 
-        schema = self._index.schema
-        per_field = []
-        for f in FIELDS:
-            terms = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, f, t)) for t in tokens]
-            per_field.append(tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), self.boosts[f]))
-        return tantivy.Query.disjunction_max_query(per_field, tie_breaker=self.tie_breaker)
+        counts = {w: searcher.search(tantivy.Query.term_query(index.schema, TEXT_FIELD, w), limit=1, count=True).count
+                  for w in dict.fromkeys(words)}
+        return TermStats(searcher.num_docs, counts)
+
+    def term_stats(self, words: Sequence[str]) -> TermStats:
+        """Document frequencies of ``words`` in the index, and its number of entries."""
+        index = self._ensure()
+        if index is None:
+            return TermStats(0, {})
+        return self._live_stats(index, index.searcher(), words)
 
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """BM25 top_k over the index; [] when the query has no words or the index is empty."""
-        tokens = list(dict.fromkeys(self.tokenizer.tokenize(query)))
+        """BM25 top_k over the index, each hit with its coverage as relevance; [] when the query has no words."""
+        import tantivy
+
+        words = self.question_words(query)
         index = self._ensure()
-        if not tokens or index is None or top_k <= 0:
+        if not words or index is None or top_k <= 0:
             return []
         searcher = index.searcher()
-        result = searcher.search(self.query_for(tokens), limit=top_k)
+        terms = [(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, TEXT_FIELD, w)) for w in words]
+        result = searcher.search(tantivy.Query.boolean_query(terms), limit=top_k)
+        stats = self._live_stats(index, searcher, words)
         hits = []
         for score, address in result.hits:
-            doc = searcher.doc(address)
-            hits.append(Hit(entry_from_json(doc["entry"][0]), float(score), self.name))
+            entry = entry_from_record(json.loads(searcher.doc(address)["entry"][0]))
+            relevance = coverage(words, self.entry_words(entry), stats)
+            hits.append(Hit(entry, relevance, float(score), self.name, {"bm25": float(score), "coverage": relevance}))
         return hits

@@ -1,0 +1,113 @@
+"""Sparse relevance in [0, 1]: the share of the question's IDF mass that an entry contains ("coverage").
+
+Raw BM25 grows with the question's length and the knowledge's size and wording, so a threshold on it means
+nothing on the next knowledge base. Coverage asks "how much of what the question is about does this entry
+mention?", weighting each question word by how rare it is in the knowledge (BM25's IDF over all fields):
+
+    coverage(q, e) = sum(idf(t) for t in q if t in e) / sum(idf(t) for t in q)
+
+A word the knowledge never uses gets the highest IDF, so "今天天气怎么样" against a campus guide scores low
+even when an entry contains 今天 and 怎么样. Measured against BM25 normalised by the question's own score
+in benchmarks/relevance.py (BENCHMARKS.md "Relevance"): equal alone, better inside the hybrid fusion.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from abc import abstractmethod
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import AbstractSet, Mapping, Sequence
+
+from bot.knowledge import Entry
+from bot.search.base import Searcher
+from bot.text import Tokenizer
+
+ENTRY_TOKEN_CACHE = 50_000  # entries whose token sets stay in memory (LRU)
+FIELDS = ("query", "metadata", "document")
+
+
+@dataclass(frozen=True)
+class TermStats:
+    """Document frequencies of some words over the indexed entries (all fields together), and their count."""
+
+    documents: int
+    df: Mapping[str, int]
+
+    def idf(self, word: str) -> float:
+        """BM25's IDF, ln(1 + (N - df + 0.5) / (df + 0.5)): a word no entry uses gets the highest value."""
+        df = min(self.df.get(word, 0), self.documents)
+        return math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
+
+
+def coverage(question: Sequence[str], entry_words: AbstractSet[str], stats: TermStats) -> float:
+    """The share of the question words' IDF mass found in ``entry_words`` (0 for a word-less question)."""
+    weights = {word: stats.idf(word) for word in dict.fromkeys(question)}
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return min(1.0, sum(w for word, w in weights.items() if word in entry_words) / total)
+
+
+def weighted_text(texts: Sequence[str], weights: Mapping[str, int]) -> str:
+    """The one indexed text of an entry: each field's text (in FIELDS order) repeated by its weight.
+
+    Repeating a field's words raises their term frequency: BM25F with statistics shared by all fields.
+    """
+    return " ".join(t for f, t in zip(FIELDS, texts) for _ in range(weights[f]) if t)
+
+
+class EntryWords:
+    """The set of words of each entry (all fields), from the shared tokenizer, remembered by content (LRU)."""
+
+    def __init__(self, tokenizer: Tokenizer, size: int = ENTRY_TOKEN_CACHE):
+        self.tokenizer = tokenizer
+        self.size = size
+        self._cache: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, entry: Entry) -> frozenset[str]:
+        """The words of ``entry``'s query, metadata and document."""
+        key = (entry.content_hash, self.tokenizer.state_key())
+        with self._lock:
+            words = self._cache.get(key)
+            if words is not None:
+                self._cache.move_to_end(key)
+                return words
+        text = "\n".join((entry.query, " ".join(entry.metadata), entry.document))
+        words = frozenset(self.tokenizer.tokenize(text))
+        with self._lock:
+            self._cache[key] = words
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return words
+
+
+class SparseSearcher(Searcher):
+    """A BM25 searcher whose hits carry coverage as their relevance; subclasses supply the word statistics."""
+
+    system = "sparse"
+    tokenizer: Tokenizer
+
+    @abstractmethod
+    def term_stats(self, words: Sequence[str]) -> TermStats:
+        """Document frequencies of ``words`` over the indexed entries (all fields), and the number of entries."""
+
+    def question_words(self, question: str) -> list[str]:
+        """The distinct words of a question, as the index cuts them."""
+        return list(dict.fromkeys(self.tokenizer.tokenize(question)))
+
+    def entry_words(self, entry: Entry) -> frozenset[str]:
+        """The words of an entry (cached by content)."""
+        if not hasattr(self, "_entry_words"):
+            self._entry_words = EntryWords(self.tokenizer)
+        return self._entry_words(entry)
+
+    def relevances(self, question: str, entries: Sequence[Entry]) -> list[float]:
+        """Coverage of each entry for ``question`` (used by hybrid for entries only the dense side found)."""
+        words = self.question_words(question)
+        if not words or not entries:
+            return [0.0] * len(entries)
+        stats = self.term_stats(words)
+        return [coverage(words, self.entry_words(e), stats) for e in entries]
