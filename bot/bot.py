@@ -9,7 +9,8 @@ import unicodedata
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from bot.answer import Answer, Cutoffs, Strategy
-from bot.conversation import QueryRewriter, combine_followup
+from bot.conversation import QueryRewriter, last_user_message
+from bot.followup import reads_as_followup
 from bot.errors import LLMError, LLMStreamBroken, SearchBackendError
 from bot.fallback import HydeFallback, LastResort
 from bot.index import KnowledgeIndex
@@ -60,7 +61,6 @@ class Bot:
         max_message_chars: int = 2000,
         rewriter: QueryRewriter | None = None,
         splitter: QuestionSplitter | None = None,
-        followup_max_chars: int = 15,
         mode_source: Callable[[], str] | None = None,
     ):
         self.index = index
@@ -75,7 +75,6 @@ class Bot:
         self.max_message_chars = max_message_chars
         self.rewriter = rewriter if llm is not None else None
         self.splitter = splitter
-        self.followup_max_chars = followup_max_chars
         self.mode_source = mode_source
 
     @property
@@ -159,12 +158,14 @@ class Bot:
         t = time.perf_counter()
         try:
             candidates, passed = self.retrieve(search_q, mode)
-            if not passed and self.llm is None and history:
-                combined = combine_followup(question, history, self.followup_max_chars)
-                if combined:
-                    more, more_passed = self.retrieve(combined, mode)
-                    if more_passed:
-                        candidates, passed, rewritten = more, more_passed, combined
+            previous = last_user_message(history) if self.llm is None else None
+            if not passed and previous and reads_as_followup(question):
+                # No LLM to rewrite it: a message that leans on the last question and finds nothing on its own
+                # ("他是谁") is searched with it; one that does ("那珠海校区呢") keeps its own hits.
+                combined = f"{previous} {question}"
+                more, more_passed = self.retrieve(combined, mode)
+                if more_passed:
+                    candidates, passed, rewritten = more, more_passed, combined
         except SearchBackendError as exc:
             # The detail (hosts, index names) goes to the log, not to a possibly public chat page.
             log.error("search failed in mode %s: %s", mode, exc)

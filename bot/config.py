@@ -263,7 +263,6 @@ class ConversationSettings(Strict):
     rewrite_template: str = (
         "Rewrite the last question as a standalone question.\n{history}\nQuestion: {question}\nStandalone question:"
     )
-    followup_max_chars: int = Field(15, ge=0)
 
 
 class SplittingSettings(Strict):

@@ -36,11 +36,3 @@ class QueryRewriter:
         # Models sometimes echo a label or quotes; a blank or runaway reply is worse than the original.
         rewritten = rewritten.splitlines()[0].strip().strip('"“”') if rewritten else ""
         return rewritten if 0 < len(rewritten) <= 4 * len(question) + 200 else question
-
-
-def combine_followup(question: str, history: Sequence[Any] | None, max_chars: int) -> str | None:
-    """Without an LLM: a short follow-up is searched together with the previous user question."""
-    previous = last_user_message(history)
-    if previous is None or len(question) > max_chars:
-        return None
-    return f"{previous} {question}"

@@ -139,7 +139,6 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
         if llm is not None and settings.conversation.rewrite else None,
         splitter=QuestionSplitter(settings.splitting.conjunctions, settings.splitting.min_part_chars,
                                   settings.splitting.max_parts) if settings.splitting.enabled else None,
-        followup_max_chars=settings.conversation.followup_max_chars,
         mode_source=ConfiguredMode(settings.source, mode) if watch_config and settings.source else None,
     )
     if mode not in index.modes:
