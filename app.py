@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from bot.config import load_settings
+from bot.config.settings import load_settings
 from bot.errors import BotError
 
 
@@ -23,7 +23,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def create_app(config: str = "config.yaml"):
     """Build the Bot and its Gradio Blocks from a config file; returns (demo, settings)."""
     from bot.factory import build_bot, build_store
-    from bot.ui import build_demo
+    from bot.ui.app import build_demo
 
     settings = load_settings(config)
     bot = build_bot(settings, watch_config=True)
@@ -41,7 +41,7 @@ def main(argv=None) -> None:
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    from bot.ui import CSS
+    from bot.ui.app import CSS
 
     demo.launch(server_name=args.host or settings.ui.host, server_port=args.port or settings.ui.port,
                 share=args.share, auth=auth, auth_message="请登录 / Please log in", css=CSS)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import data_dir, write_section  # noqa: E402
 from bot.evaluation import percentile  # noqa: E402
-from bot.config import load_settings  # noqa: E402
+from bot.config.settings import load_settings  # noqa: E402
 
 _SPARSE = load_settings(ROOT / "config.yaml").retrieval.sparse.tantivy
 BOOSTS, TIE = _SPARSE.boosts, _SPARSE.tie_breaker  # the product's field weights, for both engines
@@ -65,10 +65,10 @@ def main(argv=None) -> int:
 
     from osmem_server import OsmemServer
 
-    from bot.knowledge import load_entries
+    from bot.knowledge.entries import load_entries
     from bot.search.es_searcher import ElasticsearchSearcher
     from bot.search.tantivy_searcher import TantivySearcher
-    from bot.text import Tokenizer
+    from bot.search.tokenizer import Tokenizer
 
     entries = load_entries(args.data)
     rows = [json.loads(line) for line in (args.data / "eval.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]

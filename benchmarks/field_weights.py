@@ -36,10 +36,10 @@ from bot.evaluation import (
     recall_at,
     subsample,
 )
-from bot.knowledge import Entry, load_entries, parse_text
+from bot.knowledge.entries import Entry, load_entries, parse_text
 from bot.search.relevance import FIELDS
 from bot.search.tantivy_searcher import ANALYZER, TantivySearcher, _analyzer
-from bot.text import Tokenizer
+from bot.search.tokenizer import Tokenizer
 
 OLD_BOOSTS = {"query": 2.0, "metadata": 1.0, "document": 1.0}
 OLD_TIE_BREAKER = 0.3

@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
-from bot.config import Settings, load_settings
+from bot.config.settings import Settings, load_settings
 from bot.evaluation import percentile
 from bot.factory import build_bot, build_store
-from bot.llm import OpenAIChat
-from bot.ui import RATE_LIMITED
+from bot.chat.llm import OpenAIChat
+from bot.ui.app import RATE_LIMITED
 from tests.llm_server import LocalLLMServer
 
 QUESTIONS = ["这个机器人是什么？", "怎么添加知识？", "怎么连接 DeepSeek？", "How do I switch to dense retrieval?",
@@ -120,7 +120,7 @@ def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limi
     """Build the app like app.py does (starter knowledge, temp state) and serve it on a free loopback port."""
     import socket
 
-    from bot.ui import build_demo
+    from bot.ui.app import build_demo
 
     settings = base.model_copy(deep=True)
     settings.state_dir = str(state)

@@ -36,10 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import data_dir, write_section  # noqa: E402
-from bot.config import Settings, load_settings  # noqa: E402
+from bot.config.settings import Settings, load_settings  # noqa: E402
 from bot.evaluation import (EvalQuestion, Run, auc, best_shared_threshold, best_threshold, load_eval_set,  # noqa: E402
                             load_questions, point, real_split, removal_split, run_questions, subsample)
-from bot.knowledge import Entry, load_entries, parse_text, write_entries  # noqa: E402
+from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries  # noqa: E402
 from bot.search.base import Hit  # noqa: E402
 
 SYSTEMS = ("sparse", "dense-fasttext", "dense-e5", "hybrid-fasttext", "hybrid-e5", "rank_bm25")
@@ -125,7 +125,7 @@ class RankBM25:
     def __init__(self, entries: list[Entry]):
         from rank_bm25 import BM25Okapi
 
-        from bot.text import Tokenizer
+        from bot.search.tokenizer import Tokenizer
 
         self.tokenizer = Tokenizer(cache_dir=STATE / "jieba")
         self.tokenizer.add_words(w for e in entries for w in e.metadata)

@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.common import data_dir, write_section  # noqa: E402
 from benchmarks.synth import RECIPE, source_entries, synthesize, write_knowledge  # noqa: E402
 from bot.evaluation import percentile  # noqa: E402
-from bot.knowledge import Entry  # noqa: E402
+from bot.knowledge.entries import Entry  # noqa: E402
 
 MODES = ("sparse", "dense", "hybrid")
 TRAIN_MAX = 10_000  # fastText is trained once on at most this many entries and reused for every size
@@ -225,7 +225,7 @@ def bench_sparse(entries: list[Entry], n: int, questions: list[str], repeats: in
 # -- dense ---------------------------------------------------------------------
 def train_model(entries: list[Entry], work: Path, tokenizer) -> tuple[Path, float, int]:
     """Train the product's fastText once (FastTextEncoder.prepare, config.yaml parameters); returns its folder."""
-    from bot.config import load_settings
+    from bot.config.settings import load_settings
     from bot.factory import searcher_factories
 
     n = min(TRAIN_MAX, len(entries))
@@ -243,7 +243,7 @@ def bench_dense(entries: list[Entry], n: int, questions: list[str], repeats: int
     import faiss
     import numpy as np
 
-    from bot.config import load_settings
+    from bot.config.settings import load_settings
     from bot.factory import searcher_factories
     from bot.search import faiss_searcher as fs
 
@@ -312,7 +312,7 @@ class _FirstCall:
     """A stand-in LLM: records when the pipeline first hands it a prompt, then ends the answer."""
 
     def __init__(self):
-        from bot.llm import ChatModel
+        from bot.chat.llm import ChatModel
 
         outer = self
 
@@ -329,7 +329,7 @@ class _FirstCall:
 
 def worker_pipeline(config: Path, mode: str, questions: list[str], passes: int) -> dict:
     """In a fresh process: open the cached index, time message -> prompt ready, report peak RSS."""
-    from bot.config import load_settings
+    from bot.config.settings import load_settings
     from bot.factory import build_bot
 
     t = time.perf_counter()
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
             write_section("speed", body, args.out)
         return 0
 
-    from bot.text import Tokenizer
+    from bot.search.tokenizer import Tokenizer
 
     sizes = [int(s) for s in (args.sizes or ("1000,10000" if args.quick else "1000,10000,100000")).split(",")]
     sections = set(args.only.split(","))
@@ -642,7 +642,7 @@ def report(results: dict, args) -> str:
              "once (≈ 0.2 s a question); tokenizing alone at 100k runs once."]
     if "sparse" in r:
         lines += ["", "### Sparse: tantivy (ours) vs rank_bm25 vs bm25s", "",
-                  "Same jieba tokens everywhere (bot.text.Tokenizer over query + metadata + document). Our build is "
+                  "Same jieba tokens everywhere (bot.search.tokenizer.Tokenizer over query + metadata + document). Our build is "
                   "`TantivySearcher.sync` from an empty folder and includes its own tokenizing; the baselines' build "
                   "is shown on pre-tokenized input and, in brackets, plus the serial tokenizing they need first. "
                   "\"Rebuild\" is reset + sync on the same folder, i.e. `python -m bot index --rebuild`. A query is "
@@ -682,7 +682,7 @@ runs: 1 pass, fewer questions, and no dense run at 100k). What changed, and why:
   server) the search waits for a descheduled team member, and a 0.1 ms search took 10-100 ms. The searcher now
   sets one OpenMP thread around its `search` call (per calling thread, restored after, so bulk adds stay
   parallel). The bare "FAISS flat" column above still uses FAISS's default threads.
-- **Tokenizing a large batch in parallel** (`Tokenizer.tokenize_many` in `bot/text.py`): from 20,000 texts, forked
+- **Tokenizing a large batch in parallel** (`Tokenizer.tokenize_many` in `bot/search/tokenizer.py`): from 20,000 texts, forked
   worker processes (one per CPU) that inherit the loaded jieba with its user dictionary and keywords (fork, not
   spawn: nothing is re-imported, no 1 s dictionary load per worker). A test checks the tokens equal the serial
   ones. On this 2-core machine the gain is modest (jieba is the bulk of the work).

@@ -15,7 +15,7 @@ import random
 import tempfile
 
 from benchmarks.common import ROOT, write_section
-from bot.config import load_settings
+from bot.config.settings import load_settings
 from bot.factory import build_bot
 
 

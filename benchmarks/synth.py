@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from bot.knowledge import Entry, load_entries, parse_text
+from bot.knowledge.entries import Entry, load_entries, parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 _END_PUNCT = re.compile(r"[？?。！!]+$")

@@ -5,20 +5,20 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from bot.answer import Cutoffs
-from bot.bot import Bot
-from bot.config import Settings
-from bot.config_watch import ConfiguredMode
+from bot.chat.answer import Cutoffs
+from bot.chat.bot import Bot
+from bot.config.settings import Settings
+from bot.config.watch import ConfiguredMode
 from bot.errors import ConfigError, KnowledgeError
-from bot.conversation import QueryRewriter
-from bot.fallback import HydeFallback, LastResort
-from bot.index import KnowledgeIndex
-from bot.knowledge_store import KnowledgeStore
-from bot.llm import ChatModel, OpenAIChat
-from bot.prompt import PromptBuilder
+from bot.chat.conversation import QueryRewriter
+from bot.chat.fallback import HydeFallback, LastResort
+from bot.search.index import KnowledgeIndex
+from bot.knowledge.store import KnowledgeStore
+from bot.chat.llm import ChatModel, OpenAIChat
+from bot.chat.prompt import PromptBuilder
 from bot.search.base import Searcher
-from bot.splitter import QuestionSplitter
-from bot.text import Tokenizer
+from bot.chat.splitter import QuestionSplitter
+from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         return TantivySearcher(state / "tantivy", tokenizer, settings.retrieval.sparse.field_weights)
 
     def dense() -> Searcher:
-        from bot.encoders import E5Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
+        from bot.search.encoders import E5Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
         from bot.errors import ConfigError
         from bot.search.faiss_searcher import FaissSearcher
 

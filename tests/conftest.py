@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import Settings, load_settings
-from bot.text import Tokenizer
+from bot.config.settings import Settings, load_settings
+from bot.search.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +75,7 @@ def settings(tmp_path: Path, kb_dir: Path, monkeypatch, jieba_cache) -> Settings
 
 def set_cutoffs(settings: Settings, system: str, answer: float, direct: float | None = None) -> Settings:
     """Set one retrieval system's thresholds (relevance in [0, 1]) on ``settings``."""
-    from bot.config import Cutoffs
+    from bot.config.settings import Cutoffs
 
     settings.retrieval.thresholds[system] = Cutoffs(answer=answer, direct=direct)
     return settings

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from bot.factory import build_bot, build_store
-from bot.ui import build_demo
+from bot.ui.app import build_demo
 from tests.conftest import TINY, set_cutoffs
 
 
@@ -69,7 +69,7 @@ def test_knowledge_html_is_rendered_escaped(served, kb_dir):
 
 
 def test_header_shows_mode_and_retrieval_only(settings):
-    from bot.ui import ChatHandlers
+    from bot.ui.app import ChatHandlers
 
     header = ChatHandlers(build_bot(settings), settings).header("sparse")
     assert "`sparse`" in header and "Retrieval-only" in header
@@ -80,7 +80,7 @@ def test_app_binds_loopback_by_default():
 
     args = app.parse_args([])
     assert args.host is None and not args.share
-    from bot.config import load_settings
+    from bot.config.settings import load_settings
     from tests.conftest import ROOT
 
     assert load_settings(ROOT / "config.yaml").ui.host == "127.0.0.1"
@@ -234,7 +234,7 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
 
 
 def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
-    from bot.ui import INTERNAL_ERROR, ChatHandlers
+    from bot.ui.app import INTERNAL_ERROR, ChatHandlers
 
     bot = build_bot(settings)
     handlers = ChatHandlers(bot, settings)

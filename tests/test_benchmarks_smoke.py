@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import run_all, speed, synth
 from benchmarks.common import write_section
-from bot.knowledge import Entry
+from bot.knowledge.entries import Entry
 
 
 def test_synthesized_knowledge_is_deterministic_and_sized():
@@ -70,8 +70,8 @@ def test_speed_dense_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
 
 def test_parallel_tokenizing_matches_serial(monkeypatch):
     """The optimisation speed.py measures: worker processes cut exactly like this process (keywords included)."""
-    from bot import text
-    from bot.text import Tokenizer
+    from bot.search import tokenizer as text
+    from bot.search.tokenizer import Tokenizer
 
     tok = Tokenizer()
     tok.add_words(["鸭大水平", "知识库小助手"])
@@ -84,7 +84,7 @@ def test_parallel_tokenizing_matches_serial(monkeypatch):
 
 def test_token_cache_survives_rebuild_and_voids_on_new_keywords(tmp_path, monkeypatch):
     from bot.search import tantivy_searcher as ts
-    from bot.text import Tokenizer
+    from bot.search.tokenizer import Tokenizer
 
     monkeypatch.setattr(ts, "CACHE_LOOKUP_MIN", 1)
     tok = Tokenizer()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bot.answer import Strategy
-from bot.bot import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
+from bot.chat.answer import Strategy
+from bot.chat.bot import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.factory import build_bot
 from tests.conftest import set_cutoffs
 from tests.llm_server import Fault

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from bot.answer import Cutoffs
-from bot.config import SYSTEMS, load_settings
+from bot.chat.answer import Cutoffs
+from bot.config.settings import SYSTEMS, load_settings
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from tests.conftest import ROOT, config_dict

@@ -8,9 +8,9 @@ import time
 import pytest
 import yaml
 
-from bot.config import load_settings
+from bot.config.settings import load_settings
 from bot.factory import build_bot
-from bot.ui import ChatHandlers
+from bot.ui.app import ChatHandlers
 from tests.conftest import config_dict
 
 

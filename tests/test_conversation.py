@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bot.factory import build_bot
-from bot.knowledge import Entry
+from bot.knowledge.entries import Entry
 from bot.search.base import Hit
-from bot.splitter import QuestionSplitter, merge_hits
+from bot.chat.splitter import QuestionSplitter, merge_hits
 from tests.conftest import set_cutoffs
 from tests.test_bot import REWRITE_MARK, scripted
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.answer import Cutoffs, Strategy
-from bot.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
+from bot.chat.answer import Cutoffs, Strategy
+from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.errors import ConfigError
 from bot.factory import build_bot
-from bot.knowledge import Entry, load_entries
+from bot.knowledge.entries import Entry, load_entries
 from bot.search.faiss_searcher import FaissSearcher
 from tests.conftest import TINY, set_cutoffs, write_knowledge
 

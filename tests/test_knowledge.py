@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bot.errors import KnowledgeError
-from bot.knowledge import fingerprint, folder_signature, load_entries, parse_keywords
+from bot.knowledge.entries import fingerprint, folder_signature, load_entries, parse_keywords
 from tests.conftest import TINY, write_knowledge
 
 

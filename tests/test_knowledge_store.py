@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.errors import KnowledgeError
-from bot.knowledge import load_entries
-from bot.knowledge_store import KnowledgeStore, KnowledgeWriteError
+from bot.knowledge.entries import load_entries
+from bot.knowledge.store import KnowledgeStore, KnowledgeWriteError
 from tests.conftest import TINY, write_knowledge
 
 

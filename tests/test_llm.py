@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
-from bot.llm import OpenAIChat
+from bot.chat.llm import OpenAIChat
 from tests.llm_server import Fault
 
 

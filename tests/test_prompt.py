@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.knowledge import Entry
-from bot.prompt import PromptBuilder, normalize_history
+from bot.knowledge.entries import Entry
+from bot.chat.prompt import PromptBuilder, normalize_history
 from bot.search.base import Hit
 
 

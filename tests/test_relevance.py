@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.knowledge import load_entries
+from bot.knowledge.entries import load_entries
 from bot.search.relevance import TermStats, coverage, weighted_text
 from bot.search.tantivy_searcher import TantivySearcher
 from tests.conftest import TINY, write_knowledge
@@ -133,7 +133,7 @@ def sparse_searcher(backend: str, path: Path, tokenizer):
 
 @pytest.mark.parametrize("backend", ["tantivy", "elasticsearch"])
 def test_common_words_in_a_short_field_do_not_outrank_the_entry_that_answers(backend, tmp_path):
-    from bot.text import Tokenizer
+    from bot.search.tokenizer import Tokenizer
 
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "sysu.json").write_text(json.dumps(SYSU, ensure_ascii=False), encoding="utf-8")

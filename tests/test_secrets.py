@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.bot import LLM_DOWN_NOTICE
+from bot.chat.bot import LLM_DOWN_NOTICE
 from bot.errors import BotError, SearchBackendError
 from bot.factory import build_bot, build_store
 from tests.conftest import ROOT, config_dict, set_cutoffs
@@ -237,7 +237,7 @@ def test_app_chat_page_and_config_do_not_leak(secret_settings, llm_server, debug
     import httpx
     from gradio_client import Client
 
-    from bot.ui import build_demo
+    from bot.ui.app import build_demo
 
     bot = build_bot(secret_settings)
     demo = build_demo(bot, secret_settings, build_store(secret_settings)).queue()

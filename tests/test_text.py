@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.errors import ConfigError
-from bot.text import Tokenizer, normalize
+from bot.search.tokenizer import Tokenizer, normalize
 
 
 def test_full_width_and_case_are_normalised():

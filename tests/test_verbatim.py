@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.answer import Strategy
-from bot.bot import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
+from bot.chat.answer import Strategy
+from bot.chat.bot import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
 from bot.factory import build_bot
-from bot.ui_render import sources_html
+from bot.ui.render import sources_html
 from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.test_bot import scripted
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bot.errors import KnowledgeError
-from bot.knowledge import Entry, parse_text
+from bot.knowledge.entries import Entry, parse_text
 
 ANSWERABLE, UNANSWERABLE, CHITCHAT = "answerable", "unanswerable", "chitchat"
 KINDS = (ANSWERABLE, UNANSWERABLE, CHITCHAT)

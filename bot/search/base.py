@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from bot.knowledge import Entry
+from bot.knowledge.entries import Entry
 
 Progress = Callable[[int], None]
 

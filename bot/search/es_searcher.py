@@ -8,11 +8,11 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from bot.errors import SearchBackendError
-from bot.knowledge import Entry, entry_from_record, entry_record
+from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress
 from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_json_node_class  # noqa: F401 - re-exported
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, coverage, weighted_text
-from bot.text import Tokenizer
+from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from bot.encoders import DENSE_HINT, Encoder
-from bot.encoders.base import DOCUMENT, QUESTION
+from bot.search.encoders import DENSE_HINT, Encoder
+from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.errors import ConfigError
 from bot.fsutil import write_json_atomic
-from bot.knowledge import Entry, entry_from_record, entry_record
+from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress, Searcher, SyncReport
-from bot.text import is_word, normalize
+from bot.search.tokenizer import is_word, normalize
 
 log = logging.getLogger(__name__)
 

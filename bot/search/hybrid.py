@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Iterable, Sequence
 
-from bot.knowledge import Entry
+from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Progress, Searcher, SyncReport
 from bot.search.faiss_searcher import FaissSearcher
 from bot.search.relevance import SparseSearcher

@@ -20,9 +20,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import AbstractSet, Mapping, Sequence
 
-from bot.knowledge import Entry
+from bot.knowledge.entries import Entry
 from bot.search.base import Searcher
-from bot.text import Tokenizer
+from bot.search.tokenizer import Tokenizer
 
 ENTRY_TOKEN_CACHE = 50_000  # entries whose token sets stay in memory (LRU)
 FIELDS = ("query", "metadata", "document")

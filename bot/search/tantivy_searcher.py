@@ -18,10 +18,10 @@ from typing import Iterable, Mapping, Sequence
 
 from bot.errors import SearchBackendError
 from bot.fsutil import write_json_atomic
-from bot.knowledge import Entry, entry_from_record, entry_record
+from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, coverage, weighted_text
-from bot.text import Tokenizer
+from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import gradio as gr
 
-from bot.bot import Bot
-from bot.config import Settings
+from bot.chat.bot import Bot
+from bot.config.settings import Settings
 from bot.errors import BotError
-from bot.knowledge_store import KnowledgeStore
-from bot.prompt import message_text
-from bot.ratelimit import SlidingWindowLimiter
-from bot.ui_knowledge import knowledge_tab
-from bot.ui_render import ModeResult, header_markdown, retrieval_html, sources_html
+from bot.knowledge.store import KnowledgeStore
+from bot.chat.prompt import message_text
+from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.ui.knowledge_tab import knowledge_tab
+from bot.ui.render import ModeResult, header_markdown, retrieval_html, sources_html
 
 INTERNAL_ERROR = "⚠️ 内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
 RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."

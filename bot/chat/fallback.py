@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from bot.config import HydeSettings, LastResortSettings
-from bot.llm import ChatModel
+from bot.config.settings import HydeSettings, LastResortSettings
+from bot.chat.llm import ChatModel
 from bot.search.base import Hit
 
 

@@ -10,12 +10,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import MODES, Settings
+from bot.config.settings import MODES, Settings
 from bot.errors import ConfigError, KnowledgeError
 from bot.evaluation import (Calibration, EvalQuestion, Run, Split, calibrate, exact_match, f1_score, load_questions,
                             make_split, pool, run_questions, subsample, threshold_key)
 from bot.evaluation.run import KS
-from bot.knowledge import Entry, load_entries, parse_text, write_entries
+from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
 
 ANSWERS_NEED_LLM = ("--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
                     "--answers needs an LLM: set the API key in the {env} environment variable.")
@@ -273,7 +273,7 @@ def _calibrate_once(s: Settings, entries: list[Entry], split: Split, modes: list
 
 def _write(config: str, results: list[Calibration]) -> int:
     """Put every chosen threshold into the config file (all or none; only the numbers change)."""
-    from bot.yaml_edit import YamlEditError, set_scalar
+    from bot.config.yaml_edit import YamlEditError, set_scalar
 
     path = Path(config)
     text = path.read_text(encoding="utf-8")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from bot.bot import Bot
+from bot.chat.bot import Bot
 from bot.errors import BotError, KnowledgeError
-from bot.knowledge_store import KnowledgeStore
+from bot.knowledge.store import KnowledgeStore
 
 e = html.escape
 

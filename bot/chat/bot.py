@@ -8,16 +8,16 @@ import time
 import unicodedata
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from bot.answer import Answer, Cutoffs, Strategy
-from bot.conversation import QueryRewriter, last_user_message
-from bot.followup import reads_as_followup
+from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.chat.conversation import QueryRewriter, last_user_message
+from bot.chat.followup import reads_as_followup
 from bot.errors import LLMError, LLMStreamBroken, SearchBackendError
-from bot.fallback import HydeFallback, LastResort
-from bot.index import KnowledgeIndex
-from bot.llm import ChatModel
-from bot.prompt import PromptBuilder
+from bot.chat.fallback import HydeFallback, LastResort
+from bot.search.index import KnowledgeIndex
+from bot.chat.llm import ChatModel
+from bot.chat.prompt import PromptBuilder
 from bot.search.base import Hit
-from bot.splitter import QuestionSplitter, merge_hits
+from bot.chat.splitter import QuestionSplitter, merge_hits
 
 log = logging.getLogger(__name__)
 

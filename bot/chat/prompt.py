@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from bot.config import PromptSettings
+from bot.config.settings import PromptSettings
 from bot.search.base import Hit
 
 Message = dict[str, str]

@@ -16,12 +16,12 @@ from typing import Sequence
 
 import numpy as np
 
-from bot.encoders.base import Encoder, normalize_rows
-from bot.encoders.fasttext_training import FastTextParams, _import_fasttext, _train_skipgram
+from bot.search.encoders.base import Encoder, normalize_rows
+from bot.search.encoders.fasttext_training import FastTextParams, _import_fasttext, _train_skipgram
 from bot.errors import ConfigError, SearchBackendError
 from bot.fsutil import write_json_atomic
-from bot.knowledge import Entry, fingerprint
-from bot.text import Tokenizer
+from bot.knowledge.entries import Entry, fingerprint
+from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

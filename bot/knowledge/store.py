@@ -13,7 +13,7 @@ from filelock import FileLock, Timeout
 
 from bot.errors import BotError, KnowledgeError, KnowledgeProblem
 from bot.fsutil import write_text_atomic
-from bot.knowledge import JSON_ERRORS, Entry, json_problem, knowledge_files, parse_keywords, parse_text
+from bot.knowledge.entries import JSON_ERRORS, Entry, json_problem, knowledge_files, parse_keywords, parse_text
 
 LOCK_TIMEOUT = 10.0
 _INDEX = re.compile(r"0|[1-9][0-9]*")

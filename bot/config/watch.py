@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from bot.config import load_settings
+from bot.config.settings import load_settings
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)

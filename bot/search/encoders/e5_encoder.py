@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.encoders.base import QUESTION
-from bot.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
-from bot.encoders.cached import CachedEncoder
+from bot.search.encoders.base import QUESTION
+from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
+from bot.search.encoders.cached import CachedEncoder
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)

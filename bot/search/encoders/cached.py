@@ -8,8 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bot.encoders.base import DOCUMENT, QUESTION, Encoder, has_words
-from bot.encoders.cache import EmbeddingCache, cache_key
+from bot.search.encoders.base import DOCUMENT, QUESTION, Encoder, has_words
+from bot.search.encoders.cache import EmbeddingCache, cache_key
 from bot.errors import SearchBackendError
 
 

@@ -7,8 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bot.knowledge import Entry
-from bot.text import is_word, normalize
+from bot.knowledge.entries import Entry
+from bot.search.tokenizer import is_word, normalize
 
 DENSE_HINT = "install the dense extra: pip install 'kbbot[dense]'"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.encoders.base import DOCUMENT, QUESTION, normalize_rows
-from bot.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
-from bot.encoders.cached import CachedEncoder
+from bot.search.encoders.base import DOCUMENT, QUESTION, normalize_rows
+from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
+from bot.search.encoders.cached import CachedEncoder
 from bot.errors import SearchBackendError
 
 log = logging.getLogger(__name__)

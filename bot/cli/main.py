@@ -8,10 +8,10 @@ import logging
 import sys
 from typing import Sequence
 
-from bot.answer import hit_dict
-from bot.config import load_settings
+from bot.chat.answer import hit_dict
+from bot.config.settings import load_settings
 from bot.errors import BotError, KnowledgeError
-from bot.eval_cli import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
+from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Mapping, NamedTuple
 
-from bot.answer import Answer, Cutoffs, Strategy
+from bot.chat.answer import Answer, Cutoffs, Strategy
 from bot.search.base import Hit
 
 e = html.escape

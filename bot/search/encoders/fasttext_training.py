@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.encoders.base import DENSE_HINT
+from bot.search.encoders.base import DENSE_HINT
 from bot.errors import ConfigError, SearchBackendError
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from bot.llm import ChatModel
-from bot.prompt import normalize_history
+from bot.chat.llm import ChatModel
+from bot.chat.prompt import normalize_history
 
 
 def last_user_message(history: Sequence[Any] | None) -> str | None:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from bot.errors import ConfigError, KnowledgeError
-from bot.knowledge import Entry, folder_signature, load_entries
+from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.base import Progress, Searcher, SyncReport
-from bot.text import Tokenizer
+from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

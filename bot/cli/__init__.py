@@ -1,0 +1,1 @@
+"""The command-line front end: chat, search, eval and calibrate."""

@@ -1,0 +1,1 @@
+"""Settings: the pydantic model of config.yaml, loading, live reload and comment-preserving edits."""
