@@ -62,7 +62,8 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
             f = d.fasttext
             params = FastTextParams(dim=f.dim, epoch=f.epoch, minn=f.minn, maxn=f.maxn, bucket=f.bucket, ws=f.ws,
                                     lr=f.lr, min_count=f.min_count, threads=f.threads, seed=f.seed,
-                                    subsample=f.subsample)
+                                    subsample=f.subsample, neg=f.neg, output_vectors=f.output_vectors,
+                                    target_tokens=f.target_tokens, max_epoch=f.max_epoch)
             pretrained = settings.resolve(f.pretrained) if f.pretrained else None
             encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a, f.retrain_after)
         return FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
@@ -116,10 +117,12 @@ def build_store(settings: Settings) -> KnowledgeStore:
 
 
 def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True,
-              watch_config: bool = False) -> Bot:
+              watch_config: bool = False, keep_last_good: bool = False) -> Bot:
     """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now.
 
     With ``watch_config`` (the app) an edit of ``retrieval.mode`` in the config file switches the running bot.
+    With ``keep_last_good`` (a server) knowledge that does not load is logged and the index built from the last
+    good knowledge keeps serving; without it (the CLI, scripts) it is an error, never an answer from an old index.
     """
     index = index or build_index(settings)
     llm = llm if llm is not None else build_llm(settings)
@@ -150,7 +153,7 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
             index.load()
         except KnowledgeError:
             # A bad edit must not take the bot down when an index from the last good knowledge exists.
-            if index.searcher(mode).indexed_hashes() is None:
+            if not keep_last_good or index.searcher(mode).indexed_hashes() is None:
                 raise
             log.error("knowledge not loaded, serving the last good index from disk: %s", index.error)
         index.searcher(mode)

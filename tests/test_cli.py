@@ -79,3 +79,45 @@ def test_unknown_config_key_is_rejected(tmp_path, config_file):
     bad.write_text(text, encoding="utf-8")
     r = run(bad, "search", "x")
     assert r.returncode == 2 and "retrieval.topk" in r.stderr
+
+
+@pytest.mark.parametrize("order", ["before", "after", "mixed"])
+def test_global_options_go_before_or_after_the_subcommand(tmp_path, kb_dir, order):
+    raw = config_dict(tmp_path, kb_dir, sparse=0.5)
+    raw["retrieval"]["mode"] = "hybrid"  # --mode sparse must win, wherever it is written
+    path = tmp_path / "other.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    args = {"before": ["--config", str(path), "--mode", "sparse", "search", "怎么添加知识？", "--json"],
+            "after": ["search", "怎么添加知识？", "--json", "--mode", "sparse", "--config", str(path)],
+            "mixed": ["--mode", "sparse", "search", "--config", str(path), "怎么添加知识？", "--json"]}[order]
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
+    r = subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["mode"] == "sparse" and out["hits"][0]["id"] == "faq:add"
+
+
+def test_a_mode_typo_is_an_error_that_lists_the_modes(config_file):
+    r = run(config_file, "search", "怎么添加知识？", "--mode", "dnese")
+    assert r.returncode == 2 and "sparse" in r.stderr and "dnese" in r.stderr and not r.stdout
+
+
+def test_a_missing_knowledge_folder_is_an_error_not_an_answer_from_the_old_index(tmp_path, kb_dir, config_file):
+    assert run(config_file, "index").returncode == 0  # an index now exists in the state folder
+    raw = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    raw["knowledge"]["path"] = str(tmp_path / "moved-away")
+    config_file.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    for args in (["search", "怎么添加知识？"], ["ask", "怎么添加知识？"]):
+        r = run(config_file, *args)
+        assert r.returncode == 2, r.stdout
+        assert "moved-away" in r.stderr and "knowledge.path" in r.stderr and "faq:add" not in r.stdout
+
+
+def test_a_config_typo_is_an_error_naming_the_key(tmp_path, kb_dir):
+    raw = config_dict(tmp_path, kb_dir, sparse=0.5)
+    raw["retrieval"]["top_kk"] = 3
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    r = run(path, "search", "怎么添加知识？")
+    assert r.returncode == 2 and "retrieval.top_kk" in r.stderr and not r.stdout

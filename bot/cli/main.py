@@ -9,28 +9,39 @@ import sys
 from typing import Sequence
 
 from bot.chat.answer import hit_dict
-from bot.config.settings import load_settings
+from bot.config.settings import MODES, load_settings
 from bot.errors import BotError, KnowledgeError
 from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
 
 
+def _global_options(defaults: bool) -> argparse.ArgumentParser:
+    """--config, --mode and -v; accepted before or after the sub-command (only the top level sets defaults)."""
+    p = argparse.ArgumentParser(add_help=False)
+    keep = {} if defaults else {"default": argparse.SUPPRESS}  # a sub-command must not reset what came before it
+    p.add_argument("--config", help="path to config.yaml (default: ./config.yaml)", **({"default": "config.yaml"} | keep))
+    p.add_argument("--mode", choices=MODES, help="override retrieval.mode for this command", **({"default": None} | keep))
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr", **({"default": False} | keep))
+    return p
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bot", description="Knowledge-base chatbot / 知识库问答机器人")
-    p.add_argument("--config", default="config.yaml", help="path to config.yaml (default: ./config.yaml)")
-    p.add_argument("--mode", help="override retrieval.mode for this command")
-    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    p = argparse.ArgumentParser(prog="python -m bot", description="知识库问答机器人 / Knowledge-base chatbot",
+                                parents=[_global_options(defaults=True)])
     sub = p.add_subparsers(dest="command", required=True)
-    ask = sub.add_parser("ask", help="answer a question (uses the LLM when a key is set)")
+    common = [_global_options(defaults=False)]
+    ask = sub.add_parser("ask", help="answer a question (uses the LLM when a key is set)", parents=common)
     ask.add_argument("question")
     ask.add_argument("--json", action="store_true", help="print the answer, strategy and hits as JSON")
-    search = sub.add_parser("search", help="show the hits and scores for a query, without the LLM")
+    search = sub.add_parser("search", help="show the hits and scores for a query, without the LLM", parents=common)
     search.add_argument("query")
     search.add_argument("--top-k", type=int, default=None)
     search.add_argument("--json", action="store_true")
-    index = sub.add_parser("index", help="build or update the index from the knowledge folder")
+    index = sub.add_parser("index", help="build or update the index from the knowledge folder", parents=common)
     index.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
-    add_eval_arguments(sub.add_parser("eval", help="measure retrieval (recall, MRR, pass rates, latency) on a question file"))
-    add_calibrate_arguments(sub.add_parser("calibrate", help="choose each searcher's threshold from a question file"))
+    add_eval_arguments(sub.add_parser("eval", parents=common,
+                                      help="measure retrieval (recall, MRR, pass rates, latency) on a question file"))
+    add_calibrate_arguments(sub.add_parser("calibrate", parents=common,
+                                           help="choose each searcher's threshold from a question file"))
     return p
 
 
