@@ -58,7 +58,7 @@ def test_split_message_finds_both_and_prompt_names_the_parts(llm_settings, llm_s
     ids = [h.entry.id for h in answer.hits]
     assert "faq:add" in ids and "faq:library" in ids
     refs = llm_server.requests[-1]["body"]["messages"][-1]["content"]
-    assert "对应子问题 / For: 怎么添加知识" in refs and "对应子问题 / For: 图书馆几点开放" in refs
+    assert '对应子问题 / For: "怎么添加知识"' in refs and '对应子问题 / For: "图书馆几点开放"' in refs
 
 
 def test_splitting_off_keeps_one_search(settings):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -42,6 +43,11 @@ def normalize_history(history: Sequence[Any] | None, max_turns: int) -> list[Mes
     return messages[starts[-max_turns]:] if len(starts) > max_turns else messages
 
 
+def quoted(text: str) -> str:
+    """``text`` as a JSON string literal, non-ASCII kept readable."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 @dataclass(frozen=True)
 class Prompt:
     """Messages ready for the LLM and the hits whose text made it into the references."""
@@ -57,9 +63,14 @@ class PromptBuilder:
         self.settings = settings
 
     def render_reference(self, n: int, query: str, document: str, metadata: str, part: str = "") -> str:
-        """One numbered reference block; ``part`` names the sub-question it was retrieved for."""
-        block = self.settings.reference_template.format(n=n, query=query, document=document, metadata=metadata or "-")
-        return f"{block}\n{self.settings.part_template.format(part=part)}" if part else block
+        """One numbered reference block; ``part`` names the sub-question it was retrieved for.
+
+        Every field goes in as a JSON string literal (quoted, newlines and quotes escaped): knowledge is data, so
+        an entry can never start a line of its own and forge a "问题 / Question:" or "SYSTEM:" line.
+        """
+        block = self.settings.reference_template.format(n=n, query=quoted(query), document=quoted(document),
+                                                        metadata=quoted(metadata or "-"))
+        return f"{block}\n{self.settings.part_template.format(part=quoted(part))}" if part else block
 
     def references(self, hits: Sequence[Hit]) -> tuple[str, list[Hit]]:
         """Reference text within max_context_chars, dropping the least relevant hits first."""
@@ -71,8 +82,11 @@ class PromptBuilder:
             ]
             text = "\n\n".join(blocks)
             if len(text) <= self.settings.max_context_chars or len(kept) == 1:
-                if len(text) > self.settings.max_context_chars:  # a single huge entry: cut it, keep the start
-                    text = text[: self.settings.max_context_chars] + "…"
+                if len(text) > self.settings.max_context_chars:  # a single huge entry: cut its document, keep the start
+                    h = kept[0]
+                    over = len(text) - self.settings.max_context_chars
+                    document = h.entry.document[: max(0, len(h.entry.document) - over - 1)] + "…"
+                    text = self.render_reference(1, h.entry.query, document, h.entry.keywords, h.subquestion)
                 return text, kept
             kept = kept[:-1]
         return self.settings.no_references, []
