@@ -110,3 +110,16 @@ def test_starter_knowledge_is_valid():
     assert len(entries) >= 80
     assert any(any("\u4e00" <= ch <= "\u9fff" for ch in e.query) for e in entries)
     assert any(e.query.isascii() for e in entries)
+
+
+def test_a_lone_surrogate_escape_is_a_problem_naming_file_and_entry(tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "s.json").write_text('{"a": {"query": "bad \\ud800 x", "document": "d"}, '
+                                   '"b": {"query": "emoji \\ud83d\\ude00 ok", "document": "fine"}}', encoding="utf-8")
+    with pytest.raises(KnowledgeError) as err:
+        load_entries(folder)
+    assert [(p.entry, "surrogate" in p.problem) for p in err.value.problems] == [("a", True)]
+    assert str(folder / "s.json") in str(err.value)
+    (folder / "s.json").write_text('{"b": {"query": "emoji \\ud83d\\ude00 ok", "document": "fine"}}', encoding="utf-8")
+    assert load_entries(folder)[0].query == "emoji 😀 ok"  # a proper pair is one character

@@ -87,6 +87,9 @@ def _object_with_duplicates(pairs: list[tuple[str, Any]]) -> _JsonObject:
     return obj
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]) -> dict | None:
     if not isinstance(raw, dict):
         problems.append(KnowledgeProblem(file, key, f"must be an object with query/document, got {type(raw).__name__}"))
@@ -112,6 +115,14 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
     if not (isinstance(meta, str) or (isinstance(meta, list) and all(isinstance(m, str) for m in meta))):
         problems.append(KnowledgeProblem(file, key, "'metadata' must be a comma-separated string or a list of strings"))
         ok = False
+    for name in ("query", "document", "metadata"):
+        value = raw.get(name)
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
+            # JSON can spell "\ud800", but it is no character: every later UTF-8 write (index, file save) fails.
+            problems.append(KnowledgeProblem(file, key, f"{name!r} contains a lone UTF-16 surrogate escape such as "
+                                             "\\ud800, which is not a character; remove it or fix the pair"))
+            ok = False
     return raw if ok else None
 
 
