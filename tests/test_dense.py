@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 
 from bot.chat.answer import Cutoffs, Strategy
-from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
+from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.search.faiss_searcher import FaissSearcher
 from tests.conftest import TINY, set_cutoffs, write_knowledge
 
-SMALL = FastTextParams(dim=32, epoch=50, bucket=20_000)  # fast on the tiny knowledge (~0.3 s to train)
+# Fast on the tiny knowledge (~0.3 s to train): 50 epochs flat. The epoch budget (target_tokens) would give the
+# tiny knowledge 1,000 epochs; it has tests of its own below. Output vectors are on, as shipped.
+SMALL = FastTextParams(dim=32, epoch=50, bucket=20_000, target_tokens=0)
 QUESTION_WEIGHT = 0.4
 
 
@@ -45,8 +47,8 @@ def ids(hits) -> list[str]:
 def test_training_twice_gives_the_same_vectors(tmp_path, tokenizer, entries):
     texts = [e.query for e in entries] + ["图书馆几点开放", "停车场收费"]
     vectors = []
-    for run in ("a", "b"):
-        enc = encoder(tmp_path / run, tokenizer)
+    for run in ("a", "b"):  # with the epoch budget (163 epochs here) and output vectors, as shipped
+        enc = encoder(tmp_path / run, tokenizer, params=dataclasses.replace(SMALL, target_tokens=20_000))
         assert enc.prepare(entries) == "fastText model trained"
         vectors.append(enc.embed_documents(texts))
     assert np.array_equal(vectors[0], vectors[1])
@@ -78,6 +80,97 @@ def test_pretrained_model_is_used_as_is(tmp_path, tokenizer, entries):
     assert enc.prepare(entries) is None and enc.signature().startswith("pretrained:")
     assert enc.embed_query("怎么添加知识").shape == (SMALL.dim,)
     assert not (tmp_path / "unused").exists()
+
+
+def test_epoch_budget_gives_a_small_corpus_more_epochs_within_bounds():
+    p = FastTextParams(epoch=20, target_tokens=950_000, max_epoch=1000)
+    assert p.epochs_for(10_000) == 95  # ceil(950k / 10k)
+    assert p.epochs_for(9_999) == 96  # rounded up
+    assert p.epochs_for(100) == 1000  # capped
+    assert p.epochs_for(0) == 1000  # an empty corpus does not divide by zero
+    assert p.epochs_for(200_000) == 20  # a large corpus keeps the configured epochs
+    assert dataclasses.replace(p, target_tokens=0).epochs_for(100) == 20  # 0 = epoch as configured
+    assert dataclasses.replace(p, max_epoch=10).epochs_for(100) == 20  # epoch wins over a lower cap
+
+
+def trained_args(enc: FastTextEncoder):
+    """The arguments fastText saved in the trained .bin (what training really used)."""
+    import fasttext
+
+    return fasttext.load_model(str(enc.model_file)).f.getArgs()
+
+
+def test_training_uses_the_epoch_budget(tmp_path, tokenizer, entries):
+    tokens = sum(len(line.split()) for line in encoder(tmp_path, tokenizer).training_lines(entries))
+    params = dataclasses.replace(SMALL, epoch=5, target_tokens=40 * tokens, max_epoch=1000)
+    enc = encoder(tmp_path / "budget", tokenizer, params=params)
+    enc.prepare(entries)
+    args = trained_args(enc)
+    assert (args.epoch, args.ws, args.neg, args.dim) == (40, SMALL.ws, SMALL.neg, SMALL.dim)
+    assert json.loads((tmp_path / "budget" / "fasttext" / "fasttext.json").read_text())["epoch"] == 40
+    capped = encoder(tmp_path / "capped", tokenizer, params=dataclasses.replace(params, max_epoch=12))
+    capped.prepare(entries)
+    assert trained_args(capped).epoch == 12
+
+
+def test_output_vectors_add_the_output_row_of_known_words_only(tmp_path, tokenizer, entries):
+    both = encoder(tmp_path / "io", tokenizer)
+    only_input = encoder(tmp_path / "in", tokenizer, params=dataclasses.replace(SMALL, output_vectors=False))
+    both.prepare(entries)
+    only_input.prepare(entries)
+    # Training does not depend on the setting: the same model, read two ways.
+    assert both.model_file.read_bytes() == only_input.model_file.read_bytes()
+    import fasttext
+
+    model = fasttext.load_model(str(both.model_file))
+    word = "图书馆"
+    assert word in model.words
+    expected = model.get_word_vector(word) + model.get_output_matrix()[model.get_word_id(word)]
+    assert np.allclose(both._word_vector(word), expected, atol=1e-6)
+    assert np.allclose(only_input._word_vector(word), model.get_word_vector(word), atol=1e-6)
+    unseen = "停车场"  # not in the knowledge: n-grams only, which have no output row
+    assert unseen not in model.words
+    assert np.allclose(both._word_vector(unseen), only_input._word_vector(unseen), atol=1e-6)
+    texts = [e.query for e in entries]
+    a, b = both.embed_documents(texts), only_input.embed_documents(texts)
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    assert not np.allclose(a, b, atol=1e-3)
+
+
+@pytest.mark.parametrize("change", [{"neg": 5}, {"output_vectors": False}, {"target_tokens": 10_000},
+                                    {"max_epoch": 60}, {"ws": 5}])
+def test_a_changed_training_parameter_retrains(tmp_path, tokenizer, entries, change):
+    params = dataclasses.replace(SMALL, target_tokens=20_000, max_epoch=80)  # the budget is capped: 80 epochs
+    first = encoder(tmp_path, tokenizer, params=params)
+    first.prepare(entries)
+    before = first.signature()
+    assert encoder(tmp_path, tokenizer, params=params).prepare(entries) is None  # unchanged: reused
+    changed = encoder(tmp_path, tokenizer, params=dataclasses.replace(params, **change))
+    assert changed.prepare(entries) == "fastText settings changed: model retrained"
+    assert changed.signature() != before
+
+
+def test_pretrained_model_uses_input_vectors_only(tmp_path, tokenizer, entries):
+    trained = encoder(tmp_path / "train", tokenizer)  # output_vectors on
+    trained.prepare(entries)
+    enc = FastTextEncoder(tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL)
+    enc.prepare(entries)
+    import fasttext
+
+    model = fasttext.load_model(str(trained.model_file))
+    assert np.allclose(enc._word_vector("图书馆"), model.get_word_vector("图书馆"), atol=1e-6)
+    assert not np.allclose(trained._word_vector("图书馆"), model.get_word_vector("图书馆"), atol=1e-3)
+
+
+def test_config_reaches_the_fasttext_encoder(settings, tokenizer):
+    from bot.factory import searcher_factories
+
+    settings.retrieval.dense.encoder = "fasttext"
+    f = settings.retrieval.dense.fasttext
+    f.neg, f.output_vectors, f.target_tokens, f.max_epoch, f.ws, f.dim = 4, False, 1234, 56, 7, 8
+    params = searcher_factories(settings, tokenizer)["dense"]().encoder.params
+    assert (params.neg, params.output_vectors, params.target_tokens, params.max_epoch, params.ws, params.dim) == \
+        (4, False, 1234, 56, 7, 8)
 
 
 # -- FAISS searcher lifecycle -------------------------------------------
@@ -198,7 +291,7 @@ class EmbeddingServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 server.requests.append(inputs)

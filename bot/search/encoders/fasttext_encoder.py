@@ -10,17 +10,21 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from bot.search.encoders.base import Encoder, normalize_rows
-from bot.search.encoders.fasttext_training import FastTextParams, _import_fasttext, _train_skipgram
 from bot.errors import ConfigError, SearchBackendError
 from bot.fsutil import write_json_atomic
 from bot.knowledge.entries import Entry, fingerprint
+from bot.search.encoders.base import Encoder, normalize_rows
+from bot.search.encoders.fasttext_training import (
+    FastTextParams,
+    _import_fasttext,
+    _train_skipgram,
+)
 from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -38,6 +42,12 @@ class FastTextEncoder(Encoder):
     Without ``pretrained`` a skipgram model is trained on the knowledge in :meth:`prepare` and cached in
     ``model_dir``; it is retrained only when the knowledge fingerprint (or a training parameter) changes,
     and with ``retrain_after`` > 0 only once that share of the entries changed (new ones use subwords).
+
+    A model trained here sees about ``params.target_tokens`` tokens (more epochs on a small knowledge base), and
+    with ``params.output_vectors`` an in-vocabulary word's vector is its input vector plus its output (context)
+    vector; words known only through their n-grams keep the input side, which is all n-grams have. A pretrained
+    model always uses input vectors only: its output side was trained for another objective and corpus, and
+    was never measured here.
     """
 
     name = "fasttext"
@@ -68,6 +78,8 @@ class FastTextEncoder(Encoder):
         self._short_ngrams = True
         self._trained_rows: set[int] | None = None
         self._row_norm = 1.0
+        self._output: np.ndarray | None = None  # output matrix (word rows) added to word vectors, or None
+        self._word_ids: dict[str, int] = {}
         self._common: np.ndarray | None = None  # unit vector removed from every sentence vector (SIF)
         self._prob: dict[str, float] = {}
         self._words: dict[str, np.ndarray | None] = {}
@@ -179,6 +191,9 @@ class FastTextEncoder(Encoder):
         self._short_ngrams = model.f.getArgs().maxn <= 2
         self._prob = {w: c / total for w, c in zip(words, counts)}
         self._words = {}
+        use_output = self.pretrained is None and self.params.output_vectors
+        self._output = model.get_output_matrix() if use_output else None
+        self._word_ids = {w: i for i, w in enumerate(words)} if use_output else {}
         # Rows of a model trained here that training touched; a pretrained model's rows all count as trained.
         self._trained_rows = None if self.pretrained else {i for w in words for i in model.get_subwords(w)[1].tolist()}
         sample = sorted(self._trained_rows or [])[-1000:]  # n-gram rows sit after the word rows
@@ -201,7 +216,8 @@ class FastTextEncoder(Encoder):
             self._model, self._model_id, self._empty, self._prob, self._words = None, key, True, {}, {}
             write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "config": config, "hashes": hashes, "empty": True})
             return
-        p = self.params
+        # The epoch budget depends on the corpus, which the training key already covers (knowledge + tokenizer).
+        p = dataclasses.replace(self.params, epoch=self.params.epochs_for(sum(len(line.split()) for line in lines)))
         fd, corpus = tempfile.mkstemp(prefix=".corpus-", suffix=".txt", dir=self.model_dir)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -220,11 +236,12 @@ class FastTextEncoder(Encoder):
         self._set_model(model, key)
         self._common = self.common_direction([line.split() for line in lines])
         write_json_atomic(self.model_dir / MODEL_STATE, {
-            "key": key, "config": config, "params": asdict(p), "hashes": hashes,
+            "key": key, "config": config, "params": asdict(self.params), "epoch": p.epoch, "hashes": hashes,
             "model_size": (self.model_dir / MODEL_FILE).stat().st_size,
             "common": None if self._common is None else self._common.tolist(),
         })
-        log.info("trained fastText on %d entries (dim %d, %d words)", len(lines), p.dim, len(self._prob))
+        log.info("trained fastText on %d entries (dim %d, %d epochs, %d words)", len(lines), p.dim, p.epoch,
+                 len(self._prob))
 
     # -- vectors ---------------------------------------------------------
     def _oov_vector(self, word: str) -> np.ndarray:
@@ -252,6 +269,8 @@ class FastTextEncoder(Encoder):
             return self._words[word]
         if word in self._prob:
             vec = self._model.get_word_vector(word)
+            if self._output is not None:
+                vec = vec + self._output[self._word_ids[word]]
         elif self._short_ngrams and not _CJK.search(word):
             # 1-2 character n-grams mean something for Chinese, nothing for an unknown Latin word:
             # "qwxzv" would otherwise land next to whatever English the knowledge holds.

@@ -3,30 +3,47 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.search.encoders.base import DENSE_HINT
 from bot.errors import ConfigError, SearchBackendError
+from bot.search.encoders.base import DENSE_HINT
 
 
 @dataclass(frozen=True)
 class FastTextParams:
     """How the compact fastText model is trained on the knowledge (see config.yaml retrieval.dense.fasttext)."""
 
-    dim: int = 100
-    epoch: int = 20
+    dim: int = 50
+    epoch: int = 20  # the minimum; with ``target_tokens`` a small corpus gets more (see epochs_for)
     minn: int = 1
     maxn: int = 2
     bucket: int = 200_000
-    ws: int = 5
+    ws: int = 20
     lr: float = 0.05
     min_count: int = 1
     threads: int = 1
     seed: int = 0
     subsample: float = 1e-3  # fastText's ``t``; its 1e-4 default drops most tokens of a small knowledge base
+    neg: int = 3
+    # Word vector = input + output vector (in-vocabulary words of a model trained here); False: input only.
+    output_vectors: bool = True
+    # Epochs so that training sees about this many tokens, between ``epoch`` and ``max_epoch``; 0 = ``epoch``.
+    target_tokens: int = 300_000
+    max_epoch: int = 1000
+
+    def epochs_for(self, tokens: int) -> int:
+        """Epochs for a corpus of ``tokens`` tokens: ceil(target_tokens / tokens), clamped to [epoch, max_epoch].
+
+        A very small knowledge base at a fixed ``epoch`` gives training few word pairs to learn from; one of more
+        than target_tokens / epoch tokens keeps ``epoch`` (BENCHMARKS.md "fastText trained on the knowledge").
+        """
+        if self.target_tokens <= 0:
+            return self.epoch
+        return max(self.epoch, min(self.max_epoch, math.ceil(self.target_tokens / max(tokens, 1))))
 
 
 def _import_fasttext():
@@ -68,10 +85,12 @@ NAN_EXIT = 3
 
 def _train_skipgram(corpus: str, p: FastTextParams, out: Path) -> bool:
     """Train into ``out`` in a child process; False when fastText hit NaN (too few training pairs)."""
-    args = dict(input=corpus, model="skipgram", dim=p.dim, epoch=p.epoch, minn=p.minn, maxn=p.maxn, bucket=p.bucket,
-                ws=p.ws, lr=p.lr, minCount=p.min_count, thread=p.threads, t=p.subsample, verbose=0)
+    args = {"input": corpus, "model": "skipgram", "dim": p.dim, "epoch": p.epoch, "minn": p.minn, "maxn": p.maxn,
+            "bucket": p.bucket, "ws": p.ws, "lr": p.lr, "minCount": p.min_count, "thread": p.threads,
+            "t": p.subsample, "neg": p.neg, "verbose": 0}
     job = json.dumps({"args": args, "seed": p.seed, "out": str(out)})
-    done = subprocess.run([sys.executable, "-c", _TRAIN_CHILD], input=job, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", _TRAIN_CHILD], input=job, capture_output=True, text=True,
+                          check=False)
     if done.returncode == NAN_EXIT:
         return False
     if done.returncode != 0:
