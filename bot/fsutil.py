@@ -25,12 +25,17 @@ def _fsync_dir(folder: Path) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so readers (and crashes) see the old file or the new one, never half."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (see :func:`write_text_atomic`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # Hidden name: knowledge_files skips it, so a temp file left by a crash never breaks loading.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         if path.exists():

@@ -1,68 +1,70 @@
-"""Safe edits of the knowledge folder: one lock per file, whole-file validation, atomic replace."""
+"""Safe edits of the knowledge folder: one writer at a time, whole-file validation, history, atomic replace."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
-
-from filelock import FileLock, Timeout
+from typing import Any
 
 from bot.errors import BotError, KnowledgeError, KnowledgeProblem
-from bot.fsutil import write_text_atomic
-from bot.knowledge.entries import JSON_ERRORS, Entry, json_problem, knowledge_files, parse_keywords, parse_text
+from bot.fsutil import write_bytes_atomic
+from bot.knowledge.entries import Entry, knowledge_files, parse_keywords, parse_text
+from bot.knowledge.files import (
+    INDEX,
+    duplicate_ids,
+    entry_version,
+    items,
+    lookup,
+    read_data,
+)
+from bot.knowledge.history import FileVersion, History
+from bot.knowledge.lock import FolderLock, LockTimeout
 
 LOCK_TIMEOUT = 10.0
-_INDEX = re.compile(r"0|[1-9][0-9]*")
+HISTORY_VERSIONS = 20
+ABSENT = "absent"  # expected_version of an entry that must not exist yet: an add that never overwrites
 
 
 class KnowledgeWriteError(BotError):
     """An edit was refused: bad file name, unknown file or entry, existing upload, or another edit holds the lock."""
 
 
-class _DuplicateKey(Exception):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
-
-
-def _strict_object(pairs: list[tuple[str, Any]]) -> dict:
-    # A rewrite would silently keep only the last copy of a repeated key, so such files are refused.
-    obj: dict = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _DuplicateKey(key)
-        obj[key] = value
-    return obj
+class StaleEditError(KnowledgeWriteError):
+    """The entry on disk is not the version the edit started from; nothing was written."""
 
 
 def _next_key(data: dict) -> str:
     # max + 1 rather than the lowest gap, so a freshly deleted id is not handed to a different entry.
-    numbers = [int(k) for k in data if _INDEX.fullmatch(k)]
+    numbers = [int(k) for k in data if INDEX.fullmatch(k)]
     return str(max(numbers, default=0) + 1)
 
 
-def _stems_may_clash(a: str, b: str) -> bool:
-    # Ids are "<stem>:<key>", so "a" + "b:c" equals "a:b" + "c"; only such stems can share an id.
-    return a == b or a.startswith(b + ":") or b.startswith(a + ":")
-
-
 class KnowledgeStore:
-    """Entry- and file-level edits of a knowledge folder; each is a locked read-modify-write that only
-    replaces a file when the whole result passes the loader's own validation."""
+    """Entry- and file-level edits of a knowledge folder; each is a read-modify-write under the folder's one
+    writer lock that only replaces a file when the whole result passes the loader's own validation, after
+    keeping the file's previous version in the history folder."""
 
-    def __init__(self, folder: str | Path, lock_dir: str | Path, timeout: float = LOCK_TIMEOUT):
+    def __init__(self, folder: str | Path, lock_dir: str | Path, timeout: float = LOCK_TIMEOUT, *,
+                 history_dir: str | Path | None = None, history_versions: int = HISTORY_VERSIONS):
         self.folder = Path(folder)
         self.lock_dir = Path(lock_dir)
         self.timeout = timeout
-        if self.lock_dir.resolve().is_relative_to(self.folder.resolve()):
-            raise KnowledgeWriteError(
-                f"lock folder {self.lock_dir} is inside the knowledge folder {self.folder}; "
-                "put it elsewhere (e.g. under the state folder) so the knowledge folder holds only knowledge"
-            )
+        self.history_dir = Path(history_dir) if history_dir is not None else self.lock_dir.parent / "history"
+        for what, place in (("lock", self.lock_dir), ("history", self.history_dir)):
+            if place.resolve().is_relative_to(self.folder.resolve()):
+                raise KnowledgeWriteError(
+                    f"{what} folder {place} is inside the knowledge folder {self.folder}; "
+                    "put it elsewhere (e.g. under the state folder) so the knowledge folder holds only knowledge"
+                )
+        self.lock = FolderLock(self.lock_dir, timeout)
+        self._history = History(self.history_dir, history_versions)
+
+    @property
+    def lock_path(self) -> Path:
+        """The file every writer of this folder flocks (README "Knowledge")."""
+        return self.lock.path
 
     def files(self) -> list[str]:
         """The knowledge files, as '/'-separated paths relative to the folder, in loading order."""
@@ -73,35 +75,42 @@ class KnowledgeStore:
     def entries(self, file: str) -> list[tuple[str, dict]]:
         """(key, raw entry as decoded) of one file in file order; the key of a list entry is its index."""
         path, rel = self._resolve(file)
-        data = self._read(path, rel)
+        data = read_data(path)
         if data is None:
             raise KnowledgeWriteError(f"{rel}: no such knowledge file")
-        if isinstance(data, dict):
-            return list(data.items())
-        return [(str(i), value) for i, value in enumerate(data)]
+        return items(data)
 
-    def upsert_entry(self, file: str, key: str | None, query: str, document: str, metadata: str | list[str]) -> str:
+    def version(self, file: str, key: str) -> str | None:
+        """The current version of entry ``key`` of ``file`` (see :func:`entry_version`), None when there is none."""
+        path, _ = self._resolve(file)
+        data = read_data(path)
+        raw = None if data is None else lookup(data, key)
+        return None if raw is None else entry_version(raw)
+
+    def upsert_entry(self, file: str, key: str | None, query: str, document: str, metadata: str | list[str], *,
+                     expected_version: str | None = None) -> str:
         """Edit entry ``key`` of ``file`` or add it (at the end); returns its id '<stem>:<key>'.
 
         A missing file is created in object form. In object form a ``key`` of None gets the next free
         integer (1 + the largest all-digit key, "1" when there is none). In list form the key is the index;
         None (or the index one past the end) appends. Extra fields of an edited entry are kept; metadata is
-        stored as a comma-separated string unless the edited entry already held a list.
+        stored as a comma-separated string unless the edited entry already held a list. With
+        ``expected_version`` (the version the edit started from, or ABSENT for a new entry) a different
+        entry on disk raises StaleEditError.
         """
         path, rel = self._resolve(file)
         with self._locked(rel):
-            data = self._read(path, rel)
+            data = read_data(path)
             if data is None:
                 data = {}
             if isinstance(data, dict):
                 key = _next_key(data) if key is None else key
                 if not key or key != key.strip():
                     raise KnowledgeWriteError(f"{rel}: entry key {key!r} must be non-empty without surrounding spaces")
-                old = data.get(key)
             else:
                 key = str(len(data)) if key is None else key
-                index = self._index(rel, key, len(data) + 1)
-                old = data[index] if index < len(data) else None
+            old = lookup(data, key)
+            self._check_version(rel, data, key, old, expected_version)
             entry = dict(old) if isinstance(old, dict) else {}
             entry["query"] = query.strip()
             entry["document"] = document.strip()
@@ -109,50 +118,85 @@ class KnowledgeStore:
             entry["metadata"] = list(words) if isinstance(entry.get("metadata"), list) else ",".join(words)
             if isinstance(data, dict):
                 data[key] = entry
-            elif index < len(data):
-                data[index] = entry
             else:
-                data.append(entry)
-            self._write(path, data)
+                index = self._index(rel, key, len(data) + 1)
+                if index < len(data):
+                    data[index] = entry
+                else:
+                    data.append(entry)
+            self._write(path, rel, data)
         return f"{path.stem}:{key}"
 
-    def delete_entry(self, file: str, key: str) -> None:
+    def delete_entry(self, file: str, key: str, *, expected_version: str | None = None) -> None:
         """Remove entry ``key`` from ``file`` (the file stays, possibly empty).
 
-        In list form the later entries move up one index, so their ids ('<stem>:<index>') change too.
+        In list form the later entries move up one index, so their ids ('<stem>:<index>') change too. With
+        ``expected_version`` a different (or missing) entry on disk raises StaleEditError.
         """
         path, rel = self._resolve(file)
         with self._locked(rel):
-            data = self._read(path, rel)
+            data = read_data(path)
             if data is None:
                 raise KnowledgeWriteError(f"{rel}: no such knowledge file")
+            self._check_version(rel, data, key, lookup(data, key), expected_version)
             if isinstance(data, dict):
                 if key not in data:
                     raise KnowledgeWriteError(f"{rel} has no entry {key!r}; reload the list, it may have been deleted")
                 del data[key]
             else:
                 del data[self._index(rel, key, len(data))]
-            self._write(path, data)
+            self._write(path, rel, data)
 
-    def import_file(self, name: str, text: str, overwrite: bool = False) -> list[str]:
-        """Store an uploaded knowledge file under the bare ``name``; returns its entry ids.
+    def import_file(self, name: str, text: str, overwrite: bool = False, *, merge: bool = False) -> list[str]:
+        """Store an uploaded knowledge file under the bare ``name``; returns the file's entry ids afterwards.
 
-        An existing file is refused unless ``overwrite``. The content is re-serialised (indent 2).
+        An existing file is refused unless ``overwrite`` (replace it) or ``merge`` (object form: the upload's
+        keys replace or join the file's; list form: appended; a list into an object file gets fresh keys).
+        The content is re-serialised (indent 2); the replaced version is kept in the history.
         """
         if "/" in name or "\\" in name:
             why = "give a plain file name like faq.json, without folders"
             raise KnowledgeWriteError(f"upload name {name!r} refused: {why}")
         path, rel = self._resolve(name)
+        text = text.removeprefix("\ufeff")
+        problems: list[KnowledgeProblem] = []
+        # Validate the upload as sent, so line/column numbers in messages match the user's file.
+        parse_text(text, path.stem, str(path), problems)
+        if problems:
+            raise KnowledgeError(problems)
+        incoming = json.loads(text)
         with self._locked(rel):
-            if path.exists() and not overwrite:
+            current = read_data(path) if merge else None
+            if path.exists() and not (overwrite or merge):
                 raise KnowledgeWriteError(f"{rel} already exists; choose another name or allow overwriting")
-            text = text.removeprefix("\ufeff")
-            problems: list[KnowledgeProblem] = []
-            # Validate the upload as sent, so line/column numbers in messages match the user's file.
-            parse_text(text, path.stem, str(path), problems)
-            if problems:
-                raise KnowledgeError(problems)
-            return [e.id for e in self._write(path, json.loads(text))]
+            if isinstance(current, dict):
+                if isinstance(incoming, dict):
+                    current.update(incoming)
+                else:
+                    for raw in incoming:
+                        current[_next_key(current)] = raw
+                incoming = current
+            elif isinstance(current, list):
+                if isinstance(incoming, dict):
+                    raise KnowledgeWriteError(f"{rel} is a list of entries; an object-form file cannot be merged "
+                                              "into it (its keys would be lost): convert one of them first")
+                incoming = current + incoming
+            return [e.id for e in self._write(path, rel, incoming)]
+
+    def history(self, file: str) -> list[FileVersion]:
+        """The kept earlier versions of ``file``, newest first (time it was replaced, entries, size)."""
+        _, rel = self._resolve(file)
+        return self._history.versions(rel)
+
+    def restore(self, file: str, version: str) -> list[str]:
+        """Bring back a kept version of ``file`` byte for byte (the current one is kept first); returns its ids."""
+        path, rel = self._resolve(file)
+        content = self._history.content(rel, version)
+        if content is None:
+            raise KnowledgeWriteError(f"{rel} has no kept version {version!r}; list them with "
+                                      f"`python -m bot knowledge history {rel}`")
+        with self._locked(rel):
+            return [e.id for e in self._replace(path, rel, content)]
 
     def _resolve(self, file: str) -> tuple[Path, str]:
         """The absolute path of a relative knowledge file name, refusing anything the loader would not read."""
@@ -173,76 +217,63 @@ class KnowledgeStore:
 
     @staticmethod
     def _index(rel: str, key: str, size: int) -> int:
-        if not _INDEX.fullmatch(key) or int(key) >= size:
+        if not INDEX.fullmatch(key) or int(key) >= size:
             raise KnowledgeWriteError(f"{rel} has no entry {key!r}; reload the list, it may have changed")
         return int(key)
 
     @contextmanager
-    def _locked(self, rel: str) -> Iterator[None]:
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        # Readable prefix for humans, hash so "a/b.json" and "a_b.json" never share a lock.
-        digest = hashlib.sha256(rel.encode("utf-8")).hexdigest()[:16]
-        lock_path = self.lock_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', rel)[:60]}.{digest}.lock"
-        # A fresh FileLock per call: each has its own descriptor, so threads exclude each other too.
-        lock = FileLock(lock_path, timeout=self.timeout)
+    def _locked(self, rel: str = "") -> Iterator[None]:
+        """Hold the folder's one writer lock (``rel`` only names the file in the error)."""
         try:
-            lock.acquire()
-        except Timeout:
+            with self.lock.hold():
+                yield
+        except LockTimeout:
             raise KnowledgeWriteError(
-                f"{rel} is being changed by another edit (lock {lock_path} held for over {self.timeout:g} s); "
-                "try again in a moment"
+                f"{rel or self.folder} is being changed by another edit (lock {self.lock.path} held for over "
+                f"{self.timeout:g} s); try again in a moment"
             ) from None
-        try:
-            yield
-        finally:
-            lock.release()
 
-    def _read(self, path: Path, rel: str) -> dict | list | None:
-        """The decoded file (None when missing); only a file that cannot be rewritten faithfully is refused."""
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise KnowledgeError([KnowledgeProblem(str(path), None, f"cannot read as UTF-8 text: {exc}")]) from None
-        try:
-            data = json.loads(text, object_pairs_hook=_strict_object)
-        except JSON_ERRORS as exc:
-            why = f"{json_problem(exc)}; fix it by hand or re-upload it"
-            raise KnowledgeError([KnowledgeProblem(str(path), None, why)]) from None
-        except _DuplicateKey as dup:
-            why = f"key {dup.key!r} appears twice; fix it by hand (a rewrite would silently drop one copy)"
-            raise KnowledgeError([KnowledgeProblem(str(path), None, why)]) from None
-        if not isinstance(data, (dict, list)):
-            why = "top level must be an object {id: entry} or a list of entries"
-            raise KnowledgeError([KnowledgeProblem(str(path), None, why)])
-        return data
+    def _check_version(self, rel: str, data: dict | list, key: str, old: Any, expected: str | None) -> None:
+        """Refuse the edit when the entry on disk is not the version it started from."""
+        if expected is None:
+            return
+        actual = ABSENT if old is None else entry_version(old)
+        if actual == expected:
+            return
+        if expected == ABSENT:
+            raise StaleEditError(f"该条目已存在 / {rel} already has an entry {key!r} (version {actual}); "
+                                 "load it and edit it instead. Nothing was written.")
+        now = "it was deleted" if old is None else f"it is now version {actual}"
+        # List entries move when an earlier one is deleted: say where the loaded one went.
+        moved = [k for k, raw in items(data) if entry_version(raw) == expected] if isinstance(data, list) else []
+        where = f"; the entry you loaded is now at key {moved[0]!r}" if moved else ""
+        raise StaleEditError(
+            f"该条目已被他人修改，请重新加载后再编辑 / The entry changed since you loaded it: {rel} entry {key!r} — "
+            f"your edit started from version {expected}, {now}{where}. Reload it and edit again; nothing was written."
+        )
 
-    def _write(self, path: Path, data: dict | list) -> list[Entry]:
-        """Validate the whole new file like the loader does, then replace it atomically; returns its entries."""
-        text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    def _write(self, path: Path, rel: str, data: dict | list) -> list[Entry]:
+        """Serialise ``data`` (indent 2) and :meth:`_replace` the file with it."""
+        return self._replace(path, rel, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+
+    def _replace(self, path: Path, rel: str, content: bytes) -> list[Entry]:
+        """Validate the whole new file like the loader does, keep the current version in the history, then
+        replace the file atomically; returns its entries. Call only under the lock."""
         problems: list[KnowledgeProblem] = []
+        try:
+            text = content.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise KnowledgeError([KnowledgeProblem(str(path), None, f"cannot read as UTF-8 text: {exc}")]) from None
         entries = parse_text(text, path.stem, str(path), problems)
-        problems += self._duplicates(path, entries)
+        problems += duplicate_ids(self.folder, path, entries)
         if problems:
             raise KnowledgeError(problems)
-        write_text_atomic(path, text)
+        try:
+            previous = path.read_bytes()
+        except FileNotFoundError:
+            previous = None
+        if previous != content:
+            if previous is not None:
+                self._history.keep_version(rel, previous)
+            write_bytes_atomic(path, content)
         return entries
-
-    def _duplicates(self, path: Path, entries: list[Entry]) -> list[KnowledgeProblem]:
-        """Ids of ``entries`` that another knowledge file already defines (only same-stem files can clash)."""
-        if not self.folder.is_dir():
-            return []
-        problems: list[KnowledgeProblem] = []
-        ids = {e.id for e in entries}
-        for other in knowledge_files(self.folder):
-            if not _stems_may_clash(path.stem, other.stem) or other.resolve() == path.resolve():
-                continue
-            try:
-                text = other.read_text(encoding="utf-8-sig")
-            except (OSError, UnicodeDecodeError):
-                continue  # the loader reports unreadable files itself; they define no ids
-            for entry in parse_text(text, other.stem, str(other), []):
-                if entry.id in ids:
-                    problems.append(KnowledgeProblem(str(path), entry.id, f"duplicate id, also defined in {other}"))
-        return problems

@@ -1,0 +1,162 @@
+"""``python -m bot knowledge add|edit|delete|import|show|history|restore``: edits through the knowledge store.
+
+Every write takes the folder's writer lock, is validated like the loader, keeps the previous version of the file
+in the history, and refuses stale edits; errors exit 2 with the store's message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from bot.errors import BotError
+from bot.knowledge.store import (
+    ABSENT,
+    KnowledgeStore,
+    KnowledgeWriteError,
+    entry_version,
+)
+
+_TARGET = re.compile(r"(.+?\.json):(.+)")
+
+
+def add_knowledge_arguments(parser: argparse.ArgumentParser, common: list[argparse.ArgumentParser]) -> None:
+    """The ``knowledge`` sub-commands; ``common`` are the global-option parents (--config, --mode, -v)."""
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = sub.add_parser("add", parents=common, help="add a new entry (never overwrites one)")
+    _entry_options(add, required=True)
+    edit = sub.add_parser("edit", parents=common, help="edit an entry; omitted fields keep their value")
+    _entry_options(edit, required=False)
+    edit.add_argument("--expected-version", help="refuse when the entry is no longer this version (see show)")
+    delete = sub.add_parser("delete", parents=common, help="delete one entry")
+    delete.add_argument("target", metavar="FILE:KEY", help="e.g. faq.json:add (or faq:add)")
+    delete.add_argument("--expected-version", help="refuse when the entry is no longer this version (see show)")
+    imp = sub.add_parser("import", parents=common, help="import a JSON knowledge file into the folder")
+    imp.add_argument("path", help="the JSON file to import")
+    imp.add_argument("--name", help="file name in the knowledge folder (default: the file's own name)")
+    how = imp.add_mutually_exclusive_group()
+    how.add_argument("--merge", action="store_true", help="merge into an existing file (same keys are replaced)")
+    how.add_argument("--overwrite", action="store_true", help="replace an existing file (the old one is kept)")
+    show = sub.add_parser("show", parents=common, help="list a file's entries with their versions, or show one")
+    show.add_argument("file")
+    show.add_argument("key", nargs="?")
+    history = sub.add_parser("history", parents=common, help="list the kept earlier versions of a file")
+    history.add_argument("file")
+    restore = sub.add_parser("restore", parents=common, help="bring back a kept version (the current one is kept)")
+    restore.add_argument("file")
+    restore.add_argument("version", help="a version id as `history` lists it")
+
+
+def _entry_options(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--file", required=True, help="knowledge file, relative to the folder (.json may be omitted)")
+    p.add_argument("--key", required=not required, help="entry key (add: default the next number)")
+    p.add_argument("--query", required=required, help="title or typical question")
+    p.add_argument("--document", required=required, help="the answer text")
+    p.add_argument("--metadata", default="" if required else None, help="comma-separated keywords")
+
+
+def run_knowledge(settings, args) -> int:
+    """Run one ``knowledge`` action; 0 when done, 2 (with the reason on stderr) when refused."""
+    from bot.factory import build_store
+
+    store = build_store(settings)
+    try:
+        return {"add": _add, "edit": _edit, "delete": _delete, "import": _import, "show": _show,
+                "history": _history, "restore": _restore}[args.action](store, args)
+    except BotError as exc:
+        print(f"错误 / error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _file(name: str) -> str:
+    name = name.strip()
+    return name if name.endswith(".json") else f"{name}.json"
+
+
+def _add(store: KnowledgeStore, args) -> int:
+    file = _file(args.file)
+    entry_id = store.upsert_entry(file, args.key, args.query, args.document, args.metadata, expected_version=ABSENT)
+    key = entry_id.split(":", 1)[1] if args.key is None else args.key
+    print(f"已添加 / Added {entry_id} to {file} (version {store.version(file, key)})")
+    return 0
+
+
+def _edit(store: KnowledgeStore, args) -> int:
+    file = _file(args.file)
+    current = dict(store.entries(file)).get(args.key)
+    if not isinstance(current, dict):
+        raise KnowledgeWriteError(f"{file} has no entry {args.key!r}; add it with `python -m bot knowledge add`")
+    # Without --expected-version the edit starts from what is on disk now: a change in between is refused.
+    expected = args.expected_version or entry_version(current)
+    pick = {name: getattr(args, name) if getattr(args, name) is not None else current.get(name, "")
+            for name in ("query", "document", "metadata")}
+    entry_id = store.upsert_entry(file, args.key, str(pick["query"]), str(pick["document"]), pick["metadata"] or "",
+                                  expected_version=expected)
+    print(f"已保存 / Saved {entry_id} (version {expected} → {store.version(file, args.key)})")
+    return 0
+
+
+def _delete(store: KnowledgeStore, args) -> int:
+    match = _TARGET.fullmatch(args.target)
+    file, key = (match.group(1), match.group(2)) if match else (args.target.partition(":")[::2])
+    if not file or not key:
+        raise KnowledgeWriteError(f"give the entry as FILE:KEY (e.g. faq.json:add), not {args.target!r}")
+    file = _file(file)
+    store.delete_entry(file, key, expected_version=args.expected_version)
+    print(f"已删除 / Deleted {Path(file).stem}:{key} from {file} (the previous file is kept: "
+          f"python -m bot knowledge history {file})")
+    return 0
+
+
+def _import(store: KnowledgeStore, args) -> int:
+    path = Path(args.path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KnowledgeWriteError(f"cannot read {path} as UTF-8 text: {exc}") from None
+    name = args.name or path.name
+    existed = name in store.files()
+    ids = store.import_file(name, text, overwrite=args.overwrite, merge=args.merge)
+    how = ("merged into" if args.merge else "overwrote") if existed else "created"
+    kept = f"; the previous file is kept: python -m bot knowledge history {name}" if existed else ""
+    print(f"已导入 / Imported {path} → {name} ({how}): {len(ids)} entries{kept}")
+    return 0
+
+
+def _show(store: KnowledgeStore, args) -> int:
+    file = _file(args.file)
+    stored = store.entries(file)
+    if args.key is None:
+        for key, raw in stored:
+            query = raw.get("query", "") if isinstance(raw, dict) else ""
+            print(f"{key}\t{entry_version(raw)}\t{query}")
+        return 0
+    raw = dict(stored).get(args.key)
+    if raw is None:
+        raise KnowledgeWriteError(f"{file} has no entry {args.key!r}")
+    print(f"version {entry_version(raw)}")
+    print(json.dumps(raw, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _history(store: KnowledgeStore, args) -> int:
+    file = _file(args.file)
+    versions = store.history(file)
+    if not versions:
+        print(f"没有历史版本 / no kept versions of {file}")
+        return 0
+    print("version\treplaced at (UTC)\tentries\tbytes")
+    for v in versions:
+        print(f"{v.version}\t{v.time}\t{'?' if v.entries is None else v.entries}\t{v.size}")
+    return 0
+
+
+def _restore(store: KnowledgeStore, args) -> int:
+    file = _file(args.file)
+    ids = store.restore(file, args.version)
+    print(f"已恢复 / Restored {file} to version {args.version}: {len(ids)} entries "
+          f"(the replaced version is kept: python -m bot knowledge history {file})")
+    return 0

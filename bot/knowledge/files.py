@@ -1,0 +1,102 @@
+"""Knowledge files as raw JSON for rewriting: faithful reads, entry versions, ids other files already define."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from bot.errors import KnowledgeError, KnowledgeProblem
+from bot.knowledge.entries import (
+    JSON_ERRORS,
+    Entry,
+    json_problem,
+    knowledge_files,
+    parse_text,
+)
+
+INDEX = re.compile(r"0|[1-9][0-9]*")
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _strict_object(pairs: list[tuple[str, Any]]) -> dict:
+    # A rewrite would silently keep only the last copy of a repeated key, so such files are refused.
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+def _stems_may_clash(a: str, b: str) -> bool:
+    # Ids are "<stem>:<key>", so "a" + "b:c" equals "a:b" + "c"; only such stems can share an id.
+    return a == b or a.startswith(b + ":") or b.startswith(a + ":")
+
+
+def entry_version(raw: Any) -> str:
+    """The version of one stored entry: a hash of its raw JSON record (every field, key order ignored)."""
+    blob = json.dumps(raw, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def items(data: dict | list) -> list[tuple[str, Any]]:
+    """(key, raw entry) of a decoded file; the key of a list entry is its index."""
+    return list(data.items()) if isinstance(data, dict) else [(str(i), v) for i, v in enumerate(data)]
+
+
+def lookup(data: dict | list, key: str | None) -> Any:
+    """The raw entry at ``key`` (None when there is none)."""
+    if key is None:
+        return None
+    if isinstance(data, dict):
+        return data.get(key)
+    return data[int(key)] if INDEX.fullmatch(key) and int(key) < len(data) else None
+
+
+def read_data(path: Path) -> dict | list | None:
+    """The decoded knowledge file (None when missing); refuses only a file that cannot be rewritten faithfully."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KnowledgeError([KnowledgeProblem(str(path), None, f"cannot read as UTF-8 text: {exc}")]) from None
+    try:
+        data = json.loads(text, object_pairs_hook=_strict_object)
+    except JSON_ERRORS as exc:
+        why = f"{json_problem(exc)}; fix it by hand or re-upload it"
+        raise KnowledgeError([KnowledgeProblem(str(path), None, why)]) from None
+    except _DuplicateKey as dup:
+        why = f"key {dup.key!r} appears twice; fix it by hand (a rewrite would silently drop one copy)"
+        raise KnowledgeError([KnowledgeProblem(str(path), None, why)]) from None
+    if not isinstance(data, (dict, list)):
+        why = "top level must be an object {id: entry} or a list of entries"
+        raise KnowledgeError([KnowledgeProblem(str(path), None, why)])
+    return data
+
+
+def duplicate_ids(folder: Path, path: Path, entries: list[Entry]) -> list[KnowledgeProblem]:
+    """Ids of ``entries`` that another knowledge file already defines (only same-stem files can clash)."""
+    if not folder.is_dir():
+        return []
+    problems: list[KnowledgeProblem] = []
+    ids = {e.id for e in entries}
+    for other in knowledge_files(folder):
+        if not _stems_may_clash(path.stem, other.stem) or other.resolve() == path.resolve():
+            continue
+        try:
+            text = other.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            continue  # the loader reports unreadable files itself; they define no ids
+        for entry in parse_text(text, other.stem, str(other), []):
+            if entry.id in ids:
+                problems.append(KnowledgeProblem(str(path), entry.id, f"duplicate id, also defined in {other}"))
+    return problems
