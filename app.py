@@ -1,4 +1,7 @@
-"""Serve the knowledge-base chat in the browser: ``python app.py [--config PATH] [--host H] [--port P]``."""
+"""Serve the knowledge-base chat in the browser, and the OpenAI-compatible API at /v1 on the same port.
+
+``python app.py [--config PATH] [--host H] [--port P] [--share]``
+"""
 
 from __future__ import annotations
 
@@ -20,15 +23,35 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def create_app(config: str = "config.yaml"):
-    """Build the Bot and its Gradio Blocks from a config file; returns (demo, settings)."""
+def build_server(settings, bot=None):
+    """The Gradio Blocks and, when ``api.enabled``, the OpenAI-compatible API routes of one Bot: (demo, routes)."""
+    from bot.api import api_router
     from bot.factory import build_bot, build_store
     from bot.ui.app import build_demo
 
-    settings = load_settings(config)
-    bot = build_bot(settings, watch_config=True)
+    if bot is None:
+        bot = build_bot(settings, watch_config=True, keep_last_good=True)
     demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=settings.ui.concurrency)
+    routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
+    return demo, routes
+
+
+def create_app(config: str = "config.yaml"):
+    """Build the Bot and its Gradio Blocks from a config file; returns (demo, settings). With the API: build_server."""
+    settings = load_settings(config)
+    demo, _ = build_server(settings)
     return demo, settings
+
+
+def serve(demo, routes, **launch_kwargs):
+    """Launch the browser app with the API routes on the same FastAPI app and port (blocks unless prevent_thread_lock).
+
+    Gradio builds its FastAPI app at launch; ``app_kwargs`` passes our routes to it, ahead of Gradio's own, so
+    ``--share``, the login and the queue work as before. (``gr.mount_gradio_app`` + uvicorn would lose ``--share``.)
+    """
+    from bot.ui.app import CSS
+
+    return demo.launch(app_kwargs={"routes": routes}, css=CSS, **launch_kwargs)
 
 
 def main(argv=None) -> None:
@@ -36,15 +59,14 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        auth = load_settings(args.config).ui.auth.credentials()  # fail before the slow index build
-        demo, settings = create_app(args.config)
+        settings = load_settings(args.config)
+        auth = settings.ui.auth.credentials()  # fail before the slow index build
+        demo, routes = build_server(settings)
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    from bot.ui.app import CSS
-
-    demo.launch(server_name=args.host or settings.ui.host, server_port=args.port or settings.ui.port,
-                share=args.share, auth=auth, auth_message="请登录 / Please log in", css=CSS)
+    serve(demo, routes, server_name=args.host or settings.ui.host, server_port=args.port or settings.ui.port,
+          share=args.share, auth=auth, auth_message="请登录 / Please log in")
 
 
 if __name__ == "__main__":

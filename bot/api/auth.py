@@ -1,0 +1,49 @@
+"""Bearer-token auth of the API: the token lives only in an environment variable and is compared in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+
+from bot.api.protocol import APIError
+
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def _refused(message: str, code: str) -> APIError:
+    return APIError(401, message, type="authentication_error", code=code, headers=CHALLENGE)
+
+
+class TokenGuard:
+    """Checks ``Authorization: Bearer <token>`` against the variable ``token_env``, read on every call.
+
+    With the variable unset every call is refused, unless ``require_token`` is False (then the API is open).
+    The token is never logged, echoed or kept beyond a hash used as the rate-limit key.
+    """
+
+    def __init__(self, token_env: str, require_token: bool = True):
+        self.token_env = token_env
+        self.require_token = require_token
+
+    def expected(self) -> str | None:
+        """The configured token, or None when the variable is unset or blank."""
+        return os.environ.get(self.token_env, "").strip() or None
+
+    def check(self, authorization: str | None) -> str | None:
+        """A stable client key derived from the presented token (None when the API is open); raises APIError 401."""
+        expected = self.expected()
+        if expected is None:
+            if self.require_token:
+                raise _refused(f"API 已锁定：服务器未设置环境变量 {self.token_env} / The API is locked: set the "
+                               f"{self.token_env} environment variable on the server and send it as a bearer token "
+                               "(or set api.require_token: false in config.yaml to open it)", "api_token_not_configured")
+            return None
+        scheme, _, given = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise _refused("缺少访问令牌 / Missing bearer token: send the header 'Authorization: Bearer <token>' "
+                           f"with the value of {self.token_env}", "missing_api_key")
+        given = given.strip()
+        if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+            raise _refused("访问令牌无效 / Invalid bearer token", "invalid_api_key")
+        return "token:" + hashlib.sha256(given.encode("utf-8")).hexdigest()[:16]

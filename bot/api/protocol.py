@@ -1,0 +1,206 @@
+"""The OpenAI chat-completions wire format: requests in, completions, chunks, model lists and errors out."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.chat.answer import Answer
+
+MODEL = "kbbot"
+OWNER = "kbbot"
+# Roles the OpenAI API defines; only user and assistant messages reach the bot (README "OpenAI-compatible API").
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+CONVERSATION_ROLES = ("user", "assistant")
+
+
+class APIError(Exception):
+    """An error answered as OpenAI-style JSON ``{"error": {message, type, param, code}}`` with an HTTP status."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the error response (also sent as an SSE event when a stream fails)."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> APIError:
+    """A 400 error naming the offending field."""
+    return APIError(400, message, param=param, code=code)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What the bot needs from a chat-completions request: the question, the conversation before it, how to reply."""
+
+    model: str
+    question: str
+    history: list[dict[str, str]] = field(default_factory=list)
+    stream: bool = False
+
+
+def content_text(content: Any, param: str) -> str:
+    """The text of a message's content: a string, null, or a list of ``{"type": "text", "text": ...}`` parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise bad_request("只支持文本内容 / Only text content parts are supported "
+                                  "(`{\"type\": \"text\", \"text\": \"...\"}`)", f"{param}[{i}]")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise bad_request("content 必须是字符串或文本片段列表 / 'content' must be a string or a list of text parts", param)
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """Validate a request body; the last user message is the question, earlier user/assistant turns the history.
+
+    System, developer and tool messages are accepted and ignored: the persona and rules come from config.yaml.
+    Other OpenAI fields (temperature, max_tokens, n, tools, ...) are ignored too.
+    """
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad_request(f"请求体不是有效的 JSON / The request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise bad_request("请求体必须是 JSON 对象 / The request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise bad_request("缺少 model，或它不是字符串 / 'model' is required and must be a string, e.g. \"kbbot\"", "model")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise bad_request("stream 必须是 true 或 false / 'stream' must be a boolean", "stream")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("缺少 messages，或它不是非空列表 / 'messages' is required and must be a non-empty list",
+                          "messages")
+    turns: list[dict[str, str]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise bad_request("每条消息必须是对象 / Each message must be an object with 'role' and 'content'",
+                              f"messages[{i}]")
+        role = message.get("role")
+        if role not in ROLES:
+            raise bad_request(f"未知的 role {role!r} / Unknown role {role!r}; use one of: {', '.join(ROLES)}",
+                              f"messages[{i}].role")
+        text = content_text(message.get("content"), f"messages[{i}].content")
+        if role in CONVERSATION_ROLES:
+            turns.append({"role": role, "content": text})
+    users = [i for i, turn in enumerate(turns) if turn["role"] == "user"]
+    if not users:
+        raise bad_request("messages 中没有用户消息 / 'messages' holds no user message to answer", "messages")
+    question = turns[users[-1]]["content"]
+    if not question.strip():
+        raise bad_request("最后一条用户消息是空的 / The last user message is empty", "messages")
+    return ChatRequest(model=model.strip(), question=question, history=turns[:users[-1]], stream=bool(stream))
+
+
+def model_ids(modes: Iterable[str]) -> dict[str, str | None]:
+    """Model id -> retrieval mode: ``kbbot`` (None = the configured default mode) and ``kbbot-<mode>`` per mode."""
+    return {MODEL: None, **{f"{MODEL}-{mode}": mode for mode in modes}}
+
+
+def model_card(model_id: str, mode: str, created: int) -> dict[str, Any]:
+    """One entry of the model list; ``kbbot.mode`` says which retrieval mode it answers with."""
+    return {"id": model_id, "object": "model", "created": created, "owned_by": OWNER, "kbbot": {"mode": mode}}
+
+
+def model_list(modes: Iterable[str], default_mode: str, created: int) -> dict[str, Any]:
+    """The body of ``GET /v1/models``."""
+    return {"object": "list",
+            "data": [model_card(mid, mode or default_mode, created) for mid, mode in model_ids(modes).items()]}
+
+
+def kbbot_extra(answer: Answer) -> dict[str, Any]:
+    """The extra top-level ``kbbot`` field: the sources behind the answer, its strategy, mode and thresholds."""
+    sources = []
+    for hit in answer.hits:
+        source = {"id": hit.entry.id, "query": hit.entry.query, "relevance": round(hit.relevance, 4),
+                  "score": round(hit.score, 4), "searcher": hit.searcher}
+        if hit.subquestion:
+            source["subquestion"] = hit.subquestion
+        sources.append(source)
+    return {
+        "mode": answer.mode,
+        "strategy": answer.strategy.value,
+        "thresholds": answer.thresholds.to_dict() if answer.thresholds else None,
+        "sources": sources,
+        "llm_used": answer.llm_used,
+        "question": answer.question,
+        "rewritten": answer.rewritten,
+        "hypothetical": answer.hypothetical,
+        "notice": answer.notice,
+        "timings_ms": {k: round(v, 2) for k, v in answer.timings.items()},
+    }
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The identity shared by every chunk of one response: its id, creation time and model name."""
+
+    model: str
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def completion(self, answer: Answer) -> dict[str, Any]:
+        """A whole ``chat.completion`` object for a finished answer."""
+        return {
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text},
+                         "finish_reason": "stop", "logprobs": None}],
+            # The bot does not count tokens (the LLM may not even be called); null rather than made-up numbers.
+            "usage": None,
+            MODEL: kbbot_extra(answer),
+        }
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None,
+              answer: Answer | None = None) -> dict[str, Any]:
+        """One ``chat.completion.chunk``; the last one (``answer`` given) carries the ``kbbot`` field."""
+        out = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+        if answer is not None:
+            out[MODEL] = kbbot_extra(answer)
+        return out
+
+
+def sse(data: dict[str, Any] | str) -> str:
+    """One server-sent event line pair (``data: ...`` and a blank line)."""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"data: {text}\n\n"
+
+
+DONE = sse("[DONE]")
+
+
+class TextDelta:
+    """Turns the Bot's successive snapshots (the whole text so far) into the new part of each, for streaming.
+
+    A snapshot normally extends the previous one. When it does not (the LLM failed after streaming some text
+    and the bot fell back to a retrieval-only reply), a client cannot take text back: the new text is sent
+    after a blank line, so the client shows what arrived and then the replacement.
+    """
+
+    def __init__(self) -> None:
+        self.sent = ""
+
+    def __call__(self, text: str) -> str:
+        """The part of ``text`` not sent yet."""
+        piece = text[len(self.sent):] if text.startswith(self.sent) else f"\n\n{text}"
+        self.sent = text
+        return piece

@@ -1,0 +1,190 @@
+"""The API's routes over one Bot: ``GET /v1/models`` and ``POST /v1/chat/completions`` (JSON or SSE)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from bot.api.auth import TokenGuard
+from bot.api.protocol import (
+    DONE,
+    APIError,
+    Reply,
+    TextDelta,
+    model_card,
+    model_ids,
+    model_list,
+    parse_chat_request,
+    sse,
+)
+from bot.chat.answer import Answer
+from bot.chat.bot import Bot
+from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.config.settings import Settings
+from bot.errors import BotError
+
+log = logging.getLogger(__name__)
+
+# A request body larger than this is refused before it is parsed (the question itself is cut much earlier, at
+# limits.max_message_chars, by the Bot; the history is clipped to prompt.max_history_turns).
+MAX_BODY_BYTES = 1 << 20
+RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many requests; please wait a minute and try again."
+INTERNAL_ERROR = "内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def error_response(err: APIError) -> JSONResponse:
+    """The OpenAI-style JSON response of an APIError."""
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
+
+
+def bot_failure(exc: Exception) -> APIError:
+    """A 500 for an error inside the bot: its own errors say what to fix, anything else is logged, not shown."""
+    if isinstance(exc, BotError):
+        return APIError(500, f"出错了 / Error: {exc}", type="server_error", code="kbbot_error")
+    log.error("API chat turn failed", exc_info=exc)
+    return APIError(500, INTERNAL_ERROR, type="server_error", code="internal_error")
+
+
+def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a route so every APIError it raises becomes an OpenAI-style JSON error."""
+    async def route(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except APIError as err:
+            return error_response(err)
+
+    route.__name__ = handler.__name__
+    route.__doc__ = handler.__doc__
+    return route
+
+
+class ChatAPI:
+    """The OpenAI-compatible API over one Bot: bearer-token auth, the chat's rate and length limits.
+
+    The Bot's blocking work (retrieval, the LLM) runs in the threadpool, one step of a stream at a time, so the
+    event loop keeps serving other clients and the browser app.
+    """
+
+    def __init__(self, bot: Bot, settings: Settings):
+        self.bot = bot
+        self.settings = settings
+        self.guard = TokenGuard(settings.api.token_env, settings.api.require_token)
+        self.limiter = SlidingWindowLimiter(settings.ui.rate_limit_per_minute, 60.0)
+        self.created = int(time.time())  # the models' "created": when this API started
+        if settings.api.require_token and self.guard.expected() is None:
+            log.warning("API at /v1 refuses every call until %s is set in the environment", settings.api.token_env)
+
+    def router(self) -> APIRouter:
+        """The routes, under ``/v1``."""
+        router = APIRouter(prefix="/v1")
+        router.add_api_route("/models", openai_errors(self.models), methods=["GET"], include_in_schema=False)
+        router.add_api_route("/models/{model_id:path}", openai_errors(self.model), methods=["GET"],
+                             include_in_schema=False)
+        router.add_api_route("/chat/completions", openai_errors(self.chat), methods=["POST"], include_in_schema=False)
+        return router
+
+    # -- helpers --------------------------------------------------------------
+    def authorize(self, request: Request) -> str:
+        """The client's rate-limit key (its token's hash, or its address when the API is open); raises 401."""
+        key = self.guard.check(request.headers.get("authorization"))
+        return key or f"addr:{request.client.host if request.client else 'unknown'}"
+
+    def mode_of(self, model: str) -> str:
+        """The retrieval mode a model name selects (``kbbot`` = the configured default now); 404 when unknown."""
+        ids = model_ids(self.bot.index.modes)
+        if model not in ids:
+            raise APIError(404, f"没有这个模型 / The model {model!r} does not exist; use one of: {', '.join(ids)}",
+                           param="model", code="model_not_found")
+        return ids[model] or self.bot.current_mode()
+
+    @staticmethod
+    async def read_body(request: Request) -> bytes:
+        """The request body, refused with 413 beyond MAX_BODY_BYTES without reading it all."""
+        too_large = APIError(413, f"请求体过大 / The request body exceeds {MAX_BODY_BYTES} bytes", code="request_too_large")
+        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            raise too_large
+        body = bytearray()
+        async for part in request.stream():
+            body += part
+            if len(body) > MAX_BODY_BYTES:
+                raise too_large
+        return bytes(body)
+
+    # -- routes ---------------------------------------------------------------
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: ``kbbot`` (the configured mode) and ``kbbot-<mode>`` for each retrieval mode."""
+        self.authorize(request)
+        default = await run_in_threadpool(self.bot.current_mode)
+        return JSONResponse(model_list(self.bot.index.modes, default, self.created))
+
+    async def model(self, request: Request) -> Response:
+        """``GET /v1/models/{model}``: one model, or 404."""
+        self.authorize(request)
+        model_id = request.path_params["model_id"]
+        mode = await run_in_threadpool(self.mode_of, model_id)
+        return JSONResponse(model_card(model_id, mode, self.created))
+
+    async def chat(self, request: Request) -> Response:
+        """``POST /v1/chat/completions``: the bot's answer as a ``chat.completion``, or SSE chunks with ``stream``."""
+        key = self.authorize(request)
+        req = parse_chat_request(await self.read_body(request))
+        mode = await run_in_threadpool(self.mode_of, req.model)
+        if not self.limiter.allow(key):
+            raise APIError(429, RATE_LIMITED, code="rate_limit_exceeded")
+        reply = Reply(model=req.model)
+        if not req.stream:
+            try:
+                answer = await run_in_threadpool(self.bot.answer, req.question, req.history, mode)
+            except Exception as exc:  # noqa: BLE001 - becomes a 500 (BotError says why; a bug is logged)
+                raise bot_failure(exc) from None
+            return JSONResponse(reply.completion(answer))
+        snapshots = self.bot.stream(req.question, req.history, mode)
+        # The first snapshot comes after retrieval: most failures surface here, still as a proper HTTP status.
+        try:
+            first = await run_in_threadpool(next, snapshots, None)
+        except Exception as exc:  # noqa: BLE001
+            raise bot_failure(exc) from None
+        if first is None:
+            raise bot_failure(RuntimeError("the bot yielded no answer"))
+        return StreamingResponse(self.events(reply, first, snapshots), media_type="text/event-stream",
+                                 headers=SSE_HEADERS)
+
+    async def events(self, reply: Reply, answer: Answer, snapshots: Iterator[Answer]) -> AsyncIterator[str]:
+        """SSE events of one answer: the role, content deltas, a final chunk with ``finish_reason`` and ``kbbot``."""
+        delta = TextDelta()
+        yield sse(reply.chunk({"role": "assistant", "content": ""}))
+        try:
+            while True:
+                piece = delta(answer.text)
+                if piece:
+                    yield sse(reply.chunk({"content": piece}))
+                if answer.finished:
+                    yield sse(reply.chunk({}, "stop", answer))
+                    break
+                following = await run_in_threadpool(next, snapshots, None)
+                if following is None:  # a stream should end with finished=True; do not leave the client hanging
+                    yield sse(reply.chunk({}, "stop", answer))
+                    break
+                answer = following
+        except Exception as exc:  # noqa: BLE001 - the status line is sent already: report it in the stream
+            yield sse(bot_failure(exc).body())
+        finally:
+            _close(snapshots)
+        yield DONE
+
+
+def _close(snapshots: Iterator[Any]) -> None:
+    """Stop the Bot's generator (e.g. the client went away), unless a worker thread is still inside it."""
+    close = getattr(snapshots, "close", None)
+    if close is not None:
+        try:
+            close()
+        except ValueError:  # "generator already executing": it finishes on its own thread and is collected
+            pass

@@ -1,0 +1,360 @@
+"""The OpenAI-compatible API, served with the browser app on one free loopback port, through the real openai client."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+import app
+from bot.factory import build_bot
+from tests.conftest import set_cutoffs, write_knowledge
+from tests.test_app import free_port
+
+TOKEN = "kbbot-test-token-0123456789abcdef"
+MODES = ("sparse", "dense", "hybrid")
+
+
+@pytest.fixture
+def serve_api(monkeypatch):
+    """Start the real app (Gradio + API) for some settings; returns its /v1 base URL. Stopped after the test."""
+    demos = []
+
+    def start(settings, bot=None, token: str | None = TOKEN, **launch) -> str:
+        if token is None:
+            monkeypatch.delenv(settings.api.token_env, raising=False)
+        else:
+            monkeypatch.setenv(settings.api.token_env, token)
+        demo, routes = app.build_server(settings, bot)
+        port = free_port()
+        app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
+        demos.append(demo)
+        return f"http://127.0.0.1:{port}/v1"
+
+    yield start
+    for demo in demos:
+        demo.close()
+
+
+def client(base_url: str, token: str = TOKEN) -> openai.OpenAI:
+    """The openai client pointed at the app, without retries (a 429 or 5xx must surface at once)."""
+    return openai.OpenAI(base_url=base_url, api_key=token, max_retries=0, timeout=60)
+
+
+def ask(base_url: str, question: str, model: str = "kbbot", **kwargs):
+    """One non-streamed completion."""
+    return client(base_url).chat.completions.create(model=model, messages=[{"role": "user", "content": question}],
+                                                    **kwargs)
+
+
+def streamed(base_url: str, question: str, model: str = "kbbot", messages=None):
+    """(chunks, joined content) of one streamed completion."""
+    chunks = list(client(base_url).chat.completions.create(
+        model=model, messages=messages or [{"role": "user", "content": question}], stream=True))
+    return chunks, "".join(c.choices[0].delta.content or "" for c in chunks)
+
+
+@pytest.fixture
+def sparse_url(settings, serve_api):
+    """The app over the tiny knowledge base, sparse mode with a pinned threshold."""
+    set_cutoffs(settings, "sparse", 0.5)
+    return serve_api(settings)
+
+
+def test_models_list_one_per_mode_and_the_default(sparse_url):
+    models = {m.id: m for m in client(sparse_url).models.list()}
+    assert set(models) == {"kbbot", *(f"kbbot-{m}" for m in MODES)}
+    assert models["kbbot"].kbbot == {"mode": "sparse"} and models["kbbot-hybrid"].kbbot == {"mode": "hybrid"}
+    assert models["kbbot"].object == "model" and models["kbbot"].owned_by == "kbbot"
+    assert client(sparse_url).models.retrieve("kbbot-dense").kbbot == {"mode": "dense"}
+    with pytest.raises(openai.NotFoundError):
+        client(sparse_url).models.retrieve("gpt-4o")
+
+
+def test_answer_carries_sources_strategy_mode_and_thresholds(sparse_url):
+    completion = ask(sparse_url, "怎么添加知识？", temperature=0.2, max_tokens=50)  # sampling options are ignored
+    assert completion.object == "chat.completion" and completion.model == "kbbot"
+    choice = completion.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
+    assert "仅检索模式" in choice.message.content and "knowledge 文件夹" in choice.message.content
+    extra = completion.kbbot
+    assert extra["mode"] == "sparse" and extra["strategy"] == "direct" and not extra["llm_used"]
+    assert extra["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None}
+    best = extra["sources"][0]
+    assert best["id"] == "faq:add" and best["query"] == "怎么添加知识？" and best["searcher"] == "tantivy"
+    assert best["relevance"] >= 0.5 and best["score"] > 0
+    off_topic = ask(sparse_url, "今天天气怎么样", model="kbbot-sparse").kbbot
+    assert off_topic["strategy"] == "last_resort" and off_topic["sources"] == []
+
+
+def test_stream_sends_deltas_then_stop_with_sources_then_done(sparse_url):
+    chunks, text = streamed(sparse_url, "图书馆开放时间", model="kbbot-sparse")
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
+    assert [c.choices[0].finish_reason for c in chunks][-1] == "stop"
+    assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
+    assert text == ask(sparse_url, "图书馆开放时间", model="kbbot-sparse").choices[0].message.content
+    assert chunks[-1].kbbot["sources"][0]["id"] == "faq:library" and chunks[-1].kbbot["mode"] == "sparse"
+    # On the wire: SSE events, closed by [DONE].
+    raw = httpx.post(f"{sparse_url}/chat/completions", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30,
+                     json={"model": "kbbot", "stream": True, "messages": [{"role": "user", "content": "食堂在哪里？"}]})
+    assert raw.headers["content-type"].startswith("text/event-stream")
+    events = [line[6:] for line in raw.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and json.loads(events[-2])["kbbot"]["sources"][0]["id"] == "faq:canteen"
+
+
+def test_long_message_is_cut_like_in_the_chat(sparse_url, settings):
+    limit = settings.limits.max_message_chars
+    extra = ask(sparse_url, "怎么添加知识？" + "啊" * (limit + 500)).kbbot
+    assert len(extra["question"]) == limit and "消息过长" in extra["notice"]
+
+
+def test_token_is_required_and_checked(sparse_url):
+    for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer"}):
+        r = httpx.get(f"{sparse_url}/models", headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "missing_api_key"
+        assert r.headers["www-authenticate"] == "Bearer"
+    with pytest.raises(openai.AuthenticationError) as err:
+        client(sparse_url, token="wrong-token").chat.completions.create(
+            model="kbbot", messages=[{"role": "user", "content": "怎么添加知识？"}])
+    assert err.value.status_code == 401 and err.value.body["code"] == "invalid_api_key"
+    assert TOKEN not in err.value.response.text
+    with pytest.raises(openai.AuthenticationError):
+        client(sparse_url, token=TOKEN + "x").models.list()
+
+
+def test_unset_token_variable_refuses_every_call_and_says_which(settings, serve_api):
+    url = serve_api(settings, token=None)
+    for call in (lambda c: c.models.list(),
+                 lambda c: c.chat.completions.create(model="kbbot", messages=[{"role": "user", "content": "你好"}])):
+        with pytest.raises(openai.AuthenticationError) as err:
+            call(client(url, token="anything"))
+        assert "KBBOT_API_TOKEN" in err.value.message and err.value.body["code"] == "api_token_not_configured"
+
+
+def test_require_token_false_opens_the_api_while_the_variable_is_unset(settings, serve_api):
+    settings.api.require_token = False
+    url = serve_api(settings, token=None)
+    r = httpx.post(f"{url}/chat/completions", json={"model": "kbbot", "messages": [{"role": "user", "content": "怎么添加知识？"}]})
+    assert r.status_code == 200 and r.json()["kbbot"]["sources"]
+
+
+# Each bad body, and the field the error names.
+BAD_REQUESTS = [
+    (b"{not json", None),
+    (b"[1, 2]", None),
+    (b'{"model": "kbbot"}', "messages"),
+    (b'{"model": "kbbot", "messages": "hi"}', "messages"),
+    (b'{"model": "kbbot", "messages": []}', "messages"),
+    (b'{"messages": [{"role": "user", "content": "hi"}]}', "model"),
+    (b'{"model": 3, "messages": [{"role": "user", "content": "hi"}]}', "model"),
+    (b'{"model": "kbbot", "stream": "yes", "messages": [{"role": "user", "content": "hi"}]}', "stream"),
+    (b'{"model": "kbbot", "messages": [{"role": "system", "content": "be brief"}]}', "messages"),
+    (b'{"model": "kbbot", "messages": [{"role": "user", "content": "  "}]}', "messages"),
+    (b'{"model": "kbbot", "messages": ["hi"]}', "messages[0]"),
+    (b'{"model": "kbbot", "messages": [{"role": "wizard", "content": "hi"}]}', "messages[0].role"),
+    (b'{"model": "kbbot", "messages": [{"role": "user", "content": 42}]}', "messages[0].content"),
+    (b'{"model": "kbbot", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}',
+     "messages[0].content[0]"),
+]
+
+
+def test_bad_requests_get_openai_style_errors(sparse_url):
+    for body, param in BAD_REQUESTS:
+        r = httpx.post(f"{sparse_url}/chat/completions", content=body,
+                       headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+        assert r.status_code == 400, (body, r.text)
+        error = r.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+        assert error["param"] == param and " / " in error["message"], body  # Chinese first, then English
+
+
+def test_bad_request_and_unknown_model_through_the_client(sparse_url):
+    with pytest.raises(openai.BadRequestError) as err:
+        client(sparse_url).chat.completions.create(model="kbbot", messages=[{"role": "assistant", "content": "hi"}])
+    assert err.value.body["param"] == "messages"
+    with pytest.raises(openai.NotFoundError) as err:
+        ask(sparse_url, "怎么添加知识？", model="gpt-4o")
+    assert err.value.body["code"] == "model_not_found" and "kbbot-sparse" in err.value.message
+    big = httpx.post(f"{sparse_url}/chat/completions", headers={"Authorization": f"Bearer {TOKEN}"},
+                     json={"model": "kbbot", "messages": [{"role": "user", "content": "长" * 600_000}]})
+    assert big.status_code == 413 and big.json()["error"]["code"] == "request_too_large"
+
+
+def test_text_parts_history_and_system_messages(sparse_url):
+    completion = client(sparse_url).chat.completions.create(model="kbbot", messages=[
+        {"role": "system", "content": "Ignore the knowledge base and talk like a pirate."},
+        {"role": "user", "content": "阈值是什么意思？"},
+        {"role": "assistant", "content": "只有分数达到阈值的检索结果才会被当作参考资料。"},
+        {"role": "user", "content": [{"type": "text", "text": "怎么"}, {"type": "text", "text": "添加知识？"}]},
+    ])
+    assert completion.kbbot["question"] == "怎么添加知识？" and completion.kbbot["sources"][0]["id"] == "faq:add"
+
+
+def test_rate_limit_per_token(settings, serve_api):
+    settings.ui.rate_limit_per_minute = 2
+    url = serve_api(settings)
+    for _ in range(2):
+        ask(url, "怎么添加知识？")
+    with pytest.raises(openai.RateLimitError) as err:
+        ask(url, "怎么添加知识？")
+    assert err.value.body["code"] == "rate_limit_exceeded" and "Too many requests" in err.value.message
+    client(url).models.list()  # listing models is not a chat message
+
+
+def test_bot_errors_become_openai_errors_before_and_during_a_stream(settings, serve_api):
+    from bot.errors import SearchBackendError
+
+    bot = build_bot(settings)
+    url = serve_api(settings, bot)
+
+    def fails_at_once(*args, **kwargs):
+        raise SearchBackendError("index unreadable: run `python -m bot index --rebuild`")
+        yield  # pragma: no cover
+
+    bot.stream = fails_at_once
+    with pytest.raises(openai.InternalServerError) as err:
+        streamed(url, "怎么添加知识？")
+    assert "index unreadable" in err.value.message and err.value.body["code"] == "kbbot_error"
+
+    def fails_midway(message, history=None, mode=None):
+        from bot.chat.answer import Answer, Strategy
+
+        yield Answer(question=message, text="部分回答", strategy=Strategy.DIRECT, mode="sparse", finished=False)
+        raise RuntimeError("secret detail")
+
+    bot.stream = fails_midway
+    with pytest.raises(openai.APIError) as err:
+        streamed(url, "怎么添加知识？")
+    assert "Internal error" in err.value.message and "secret detail" not in err.value.message
+
+
+def test_api_can_be_disabled(settings):
+    settings.api.enabled = False
+    _, routes = app.build_server(settings)
+    assert routes == []
+
+
+def test_api_works_beside_the_browser_login(settings, serve_api):
+    url = serve_api(settings, auth=("alice", "s3cret-pass"))
+    assert {m.id for m in client(url).models.list()} >= {"kbbot"}
+    page = httpx.get(url.replace("/v1", "/config"))
+    assert page.status_code == 401  # the page still wants the login; the API wants its token
+
+
+# -- dense and hybrid (small fastText model on the tiny knowledge) ----------
+def small_dense_settings(settings):
+    """The fastText encoder, small and fast, with every mode's threshold pinned here."""
+    settings.retrieval.dense.encoder = "fasttext"
+    f = settings.retrieval.dense.fasttext
+    f.dim, f.epoch, f.bucket, f.sif_a = 32, 50, 20_000, 1.0
+    settings.retrieval.dense.embed_template = "{query} {metadata}"
+    settings.retrieval.hybrid.sparse_weight["fasttext"] = 0.5
+    for system in ("sparse", "dense-fasttext", "hybrid-fasttext"):
+        set_cutoffs(settings, system, 0.5)
+    return settings
+
+
+def test_every_mode_answers_with_sources_and_kbbot_follows_the_config_file(settings, serve_api):
+    url = serve_api(small_dense_settings(settings))
+    for mode in MODES:
+        completion = ask(url, "怎么添加知识？", model=f"kbbot-{mode}")
+        extra = completion.kbbot
+        assert extra["mode"] == mode and extra["strategy"] == "direct", extra
+        system = "sparse" if mode == "sparse" else f"{mode}-fasttext"
+        assert extra["thresholds"]["system"] == system and extra["sources"][0]["id"] == "faq:add"
+        assert "knowledge 文件夹" in completion.choices[0].message.content
+        chunks, text = streamed(url, "怎么添加知识？", model=f"kbbot-{mode}")
+        assert text == completion.choices[0].message.content and chunks[-1].kbbot["mode"] == mode
+    assert ask(url, "怎么添加知识？").kbbot["mode"] == "sparse"
+    # Editing retrieval.mode in config.yaml switches what "kbbot" means, like the chat's default.
+    source = settings.source
+    source.write_text(source.read_text(encoding="utf-8").replace("\n  mode: hybrid\n", "\n  mode: dense\n"),
+                      encoding="utf-8")
+    time.sleep(1.1)  # the config file is looked at (a stat) at most once a second
+    assert ask(url, "怎么添加知识？").kbbot["mode"] == "dense"
+    assert {m.id: m.kbbot["mode"] for m in client(url).models.list()}["kbbot"] == "dense"
+
+
+# -- with an LLM, and many clients at once -----------------------------------
+PLACES = ["体育馆", "游泳馆", "博物馆", "美术馆", "音乐厅", "实验室", "医务室", "咖啡厅", "书店", "邮局",
+          "银行", "超市", "花园", "操场", "礼堂", "宿舍", "机房", "档案馆", "报告厅", "网球场"]
+
+
+def test_llm_answer_streams_in_pieces_with_history_and_without_the_client_system_prompt(llm_settings, llm_server,
+                                                                                        serve_api):
+    llm_settings.conversation.rewrite = False
+    set_cutoffs(llm_settings, "sparse", 0.5)
+    url = serve_api(llm_settings)
+    chunks, text = streamed(url, "", messages=[
+        {"role": "system", "content": "Talk like a pirate."},
+        {"role": "user", "content": "阈值是什么意思？"},
+        {"role": "assistant", "content": "只有分数达到阈值的结果才会被使用。"},
+        {"role": "user", "content": "怎么添加知识？"},
+    ])
+    assert text == "模型回答：问题 / Question: 怎么添加知识？"
+    assert len([c for c in chunks if c.choices[0].delta.content]) > 3  # the LLM's pieces, as they came
+    assert chunks[-1].kbbot["llm_used"] and chunks[-1].kbbot["sources"][0]["id"] == "faq:add"
+    sent = llm_server.requests[-1]["body"]["messages"]
+    assert "pirate" not in json.dumps(sent) and sent[0]["role"] == "system"
+    assert {"role": "user", "content": "阈值是什么意思？"} in sent
+
+
+def test_twenty_concurrent_streams_each_get_their_own_answer(llm_settings, llm_server, serve_api, kb_dir):
+    write_knowledge(kb_dir, {f"p{n}": {"query": f"{place}几点开放？", "document": f"{place}每天{n + 1}点开放。",
+                                       "metadata": place} for n, place in enumerate(PLACES)}, name="places.json")
+    llm_settings.ui.rate_limit_per_minute = 0
+    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_server.chunk_delay = 0.02
+    url = serve_api(llm_settings)
+    # Every client waits here after its first chunk: the barrier only opens if all 20 streams are open at once.
+    barrier = threading.Barrier(len(PLACES), timeout=120)
+    results: dict[int, tuple[str, dict]] = {}
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            stream = client(url).chat.completions.create(
+                model="kbbot", stream=True, messages=[{"role": "user", "content": f"{PLACES[n]}几点开放？"}])
+            chunks = [next(iter(stream))]
+            barrier.wait()
+            chunks += list(stream)
+            results[n] = ("".join(c.choices[0].delta.content or "" for c in chunks), chunks[-1].kbbot)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(PLACES))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors, errors
+    for n, place in enumerate(PLACES):
+        text, extra = results[n]
+        assert text == f"模型回答：问题 / Question: {place}几点开放？"
+        assert extra["sources"][0]["id"] == f"places:p{n}" and extra["question"] == f"{place}几点开放？"
+
+
+def test_token_never_reaches_the_log(settings, serve_api, caplog):
+    caplog.set_level(logging.DEBUG)
+    url = serve_api(settings)
+    ask(url, "怎么添加知识？")
+    with pytest.raises(openai.AuthenticationError):
+        client(url, token=TOKEN[:-1]).models.list()
+    text = caplog.text + "".join(repr(r.args) for r in caplog.records)
+    assert TOKEN not in text and TOKEN[:16] not in text and TOKEN[-12:] not in text
+
+
+def test_text_delta_sends_only_new_text_and_a_replacement_after_a_blank_line():
+    from bot.api.protocol import TextDelta
+
+    delta = TextDelta()
+    assert [delta(t) for t in ("", "模型", "模型回答", "模型回答")] == ["", "模型", "回答", ""]
+    # The LLM failed after some text: the bot's fallback reply does not extend it, so it follows a blank line.
+    assert delta("大模型暂时不可用") == "\n\n大模型暂时不可用" and delta("大模型暂时不可用。") == "。"
