@@ -258,8 +258,8 @@ def tables(sets: list[DataSet], results: dict[str, dict[str, Measured]], systems
             lines.append(f"| {data.name} | {s} | {fmt(r.recall(1))} | {fmt(r.recall(3))} | {fmt(r.recall(5))} | "
                          f"{fmt(r.mrr)} | {fmt(auc(p, n))} | {point(cut, p, n).f1:.3f} ({cut:.3g}) | {at_default} | "
                          f"{r.p50_ms:.2f} | {r.p95_ms:.2f} |")
-    transfer = ["| system | " + " | ".join(f"{d.name}: F1 left out (cut) / best" for d in sets) + " |",
-                "|" + "---|" * (len(sets) + 1)]
+    transfer = ["| system | " + " | ".join(f"{d.name}: F1 left out (cut) / best" for d in sets)
+                + " | cut chosen on all sets |", "|" + "---|" * (len(sets) + 2)]
     for s in systems:
         cells = []
         for data in sets:
@@ -272,6 +272,9 @@ def tables(sets: list[DataSet], results: dict[str, dict[str, Measured]], systems
             cut = best_shared_threshold(others)
             best = point(best_threshold(m.positives, m.negatives), m.positives, m.negatives).f1
             cells.append(f"{point(cut, m.positives, m.negatives).f1:.3f} ({cut:.3g}) / {best:.3f}")
+        every = [results[d.name][s] for d in sets if s in results[d.name]]
+        shared = best_shared_threshold([(m.positives, m.negatives) for m in every]) if every else None
+        cells.append(f"{shared:.3g}" if shared is not None else "—")
         transfer.append(f"| {s} | " + " | ".join(cells) + " |")
     direct = ["| system | direct threshold | " + " | ".join(f"{d.name}: replies verbatim / right" for d in sets) + " |",
               "|" + "---|" * (len(sets) + 2)]
@@ -293,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--limit", type=int, default=None, help="questions per cmrc/lcqmc set (default: all)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    parser.add_argument("--dump", type=Path, default=None, help="also pickle the measurements here (re-render later)")
     args = parser.parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
     start = time.perf_counter()
@@ -301,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         print("no data: nothing to measure")
         return 0
     results = {d.name: measure(d, systems) for d in sets}
+    if args.dump:
+        import pickle
+
+        args.dump.write_bytes(pickle.dumps({"sets": sets, "results": results, "systems": systems}))
     body = tables(sets, results, systems)
     header = (f"One run of `python -m benchmarks.retrieval` ({time.perf_counter() - start:.0f} s, 2 CPUs): "
               + "; ".join(f"**{d.name}** {len(d.entries)} entries, {len(d.questions)} questions ({d.note})" for d in sets)

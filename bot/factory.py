@@ -112,8 +112,10 @@ def build_index(settings: Settings) -> KnowledgeIndex:
 
 
 def build_store(settings: Settings) -> KnowledgeStore:
-    """Locked, validated writes into the knowledge folder (locks live in the state folder)."""
-    return KnowledgeStore(settings.resolve(settings.knowledge.path), settings.resolve(settings.state_dir) / "locks")
+    """Locked, validated writes into the knowledge folder (locks and history live in the state folder)."""
+    state = settings.resolve(settings.state_dir)
+    return KnowledgeStore(settings.resolve(settings.knowledge.path), state / "locks", history_dir=state / "history",
+                          history_versions=settings.knowledge.history_versions)
 
 
 def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True,
@@ -138,6 +140,7 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
         mode=mode,
         top_k=settings.retrieval.top_k,
         max_message_chars=settings.limits.max_message_chars,
+        max_answer_chars=settings.limits.max_answer_chars,
         rewriter=QueryRewriter(llm, settings.conversation.rewrite_template, settings.prompt.max_history_turns)
         if llm is not None and settings.conversation.rewrite else None,
         splitter=QuestionSplitter(settings.splitting.conjunctions, settings.splitting.min_part_chars,

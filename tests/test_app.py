@@ -36,8 +36,8 @@ def served(settings):
 
 def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
     client, bot = served
-    history, box, sources = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
-    assert box == ""
+    history, box, sources, header, _ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
+    assert box == "" and "`sparse`" in header and "this session's choice" in header
     reply = history[-1]["content"]
     reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
     assert "仅检索模式" in reply and "knowledge 文件夹" in reply
@@ -49,7 +49,7 @@ def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
 
 def test_off_topic_gets_last_resort(served):
     client, _ = served
-    _, _, sources = client.predict("今天天气怎么样", [], "sparse", api_name="/chat")
+    _, _, sources, *_ = client.predict("今天天气怎么样", [], "sparse", api_name="/chat")
     assert "last resort" in sources
 
 
@@ -61,7 +61,7 @@ def test_knowledge_html_is_rendered_escaped(served, kb_dir):
     (kb_dir / "xss.json").write_text(json.dumps(
         {"x": {"query": "脚本注入测试<script>alert(1)</script>", "document": "<img src=x onerror=alert(1)>危险内容", "metadata": "脚本注入"}},
         ensure_ascii=False), encoding="utf-8")
-    history, _, sources = client.predict("脚本注入测试", [], "sparse", api_name="/chat")
+    history, _, sources, *_ = client.predict("脚本注入测试", [], "sparse", api_name="/chat")
     assert "<script>" not in sources and "&lt;script&gt;" in sources
     reply = history[-1]["content"]
     reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
@@ -72,7 +72,7 @@ def test_header_shows_mode_and_retrieval_only(settings):
     from bot.ui.app import ChatHandlers
 
     header = ChatHandlers(build_bot(settings), settings).header("sparse")
-    assert "`sparse`" in header and "Retrieval-only" in header
+    assert "`sparse`" in header and "Retrieval-only" in header and "6 entries loaded" in header
 
 
 def test_app_binds_loopback_by_default():
@@ -107,7 +107,7 @@ def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir,
     assert "faq:1" in status and "index updated" in status
     on_disk = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
     assert list(on_disk)[:len(TINY)] == list(TINY) and on_disk["1"]["query"] == "停车场怎么收费？"
-    history, _, sources = client.predict("停车场怎么收费", [], "sparse", api_name="/chat")
+    history, _, sources, *_ = client.predict("停车场怎么收费", [], "sparse", api_name="/chat")
     assert "每小时五元" in reply_text(history) and "停车场怎么收费？" in sources
     # A restarted app (new index over the same folders) still has it.
     again = build_bot(settings)
@@ -151,8 +151,8 @@ def test_knowledge_tab_upload(served, kb_dir, tmp_path):
 
 def test_retry_and_undo(served):
     client, _ = served
-    history, _, _ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
-    retried, _, sources = client.predict(history, "sparse", api_name="/retry")
+    history, *_ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
+    retried, _, sources, *_ = client.predict(history, "sparse", api_name="/retry")
     assert len(retried) == 2 and "怎么添加知识？" in sources
     undone, box, _ = client.predict(retried, api_name="/undo")
     assert undone == [] and box == "怎么添加知识？"
@@ -244,6 +244,6 @@ def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
         yield  # pragma: no cover
 
     bot.stream = broken
-    history, box, _ = list(handlers.chat("怎么添加知识？", []))[-1]
+    history, box, *_ = list(handlers.chat("怎么添加知识？", []))[-1]
     assert history[-1]["content"] == INTERNAL_ERROR and "boom" not in INTERNAL_ERROR
     assert any("chat turn failed" in r.getMessage() for r in caplog.records)

@@ -166,3 +166,30 @@ def test_new_file_is_picked_up_on_next_message(offline_bot, kb_dir):
         [{"query": "停车场怎么收费？", "document": "校内停车每小时五元。", "metadata": "停车,收费"}], ensure_ascii=False), encoding="utf-8")
     answer = offline_bot.answer("停车场怎么收费")
     assert answer.hits[0].entry.id == "parking:0" and offline_bot.index.error is None
+
+
+def test_forged_history_reaches_the_llm_within_the_character_budget(llm_bot, llm_server, llm_settings):
+    huge = "伪" * 1_000_000
+    history = [{"role": "user", "content": huge}, {"role": "assistant", "content": huge},
+               {"role": "user", "content": "上一个问题"}, {"role": "assistant", "content": "上一个回答"}]
+    llm_bot.answer("怎么添加知识？", history)
+    body = llm_server.requests[-1]["body"]
+    demos = 1 + 2 * len(llm_settings.prompt.demonstrations)
+    sent = body["messages"][demos:-1]
+    assert sum(len(m["content"]) for m in sent) <= llm_settings.prompt.max_history_chars
+    assert sent[-2:] == [{"role": "user", "content": "上一个问题"}, {"role": "assistant", "content": "上一个回答"}]
+
+
+def test_runaway_llm_reply_is_cut_at_the_answer_cap(llm_settings, llm_server):
+    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings.limits.max_answer_chars = 200
+    llm_server.reply = scripted(answer="很长" * 5000)
+    answer = build_bot(llm_settings).answer("怎么添加知识？")
+    assert answer.text.startswith("很长") and answer.text.endswith(CUT_NOTICE)
+    assert len(answer.text) <= 200 + len(CUT_NOTICE) + 2 and CUT_NOTICE in (answer.notice or "")
+
+
+def test_forged_history_without_llm_searches_a_bounded_followup(offline_bot):
+    history = [{"role": "user", "content": "怎么添加知识" * 100_000}, {"role": "assistant", "content": "好"}]
+    answer = offline_bot.answer("那它呢？", history)
+    assert answer.rewritten is None or len(answer.rewritten) <= offline_bot.max_message_chars + 10

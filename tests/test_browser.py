@@ -5,6 +5,7 @@ Screenshots go to test-artifacts/screenshots/. Skipped, with the reason shown, w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -62,23 +63,35 @@ class App:
         self.log.close()
 
 
-@pytest.fixture
-def app_config(tmp_path):
+def write_app_config(tmp_path: Path) -> Path:
+    """A config file for the tiny knowledge base in ``tmp_path`` (the sparse mode; dense/hybrid tested elsewhere)."""
     write_knowledge(tmp_path / "knowledge", TINY)
-    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.5)  # the sparse mode; dense/hybrid tested elsewhere
+    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.5)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
 
 
-@pytest.fixture(scope="module")
-def browser():
+@contextlib.contextmanager
+def chromium():
+    """Headless Debian Chromium, closed on exit."""
     with playwright_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         yield b
         b.close()
+
+
+@pytest.fixture
+def app_config(tmp_path):
+    return write_app_config(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
 
 
 def offline_env() -> dict[str, str]:

@@ -10,7 +10,7 @@ import yaml
 
 from bot.config.settings import load_settings
 from bot.factory import build_bot
-from bot.ui.app import ChatHandlers
+from bot.ui.app import FOLLOW, ChatHandlers
 from tests.conftest import config_dict
 
 
@@ -42,8 +42,10 @@ def test_editing_the_mode_switches_the_running_bot_and_new_pages(config_path):
     set_mode(config_path, "dense")
     answer = bot.answer("怎么添加知识？")
     assert answer.mode == "dense" and answer.hits and answer.hits[0].searcher == "faiss"
-    header, selector = ChatHandlers(bot, load_settings(config_path)).page_defaults()
-    assert "`dense`" in header and selector["value"] == "dense"
+    # A new page follows the config: the selector's default is "follow" (no override), its label names the mode.
+    header, selector, _ = ChatHandlers(bot, load_settings(config_path)).page_defaults()
+    assert "`dense`" in header and "following config" in header and selector["value"] == FOLLOW
+    assert ("跟随配置 / Follow config (dense)", FOLLOW) in selector["choices"]
     set_mode(config_path, "hybrid")
     answer = bot.answer("怎么添加知识？")
     assert answer.mode == "hybrid" and answer.hits[0].searcher == "hybrid" and answer.thresholds.system == "hybrid-e5"

@@ -1,8 +1,8 @@
-"""What the bot returns: the reply, the hits behind it, the strategy that produced it and timings."""
+"""What the bot returns: the reply, the hits behind it, the strategy that produced it, and all a front end shows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from bot.search.base import Hit
@@ -44,8 +44,23 @@ class Cutoffs:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One part of a message that asks several things, and the best passing hit found for it (None: nothing)."""
+
+    question: str
+    hit: Hit | None = None
+
+
+@dataclass(frozen=True)
 class Answer:
-    """One reply; while streaming, snapshots share everything but a growing ``text``."""
+    """One turn, everything a front end shows; while streaming, snapshots share all but a growing ``text``.
+
+    ``mode`` is the mode that answered; ``llm`` the configured model's name (None: retrieval-only), ``llm_used``
+    whether it wrote this text. ``notices`` are for everyone (truncation, a searcher's fallback, an LLM failure);
+    ``knowledge_error`` is the detail of a broken knowledge file, for admins only (it names server paths): a chat
+    page shows a generic line instead. ``suggestions`` are the entry questions of a last-resort "did you mean",
+    ``parts`` the sub-questions of a split message with the entry that answers each.
+    """
 
     question: str
     text: str
@@ -54,25 +69,44 @@ class Answer:
     hits: list[Hit] = field(default_factory=list)
     candidates: list[Hit] = field(default_factory=list)
     thresholds: Cutoffs | None = None
+    llm: str | None = None
     llm_used: bool = False
     hypothetical: str | None = None
     rewritten: str | None = None
-    notice: str | None = None
+    notices: tuple[str, ...] = ()
+    knowledge_error: str | None = None
+    suggestions: tuple[str, ...] = ()
+    parts: tuple[Part, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
 
+    @property
+    def notice(self) -> str | None:
+        """The notices as one line, or None when there is none."""
+        return " ".join(self.notices) if self.notices else None
+
+    def noted(self, *notices: str | None) -> Answer:
+        """A copy with ``notices`` added (empty and repeated ones skipped)."""
+        extra = tuple(n for n in dict.fromkeys(notices) if n and n not in self.notices)
+        return replace(self, notices=self.notices + extra) if extra else self
+
     def to_dict(self) -> dict:
-        """JSON-ready form (for ``--json`` and the API)."""
+        """JSON-ready form (for ``--json`` and the API); a knowledge error only as a flag, its detail names paths."""
         return {
             "question": self.question,
             "answer": self.text,
             "strategy": self.strategy.value,
             "mode": self.mode,
+            "llm": self.llm,
             "llm_used": self.llm_used,
             "thresholds": self.thresholds.to_dict() if self.thresholds else None,
             "notice": self.notice,
+            "notices": list(self.notices),
+            "knowledge_problem": self.knowledge_error is not None,
             "hypothetical": self.hypothetical,
             "rewritten": self.rewritten,
+            "suggestions": list(self.suggestions),
+            "parts": [{"question": p.question, "id": p.hit.entry.id if p.hit else None} for p in self.parts],
             "hits": [hit_dict(h) for h in self.hits],
             "candidates": [hit_dict(h) for h in self.candidates],
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},

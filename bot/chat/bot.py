@@ -6,23 +6,27 @@ import dataclasses
 import logging
 import time
 import unicodedata
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
-from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.chat import services
+from bot.chat.answer import Answer, Cutoffs, Part, Strategy
+from bot.chat.compose import RETRIEVAL_ONLY_LABEL, compose  # noqa: F401 (re-exported)
 from bot.chat.conversation import QueryRewriter, last_user_message
-from bot.chat.followup import reads_as_followup
-from bot.errors import LLMError, LLMStreamBroken, SearchBackendError
 from bot.chat.fallback import HydeFallback, LastResort
-from bot.search.index import KnowledgeIndex
+from bot.chat.followup import reads_as_followup
+from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.prompt import PromptBuilder
-from bot.search.base import Hit
 from bot.chat.splitter import QuestionSplitter, merge_hits
+from bot.errors import ConfigError, LLMError, LLMStreamBroken, SearchBackendError
+from bot.knowledge.store import KnowledgeStore
+from bot.search.base import Hit
+from bot.search.index import KnowledgeIndex
 
 log = logging.getLogger(__name__)
 
 EMPTY_REPLY = "请输入您的问题。/ Please type a question."
-RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
 VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
 LLM_DOWN_NOTICE = "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
 CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
@@ -59,6 +63,7 @@ class Bot:
         mode: str = "sparse",
         top_k: int = 5,
         max_message_chars: int = 2000,
+        max_answer_chars: int = 8000,
         rewriter: QueryRewriter | None = None,
         splitter: QuestionSplitter | None = None,
         mode_source: Callable[[], str] | None = None,
@@ -73,6 +78,7 @@ class Bot:
         self.mode = mode
         self.top_k = top_k
         self.max_message_chars = max_message_chars
+        self.max_answer_chars = max_answer_chars
         self.rewriter = rewriter if llm is not None else None
         self.splitter = splitter
         self.mode_source = mode_source
@@ -81,6 +87,28 @@ class Bot:
     def retrieval_only(self) -> bool:
         """True when no LLM is configured."""
         return self.llm is None
+
+    @property
+    def llm_name(self) -> str | None:
+        """The configured LLM's name, or None when retrieval-only."""
+        return self.llm.name if self.llm is not None else None
+
+    # -- services for front ends (bot/chat/services.py) ---------------------
+    def status(self, mode: str | None = None) -> services.Status:
+        """Mode, modes, entry count, LLM, notice and knowledge error; never builds or refreshes an index."""
+        return services.status(self, mode)
+
+    def retrieve_all_modes(self, query: str) -> dict[str, services.ModeRetrieval]:
+        """Every mode's hits for ``query`` without the LLM (the retrieval-test tab); errors per mode as text."""
+        return services.retrieve_all_modes(self, query)
+
+    def examples(self, configured: Sequence[str] = ()) -> list[str]:
+        """Example questions: the configured ones found in the loaded knowledge, else some of its entries'."""
+        return services.example_questions(self.index.entries, configured, max(len(configured), services.EXAMPLES))
+
+    def editor(self, store: KnowledgeStore) -> KnowledgeEditor:
+        """Knowledge edits through ``store`` that refresh this bot's index at once."""
+        return KnowledgeEditor(self.index, store)
 
     def current_mode(self) -> str:
         """The default mode now: the config file's, when it changed while running (see ConfiguredMode)."""
@@ -95,30 +123,36 @@ class Bot:
 
     def retrieve(self, query: str, mode: str | None = None, top_k: int | None = None) -> tuple[list[Hit], list[Hit]]:
         """(all hits, hits that pass the mode's threshold) for ``query``, split into parts when it asks several things."""
-        mode = mode or self.mode
+        hits, passed, _ = self._search(query, mode, top_k)
+        return hits, passed
+
+    def _search(self, query: str, mode: str | None = None, top_k: int | None = None):
+        """(hits, passing hits, parts): a split message also gets each part's best passing hit, labelled."""
+        mode = mode or self.current_mode()
         top_k = top_k or self.top_k
         searcher = self.index.searcher(mode)
+        cutoffs = self.cutoffs(searcher.system)
         parts = self.splitter.split(query) if self.splitter else [query]
+        found: tuple[Part, ...] = ()
         if len(parts) > 1:
-            lists = [("", searcher.search(query, top_k))] + [(p, searcher.search(p, top_k)) for p in parts]
-            hits = merge_hits(lists, top_k * len(parts))
+            lists = [(p, searcher.search(p, top_k)) for p in parts]
+            hits = merge_hits([("", searcher.search(query, top_k))] + lists, top_k * len(parts))
+            found = tuple(Part(p, next((dataclasses.replace(h, subquestion=p) for h in part_hits if cutoffs.passes(h)),
+                                       None)) for p, part_hits in lists)
         else:
             hits = searcher.search(query, top_k)
-        cutoffs = self.cutoffs(searcher.system)
-        return hits, [h for h in hits if cutoffs.passes(h)]
+        return hits, [h for h in hits if cutoffs.passes(h)], found
 
     def cutoffs(self, system: str) -> Cutoffs:
         """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
         if system not in self.thresholds:
-            from bot.errors import ConfigError
-
             raise ConfigError(f"retrieval.thresholds has no entry for {system!r}; add e.g. "
                               f"`{system}: {{answer: 0.8, direct: null}}` (README \"Scores and thresholds\")")
         return self.thresholds[system]
 
     def mode_thresholds(self, mode: str | None = None) -> Cutoffs:
         """The thresholds that apply in ``mode``."""
-        return self.cutoffs(self.index.searcher(mode or self.mode).system)
+        return self.cutoffs(self.index.searcher(mode or self.current_mode()).system)
 
     def _standalone(self, question: str, history, timings: dict[str, float]) -> str | None:
         """The follow-up rewritten into a standalone question by the LLM, or None when not needed."""
@@ -146,34 +180,39 @@ class Bot:
         start = time.perf_counter()
         mode = mode or self.current_mode()
         timings: dict[str, float] = {}
-        question, notice = clean_message(message, self.max_message_chars)
-        base = Answer(question=question, text="", strategy=Strategy.DIRECT, mode=mode,
-                      notice=notice, finished=False)
+        question, truncated = clean_message(message, self.max_message_chars)
+        base = Answer(question=question, text="", strategy=Strategy.DIRECT, mode=mode, llm=self.llm_name,
+                      finished=False).noted(truncated)
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)
             return
         self.index.refresh()
+        if self.index.error:
+            base = dataclasses.replace(base, knowledge_error=str(self.index.error))
         rewritten = self._standalone(question, history, timings)
         search_q = rewritten or question
         t = time.perf_counter()
         try:
-            candidates, passed = self.retrieve(search_q, mode)
+            candidates, passed, parts = self._search(search_q, mode)
             previous = last_user_message(history) if self.llm is None else None
+            previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
             if not passed and previous and reads_as_followup(question):
                 # No LLM to rewrite it: a message that leans on the last question and finds nothing on its own
                 # ("他是谁") is searched with it; one that does ("那珠海校区呢") keeps its own hits.
                 combined = f"{previous} {question}"
                 more, more_passed = self.retrieve(combined, mode)
                 if more_passed:
-                    candidates, passed, rewritten = more, more_passed, combined
+                    candidates, passed, rewritten, parts = more, more_passed, combined, ()
         except SearchBackendError as exc:
             # The detail (hosts, index names) goes to the log, not to a possibly public chat page.
             log.error("search failed in mode %s: %s", mode, exc)
-            yield self._finish(dataclasses.replace(base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT,
-                                                   notice=_join(base.notice, SEARCH_DOWN_NOTICE)), timings, start)
+            yield self._finish(dataclasses.replace(base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT)
+                               .noted(SEARCH_DOWN_NOTICE), timings, start)
             return
         timings["retrieve"] = _ms(t)
-        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, thresholds=self.mode_thresholds(mode))
+        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, parts=parts,
+                                   thresholds=self.mode_thresholds(mode))
+        base = base.noted(*services.searcher_notices(self.index.built(mode)))
         if passed:
             yield from self._respond(dataclasses.replace(base, hits=passed), history, timings, start)
             return
@@ -191,7 +230,8 @@ class Bot:
                 _, passed = self.retrieve(HydeFallback.search_text(search_q, hypothetical), mode)
                 timings["retrieve_hyde"] = _ms(t)
                 if passed:
-                    base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical)
+                    base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical,
+                                               parts=())
                     yield from self._respond(base, history, timings, start)
                     return
                 base = dataclasses.replace(base, hypothetical=hypothetical)
@@ -202,7 +242,7 @@ class Bot:
     # -- producing text ----------------------------------------------------
     def _respond(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
         if self.llm is None:
-            yield self._finish(dataclasses.replace(base, text=self.compose(base.hits)), timings, start)
+            yield self._finish(dataclasses.replace(base, text=self.compose(base.hits, base.parts)), timings, start)
             return
         best = base.hits[0]
         # Not for a split message, even when its best hit came from the search for the whole message (no label).
@@ -217,56 +257,56 @@ class Bot:
         prompt = self.prompt.build(base.question, base.hits, history)
         timings["prompt"] = _ms(t)
         base = dataclasses.replace(base, hits=prompt.used, llm_used=True)
-        yield from self._generate(base, prompt.messages, history, timings, start, fallback=self.compose(prompt.used))
+        yield from self._generate(base, prompt.messages, history, timings, start, fallback=self.compose(prompt.used, base.parts))
 
     def _last_resort(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
         fixed = self.last_resort.fixed_reply(base.candidates)
         if self.llm is not None and self.last_resort.uses_llm:
             messages = self.prompt.build_plain(base.question, history)
-            base = dataclasses.replace(base, llm_used=True, notice=_join(base.notice, self.last_resort.notice))
+            base = dataclasses.replace(base, llm_used=True).noted(self.last_resort.notice)
             yield from self._generate(base, messages, history, timings, start, fallback=fixed,
                                       prefix=self.last_resort.notice + "\n\n")
             return
-        yield self._finish(dataclasses.replace(base, text=fixed), timings, start)
+        suggestions = tuple(self.last_resort.suggestions(base.candidates))
+        yield self._finish(dataclasses.replace(base, text=fixed, suggestions=suggestions), timings, start)
 
     def _generate(self, base: Answer, messages, history, timings, start, fallback: str, prefix: str = "") -> Iterator[Answer]:
         """Stream the LLM; on failure degrade to ``fallback`` text with a notice, keeping any streamed part."""
         t = time.perf_counter()
         text = prefix
         try:
-            for piece in self.llm.stream(messages):
+            pieces = self.llm.stream(messages)
+            for piece in pieces:
                 text += piece
+                if len(text) > self.max_answer_chars:  # a runaway reply: stop reading (closes the HTTP stream)
+                    close = getattr(pieces, "close", None)
+                    if close is not None:
+                        close()
+                    log.warning("LLM reply cut at %d characters", self.max_answer_chars)
+                    timings["llm"] = _ms(t)
+                    text = text[: self.max_answer_chars]
+                    yield self._finish(dataclasses.replace(base, text=f"{text}\n\n{CUT_NOTICE}").noted(CUT_NOTICE),
+                                       timings, start)
+                    return
                 yield dataclasses.replace(base, text=text)
         except LLMStreamBroken as exc:
             log.warning("LLM stream broke: %s", exc)
             timings["llm"] = _ms(t)
-            yield self._finish(dataclasses.replace(base, text=f"{text}\n\n{CUT_NOTICE}",
-                                                   notice=_join(base.notice, CUT_NOTICE)), timings, start)
+            yield self._finish(dataclasses.replace(base, text=f"{text}\n\n{CUT_NOTICE}").noted(CUT_NOTICE), timings, start)
             return
         except LLMError as exc:
             log.warning("LLM failed, answering from retrieval: %s", exc)
             timings["llm"] = _ms(t)
-            yield self._finish(dataclasses.replace(base, text=f"{LLM_DOWN_NOTICE}\n\n{fallback}", llm_used=False,
-                                                   notice=_join(base.notice, LLM_DOWN_NOTICE)), timings, start)
+            yield self._finish(dataclasses.replace(base, text=f"{LLM_DOWN_NOTICE}\n\n{fallback}", llm_used=False)
+                               .noted(LLM_DOWN_NOTICE), timings, start)
             return
         timings["llm"] = _ms(t)
         yield self._finish(dataclasses.replace(base, text=text), timings, start)
 
-    def compose(self, hits: Sequence[Hit]) -> str:
-        """Retrieval-only reply: the best hit's document, then the other hits' titles."""
-        if not hits:
-            return self.last_resort.fixed_reply([])
-        best, others = hits[0], hits[1:]
-        text = f"{RETRIEVAL_ONLY_LABEL}\n\n**{best.entry.query}**\n\n{best.entry.document}"
-        if others:
-            text += "\n\n其他相关条目 / Other related entries:\n" + "\n".join(f"- {h.entry.query}" for h in others)
-        return text
+    def compose(self, hits: Sequence[Hit], parts: Sequence[Part] = ()) -> str:
+        """Retrieval-only reply: each part's best entry (a split message) or the best hit's document, then titles."""
+        return compose(hits, parts, self.last_resort.fixed_reply([]))
 
     def _finish(self, answer: Answer, timings: dict[str, float], start: float) -> Answer:
         timings = dict(timings, total=_ms(start))
         return dataclasses.replace(answer, timings=timings, finished=True)
-
-
-def _join(a: str | None, b: str | None) -> str | None:
-    parts = [p for p in (a, b) if p]
-    return " ".join(parts) if parts else None

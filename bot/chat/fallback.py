@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from bot.config.settings import HydeSettings, LastResortSettings
 from bot.chat.llm import ChatModel
+from bot.config.settings import HydeSettings, LastResortSettings
 from bot.search.base import Hit
 
 
@@ -38,15 +38,20 @@ class LastResort:
         """True when configured to let the LLM answer alone."""
         return self.settings.mode == "llm"
 
-    def fixed_reply(self, candidates: Sequence[Hit]) -> str:
-        """The configured reply plus up to ``suggestions`` closest entries below the threshold."""
-        text = self.settings.reply.strip()
+    def suggestions(self, candidates: Sequence[Hit]) -> list[str]:
+        """The questions of up to ``suggestions`` closest entries below the threshold ("did you mean")."""
         seen: list[str] = []
         for hit in candidates:
-            if hit.entry.query not in seen:
-                seen.append(hit.entry.query)
             if len(seen) >= self.settings.suggestions:
                 break
+            if hit.entry.query not in seen:
+                seen.append(hit.entry.query)
+        return seen
+
+    def fixed_reply(self, candidates: Sequence[Hit]) -> str:
+        """The configured reply plus the "did you mean" suggestions."""
+        text = self.settings.reply.strip()
+        seen = self.suggestions(candidates)
         if seen:
             text += "\n\n您是不是想问 / Did you mean:\n" + "\n".join(f"- {q}" for q in seen)
         return text

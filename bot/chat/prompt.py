@@ -23,8 +23,29 @@ def message_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def normalize_history(history: Sequence[Any] | None, max_turns: int) -> list[Message]:
-    """The last ``max_turns`` user/assistant turns as OpenAI messages; accepts dicts or (user, bot) pairs."""
+def normalize_history(history: Sequence[Any] | None, max_turns: int, max_chars: int | None = None) -> list[Message]:
+    """The last ``max_turns`` user/assistant turns as OpenAI messages, at most ``max_chars`` characters in all.
+
+    Accepts dicts or (user, bot) pairs. History comes from the client (a browser or an API caller can forge any),
+    so the budget keeps the newest messages whole and cuts the oldest one it keeps.
+    """
+    kept = _last_turns(history, max_turns)
+    if max_chars is None:
+        return kept
+    out: list[Message] = []
+    budget = max_chars
+    for message in reversed(kept):
+        if budget <= 0:
+            break
+        text = message["content"]
+        if len(text) > budget:
+            text = text[: max(budget - 1, 0)] + "…"
+        out.append({"role": message["role"], "content": text})
+        budget -= len(text)
+    return out[::-1]
+
+
+def _last_turns(history: Sequence[Any] | None, max_turns: int) -> list[Message]:
     messages: list[Message] = []
     for item in history or []:
         if isinstance(item, dict) and item.get("role") in ("user", "assistant"):
@@ -111,13 +132,13 @@ class PromptBuilder:
         refs, used = self.references(hits)
         messages = [{"role": "system", "content": self.settings.persona}]
         messages += self._demonstrations()
-        messages += normalize_history(history, self.settings.max_history_turns)
+        messages += normalize_history(history, self.settings.max_history_turns, self.settings.max_history_chars)
         messages.append({"role": "user", "content": self._user(refs, question)})
         return Prompt(messages, used)
 
     def build_plain(self, question: str, history: Sequence[Any] | None = None) -> list[Message]:
         """Persona and history only, for the LLM-alone last resort."""
         messages = [{"role": "system", "content": self.settings.persona}]
-        messages += normalize_history(history, self.settings.max_history_turns)
+        messages += normalize_history(history, self.settings.max_history_turns, self.settings.max_history_chars)
         messages.append({"role": "user", "content": question})
         return messages

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from bot.search.base import Hit
 
@@ -33,17 +33,20 @@ def merge_hits(lists: Sequence[tuple[str, list[Hit]]], top_k: int) -> list[Hit]:
     Ordered by rank within its own list first, so every part's best hit survives the top_k cut
     even when another part's scores are all higher.
     """
-    best: dict[str, tuple[int, Hit]] = {}
+    best: dict[str, tuple[int, Hit, int]] = {}  # entry id -> (best rank anywhere, hit, rank in the labelled part)
+    unlabelled = len(max((hits for _, hits in lists), key=len, default=[])) + 1
     for part, hits in lists:
         for rank, hit in enumerate(hits):
+            part_rank = rank if part else unlabelled
             current = best.get(hit.entry.id)
             if current is None:
-                best[hit.entry.id] = (rank, dataclasses.replace(hit, subquestion=part))
+                best[hit.entry.id] = (rank, dataclasses.replace(hit, subquestion=part), part_rank)
                 continue
-            old_rank, old = current
+            old_rank, old, old_part_rank = current
             top = hit if hit.relevance > old.relevance else old
-            # The label names the sub-question that ranks the entry best; the whole message has no label.
-            label = part if part and (not old.subquestion or rank < old_rank) else old.subquestion
-            best[hit.entry.id] = (min(rank, old_rank), dataclasses.replace(top, subquestion=label))
+            # The label names the sub-question that ranks the entry best (ties: the earlier part); the whole
+            # message has no label.
+            label, label_rank = (part, part_rank) if part_rank < old_part_rank else (old.subquestion, old_part_rank)
+            best[hit.entry.id] = (min(rank, old_rank), dataclasses.replace(top, subquestion=label), label_rank)
     ordered = sorted(best.values(), key=lambda rh: (rh[0], -rh[1].relevance))
-    return [hit for _, hit in ordered[:top_k]]
+    return [hit for _, hit, _ in ordered[:top_k]]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m bot ask|search|index|eval|calibrate``."""
+"""Command line: ``python -m bot ask|search|index|eval|calibrate|knowledge``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from bot.chat.answer import hit_dict
 from bot.config.settings import MODES, load_settings
 from bot.errors import BotError, KnowledgeError
 from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
+from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
 
 
 def _global_options(defaults: bool) -> argparse.ArgumentParser:
@@ -42,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
                                       help="measure retrieval (recall, MRR, pass rates, latency) on a question file"))
     add_calibrate_arguments(sub.add_parser("calibrate", parents=common,
                                            help="choose each searcher's threshold from a question file"))
+    add_knowledge_arguments(sub.add_parser("knowledge", parents=common, help="add, edit, delete or import entries "
+                                           "(locked, validated, with history); history and restore"), common)
     return p
 
 
@@ -54,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.mode:
             settings.retrieval.mode = args.mode
         return {"ask": _ask, "search": _search, "index": _index, "eval": run_eval,
-                "calibrate": run_calibrate}[args.command](settings, args)
+                "calibrate": run_calibrate, "knowledge": run_knowledge}[args.command](settings, args)
     except KnowledgeError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2

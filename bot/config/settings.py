@@ -25,6 +25,8 @@ class KnowledgeSettings(Strict):
 
     path: str = "knowledge"
     user_dict: str | None = None
+    # Earlier versions kept per knowledge file by every edit (under state_dir/history); 0 keeps none.
+    history_versions: int = Field(20, ge=0)
 
 
 class ElasticsearchSettings(Strict):
@@ -86,12 +88,18 @@ class DenseSettings(Strict):
         """The fastText encoder: a pretrained .bin, or a compact skipgram model trained on the knowledge."""
 
         pretrained: str | None = None
-        dim: int = Field(100, ge=2, le=1000)
+        dim: int = Field(50, ge=2, le=1000)
         epoch: int = Field(20, ge=1)
+        # Epochs = ceil(target_tokens / corpus tokens) clamped to [epoch, max_epoch]; 0 = epoch as is.
+        target_tokens: int = Field(300_000, ge=0)
+        max_epoch: int = Field(1000, ge=1)
         minn: int = Field(1, ge=0)
         maxn: int = Field(2, ge=0)
         bucket: int = Field(200_000, ge=0)
-        ws: int = Field(5, ge=1)
+        ws: int = Field(20, ge=1)
+        neg: int = Field(3, ge=1)
+        # Word vector = input + output vector (models trained here; a pretrained .bin uses input vectors only).
+        output_vectors: bool = True
         lr: float = Field(0.05, gt=0)
         min_count: int = Field(1, ge=1)
         threads: int = Field(1, ge=1)
@@ -228,6 +236,8 @@ class PromptSettings(Strict):
     part_template: str = "对应子问题 / For: {part}"
     max_context_chars: int = Field(3000, ge=200)
     max_history_turns: int = Field(3, ge=0)
+    # Characters of history sent along (newest first; the oldest kept message is cut): a client can forge history.
+    max_history_chars: int = Field(4000, ge=0)
 
 
 class HydeSettings(Strict):
@@ -309,8 +319,34 @@ class LimitSettings(Strict):
     """Guards on user input."""
 
     max_message_chars: int = Field(2000, ge=10)
+    # The LLM's reply is read up to this many characters, then the stream is closed and the answer marked cut.
+    max_answer_chars: int = Field(8000, ge=100)
 
 
+class APISettings(Strict):
+    """The OpenAI-compatible HTTP API (/v1) served with the browser app; the token comes only from the environment."""
+
+    enabled: bool = True
+    token_env: str = "KBBOT_API_TOKEN"
+    # False opens the API without a token, but only while the variable is unset.
+    require_token: bool = True
+
+    def token(self) -> str | None:
+        """The bearer token from the environment variable named by ``token_env``, or None."""
+        value = os.environ.get(self.token_env, "").strip()
+        return value or None
+
+
+
+class LogSettings(Strict):
+    """The conversation log (questions, hits, answers, feedback) in a SQLite file under ``state_dir``."""
+
+    enabled: bool = True
+    # Relative to state_dir (an absolute path is used as is).
+    path: str = "log/turns.sqlite"
+    # Turns older than this many days, and beyond the newest retention_rows, are deleted (0 = no limit).
+    retention_days: int = Field(90, ge=0)
+    retention_rows: int = Field(100_000, ge=0)
 class Settings(Strict):
     """Everything config.yaml can hold."""
 
@@ -324,6 +360,8 @@ class Settings(Strict):
     splitting: SplittingSettings = Field(default_factory=SplittingSettings)
     ui: UISettings = Field(default_factory=UISettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    api: APISettings = Field(default_factory=APISettings)
+    log: LogSettings = Field(default_factory=LogSettings)
     base_dir: Path = Field(default=Path("."), exclude=True)
     source: Path | None = Field(default=None, exclude=True)
 

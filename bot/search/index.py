@@ -6,8 +6,8 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
@@ -81,6 +81,10 @@ class KnowledgeIndex:
         if mode not in self._factories:
             raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
         return self._factories[mode]()
+
+    def built(self, mode: str) -> Searcher | None:
+        """``mode``'s searcher when it was built already, else None; never builds (for status pages)."""
+        return self._searchers.get(mode)
 
     def searcher(self, mode: str) -> Searcher:
         """The searcher for ``mode``, built and synced on first use.

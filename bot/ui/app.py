@@ -1,4 +1,5 @@
-"""The browser app: Gradio wired to a Bot (chat, retrieval test, knowledge tabs). Logic lives in the Bot."""
+"""The browser app: Gradio wired to a Bot (chat, retrieval test, knowledge tabs). It only translates: the Bot
+owns a turn (``Answer``), its status and the knowledge edits; callbacks that render have no side effects."""
 
 from __future__ import annotations
 
@@ -8,19 +9,31 @@ from typing import Any
 
 import gradio as gr
 
+from bot.chat.answer import Answer
 from bot.chat.bot import Bot
+from bot.chat.prompt import message_text
+from bot.chat.ratelimit import SlidingWindowLimiter
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.knowledge.store import KnowledgeStore
-from bot.chat.prompt import message_text
-from bot.chat.ratelimit import SlidingWindowLimiter
 from bot.ui.knowledge_tab import knowledge_tab
-from bot.ui.render import ModeResult, header_markdown, retrieval_html, sources_html
+from bot.ui.render import header_markdown, retrieval_html, sources_html
 
 INTERNAL_ERROR = "⚠️ 内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
 RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."
+FOLLOW = "follow"  # the mode selector's "follow config" choice: no per-session override
 log = logging.getLogger(__name__)
-CSS = ".kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}"
+# On a phone (390 px) the chat and its sources stack (sources right under the answer) and the tabs stay in view.
+CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}
+#kb-main{flex-wrap:wrap}
+@media (max-width: 640px){
+  #kb-main{flex-direction:column}
+  #kb-main>div{min-width:100%!important}
+  .tab-container button{padding:4px 6px!important;font-size:13px!important;min-width:0!important;
+    white-space:normal!important;height:auto!important;line-height:1.25!important}
+  #kb-sources{max-height:50vh;overflow:auto}
+  #kb-buttons{flex-wrap:nowrap} #kb-buttons>button{min-width:0!important;padding:6px 4px!important}
+}"""
 
 
 def _plain_history(history: list[dict[str, Any]] | None) -> list[dict[str, str]]:
@@ -32,46 +45,77 @@ def _plain_history(history: list[dict[str, Any]] | None) -> list[dict[str, str]]
     return out
 
 
+def override(mode: str | None) -> str | None:
+    """The session's mode override from the selector's value: None means follow the config."""
+    return None if mode in (None, "", FOLLOW) else mode
+
+
+def reply_message(answer: Answer) -> dict[str, Any]:
+    """The chat message of an answer: escaped text, and its "did you mean" questions as clickable options."""
+    message: dict[str, Any] = {"role": "assistant", "content": html.escape(answer.text, quote=False)}
+    if answer.finished and answer.suggestions:
+        message["options"] = [{"value": q, "label": q} for q in answer.suggestions]
+    return message
+
+
 class ChatHandlers:
-    """Gradio callbacks for one Bot; each browser session keeps its own history and mode in Gradio state."""
+    """Gradio callbacks for one Bot; each browser session keeps its own history and mode override in the page."""
 
     def __init__(self, bot: Bot, settings: Settings):
         self.bot = bot
         self.settings = settings
         self.limiter = SlidingWindowLimiter(settings.ui.rate_limit_per_minute, 60.0)
 
-    def header(self, mode: str) -> str:
-        """Header markdown for the session's mode."""
-        notice = getattr(self.bot.index.searcher(mode), "notice", None) if mode in self.bot.index.modes else None
-        return header_markdown(self.settings.ui.title, mode, self.bot.llm.name if self.bot.llm else None,
-                               self.settings.ui.retrieval_only_label, notice)
+    def header(self, mode: str | None = None) -> str:
+        """Header markdown for the selector's value (no side effects: nothing is built)."""
+        chosen = override(mode)
+        return header_markdown(self.settings.ui.title, self.bot.status(chosen), self.settings.ui.retrieval_only_label,
+                               follows_config=chosen is None)
+
+    def mode_choices(self) -> list[tuple[str, str]]:
+        """The selector's choices: follow the config (naming its mode now), then each mode."""
+        status = self.bot.status()
+        return [(f"跟随配置 / Follow config ({status.configured})", FOLLOW)] + [(m, m) for m in status.modes]
+
+    def _turn_done(self, answer: Answer, chosen: str | None) -> tuple[str, Any]:
+        """(header, selector update) after a turn: the header names the mode that answered."""
+        header = header_markdown(self.settings.ui.title, self.bot.status(answer.mode),
+                                 self.settings.ui.retrieval_only_label, follows_config=chosen is None)
+        return header, gr.update(choices=self.mode_choices())
 
     def chat(self, message: str, history: list[dict[str, Any]] | None, mode: str | None = None,
              request: gr.Request | None = None):
-        """Stream one answer into the chat; yields (history, cleared textbox, sources html)."""
+        """Stream one answer; yields (history, textbox, sources html, header, mode selector)."""
         past = _plain_history(history)
+        chosen = override(mode)
         shown = list(history or []) + [{"role": "user", "content": html.escape(message or "")},
                                        {"role": "assistant", "content": ""}]
         session = getattr(request, "session_hash", None) or "anonymous"
         if not self.limiter.allow(session):
             shown[-1] = {"role": "assistant", "content": RATE_LIMITED}
-            yield shown, message, ""
+            yield shown, message, "", gr.skip(), gr.skip()
             return
         try:
             first = True
-            for answer in self.bot.stream(message, past, mode or None):
-                shown[-1] = {"role": "assistant", "content": html.escape(answer.text, quote=False)}
-                error = str(self.bot.index.error) if answer.finished and self.bot.index.error else None
-                # Clear the previous answer's sources at once, so they never sit beside a new answer.
-                yield shown, "", sources_html(answer, error) if answer.finished else ("" if first else gr.skip())
+            for answer in self.bot.stream(message, past, chosen):
+                shown[-1] = reply_message(answer)
+                if answer.finished:
+                    yield shown, "", sources_html(answer), *self._turn_done(answer, chosen)
+                else:  # clear the previous answer's sources at once, so they never sit beside a new answer
+                    yield shown, "", "" if first else gr.skip(), gr.skip(), gr.skip()
                 first = False
         except BotError as exc:  # e.g. a mode whose optional packages are missing: the message says the fix
             shown[-1] = {"role": "assistant", "content": html.escape(f"⚠️ 出错了 / Error: {exc}", quote=False)}
-            yield shown, "", ""
+            yield shown, "", "", gr.skip(), gr.skip()
         except Exception:  # a bug must cost one answer, not the session; details go to the log only
             log.exception("chat turn failed")
             shown[-1] = {"role": "assistant", "content": INTERNAL_ERROR}
-            yield shown, "", ""
+            yield shown, "", "", gr.skip(), gr.skip()
+
+    def suggestion(self, history: list[dict[str, Any]] | None, mode: str | None, evt: gr.SelectData,
+                   request: gr.Request | None = None):
+        """Ask the question of a clicked "did you mean" suggestion."""
+        yield from self.chat(str(evt.value), history, mode, request)
 
     def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None, request: gr.Request | None = None):
         """Ask the last user message again."""
@@ -79,7 +123,7 @@ class ChatHandlers:
         while history and history[-1].get("role") != "user":
             history.pop()
         if not history:
-            yield history, "", ""
+            yield history, "", "", gr.skip(), gr.skip()
             return
         last = html.unescape(message_text(history.pop()["content"]))
         yield from self.chat(last, history, mode, request)
@@ -93,46 +137,45 @@ class ChatHandlers:
         last = html.unescape(message_text(history.pop()["content"])) if history else ""
         return history, last, ""
 
+    def examples(self) -> list[list[str]]:
+        """Example questions as samples: the configured ones in the loaded knowledge, else some of its entries'."""
+        return [[q] for q in self.bot.examples(self.settings.ui.examples)]
+
     def page_defaults(self):
-        """(header, mode selector) for a newly opened page: the configured mode as it is now."""
-        mode = self.bot.current_mode()
-        return self.header(mode), gr.update(value=mode)
+        """(header, mode selector, examples) for a newly opened page: follow the configured mode as it is now."""
+        samples = self.examples()
+        return (self.header(None), gr.update(choices=self.mode_choices(), value=FOLLOW),
+                gr.Dataset(samples=samples, visible=bool(samples)))
 
     def retrieval_test(self, query: str) -> str:
         """Hits of every mode for ``query``, without the LLM."""
-        results = {}
-        for mode in self.bot.index.modes:
-            try:
-                hits, passed = self.bot.retrieve(query, mode)
-                results[mode] = ModeResult(hits, passed, self.bot.mode_thresholds(mode))
-            except BotError as exc:
-                results[mode] = ModeResult([], [], None, str(exc))
-        return retrieval_html(query, results)
+        return retrieval_html(query, self.bot.retrieve_all_modes(query))
 
 
 def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None) -> gr.Blocks:
-    """The Gradio Blocks app for ``bot``; the caller queues and launches it."""
+    """The Gradio Blocks app for ``bot``; the caller queues and launches it (with ``css=CSS``)."""
     h = ChatHandlers(bot, settings)
     with gr.Blocks(title=settings.ui.title) as demo:
-        header = gr.Markdown(h.header(bot.mode), elem_id="kb-header")
+        header = gr.Markdown(h.header(None), elem_id="kb-header")
         with gr.Tab("对话 / Chat", id="chat"):
-            with gr.Row():
-                with gr.Column(scale=3):
-                    mode = gr.Dropdown(bot.index.modes, value=bot.mode, label="检索模式（仅本会话）/ Mode (this session only)",
-                                       elem_id="kb-mode", interactive=True)
+            mode = gr.Dropdown(h.mode_choices(), value=FOLLOW, label="检索模式（仅本会话）/ Mode (this session only)",
+                               elem_id="kb-mode", interactive=True)
+            with gr.Row(elem_id="kb-main", equal_height=False):
+                with gr.Column(scale=3, min_width=320):
                     chatbot = gr.Chatbot(label="对话 / Chat", height=460, elem_id="kb-chat")
-                    message = gr.Textbox(placeholder="输入问题，回车发送 / Type a question and press Enter",
-                                         show_label=False, elem_id="kb-input")
-                    with gr.Row():
-                        send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")
-                        retry = gr.Button("重试 / Retry", elem_id="kb-retry")
-                        undo = gr.Button("撤销 / Undo", elem_id="kb-undo")
-                        clear = gr.Button("清空 / Clear", elem_id="kb-clear")
-                    if settings.ui.examples:
-                        gr.Examples(settings.ui.examples, inputs=message, label="示例问题 / Examples")
-                with gr.Column(scale=2):
+                with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources")
                     sources = gr.HTML(elem_id="kb-sources")
+            message = gr.Textbox(placeholder="输入问题，回车发送 / Type a question and press Enter",
+                                 show_label=False, elem_id="kb-input")
+            with gr.Row(elem_id="kb-buttons"):
+                send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")
+                retry = gr.Button("重试 / Retry", elem_id="kb-retry")
+                undo = gr.Button("撤销 / Undo", elem_id="kb-undo")
+                clear = gr.Button("清空 / Clear", elem_id="kb-clear")
+            samples = h.examples()
+            examples = gr.Dataset(components=[message], samples=samples, label="示例问题 / Examples",
+                                  elem_id="kb-examples", visible=bool(samples))
         with gr.Tab("检索测试 / Retrieval test", id="retrieval"):
             query = gr.Textbox(label="查询（不调用大模型）/ Query (no LLM)", elem_id="kb-rt-query")
             run = gr.Button("检索 / Search", elem_id="kb-rt-run")
@@ -141,15 +184,17 @@ def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None
             with gr.Tab("知识管理 / Knowledge", id="knowledge"):
                 knowledge_tab(bot, store)
 
-        chat_io = ([message, chatbot, mode], [chatbot, message, sources])
-        message.submit(h.chat, *chat_io, api_name="chat")
-        send.click(h.chat, *chat_io, api_name=False)
-        retry.click(h.retry, [chatbot, mode], [chatbot, message, sources], api_name="retry")
+        turn_out = [chatbot, message, sources, header, mode]
+        message.submit(h.chat, [message, chatbot, mode], turn_out, api_name="chat")
+        send.click(h.chat, [message, chatbot, mode], turn_out, api_name=False)
+        chatbot.option_select(h.suggestion, [chatbot, mode], turn_out, api_name=False)
+        retry.click(h.retry, [chatbot, mode], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo")
         clear.click(lambda: ([], "", ""), None, [chatbot, message, sources], api_name=False)
-        mode.change(h.header, [mode], [header], api_name=False)
-        # A new page follows the configured mode now (config.yaml may have changed since start).
-        demo.load(h.page_defaults, None, [header, mode], api_name=False)
+        examples.click(lambda sample: sample[0] if sample else "", [examples], [message], api_name=False)
+        mode.input(h.header, [mode], [header], api_name=False)
+        # A new page follows the configured mode now (config.yaml may have changed since start); nothing is built.
+        demo.load(h.page_defaults, None, [header, mode, examples], api_name=False)
         query.submit(h.retrieval_test, [query], [table], api_name="retrieval_test")
         run.click(h.retrieval_test, [query], [table], api_name=False)
     return demo

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import html
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
 
 from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.chat.services import KNOWLEDGE_PROBLEM, ModeRetrieval, Status
 from bot.search.base import Hit
 
 e = html.escape
@@ -18,12 +19,15 @@ STRATEGY_LABELS = {
 }
 
 
-def header_markdown(title: str, mode: str, llm_name: str | None, retrieval_only_label: str, notice: str | None = None) -> str:
-    """Title plus the retrieval mode and whether an LLM or retrieval-only is in use."""
-    llm = f"大模型 / LLM: `{e(llm_name)}`" if llm_name else f"**{e(retrieval_only_label)}**"
-    text = f"## {e(title)}\n检索模式 / Mode: `{e(mode)}` · {llm}"
-    if notice:
-        text += f"\n\n⚠️ {e(notice)}"
+def header_markdown(title: str, status: Status, retrieval_only_label: str, follows_config: bool = True) -> str:
+    """Title, the mode (and whether it follows the config), LLM or retrieval-only, entries loaded, problems."""
+    llm = f"大模型 / LLM: `{e(status.llm)}`" if status.llm else f"**{e(retrieval_only_label)}**"
+    how = "跟随配置 / following config" if follows_config else "本会话选择 / this session's choice"
+    text = (f"## {e(title)}\n检索模式 / Mode: `{e(status.mode)}`（{how}）· {llm} · "
+            f"已加载 {status.entries} 条知识 / {status.entries} entries loaded")
+    for line in (status.notice, KNOWLEDGE_PROBLEM if status.knowledge_error else None):
+        if line:
+            text += f"\n\n⚠️ {e(line)}"
     return text
 
 
@@ -40,10 +44,15 @@ def _cutoffs(cutoffs: Cutoffs | None) -> str:
     return e(cutoffs.describe()) if cutoffs else "—"
 
 
-def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
-    """The sources panel: strategy, rewritten question, HyDE text, and each used hit's score vs the threshold."""
-    parts = [f"<div class='kb-sources' data-q='{e(answer.question)}'><p><b>策略 / Strategy:</b> <span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
-             f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"]
+def sources_html(answer: Answer) -> str:
+    """The sources panel: strategy, rewritten question, HyDE text, and each used hit's score vs the threshold.
+
+    A knowledge error shows as a generic line: its detail names server paths (the knowledge tab shows it).
+    """
+    head = (f"<div class='kb-sources' data-q='{e(answer.question)}' data-mode='{e(answer.mode)}'><p><b>策略 / Strategy:</b> "
+            f"<span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
+            f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>")
+    parts = [head]
     if answer.notice:
         parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
     if answer.rewritten:
@@ -61,23 +70,21 @@ def sources_html(answer: Answer, knowledge_error: str | None = None) -> str:
                      f"<th>检索器 / Searcher</th></tr>{rows}</table>")
     else:
         parts.append("<p>没有达到阈值的知识条目。/ No knowledge entry passed the threshold.</p>")
-    if knowledge_error:
-        parts.append("<div class='kb-notice'>⚠️ 知识文件有错误，仍在使用上一次有效的索引。/ A knowledge file has errors; "
-                     f"the last good index is still serving.<pre>{e(knowledge_error)}</pre></div>")
+    if answer.knowledge_error:
+        parts.append(f"<p class='kb-notice kb-knowledge-problem'>⚠️ {e(KNOWLEDGE_PROBLEM)}</p>")
     parts.append("</div>")
     return "".join(parts)
 
 
-class ModeResult(NamedTuple):
-    """One mode's retrieval for the test tab: all hits, those that pass, the threshold, or an error."""
+def knowledge_error_html(error: str | None) -> str:
+    """The knowledge tab's view of a broken knowledge file, in full (for admins), or nothing."""
+    if not error:
+        return ""
+    return ("<div class='kb-notice'>⚠️ 知识文件有错误，仍在使用上一次有效的知识。/ A knowledge file has errors; "
+            f"the last good knowledge is still serving.<pre>{e(error)}</pre></div>")
 
-    hits: list[Hit]
-    passed: list[Hit]
-    thresholds: Cutoffs | None
-    error: str | None = None
 
-
-def retrieval_html(query: str, results: Mapping[str, ModeResult]) -> str:
+def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
     """Hits of every mode, one table each, with ✓ for hits that pass that mode's threshold."""
     out = [f"<div class='kb-retrieval'><p><b>查询 / Query:</b> {e(query)}</p>"]
     for mode, r in results.items():

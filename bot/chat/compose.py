@@ -1,0 +1,46 @@
+"""Retrieval-only replies: the best entry's document, or one entry per part of a message that asks several things."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.chat.answer import Part
+from bot.search.base import Hit
+
+RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
+OTHERS_LABEL = "其他相关条目 / Other related entries:"
+PART_NOT_FOUND = "（没有找到足够相关的条目 / No entry matched this part well enough.）"
+
+
+def _entry(hit: Hit) -> str:
+    return f"**{hit.entry.query}**\n\n{hit.entry.document}"
+
+
+def compose(hits: Sequence[Hit], parts: Sequence[Part], no_hits: str) -> str:
+    """The reply without an LLM; ``no_hits`` is used when nothing passed.
+
+    A split message gets one block per part, each labelled with its sub-question (parts answered by the same
+    entry share a block); otherwise the best hit's document. The other passing hits follow as titles.
+    """
+    if not hits:
+        return no_hits
+    blocks: list[tuple[list[str], Hit | None]] = []
+    if len(parts) > 1 and any(p.hit is not None for p in parts):
+        for part in parts:
+            same = next((b for b in blocks if part.hit is not None and b[1] is not None
+                         and b[1].entry.id == part.hit.entry.id), None)
+            if same is not None:
+                same[0].append(part.question)
+            else:
+                blocks.append(([part.question], part.hit))
+        text = "\n\n".join(f"↳ {'；'.join(questions)}\n\n" + (_entry(hit) if hit else PART_NOT_FOUND)
+                           for questions, hit in blocks)
+    else:
+        blocks.append(([], hits[0]))
+        text = _entry(hits[0])
+    shown = {hit.entry.id for _, hit in blocks if hit is not None}
+    others = [h for h in hits if h.entry.id not in shown]
+    text = f"{RETRIEVAL_ONLY_LABEL}\n\n{text}"
+    if others:
+        text += f"\n\n{OTHERS_LABEL}\n" + "\n".join(f"- {h.entry.query}" for h in others)
+    return text

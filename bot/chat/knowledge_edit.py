@@ -1,0 +1,115 @@
+"""Knowledge edits through the core: the store writes (validated, locked), then the index catches up at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from bot.errors import BotError
+from bot.knowledge.store import KnowledgeStore, KnowledgeWriteError
+from bot.search.index import KnowledgeIndex
+
+
+@dataclass(frozen=True)
+class EditResult:
+    """What an edit did: a bilingual summary, the file and entry key it touched, and the index afterwards.
+
+    ``knowledge_error`` is set when another file's problem kept the index from taking the edit (admins only:
+    it names server paths).
+    """
+
+    done: str
+    file: str
+    key: str | None
+    ids: tuple[str, ...]
+    entries: int
+    knowledge_error: str | None = None
+
+    @property
+    def indexed(self) -> bool:
+        """True when the index now serves the edit."""
+        return self.knowledge_error is None
+
+
+@dataclass(frozen=True)
+class EntryFields:
+    """The editable fields of one stored entry, as text (metadata comma-separated)."""
+
+    query: str
+    document: str
+    metadata: str
+
+
+def file_name(file: str | None) -> str:
+    """A knowledge file name as typed, with ``.json`` added when it has no such suffix ("" when empty)."""
+    file = (file or "").strip()
+    return file if not file or file.endswith(".json") else f"{file}.json"
+
+
+class KnowledgeEditor:
+    """Reads and edits the knowledge folder for a front end; every write refreshes the index (incrementally)."""
+
+    def __init__(self, index: KnowledgeIndex, store: KnowledgeStore):
+        self.index = index
+        self.store = store
+
+    def files(self) -> list[str]:
+        """The knowledge files, relative to the folder."""
+        return self.store.files()
+
+    def keys(self, file: str | None) -> list[str]:
+        """The entry keys of ``file`` (empty for a new or unreadable file)."""
+        file = file_name(file)
+        try:
+            return [k for k, _ in self.store.entries(file)] if file in self.store.files() else []
+        except BotError:
+            return []
+
+    def entry(self, file: str | None, key: str | None) -> EntryFields | None:
+        """The fields of entry ``key`` of ``file``, or None when there is no such entry."""
+        file = file_name(file)
+        if not key or file not in self.store.files():
+            return None
+        try:
+            stored = self.store.entries(file)
+        except BotError:
+            return None
+        for k, raw in stored:
+            if k == key and isinstance(raw, dict):
+                meta = raw.get("metadata") or ""
+                return EntryFields(str(raw.get("query", "")), str(raw.get("document", "")),
+                                   ",".join(map(str, meta)) if isinstance(meta, list) else str(meta))
+        return None
+
+    def save(self, file: str | None, key: str | None, query: str, document: str, metadata: str, *,
+             expected_version: str | None = None) -> EditResult:
+        """Add (empty ``key``: the next number) or edit one entry; raises BotError naming what is wrong.
+
+        With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten.
+        """
+        file = file_name(file)
+        if not file:
+            raise KnowledgeWriteError("请选择或输入文件名 / Choose or type a file name")
+        entry_id = self.store.upsert_entry(file, (key or "").strip() or None, query or "", document or "", metadata or "",
+                                           expected_version=expected_version)
+        new_key = entry_id[len(PurePosixPath(file).stem) + 1:]
+        return self._refreshed(f"已保存 / Saved {entry_id}", file, new_key, (entry_id,))
+
+    def delete(self, file: str | None, key: str | None, *, expected_version: str | None = None) -> EditResult:
+        """Delete one entry (refused when ``expected_version`` is given and the entry changed); raises BotError."""
+        file = file_name(file)
+        if not file or not key:
+            raise KnowledgeWriteError("请选择文件和条目 / Choose a file and an entry")
+        self.store.delete_entry(file, key, expected_version=expected_version)
+        entry_id = f"{PurePosixPath(file).stem}:{key}"
+        return self._refreshed(f"已删除 / Deleted {entry_id}", file, None, (entry_id,))
+
+    def import_file(self, name: str, text: str, overwrite: bool = False) -> EditResult:
+        """Store an uploaded knowledge file; raises BotError (KnowledgeError lists every bad entry)."""
+        ids = tuple(self.store.import_file(name, text, overwrite=overwrite))
+        return self._refreshed(f"已导入 / Imported {name}: {len(ids)} entries", name, None, ids)
+
+    def _refreshed(self, done: str, file: str, key: str | None, ids: tuple[str, ...]) -> EditResult:
+        self.index.refresh(force=True)
+        error = self.index.error
+        return EditResult(done, file, key, ids, len(self.index.entries), str(error) if error else None)

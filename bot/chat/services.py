@@ -1,0 +1,104 @@
+"""What front ends show besides a turn: the bot's status, every mode's hits for one query, example questions.
+
+``status`` and ``example_questions`` only read: they never build or refresh an index, so a page can render them
+at any time. ``retrieve_all_modes`` is an explicit request and may build the searchers it needs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot.chat.answer import Cutoffs
+from bot.errors import BotError
+from bot.knowledge.entries import Entry
+from bot.search.base import Hit, Searcher
+
+if TYPE_CHECKING:
+    from bot.chat.bot import Bot
+
+NOT_BUILT = ("{mode} 索引尚未建立，下一条消息会建立它（可能需要一些时间）。"
+             "/ The {mode} index is not built yet; the next message builds it (this may take a while).")
+KNOWLEDGE_PROBLEM = ("知识库有问题，仍在使用上一次有效的知识；详情见“知识管理”页或日志。"
+                     "/ The knowledge has a problem; the last good knowledge is still serving (details: Knowledge tab or log).")
+EXAMPLES = 4  # example questions picked from the knowledge when none of the configured ones is in it
+
+
+@dataclass(frozen=True)
+class Status:
+    """The bot as a page shows it before a turn: the mode a message would use, what is loaded, what is wrong."""
+
+    mode: str
+    configured: str
+    modes: tuple[str, ...]
+    entries: int
+    llm: str | None
+    built: bool
+    notice: str | None
+    knowledge_error: str | None
+
+
+@dataclass(frozen=True)
+class ModeRetrieval:
+    """One mode's retrieval for a query: all hits, those that pass, the thresholds, or the error text."""
+
+    hits: list[Hit]
+    passed: list[Hit]
+    thresholds: Cutoffs | None
+    error: str | None = None
+
+
+def searcher_notices(searcher: Searcher | None) -> list[str]:
+    """Notices a built searcher carries (e.g. Elasticsearch down, the embedded engine serving instead)."""
+    if searcher is None:
+        return []
+    found = [getattr(s, "notice", None) for s in [searcher, *searcher.leaves()]]
+    return [n for n in dict.fromkeys(found) if n]
+
+
+def status(bot: Bot, mode: str | None = None) -> Status:
+    """The status for ``mode`` (None: the configured mode now) without building or refreshing anything."""
+    configured = bot.current_mode()
+    mode = mode or configured
+    searcher = bot.index.built(mode)
+    notices = searcher_notices(searcher) if searcher is not None else [NOT_BUILT.format(mode=mode)]
+    error = bot.index.error
+    return Status(mode=mode, configured=configured, modes=tuple(bot.index.modes), entries=len(bot.index.entries),
+                  llm=bot.llm_name, built=searcher is not None, notice=" ".join(notices) or None,
+                  knowledge_error=str(error) if error else None)
+
+
+def retrieve_all_modes(bot: Bot, query: str) -> dict[str, ModeRetrieval]:
+    """Every mode's hits for ``query`` (no LLM); a mode that cannot run gets its error text instead."""
+    bot.index.refresh()
+    results: dict[str, ModeRetrieval] = {}
+    for mode in bot.index.modes:
+        try:
+            hits, passed = bot.retrieve(query, mode)
+            results[mode] = ModeRetrieval(hits, passed, bot.mode_thresholds(mode))
+        except BotError as exc:  # e.g. a mode whose optional package is missing: the message says the fix
+            results[mode] = ModeRetrieval([], [], None, str(exc))
+        except ImportError as exc:
+            results[mode] = ModeRetrieval([], [], None, f"缺少软件包 / missing package: {exc}")
+    return results
+
+
+def _key(text: str) -> str:
+    """A question compared loosely: case, spaces and trailing punctuation do not matter."""
+    return re.sub(r"[\s?？!！。.]+", "", text.casefold())
+
+
+def example_questions(entries: Sequence[Entry], configured: Sequence[str], limit: int = EXAMPLES) -> list[str]:
+    """The configured examples that are questions of loaded entries; when none is, up to ``limit`` entry questions.
+
+    Picked evenly across the knowledge in loading order, so a replaced knowledge base shows its own questions.
+    """
+    known = {_key(e.query) for e in entries}
+    kept = [q for q in configured if _key(q) in known]
+    if kept or not entries:
+        return kept
+    step = len(entries) / min(limit, len(entries))
+    picked = [entries[int(i * step)].query for i in range(min(limit, len(entries)))]
+    return list(dict.fromkeys(picked))
