@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 
-.PHONY: run test test-fast index bench browser-deps clean
+.PHONY: run test test-fast lint index bench browser-deps clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,11 @@ browser-deps:
 		|| echo "WARNING: could not install chromium/fonts; browser tests will be skipped"; \
 	else echo "WARNING: not root and no chromium: browser tests will be skipped (apt-get install chromium fonts-wqy-microhei)"; fi
 
-test: $(VENV)/.test-deps browser-deps
+lint: $(VENV)/.test-deps
+	$(PY) -m ruff check
+	$(PY) -m mypy
+
+test: $(VENV)/.test-deps browser-deps lint
 	$(PY) -m pytest
 
 test-fast: $(VENV)/.test-deps

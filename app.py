@@ -11,6 +11,7 @@ import sys
 
 from bot.config.settings import load_settings
 from bot.errors import BotError
+from bot.logfilter import limit_repeated_logs
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -28,11 +29,15 @@ def build_server(settings, bot=None):
     from bot.api import api_router
     from bot.factory import build_bot, build_store
     from bot.ui.app import build_demo
+    from bot.ui.guard import ServerGuard
 
     if bot is None:
         bot = build_bot(settings, watch_config=True, keep_last_good=True)
     demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=settings.ui.concurrency)
     routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
+    if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
+        routes += demo.admin.router().routes
+    demo.kb_guard = ServerGuard(settings)  # serve() adds its CSP, upload cap and rate, and the throttled login
     return demo, routes
 
 
@@ -51,16 +56,24 @@ def serve(demo, routes, **launch_kwargs):
     """
     from bot.ui.app import CSS
 
-    return demo.launch(app_kwargs={"routes": routes}, css=CSS, **launch_kwargs)
+    launch_kwargs["app_kwargs"] = {**launch_kwargs.get("app_kwargs", {}), "routes": routes}
+    guard = getattr(demo, "kb_guard", None)
+    if guard is not None:
+        launch_kwargs = guard.launch_options(launch_kwargs)
+    return demo.launch(css=CSS, **launch_kwargs)
 
 
 def main(argv=None) -> None:
     """Parse options, build the app and serve it until interrupted."""
+    from bot.ui.guard import use_own_upload_folder
+
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(args.config)
         auth = settings.ui.auth.credentials()  # fail before the slow index build
+        limit_repeated_logs(settings.limits.log_repeats_per_minute)
+        use_own_upload_folder(settings)  # files a previous run received are deleted
         demo, routes = build_server(settings)
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)

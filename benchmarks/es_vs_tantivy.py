@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import data_dir, write_section  # noqa: E402
-from bot.evaluation import percentile  # noqa: E402
-from bot.config.settings import load_settings  # noqa: E402
+from benchmarks.common import data_dir, write_section
+from bot.config.settings import load_settings
+from bot.evaluation import percentile
 
 _SPARSE = load_settings(ROOT / "config.yaml").retrieval.sparse.tantivy
 BOOSTS, TIE = _SPARSE.boosts, _SPARSE.tie_breaker  # the product's field weights, for both engines

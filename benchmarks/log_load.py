@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import write_section
 from bot.chat.answer import Answer, Cutoffs, Strategy
 from bot.chat.turn_log import TurnLog
 from bot.evaluation import percentile
@@ -70,7 +71,7 @@ def run(threads: int, seconds: float, readers: int, folder: Path, retention_rows
                 turn_id = turn_log.record(answer, f"session-{n}", source="web")
                 if i % 10 == 0:
                     turn_log.feedback(turn_id, -1, "load test")
-            except Exception as exc:  # noqa: BLE001 - counted, that is the measurement
+            except Exception as exc:
                 locked = "locked" in str(exc)
                 failed("locked" if locked else "other", exc)
             else:
@@ -86,7 +87,7 @@ def run(threads: int, seconds: float, readers: int, folder: Path, retention_rows
                 turn_log.recent(50)
                 turn_log.unanswered(20)
                 turn_log.hit_counts()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 failed("reads", exc)
             time.sleep(0.5)
 
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readers", type=int, default=1, help="threads running the admin queries meanwhile")
     parser.add_argument("--retention-rows", type=int, default=100_000, help="log.retention_rows (0 = no limit)")
     parser.add_argument("--pause", type=float, default=0.0, help="seconds each writer waits between turns")
-    parser.add_argument("--quick", action="store_true", help="5 seconds")
+    parser.add_argument("--quick", action="store_true", help="5 seconds, BENCHMARKS.md left alone")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     args = parser.parse_args(argv)
     seconds = 5.0 if args.quick else args.seconds
     with tempfile.TemporaryDirectory(prefix="kbbot-log-load-") as tmp:
@@ -131,6 +133,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  record latency p50 {r['p50']:.2f} ms  p95 {r['p95']:.2f} ms  p99 {r['p99']:.2f} ms  max {r['max']:.1f} ms")
     for sample in r["samples"]:
         print(f"  e.g. {sample}")
+    if not (args.quick or args.no_write):
+        write_section("log-load", "\n".join([
+            "## Conversation log under load", "",
+            f"`python -m benchmarks.log_load` ({time.strftime('%Y-%m-%d')}; SQLite {sqlite3.sqlite_version}, "
+            f"{os.cpu_count()} CPUs): {args.threads} writer threads record synthetic turns as fast as they can into "
+            f"one TurnLog (WAL) for {seconds:g} s while {args.readers} reader thread(s) run the admin queries; "
+            f"retention {args.retention_rows or 'off'} rows.", "",
+            "| turns written | per second | lost | lock errors | other errors | record p50 / p95 / p99 / max ms |",
+            "|---|---|---|---|---|---|",
+            f"| {r['written']:,} | {r['written'] / r['elapsed']:.0f} | {r['lost']} | {r['locked']} | {r['other']} | "
+            f"{r['p50']:.2f} / {r['p95']:.1f} / {r['p99']:.1f} / {r['max']:.0f} |"]))
     return 1 if r["lost"] or r["locked"] or r["other"] else 0
 
 

@@ -35,12 +35,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import data_dir, write_section  # noqa: E402
-from bot.config.settings import Settings, load_settings  # noqa: E402
-from bot.evaluation import (EvalQuestion, Run, auc, best_shared_threshold, best_threshold, load_eval_set,  # noqa: E402
-                            load_questions, point, real_split, removal_split, run_questions, subsample)
-from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries  # noqa: E402
-from bot.search.base import Hit  # noqa: E402
+from benchmarks.common import data_dir, write_section
+from bot.config.settings import Settings, load_settings
+from bot.evaluation import (
+    EvalQuestion,
+    Run,
+    auc,
+    best_shared_threshold,
+    best_threshold,
+    load_eval_set,
+    load_questions,
+    point,
+    real_split,
+    removal_split,
+    run_questions,
+    subsample,
+)
+from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
+from bot.search.base import Hit
 
 SYSTEMS = ("sparse", "dense-fasttext", "dense-e5", "hybrid-fasttext", "hybrid-e5", "rank_bm25")
 SEEDS = (0, 1, 2)
@@ -297,23 +309,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="questions per cmrc/lcqmc set (default: all)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     parser.add_argument("--dump", type=Path, default=None, help="also pickle the measurements here (re-render later)")
+    parser.add_argument("--from-dump", type=Path, default=None,
+                        help="re-render the tables from a --dump (e.g. after the shipped thresholds changed)")
     args = parser.parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
     start = time.perf_counter()
-    sets = load_sets([s for s in args.sets.split(",") if s], args.limit)
-    if not sets:
-        print("no data: nothing to measure")
-        return 0
-    results = {d.name: measure(d, systems) for d in sets}
+    if args.from_dump:
+        import pickle
+
+        dumped = pickle.loads(args.from_dump.read_bytes())  # our own file, written by --dump
+        sets, results, systems, seconds = dumped["sets"], dumped["results"], dumped["systems"], dumped["seconds"]
+    else:
+        sets = load_sets([s for s in args.sets.split(",") if s], args.limit)
+        if not sets:
+            print("no data: nothing to measure")
+            return 0
+        results = {d.name: measure(d, systems) for d in sets}
+        seconds = time.perf_counter() - start
     if args.dump:
         import pickle
 
-        args.dump.write_bytes(pickle.dumps({"sets": sets, "results": results, "systems": systems}))
+        args.dump.write_bytes(pickle.dumps({"sets": sets, "results": results, "systems": systems, "seconds": seconds}))
     body = tables(sets, results, systems)
-    header = (f"One run of `python -m benchmarks.retrieval` ({time.perf_counter() - start:.0f} s, 2 CPUs): "
+    header = (f"One run of `python -m benchmarks.retrieval` ({seconds:.0f} s, 2 CPUs): "
               + "; ".join(f"**{d.name}** {len(d.entries)} entries, {len(d.questions)} questions ({d.note})" for d in sets)
               + ". Decision: real unanswerable and chit-chat questions where a set has them, else gold entries of a "
-              "random half removed (seeds 0-2 pooled). rank_bm25's \"relevance\" is its raw score.")
+              "random half removed (seeds 0-2 pooled). rank_bm25's \"relevance\" is its raw score. Latency is per "
+              "question through Bot.retrieve, including encoding the question; this run shared the 2 cores with other "
+              "work (load 4-7), so compare latencies only within the table (a quiet dense-e5 query: \"Speed: dense-e5 "
+              "query\"). Defaults: config.yaml at rendering time; \"cut chosen on all sets\" is how they were picked.")
     print("\n" + header + "\n\n" + body)
     if not args.no_write:
         write_section("retrieval", "## Retrieval and the decision to answer\n\n" + header + "\n\n" + body)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = ("retrieval", "es_vs_tantivy", "speed")  # the order of the issue; others follow alphabetically
-QUICK_ARGS = {"speed": ["--quick"], "load": ["--quick"]}  # scripts known to accept a quick flag
+QUICK_ARGS = {"speed": ["--quick"], "load": ["--quick"], "log_load": ["--quick"]}  # scripts known to accept a quick flag
 
 
 def scripts() -> list[str]:

@@ -23,17 +23,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import data_dir, write_section  # noqa: E402
-from benchmarks.synth import RECIPE, source_entries, synthesize, write_knowledge  # noqa: E402
-from bot.evaluation import percentile  # noqa: E402
-from bot.knowledge.entries import Entry  # noqa: E402
+from benchmarks.common import data_dir, write_section
+from benchmarks.synth import RECIPE, source_entries, synthesize, write_knowledge
+from bot.evaluation import percentile
+from bot.knowledge.entries import Entry
 
 MODES = ("sparse", "dense", "hybrid")
 TRAIN_MAX = 10_000  # fastText is trained once on at most this many entries and reused for every size
@@ -320,7 +320,7 @@ def bench_dense(entries: list[Entry], n: int, questions: list[str], repeats: int
     dim = vectors.shape[1]
     qvecs = []
     enc = []
-    for p in range(repeats):
+    for _p in range(repeats):
         lat, vs = [], []
         for q in questions:
             t = time.perf_counter()

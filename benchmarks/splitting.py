@@ -21,7 +21,8 @@ from bot.factory import build_bot
 
 def pairs(n: int, seed: int = 0) -> list[tuple[str, set[str], set[str]]]:
     """``n`` seeded pairs of starter questions with disjoint gold sets, joined by '，'."""
-    rows = [json.loads(line) for line in open(ROOT / "benchmarks/data/starter_eval.jsonl", encoding="utf-8") if line.strip()]
+    text = (ROOT / "benchmarks/data/starter_eval.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     rows = [r for r in rows if r["gold_ids"]]
     rng, out = random.Random(seed), []
     while len(out) < n:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bot.knowledge.entries import Entry, load_entries, parse_text
 

@@ -25,7 +25,8 @@ _EXPORTS = {
     "BotError": "bot.errors", "ConfigError": "bot.errors", "KnowledgeError": "bot.errors",
     "LLMError": "bot.errors", "SearchBackendError": "bot.errors",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["Answer", "Bot", "BotError", "ConfigError", "Cutoffs", "Entry", "Hit", "KnowledgeError", "LLMError",
+           "SearchBackendError", "Settings", "Strategy", "build_bot", "build_store", "load_settings"]
 
 if TYPE_CHECKING:
     from bot.chat.answer import Answer, Cutoffs, Strategy

@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
+from bot.chat.conversation import QueryRewriter
+from bot.chat.fallback import HydeFallback, LastResort
+from bot.chat.grading import RelevanceGrader
+from bot.chat.limits import BoundedChatModel
+from bot.chat.llm import ChatModel, OpenAIChat
+from bot.chat.prompt import PromptBuilder
+from bot.chat.recorder import TurnRecorder
+from bot.chat.rewrite import MultiQueryRewrite
+from bot.chat.splitter import QuestionSplitter
+from bot.chat.turn_log import TurnLogError, turn_log_from_settings
 from bot.config.settings import Settings
 from bot.config.watch import ConfiguredMode
 from bot.errors import ConfigError, KnowledgeError
-from bot.chat.conversation import QueryRewriter
-from bot.chat.fallback import HydeFallback, LastResort
-from bot.search.index import KnowledgeIndex
 from bot.knowledge.store import KnowledgeStore
-from bot.chat.llm import ChatModel, OpenAIChat
-from bot.chat.prompt import PromptBuilder
 from bot.search.base import Searcher
-from bot.chat.splitter import QuestionSplitter
+from bot.search.index import KnowledgeIndex
+from bot.search.relevance import SparseSearcher
 from bot.search.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from bot.search.faiss_searcher import FaissSearcher
 
 log = logging.getLogger(__name__)
 
@@ -33,21 +43,23 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
     """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
     state = settings.resolve(settings.state_dir)
 
-    def sparse() -> Searcher:
+    def sparse() -> SparseSearcher:
         if settings.retrieval.sparse.backend == "elasticsearch":
             from bot.search.es_searcher import build_elasticsearch_searcher
 
             return build_elasticsearch_searcher(settings, tokenizer)
         from bot.search.tantivy_searcher import TantivySearcher
 
-        return TantivySearcher(state / "tantivy", tokenizer, settings.retrieval.sparse.field_weights)
+        weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
+        return TantivySearcher(state / "tantivy", tokenizer, weights)
 
-    def dense() -> Searcher:
-        from bot.search.encoders import E5Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
+    def dense() -> FaissSearcher:
         from bot.errors import ConfigError
+        from bot.search.encoders import E5Encoder, Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
         from bot.search.faiss_searcher import FaissSearcher
 
         d = settings.retrieval.dense
+        encoder: Encoder
         if d.encoder == "openai":
             key = d.openai.api_key()
             if key is None:
@@ -69,15 +81,19 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         return FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
 
     def hybrid() -> Searcher:
+        from bot.search.faiss_searcher import FaissSearcher
         from bot.search.hybrid import HybridSearcher
 
         h = settings.retrieval.hybrid
         dense_searcher = factories["dense"]()
+        assert isinstance(dense_searcher, FaissSearcher)  # built by dense()
         weight = h.sparse_weight.get(settings.retrieval.dense.encoder)
         if weight is None:
             raise ConfigError(f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
                               "encoder; add one (README \"Scores and thresholds\")")
-        return HybridSearcher(factories["sparse"](), dense_searcher, weight, h.candidates)
+        sparse_searcher = factories["sparse"]()
+        assert isinstance(sparse_searcher, SparseSearcher)  # built by sparse()
+        return HybridSearcher(sparse_searcher, dense_searcher, weight, h.candidates)
 
     # Memoised so the hybrid mode wraps the very instances the sparse and dense modes use (one index each).
     built: dict[str, Searcher] = {}
@@ -101,14 +117,21 @@ def build_llm(settings: Settings) -> ChatModel | None:
         log.info("no %s in the environment: retrieval-only mode", settings.llm.api_key_env)
         return None
     s = settings.llm
-    return OpenAIChat(base_url=s.base_url, model=s.model, api_key=key, temperature=s.temperature,
+    chat = OpenAIChat(base_url=s.base_url, model=s.model, api_key=key, temperature=s.temperature,
                       max_tokens=s.max_tokens, timeout=s.timeout, max_retries=s.max_retries, key_env=s.api_key_env)
+    # Slow calls queue for one of max_concurrency slots (up to the LLM timeout) instead of starving every worker.
+    return BoundedChatModel(chat, s.max_concurrency, s.timeout)
 
 
-def build_index(settings: Settings) -> KnowledgeIndex:
-    """The knowledge index with every mode's searcher factory (nothing is built yet)."""
+def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
+    """The knowledge index with every mode's searcher factory (nothing is built yet); with ``background`` (a
+    server) its updates run off the request path. Temporary files a killed process left are removed first."""
+    from bot.search.healing import clean_stale_temp
+
+    clean_stale_temp([settings.resolve(settings.state_dir)])
     tokenizer = build_tokenizer(settings)
-    return KnowledgeIndex(settings.resolve(settings.knowledge.path), tokenizer, searcher_factories(settings, tokenizer))
+    return KnowledgeIndex(settings.resolve(settings.knowledge.path), tokenizer, searcher_factories(settings, tokenizer),
+                          background=background)
 
 
 def build_store(settings: Settings) -> KnowledgeStore:
@@ -118,15 +141,27 @@ def build_store(settings: Settings) -> KnowledgeStore:
                           history_versions=settings.knowledge.history_versions)
 
 
+def build_recorder(settings: Settings) -> TurnRecorder:
+    """The conversation log of ``settings.log``; one that cannot be opened is logged and the bot runs without it."""
+    try:
+        return TurnRecorder(turn_log_from_settings(settings))
+    except TurnLogError as exc:
+        log.error("conversation log off: %s", exc)
+        return TurnRecorder(None)
+
+
 def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True,
-              watch_config: bool = False, keep_last_good: bool = False) -> Bot:
+              watch_config: bool = False, keep_last_good: bool = False, background: bool | None = None) -> Bot:
     """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now.
 
     With ``watch_config`` (the app) an edit of ``retrieval.mode`` in the config file switches the running bot.
     With ``keep_last_good`` (a server) knowledge that does not load is logged and the index built from the last
     good knowledge keeps serving; without it (the CLI, scripts) it is an error, never an answer from an old index.
+    With ``background`` (default: both of the above, i.e. the app) the bot serves at once: indexes are built and
+    updated by background workers, and a mode whose index is not ready yet is answered from another with a notice.
     """
-    index = index or build_index(settings)
+    background = watch_config and keep_last_good if background is None else background
+    index = index or build_index(settings, background)
     llm = llm if llm is not None else build_llm(settings)
     mode = settings.mode
     bot = Bot(
@@ -146,6 +181,10 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
         splitter=QuestionSplitter(settings.splitting.conjunctions, settings.splitting.min_part_chars,
                                   settings.splitting.max_parts) if settings.splitting.enabled else None,
         mode_source=ConfiguredMode(settings.source, mode) if watch_config and settings.source else None,
+        multi_query=MultiQueryRewrite(llm, settings.fallback.rewrite) if llm is not None else None,
+        grader=RelevanceGrader(llm, settings.retrieval.grading)
+        if llm is not None and settings.retrieval.grading.enabled else None,
+        recorder=build_recorder(settings),
     )
     if mode not in index.modes:
         from bot.errors import ConfigError
@@ -159,5 +198,9 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
             if not keep_last_good or index.searcher(mode).indexed_hashes() is None:
                 raise
             log.error("knowledge not loaded, serving the last good index from disk: %s", index.error)
+        if index.background and "sparse" in index.modes:
+            # The cheap index is ready before the first message (about a second for the starter knowledge, a few
+            # at 10k entries), so nobody is told "nothing found" while a dense index builds in the background.
+            index.wait_ready("sparse", timeout=300)
         index.searcher(mode)
     return bot

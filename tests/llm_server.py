@@ -7,9 +7,9 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 @dataclass
@@ -40,6 +40,9 @@ class LocalLLMServer:
         self.faults: deque[Fault] = deque()
         self.reply: Callable[[dict], str] = default_reply
         self.chunk_delay = 0.0
+        self.in_flight = 0  # chat requests being answered now, and the most ever at once
+        self.max_in_flight = 0
+        self._count_lock = threading.Lock()
         self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -49,7 +52,7 @@ class LocalLLMServer:
         """Base URL to put in llm.base_url."""
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def start(self) -> "LocalLLMServer":
+    def start(self) -> LocalLLMServer:
         """Start serving in a background thread."""
         self._thread.start()
         return self
@@ -63,7 +66,7 @@ class LocalLLMServer:
         """Queue faults for the next requests, in order."""
         self.faults.extend(faults)
 
-    def _handler(server_self):  # noqa: N805 - closure over the server object
+    def _handler(server_self):
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
@@ -78,10 +81,20 @@ class LocalLLMServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 self._json(200, {"object": "list", "data": [{"id": "local-test", "object": "model"}]})
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
+                with server_self._count_lock:
+                    server_self.in_flight += 1
+                    server_self.max_in_flight = max(server_self.max_in_flight, server_self.in_flight)
+                try:
+                    self._post()
+                finally:
+                    with server_self._count_lock:
+                        server_self.in_flight -= 1
+
+            def _post(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.endswith("/chat/completions"):

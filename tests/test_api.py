@@ -25,11 +25,18 @@ def serve_api(monkeypatch):
     """Start the real app (Gradio + API) for some settings; returns its /v1 base URL. Stopped after the test."""
     demos = []
 
-    def start(settings, bot=None, token: str | None = TOKEN, **launch) -> str:
+    def start(settings, bot=None, token: str | None = TOKEN, warm: tuple[str, ...] = (), **launch) -> str:
         if token is None:
             monkeypatch.delenv(settings.api.token_env, raising=False)
         else:
             monkeypatch.setenv(settings.api.token_env, token)
+        if bot is None:  # as app.py builds it: indexes build in the background; these tests want them ready
+            from bot.factory import build_bot
+
+            bot = build_bot(settings, watch_config=True, keep_last_good=True)
+            for mode in warm:
+                bot.index.searcher(mode)
+            assert bot.index.wait_idle(120)
         demo, routes = app.build_server(settings, bot)
         port = free_port()
         app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
@@ -261,7 +268,7 @@ def small_dense_settings(settings):
 
 
 def test_every_mode_answers_with_sources_and_kbbot_follows_the_config_file(settings, serve_api):
-    url = serve_api(small_dense_settings(settings))
+    url = serve_api(small_dense_settings(settings), warm=MODES)
     for mode in MODES:
         completion = ask(url, "怎么添加知识？", model=f"kbbot-{mode}")
         extra = completion.kbbot
@@ -325,7 +332,7 @@ def test_twenty_concurrent_streams_each_get_their_own_answer(llm_settings, llm_s
             barrier.wait()
             chunks += list(stream)
             results[n] = ("".join(c.choices[0].delta.content or "" for c in chunks), chunks[-1].kbbot)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             errors.append(exc)
             barrier.abort()
 

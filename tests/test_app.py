@@ -19,23 +19,28 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def served(settings):
-    """The app for the tiny knowledge base, served in-process; yields (client, bot)."""
+def served(settings, monkeypatch):
+    """The app for the tiny knowledge base, served in-process; yields (client logged in as admin, bot)."""
     from gradio_client import Client
 
+    from bot.ui.admin import COOKIE
+
+    monkeypatch.setenv(settings.ui.admin.username_env, "admin")  # the knowledge tab is for admins only
+    monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
     set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     demo = build_demo(bot, settings, build_store(settings)).queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False), bot
+        yield Client(f"http://127.0.0.1:{port}/", verbose=False,
+                     headers={"Cookie": f"{COOKIE}={demo.admin.token()}"}), bot
     finally:
         demo.close()
 
 
 def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
-    client, bot = served
+    client, _bot = served
     history, box, sources, header, _ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
     assert box == "" and "`sparse`" in header and "this session's choice" in header
     reply = history[-1]["content"]
@@ -102,11 +107,15 @@ def test_retrieval_tab_shows_every_mode_with_pass_marks(served):
 
 
 def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir, settings):
-    client, bot = served
-    status, _, _ = client.predict("faq.json", "", "停车场怎么收费？", "校内停车每小时五元。", "停车,收费", api_name="/save_entry")
+    client, _bot = served
+    status, *_ = client.predict("faq.json", "", "停车场怎么收费？", "校内停车每小时五元。", "停车,收费", api_name="/save_entry")
     assert "faq:1" in status and "index updated" in status
+    # A second new entry in a row is added next to the first, never over it.
+    status, *_ = client.predict("faq.json", "", "自行车停哪里？", "自行车停在车棚。", "自行车", api_name="/save_entry")
+    assert "Added faq:2" in status
     on_disk = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
     assert list(on_disk)[:len(TINY)] == list(TINY) and on_disk["1"]["query"] == "停车场怎么收费？"
+    assert on_disk["2"]["query"] == "自行车停哪里？"
     history, _, sources, *_ = client.predict("停车场怎么收费", [], "sparse", api_name="/chat")
     assert "每小时五元" in reply_text(history) and "停车场怎么收费？" in sources
     # A restarted app (new index over the same folders) still has it.
@@ -117,17 +126,22 @@ def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir,
 def test_knowledge_tab_rejects_invalid_entry_inline(served, kb_dir):
     client, _ = served
     before = (kb_dir / "faq.json").read_text(encoding="utf-8")
-    status, _, _ = client.predict("faq.json", "bad", "  ", "内容", "", api_name="/save_entry")
+    status, *_ = client.predict("faq.json", "bad", "  ", "内容", "", api_name="/save_entry")
     assert "Not saved" in status and "&#x27;bad&#x27;" in status and "&#x27;query&#x27; is empty" in status
     assert (kb_dir / "faq.json").read_text(encoding="utf-8") == before
 
 
 def test_knowledge_tab_edit_and_delete(served, kb_dir):
     client, bot = served
+    # Without loading it first, a save under an existing key is a new entry: refused, nothing overwritten.
+    status, *_ = client.predict("faq.json", "canteen", "食堂在哪里？", "覆盖！", "食堂", api_name="/save_entry")
+    assert "该条目已存在" in status and "Nothing was written" in status
+    status, *_ = client.predict(api_name="/delete_entry")
+    assert "No entry is loaded" in status and "canteen" in json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
     assert client.predict("faq.json", "canteen", api_name="/entry")[0] == "食堂在哪里？"
     client.predict("faq.json", "canteen", "食堂在哪里？", "学生食堂搬到了校园西区。", "食堂", api_name="/save_entry")
     assert bot.retrieve("食堂在哪里")[1][0].entry.document == "学生食堂搬到了校园西区。"
-    status, _ = client.predict("faq.json", "canteen", api_name="/delete_entry")
+    status, *_ = client.predict(api_name="/delete_entry")
     assert "Deleted faq:canteen" in status
     assert "canteen" not in json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
     assert all(h.entry.id != "faq:canteen" for h in bot.retrieve("食堂在哪里")[0])
@@ -158,21 +172,41 @@ def test_retry_and_undo(served):
     assert undone == [] and box == "怎么添加知识？"
 
 
-def test_rate_limit_per_session(settings):
+def test_rate_limit_per_client_address_not_per_session(settings):
+    """Fresh sessions from one address share its limit (a script renews sessions at will); another address does not."""
+    from types import SimpleNamespace
+
     from gradio_client import Client
 
-    settings.ui.rate_limit_per_minute = 2
+    from bot.ui.app import ChatHandlers
+
+    settings.limits.chat_per_minute = 2
     bot = build_bot(settings)
     demo = build_demo(bot, settings).queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        first, second = (Client(f"http://127.0.0.1:{port}/", verbose=False) for _ in range(2))
-        replies = [reply_text(first.predict("怎么添加知识？", [], "sparse", api_name="/chat")[0]) for _ in range(3)]
+        replies = [reply_text(Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
+            "怎么添加知识？", [], "sparse", api_name="/chat")[0]) for _ in range(3)]  # a new client (session) each
         assert "Too many messages" not in replies[1] and "Too many messages" in replies[2]
-        assert "Too many messages" not in reply_text(second.predict("怎么添加知识？", [], "sparse", api_name="/chat")[0])
     finally:
         demo.close()
+    handlers = ChatHandlers(bot, settings)
+
+    def ask(host):
+        request = SimpleNamespace(client=SimpleNamespace(host=host), session_hash=f"s-{host}")
+        return list(handlers.chat("怎么添加知识？", [], "sparse", request=request))[-1][0][-1]["content"]
+
+    assert ["Too many" in ask("10.0.0.1") for _ in range(3)] == [False, False, True]
+    assert "Too many" not in ask("10.0.0.2")
+
+
+def test_deprecated_ui_rate_limit_still_wins(settings):
+    from bot.chat.limits import chat_per_minute
+
+    assert chat_per_minute(settings) == settings.limits.chat_per_minute == 20
+    settings.ui.rate_limit_per_minute = 0
+    assert chat_per_minute(settings) == 0
 
 
 def test_login_required_when_enabled(tmp_path, monkeypatch):
@@ -182,9 +216,7 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
 
     import yaml
 
-    from tests.conftest import ROOT, write_knowledge
-
-    from tests.conftest import config_dict
+    from tests.conftest import ROOT, config_dict, write_knowledge
 
     write_knowledge(tmp_path / "knowledge", TINY)
     raw = config_dict(tmp_path, tmp_path / "knowledge")
@@ -244,6 +276,6 @@ def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
         yield  # pragma: no cover
 
     bot.stream = broken
-    history, box, *_ = list(handlers.chat("怎么添加知识？", []))[-1]
+    history, _box, *_ = list(handlers.chat("怎么添加知识？", []))[-1]
     assert history[-1]["content"] == INTERNAL_ERROR and "boom" not in INTERNAL_ERROR
     assert any("chat turn failed" in r.getMessage() for r in caplog.records)

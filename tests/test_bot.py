@@ -109,7 +109,7 @@ def test_llm_500_degrades_to_retrieval_answer_with_sources(llm_bot, llm_server):
 
 
 def test_llm_timeout_degrades(llm_bot, llm_server, llm_settings):
-    llm_bot.llm.__init__(base_url=llm_server.url, model="m", api_key="k", timeout=0.5, max_retries=0)
+    llm_bot.llm.inner.__init__(base_url=llm_server.url, model="m", api_key="k", timeout=0.5, max_retries=0)
     llm_server.fail(Fault(sleep=1.5))
     answer = llm_bot.answer("怎么添加知识？")
     assert answer.text.startswith(LLM_DOWN_NOTICE) and answer.hits

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -43,7 +44,7 @@ class App:
     def __init__(self, config: Path, env: dict[str, str]):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
-        self.log = open(config.parent / f"app-{self.port}.log", "w")
+        self.log = open(config.parent / f"app-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([sys.executable, "app.py", "--config", str(config), "--port", str(self.port)],
                                      cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 90
@@ -81,17 +82,6 @@ def chromium():
             "--disable-component-update", "--disable-sync"])
         yield b
         b.close()
-
-
-@pytest.fixture
-def app_config(tmp_path):
-    return write_app_config(tmp_path)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 def offline_env() -> dict[str, str]:
@@ -161,10 +151,9 @@ def test_follow_up_uses_history_and_shows_rewritten_question(browser, app_config
 
 def test_knowledge_tab_entry_is_answered_and_survives_restart(browser, app_config):
     kb = Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"])
-    app = App(app_config, offline_env())
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))  # the knowledge tab is for admins only
     try:
-        page = open_page(browser, app.url)
-        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        page = open_knowledge_tab(browser, app)
         file_input = page.locator("#kb-k-file input")
         file_input.click()
         page.get_by_role("option", name="faq.json").click()
@@ -223,5 +212,89 @@ def test_chat_through_elasticsearch_backend(browser, app_config):
         # The same sparse threshold as tantivy's: both compute coverage.
         assert "elasticsearch" in sources and "sparse ≥ 0.5" in sources and "覆盖 coverage 1" in sources
         shot(page, "chat-elasticsearch")
+    finally:
+        app.stop()
+
+
+ADMIN_ENV = {"KBBOT_ADMIN_USER": "admin", "KBBOT_ADMIN_PASSWORD": "test-admin-password"}
+
+
+def open_knowledge_tab(browser, app):
+    """A page with the knowledge tab open, logged in as admin first when the app has an admin login."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
+    login = page.goto(app.url + "admin/login", wait_until="domcontentloaded")
+    if login is not None and login.ok and page.locator("#kb-admin-user").count():
+        page.locator("#kb-admin-user").fill(ADMIN_ENV["KBBOT_ADMIN_USER"])
+        page.locator("#kb-admin-password").fill(ADMIN_ENV["KBBOT_ADMIN_PASSWORD"])
+        page.locator("#kb-admin-submit").click()
+        page.wait_for_load_state("domcontentloaded")
+    page.goto(app.url, wait_until="domcontentloaded")
+    page.locator("#kb-input textarea").wait_for(timeout=30000)
+    page.get_by_role("tab", name="知识管理 / Knowledge").click()
+    return page
+
+
+def test_knowledge_tab_adds_two_entries_in_a_row_and_delete_asks_first(browser, app_config):
+    kb = Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"])
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.locator("#kb-k-file input").click()
+        page.get_by_role("option", name="faq.json").click()
+        for n, (q, d) in enumerate([("停车场怎么收费？", "校内停车每小时五元。"), ("自行车停哪里？", "自行车停在车棚。")], 1):
+            page.locator("#kb-k-query textarea").fill(q)
+            page.locator("#kb-k-document textarea").fill(d)
+            page.locator("#kb-k-save").click()
+            page.locator("#kb-k-status").get_by_text(f"Added faq:{n}").wait_for(timeout=30000)
+            page.wait_for_function("() => document.querySelector('#kb-k-query textarea').value === ''", timeout=10000)
+            assert "New entry" in page.locator("#kb-k-mode").inner_text()
+        saved = json.loads((kb / "faq.json").read_text(encoding="utf-8"))
+        assert saved["1"]["query"] == "停车场怎么收费？" and saved["2"]["query"] == "自行车停哪里？"
+        page.locator("#kb-k-key input").click()
+        page.get_by_role("option", name="1", exact=True).click()
+        page.wait_for_function("() => document.querySelector('#kb-k-query textarea').value === '停车场怎么收费？'",
+                               timeout=10000)
+        assert "Editing faq.json · 1" in page.locator("#kb-k-mode").inner_text()
+        page.locator("#kb-k-delete").click()
+        page.locator("#kb-k-delete-confirm").wait_for(state="visible", timeout=10000)
+        assert "1" in json.loads((kb / "faq.json").read_text(encoding="utf-8"))  # nothing deleted yet
+        shot(page, "knowledge-delete-confirm")
+        page.locator("#kb-k-delete-confirm").click()
+        page.locator("#kb-k-status").get_by_text("Deleted faq:1").wait_for(timeout=30000)
+        saved = json.loads((kb / "faq.json").read_text(encoding="utf-8"))
+        assert "1" not in saved and saved["2"]["query"] == "自行车停哪里？"
+    finally:
+        app.stop()
+
+
+SYSU = ROOT.parent / "shared" / "data" / "sysu" / "database.json"
+
+
+def test_entry_browser_finds_and_loads_a_sysu_entry(browser, app_config):
+    if not SYSU.is_file():
+        pytest.skip(f"the sysu knowledge is not at {SYSU}")
+    kb = Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"])
+    (kb / "sysu.json").write_bytes(SYSU.read_bytes())  # into the test's temp folder only
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        table = page.locator("#kb-eb-table")
+        cells = table.locator("[role=gridcell]:visible")  # the shown rows (the table keeps hidden sizing copies)
+        cells.first.wait_for(timeout=30000)
+        box = page.locator("#kb-eb-search textarea, #kb-eb-search input").first
+        box.fill("校训")
+        box.press("Enter")
+        page.locator("#kb-eb-info").get_by_text("校训").wait_for(timeout=30000)
+        # Entry 140's document starts with 校训 (entry 17, "中山大学的校训", has it only in query and keywords).
+        cell = cells.filter(has_text=re.compile(r"^\s*中山大学校校训\s*$")).first
+        cell.wait_for(timeout=30000)
+        shown = " ".join(cells.all_inner_texts())
+        assert "faq.json" not in shown and "sysu.json" in shown
+        shot(page, "knowledge-entry-browser")
+        cell.click()
+        page.wait_for_function("() => document.querySelector('#kb-k-query textarea').value === '中山大学校校训'",
+                               timeout=10000)
+        assert "校训" in page.locator("#kb-k-document textarea").input_value()
+        assert "Editing sysu.json · 140" in page.locator("#kb-k-mode").inner_text()
     finally:
         app.stop()

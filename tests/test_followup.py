@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.factory import build_bot
 from bot.chat.followup import is_small_talk, reads_as_followup
+from bot.factory import build_bot
 from tests.conftest import set_cutoffs, write_knowledge
 
 CAMPUS = {

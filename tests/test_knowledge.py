@@ -123,3 +123,46 @@ def test_a_lone_surrogate_escape_is_a_problem_naming_file_and_entry(tmp_path):
     assert str(folder / "s.json") in str(err.value)
     (folder / "s.json").write_text('{"b": {"query": "emoji \\ud83d\\ude00 ok", "document": "fine"}}', encoding="utf-8")
     assert load_entries(folder)[0].query == "emoji 😀 ok"  # a proper pair is one character
+
+
+def test_alternative_questions_in_both_forms_and_round_trip(tmp_path):
+    from bot.knowledge.entries import entry_from_record, entry_record, write_entries
+
+    write_knowledge(tmp_path / "kb", {"wifi": {"query": "无线网络怎么连接", "document": "d",
+                                                "questions": [" 宿舍上不了网 ", "无线网络怎么连接", "WiFi 密码", "WiFi 密码"]}})
+    write_knowledge(tmp_path / "kb", [{"query": "Q", "document": "D", "questions": ["other Q"]}, {"query": "P", "document": "D"}],
+                    "list.json")
+    wifi, listed, plain = sorted(load_entries(tmp_path / "kb"), key=lambda e: e.id != "faq:wifi")
+    assert wifi.questions == ("宿舍上不了网", "WiFi 密码")  # stripped; duplicates and the query itself dropped
+    assert wifi.phrasings == ("无线网络怎么连接", "宿舍上不了网", "WiFi 密码")
+    assert (listed.id, listed.questions, plain.questions) == ("list:0", ("other Q",), ())
+    assert entry_from_record(entry_record(wifi)) == wifi and "questions" not in entry_record(plain)
+    write_entries([wifi, listed, plain], tmp_path / "copy")
+    assert load_entries(tmp_path / "copy") == [wifi, listed, plain]
+
+
+def test_alternative_questions_are_in_the_content_hash(tmp_path):
+    import dataclasses
+
+    path = write_knowledge(tmp_path, {"a": {"query": "q", "document": "d"}})
+    plain = load_entries(tmp_path)[0]
+    path.write_text(json.dumps({"a": {"query": "q", "document": "d", "questions": ["q2"]}}), encoding="utf-8")
+    phrased = load_entries(tmp_path)[0]
+    assert phrased.content_hash != plain.content_hash
+    assert dataclasses.replace(phrased, questions=("q3",)).content_hash != phrased.content_hash
+    assert dataclasses.replace(phrased, questions=()).content_hash == plain.content_hash  # old indexes stay valid
+
+
+@pytest.mark.parametrize("questions, problem", [
+    ("宿舍上不了网", "'questions' must be a list of strings (other phrasings of the query), got str"),
+    (["ok", 3], "got a list holding int"),
+    (["ok", "  "], "'questions' contains an empty string"),
+    (["bad \ud800"], "'questions' contains a lone UTF-16 surrogate"),
+])
+def test_bad_alternative_questions_name_file_and_entry(tmp_path, questions, problem):
+    (tmp_path / "kb.json").write_text(json.dumps(
+        [{"query": "q", "document": "d"}, {"query": "q", "document": "d", "questions": questions}]), encoding="utf-8")
+    with pytest.raises(KnowledgeError) as err:
+        load_entries(tmp_path)
+    [found] = err.value.problems
+    assert found.entry == "1" and found.file.endswith("kb.json") and problem in found.problem

@@ -124,9 +124,8 @@ def test_lock_dir_inside_knowledge_folder_is_refused(kb_dir):
 def test_busy_lock_gives_a_clear_error(kb_dir, tmp_path):
     holder = KnowledgeStore(kb_dir, tmp_path / "locks")
     waiter = KnowledgeStore(kb_dir, tmp_path / "locks", timeout=0.1)
-    with holder._locked("faq.json"):
-        with pytest.raises(KnowledgeWriteError, match="another edit"):
-            waiter.delete_entry("faq.json", "add")
+    with holder._locked("faq.json"), pytest.raises(KnowledgeWriteError, match="another edit"):
+        waiter.delete_entry("faq.json", "add")
     assert "add" in read(kb_dir / "faq.json")
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 from bot.chat.llm import OpenAIChat
+from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 from tests.llm_server import Fault
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from bot.knowledge.entries import Entry
 from bot.chat.prompt import PromptBuilder, normalize_history
+from bot.knowledge.entries import Entry
 from bot.search.base import Hit
 
 

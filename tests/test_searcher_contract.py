@@ -12,8 +12,8 @@ hits in BM25 order (``score``; relevance = coverage does not reorder them), dens
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -222,3 +222,29 @@ def test_persistence_round_trip(searcher, make, entries):
     report = reopened.sync(entries)
     assert not report.changed
     assert ids(reopened.search("怎么添加知识", 3)) == expected
+
+
+# An entry whose query shares no word with the question, but one of whose alternative questions is the question.
+PHRASED = Entry("faq:wifi", "无线网络怎么连接", "打开设置，选择 SYSU-Secure，用学号和密码登录。", ("无线网络",),
+                questions=("宿舍上不了网怎么办", "校园 WiFi 密码是什么"))
+
+
+def test_an_alternative_question_matches_like_the_query(searcher):
+    searcher.upsert([PHRASED])
+    hits = searcher.search("宿舍上不了网怎么办", 3)
+    assert ids(hits)[0] == "faq:wifi"
+    assert hits[0].entry.questions == PHRASED.questions  # the stored entry keeps its questions
+    assert hits[0].matched_question == "宿舍上不了网怎么办"  # shown in the sources panel
+    assert searcher.search("无线网络怎么连接", 1)[0].matched_question == ""  # the query itself matched
+
+
+def test_editing_an_alternative_question_reindexes_the_entry(searcher, entries):
+    searcher.sync([*entries, PHRASED])
+    edited = dataclasses.replace(PHRASED, questions=("快递包裹寄存",))
+    report = searcher.sync([*entries, edited])
+    assert (report.added, report.updated, report.removed) == (0, 1, 0)
+    assert ids(searcher.search("快递包裹寄存", 1)) == ["faq:wifi"]
+    old = searcher.search("宿舍上不了网怎么办", 5)
+    assert all(h.matched_question != "宿舍上不了网怎么办" for h in old)  # its words and vector are gone
+    if isinstance(searcher, SparseSearcher):  # (a dense searcher still finds the wifi entry close in meaning)
+        assert ids(old)[0] != "faq:wifi"

@@ -25,6 +25,7 @@ from bot.api.protocol import (
 )
 from bot.chat.answer import Answer
 from bot.chat.bot import Bot
+from bot.chat.limits import chat_per_minute
 from bot.chat.ratelimit import SlidingWindowLimiter
 from bot.config.settings import Settings
 from bot.errors import BotError
@@ -76,7 +77,7 @@ class ChatAPI:
         self.bot = bot
         self.settings = settings
         self.guard = TokenGuard(settings.api.token_env, settings.api.require_token)
-        self.limiter = SlidingWindowLimiter(settings.ui.rate_limit_per_minute, 60.0)
+        self.limiter = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
         self.created = int(time.time())  # the models' "created": when this API started
         if settings.api.require_token and self.guard.expected() is None:
             log.warning("API at /v1 refuses every call until %s is set in the environment", settings.api.token_env)
@@ -141,15 +142,15 @@ class ChatAPI:
         reply = Reply(model=req.model)
         if not req.stream:
             try:
-                answer = await run_in_threadpool(self.bot.answer, req.question, req.history, mode)
-            except Exception as exc:  # noqa: BLE001 - becomes a 500 (BotError says why; a bug is logged)
+                answer = await run_in_threadpool(self.bot.answer, req.question, req.history, mode, source="api")
+            except Exception as exc:
                 raise bot_failure(exc) from None
             return JSONResponse(reply.completion(answer))
-        snapshots = self.bot.stream(req.question, req.history, mode)
+        snapshots = self.bot.turn(req.question, req.history, mode, source="api")  # recorded in the log
         # The first snapshot comes after retrieval: most failures surface here, still as a proper HTTP status.
         try:
             first = await run_in_threadpool(next, snapshots, None)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise bot_failure(exc) from None
         if first is None:
             raise bot_failure(RuntimeError("the bot yielded no answer"))
@@ -173,7 +174,7 @@ class ChatAPI:
                     yield sse(reply.chunk({}, "stop", answer))
                     break
                 answer = following
-        except Exception as exc:  # noqa: BLE001 - the status line is sent already: report it in the stream
+        except Exception as exc:
             yield sse(bot_failure(exc).body())
         finally:
             _close(snapshots)

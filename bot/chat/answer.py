@@ -13,6 +13,7 @@ class Strategy(str, Enum):
 
     DIRECT = "direct"
     VERBATIM = "verbatim"  # an entry so close to the question that its document is the reply (no LLM call)
+    REWRITE = "rewrite"  # an alternative phrasing of the question written by the LLM found it
     HYDE = "hyde"
     LAST_RESORT = "last_resort"
 
@@ -59,7 +60,8 @@ class Answer:
     whether it wrote this text. ``notices`` are for everyone (truncation, a searcher's fallback, an LLM failure);
     ``knowledge_error`` is the detail of a broken knowledge file, for admins only (it names server paths): a chat
     page shows a generic line instead. ``suggestions`` are the entry questions of a last-resort "did you mean",
-    ``parts`` the sub-questions of a split message with the entry that answers each.
+    ``parts`` the sub-questions of a split message with the entry that answers each; ``phrasings`` the alternative
+    phrasings the multi-query rewrite searched (each hit it found names its phrasing in ``subquestion``).
     """
 
     question: str
@@ -72,6 +74,7 @@ class Answer:
     llm: str | None = None
     llm_used: bool = False
     hypothetical: str | None = None
+    phrasings: tuple[str, ...] = ()
     rewritten: str | None = None
     notices: tuple[str, ...] = ()
     knowledge_error: str | None = None
@@ -79,6 +82,7 @@ class Answer:
     parts: tuple[Part, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
+    turn_id: int | None = None  # the conversation log's id of this turn, once recorded (Bot.turn)
 
     @property
     def notice(self) -> str | None:
@@ -104,6 +108,7 @@ class Answer:
             "notices": list(self.notices),
             "knowledge_problem": self.knowledge_error is not None,
             "hypothetical": self.hypothetical,
+            "phrasings": list(self.phrasings),
             "rewritten": self.rewritten,
             "suggestions": list(self.suggestions),
             "parts": [{"question": p.question, "id": p.hit.entry.id if p.hit else None} for p in self.parts],
@@ -127,4 +132,5 @@ def hit_dict(hit: Hit) -> dict:
     }
     if hit.subquestion:
         d["subquestion"] = hit.subquestion
+    d.update({"matched_question": hit.matched_question} if hit.matched_question else {})  # the entry's phrasing that matched
     return d

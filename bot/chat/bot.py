@@ -5,19 +5,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from bot.chat import services
 from bot.chat.answer import Answer, Cutoffs, Part, Strategy
+from bot.chat.cleaning import TRUNCATED_NOTICE, clean_message  # noqa: F401 (re-exported)
 from bot.chat.compose import RETRIEVAL_ONLY_LABEL, compose  # noqa: F401 (re-exported)
 from bot.chat.conversation import QueryRewriter, last_user_message
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.followup import reads_as_followup
+from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.prompt import PromptBuilder
+from bot.chat.recorder import TurnRecorder
+from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.errors import ConfigError, LLMError, LLMStreamBroken, SearchBackendError
 from bot.knowledge.store import KnowledgeStore
@@ -31,17 +34,6 @@ VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
 LLM_DOWN_NOTICE = "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
 CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
 SEARCH_DOWN_NOTICE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
-TRUNCATED_NOTICE = "消息过长，只使用了前 {n} 个字符。/ The message was too long; only its first {n} characters were used."
-
-
-def clean_message(message: Any, limit: int) -> tuple[str, str | None]:
-    """Make user text safe to search: valid UTF-8, no control characters, at most ``limit`` characters."""
-    text = "" if message is None else str(message)
-    text = text.encode("utf-8", "replace").decode("utf-8")
-    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch)[0] != "C").strip()
-    if len(text) > limit:
-        return text[:limit], TRUNCATED_NOTICE.format(n=limit)
-    return text, None
 
 
 def _ms(start: float) -> float:
@@ -67,6 +59,9 @@ class Bot:
         rewriter: QueryRewriter | None = None,
         splitter: QuestionSplitter | None = None,
         mode_source: Callable[[], str] | None = None,
+        multi_query: MultiQueryRewrite | None = None,
+        grader: RelevanceGrader | None = None,
+        recorder: TurnRecorder | None = None,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -82,6 +77,9 @@ class Bot:
         self.rewriter = rewriter if llm is not None else None
         self.splitter = splitter
         self.mode_source = mode_source
+        self.multi_query = multi_query if llm is not None else None  # the "rewrite" step
+        self.grader = grader if llm is not None else None
+        self.recorder = recorder or TurnRecorder(None)  # the conversation log (Bot.turn)
 
     @property
     def retrieval_only(self) -> bool:
@@ -167,13 +165,24 @@ class Bot:
         timings["rewrite"] = _ms(t)
         return None if rewritten == question else rewritten
 
-    def answer(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Answer:
-        """The complete answer (the last snapshot of :meth:`stream`)."""
+    def answer(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None, *,
+               session: str | None = None, source: str | None = None) -> Answer:
+        """The complete answer (the last snapshot of :meth:`stream`); with a ``source`` recorded, as :meth:`turn` does."""
         final = None
-        for final in self.stream(message, history, mode):
-            pass
+        for snapshot in (self.turn(message, history, mode, session=session, source=source) if source
+                         else self.stream(message, history, mode)):
+            final = snapshot
         assert final is not None
         return final
+
+    def turn(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None, *,
+             session: str | None = None, source: str | None = None) -> Iterator[Answer]:
+        """A front end's turn: :meth:`stream`, the finished answer recorded in the conversation log (``turn_id``).
+
+        ``session`` is an opaque id the front end chose, ``source`` "web" or "api"; a failing log never breaks it.
+        """
+        for answer in self.stream(message, history, mode):
+            yield self.recorder.record(answer, session, source) if answer.finished else answer
 
     def stream(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Iterator[Answer]:
         """Yield snapshots of the answer as it is produced; the last one has ``finished=True``."""
@@ -210,6 +219,7 @@ class Bot:
                                .noted(SEARCH_DOWN_NOTICE), timings, start)
             return
         timings["retrieve"] = _ms(t)
+        candidates, passed, parts = self._graded(search_q, candidates, passed, parts, mode, timings)
         base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, parts=parts,
                                    thresholds=self.mode_thresholds(mode))
         base = base.noted(*services.searcher_notices(self.index.built(mode)))
@@ -227,17 +237,36 @@ class Bot:
                     continue
                 timings["hyde"] = _ms(t)
                 t = time.perf_counter()
-                _, passed = self.retrieve(HydeFallback.search_text(search_q, hypothetical), mode)
+                found, passed = self.retrieve(HydeFallback.search_text(search_q, hypothetical), mode)
                 timings["retrieve_hyde"] = _ms(t)
+                _, passed, _ = self._graded(search_q, found, passed, (), mode, timings)
                 if passed:
                     base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical,
                                                parts=())
                     yield from self._respond(base, history, timings, start)
                     return
                 base = dataclasses.replace(base, hypothetical=hypothetical)
+            elif step == "rewrite" and self.multi_query is not None:
+                rewrites = self.multi_query.run(search_q, self.index.searcher(mode), self.top_k, timings)
+                _, passed, _ = self._graded(search_q, rewrites.hits, None, (), mode, timings)
+                base = dataclasses.replace(base, phrasings=rewrites.phrasings)
+                if passed:
+                    yield from self._respond(dataclasses.replace(base, hits=passed, strategy=Strategy.REWRITE, parts=()),
+                                             history, timings, start)
+                    return
             elif step == "last_resort":
                 break
         yield from self._last_resort(dataclasses.replace(base, strategy=Strategy.LAST_RESORT), history, timings, start)
+
+    def _graded(self, question: str, hits: list[Hit], passed: list[Hit] | None, parts, mode: str, timings):
+        """(hits, passing hits, parts) after the optional LLM grading (``passed`` None: computed here)."""
+        cutoffs = self.mode_thresholds(mode)
+        if self.grader is None or not hits:
+            return hits, passed if passed is not None else [h for h in hits if cutoffs.passes(h)], parts
+        t = time.perf_counter()
+        graded = self.grader.apply(question, hits, parts, cutoffs)
+        timings["grade"] = timings.get("grade", 0.0) + _ms(t)
+        return graded
 
     # -- producing text ----------------------------------------------------
     def _respond(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
@@ -272,6 +301,7 @@ class Bot:
 
     def _generate(self, base: Answer, messages, history, timings, start, fallback: str, prefix: str = "") -> Iterator[Answer]:
         """Stream the LLM; on failure degrade to ``fallback`` text with a notice, keeping any streamed part."""
+        assert self.llm is not None  # callers check that there is an LLM
         t = time.perf_counter()
         text = prefix
         try:

@@ -169,7 +169,7 @@ def group_turns(turns: Iterable[AskedTurn], threshold: float = SIMILARITY, sort:
 
 def _group(turns: list[AskedTurn], counts: dict[str, int]) -> Group:
     turns.sort(key=lambda t: (t.time, t.id), reverse=True)
-    latest_of = {}
+    latest_of: dict[str, str] = {}  # norm -> time of its latest turn
     for t in turns:
         latest_of.setdefault(t.norm, t.time)
     key = max(counts, key=lambda n: (counts[n], latest_of[n], n))

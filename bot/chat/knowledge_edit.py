@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from bot.chat.entry_table import EntryPage, HitCounts, entry_page
 from bot.errors import BotError
-from bot.knowledge.store import KnowledgeStore, KnowledgeWriteError
+from bot.knowledge import csv_io
+from bot.knowledge.files import entry_version
+from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
 from bot.search.index import KnowledgeIndex
 
 
@@ -33,11 +37,13 @@ class EditResult:
 
 @dataclass(frozen=True)
 class EntryFields:
-    """The editable fields of one stored entry, as text (metadata comma-separated)."""
+    """The editable fields of one stored entry, as text (metadata comma-separated), and its version on disk."""
 
     query: str
     document: str
     metadata: str
+    version: str | None = None
+    questions: tuple[str, ...] = ()  # other phrasings of the question
 
 
 def file_name(file: str | None) -> str:
@@ -78,11 +84,13 @@ class KnowledgeEditor:
             if k == key and isinstance(raw, dict):
                 meta = raw.get("metadata") or ""
                 return EntryFields(str(raw.get("query", "")), str(raw.get("document", "")),
-                                   ",".join(map(str, meta)) if isinstance(meta, list) else str(meta))
+                                   ",".join(map(str, meta)) if isinstance(meta, list) else str(meta),
+                                   entry_version(raw),
+                                   tuple(str(q) for q in raw.get("questions") or () if isinstance(q, str)))
         return None
 
     def save(self, file: str | None, key: str | None, query: str, document: str, metadata: str, *,
-             expected_version: str | None = None) -> EditResult:
+             expected_version: str | None = None, questions: list[str] | None = None) -> EditResult:
         """Add (empty ``key``: the next number) or edit one entry; raises BotError naming what is wrong.
 
         With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten.
@@ -91,9 +99,14 @@ class KnowledgeEditor:
         if not file:
             raise KnowledgeWriteError("请选择或输入文件名 / Choose or type a file name")
         entry_id = self.store.upsert_entry(file, (key or "").strip() or None, query or "", document or "", metadata or "",
-                                           expected_version=expected_version)
+                                           expected_version=expected_version, questions=questions)
         new_key = entry_id[len(PurePosixPath(file).stem) + 1:]
         return self._refreshed(f"已保存 / Saved {entry_id}", file, new_key, (entry_id,))
+
+    def add(self, file: str | None, key: str | None, query: str, document: str, metadata: str) -> EditResult:
+        """Add a new entry (empty ``key``: the next number); refused, nothing written, when ``key`` exists."""
+        result = self.save(file, key, query, document, metadata, expected_version=ABSENT)
+        return dataclasses.replace(result, done=result.done.replace("已保存 / Saved", "已新增 / Added", 1))
 
     def delete(self, file: str | None, key: str | None, *, expected_version: str | None = None) -> EditResult:
         """Delete one entry (refused when ``expected_version`` is given and the entry changed); raises BotError."""
@@ -109,7 +122,21 @@ class KnowledgeEditor:
         ids = tuple(self.store.import_file(name, text, overwrite=overwrite))
         return self._refreshed(f"已导入 / Imported {name}: {len(ids)} entries", name, None, ids)
 
+    def import_csv(self, name: str, text: str) -> EditResult:
+        """Import a knowledge CSV (see bot/knowledge/csv_io.py); rows without a file go to ``name``'s .json."""
+        default = file_name(PurePosixPath(name).stem)
+        ids = tuple(csv_io.import_csv(self.store, text, default, PurePosixPath(name).name))
+        return self._refreshed(f"已导入 / Imported {PurePosixPath(name).name}: {len(ids)} entries", default, None, ids)
+
+    def export_csv(self) -> str:
+        """Every entry the index serves now, as CSV text (see bot/knowledge/csv_io.py)."""
+        return csv_io.export_csv(self.index.entries, self.store.folder)
+
+    def page(self, text: str = "", page: int = 1, hits: HitCounts | None = None) -> EntryPage:
+        """One page of the entries the index serves now that match ``text`` (the entry browser)."""
+        return entry_page(self.index.entries, text, page, folder=self.store.folder, hits=hits)
+
     def _refreshed(self, done: str, file: str, key: str | None, ids: tuple[str, ...]) -> EditResult:
-        self.index.refresh(force=True)
+        self.index.refresh(force=True, wait=True)  # this session waits for its edit; searches never do
         error = self.index.error
         return EditResult(done, file, key, ids, len(self.index.entries), str(error) if error else None)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, cast
 
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +88,8 @@ class OpenAIChat(ChatModel):
         try:
             response = self._client.chat.completions.create(
                 model=self.model,
-                messages=list(messages),
+                # our {"role", "content"} dicts are the SDK's message TypedDicts, which a plain dict type cannot express
+                messages=cast("list[ChatCompletionMessageParam]", list(messages)),
                 temperature=self.temperature,
                 max_tokens=max_tokens or self.max_tokens,
                 stream=True,

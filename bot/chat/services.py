@@ -15,6 +15,7 @@ from bot.chat.answer import Cutoffs
 from bot.errors import BotError
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Searcher
+from bot.search.healing import ServedSearcher
 
 if TYPE_CHECKING:
     from bot.chat.bot import Bot
@@ -76,6 +77,10 @@ def retrieve_all_modes(bot: Bot, query: str) -> dict[str, ModeRetrieval]:
     results: dict[str, ModeRetrieval] = {}
     for mode in bot.index.modes:
         try:
+            served = bot.index.searcher(mode)
+            if isinstance(served, ServedSearcher) and served.standing_in:  # a server's index still building: not this mode's hits
+                results[mode] = ModeRetrieval([], [], None, served.notice)
+                continue
             hits, passed = bot.retrieve(query, mode)
             results[mode] = ModeRetrieval(hits, passed, bot.mode_thresholds(mode))
         except BotError as exc:  # e.g. a mode whose optional package is missing: the message says the fix

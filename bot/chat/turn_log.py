@@ -14,7 +14,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +53,8 @@ class TurnLogError(BotError):
 
 def utc_iso(moment: datetime | None = None) -> str:
     """A moment (default: now) as a sortable UTC ISO string with microseconds."""
-    moment = moment or datetime.now(timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    moment = moment or datetime.now(UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _label(value: str | None) -> str | None:
@@ -68,7 +68,7 @@ class TurnLog:
                  prune_every: int = 200, clock: Callable[[], datetime] | None = None, timeout: float = 30.0):
         self.path = Path(path)
         self.retention_days, self.retention_rows, self.prune_every = retention_days, retention_rows, prune_every
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.timeout = timeout
         self.moved_aside: Path | None = None
         self._local = threading.local()
@@ -133,7 +133,7 @@ class TurnLog:
 
     def _move_aside(self, exc: Exception) -> None:
         self.close()
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
         for suffix in ("", "-wal", "-shm"):
             src = Path(f"{self.path}{suffix}")
@@ -179,6 +179,7 @@ class TurnLog:
                 self._since_prune = 0
         if due:
             self.prune(now)
+        assert turn_id is not None  # lastrowid of the INSERT above
         return int(turn_id)
 
     def feedback(self, turn_id: int, rating: int, reason: str | None = None, now: datetime | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -10,10 +11,23 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config.settings import MODES, Settings
+from bot.config.settings import MODES, Settings, check_mode
 from bot.errors import ConfigError, KnowledgeError
-from bot.evaluation import (Calibration, EvalQuestion, Run, Split, calibrate, exact_match, f1_score, load_questions,
-                            make_split, pool, run_questions, subsample, threshold_key)
+from bot.evaluation import (
+    Calibration,
+    EvalQuestion,
+    Run,
+    Split,
+    calibrate,
+    exact_match,
+    f1_score,
+    load_questions,
+    make_split,
+    pool,
+    run_questions,
+    subsample,
+    threshold_key,
+)
 from bot.evaluation.run import KS
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
 
@@ -108,7 +122,7 @@ def parse_modes(arg: str | None, settings: Settings) -> list[str]:
 def _bot(settings: Settings, mode: str, llm=None):
     from bot.factory import build_bot
 
-    settings.retrieval.mode = mode
+    settings.retrieval.mode = check_mode(mode, "the mode")  # parse_modes has checked it already
     return build_bot(settings, llm=llm)
 
 
@@ -254,7 +268,7 @@ def _calibrate_once(s: Settings, entries: list[Entry], split: Split, modes: list
         for mode in modes:
             system = bot.index.searcher(mode).system
             best = {o.question.question: o.best_relevance for o in run_questions(
-                lambda q, m=mode: bot.retrieve(q, mode=m, top_k=10), [*split.answerable, *split.unanswerable]).outcomes}
+                functools.partial(bot.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]).outcomes}
             results.append(calibrate(system, [best[q.question] for q in split.answerable],
                                      [best[q.question] for q in split.unanswerable]))
         return results

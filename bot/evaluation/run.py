@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from bot.evaluation.metrics import first_gold_rank, mrr_at, percentile, recall_at
 from bot.evaluation.questions import EvalQuestion

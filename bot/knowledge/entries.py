@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from bot.errors import KnowledgeError, KnowledgeProblem
 
@@ -16,13 +17,22 @@ _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
 
 @dataclass(frozen=True)
 class Entry:
-    """One piece of knowledge: a title-like ``query``, its ``document`` and keyword ``metadata``."""
+    """One piece of knowledge: a title-like ``query``, its ``document``, keyword ``metadata`` and ``questions``.
+
+    ``questions`` are other phrasings of ``query`` (optional); every searcher matches them as it matches the query.
+    """
 
     id: str
     query: str
     document: str
     metadata: tuple[str, ...] = ()
     source: str = field(default="", compare=False)
+    questions: tuple[str, ...] = ()
+
+    @property
+    def phrasings(self) -> tuple[str, ...]:
+        """The query followed by its alternative questions: every text a user question may match as a question."""
+        return (self.query, *self.questions)
 
     @property
     def keywords(self) -> str:
@@ -32,20 +42,26 @@ class Entry:
     @property
     def content_hash(self) -> str:
         """A hash of everything searchable, so an index can tell a changed entry from an unchanged one."""
-        blob = json.dumps([self.id, self.query, self.document, list(self.metadata)], ensure_ascii=False)
+        fields = [self.id, self.query, self.document, list(self.metadata)]
+        if self.questions:  # absent questions leave the hash of older entries (and their indexes) as they were
+            fields.append(list(self.questions))
+        blob = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def entry_record(entry: Entry) -> dict:
     """The stored form of an entry (indexes keep it so hits can be shown without the knowledge files)."""
-    return {"id": entry.id, "query": entry.query, "document": entry.document, "metadata": list(entry.metadata),
-            "source": entry.source}
+    record = {"id": entry.id, "query": entry.query, "document": entry.document, "metadata": list(entry.metadata),
+              "source": entry.source}
+    if entry.questions:
+        record["questions"] = list(entry.questions)
+    return record
 
 
 def entry_from_record(record: dict) -> Entry:
     """Inverse of :func:`entry_record`."""
     return Entry(record["id"], record["query"], record["document"], tuple(record.get("metadata", ())),
-                 record.get("source", ""))
+                 record.get("source", ""), tuple(record.get("questions", ())))
 
 
 def write_entries(entries: Iterable[Entry], folder: Path) -> None:
@@ -54,9 +70,12 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
     files: dict[str, dict[str, dict]] = {}
     for e in entries:
         stem, key = e.id.split(":", 1)
-        files.setdefault(stem, {})[key] = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
-    for stem, data in files.items():
-        (folder / f"{stem}.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        data = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
+        if e.questions:
+            data["questions"] = list(e.questions)
+        files.setdefault(stem, {})[key] = data
+    for stem, records in files.items():
+        (folder / f"{stem}.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
 
 
 def parse_keywords(value: str | list[str]) -> tuple[str, ...]:
@@ -68,6 +87,13 @@ def parse_keywords(value: str | list[str]) -> tuple[str, ...]:
             word = word.strip()
             if word and word not in out:
                 out.append(word)
+    return tuple(out)
+
+
+def parse_questions(value: list[str] | None, query: str = "") -> tuple[str, ...]:
+    """Clean alternative questions: stripped, duplicates and copies of ``query`` dropped, order kept."""
+    out = dict.fromkeys(q.strip() for q in value or ())
+    out.pop(query.strip(), None)
     return tuple(out)
 
 
@@ -115,7 +141,20 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
     if not (isinstance(meta, str) or (isinstance(meta, list) and all(isinstance(m, str) for m in meta))):
         problems.append(KnowledgeProblem(file, key, "'metadata' must be a comma-separated string or a list of strings"))
         ok = False
-    for name in ("query", "document", "metadata"):
+    questions = raw.get("questions")
+    if questions is not None:
+        if not isinstance(questions, list):
+            wrong = type(questions).__name__
+        else:
+            wrong = next((f"a list holding {type(q).__name__}" for q in questions if not isinstance(q, str)), "")
+        if wrong:
+            problems.append(KnowledgeProblem(file, key, "'questions' must be a list of strings (other phrasings of "
+                                             f"the query), got {wrong}"))
+            ok = False
+        elif any(not q.strip() for q in questions):
+            problems.append(KnowledgeProblem(file, key, "'questions' contains an empty string"))
+            ok = False
+    for name in ("query", "document", "metadata", "questions"):
         value = raw.get(name)
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
@@ -148,6 +187,7 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
                     document=checked["document"].strip(),
                     metadata=parse_keywords(checked.get("metadata") or ""),
                     source=file,
+                    questions=parse_questions(checked.get("questions"), checked["query"]),
                 )
             )
     return entries

@@ -100,3 +100,39 @@ def duplicate_ids(folder: Path, path: Path, entries: list[Entry]) -> list[Knowle
             if entry.id in ids:
                 problems.append(KnowledgeProblem(str(path), entry.id, f"duplicate id, also defined in {other}"))
     return problems
+
+
+def dump_like(data: dict | list, previous: bytes | None) -> bytes:
+    """``data`` as JSON laid out like ``previous`` (its indent, ``":"`` or ``": "``, final newline); indent 2 when new.
+
+    Key order is kept as decoded and non-ASCII text stays readable (ensure_ascii=False), so a one-entry edit
+    changes only that entry's lines.
+    """
+    text = previous.decode("utf-8-sig", "replace") if previous else ""
+    indent: str | int | None = 2
+    colon = ": "
+    if text:
+        found = re.search(r"\n([ \t]+)\S", text)
+        indent = found.group(1) if found else None
+        first = re.search(r"[{\[]\s*(\{\s*)?\"", text)
+        if first:
+            try:
+                # scanstring is public at runtime (json.decoder) but missing from typeshed's stub
+                end = json.decoder.scanstring(text, first.end())[1]  # type: ignore[attr-defined]
+                colon = ":" if text[end:end + 1] == ":" and text[end + 1:end + 2] not in (" ", "\t") else ": "
+            except ValueError:
+                pass
+    comma = "," if indent is not None or colon == ":" else ", "
+    out = json.dumps(data, ensure_ascii=False, indent=indent, separators=(comma, colon))
+    return (out + ("\n" if not text or text.endswith("\n") else "")).encode("utf-8")
+
+
+def entry_file(entry: Entry, folder: Path | str | None) -> str:
+    """The entry's knowledge file relative to ``folder`` ('/'-separated), or its stem + '.json' when unknown."""
+    source = Path(entry.source) if entry.source else None
+    if source is not None and folder is not None:
+        try:
+            return source.resolve().relative_to(Path(folder).resolve()).as_posix()
+        except ValueError:
+            pass
+    return source.name if source is not None else entry.id.split(":", 1)[0] + ".json"

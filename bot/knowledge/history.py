@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.fsutil import write_bytes_atomic
@@ -58,9 +58,9 @@ class History:
         existing = self._names(folder)
         if existing and existing[-1].endswith(f"-{digest}"):
             return existing[-1]
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if existing:  # names must sort in write order, even if the clock steps back
-            last = datetime.strptime(existing[-1].split("-")[0], _STAMP).replace(tzinfo=timezone.utc)
+            last = datetime.strptime(existing[-1].split("-")[0], _STAMP).replace(tzinfo=UTC)
             now = max(now, last + timedelta(microseconds=1))
         version = f"{now.strftime(_STAMP)}-{digest}"
         write_bytes_atomic(folder / f"{version}.json", data)
@@ -78,7 +78,7 @@ class History:
                 data = path.read_bytes()
             except OSError:
                 continue
-            stamp = datetime.strptime(name.split("-")[0], _STAMP).replace(tzinfo=timezone.utc)
+            stamp = datetime.strptime(name.split("-")[0], _STAMP).replace(tzinfo=UTC)
             out.append(FileVersion(name, stamp.isoformat(timespec="seconds"), count_entries(data), len(data)))
         return out
 

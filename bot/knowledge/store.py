@@ -13,6 +13,7 @@ from bot.fsutil import write_bytes_atomic
 from bot.knowledge.entries import Entry, knowledge_files, parse_keywords, parse_text
 from bot.knowledge.files import (
     INDEX,
+    dump_like,
     duplicate_ids,
     entry_version,
     items,
@@ -88,7 +89,7 @@ class KnowledgeStore:
         return None if raw is None else entry_version(raw)
 
     def upsert_entry(self, file: str, key: str | None, query: str, document: str, metadata: str | list[str], *,
-                     expected_version: str | None = None) -> str:
+                     expected_version: str | None = None, questions: list[str] | None = None) -> str:
         """Edit entry ``key`` of ``file`` or add it (at the end); returns its id '<stem>:<key>'.
 
         A missing file is created in object form. In object form a ``key`` of None gets the next free
@@ -116,6 +117,12 @@ class KnowledgeStore:
             entry["document"] = document.strip()
             words = parse_keywords(metadata or "")
             entry["metadata"] = list(words) if isinstance(entry.get("metadata"), list) else ",".join(words)
+            if questions is not None:  # other phrasings of the question; None keeps what the entry has
+                kept = [q.strip() for q in questions if q.strip()]
+                if kept:
+                    entry["questions"] = kept
+                else:
+                    entry.pop("questions", None)
             if isinstance(data, dict):
                 data[key] = entry
             else:
@@ -152,7 +159,7 @@ class KnowledgeStore:
 
         An existing file is refused unless ``overwrite`` (replace it) or ``merge`` (object form: the upload's
         keys replace or join the file's; list form: appended; a list into an object file gets fresh keys).
-        The content is re-serialised (indent 2); the replaced version is kept in the history.
+        The content is re-serialised (laid out like the file it merges into, else indent 2); the replaced version is kept in the history.
         """
         if "/" in name or "\\" in name:
             why = "give a plain file name like faq.json, without folders"
@@ -253,8 +260,12 @@ class KnowledgeStore:
         )
 
     def _write(self, path: Path, rel: str, data: dict | list) -> list[Entry]:
-        """Serialise ``data`` (indent 2) and :meth:`_replace` the file with it."""
-        return self._replace(path, rel, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+        """Serialise ``data`` laid out like the file now (indent 2 when new) and :meth:`_replace` the file with it."""
+        try:
+            previous = path.read_bytes()
+        except FileNotFoundError:
+            previous = None
+        return self._replace(path, rel, dump_like(data, previous))
 
     def _replace(self, path: Path, rel: str, content: bytes) -> list[Entry]:
         """Validate the whole new file like the loader does, keep the current version in the history, then

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from bot.knowledge.entries import Entry
 
@@ -18,8 +18,9 @@ class Hit:
 
     ``relevance`` in [0, 1] is what thresholds compare; its meaning does not depend on the knowledge's size
     (README "Scores and thresholds"). ``score`` is the engine's own score (BM25, cosine), ``signals`` the named
-    parts behind the relevance (coverage, question/passage cosine, BM25), and ``subquestion`` the part of a
-    split message this hit was found for.
+    parts behind the relevance (coverage, question/passage cosine, BM25), ``subquestion`` the part of a
+    split message this hit was found for, and ``matched_question`` the entry's alternative question (one of
+    ``entry.questions``) that matched better than its ``query``, if one did.
     """
 
     entry: Entry
@@ -28,6 +29,7 @@ class Hit:
     searcher: str
     signals: dict[str, float] = field(default_factory=dict, compare=False)
     subquestion: str = field(default="", compare=False)
+    matched_question: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class Searcher(ABC):
         """What the index's layout depends on besides the entries (tokenizer, fields, boosts)."""
         return ""
 
-    def leaves(self) -> list["Searcher"]:
+    def leaves(self) -> list[Searcher]:
         """The searchers that hold an index: itself, or the parts of a fusion."""
         return [self]
 

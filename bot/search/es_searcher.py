@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress
 from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_json_node_class  # noqa: F401 - re-exported
-from bot.search.relevance import FIELDS, SparseSearcher, TermStats, coverage, weighted_text
+from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, weighted_text
 from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,8 @@ class ElasticsearchSearcher(SparseSearcher):
             if isinstance(exc.__cause__, self._errors.NotFoundError):
                 return None
             raise
-        found = next(iter(resp.body.values()), {}).get("mappings", {})
+        first: dict[str, Any] = next(iter(resp.body.values()), {})  # the one index's mapping
+        found = first.get("mappings", {})
         meta = found.get("_meta", {}).get("kbbot")
         if meta is None:
             raise SearchBackendError(
@@ -197,7 +199,7 @@ class ElasticsearchSearcher(SparseSearcher):
         return " ".join(self.tokenizer.tokenize(text)) if self.pre_tokenized else text
 
     def _doc(self, entry: Entry) -> dict:
-        texts = (self._text(entry.query), self._text(" ".join(entry.metadata)), self._text(entry.document))
+        texts = (self._text(query_text(entry)), self._text(" ".join(entry.metadata)), self._text(entry.document))
         return {"id": entry.id, "hash": entry.content_hash, TEXT_FIELD: weighted_text(texts, self.field_weights),
                 "entry": entry_record(entry)}
 
@@ -270,13 +272,8 @@ class ElasticsearchSearcher(SparseSearcher):
                                       query={"bool": {"should": [self._word_query(w) for w in words]}},
                                       aggs=self._stats_aggs(words))
         stats = self._stats(resp, words)
-        hits = []
-        for h in resp["hits"]["hits"]:
-            entry = entry_from_record(h["_source"]["entry"])
-            relevance = coverage(words, self.entry_words(entry), stats)
-            score = float(h["_score"])
-            hits.append(Hit(entry, relevance, score, self.name, {"bm25": score, "coverage": relevance}))
-        return hits
+        return [self.sparse_hit(entry_from_record(h["_source"]["entry"]), words, stats, float(h["_score"]))
+                for h in resp["hits"]["hits"]]
 
 
 def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> SparseSearcher:

@@ -1,9 +1,11 @@
 """Dense retrieval: sentence vectors of each entry in a FAISS index, cosine similarity, incremental edits.
 
 Each entry has a *question* vector (its ``query`` embedded in the question role, which e5 matches
-symmetrically against the user's question) and a *passage* vector (``embed_template`` embedded in the
-document role). Relevance = ``question_weight`` x question cosine + the rest x passage cosine
-(BENCHMARKS.md "Relevance": the stored question wins on paraphrase FAQ, the passage on longer documents).
+symmetrically against the user's question), one more question vector per alternative question
+(``questions``), and a *passage* vector (``embed_template`` embedded in the document role). Relevance =
+``question_weight`` x question cosine + the rest x passage cosine, where the question cosine is the best over
+the query and its alternatives (BENCHMARKS.md "Relevance": the stored question wins on paraphrase FAQ, the
+passage on longer documents; "Alternative questions": the best of several vectors beat one vector of them all).
 
 Layout: exact inner product (IndexFlatIP) inside an IndexIDMap2 so single vectors can be removed and
 replaced by int64 id. Above ``hnsw_above`` entries the index becomes HNSW (IndexHNSWFlat, inner
@@ -21,18 +23,23 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from bot.search.encoders import DENSE_HINT, Encoder
-from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.errors import ConfigError
 from bot.fsutil import write_json_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress, Searcher, SyncReport
+from bot.search.encoders import DENSE_HINT, Encoder
+from bot.search.encoders.base import DOCUMENT, QUESTION
+from bot.search.healing import file_digest
 from bot.search.tokenizer import is_word, normalize
+
+if TYPE_CHECKING:
+    from bot.search.encoders import FastTextEncoder
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +80,15 @@ def _clip(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
+class Cosines(NamedTuple):
+    """An entry's best question cosine (over its query and alternative questions), its passage cosine, and the
+    alternative question that gave the best question cosine ("" when it was the query)."""
+
+    question: float
+    passage: float
+    matched_question: str = ""
+
+
 class FaissSearcher(Searcher):
     """Cosine similarity between the question's vector and each entry's question and passage vectors."""
 
@@ -92,14 +108,16 @@ class FaissSearcher(Searcher):
         self.question_weight = question_weight
         self.hnsw_above = hnsw_above
         self.system = f"dense-{encoder.name}"
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # held by readers, and by writers only to swap what readers see
+        self._writing = threading.RLock()  # one writer at a time; encoding and saving run outside ``_lock``
+        self._generation = 0  # +1 when the encoder's model is swapped (question vectors of the old one are void)
         self._loaded = False
         self.stale_reason = "no index yet"
         self._reset_memory()
 
     def _reset_memory(self) -> None:
         self._recent: OrderedDict[str, np.ndarray | None] = OrderedDict()
-        self._index = None
+        self._index: Any | None = None  # a faiss index (the library has no type hints), None when empty
         self.kind = "flat"
         self._next_id = 0
         self._units: dict[str, list[int]] = {}  # entry id -> int64 ids of its live vectors
@@ -113,8 +131,8 @@ class FaissSearcher(Searcher):
         return self.embed_template.format(query=entry.query, document=entry.document, metadata=" ".join(entry.metadata))
 
     def unit_texts(self, entry: Entry) -> list[tuple[str, str]]:
-        """(role, text) of each vector an entry gets: its question, then its passage."""
-        return [(QUESTION, entry.query), (DOCUMENT, self.embed_text(entry))]
+        """(role, text) of each vector an entry gets: its query, each alternative question, then its passage."""
+        return [*((QUESTION, text) for text in entry.phrasings), (DOCUMENT, self.embed_text(entry))]
 
     def signature(self) -> str:
         """Schema, template and the encoder's model: a change in any means every vector is stale."""
@@ -146,6 +164,9 @@ class FaissSearcher(Searcher):
                 return False
             index = None
             if state["ntotal"]:
+                digest = state.get("checksum")
+                if digest is not None and file_digest(self.path / INDEX_FILE) != digest:
+                    raise ValueError(f"{INDEX_FILE} does not match its checksum")  # else: garbage scores
                 index = faiss.read_index(str(self.path / INDEX_FILE))
                 if index.ntotal != state["ntotal"]:
                     raise ValueError(f"index holds {index.ntotal} vectors, state says {state['ntotal']}")
@@ -175,7 +196,7 @@ class FaissSearcher(Searcher):
 
     def reset(self, reason: str) -> None:
         """Drop every vector (the encoder's model is kept) and save an empty index."""
-        with self._lock:
+        with self._writing, self._lock:
             self.path.mkdir(parents=True, exist_ok=True)
             self._reset_memory()
             self._loaded = True
@@ -184,12 +205,15 @@ class FaissSearcher(Searcher):
     def _save(self) -> None:
         faiss = _import_faiss()
         ntotal = 0 if self._index is None else int(self._index.ntotal)
+        checksum = None
         if ntotal:
             tmp = self.path / f".{INDEX_FILE}.{os.getpid()}.tmp"
             faiss.write_index(self._index, str(tmp))
+            checksum = file_digest(tmp)
             os.replace(tmp, self.path / INDEX_FILE)
         write_json_atomic(self.path / STATE_FILE, {
             "signature": self.signature(), "kind": self.kind, "next_id": self._next_id, "ntotal": ntotal,
+            "checksum": checksum,
             "units": {k: [[i, self._owner[i][1]] for i in ids] for k, ids in self._units.items()},
             "tombstones": sorted(self._tombstones),
             "entries": {k: entry_record(e) for k, e in self._entries.items()},
@@ -198,15 +222,43 @@ class FaissSearcher(Searcher):
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
         """Retrain the encoder if the knowledge changed (then re-encode everything), else add/replace/remove the diff."""
         start = time.perf_counter()
-        retrained = self.encoder.prepare(entries)
-        if retrained:
-            with self._lock:
-                self.reset(retrained)
-                self.upsert(entries, progress)
-            return SyncReport(added=len(entries), rebuilt=True, seconds=time.perf_counter() - start,
-                              reason=f"{retrained}; all {len(entries)} vectors re-encoded")
-        report = super().sync(entries, progress)
-        return report
+        staged = getattr(self.encoder, "staged", None)
+        with self._writing:
+            fresh = staged(entries) if staged is not None else None
+            if fresh is not None:  # a new model: encode everything aside, then swap model and vectors at once
+                reason, encoder = fresh
+                self._swap_in(encoder, entries, progress)
+                return SyncReport(added=len(entries), rebuilt=True, seconds=time.perf_counter() - start,
+                                  reason=f"{reason}; all {len(entries)} vectors re-encoded")
+            retrained = self.encoder.prepare(entries)
+            if retrained:
+                with self._lock:
+                    self.reset(retrained)
+                    self.upsert(entries, progress)
+                return SyncReport(added=len(entries), rebuilt=True, seconds=time.perf_counter() - start,
+                                  reason=f"{retrained}; all {len(entries)} vectors re-encoded")
+            return super().sync(entries, progress)
+
+    def _swap_in(self, encoder: FastTextEncoder, entries: Sequence[Entry], progress: Progress | None) -> None:
+        """Build the vectors of ``entries`` with ``encoder`` (a copy trained in its own folder) while this index
+        keeps serving, then make the copy's model this encoder's and the new vectors this index's, atomically."""
+        aside = FaissSearcher(encoder.model_dir / "faiss", encoder, self.embed_template, self.question_weight,
+                              self.hnsw_above)
+        aside.reset("new model")
+        aside.upsert(entries, progress)
+        from bot.search.encoders import FastTextEncoder
+
+        current = self.encoder
+        assert isinstance(current, FastTextEncoder)  # the only encoder with staged(), which made ``encoder``
+        with self._lock:
+            current.adopt(encoder)
+            for name in ("_index", "kind", "_next_id", "_units", "_owner", "_tombstones", "_entries", "_hashes"):
+                setattr(self, name, getattr(aside, name))
+            self._recent.clear()
+            self._generation += 1
+            self._loaded = True
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._save()
 
     # -- writes ----------------------------------------------------------
     def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> tuple[np.ndarray, list[tuple[str, str]]]:
@@ -223,7 +275,9 @@ class FaissSearcher(Searcher):
                     rows[i] = v
                 if progress and role == DOCUMENT:  # one tick per entry: its passage is the slow part
                     progress(len(batch))
-        return np.ascontiguousarray(np.vstack(rows)), [(u[0], u[1]) for u in units]
+        filled = [r for r in rows if r is not None]
+        assert len(filled) == len(rows)  # every unit is a question or a document
+        return np.ascontiguousarray(np.vstack(filled)), [(u[0], u[1]) for u in units]
 
     def _drop(self, int_ids: list[int]) -> None:
         """Retire vectors: deleted from a flat index, tombstoned in HNSW (which cannot delete)."""
@@ -240,20 +294,20 @@ class FaissSearcher(Searcher):
         """Rebuild the index as ``kind`` from the live vectors it stores (no re-encoding)."""
         faiss = _import_faiss()
         old = self._index
+        assert old is not None  # only rebuilt when it holds vectors (see _maintain)
         ids = faiss.vector_to_array(old.id_map).astype(np.int64)
         vectors = faiss.downcast_index(old.index).reconstruct_n(0, old.ntotal)
         keep = np.array([i in self._owner for i in ids], dtype=bool)
         index = self._new_index(kind, vectors.shape[1])
         if keep.any():
             index.add_with_ids(np.ascontiguousarray(vectors[keep]), ids[keep])
-        self._index, self.kind, self._tombstones = index, kind, set()
+        with self._lock:  # built outside it (HNSW takes a while); readers see the old graph until here
+            self._index, self.kind, self._tombstones = index, kind, set()
         log.info("faiss index rebuilt as %s with %d vectors", kind, index.ntotal)
 
     def _maintain(self) -> None:
         live = len(self._owner)
-        if self.kind == "flat" and len(self._units) > self.hnsw_above:
-            self._rebuild("hnsw")
-        elif self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10):
+        if (self.kind == "flat" and len(self._units) > self.hnsw_above) or (self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10)):
             self._rebuild("hnsw")
 
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
@@ -261,37 +315,44 @@ class FaissSearcher(Searcher):
         entries = list({e.id: e for e in entries}.values())
         if not entries:
             return
-        with self._lock:
+        with self._writing:
             if not self._ensure():
                 self.reset("no index yet")
+            # The slow part, outside the readers' lock: searches keep using the current vectors meanwhile.
             vectors, owners = self._encode(entries, progress)
-            self._drop([i for e in entries for i in self._units.pop(e.id, [])])
-            ids = np.arange(self._next_id, self._next_id + len(owners), dtype=np.int64)
-            if self._index is None:
-                kind = "hnsw" if len(entries) > self.hnsw_above else "flat"
-                self._index, self.kind = self._new_index(kind, vectors.shape[1]), kind
-            self._index.add_with_ids(vectors, ids)
-            self._next_id += len(owners)
-            for (entry_id, role), i in zip(owners, ids.tolist()):
-                self._units.setdefault(entry_id, []).append(i)
-                self._owner[i] = (entry_id, role)
-            for e in entries:
-                self._entries[e.id], self._hashes[e.id] = e, e.content_hash
+            with self._lock:
+                self._upsert_vectors(entries, vectors, owners)
             self._maintain()
             self._save()
 
+    def _upsert_vectors(self, entries: list[Entry], vectors: np.ndarray, owners: list[tuple[str, str]]) -> None:
+        """Replace the entries' vectors by the encoded ones (under the readers' lock: quick)."""
+        self._drop([i for e in entries for i in self._units.pop(e.id, [])])
+        ids = np.arange(self._next_id, self._next_id + len(owners), dtype=np.int64)
+        if self._index is None:
+            kind = "hnsw" if len(entries) > self.hnsw_above else "flat"
+            self._index, self.kind = self._new_index(kind, vectors.shape[1]), kind
+        self._index.add_with_ids(vectors, ids)
+        self._next_id += len(owners)
+        for (entry_id, role), i in zip(owners, ids.tolist()):
+            self._units.setdefault(entry_id, []).append(i)
+            self._owner[i] = (entry_id, role)
+        for e in entries:
+            self._entries[e.id], self._hashes[e.id] = e, e.content_hash
+
     def remove(self, ids: Iterable[str]) -> None:
         """Remove entries by id; unknown ids are ignored."""
-        with self._lock:
+        with self._writing:
             if not self._ensure():
                 return
             gone = [i for i in dict.fromkeys(ids) if i in self._units]
             if not gone:
                 return
-            self._drop([n for i in gone for n in self._units.pop(i)])
-            for i in gone:
-                self._entries.pop(i, None)
-                self._hashes.pop(i, None)
+            with self._lock:
+                self._drop([n for i in gone for n in self._units.pop(i)])
+                for i in gone:
+                    self._entries.pop(i, None)
+                    self._hashes.pop(i, None)
             self._maintain()
             self._save()
 
@@ -307,8 +368,8 @@ class FaissSearcher(Searcher):
             if query in self._recent:
                 self._recent.move_to_end(query)
                 return self._recent[query]
-        vector = np.asarray(self.encoder.embed_query(query), dtype=np.float32)
-        vector = vector if vector.any() else None
+        encoded = np.asarray(self.encoder.embed_query(query), dtype=np.float32)
+        vector = encoded if encoded.any() else None
         with self._lock:
             self._recent[query] = vector
             while len(self._recent) > RECENT_QUERIES:
@@ -320,19 +381,26 @@ class FaissSearcher(Searcher):
         with self._lock:
             self._recent.clear()
 
-    def similarities(self, vector: np.ndarray, entry_ids: Iterable[str]) -> dict[str, tuple[float, float]]:
-        """entry id -> (question cosine, passage cosine) for the given entries (unknown ids are left out)."""
-        out: dict[str, tuple[float, float]] = {}
+    def similarities(self, vector: np.ndarray, entry_ids: Iterable[str]) -> dict[str, Cosines]:
+        """entry id -> its :class:`Cosines` for the given entries (unknown ids are left out)."""
+        out: dict[str, Cosines] = {}
         with self._lock:
             if not self._ensure() or self._index is None:
                 return out
             for entry_id in entry_ids:
+                if entry_id not in self._units:
+                    continue
                 best = {QUESTION: -1.0, DOCUMENT: -1.0}
-                for i in self._units.get(entry_id, ()):
+                nth, matched = 0, 0  # question vectors are stored in the order of entry.phrasings
+                for i in self._units[entry_id]:
                     role = self._owner[i][1]
-                    best[role] = max(best[role], float(self._index.reconstruct(i) @ vector))
-                if entry_id in self._units:
-                    out[entry_id] = (best[QUESTION], best[DOCUMENT])
+                    cosine = float(self._index.reconstruct(i) @ vector)
+                    if cosine > best[role]:
+                        best[role] = cosine
+                        matched = nth if role == QUESTION else matched
+                    nth += role == QUESTION
+                phrasings = self._entries[entry_id].phrasings
+                out[entry_id] = Cosines(best[QUESTION], best[DOCUMENT], phrasings[matched] if 0 < matched < len(phrasings) else "")
         return out
 
     def relevance(self, question_cosine: float, passage_cosine: float) -> float:
@@ -340,19 +408,23 @@ class FaissSearcher(Searcher):
         w = self.question_weight
         return _clip(w * question_cosine + (1.0 - w) * passage_cosine)
 
-    def hit(self, entry: Entry, cosines: tuple[float, float]) -> Hit:
-        """A hit for ``entry`` from its (question, passage) cosines."""
-        relevance = self.relevance(*cosines)
-        return Hit(entry, relevance, relevance, self.name, {"question": cosines[0], "passage": cosines[1]})
+    def hit(self, entry: Entry, cosines: Cosines) -> Hit:
+        """A hit for ``entry`` from its cosines (and the alternative question that matched, if one did)."""
+        relevance = self.relevance(cosines.question, cosines.passage)
+        return Hit(entry, relevance, relevance, self.name, {"question": cosines.question, "passage": cosines.passage},
+                   matched_question=cosines.matched_question)
 
     def search(self, query: str, top_k: int) -> list[Hit]:
         """Top ``top_k`` entries by dense relevance; [] for a word-less query or one the model cannot place."""
         if top_k <= 0:
             return []
+        generation = self._generation
         vector = self.query_vector(query)
         if vector is None:
             return []
         with self._lock:
+            if generation != self._generation:  # the model was swapped while the question was embedded
+                return self.search(query, top_k)
             if not self._ensure() or self._index is None or not self._owner:
                 return []
             k = min(CANDIDATES * top_k + len(self._tombstones), int(self._index.ntotal))

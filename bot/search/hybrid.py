@@ -13,7 +13,7 @@ side's threshold, and there is no rank-fusion score without a meaning to put a t
 from __future__ import annotations
 
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Progress, Searcher, SyncReport
@@ -60,7 +60,9 @@ class HybridSearcher(Searcher):
             dense_relevance = dense.relevance if dense else 0.0
             relevance = self.sparse_weight * coverage + (1.0 - self.sparse_weight) * dense_relevance
             signals = {**(sparse.signals if sparse else {"coverage": coverage}), **(dense.signals if dense else {})}
-            hits.append(Hit(entry, relevance, relevance, self.name, signals))
+            # the alternative question that matched: the dense side's (it compares vectors of each), else the sparse's
+            matched = dense.matched_question if dense else sparse.matched_question if sparse else ""
+            hits.append(Hit(entry, relevance, relevance, self.name, signals, matched_question=matched))
         # Ties go to the entry with the better sparse score (words in common), then the id: a stable order.
         hits.sort(key=lambda h: (-h.relevance, -h.signals.get("bm25", 0.0), h.entry.id))
         return hits[:top_k]

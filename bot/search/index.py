@@ -1,4 +1,12 @@
-"""Keeps every searcher in step with the knowledge folder; a bad edit never replaces the last good index."""
+"""Keeps every searcher in step with the knowledge folder; a bad edit never replaces the last good index.
+
+Two ways to run. Scripts and the CLI (``background=False``) sync inline: a call returns when the index is done.
+A server (``background=True``) never makes a request wait for writing: :meth:`KnowledgeIndex.refresh` schedules
+the reload, one worker per index (tantivy, FAISS, ...) syncs it, and searches keep using the last good snapshot
+meanwhile. :meth:`KnowledgeIndex.searcher` then returns a :class:`ServedSearcher`: the mode's own searcher once
+its indexes are ready, else another mode's (or none) with a notice, and a search error heals the index in the
+background instead of failing the chat. ``refresh(wait=True)`` and :meth:`wait_idle` wait for the workers.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +15,28 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
+from bot.search.background import Worker
 from bot.search.base import Progress, Searcher, SyncReport
+from bot.search.healing import (
+    BUILDING_ALONE,
+    BUILDING_NOTICE,
+    HEALING_ALONE,
+    HEALING_NOTICE,
+    ServedSearcher,
+    probe,
+    tantivy_problem,
+)
 from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
+
+SPARSE = "sparse"  # the mode built first in the background: it stands in for the others until they are ready
+RETRY_FAILED_BUILD = 30.0  # seconds a mode whose build failed reports that error before it is tried again
 
 
 class KnowledgeIndex:
@@ -26,6 +48,7 @@ class KnowledgeIndex:
         tokenizer: Tokenizer,
         factories: Mapping[str, Callable[[], Searcher]],
         check_interval: float = 1.0,
+        background: bool = False,
     ):
         self.folder = Path(folder)
         self.tokenizer = tokenizer
@@ -35,21 +58,32 @@ class KnowledgeIndex:
         self._signature: tuple | None = None
         self._last_check = 0.0
         self.check_interval = check_interval
+        self.background = background
         self.entries: list[Entry] = []
         self.error: KnowledgeError | None = None
         self._loaded = False  # True once a load succeeded: before that, `entries` is not the knowledge
+        self._loader, self._builder = Worker("knowledge"), Worker("build")
+        self._workers: dict[int, Worker] = {}  # id(leaf) -> the worker that writes that index
+        self._writing: dict[int, threading.RLock] = {}  # id(leaf) -> held while that index is written
+        self._ready: set[int] = set()  # leaves holding a usable index (the last good snapshot serves)
+        self._broken: dict[int, str] = {}  # leaves a search failed on, until checked (and rebuilt)
+        self._failed: dict[str, tuple[BaseException, float]] = {}  # mode -> why its build failed, when
+        self._retry_at: dict[int, float] = {}  # id(leaf) -> when a broken index may be healed again
 
     @property
     def modes(self) -> list[str]:
         """The retrieval modes this index can serve."""
         return list(self._factories)
 
-    def load(self, progress: Progress | None = None, signature: tuple | None = None) -> dict[str, SyncReport]:
+    # -- loading -------------------------------------------------------------
+    def load(self, progress: Progress | None = None, signature: tuple | None = None,
+             wait: bool | None = None) -> dict[str, SyncReport]:
         """Read the knowledge folder and sync the searchers built so far; raises KnowledgeError on bad files.
 
         Returns a report per index (searcher name): a hybrid mode shares the sparse and dense indexes, and
-        each is synced once.
+        each is synced once. In the background mode without ``wait`` the syncs are only scheduled (no reports).
         """
+        wait = not self.background if wait is None else wait
         with self._lock:
             signature = folder_signature(self.folder) if signature is None else signature
             try:
@@ -59,52 +93,19 @@ class KnowledgeIndex:
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
             self.entries, self._signature, self.error, self._loaded = entries, signature, None, True
-            leaves = {id(leaf): leaf for s in self._searchers.values() for leaf in s.leaves()}
-            return {leaf.name: leaf.sync(entries, progress) for leaf in leaves.values()}
+            leaves = list({id(leaf): leaf for s in self._searchers.values() for leaf in s.leaves()}.values())
+            if not self.background:
+                return {leaf.name: self._sync_leaf(leaf, progress) for leaf in leaves}
+        futures = {leaf.name: self._schedule(leaf) for leaf in leaves}
+        return {name: f.result() for name, f in futures.items()} if wait else {}
 
-    def sync(self, mode: str, progress: Progress | None = None, rebuild: bool = False) -> SyncReport:
-        """Build ``mode``'s searcher if needed and bring it in step with the entries (from scratch with ``rebuild``)."""
-        with self._lock:
-            if not self._loaded:
-                # Syncing now would make the on-disk index match an empty list and lose the last good one.
-                raise self.error or ConfigError("the knowledge was not loaded yet; call load() first")
-            searcher = self._searchers.get(mode) or self._create(mode)
-            if rebuild:
-                searcher.reset("rebuild requested")
-            report = searcher.sync(self.entries, progress)
-            if rebuild:
-                report = dataclasses.replace(report, rebuilt=True, reason="rebuild requested")
-            self._searchers[mode] = searcher
-            return report
-
-    def _create(self, mode: str) -> Searcher:
-        if mode not in self._factories:
-            raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
-        return self._factories[mode]()
-
-    def built(self, mode: str) -> Searcher | None:
-        """``mode``'s searcher when it was built already, else None; never builds (for status pages)."""
-        return self._searchers.get(mode)
-
-    def searcher(self, mode: str) -> Searcher:
-        """The searcher for ``mode``, built and synced on first use.
-
-        Before any load succeeded (a malformed file at start) it is opened as it is on disk, unsynced:
-        the last good index keeps serving.
-        """
-        with self._lock:
-            if mode not in self._searchers:
-                if self._loaded:
-                    self.sync(mode)
-                else:
-                    self._searchers[mode] = self._create(mode)
-            return self._searchers[mode]
-
-    def refresh(self, force: bool = False) -> bool:
-        """Reload when the knowledge files changed on disk; returns True if the index changed.
+    def refresh(self, force: bool = False, wait: bool | None = None) -> bool:
+        """Reload when the knowledge files changed on disk; returns True if the index changed (or, in the
+        background mode without ``wait``, when a reload was scheduled).
 
         A malformed edit is logged and kept in ``error``; the searchers keep the last good entries.
         """
+        wait = not self.background if wait is None else wait
         now = time.monotonic()
         if not force and now - self._last_check < self.check_interval:
             return False
@@ -112,8 +113,14 @@ class KnowledgeIndex:
         signature = folder_signature(self.folder)
         if not force and signature == self._signature:
             return False
+        if not wait:
+            self._loader.submit("load", lambda: self._reload(None, False))
+            return True
+        return self._reload(signature, True)
+
+    def _reload(self, signature: tuple | None, wait: bool) -> bool:
         try:
-            reports = self.load(signature=signature)
+            reports = self.load(signature=signature, wait=wait)
         except KnowledgeError as exc:
             log.error("knowledge not reloaded, still serving the last good index: %s", exc)
             return False
@@ -121,3 +128,226 @@ class KnowledgeIndex:
         if changed:
             log.info("knowledge reloaded: %s", {m: (r.added, r.updated, r.removed) for m, r in reports.items()})
         return changed
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no reload, build or sync is scheduled or running; False when ``timeout`` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            workers = [self._loader, self._builder, *list(self._workers.values())]
+            if not any(w.busy() for w in workers):
+                return True
+            for w in workers:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not w.wait_idle(left):
+                    return False
+
+    # -- syncing -----------------------------------------------------------
+    def wait_ready(self, mode: str, timeout: float) -> bool:
+        """Wait until ``mode``'s own indexes serve (scheduling its build); False when ``timeout`` passed first."""
+        self.searcher(mode)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                own = self._searchers.get(mode)
+                if own is not None and self._serves(own):
+                    return True
+                if mode in self._failed:
+                    return False
+            time.sleep(0.02)
+        return False
+
+    def _leaf_lock(self, leaf: Searcher) -> threading.RLock:
+        with self._lock:
+            return self._writing.setdefault(id(leaf), threading.RLock())
+
+    def _sync_leaf(self, leaf: Searcher, progress: Progress | None = None) -> SyncReport:
+        """Bring one index in step with the entries (checked and rebuilt first when a search failed on it)."""
+        key = id(leaf)
+        with self._leaf_lock(leaf):
+            damage = self._broken.get(key)
+            if not self._loaded:
+                if damage is None:  # nothing to sync against: what is on disk serves
+                    with self._lock:
+                        self._ready.add(key)
+                return SyncReport()
+            if damage is not None:
+                problem = self._damage(leaf)
+                if problem:
+                    log.warning("%s index is damaged (%s; a search failed with %s); rebuilding it from the knowledge",
+                                leaf.name, problem, damage)
+                    leaf.reset(f"damaged ({problem})")
+            report = leaf.sync(self.entries, progress)
+            with self._lock:
+                if self._broken.get(key) == damage:
+                    self._broken.pop(key, None)
+                self._ready.add(key)
+        if report.changed:
+            log.info("%s index synced: +%d ~%d -%d%s in %.1f s", leaf.name, report.added, report.updated,
+                     report.removed, f" ({report.reason})" if report.reason else "", report.seconds)
+        return report
+
+    def _damage(self, leaf: Searcher) -> str | None:
+        """Why ``leaf``'s index cannot serve (no index, a failing probe, a file not matching its checksum), or None."""
+        try:
+            if leaf.indexed_hashes() is None:
+                return leaf.stale_reason
+            path = getattr(leaf, "path", None)
+            if isinstance(path, Path) and (path / "meta.json").is_file():
+                problem = tantivy_problem(path)
+                if problem:
+                    return problem
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return probe(leaf, self.entries)
+
+    def _schedule(self, leaf: Searcher) -> Future:
+        """Sync ``leaf`` on its own worker (merged with a sync that still waits there)."""
+        with self._lock:
+            worker = self._workers.setdefault(id(leaf), Worker(leaf.name))
+
+        def job() -> SyncReport:
+            try:
+                return self._sync_leaf(leaf)
+            except Exception:
+                log.exception("%s index not synced; still serving its last good snapshot", leaf.name)
+                raise
+
+        return worker.submit("sync", job)
+
+    def sync(self, mode: str, progress: Progress | None = None, rebuild: bool = False) -> SyncReport:
+        """Build ``mode``'s searcher if needed and bring it in step with the entries (from scratch with ``rebuild``).
+
+        Runs in the calling thread, in either way of running (the CLI's ``index`` command).
+        """
+        with self._lock:
+            if not self._loaded:
+                # Syncing now would make the on-disk index match an empty list and lose the last good one.
+                raise self.error or ConfigError("the knowledge was not loaded yet; call load() first")
+            searcher = self._searchers.get(mode) or self._create(mode)
+            self._searchers[mode] = searcher
+        locks = [self._leaf_lock(leaf) for leaf in searcher.leaves()]
+        for lock in locks:
+            lock.acquire()
+        try:
+            if rebuild:
+                searcher.reset("rebuild requested")
+            report = searcher.sync(self.entries, progress)
+            if rebuild:
+                report = dataclasses.replace(report, rebuilt=True, reason="rebuild requested")
+            with self._lock:
+                self._ready.update(id(leaf) for leaf in searcher.leaves())
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+        return report
+
+    def _create(self, mode: str) -> Searcher:
+        if mode not in self._factories:
+            raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
+        return self._factories[mode]()
+
+    # -- serving -------------------------------------------------------------
+    def built(self, mode: str) -> Searcher | None:
+        """``mode``'s searcher when it was built (or, in the background mode, is being built), else None; never
+        builds (for status pages)."""
+        if not self.background:
+            return self._searchers.get(mode)
+        if mode not in self._searchers and not self._builder.busy(mode):
+            return None
+        return self._served(mode)
+
+    def searcher(self, mode: str) -> Searcher:
+        """The searcher for ``mode``, built and synced on first use (in the background mode: scheduled, and
+        served by a stand-in until ready).
+
+        Before any load succeeded (a malformed file at start) it is opened as it is on disk, unsynced:
+        the last good index keeps serving.
+        """
+        if mode not in self._factories:
+            raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
+        if not self.background:
+            with self._lock:
+                if mode not in self._searchers:
+                    if self._loaded:
+                        self.sync(mode)
+                    else:
+                        self._searchers[mode] = self._create(mode)
+                return self._searchers[mode]
+        if not self._loaded and mode not in self._searchers:
+            self._build(mode)  # nothing to sync against: open what is on disk, now
+        with self._lock:
+            failed = self._failed.get(mode)
+            if failed is not None and mode not in self._searchers:
+                if time.monotonic() - failed[1] < RETRY_FAILED_BUILD:
+                    raise failed[0]
+                self._failed.pop(mode, None)
+            own = self._searchers.get(mode)
+            now = time.monotonic()
+            for leaf in own.leaves() if own is not None else []:
+                # a heal that failed (e.g. its backend was down) is tried again, at most every RETRY_FAILED_BUILD s
+                if id(leaf) in self._broken and now >= self._retry_at.get(id(leaf), 0.0):
+                    self._retry_at[id(leaf)] = now + RETRY_FAILED_BUILD
+                    if not self._workers.get(id(leaf), self._builder).busy("sync"):
+                        self._schedule(leaf)
+            if mode not in self._searchers:
+                if mode != SPARSE and SPARSE in self._factories and SPARSE not in self._searchers:
+                    # the cheap index first: it answers (with a notice) while the mode's own index builds
+                    self._builder.submit(SPARSE, lambda: self._build(SPARSE))
+                self._builder.submit(mode, lambda: self._build(mode))
+        return self._served(mode)
+
+    def _build(self, mode: str) -> None:
+        """Create ``mode``'s searcher, serve what its indexes hold on disk, and schedule their syncs."""
+        try:
+            searcher = self._searchers.get(mode) or self._create(mode)
+        except Exception as exc:
+            log.error("the %s index cannot be built: %s", mode, exc)
+            with self._lock:
+                self._failed[mode] = (exc, time.monotonic())
+            return
+        with self._lock:
+            self._searchers[mode] = searcher
+            fresh = [leaf for leaf in searcher.leaves() if id(leaf) not in self._writing]
+            for leaf in fresh:
+                self._writing.setdefault(id(leaf), threading.RLock())
+        for leaf in fresh:
+            try:
+                usable = leaf.indexed_hashes() is not None  # opens (and checks) the index on disk
+            except Exception as exc:
+                log.warning("%s index cannot be opened (%s); it will be rebuilt", leaf.name, exc)
+                usable = False
+            if usable:
+                with self._lock:
+                    self._ready.add(id(leaf))
+        if self._loaded:
+            for leaf in searcher.leaves():
+                self._schedule(leaf)
+
+    def _serves(self, searcher: Searcher) -> bool:
+        return all(id(leaf) in self._ready and id(leaf) not in self._broken for leaf in searcher.leaves())
+
+    def _served(self, mode: str) -> ServedSearcher:
+        """``mode``'s own searcher when its indexes are ready, else the first ready mode's with a notice."""
+        with self._lock:
+            own = self._searchers.get(mode)
+            if own is not None and self._serves(own):
+                return ServedSearcher(mode, own, None, self._heal)
+            healing = own is not None and any(id(leaf) in self._broken for leaf in own.leaves())
+            other = next((m for m in self._factories if m != mode and m in self._searchers
+                          and self._serves(self._searchers[m])), None)
+        if other is None:
+            return ServedSearcher(mode, None, HEALING_ALONE if healing else BUILDING_ALONE, self._heal)
+        notice = (HEALING_NOTICE if healing else BUILDING_NOTICE).format(mode=other)
+        return ServedSearcher(mode, self._searchers[other], notice, self._heal)
+
+    def _heal(self, searcher: Searcher | None, exc: BaseException) -> None:
+        """A search failed on ``searcher``: stop serving its indexes, then check (and rebuild) each in the background."""
+        if searcher is None:
+            return
+        leaves = searcher.leaves()
+        with self._lock:
+            for leaf in leaves:
+                self._broken.setdefault(id(leaf), f"{type(exc).__name__}: {exc}")
+                self._retry_at[id(leaf)] = time.monotonic() + RETRY_FAILED_BUILD
+        for leaf in leaves:
+            self._schedule(leaf)

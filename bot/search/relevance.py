@@ -17,11 +17,12 @@ import math
 import threading
 from abc import abstractmethod
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import AbstractSet, Mapping, Sequence
 
 from bot.knowledge.entries import Entry
-from bot.search.base import Searcher
+from bot.search.base import Hit, Searcher
 from bot.search.tokenizer import Tokenizer
 
 ENTRY_TOKEN_CACHE = 50_000  # entries whose token sets stay in memory (LRU)
@@ -50,6 +51,11 @@ def coverage(question: Sequence[str], entry_words: AbstractSet[str], stats: Term
     return min(1.0, sum(w for word, w in weights.items() if word in entry_words) / total)
 
 
+def query_text(entry: Entry) -> str:
+    """The text of an entry's query field: its query and each alternative question (``questions``), one a line."""
+    return "\n".join(entry.phrasings)
+
+
 def weighted_text(texts: Sequence[str], weights: Mapping[str, int]) -> str:
     """The one indexed text of an entry: each field's text (in FIELDS order) repeated by its weight.
 
@@ -64,24 +70,31 @@ class EntryWords:
     def __init__(self, tokenizer: Tokenizer, size: int = ENTRY_TOKEN_CACHE):
         self.tokenizer = tokenizer
         self.size = size
-        self._cache: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, str], tuple[frozenset[str], ...]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(self, entry: Entry) -> frozenset[str]:
-        """The words of ``entry``'s query, metadata and document."""
-        key = (entry.content_hash, self.tokenizer.state_key())
+    def _cached(self, entry: Entry, part: str, texts: Sequence[str]) -> tuple[frozenset[str], ...]:
+        key = (entry.content_hash, self.tokenizer.state_key(), part)
         with self._lock:
             words = self._cache.get(key)
             if words is not None:
                 self._cache.move_to_end(key)
                 return words
-        text = "\n".join((entry.query, " ".join(entry.metadata), entry.document))
-        words = frozenset(self.tokenizer.tokenize(text))
+        words = tuple(frozenset(self.tokenizer.tokenize(t)) for t in texts)
         with self._lock:
             self._cache[key] = words
             while len(self._cache) > self.size:
                 self._cache.popitem(last=False)
         return words
+
+    def __call__(self, entry: Entry) -> frozenset[str]:
+        """The words of ``entry``'s query (and alternative questions), metadata and document."""
+        text = "\n".join((query_text(entry), " ".join(entry.metadata), entry.document))
+        return self._cached(entry, "all", [text])[0]
+
+    def phrasings(self, entry: Entry) -> tuple[frozenset[str], ...]:
+        """The words of each of ``entry.phrasings`` (its query, then each alternative question)."""
+        return self._cached(entry, "phrasings", entry.phrasings)
 
 
 class SparseSearcher(Searcher):
@@ -103,6 +116,22 @@ class SparseSearcher(Searcher):
         if not hasattr(self, "_entry_words"):
             self._entry_words = EntryWords(self.tokenizer)
         return self._entry_words(entry)
+
+    def matched_question(self, words: Sequence[str], entry: Entry, stats: TermStats) -> str:
+        """The alternative question of ``entry`` that covers more of ``words`` than its query does, else ""."""
+        if not entry.questions:
+            return ""
+        if not hasattr(self, "_entry_words"):
+            self._entry_words = EntryWords(self.tokenizer)
+        scores = [coverage(words, w, stats) for w in self._entry_words.phrasings(entry)]
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        return entry.phrasings[best] if best and scores[best] > scores[0] else ""
+
+    def sparse_hit(self, entry: Entry, words: Sequence[str], stats: TermStats, score: float) -> Hit:
+        """A hit with coverage as relevance, the BM25 ``score`` and the alternative question that matched, if any."""
+        relevance = coverage(words, self.entry_words(entry), stats)
+        return Hit(entry, relevance, score, self.name, {"bm25": score, "coverage": relevance},
+                   matched_question=self.matched_question(words, entry, stats))
 
     def relevances(self, question: str, entries: Sequence[Entry]) -> list[float]:
         """Coverage of each entry for ``question`` (used by hybrid for entries only the dense side found)."""

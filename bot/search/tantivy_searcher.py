@@ -13,15 +13,20 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bot.errors import SearchBackendError
 from bot.fsutil import write_json_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress
-from bot.search.relevance import FIELDS, SparseSearcher, TermStats, coverage, weighted_text
+from bot.search.healing import tantivy_problem
+from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, weighted_text
 from bot.search.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    import tantivy
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +51,17 @@ class TantivySearcher(SparseSearcher):
     """BM25 (tantivy) over one field of all an entry's words, each field's words repeated by its weight."""
 
     name = "tantivy"
+    # Set when this engine stands in for an unreachable Elasticsearch (es_searcher.build_elasticsearch_searcher).
+    notice: str | None = None
+    fallback_reason: str | None = None
 
     def __init__(self, path: str | Path, tokenizer: Tokenizer, field_weights: Mapping[str, int]):
         self.path = Path(path)
         self.tokenizer = tokenizer
         self.field_weights = {f: int(field_weights.get(f, 1)) for f in FIELDS}
         self._lock = threading.RLock()
-        self._index = None
-        self._hashes: dict[str, str] | None = None
+        self._index: tantivy.Index | None = None
+        self._hashes: dict[str, str] | None = None  # set together with _index
 
     # -- index lifecycle -------------------------------------------------
     def _schema(self):
@@ -84,6 +92,9 @@ class TantivySearcher(SparseSearcher):
                 self.stale_reason = "built with other settings (tokenizer or schema changed)"
                 log.info("tantivy index at %s was built with other settings; rebuilding", self.path)
                 return None
+            problem = tantivy_problem(self.path)  # random bytes in a body would panic mid-search, not here
+            if problem:
+                raise ValueError(problem)
             index = tantivy.Index.open(str(self.path))
             index.register_tokenizer(ANALYZER, _analyzer())
             index.searcher().num_docs  # noqa: B018 - touches the segments so corruption shows here
@@ -95,6 +106,9 @@ class TantivySearcher(SparseSearcher):
         return index
 
     def _ensure(self):
+        index = self._index
+        if index is not None:  # readers never wait for a writer (it holds the lock while it writes)
+            return index
         with self._lock:
             if self._index is None:
                 self._index = self._open()
@@ -166,9 +180,9 @@ class TantivySearcher(SparseSearcher):
         batches); also the fresh ones to cache, the cache as read (empty for small batches) and its line count."""
         cached, lines = self._read_tokens() if len(entries) >= CACHE_LOOKUP_MIN else ({}, 0)
         missing = [e for e in entries if e.content_hash not in cached]
-        texts = list(dict.fromkeys(t for e in missing for t in (e.query, " ".join(e.metadata), e.document)))
+        texts = list(dict.fromkeys(t for e in missing for t in (query_text(e), " ".join(e.metadata), e.document)))
         cut = dict(zip(texts, (" ".join(t) for t in self.tokenizer.tokenize_many(texts))))
-        fresh = {e.content_hash: [cut[e.query], cut[" ".join(e.metadata)], cut[e.document]] for e in missing}
+        fresh = {e.content_hash: [cut[query_text(e)], cut[" ".join(e.metadata)], cut[e.document]] for e in missing}
         return [cached.get(e.content_hash) or fresh[e.content_hash] for e in entries], fresh, cached, lines
 
     def _save_state(self) -> None:
@@ -196,6 +210,7 @@ class TantivySearcher(SparseSearcher):
             return
         with self._lock:
             writer = self._writer()
+            assert self._index is not None and self._hashes is not None  # _writer() opened or created the index
             try:
                 tokens, fresh, cached, cache_lines = self._tokens_for(entries)
                 # an empty index has nothing to delete: skipping 100k no-op deletes makes a first build faster
@@ -237,6 +252,7 @@ class TantivySearcher(SparseSearcher):
             return
         with self._lock:
             writer = self._writer()
+            assert self._index is not None and self._hashes is not None  # _writer() opened or created the index
             for entry_id in ids:
                 writer.delete_documents_by_term("id", entry_id)
             writer.commit()
@@ -279,9 +295,5 @@ class TantivySearcher(SparseSearcher):
         terms = [(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, TEXT_FIELD, w)) for w in words]
         result = searcher.search(tantivy.Query.boolean_query(terms), limit=top_k)
         stats = self._live_stats(index, searcher, words)
-        hits = []
-        for score, address in result.hits:
-            entry = entry_from_record(json.loads(searcher.doc(address)["entry"][0]))
-            relevance = coverage(words, self.entry_words(entry), stats)
-            hits.append(Hit(entry, relevance, float(score), self.name, {"bm25": float(score), "coverage": relevance}))
-        return hits
+        return [self.sparse_hit(entry_from_record(json.loads(searcher.doc(address)["entry"][0])), words, stats, float(score))
+                for score, address in result.hits]

@@ -9,9 +9,9 @@ import os
 import threading
 import unicodedata
 import warnings
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import jieba
 
@@ -127,8 +127,10 @@ _FORK_LOCK = threading.Lock()
 
 def _worker_init() -> None:
     # Another thread of the parent may have held the lock at the moment of the fork: it would never be released.
+    assert _WORKER is not None, "set by the parent before the pool forks"
     _WORKER._lock = threading.Lock()
 
 
 def _worker_tokenize(texts: list[str]) -> list[list[str]]:
+    assert _WORKER is not None, "set by the parent before the pool forks"
     return [_WORKER.tokenize(t) for t in texts]

@@ -12,10 +12,14 @@ import gradio as gr
 from bot.chat.answer import Answer
 from bot.chat.bot import Bot
 from bot.chat.prompt import message_text
-from bot.chat.ratelimit import SlidingWindowLimiter
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.knowledge.store import KnowledgeStore
+from bot.ui.admin import AdminAuth, AdminBlocks, admin_view
+from bot.ui.events import PRIVATE
+from bot.ui.feedback import FEEDBACK_OPTIONS, feedback_controls, forget_after, remember
+from bot.ui.guard import TOO_MANY, ClientLimits, client_key, safe_markdown
+from bot.ui.inbox_tab import admin_tabs
 from bot.ui.knowledge_tab import knowledge_tab
 from bot.ui.render import header_markdown, retrieval_html, sources_html
 
@@ -52,7 +56,7 @@ def override(mode: str | None) -> str | None:
 
 def reply_message(answer: Answer) -> dict[str, Any]:
     """The chat message of an answer: escaped text, and its "did you mean" questions as clickable options."""
-    message: dict[str, Any] = {"role": "assistant", "content": html.escape(answer.text, quote=False)}
+    message: dict[str, Any] = {"role": "assistant", "content": safe_markdown(answer.text)}
     if answer.finished and answer.suggestions:
         message["options"] = [{"value": q, "label": q} for q in answer.suggestions]
     return message
@@ -64,7 +68,8 @@ class ChatHandlers:
     def __init__(self, bot: Bot, settings: Settings):
         self.bot = bot
         self.settings = settings
-        self.limiter = SlidingWindowLimiter(settings.ui.rate_limit_per_minute, 60.0)
+        self.limits = ClientLimits(settings)  # per client address: a new session does not reset them
+        self.limiter = self.limits.chat
 
     def header(self, mode: str | None = None) -> str:
         """Header markdown for the selector's value (no side effects: nothing is built)."""
@@ -84,49 +89,51 @@ class ChatHandlers:
         return header, gr.update(choices=self.mode_choices())
 
     def chat(self, message: str, history: list[dict[str, Any]] | None, mode: str | None = None,
-             request: gr.Request | None = None):
-        """Stream one answer; yields (history, textbox, sources html, header, mode selector)."""
+             turns: dict[int, int] | None = None, request: gr.Request | None = None):
+        """Stream one answer, recorded in the log; yields (history, textbox, sources html, header, mode, turn ids)."""
         past = _plain_history(history)
         chosen = override(mode)
-        shown = list(history or []) + [{"role": "user", "content": html.escape(message or "")},
+        shown = list(history or []) + [{"role": "user", "content": safe_markdown(message or "")},
                                        {"role": "assistant", "content": ""}]
-        session = getattr(request, "session_hash", None) or "anonymous"
-        if not self.limiter.allow(session):
+        if not self.limiter.allow(client_key(request)):
             shown[-1] = {"role": "assistant", "content": RATE_LIMITED}
-            yield shown, message, "", gr.skip(), gr.skip()
+            yield shown, message, "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
             return
+        session = getattr(request, "session_hash", None)
         try:
             first = True
-            for answer in self.bot.stream(message, past, chosen):
+            for answer in self.bot.turn(message, past, chosen, session=session, source="web"):
                 shown[-1] = reply_message(answer)
                 if answer.finished:
-                    yield shown, "", sources_html(answer), *self._turn_done(answer, chosen)
+                    yield (shown, "", sources_html(answer), *self._turn_done(answer, chosen),
+                           remember(turns, len(shown) - 1, answer.turn_id))
                 else:  # clear the previous answer's sources at once, so they never sit beside a new answer
-                    yield shown, "", "" if first else gr.skip(), gr.skip(), gr.skip()
+                    yield shown, "", "" if first else gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 first = False
         except BotError as exc:  # e.g. a mode whose optional packages are missing: the message says the fix
-            shown[-1] = {"role": "assistant", "content": html.escape(f"⚠️ 出错了 / Error: {exc}", quote=False)}
-            yield shown, "", "", gr.skip(), gr.skip()
+            shown[-1] = {"role": "assistant", "content": safe_markdown(f"⚠️ 出错了 / Error: {exc}")}
+            yield shown, "", "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
         except Exception:  # a bug must cost one answer, not the session; details go to the log only
             log.exception("chat turn failed")
             shown[-1] = {"role": "assistant", "content": INTERNAL_ERROR}
-            yield shown, "", "", gr.skip(), gr.skip()
+            yield shown, "", "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
 
-    def suggestion(self, history: list[dict[str, Any]] | None, mode: str | None, evt: gr.SelectData,
-                   request: gr.Request | None = None):
+    def suggestion(self, history: list[dict[str, Any]] | None, mode: str | None, turns: dict[int, int] | None,
+                   evt: gr.SelectData, request: gr.Request | None = None):
         """Ask the question of a clicked "did you mean" suggestion."""
-        yield from self.chat(str(evt.value), history, mode, request)
+        yield from self.chat(str(evt.value), history, mode, turns, request)
 
-    def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None, request: gr.Request | None = None):
+    def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None, turns: dict[int, int] | None = None,
+              request: gr.Request | None = None):
         """Ask the last user message again."""
         history = list(history or [])
         while history and history[-1].get("role") != "user":
             history.pop()
         if not history:
-            yield history, "", "", gr.skip(), gr.skip()
+            yield history, "", "", gr.skip(), gr.skip(), {}
             return
         last = html.unescape(message_text(history.pop()["content"]))
-        yield from self.chat(last, history, mode, request)
+        yield from self.chat(last, history, mode, turns, request)
 
     @staticmethod
     def undo(history: list[dict[str, Any]] | None):
@@ -147,22 +154,34 @@ class ChatHandlers:
         return (self.header(None), gr.update(choices=self.mode_choices(), value=FOLLOW),
                 gr.Dataset(samples=samples, visible=bool(samples)))
 
-    def retrieval_test(self, query: str) -> str:
-        """Hits of every mode for ``query``, without the LLM."""
+    def retrieval_test(self, query: str, request: gr.Request | None = None) -> str:
+        """Hits of every mode for ``query``, without the LLM (limited per client address)."""
+        if not self.limits.retrieval.allow(client_key(request)):
+            return f"<p class='kb-notice'>⚠️ {TOO_MANY}</p>"
         return retrieval_html(query, self.bot.retrieve_all_modes(query))
 
 
-def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None) -> gr.Blocks:
-    """The Gradio Blocks app for ``bot``; the caller queues and launches it (with ``css=CSS``)."""
+def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None,
+               admin: AdminAuth | None = None) -> AdminBlocks:
+    """The Gradio Blocks app for ``bot``; the caller queues and launches it (with ``css=CSS``).
+
+    The knowledge, inbox and log tabs exist only with admin credentials (``ui.admin``), and serve only requests
+    with an admin login (``demo.admin.router()`` serves it at /admin/login).
+    """
     h = ChatHandlers(bot, settings)
-    with gr.Blocks(title=settings.ui.title) as demo:
+    admin = admin or AdminAuth.from_settings(settings)
+    # delete_cache: uploads never imported are deleted after 15 min (imported ones at once), all at shutdown.
+    with AdminBlocks(admin, title=settings.ui.title, delete_cache=(900, 900)) as demo:
         header = gr.Markdown(h.header(None), elem_id="kb-header")
         with gr.Tab("对话 / Chat", id="chat"):
             mode = gr.Dropdown(h.mode_choices(), value=FOLLOW, label="检索模式（仅本会话）/ Mode (this session only)",
                                elem_id="kb-mode", interactive=True)
             with gr.Row(elem_id="kb-main", equal_height=False):
                 with gr.Column(scale=3, min_width=320):
-                    chatbot = gr.Chatbot(label="对话 / Chat", height=460, elem_id="kb-chat")
+                    chatbot = gr.Chatbot(label="对话 / Chat", height=460, elem_id="kb-chat", sanitize_html=True,
+                                         allow_tags=False, feedback_options=FEEDBACK_OPTIONS)
+                    turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
+                    feedback_controls(bot, chatbot, turns)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources")
                     sources = gr.HTML(elem_id="kb-sources")
@@ -180,21 +199,25 @@ def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None
             query = gr.Textbox(label="查询（不调用大模型）/ Query (no LLM)", elem_id="kb-rt-query")
             run = gr.Button("检索 / Search", elem_id="kb-rt-run")
             table = gr.HTML(elem_id="kb-rt-results")
-        if store is not None:
-            with gr.Tab("知识管理 / Knowledge", id="knowledge"):
-                knowledge_tab(bot, store)
+        admin_pages = []  # shown to admins only; without admin credentials there are none
+        if store is not None and admin.enabled:
+            with demo.admin_only(), gr.Tab("知识管理 / Knowledge", id="knowledge", visible=False) as knowledge:
+                knowledge_tab(bot, store, limits=h.limits)
+            admin_pages = [knowledge, *admin_tabs(demo, bot, store)]
+        admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
-        turn_out = [chatbot, message, sources, header, mode]
-        message.submit(h.chat, [message, chatbot, mode], turn_out, api_name="chat")
-        send.click(h.chat, [message, chatbot, mode], turn_out, api_name=False)
-        chatbot.option_select(h.suggestion, [chatbot, mode], turn_out, api_name=False)
-        retry.click(h.retry, [chatbot, mode], turn_out, api_name="retry")
-        undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo")
-        clear.click(lambda: ([], "", ""), None, [chatbot, message, sources], api_name=False)
-        examples.click(lambda sample: sample[0] if sample else "", [examples], [message], api_name=False)
-        mode.input(h.header, [mode], [header], api_name=False)
+        turn_out = [chatbot, message, sources, header, mode, turns]
+        message.submit(h.chat, [message, chatbot, mode, turns], turn_out, api_name="chat")
+        send.click(h.chat, [message, chatbot, mode, turns], turn_out, **PRIVATE)
+        chatbot.option_select(h.suggestion, [chatbot, mode, turns], turn_out, **PRIVATE)
+        retry.click(h.retry, [chatbot, mode, turns], turn_out, api_name="retry")
+        undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(
+            lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE)
+        clear.click(lambda: ([], "", "", {}), None, [chatbot, message, sources, turns], **PRIVATE)
+        examples.click(lambda sample: sample[0] if sample else "", [examples], [message], **PRIVATE)
+        mode.input(h.header, [mode], [header], **PRIVATE)
         # A new page follows the configured mode now (config.yaml may have changed since start); nothing is built.
-        demo.load(h.page_defaults, None, [header, mode, examples], api_name=False)
+        demo.load(h.page_defaults, None, [header, mode, examples], **PRIVATE)
         query.submit(h.retrieval_test, [query], [table], api_name="retrieval_test")
-        run.click(h.retrieval_test, [query], [table], api_name=False)
+        run.click(h.retrieval_test, [query], [table], **PRIVATE)
     return demo

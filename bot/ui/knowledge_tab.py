@@ -1,19 +1,36 @@
-"""The knowledge tab: add, edit, delete entries and upload files through the core's KnowledgeEditor."""
+"""The knowledge tab: browse, add, edit, delete entries, import and export files, through the core's KnowledgeEditor.
+
+A new entry and an edit are distinct: the form edits an entry only after it was loaded (from the key list or the
+table), and the save then carries the version loaded, so a change made meanwhile is refused, never overwritten. A
+new entry is saved with ``expected_version=ABSENT`` (refused when the key exists) and the form is cleared for the
+next one. Delete asks for confirmation and carries the loaded version too.
+"""
 
 from __future__ import annotations
 
 import html
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
 
 from bot.chat.bot import Bot
-from bot.chat.knowledge_edit import EditResult, KnowledgeEditor
+from bot.chat.entry_table import HitCounts
+from bot.chat.knowledge_edit import EditResult, KnowledgeEditor, file_name
 from bot.errors import BotError, KnowledgeError
+from bot.knowledge.csv_io import CSV_ENCODING, template_csv
 from bot.knowledge.store import KnowledgeStore
+from bot.ui.entry_browser import EntryBrowser, entry_browser
+from bot.ui.events import PRIVATE
+from bot.ui.guard import ClientLimits, write_guard
 from bot.ui.render import knowledge_error_html
 
 e = html.escape
+MAX_KEY_CHOICES = 500  # a huge file's keys are found through the table instead
+NOT_LOADED = ("<div class='kb-notice'>❌ 请先从键列表或表格载入要删除的条目 / Load the entry to delete first "
+              "(from the key list or the table)</div>")
+NEW_MODE = "<div class='kb-mode'>🆕 新条目 / New entry — 保存时新增，不会覆盖已有条目 / saving adds it, never overwrites</div>"
 
 
 def _error_html(exc: BotError) -> str:
@@ -32,79 +49,205 @@ def result_html(result: EditResult) -> str:
             f"({result.entries} entries)</div>")
 
 
+def mode_html(loaded: dict | None) -> str:
+    """Whether the form adds a new entry or edits a loaded one (and which)."""
+    if not loaded:
+        return NEW_MODE
+    return (f"<div class='kb-mode'>✏️ 编辑 / Editing {e(loaded['file'])} · {e(loaded['key'])} "
+            f"<small>(版本 / version {e(loaded['version'])})</small></div>")
+
+
+def _editing(loaded: dict | None, file: str | None, key: str | None) -> bool:
+    return bool(loaded and loaded["file"] == file_name(file) and loaded["key"] == (key or "").strip())
+
+
+def read_upload(path: Path) -> str:
+    """An uploaded file's text: UTF-8 (a BOM is fine), or for CSV also GB18030 (what Chinese Excel saves)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        if path.suffix.lower() != ".csv":
+            raise
+        return data.decode("gb18030")
+
+
 class KnowledgeHandlers:
     """Callbacks of the knowledge tab: they translate form values to KnowledgeEditor calls and results to HTML."""
 
     def __init__(self, editor: KnowledgeEditor):
         self.editor = editor
 
-    def keys(self, file: str | None):
-        """Key choices for the chosen file (empty for a new file)."""
-        return gr.update(choices=self.editor.keys(file), value=None)
+    def key_choices(self, file: str | None, value: str | None = None):
+        """The key list of ``file`` (the first MAX_KEY_CHOICES) with ``value`` chosen."""
+        return gr.update(choices=self.editor.keys(file)[:MAX_KEY_CHOICES], value=value)
 
-    def entry(self, file: str | None, key: str | None):
-        """(query, document, metadata) of an existing entry, to edit it in the form."""
+    def keys(self, file: str | None):
+        """A file was chosen: its keys, and the form adds a new entry to it."""
+        return self.key_choices(file), None, NEW_MODE
+
+    def load(self, file: str | None, key: str | None):
+        """Load an entry to edit: (query, document, metadata, file, key, loaded state, mode html, confirm row)."""
         fields = self.editor.entry(file, key)
         if fields is None:
-            return gr.skip(), gr.skip(), gr.skip()
-        return fields.query, fields.document, fields.metadata
+            return (gr.skip(),) * 5 + (None, NEW_MODE, gr.update(visible=False))
+        loaded = {"file": file_name(file), "key": key, "version": fields.version}
+        return (fields.query, fields.document, fields.metadata, gr.update(value=loaded["file"]),
+                self.key_choices(file, key), loaded, mode_html(loaded), gr.update(visible=False))
 
-    def save(self, file: str | None, key: str | None, query: str, document: str, metadata: str):
-        """Add or edit one entry; returns (status html, file choices, key choices)."""
-        try:
-            result = self.editor.save(file, key, query, document, metadata)
-        except BotError as exc:
-            return _error_html(exc), gr.skip(), gr.skip()
-        return (result_html(result), gr.update(choices=self.editor.files(), value=result.file),
-                gr.update(choices=self.editor.keys(result.file), value=result.key))
+    def pick(self, evt: gr.SelectData):
+        """A table row was clicked: load its entry (same outputs as :meth:`load`)."""
+        row = evt.row_value or []
+        return self.load(row[0], row[1]) if len(row) > 1 else self.load(None, None)
 
-    def delete(self, file: str | None, key: str | None):
-        """Delete one entry; returns (status html, key choices)."""
+    def new(self, file: str | None):
+        """Clear the form for a new entry in the same file."""
+        return self.key_choices(file), "", "", "", None, NEW_MODE, "", gr.update(visible=False)
+
+    def save(self, file: str | None, key: str | None, query: str, document: str, metadata: str,
+             loaded: dict | None = None):
+        """Edit the loaded entry (with its version) or add a new one (never overwriting); returns
+        (status, file, key, query, document, metadata, loaded state, mode html)."""
+        editing = _editing(loaded, file, key)
         try:
-            result = self.editor.delete(file, key)
+            if editing:
+                assert loaded is not None  # _editing is true only for a loaded entry
+                result = self.editor.save(file, key, query, document, metadata, expected_version=loaded["version"])
+            else:
+                result = self.editor.add(file, key, query, document, metadata)
         except BotError as exc:
-            return _error_html(exc), gr.skip()
-        return result_html(result), gr.update(choices=self.editor.keys(result.file), value=None)
+            return (_error_html(exc),) + (gr.skip(),) * 7
+        files = gr.update(choices=self.editor.files(), value=result.file)
+        if editing:
+            assert loaded is not None  # _editing is true only for a loaded entry
+            fields = self.editor.entry(result.file, result.key)
+            loaded = {**loaded, "version": fields.version} if fields else None
+            return (result_html(result), files, self.key_choices(result.file, result.key), gr.skip(), gr.skip(),
+                    gr.skip(), loaded, mode_html(loaded))
+        return result_html(result), files, self.key_choices(result.file), "", "", "", None, NEW_MODE
+
+    @staticmethod
+    def mode(file: str | None, key: str | None, loaded: dict | None) -> str:
+        """The mode line after the key was typed: editing only while file and key are the loaded entry's."""
+        return mode_html(loaded) if _editing(loaded, file, key) else NEW_MODE
+
+    def ask_delete(self, loaded: dict | None):
+        """First click on Delete: name the loaded entry and show the confirm button (status, confirm row, text)."""
+        if not loaded:
+            return NOT_LOADED, gr.update(visible=False), ""
+        what = f"{loaded['file']} · {loaded['key']}"
+        return "", gr.update(visible=True), f"<b>确定删除 {e(what)}？/ Delete {e(what)}?</b>"
+
+    def delete(self, loaded: dict | None):
+        """Confirmed: delete the loaded entry if unchanged since loading; returns
+        (status, key, query, document, metadata, loaded state, mode html, confirm row)."""
+        hide = gr.update(visible=False)
+        if not loaded:
+            return ("<div class='kb-notice'>❌ 没有载入的条目 / No entry is loaded</div>",) + (gr.skip(),) * 6 + (hide,)
+        try:
+            result = self.editor.delete(loaded["file"], loaded["key"], expected_version=loaded["version"])
+        except BotError as exc:
+            return (_error_html(exc),) + (gr.skip(),) * 6 + (hide,)
+        return result_html(result), self.key_choices(result.file), "", "", "", None, NEW_MODE, hide
 
     def upload(self, path: str | None, overwrite: bool):
-        """Import an uploaded JSON file; returns (status html, file choices)."""
+        """Import an uploaded JSON file, or merge a CSV's rows; returns (status html, file choices)."""
         if not path:
             return "<div class='kb-notice'>❌ 请先选择文件 / Choose a file first</div>", gr.skip()
         try:
-            result = self.editor.import_file(Path(path).name, Path(path).read_text(encoding="utf-8"), bool(overwrite))
+            text = read_upload(Path(path))
+            if Path(path).suffix.lower() == ".csv":
+                result = self.editor.import_csv(Path(path).name, text)
+            else:
+                result = self.editor.import_file(Path(path).name, text, bool(overwrite))
         except UnicodeDecodeError:
             return "<div class='kb-notice'>❌ 文件不是 UTF-8 文本 / The file is not UTF-8 text</div>", gr.skip()
         except BotError as exc:
             return _error_html(exc), gr.skip()
         return result_html(result), gr.update(choices=self.editor.files())
 
+    def export(self) -> str:
+        """Write every entry the index serves now to a CSV file; returns its path (the page offers it to download)."""
+        folder = Path(tempfile.mkdtemp(prefix="kb-export-"))
+        path = folder / "knowledge-export.csv"
+        path.write_text(self.editor.export_csv(), encoding=CSV_ENCODING, newline="")
+        return str(path)
 
-def knowledge_tab(bot: Bot, store: KnowledgeStore) -> None:
-    """Lay out and wire the knowledge tab inside the current Blocks context."""
+
+def _template_file() -> str:
+    path = Path(tempfile.mkdtemp(prefix="kb-template-")) / "knowledge-template.csv"
+    path.write_text(template_csv(), encoding=CSV_ENCODING, newline="")
+    return str(path)
+
+
+def knowledge_tab(bot: Bot, store: KnowledgeStore, hit_counts: Callable[[], HitCounts] | None = None,
+                  limits: ClientLimits | None = None) -> None:
+    """Lay out and wire the knowledge tab inside the current Blocks context.
+
+    ``hit_counts`` (e.g. TurnLog.hit_counts) fills the table's hit columns; by default the hit counts of the
+    bot's conversation log (``bot.recorder.log``) when it records, else they show "—".
+    """
     k = KnowledgeHandlers(bot.editor(store))
-    gr.Markdown("在这里增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
-                "/ Add, edit or delete entries here; changes apply at once (same as editing files in knowledge/).")
+    log = getattr(getattr(bot, "recorder", None), "log", None)  # the conversation log, when recording
+    browser = EntryBrowser(k.editor, hit_counts or getattr(log, "hit_counts", None))
+    gr.Markdown("在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
+                "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/).")
     # Rendered at each page load from the status (no side effects): the detail of a broken file, for admins.
     gr.HTML(lambda: knowledge_error_html(bot.status().knowledge_error), elem_id="kb-k-health")
+    search, page, table, info = entry_browser(browser)
+    loaded = gr.State(None)
+    mode = gr.HTML(NEW_MODE, elem_id="kb-k-mode")
     with gr.Row():
         file = gr.Dropdown(k.editor.files(), label="文件（可输入新文件名）/ File (type a new name to create one)",
                            allow_custom_value=True, elem_id="kb-k-file")
-        key = gr.Dropdown([], label="条目键（留空自动编号）/ Entry key (empty = next number)",
+        key = gr.Dropdown([], label="条目键（新条目留空自动编号）/ Entry key (new entry: empty = next number)",
                           allow_custom_value=True, elem_id="kb-k-key")
     query = gr.Textbox(label="问题/标题 query", elem_id="kb-k-query")
     document = gr.Textbox(label="内容 document", lines=4, elem_id="kb-k-document")
     metadata = gr.Textbox(label="关键词 metadata（逗号分隔 / comma-separated）", elem_id="kb-k-metadata")
     with gr.Row():
+        new = gr.Button("新建条目 / New entry", elem_id="kb-k-new")
         save = gr.Button("保存 / Save", variant="primary", elem_id="kb-k-save")
-        delete = gr.Button("删除 / Delete", variant="stop", elem_id="kb-k-delete")
-    with gr.Accordion("上传 JSON 文件 / Upload a JSON file", open=False):
-        upload = gr.File(file_types=[".json"], type="filepath", label="知识文件 / Knowledge file", elem_id="kb-k-upload")
-        overwrite = gr.Checkbox(False, label="覆盖同名文件 / Overwrite a file with the same name")
-        do_upload = gr.Button("导入 / Import", elem_id="kb-k-import")
+        delete = gr.Button("删除… / Delete…", variant="stop", elem_id="kb-k-delete")
+    with gr.Row(visible=False, elem_id="kb-k-confirm-row") as confirm_row:
+        confirm_text = gr.HTML(elem_id="kb-k-confirm-text")
+        confirm = gr.Button("确认删除 / Yes, delete", variant="stop", elem_id="kb-k-delete-confirm")
+        cancel = gr.Button("取消 / Cancel", elem_id="kb-k-delete-cancel")
     status = gr.HTML(elem_id="kb-k-status")
+    with gr.Accordion("导入与导出 / Import and export", open=False):
+        gr.Markdown("JSON 知识文件，或 CSV（列 / columns: file, key, query, document, metadata, questions；"
+                    "问法用 | 或换行分隔 / phrasings separated by | or line breaks）。CSV 按 file+key 合并 / CSV rows "
+                    "merge by file+key; 没有 file 的行进入与 CSV 同名的 .json / rows without a file go to the "
+                    "CSV's name + .json; 没有 key 的行自动编号 / rows without a key get the next number.")
+        upload = gr.File(file_types=[".json", ".csv"], type="filepath", label="知识文件 / Knowledge file (JSON, CSV)",
+                         elem_id="kb-k-upload")
+        overwrite = gr.Checkbox(False, label="覆盖同名 JSON 文件 / Overwrite a JSON file with the same name")
+        do_upload = gr.Button("导入 / Import", elem_id="kb-k-import")
+        with gr.Row():
+            export = gr.Button("导出全部为 CSV / Export all as CSV", elem_id="kb-k-export")
+            gr.DownloadButton("下载 CSV 模板 / Download the CSV template", value=_template_file,
+                              elem_id="kb-k-template")
+        exported = gr.File(label="导出文件 / Export", interactive=False, elem_id="kb-k-export-file")
 
-    file.change(k.keys, [file], [key], api_name=False)
-    key.change(k.entry, [file, key], [query, document, metadata], api_name="entry")
-    save.click(k.save, [file, key, query, document, metadata], [status, file, key], api_name="save_entry")
-    delete.click(k.delete, [file, key], [status, key], api_name="delete_entry")
-    do_upload.click(k.upload, [upload, overwrite], [status, file], api_name="upload_file")
+    table_out = [table, info, page]
+    form = [query, document, metadata, file, key, loaded, mode, confirm_row]
+    file.input(k.keys, [file], [key, loaded, mode], **PRIVATE)
+    key.select(k.load, [file, key], form, **PRIVATE)
+    table.select(k.pick, None, form, **PRIVATE)
+    new.click(k.new, [file], [key, query, document, metadata, loaded, mode, status, confirm_row],
+              **PRIVATE)
+    key.input(k.mode, [file, key, loaded], [mode], **PRIVATE)
+    # API: /entry loads (file, key) for editing in this session; /save_entry then edits it, else adds a new one.
+    load_btn = gr.Button(visible=False, elem_id="kb-k-load")
+    load_btn.click(k.load, [file, key], form, api_name="entry")
+    guard = write_guard(limits)  # saves, deletes and imports: limited per client address; uploads deleted after
+    save.click(guard(k.save, 8), [file, key, query, document, metadata, loaded],
+               [status, file, key, query, document, metadata, loaded, mode], api_name="save_entry"
+               ).then(browser.show, [search, page], table_out, **PRIVATE)
+    delete.click(k.ask_delete, [loaded], [status, confirm_row, confirm_text], **PRIVATE)
+    cancel.click(lambda: gr.update(visible=False), None, [confirm_row], **PRIVATE)
+    confirm.click(guard(k.delete, 8), [loaded], [status, key, query, document, metadata, loaded, mode, confirm_row],
+                  api_name="delete_entry").then(browser.show, [search, page], table_out, **PRIVATE)
+    do_upload.click(guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
+                    ).then(browser.show, [search, page], table_out, **PRIVATE)
+    export.click(k.export, None, [exported], api_name="export_csv")

@@ -14,6 +14,7 @@ e = html.escape
 STRATEGY_LABELS = {
     Strategy.DIRECT: "直接检索 / direct",
     Strategy.VERBATIM: "知识库原文 / verbatim entry",
+    Strategy.REWRITE: "改写问题检索 / multi-query rewrite",
     Strategy.HYDE: "HyDE 假设答案检索 / HyDE",
     Strategy.LAST_RESORT: "兜底回复 / last resort",
 }

@@ -8,7 +8,23 @@ from bot.search.encoders.fasttext_encoder import MODEL_FILE, MODEL_STATE, PRETRA
 from bot.search.encoders.fasttext_training import FastTextParams
 from bot.search.encoders.openai_encoder import OpenAIEncoder
 
-__all__ = ["CACHE_FILE", "CachedEncoder", "DENSE_HINT", "DOCUMENT", "E5Encoder", "EmbeddingCache", "Encoder",
-           "FastTextEncoder", "FastTextParams", "MODEL_FILE", "MODEL_STATE", "OpenAIEncoder", "PRETRAINED_KEY",
-           "QUESTION", "cache_key", "has_words", "normalize_rows"]
+__all__ = [
+           "CACHE_FILE",
+           "DENSE_HINT",
+           "DOCUMENT",
+           "MODEL_FILE",
+           "MODEL_STATE",
+           "PRETRAINED_KEY",
+           "QUESTION",
+           "CachedEncoder",
+           "E5Encoder",
+           "EmbeddingCache",
+           "Encoder",
+           "FastTextEncoder",
+           "FastTextParams",
+           "OpenAIEncoder",
+           "cache_key",
+           "has_words",
+           "normalize_rows",
+]
 

@@ -19,8 +19,9 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import TypeVar
 
 import numpy as np
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from bot.errors import SearchBackendError
 from bot.search.encoders.base import DOCUMENT, QUESTION, Encoder, has_words
 from bot.search.encoders.cache import EmbeddingCache, cache_key
-from bot.errors import SearchBackendError
 
 
 class CachedEncoder(Encoder):
@@ -34,6 +34,7 @@ class CachedEncoder(Encoder):
         """Vector size (an encoder that does not know it yet encodes one probe text to find out)."""
         if self._dim is None:
             self._embed(["dimension probe"], DOCUMENT, store=True)
+            assert self._dim is not None  # set by _check_dim while embedding the probe
         return self._dim
 
     @abstractmethod

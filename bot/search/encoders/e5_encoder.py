@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bot.errors import ConfigError
 from bot.search.encoders.base import QUESTION
 from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
 from bot.search.encoders.cached import CachedEncoder
-from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,14 @@ import json
 import logging
 import os
 import re
+import shutil
 import tempfile
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,8 +35,17 @@ log = logging.getLogger(__name__)
 PRETRAINED_KEY = "retrieval.dense.fasttext.pretrained"
 MODEL_FILE = "fasttext.bin"
 MODEL_STATE = "fasttext.json"
+# In-memory model fields: what adopt() swaps in from a copy trained in a staging folder.
+_MODEL_FIELDS = ("_model", "_model_id", "_empty", "_short_ngrams", "_trained_rows", "_row_norm", "_output", "_word_ids",
+                 "_common", "_prob", "_words")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 WORD_CACHE = 200_000  # word -> vector memo; bounded so a long-running bot does not grow without limit
+
+
+def _digest(path: Path) -> str:
+    from bot.search.healing import file_digest
+
+    return file_digest(path)
 
 
 class FastTextEncoder(Encoder):
@@ -72,7 +84,7 @@ class FastTextEncoder(Encoder):
         self.sif_a = sif_a
         self.retrain_after = retrain_after
         self._lock = threading.RLock()
-        self._model = None
+        self._model: Any | None = None  # a fasttext model (the library has no type hints), None until loaded
         self._model_id: str | None = None
         self._empty = False  # trained on a knowledge base without a single word: every vector is zero
         self._short_ngrams = True
@@ -83,6 +95,7 @@ class FastTextEncoder(Encoder):
         self._common: np.ndarray | None = None  # unit vector removed from every sentence vector (SIF)
         self._prob: dict[str, float] = {}
         self._words: dict[str, np.ndarray | None] = {}
+        self._verified: tuple[int, int, str] | None = None  # (size, mtime_ns, digest) of the model file last checked
 
     @property
     def model_file(self) -> Path:
@@ -114,7 +127,8 @@ class FastTextEncoder(Encoder):
         return state
 
     def _model_intact(self, state: dict) -> bool:
-        """False when the saved model file is missing or not the size it had when trained (e.g. truncated)."""
+        """False when the saved model file is missing, not the size it had when trained (e.g. truncated) or not
+        the bytes (its SHA-256, when the state records one: random bytes in the body)."""
         if state.get("empty"):
             return True
         path = self.model_dir / MODEL_FILE
@@ -125,6 +139,16 @@ class FastTextEncoder(Encoder):
             log.warning("fastText model %s is damaged (%d bytes, %d expected); the model will be retrained",
                         path, size, expected)
             return False
+        digest = state.get("model_digest")
+        if digest is not None:
+            from bot.search.healing import file_digest
+
+            stat = path.stat()
+            if self._verified is None or self._verified[:2] != (stat.st_size, stat.st_mtime_ns):
+                self._verified = (stat.st_size, stat.st_mtime_ns, file_digest(path))
+            if self._verified[2] != digest:
+                log.warning("fastText model %s is damaged (checksum mismatch); the model will be retrained", path)
+                return False
         return True
 
     def signature(self) -> str:
@@ -145,6 +169,26 @@ class FastTextEncoder(Encoder):
         The cached model is kept while the share of entries added, changed or removed since it was trained
         is at most ``retrain_after`` (0: any change retrains, which re-encodes every entry).
         """
+        staged = self.staged(entries)
+        if staged is None:
+            return None
+        reason, copy = staged
+        self.adopt(copy)
+        return reason
+
+    def _usable(self, state: dict | None, config: str) -> bool:
+        """True when a saved model exists, was trained with these settings and its files are intact."""
+        return bool(state and state.get("config") == config and self._model_intact(state))
+
+    def _fresh_enough(self, state: dict, hashes: set[str]) -> bool:
+        """True when few enough entries changed since ``state``'s model was trained (``retrain_after``)."""
+        changed = len(hashes.symmetric_difference(state.get("hashes", [])))
+        return changed <= self.retrain_after * len(state.get("hashes", []))
+
+    def staged(self, entries: Sequence[Entry]) -> tuple[str, FastTextEncoder] | None:
+        """(why, a copy trained on ``entries`` in a staging folder) when the model must be retrained, else None
+        (the current model is loaded if needed). Training holds no lock: this encoder keeps serving until
+        :meth:`adopt` swaps the copy in. Same rule as :meth:`prepare` (``retrain_after``)."""
         if self.pretrained is not None:
             self._ensure()
             return None
@@ -152,17 +196,41 @@ class FastTextEncoder(Encoder):
         hashes = {e.content_hash for e in entries}
         with self._lock:
             state = self._saved_state()
-            usable = bool(state) and state.get("config") == config and self._model_intact(state)
+            usable = self._usable(state, config)
+            reason = ("fastText model trained" if not state else "fastText settings changed: model retrained"
+                      if not usable else "knowledge changed: fastText model retrained")
             if usable:
-                changed = len(hashes.symmetric_difference(state.get("hashes", [])))
-                if changed <= self.retrain_after * len(state.get("hashes", [])):
-                    if self._model_id != state["key"]:
-                        self._load_trained(state)
-                    return None
-            self._train(entries, self._training_key(fingerprint(entries)), config, sorted(hashes))
-        if not state:
-            return "fastText model trained"
-        return "knowledge changed: fastText model retrained" if usable else "fastText settings changed: model retrained"
+                assert state is not None  # usable implies a saved state
+                if self._fresh_enough(state, hashes):
+                    try:
+                        if self._model_id != state["key"]:
+                            self._load_trained(state)
+                        return None
+                    except Exception as exc:
+                        log.warning("fastText model in %s cannot be loaded (%s); retraining it", self.model_dir, exc)
+                        reason = f"fastText model unreadable ({exc}): model retrained"
+        folder = self.model_dir / f".kbbot-ft-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        copy = FastTextEncoder(self.tokenizer, folder, None, self.params, self.sif_a, self.retrain_after)
+        try:
+            copy._train(entries, copy._training_key(fingerprint(entries)), config, sorted(hashes))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return reason, copy
+
+    def adopt(self, other: FastTextEncoder) -> None:
+        """Make ``other``'s model (trained by :meth:`staged`) this encoder's: files moved in, memory swapped, the
+        staging folder removed. A crash in between leaves no state file, so the next sync retrains."""
+        with self._lock:
+            self.model_dir.mkdir(parents=True, exist_ok=True)
+            (self.model_dir / MODEL_STATE).unlink(missing_ok=True)
+            if (other.model_dir / MODEL_FILE).is_file():
+                os.replace(other.model_dir / MODEL_FILE, self.model_dir / MODEL_FILE)
+            os.replace(other.model_dir / MODEL_STATE, self.model_dir / MODEL_STATE)
+            for name in _MODEL_FIELDS:
+                setattr(self, name, getattr(other, name))
+            self._verified = None
+        shutil.rmtree(other.model_dir, ignore_errors=True)
 
     def _ensure(self) -> None:
         with self._lock:
@@ -200,10 +268,10 @@ class FastTextEncoder(Encoder):
         self._row_norm = float(np.mean([np.linalg.norm(model.get_input_vector(i)) for i in sample])) if sample else 1.0
 
     def training_lines(self, entries: Sequence[Entry]) -> list[str]:
-        """The corpus: one line of jieba tokens per entry (title, keywords and document)."""
+        """The corpus: one line of jieba tokens per entry (title, alternative questions, keywords and document)."""
         lines = []
         for e in entries:
-            tokens = self.tokenizer.tokenize(f"{e.query} {' '.join(e.metadata)} {e.document}")
+            tokens = self.tokenizer.tokenize(f"{' '.join(e.phrasings)} {' '.join(e.metadata)} {e.document}")
             if tokens:
                 lines.append(" ".join(tokens))
         return lines
@@ -218,7 +286,7 @@ class FastTextEncoder(Encoder):
             return
         # The epoch budget depends on the corpus, which the training key already covers (knowledge + tokenizer).
         p = dataclasses.replace(self.params, epoch=self.params.epochs_for(sum(len(line.split()) for line in lines)))
-        fd, corpus = tempfile.mkstemp(prefix=".corpus-", suffix=".txt", dir=self.model_dir)
+        fd, corpus = tempfile.mkstemp(prefix=f".corpus-{os.getpid()}-", suffix=".txt", dir=self.model_dir)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write("\n".join(lines) + "\n")
@@ -238,13 +306,14 @@ class FastTextEncoder(Encoder):
         write_json_atomic(self.model_dir / MODEL_STATE, {
             "key": key, "config": config, "params": asdict(self.params), "epoch": p.epoch, "hashes": hashes,
             "model_size": (self.model_dir / MODEL_FILE).stat().st_size,
+            "model_digest": _digest(self.model_dir / MODEL_FILE),
             "common": None if self._common is None else self._common.tolist(),
         })
         log.info("trained fastText on %d entries (dim %d, %d epochs, %d words)", len(lines), p.dim, p.epoch,
                  len(self._prob))
 
     # -- vectors ---------------------------------------------------------
-    def _oov_vector(self, word: str) -> np.ndarray:
+    def _oov_vector(self, word: str) -> np.ndarray | None:
         """Mean over the word's character n-grams: trained rows as they are, untouched rows replaced.
 
         fastText leaves rows that training never touched at their initial values (mostly zero), so a
@@ -252,6 +321,7 @@ class FastTextEncoder(Encoder):
         vector (seeded by the n-gram, scaled like a trained row): unrelated unseen words stay near
         orthogonal while texts sharing unseen characters still match.
         """
+        assert self._model is not None  # only called with a loaded model (via embed_tokens)
         if self._trained_rows is None:
             return self._model.get_word_vector(word)
         subwords, rows = self._model.get_subwords(word)
@@ -268,6 +338,7 @@ class FastTextEncoder(Encoder):
         if word in self._words:
             return self._words[word]
         if word in self._prob:
+            assert self._model is not None  # _prob holds words only while a model is loaded
             vec = self._model.get_word_vector(word)
             if self._output is not None:
                 vec = vec + self._output[self._word_ids[word]]

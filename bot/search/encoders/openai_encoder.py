@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bot.errors import SearchBackendError
 from bot.search.encoders.base import DOCUMENT, QUESTION, normalize_rows
 from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
 from bot.search.encoders.cached import CachedEncoder
-from bot.errors import SearchBackendError
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +38,7 @@ class OpenAIEncoder(CachedEncoder):
         super().__init__(EmbeddingCache(Path(cache_dir) / CACHE_FILE, max_cached), batch_size)
         self.base_url, self.model, self.input_type = base_url, model, input_type
         self.api_key, self.timeout, self.max_retries = api_key, timeout, max_retries
-        self._client = None
+        self._client: openai.OpenAI | None = None
         self.requests = 0  # embedding calls made, so re-indexing cost is observable
 
     def signature(self) -> str:
@@ -51,10 +55,10 @@ class OpenAIEncoder(CachedEncoder):
 
             self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
                                          timeout=self.timeout, max_retries=self.max_retries)
-        extra = {"extra_body": {"input_type": INPUT_TYPES[role]}} if self.input_type else {}
+        extra_body = {"input_type": INPUT_TYPES[role]} if self.input_type else None  # None: the SDK's default
         try:
             self.requests += 1
-            response = self._client.embeddings.create(model=self.model, input=texts, **extra)
+            response = self._client.embeddings.create(model=self.model, input=texts, extra_body=extra_body)
         except Exception as exc:  # the SDK has many error types; all mean "no vectors", with this advice
             raise SearchBackendError(f"embedding request to {self.base_url} (model {self.model}) failed: {exc}; "
                                      "check retrieval.dense.openai settings and the API key") from exc

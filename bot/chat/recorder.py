@@ -1,0 +1,75 @@
+"""Turns into the conversation log, from the core: a log that fails never breaks a chat (logged once per outage)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any
+
+from bot.chat.answer import Answer
+from bot.chat.turn_log import TurnLog
+
+log = logging.getLogger(__name__)
+
+RATINGS = {"Like": 1, "Dislike": -1}  # a chat front end's thumbs; any other label is a thumbs down with a reason
+
+
+class TurnRecorder:
+    """Records finished answers and feedback in a TurnLog (None: recording off); failures are logged, not raised."""
+
+    def __init__(self, turn_log: TurnLog | None):
+        self.log = turn_log
+        self._failing = False
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        """True when there is a log to write to."""
+        return self.log is not None
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        with self._lock:
+            first, self._failing = not self._failing, True
+        if first:  # one error per outage, not one per turn
+            log.error("conversation log: %s failed (chats go on; logged once until it works again): %s", what, exc)
+        else:
+            log.debug("conversation log: %s failed again: %s", what, exc)
+
+    def _worked(self) -> None:
+        if self._failing:
+            with self._lock:
+                self._failing = False
+            log.info("conversation log works again")
+
+    def record(self, answer: Answer, session: str | None = None, source: str | None = None,
+               client: str | None = None) -> Answer:
+        """``answer`` with its ``turn_id`` once stored; unchanged when unfinished, recording is off or the log fails."""
+        if self.log is None or not answer.finished or not answer.question:  # an empty message is no question
+            return answer
+        try:
+            turn_id = self.log.record(answer, session, client, source=source)
+        except Exception as exc:
+            self._failed("recording a turn", exc)
+            return answer
+        self._worked()
+        return dataclasses.replace(answer, turn_id=turn_id)
+
+    def feedback(self, turn_id: int | None, rating: int, reason: str | None = None) -> bool:
+        """Rate a recorded turn +1 / -1 (optional reason); False when it could not be stored."""
+        if self.log is None or turn_id is None:
+            return False
+        try:
+            self.log.feedback(turn_id, rating, reason)
+        except Exception as exc:
+            self._failed("storing feedback", exc)
+            return False
+        return True
+
+    def rate(self, turn_id: int | None, liked: Any) -> bool:
+        """Feedback from a front end's label: True/"Like" +1, False/"Dislike" -1, any other text -1 with it as reason."""
+        if liked is True or liked in ("Like", "like"):
+            return self.feedback(turn_id, 1)
+        if liked is False or liked is None or liked in ("Dislike", "dislike"):
+            return self.feedback(turn_id, -1)
+        return self.feedback(turn_id, -1, str(liked))

@@ -1,0 +1,150 @@
+"""Knowledge as CSV (Excel-friendly): export every entry, import rows through the store, a template to start from.
+
+Columns: ``file`` (knowledge file, e.g. faq.json; empty = the import's default file), ``key`` (entry key; empty =
+the next number), ``query``, ``document``, ``metadata`` (comma-separated keywords) and ``questions`` (other
+phrasings of the question, separated by ``|`` or line breaks). Rows are numbered like a spreadsheet: the header
+is row 1. Files are written UTF-8 with a BOM so Excel shows Chinese; a BOM on import is accepted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.errors import KnowledgeError, KnowledgeProblem
+from bot.knowledge.entries import Entry, parse_keywords
+from bot.knowledge.files import entry_file
+from bot.knowledge.store import KnowledgeStore
+
+COLUMNS = ("file", "key", "query", "document", "metadata", "questions")
+REQUIRED = ("query", "document")
+CSV_ENCODING = "utf-8-sig"  # what exports and the template are written in (Excel needs the BOM for Chinese)
+_PHRASING_SPLIT = re.compile(r"[|\r\n]+")
+TEMPLATE_ROWS = (
+    ("faq.json", "", "图书馆几点开门？", "图书馆每天早上八点开门，晚上十点关门。", "图书馆,开放时间",
+     "图书馆开放时间 | 图书馆什么时候开"),
+    ("faq.json", "parking", "How much is parking?", "Parking on campus costs 5 yuan an hour.", "parking,fees", ""),
+)
+
+
+@dataclass
+class CsvFile:
+    """The rows bound for one knowledge file: keyed ones (replace or join) and unkeyed ones (get new numbers)."""
+
+    keyed: dict[str, dict] = field(default_factory=dict)
+    unkeyed: list[dict] = field(default_factory=list)
+
+
+def _write(rows: Iterable[Iterable[str]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def template_csv() -> str:
+    """A CSV with the header and two example rows, to fill in and import."""
+    return _write(TEMPLATE_ROWS)
+
+
+def export_csv(entries: Iterable[Entry], folder: Path | str | None = None) -> str:
+    """Every entry as one CSV row (file relative to ``folder``, key, fields; phrasings joined by " | ")."""
+    return _write((entry_file(e, folder), e.id.split(":", 1)[-1], e.query, e.document, e.keywords,
+                   " | ".join(getattr(e, "questions", ()) or ())) for e in entries)
+
+
+def json_name(file: str) -> str:
+    """A file name as typed in a CSV, with ``.json`` added when missing."""
+    file = file.strip()
+    return file if not file or file.endswith(".json") else f"{file}.json"
+
+
+def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, CsvFile]:
+    """Validate every row of a knowledge CSV and group the entries by file; raises KnowledgeError naming rows.
+
+    ``source`` names the upload in messages; rows without a file go to ``default_file``.
+    """
+    text = text.removeprefix("\ufeff")
+    problems: list[KnowledgeProblem] = []
+    files: dict[str, CsvFile] = {}
+
+    def bad(row: int | None, why: str) -> None:
+        where = source if row is None else f"{source} 第 {row} 行 / row {row}"
+        problems.append(KnowledgeProblem(where, None, why))
+
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise KnowledgeError([KnowledgeProblem(source, None, f"不是有效的 CSV / not valid CSV: {exc}")]) from None
+    header = [h.strip().lstrip("\ufeff").casefold() for h in rows[0]] if rows else []
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        bad(1, f"表头缺少列 / the header lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
+        raise KnowledgeError(problems)
+    unknown = [h for h in header if h and h not in COLUMNS]
+    if unknown:
+        bad(1, f"未知的列 / unknown column(s) {', '.join(unknown)}; expected {', '.join(COLUMNS)}")
+    seen: dict[tuple[str, str], int] = {}
+    for number, cells in enumerate(rows[1:], start=2):
+        if not any(c.strip() for c in cells):
+            continue  # blank lines (Excel leaves some at the end)
+        if len(cells) > len(header):
+            bad(number, f"有 {len(cells)} 个单元格，表头只有 {len(header)} 列 / {len(cells)} cells but "
+                        f"{len(header)} columns")
+            continue
+        row = {name: (cells[i] if i < len(cells) else "") for i, name in enumerate(header)}
+        for name in REQUIRED:
+            if not row[name].strip():
+                bad(number, f"缺少 {name} / missing {name!r}")
+        file = json_name(row.get("file", "")) or default_file
+        if not file.endswith(".json") or file.startswith(".") or any(c in file for c in "/\\\0"):
+            bad(number, f"文件名无效 / bad file name {file!r}: a plain name like faq.json (no folders; import files "
+                        "in subfolders as JSON)")
+        key = row.get("key", "").strip()
+        if key and (file, key) in seen:
+            bad(number, f"与第 {seen[file, key]} 行重复 / same file and key as row {seen[file, key]}: {file} {key!r}")
+        seen[file, key] = number
+        raw: dict = {"query": row["query"].strip(), "document": row["document"].strip(),
+                     "metadata": ",".join(parse_keywords(row.get("metadata", "")))}
+        phrasings = [p.strip() for p in _PHRASING_SPLIT.split(row.get("questions", "")) if p.strip()]
+        if phrasings:
+            raw["questions"] = phrasings
+        target = files.setdefault(file, CsvFile())
+        if key:
+            target.keyed[key] = raw
+        else:
+            target.unkeyed.append(raw)
+    if not seen and not problems:
+        bad(None, "没有数据行 / no data rows under the header")
+    if problems:
+        raise KnowledgeError(problems)
+    return files
+
+
+def import_csv(store: KnowledgeStore, text: str, default_file: str, source: str = "CSV") -> list[str]:
+    """Validate a knowledge CSV, then merge its rows into their files through ``store`` (locked, history kept).
+
+    Rows with a key replace or join that entry; rows without get the next numbers. Returns the ids written.
+    """
+    ids: list[str] = []
+    for name, rows in read_csv(text, json_name(default_file), source).items():
+        stem = Path(name).stem
+        if name not in store.files() and not rows.keyed:
+            # A new file gets keys 1..n (object form); refused, not merged, if it appeared meanwhile.
+            numbered = {str(i): raw for i, raw in enumerate(rows.unkeyed, start=1)}
+            ids += store.import_file(name, json.dumps(numbered, ensure_ascii=False))
+            continue
+        if rows.keyed:
+            store.import_file(name, json.dumps(rows.keyed, ensure_ascii=False), merge=True)
+            ids += [f"{stem}:{k}" for k in rows.keyed]
+        if rows.unkeyed:
+            before = {f"{stem}:{k}" for k, _ in store.entries(name)}
+            after = store.import_file(name, json.dumps(rows.unkeyed, ensure_ascii=False), merge=True)
+            ids += [i for i in after if i not in before]
+    return ids

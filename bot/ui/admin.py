@@ -1,0 +1,195 @@
+"""Admins apart from chat users: a login at ``/admin/login`` (credentials from the environment) that sets a signed
+cookie, and Blocks whose admin events refuse, server-side, every request without it.
+
+Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
+hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
+every event takes. The cookie is ``<expiry>.<HMAC-SHA256>`` under a key made at start (a restart logs admins out),
+HttpOnly and SameSite=Strict (no cross-site requests carry it). Without admin credentials nobody is an admin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import logging
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.cookies import SimpleCookie
+from typing import Any
+
+import gradio as gr
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.config.settings import Settings
+from bot.ui.events import PRIVATE
+
+log = logging.getLogger(__name__)
+
+COOKIE = "kbbot_admin"
+NOT_ADMIN = "需要管理员登录 / Admin login required"
+LOGIN_PAGE = """<!doctype html><html lang="zh"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1"><title>管理员登录 / Admin login</title>
+<style>body{{font-family:sans-serif;max-width:360px;margin:10vh auto;padding:0 16px}}
+input,button{{display:block;width:100%;margin:6px 0 14px;padding:8px;font-size:16px;box-sizing:border-box}}
+.err{{color:#b91c1c}}</style></head><body>
+<h2>管理员登录 / Admin login</h2>{message}
+<form method="post" action="login"><label>用户名 / Username<input name="username" id="kb-admin-user"
+ autocomplete="username" required></label><label>密码 / Password<input name="password" id="kb-admin-password"
+ type="password" autocomplete="current-password" required></label>
+<button type="submit" id="kb-admin-submit">登录 / Log in</button></form>
+<p><a href="../">← 返回对话 / Back to the chat</a></p></body></html>"""
+
+
+class AdminAuth:
+    """Admin credentials (``ui.admin``), signed session cookies and the ``/admin`` login routes."""
+
+    def __init__(self, credentials: tuple[str, str] | None, session_hours: float = 12.0, clock=time.time):
+        self.credentials = credentials
+        self.lifetime = int(session_hours * 3600)
+        self.clock = clock
+        self._key = secrets.token_bytes(32)
+        self.limiter = SlidingWindowLimiter(10, 60.0)  # login attempts per client address and minute
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AdminAuth:
+        """From ``ui.admin``: the credentials are read from its environment variables now."""
+        cfg = settings.ui.admin
+        return cls(cfg.credentials(), cfg.session_hours)
+
+    @property
+    def enabled(self) -> bool:
+        """True when admin credentials are configured (otherwise the admin tabs are off)."""
+        return self.credentials is not None
+
+    def check_password(self, username: str, password: str) -> bool:
+        """True for the configured admin's username and password (constant-time comparisons)."""
+        if self.credentials is None:
+            return False
+        user_ok = hmac.compare_digest(username.encode(), self.credentials[0].encode())
+        return hmac.compare_digest(password.encode(), self.credentials[1].encode()) and user_ok
+
+    def _sign(self, expires: int) -> str:
+        user = self.credentials[0] if self.credentials else ""
+        return hmac.new(self._key, f"{user}\n{expires}".encode(), hashlib.sha256).hexdigest()
+
+    def token(self) -> str:
+        """A fresh admin session cookie value (valid for ``session_hours``)."""
+        expires = int(self.clock()) + self.lifetime
+        return f"{expires}.{self._sign(expires)}"
+
+    def valid(self, token: str | None) -> bool:
+        """True for an unexpired cookie value this app signed."""
+        if not self.enabled or not token or "." not in token:
+            return False
+        expires, _, signature = token.partition(".")
+        if not expires.isdigit() or int(expires) < self.clock():
+            return False
+        return hmac.compare_digest(signature, self._sign(int(expires)))
+
+    def allows(self, request: Any) -> bool:
+        """True when a (Gradio or FastAPI) request carries a valid admin cookie."""
+        if request is None:
+            return False
+        if isinstance(request, list):  # a batch: every request must be an admin's
+            return bool(request) and all(self.allows(r) for r in request)
+        try:
+            header = request.headers.get("cookie") or ""
+        except AttributeError:
+            return False
+        jar = SimpleCookie()
+        try:
+            jar.load(header)
+        except Exception:
+            return False
+        return self.valid(jar[COOKIE].value if COOKIE in jar else None)
+
+    # -- routes ---------------------------------------------------------------
+    def router(self) -> APIRouter:
+        """``GET/POST /admin/login`` and ``GET /admin/logout`` (``/admin`` redirects to the login)."""
+        router = APIRouter(prefix="/admin")
+        router.add_api_route("", lambda: RedirectResponse("admin/login", 303), methods=["GET"], include_in_schema=False)
+        router.add_api_route("/login", self.login_form, methods=["GET"], include_in_schema=False)
+        router.add_api_route("/login", self.login, methods=["POST"], include_in_schema=False)
+        router.add_api_route("/logout", self.logout, methods=["GET"], include_in_schema=False)
+        return router
+
+    def login_form(self, message: str = "", status: int = 200) -> HTMLResponse:
+        """The login page (with an error line when ``message``)."""
+        if not self.enabled:
+            message = message or ("管理功能未启用：请设置环境变量 KBBOT_ADMIN_USER 和 KBBOT_ADMIN_PASSWORD 后重启。"
+                                  "/ Admin is off: set KBBOT_ADMIN_USER and KBBOT_ADMIN_PASSWORD, then restart.")
+        line = f"<p class='err' id='kb-admin-error'>{html.escape(message)}</p>" if message else ""
+        return HTMLResponse(LOGIN_PAGE.format(message=line), status_code=status,
+                            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
+
+    async def login(self, request: Request) -> Response:
+        """Check the posted username and password; on success set the cookie and go to the app."""
+        address = request.client.host if request.client else "unknown"
+        if not self.limiter.allow(address):
+            return self.login_form("尝试次数过多，请一分钟后再试。/ Too many attempts; try again in a minute.", 429)
+        form = await request.form()
+        username, password = str(form.get("username") or ""), str(form.get("password") or "")
+        if not self.check_password(username, password):
+            log.warning("admin login refused from %s", address)
+            return self.login_form("用户名或密码错误 / Wrong username or password", 401)
+        response = RedirectResponse("../", status_code=303)
+        response.set_cookie(COOKIE, self.token(), max_age=self.lifetime, httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path="/")
+        return response
+
+    @staticmethod
+    def logout() -> Response:
+        """Forget the admin cookie and go back to the chat."""
+        response = RedirectResponse("../", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+
+class AdminBlocks(gr.Blocks):
+    """gr.Blocks whose events registered inside :meth:`admin_only` refuse requests without an admin cookie."""
+
+    def __init__(self, admin: AdminAuth, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.admin = admin
+        self.admin_fns: set[int] = set()
+
+    @contextmanager
+    def admin_only(self) -> Iterator[None]:
+        """Every event (and value loader) registered in this block is for admins only."""
+        before = set(self.fns)
+        try:
+            yield
+        finally:
+            self.admin_fns |= set(self.fns) - before
+
+    def is_admin_fn(self, block_fn: Any) -> bool:
+        """True when ``block_fn`` (a BlockFunction or its index) was registered inside :meth:`admin_only`."""
+        if isinstance(block_fn, int):
+            return block_fn in self.admin_fns
+        return any(self.fns.get(i) is block_fn for i in self.admin_fns)
+
+    async def process_api(self, block_fn: Any, inputs: list[Any], state: Any = None, request: Any = None,
+                          *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Run an event, unless it is an admin event and the request is not an admin's."""
+        if self.is_admin_fn(block_fn) and not self.admin.allows(request):
+            raise gr.Error(NOT_ADMIN, visible=False, print_exception=False)
+        return await super().process_api(block_fn, inputs, state, request, *args, **kwargs)
+
+
+def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
+    """On page load, show the admin ``tabs`` to admins only, and a login (or logout) link (inside the Blocks)."""
+
+    admin = demo.admin
+
+    def view(request: gr.Request):
+        allowed = admin.allows(request)
+        text = ("已登录管理员 / Logged in as admin · [退出 / Log out](admin/logout)" if allowed
+                else "[管理员登录 / Admin login](admin/login)")
+        return (*[gr.update(visible=allowed) for _ in tabs], gr.update(value=text, visible=admin.enabled))
+
+    demo.load(view, None, [*tabs, link], **PRIVATE)

@@ -1,0 +1,290 @@
+"""Guards of the served app: text that cannot reach out, limits per client address, throttled logins, upload caps.
+
+- ``safe_markdown``: what the chat shows is escaped HTML with markdown images neutralised, so an answer or entry
+  holding ``![x](http://host/track)`` or ``<img src=...>`` never makes a viewer's browser fetch anything.
+- ``ClientLimits`` / ``limited``: per-minute limits keyed by the client's address (not its browser session, which a
+  script renews at will) for chat, the retrieval test, knowledge writes and uploads.
+- ``GuardMiddleware``: a Content-Security-Policy on every response (images only from this server), the upload rate,
+  and the client address for the login check.
+- ``ThrottledLogin``: the login check with a per username + address lockout after repeated failures.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import html
+import inspect
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from bot.chat.limits import chat_per_minute
+from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TOO_MANY = "操作太频繁，请稍等一分钟再试。/ Too many requests; please wait a minute and try again."
+UPLOAD_GONE = "上传的文件已处理或已过期，请重新选择文件。/ The uploaded file was already used or expired; choose it again."
+UPLOADS_LIMITED = "上传太频繁，请稍等一分钟再试。/ Too many uploads; please wait a minute and try again."
+# Images, media and plugins only from this server (data:/blob: for Gradio's own icons and previews).
+CSP = "img-src 'self' data: blob:; media-src 'self' data: blob:; object-src 'none'; base-uri 'self'"
+CLIENT_ADDRESS: contextvars.ContextVar[str] = contextvars.ContextVar("kbbot_client_address", default="unknown")
+MAX_LOCKOUT = 900.0  # seconds: the longest a username + address pair is locked after repeated failures
+
+
+def safe_markdown(text: str) -> str:
+    """``text`` for a markdown view: HTML escaped, and ``![`` written ``!&#91;`` so no markdown image is formed.
+
+    ``html.unescape`` gives the original text back (the chat history is read back that way).
+    """
+    return html.escape(text or "", quote=False).replace("![", "!&#91;")
+
+
+def client_key(request: Any) -> str:
+    """The rate-limit key of a Gradio (or Starlette) request: its client address, ``addr:unknown`` without one."""
+    client = getattr(request, "client", None)
+    host = getattr(client, "host", None)
+    return f"addr:{host or 'unknown'}"
+
+
+class ClientLimits:
+    """The browser app's per-address limits, from ``limits:`` (and the deprecated ``ui.rate_limit_per_minute``)."""
+
+    def __init__(self, settings: Settings):
+        per = settings.limits
+        self.chat = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
+        self.retrieval = SlidingWindowLimiter(per.retrieval_test_per_minute, 60.0)
+        self.writes = SlidingWindowLimiter(per.writes_per_minute, 60.0)
+
+
+def limited(fn: Callable[..., Any], limiter: SlidingWindowLimiter, refuse: Callable[[str], Any],
+            discard_upload: bool = False) -> Callable[..., Any]:
+    """``fn`` as a Gradio callback that first counts one event for the caller's address; beyond the limit it returns
+    ``refuse(message)``. With ``discard_upload`` its first argument, an uploaded file, is deleted afterwards."""
+    params = list(inspect.signature(fn).parameters.values())
+    count = len(params)
+
+    def callback(*args: Any) -> Any:
+        request = args[count] if len(args) > count else None
+        upload = args[0] if discard_upload and args else None
+        try:
+            if not limiter.allow(client_key(request)):
+                return refuse(TOO_MANY)
+            if upload and isinstance(upload, (str, os.PathLike)) and not Path(upload).exists():
+                return refuse(UPLOAD_GONE)
+            return fn(*args[:count])
+        finally:
+            discard_uploaded_file(upload)
+
+    callback.__name__ = getattr(fn, "__name__", "callback")
+    callback.__doc__ = fn.__doc__
+    # Gradio passes gr.Request to a positional parameter annotated with it.
+    callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*params, inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
+    callback.__annotations__ = {"request": gr.Request}
+    return callback
+
+
+def write_guard(limits: ClientLimits | None) -> Callable[..., Callable[..., Any]]:
+    """``guard(fn, outputs, discard_upload=False)`` for the knowledge tab's writing callbacks: ``fn`` limited by
+    ``limits.writes`` per address (unlimited without ``limits``); a refusal fills the first of ``outputs`` outputs
+    with the message and skips the rest."""
+    limiter = limits.writes if limits is not None else SlidingWindowLimiter(0)
+
+    def guard(fn: Callable[..., Any], outputs: int, discard_upload: bool = False) -> Callable[..., Any]:
+        def refuse(message: str) -> tuple:
+            return (f"<div class='kb-notice'>❌ {html.escape(message)}</div>",) + (gr.skip(),) * (outputs - 1)
+
+        return limited(fn, limiter, refuse, discard_upload)
+
+    return guard
+
+
+def upload_folder() -> Path:
+    """Where Gradio stores uploaded files (``GRADIO_TEMP_DIR``, else the system temp folder's ``gradio``)."""
+    from gradio.utils import get_upload_folder
+
+    return Path(get_upload_folder()).resolve()
+
+
+def discard_uploaded_file(path: Any) -> None:
+    """Delete an uploaded file (and its now empty folder) when it lies in Gradio's upload folder; else nothing."""
+    if not path or not isinstance(path, (str, os.PathLike)):
+        return
+    file = Path(path).resolve()
+    root = upload_folder()
+    if root not in file.parents:
+        return
+    file.unlink(missing_ok=True)
+    folder = file.parent
+    if folder != root:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another upload), or already gone
+            pass
+
+
+def use_own_upload_folder(settings: Settings) -> Path:
+    """Point Gradio's uploads at ``state_dir/uploads`` (unless GRADIO_TEMP_DIR is set) and empty it: nothing a
+    previous run received stays on disk. Call before the app is launched."""
+    if os.environ.get("GRADIO_TEMP_DIR"):
+        return Path(os.environ["GRADIO_TEMP_DIR"])
+    folder = settings.resolve(settings.state_dir) / "uploads"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["GRADIO_TEMP_DIR"] = str(folder)
+    return folder
+
+
+class GuardMiddleware:
+    """ASGI middleware: the CSP header on every response, the upload rate per address, the client address for
+    the login check (``CLIENT_ADDRESS``)."""
+
+    def __init__(self, app: Any, uploads: SlidingWindowLimiter | None = None, csp: str = CSP):
+        self.app = app
+        self.uploads = uploads
+        self.csp = csp.encode("latin-1")
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """Handle one ASGI call."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = (scope.get("client") or ("unknown", 0))[0]
+        token = CLIENT_ADDRESS.set(host)
+        try:
+            if (self.uploads is not None and scope.get("method") == "POST"
+                    and scope.get("path", "").rstrip("/").endswith("/upload")
+                    and not self.uploads.allow(f"addr:{host}")):
+                from starlette.responses import PlainTextResponse
+
+                await PlainTextResponse(UPLOADS_LIMITED, status_code=429)(scope, receive, send)
+                return
+
+            async def send_with_csp(message: dict) -> None:
+                if message["type"] == "http.response.start":
+                    headers = [(k, v) for k, v in message.get("headers", [])
+                               if k.lower() != b"content-security-policy"]
+                    message = {**message, "headers": [*headers, (b"content-security-policy", self.csp)]}
+                await send(message)
+
+            await self.app(scope, receive, send_with_csp)
+        finally:
+            CLIENT_ADDRESS.reset(token)
+
+
+@dataclass
+class _Failures:
+    count: int = 0
+    lockouts: int = 0
+    locked_until: float = 0.0
+    last: float = 0.0
+
+
+def credentials_check(username: str, password: str) -> Callable[[str, str], bool]:
+    """A constant-time check of one username and password."""
+    user_b, pass_b = username.encode("utf-8"), password.encode("utf-8")
+
+    def check(given_user: str, given_password: str) -> bool:
+        user_ok = hmac.compare_digest(given_user.encode("utf-8"), user_b)
+        pass_ok = hmac.compare_digest(given_password.encode("utf-8"), pass_b)
+        return user_ok & pass_ok
+
+    return check
+
+
+class ThrottledLogin:
+    """Gradio's ``auth`` callable: ``check`` behind a lockout per username + client address.
+
+    ``failures`` wrong attempts lock the pair for ``lockout`` s (doubling on each further lockout, at most 15 min);
+    while locked every attempt is refused, even with the right password. A success clears the pair's record.
+    """
+
+    def __init__(self, check: Callable[[str, str], bool], failures: int = 5, lockout: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.check = check
+        self.failures = failures
+        self.lockout = lockout
+        self._clock = clock
+        self._state: dict[tuple[str, str], _Failures] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, username: str, password: str) -> bool:
+        """True when the credentials are right and the pair is not locked out."""
+        key = (username, CLIENT_ADDRESS.get())
+        now = self._clock()
+        with self._lock:
+            state = self._state.get(key)
+            if state is not None and state.locked_until > now:
+                state.last = now
+                return False
+        if self.check(username, password):
+            with self._lock:
+                self._state.pop(key, None)
+            return True
+        with self._lock:
+            state = self._state.setdefault(key, _Failures())
+            state.count += 1
+            state.last = now
+            if state.count >= self.failures:
+                state.lockouts += 1
+                state.count = 0
+                seconds = min(self.lockout * 2 ** (state.lockouts - 1), MAX_LOCKOUT)
+                state.locked_until = now + seconds
+                log.warning("login locked for %g s after %d failed attempts from %s", seconds, self.failures, key[1])
+            if len(self._state) > 10_000:  # forget pairs idle for the longest lockout, so memory stays bounded
+                self._state = {k: v for k, v in self._state.items()
+                               if v.locked_until > now or now - v.last < MAX_LOCKOUT}
+        return False
+
+
+def login_auth(auth: Any, settings: Settings) -> Any:
+    """Gradio's ``auth`` argument throttled: a (username, password) pair or a check callable; None stays None."""
+    if auth is None or isinstance(auth, ThrottledLogin):
+        return auth
+    if isinstance(auth, (tuple, list)) and len(auth) == 2 and all(isinstance(a, str) for a in auth):
+        check = credentials_check(*auth)
+    elif isinstance(auth, (tuple, list)):  # a list of (username, password) pairs
+        checks = [credentials_check(u, p) for u, p in auth]
+
+        def check(user: str, password: str) -> bool:
+            results = [c(user, password) for c in checks]  # every pair is compared: no early exit
+            return any(results)
+    elif callable(auth):
+        check = auth
+    else:
+        return auth
+    return ThrottledLogin(check, settings.limits.login_failures, settings.limits.login_lockout_seconds)
+
+
+class ServerGuard:
+    """What app.serve adds to Gradio's launch for one app: middleware, the upload size cap and a throttled login."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        # Uploads reach Gradio's /upload route before any callback: they are counted there, per address.
+        self.uploads = SlidingWindowLimiter(settings.limits.writes_per_minute, 60.0)
+
+    def launch_options(self, launch: dict[str, Any]) -> dict[str, Any]:
+        """``launch`` (Gradio launch keyword arguments) with the guard's middleware, size cap and login added."""
+        from starlette.middleware import Middleware
+
+        out = dict(launch)
+        app_kwargs = dict(out.get("app_kwargs") or {})
+        app_kwargs["middleware"] = [*app_kwargs.get("middleware", []),
+                                    Middleware(GuardMiddleware, uploads=self.uploads)]
+        out["app_kwargs"] = app_kwargs
+        out.setdefault("max_file_size", int(self.settings.limits.max_upload_mb * 1024 * 1024))
+        if out.get("auth") is not None:
+            out["auth"] = login_auth(out["auth"], self.settings)
+        return out

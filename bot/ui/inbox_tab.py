@@ -1,0 +1,223 @@
+"""The admin tabs over the conversation log: the unanswered inbox (new entry, add as a phrasing, dismiss) and the log.
+
+Both only translate: the groups and turns come from the core's TurnLog (``bot.recorder.log``), knowledge edits go
+through the core's KnowledgeEditor, so the index serves a new entry at the next message. Every text is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import PurePosixPath
+from typing import Any
+
+import gradio as gr
+
+from bot.chat.bot import Bot
+from bot.chat.inbox import Group
+from bot.chat.knowledge_edit import KnowledgeEditor
+from bot.chat.turn_log import TurnLog
+from bot.errors import BotError, KnowledgeError
+from bot.knowledge.store import KnowledgeStore
+from bot.ui.events import PRIVATE
+from bot.ui.knowledge_tab import result_html
+
+e = html.escape
+LOG_OFF = ("<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开，见服务器日志。"
+           "/ The conversation log is off (log.enabled in config.yaml) or could not be opened; see the server log.</div>")
+SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count")]
+STRATEGIES = [("全部 / All", ""), ("direct", "direct"), ("verbatim", "verbatim"), ("rewrite", "rewrite"),
+              ("HyDE", "hyde"), ("last resort", "last_resort")]
+RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]
+
+
+def _when(iso: str) -> str:
+    return (iso or "")[:16].replace("T", " ")
+
+
+def groups_html(groups: list[Group]) -> str:
+    """The inbox as a table: question (and other phrasings), count, latest, strategies, thumbs down, near misses."""
+    if not groups:
+        return "<p id='kb-inbox-empty'>没有未解决的问题 🎉 / No unanswered questions.</p>"
+    rows = []
+    for g in groups:
+        others = "".join(f"<br><small>· {e(q)}</small>" for q in g.questions if q != g.question)
+        reasons = "".join(f"<br><small>“{e(r)}”</small>" for r in g.reasons)
+        near = "<br>".join(f"{e(c['id'])} {e(c['query'])} <small>{c['relevance']:.3f}"
+                           f"{' / ' + format(c['threshold'], '.3g') if c.get('threshold') is not None else ''}</small>"
+                           for c in g.candidates) or "—"
+        strategies = ", ".join(f"{e(k)} ×{v}" for k, v in sorted(g.strategies.items()))
+        rows.append(f"<tr><td>{e(g.question)}{others}</td><td>{g.count}</td><td>{e(_when(g.latest))}</td>"
+                    f"<td>{strategies}</td><td>{g.thumbs_down or ''}{reasons}</td><td>{near}</td></tr>")
+    return ("<table class='kb-hits kb-inbox'><tr><th>问题 / Question</th><th>次数 / Count</th><th>最近 / Latest</th>"
+            "<th>策略 / Strategies</th><th>👎</th><th>差点通过的条目 / Almost passed (relevance / threshold)</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def turns_html(turns: list[dict]) -> str:
+    """Recent turns as a table: time, source, strategy, mode, question, answer excerpt, feedback, latency."""
+    if not turns:
+        return "<p>没有记录 / No turns.</p>"
+    rows = []
+    for t in turns:
+        rating = {1: "👍", -1: "👎"}.get(t.get("rating", 0), "")  # 0, None: not rated
+        reason = f" {e(t['reason'])}" if t.get("reason") else ""
+        answer = (t.get("answer") or "").replace("\n", " ")
+        answer = answer[:120] + ("…" if len(answer) > 120 else "")
+        latency = f"{t['latency_ms']:.0f}" if t.get("latency_ms") is not None else ""
+        rows.append(f"<tr><td>{t['id']}</td><td>{e(_when(t['time']))}</td><td>{e(t.get('source') or '')}</td>"
+                    f"<td class='kb-strategy'>{e(t['strategy'])}</td><td>{e(t.get('mode') or '')}</td>"
+                    f"<td>{e(t['question'])}</td><td><small>{e(answer)}</small></td><td>{rating}{reason}</td>"
+                    f"<td>{latency}</td></tr>")
+    return ("<table class='kb-hits kb-log'><tr><th>#</th><th>时间 / Time (UTC)</th><th>来源 / Source</th>"
+            "<th>策略 / Strategy</th><th>模式 / Mode</th><th>问题 / Question</th><th>回答 / Answer</th>"
+            "<th>评价 / Feedback</th><th>ms</th></tr>" + "".join(rows) + "</table>")
+
+
+def error_html(exc: BotError) -> str:
+    """A refused edit, naming every problem."""
+    problems = getattr(exc, "problems", None) if isinstance(exc, KnowledgeError) else None
+    detail = "<ul>" + "".join(f"<li>{e(str(p))}</li>" for p in problems) + "</ul>" if problems else e(str(exc))
+    return f"<div class='kb-notice'>❌ 未保存，请修正 / Not saved, please fix: {detail}</div>"
+
+
+def entry_file(editor: KnowledgeEditor, entry_id: str) -> tuple[str, str] | None:
+    """(file, key) of an entry id '<stem>:<key>' among the knowledge files, or None."""
+    stem, sep, key = (entry_id or "").strip().partition(":")
+    if not sep or not key:
+        return None
+    file = next((f for f in editor.files() if PurePosixPath(f).stem == stem), None)
+    return (file, key) if file else None
+
+
+class InboxHandlers:
+    """Callbacks of the inbox and log tabs (admins only: registered inside AdminBlocks.admin_only)."""
+
+    def __init__(self, turn_log: TurnLog | None, editor: KnowledgeEditor):
+        self.log = turn_log
+        self.editor = editor
+
+    def _groups(self, sort: str | None) -> list[Group]:
+        return self.log.unanswered(limit=100, sort=sort or "latest") if self.log else []
+
+    def refresh(self, sort: str | None, status: str = ""):
+        """(table html, group choices, status html) for the chosen sort order."""
+        if self.log is None:
+            return LOG_OFF, gr.update(choices=[], value=None), status
+        groups = self._groups(sort)
+        choices = [(f"{g.question} (×{g.count})", g.key) for g in groups]
+        return groups_html(groups), gr.update(choices=choices, value=choices[0][1] if choices else None), status
+
+    def pick(self, key: str | None, sort: str | None):
+        """Fill the forms for a group: (new entry query, phrasing text, entry choices from the near misses)."""
+        group = next((g for g in self._groups(sort) if g.key == key), None)
+        if group is None:
+            return "", "", gr.update(choices=[], value=None)
+        choices = [(f"{c['id']} · {c['query']}", c["id"]) for c in group.candidates]
+        return group.question, group.question, gr.update(choices=choices, value=choices[0][1] if choices else None)
+
+    def _done(self, key: str | None, sort: str | None, status: str):
+        if key and self.log is not None:
+            self.log.dismiss(key)  # handled: it leaves the inbox until asked (and missed) again
+        return self.refresh(sort, status)
+
+    def new_entry(self, key: str | None, file: str | None, query: str, document: str, metadata: str, sort: str | None):
+        """Add an entry for the group's question (through the KnowledgeEditor: indexed at once), then file the group."""
+        try:
+            result = self.editor.save(file, None, query, document, metadata)
+        except BotError as exc:
+            return gr.skip(), gr.skip(), error_html(exc)
+        return self._done(key, sort, result_html(result))
+
+    def add_phrasing(self, key: str | None, entry_id: str | None, question: str, sort: str | None):
+        """Add the question to an entry as another phrasing (its ``questions`` list), and file the group."""
+        question = (question or "").strip()
+        where = entry_file(self.editor, entry_id or "")
+        fields = self.editor.entry(*where) if where else None
+        if fields is None or not question:
+            return gr.skip(), gr.skip(), ("<div class='kb-notice'>❌ 请选择一个条目并填写问法 / Choose an entry and "
+                                          "type the phrasing</div>")
+        assert where is not None  # fields was found through it
+        questions = [*fields.questions, question] if question not in fields.questions else list(fields.questions)
+        try:
+            result = self.editor.save(where[0], where[1], fields.query, fields.document, fields.metadata,
+                                      expected_version=fields.version, questions=questions)
+        except BotError as exc:
+            return gr.skip(), gr.skip(), error_html(exc)
+        return self._done(key, sort, result_html(result))
+
+    def dismiss(self, key: str | None, sort: str | None):
+        """Hide the group until one of its questions is asked (and missed) again."""
+        if not key or self.log is None:
+            return gr.skip(), gr.skip(), "<div class='kb-notice'>❌ 请先选择问题 / Choose a question first</div>"
+        hidden = self.log.dismiss(key)
+        return self.refresh(sort, f"<div class='kb-ok'>✅ 已忽略 / Dismissed ({hidden} turns)</div>")
+
+    def turns(self, strategy: str | None, rating: str | None, text: str | None):
+        """The newest 100 turns matching the filters, as a table."""
+        if self.log is None:
+            return LOG_OFF
+        filters: dict[str, Any] = {"strategy": strategy or None, "rating": int(rating) if rating else None,
+                                   "text": (text or "").strip() or None}
+        return turns_html(self.log.recent(100, filters=filters))
+
+
+def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list]:
+    """Lay out and wire the unanswered inbox inside the current Blocks context; (handlers, sort, refresh outputs)."""
+    h = InboxHandlers(bot.recorder.log, bot.editor(store))
+    gr.Markdown("回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组。/ Questions that fell back (HyDE, last "
+                "resort) or got a thumbs down, near-duplicates grouped.")
+    with gr.Row():
+        sort = gr.Radio(SORTS, value="latest", label="排序 / Sort", elem_id="kb-inbox-sort")
+        refresh = gr.Button("刷新 / Refresh", elem_id="kb-inbox-refresh")
+    table = gr.HTML(elem_id="kb-inbox-table")
+    pick = gr.Dropdown([], label="选择问题 / Choose a question", allow_custom_value=True, elem_id="kb-inbox-pick")
+    with gr.Accordion("新建条目 / New entry", open=True):
+        files = h.editor.files()
+        file = gr.Dropdown(files, value=files[0] if files else None, allow_custom_value=True,
+                           label="文件 / File", elem_id="kb-inbox-file")
+        query = gr.Textbox(label="问题/标题 query", elem_id="kb-inbox-query")
+        document = gr.Textbox(label="内容 document", lines=3, elem_id="kb-inbox-document")
+        metadata = gr.Textbox(label="关键词 metadata（逗号分隔 / comma-separated）", elem_id="kb-inbox-metadata")
+        create = gr.Button("新建条目 / New entry", variant="primary", elem_id="kb-inbox-new")
+    with gr.Accordion("添加为已有条目的问法 / Add as a phrasing of an entry", open=False):
+        entry = gr.Dropdown([], allow_custom_value=True, label="条目（差点通过的，或输入 文件名:键）/ Entry (almost "
+                            "passed, or type stem:key)", elem_id="kb-inbox-entry")
+        phrasing = gr.Textbox(label="问法 / Phrasing", elem_id="kb-inbox-phrasing")
+        add = gr.Button("添加为该条目的问法 / Add as its phrasing", elem_id="kb-inbox-add")
+    dismiss = gr.Button("忽略 / Dismiss", variant="stop", elem_id="kb-inbox-dismiss")
+    status = gr.HTML(elem_id="kb-inbox-status")
+
+    listed = [table, pick, status]
+    refresh.click(h.refresh, [sort], listed, api_name="inbox")
+    sort.change(h.refresh, [sort], listed, **PRIVATE)
+    pick.change(h.pick, [pick, sort], [query, phrasing, entry], **PRIVATE)
+    create.click(h.new_entry, [pick, file, query, document, metadata, sort], listed, api_name="inbox_new_entry")
+    add.click(h.add_phrasing, [pick, entry, phrasing, sort], listed, api_name="inbox_add_phrasing")
+    dismiss.click(h.dismiss, [pick, sort], listed, api_name="inbox_dismiss")
+    return h, sort, listed
+
+
+def log_tab(h: InboxHandlers) -> tuple[list, Any]:
+    """Lay out and wire the conversation-log view inside the current Blocks context; (filter inputs, table)."""
+    with gr.Row():
+        strategy = gr.Dropdown(STRATEGIES, value="", label="策略 / Strategy", elem_id="kb-log-strategy")
+        rating = gr.Dropdown(RATINGS, value="", label="评价 / Feedback", elem_id="kb-log-rating")
+        text = gr.Textbox(label="问题包含 / Question contains", elem_id="kb-log-text")
+        show = gr.Button("显示 / Show", elem_id="kb-log-show")
+    table = gr.HTML(elem_id="kb-log-table")
+    show.click(h.turns, [strategy, rating, text], [table], api_name="log_turns")
+    strategy.change(h.turns, [strategy, rating, text], [table], **PRIVATE)
+    rating.change(h.turns, [strategy, rating, text], [table], **PRIVATE)
+    return [strategy, rating, text], table
+
+
+def admin_tabs(demo: Any, bot: Bot, store: KnowledgeStore) -> list[gr.Tab]:
+    """The inbox and log tabs, hidden until an admin's page loads; every event refuses non-admins (AdminBlocks)."""
+    with demo.admin_only():
+        with gr.Tab("待解决问题 / Unanswered", id="inbox", visible=False) as inbox:
+            h, sort, listed = inbox_tab(bot, store)
+        with gr.Tab("对话日志 / Log", id="log", visible=False) as turns:
+            filters, table = log_tab(h)
+        inbox.select(h.refresh, [sort], listed, **PRIVATE)
+        turns.select(h.turns, filters, [table], **PRIVATE)
+    return [inbox, turns]

@@ -1,0 +1,270 @@
+"""Serving never waits for writing, and damaged indexes heal instead of failing (real files, real corruption).
+
+The app's bot (``build_bot(..., watch_config=True, keep_last_good=True)``) runs its index updates in background
+workers: these tests hold a worker back on purpose (an encoder that waits for an event) and check that chats and
+searches are answered meanwhile, then that the mode switches once the index is ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bot.factory import build_bot, build_index
+from bot.knowledge.entries import load_entries
+from bot.search.encoders.base import Encoder, normalize_rows
+from bot.search.healing import BUILDING_ALONE, HEALING_ALONE, clean_stale_temp
+from bot.search.index import KnowledgeIndex
+from bot.search.tantivy_searcher import TantivySearcher
+from tests.conftest import TINY, set_cutoffs, write_knowledge
+
+WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
+BUILDING = "Index building"
+HEALING = "being rebuilt"
+
+
+def scramble(path: Path, share: float = 0.2, seed: int = 1) -> None:
+    """Overwrite ``share`` of a file's bytes in place with random ones (same size: only a checksum can tell)."""
+    data = bytearray(path.read_bytes())
+    rnd = random.Random(seed)
+    for _ in range(max(1, int(len(data) * share))):
+        data[rnd.randrange(len(data))] = rnd.randrange(256)
+    with open(path, "r+b") as fh:
+        fh.write(data)
+
+
+def segment_files(path: Path) -> list[Path]:
+    """tantivy's segment files (not its meta.json, not our state)."""
+    return [f for f in path.iterdir() if f.is_file() and len(f.name.split(".")[0]) == 32]
+
+
+def app_bot(settings):
+    """The bot as app.py builds it: background index workers, last good index kept."""
+    return build_bot(settings, watch_config=True, keep_last_good=True)
+
+
+def fasttext_settings(settings, mode: str = "dense"):
+    """A small, quick fastText model for the dense mode."""
+    pytest.importorskip("faiss")
+    pytest.importorskip("fasttext")
+    settings.retrieval.mode = mode
+    settings.retrieval.dense.encoder = "fasttext"
+    settings.retrieval.dense.fasttext.dim = 16
+    settings.retrieval.dense.fasttext.target_tokens = 0
+    set_cutoffs(settings, "sparse", 0.5)
+    set_cutoffs(settings, "dense-fasttext", 0.3)
+    return settings
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    """An event the FAISS encoding waits for: while it is clear, every dense index build or update is held back."""
+    from bot.search.faiss_searcher import FaissSearcher
+
+    event = threading.Event()
+    encode = FaissSearcher._encode
+
+    def held(self, entries, progress):
+        assert event.wait(60), "the test never released the encoder"
+        return encode(self, entries, progress)
+
+    monkeypatch.setattr(FaissSearcher, "_encode", held)
+    yield event
+    event.set()
+
+
+# -- the app serves at once ----------------------------------------------------------
+def test_app_answers_at_once_from_sparse_while_dense_builds_then_switches(settings, gate):
+    bot = app_bot(fasttext_settings(settings))
+    deadline = time.monotonic() + 30
+    answer = bot.answer("怎么添加知识？")
+    while not answer.hits and time.monotonic() < deadline:  # the sparse stand-in is built first (quick)
+        assert BUILDING in (answer.notice or ""), answer.notice
+        time.sleep(0.05)
+        answer = bot.answer("怎么添加知识？")
+    assert answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "tantivy"
+    assert "sparse" in answer.notice and BUILDING in answer.notice
+    assert BUILDING in (bot.status().notice or "")
+
+    gate.set()
+    assert bot.index.wait_idle(60)
+    answer = bot.answer("怎么添加知识？")
+    assert answer.hits and answer.hits[0].searcher == "faiss" and BUILDING not in (answer.notice or "")
+    assert BUILDING not in (bot.status().notice or "")
+
+
+def test_a_chat_turn_schedules_the_reload_and_never_waits_for_it(settings, kb_dir, gate):
+    gate.set()
+    bot = app_bot(fasttext_settings(settings))
+    assert bot.index.wait_idle(60)
+    bot.index.check_interval = 0
+    gate.clear()  # the next dense update hangs until released
+    write_knowledge(kb_dir, {"gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}},
+                    "more.json")
+    start = time.monotonic()
+    answer = bot.answer("怎么添加知识？")
+    assert time.monotonic() - start < 10 and answer.hits[0].entry.id == "faq:add"
+    assert answer.hits[0].searcher == "faiss"  # the last good dense snapshot keeps serving
+    gate.set()
+    assert bot.index.wait_idle(60)
+    assert "more:gym" in {h.entry.id for h in bot.retrieve("体育馆几点关门？", "dense")[0]}
+
+
+# -- a write does not block a search --------------------------------------------------
+class SlowEncoder(Encoder):
+    """Hashes characters into vectors; documents take ``delay`` seconds a batch, questions are instant."""
+
+    name = "slow"
+    batch_size = 4
+
+    def __init__(self, delay: float):
+        self.delay = delay
+
+    def signature(self) -> str:
+        """Fixed."""
+        return "slow:1"
+
+    def embed_documents(self, texts):
+        """Slow on purpose."""
+        time.sleep(self.delay)
+        return self.embed_questions(texts)
+
+    def embed_questions(self, texts):
+        """Character-bag vectors."""
+        rows = np.zeros((len(texts), 64), dtype=np.float32)
+        for r, t in enumerate(texts):
+            for ch in t:
+                rows[r, ord(ch) % 64] += 1
+        return normalize_rows(rows)
+
+
+def test_a_save_does_not_block_a_concurrent_search(tmp_path, kb_dir, tokenizer):
+    pytest.importorskip("faiss")
+    from bot.search.faiss_searcher import FaissSearcher
+
+    dense = FaissSearcher(tmp_path / "faiss", SlowEncoder(0.0), "{query} {document}", 0.5, 50_000)
+    factories = {"sparse": lambda: TantivySearcher(tmp_path / "tantivy", tokenizer, WEIGHTS), "dense": lambda: dense}
+    index = KnowledgeIndex(kb_dir, tokenizer, factories, background=True)
+    index.load()
+    index.searcher("dense")
+    assert index.wait_idle(60)
+    dense.encoder.delay = 0.5
+    write_knowledge(kb_dir, {f"n{i}": {"query": f"新问题{i}", "document": f"新答案{i}"} for i in range(40)}, "big.json")
+    saved = threading.Event()
+    saver = threading.Thread(target=lambda: (index.refresh(force=True, wait=True), saved.set()))
+    saver.start()  # 40 entries x 2 batches of 4 x 0.5 s: the save takes about 5 s
+    time.sleep(0.5)
+    for mode in ("dense", "sparse"):
+        start = time.monotonic()
+        hits = index.searcher(mode).search("怎么添加知识", 3)
+        assert time.monotonic() - start < 2 and hits and hits[0].entry.id == "faq:add"
+    assert not saved.is_set(), "the save finished before the searches: make the encoder slower"
+    saver.join(60)
+    assert saved.is_set() and len(index.searcher("dense").indexed_hashes()) == len(TINY) + 40
+
+
+# -- healing ----------------------------------------------------------------------------
+def test_random_bytes_in_tantivy_segments_heal_instead_of_failing_the_chat(settings):
+    set_cutoffs(settings, "sparse", 0.5)
+    bot = app_bot(settings)
+    assert bot.index.wait_idle(60) and bot.answer("怎么添加知识？").hits
+    folder = settings.resolve(settings.state_dir) / "tantivy"
+    for f in segment_files(folder):
+        scramble(f)
+    answers = [bot.answer(q) for q in ("怎么添加知识？", "食堂在哪里？", "阈值是什么意思？")]  # no exception
+    assert any(HEALING in (a.notice or "") for a in answers), [a.notice for a in answers]
+    assert bot.index.wait_idle(60)
+    answer = bot.answer("怎么添加知识？")
+    assert answer.hits[0].entry.id == "faq:add" and HEALING not in (answer.notice or "")
+    assert TantivySearcher(folder, bot.index.tokenizer, WEIGHTS).indexed_hashes() is not None  # whole on disk again
+
+
+def test_tantivy_body_damage_is_found_at_open_by_its_checksums(tmp_path, kb_dir, tokenizer, caplog):
+    entries = load_entries(kb_dir)
+    TantivySearcher(tmp_path / "t", tokenizer, WEIGHTS).sync(entries)
+    for f in segment_files(tmp_path / "t"):
+        data = f.read_bytes()
+        body = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
+        at = body // 2
+        with open(f, "r+b") as fh:  # the middle of the body, footers intact: tantivy itself opens it fine
+            fh.seek(at)
+            fh.write(bytes(255 - b for b in data[at:at + 4]))
+    report = TantivySearcher(tmp_path / "t", tokenizer, WEIGHTS).sync(entries)
+    assert report.rebuilt and "checksum" in report.reason
+
+
+def test_damaged_faiss_body_is_detected_and_rebuilt_never_served(tmp_path, kb_dir, tokenizer):
+    pytest.importorskip("faiss")
+    from bot.search.faiss_searcher import INDEX_FILE, FaissSearcher
+
+    entries = load_entries(kb_dir)
+
+    def make():
+        return FaissSearcher(tmp_path / "faiss", SlowEncoder(0.0), "{query} {document}", 0.5, 50_000)
+
+    make().sync(entries)
+    scramble(tmp_path / "faiss" / INDEX_FILE, share=0.3)
+    searcher = make()
+    assert searcher.indexed_hashes() is None and "checksum" in searcher.stale_reason
+    report = searcher.sync(entries)
+    assert report.rebuilt and report.added == len(entries)
+    for e in entries:
+        assert searcher.search(e.query, 1)[0].entry.id == e.id
+        assert searcher.search(e.query, 1)[0].relevance <= 1.0
+
+
+def test_damaged_fasttext_model_the_app_starts_and_retrains(settings):
+    fasttext_settings(settings)
+    first = app_bot(settings)
+    assert first.index.wait_idle(60)
+    model_dir = settings.resolve(settings.state_dir) / "fasttext"
+    scramble(model_dir / "fasttext.bin", share=0.05)
+    bot = app_bot(settings)  # a restart: must not raise
+    answer = bot.answer("怎么添加知识？")
+    assert answer.finished
+    assert bot.index.wait_idle(120)
+    answer = bot.answer("怎么添加知识？")
+    assert answer.hits and answer.hits[0].searcher == "faiss" and not answer.notice
+    state = json.loads((model_dir / "fasttext.json").read_text(encoding="utf-8"))
+    from bot.search.healing import file_digest
+
+    assert state["model_digest"] == file_digest(model_dir / "fasttext.bin")
+    assert not [p for p in model_dir.iterdir() if p.name.startswith(".kbbot-ft-")]  # staging folder gone
+
+
+def test_stale_temp_files_of_a_dead_process_are_removed_at_start_a_live_ones_kept(settings):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid, live_pid = int(dead.stdout), os.getppid()
+    state = settings.resolve(settings.state_dir)
+    (state / "faiss").mkdir(parents=True, exist_ok=True)
+    (state / "fasttext").mkdir(parents=True, exist_ok=True)
+    stale = [state / "faiss" / f".vectors.faiss.{dead_pid}.tmp", state / "fasttext" / f".fasttext.bin.{dead_pid}.tmp",
+             state / "fasttext" / f".corpus-{dead_pid}-x1.txt"]
+    for p in stale:
+        p.write_bytes(b"x" * 1000)
+    staging = state / "fasttext" / f".kbbot-ft-{dead_pid}-abcd"
+    (staging / "faiss").mkdir(parents=True)
+    (staging / "fasttext.bin").write_bytes(b"x" * 5000)
+    live = state / "faiss" / f".vectors.faiss.{live_pid}.tmp"
+    live.write_bytes(b"y")
+    mine = state / "faiss" / f".kbbot-state.json.{os.getpid()}.123.tmp"
+    mine.write_bytes(b"z")  # this process, written after it started: in use
+    build_index(settings)
+    assert not any(p.exists() for p in [*stale, staging])
+    assert live.exists() and mine.exists()
+    assert clean_stale_temp([state]) == 0
+
+
+def test_notices_are_the_documented_texts():
+    assert "索引构建中" in BUILDING_ALONE and BUILDING in BUILDING_ALONE and HEALING in HEALING_ALONE

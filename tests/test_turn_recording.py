@@ -1,0 +1,166 @@
+"""Every web and API turn lands in the conversation log, a failing log never breaks a chat, and the admin events
+(knowledge, inbox, log) refuse requests without an admin login, through the raw Gradio HTTP API."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import httpx
+import pytest
+
+import app
+from bot.chat.turn_log import TurnLogError
+from bot.factory import build_bot
+from bot.ui.admin import COOKIE, AdminAuth
+from tests.conftest import set_cutoffs
+from tests.test_app import free_port
+
+TOKEN = "kbbot-test-token-0123456789abcdef"
+ADMIN = ("boss", "s3cret-pass")
+
+
+@pytest.fixture
+def served(settings, monkeypatch):
+    """The real server (Gradio page + API + admin login) on a free port, with admin credentials; yields (url, bot)."""
+    monkeypatch.setenv(settings.api.token_env, TOKEN)
+    monkeypatch.setenv(settings.ui.admin.username_env, ADMIN[0])
+    monkeypatch.setenv(settings.ui.admin.password_env, ADMIN[1])
+    set_cutoffs(settings, "sparse", 0.5)
+    bot = build_bot(settings)
+    demo, routes = app.build_server(settings, bot)
+    port = free_port()
+    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/", bot
+    finally:
+        demo.close()
+
+
+def call(url: str, api_name: str, data: list, cookies: dict | None = None) -> tuple[str, object]:
+    """POST /gradio_api/call/<api_name>, then read its event stream: (last event name, its data)."""
+    with httpx.Client(base_url=url, cookies=cookies, timeout=60) as http:
+        r = http.post(f"gradio_api/call/{api_name}", json={"data": data})
+        r.raise_for_status()
+        event, payload = "", None
+        with http.stream("GET", f"gradio_api/call/{api_name}/{r.json()['event_id']}") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:"):
+                    payload = json.loads(line.split(":", 1)[1]) if line.split(":", 1)[1].strip() else None
+                    if event in ("complete", "error"):
+                        return event, payload
+    return event, payload
+
+
+def login(url: str) -> dict:
+    """The admin cookie from POST /admin/login."""
+    r = httpx.post(f"{url}admin/login", data={"username": ADMIN[0], "password": ADMIN[1]})
+    assert r.status_code == 303 and COOKIE in r.cookies
+    return {COOKIE: r.cookies[COOKIE]}
+
+
+def test_every_web_and_api_turn_is_recorded(served):
+    url, bot = served
+    for question in ("怎么添加知识？", "今天天气怎么样"):
+        event, _ = call(url, "chat", [question, [], "follow"])
+        assert event == "complete"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"model": "kbbot", "messages": [{"role": "user", "content": "阈值是什么意思？"}]}
+    assert httpx.post(f"{url}v1/chat/completions", json=body, headers=headers, timeout=60).status_code == 200
+    with httpx.stream("POST", f"{url}v1/chat/completions", json=dict(body, stream=True), headers=headers,
+                      timeout=60) as r:
+        assert "[DONE]" in "".join(r.iter_text())
+    turns = bot.recorder.log.recent(10)
+    assert bot.recorder.log.count() == 4
+    assert [t["source"] for t in reversed(turns)] == ["web", "web", "api", "api"]
+    assert turns[-1]["question"] == "怎么添加知识？" and turns[-1]["session"]  # the page's opaque session id
+    assert turns[-2]["strategy"] == "last_resort"
+    assert [g.question for g in bot.recorder.log.unanswered()] == ["今天天气怎么样"]
+
+
+def test_a_failing_log_does_not_break_the_chat(settings, caplog):
+    set_cutoffs(settings, "sparse", 0.5)
+    bot = build_bot(settings)
+
+    def broken(*args, **kwargs):
+        raise TurnLogError("disk full")
+
+    bot.recorder.log.record = broken
+    with caplog.at_level(logging.ERROR, logger="bot.chat.recorder"):
+        for _ in range(3):
+            answer = bot.answer("怎么添加知识？", source="web")
+            assert "knowledge 文件夹" in answer.text and answer.turn_id is None
+    assert len([r for r in caplog.records if "disk full" in r.getMessage()]) == 1  # logged once, not per turn
+    assert not bot.recorder.rate(None, False)
+
+
+def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
+    set_cutoffs(settings, "sparse", 0.5)
+    bot = build_bot(settings)
+    answer = bot.answer("怎么添加知识？", source="web", session="s1")
+    assert answer.turn_id is not None
+    assert bot.recorder.rate(answer.turn_id, "错误 / Wrong")
+    turn = bot.recorder.log.get(answer.turn_id)
+    assert turn["rating"] == -1 and turn["reason"] == "错误 / Wrong"
+    group = bot.recorder.log.unanswered()[0]
+    assert group.question == "怎么添加知识？" and group.thumbs_down == 1
+    assert bot.recorder.rate(answer.turn_id, "Like") and bot.recorder.log.get(answer.turn_id)["rating"] == 1
+
+
+@pytest.mark.parametrize("api_name, data", [
+    ("save_entry", ["faq.json", "", "停车场怎么收费？", "每小时五元。", "停车"]),
+    ("inbox", ["latest"]),
+    ("inbox_new_entry", [None, "faq.json", "停车场怎么收费？", "每小时五元。", "停车", "latest"]),
+    ("inbox_dismiss", ["今天天气怎么样", "latest"]),
+    ("log_turns", ["", "", ""]),
+])
+def test_admin_endpoints_refuse_chat_users_over_raw_http(served, kb_dir, api_name, data):
+    url, bot = served
+    call(url, "chat", ["今天天气怎么样", [], "follow"])
+    before = (kb_dir / "faq.json").read_text(encoding="utf-8")
+    forged = {COOKIE: "9999999999." + "0" * 64}
+    for cookies in (None, forged):
+        event, payload = call(url, api_name, data, cookies)
+        assert event == "error" and "Admin login required" in json.dumps(payload, ensure_ascii=False)
+    assert (kb_dir / "faq.json").read_text(encoding="utf-8") == before
+    assert len(bot.recorder.log.unanswered()) == 1  # nothing dismissed
+    event, payload = call(url, api_name, data, login(url))  # the same call with the admin's login works
+    assert event == "complete", payload
+
+
+def test_admin_login_page_refuses_wrong_passwords(served):
+    url, _ = served
+    r = httpx.post(f"{url}admin/login", data={"username": ADMIN[0], "password": "nope"})
+    assert r.status_code == 401 and COOKIE not in r.cookies and "Wrong username or password" in r.text
+    assert "Admin login" in httpx.get(f"{url}admin/login").text
+
+
+def test_admin_tokens_expire_and_are_bound_to_this_app():
+    now = [1000.0]
+    auth = AdminAuth(ADMIN, session_hours=1, clock=lambda: now[0])
+    token = auth.token()
+    assert auth.valid(token) and not AdminAuth(ADMIN).valid(token)  # another process's key
+    now[0] += 3601
+    assert not auth.valid(token)
+    assert not AdminAuth(None).valid(token) and not AdminAuth(None).check_password("", "")
+
+
+def test_inbox_add_as_phrasing_makes_the_missed_question_find_that_entry(settings):
+    from bot.factory import build_store
+    from bot.knowledge.entries import load_entries
+    from bot.ui.inbox_tab import InboxHandlers
+
+    set_cutoffs(settings, "sparse", 0.5)
+    bot = build_bot(settings)
+    missed = "资料要放到哪个目录"
+    assert bot.answer(missed, source="web").strategy.value == "last_resort"
+    handlers = InboxHandlers(bot.recorder.log, bot.editor(build_store(settings)))
+    key = bot.recorder.log.unanswered()[0].key
+    *_, status = handlers.add_phrasing(key, "faq:add", missed, "latest")
+    assert "❌" not in status, status
+    entry = next(e for e in load_entries(settings.resolve(settings.knowledge.path)) if e.id == "faq:add")
+    assert entry.questions == (missed,) and entry.metadata == ("添加知识", "知识库")  # keywords untouched
+    answer = bot.answer(missed)
+    assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].matched_question == missed
