@@ -230,10 +230,19 @@ def test_damaged_fasttext_model_the_app_starts_and_retrains(settings):
     model_dir = settings.resolve(settings.state_dir) / "fasttext"
     scramble(model_dir / "fasttext.bin", share=0.05)
     bot = app_bot(settings)  # a restart: must not raise
-    answer = bot.answer("怎么添加知识？")
-    assert answer.finished
-    assert bot.index.wait_idle(120)
-    answer = bot.answer("怎么添加知识？")
+    # Every chat while it heals is answered (by the sparse mode standing in, saying so), none left empty:
+    # a search that finds the damage itself is searched again with the stand-in.
+    for _ in range(5):
+        answer = bot.answer("怎么添加知识？")
+        assert answer.hits and answer.hits[0].entry.id == "faq:add", answer.notices
+        assert answer.hits[0].searcher == "faiss" or answer.notices
+    deadline = time.monotonic() + 60  # the retrained model comes back on its own
+    while True:
+        assert bot.index.wait_idle(120)
+        answer = bot.answer("怎么添加知识？")
+        if answer.hits[0].searcher == "faiss" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert answer.hits and answer.hits[0].searcher == "faiss" and not answer.notice
     state = json.loads((model_dir / "fasttext.json").read_text(encoding="utf-8"))
     from bot.search.healing import file_digest

@@ -121,13 +121,25 @@ class Bot:
 
     def retrieve(self, query: str, mode: str | None = None, top_k: int | None = None) -> tuple[list[Hit], list[Hit]]:
         """(all hits, hits that pass the mode's threshold) for ``query``, split into parts when it asks several things."""
-        hits, passed, _ = self._search(query, mode, top_k)
+        hits, passed, _, _ = self._search(query, mode, top_k)
         return hits, passed
 
-    def _search(self, query: str, mode: str | None = None, top_k: int | None = None):
-        """(hits, passing hits, parts): a split message also gets each part's best passing hit, labelled."""
+    def _search(self, query: str, mode: str | None = None, top_k: int | None = None, retry: bool = True):
+        """(hits, passing hits, parts, the searcher that answered): a split message also gets each part's best
+        passing hit, labelled.
+
+        A searcher that fails mid-turn (a damaged index, found by the search itself) is healed in the background;
+        the turn is searched once more with what the mode serves now (another mode standing in, with its notice).
+        """
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
+        found_parts = self._search_once(query, mode, top_k)
+        if retry and found_parts is None:
+            return self._search(query, mode, top_k, retry=False)
+        return found_parts or ([], [], (), self.index.searcher(mode))
+
+    def _search_once(self, query: str, mode: str, top_k: int):
+        """Like :meth:`_search`, or None when the searcher failed during the search."""
         searcher = self.index.searcher(mode)
         cutoffs = self.cutoffs(searcher.system)
         parts = self.splitter.split(query) if self.splitter else [query]
@@ -139,7 +151,9 @@ class Bot:
                                        None)) for p, part_hits in lists)
         else:
             hits = searcher.search(query, top_k)
-        return hits, [h for h in hits if cutoffs.passes(h)], found
+        if getattr(searcher, "failed", False):
+            return None
+        return hits, [h for h in hits if cutoffs.passes(h)], found, searcher
 
     def cutoffs(self, system: str) -> Cutoffs:
         """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
@@ -202,7 +216,7 @@ class Bot:
         search_q = rewritten or question
         t = time.perf_counter()
         try:
-            candidates, passed, parts = self._search(search_q, mode)
+            candidates, passed, parts, served = self._search(search_q, mode)
             previous = last_user_message(history) if self.llm is None else None
             previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
             if not passed and previous and reads_as_followup(question):
@@ -220,9 +234,10 @@ class Bot:
             return
         timings["retrieve"] = _ms(t)
         candidates, passed, parts = self._graded(search_q, candidates, passed, parts, mode, timings)
+        # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
         base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, parts=parts,
-                                   thresholds=self.mode_thresholds(mode))
-        base = base.noted(*services.searcher_notices(self.index.built(mode)))
+                                   thresholds=self.cutoffs(served.system))
+        base = base.noted(*services.searcher_notices(served))
         if passed:
             yield from self._respond(dataclasses.replace(base, hits=passed), history, timings, start)
             return

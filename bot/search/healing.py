@@ -142,6 +142,7 @@ class ServedSearcher(Searcher):
     def __init__(self, mode: str, target: Searcher | None, notice: str | None = None,
                  on_error: Callable[[Searcher, BaseException], None] | None = None):
         self.mode, self.target, self.notice, self._on_error = mode, target, notice, on_error
+        self.failed = False  # set when a search raised: the caller may ask the index again for a stand-in
         self.name = target.name if target is not None else "none"
         self.system = target.system if target is not None else "sparse"
 
@@ -167,7 +168,7 @@ class ServedSearcher(Searcher):
         except BaseException as exc:
             log.error("search failed in mode %s (%s): %s; healing the index in the background",
                       self.mode, type(exc).__name__, exc)
-            self.notice = HEALING_ALONE
+            self.notice, self.failed = HEALING_ALONE, True
             if self._on_error is not None:
                 self._on_error(self.target, exc)
             return []

@@ -1,0 +1,517 @@
+"""Issue 13's fault table: each fault injected into a temporary copy of a tiny knowledge base, the outcome measured.
+
+    .venv/bin/python -m benchmarks.faults [--no-write]
+
+Every fault is injected into real files under a temp folder and handled by the product's own code through its
+public APIs (``build_bot`` / ``build_index`` as app.py builds them, ``KnowledgeStore``, ``TurnLog``), the way
+tests/test_faults.py, tests/test_healing.py, tests/test_knowledge_safety.py and tests/test_turn_log.py inject them.
+The "as intended" column is computed from the observations, never typed. Prints a markdown table and writes it into
+BENCHMARKS.md (section ``faults``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import write_section
+from bot.config.settings import Cutoffs, Settings, load_settings
+from bot.errors import KnowledgeError
+from bot.factory import build_bot, build_index
+from bot.knowledge.entries import load_entries
+from bot.knowledge.store import KnowledgeStore, StaleEditError
+from bot.search.healing import clean_stale_temp, file_digest
+from bot.search.tantivy_searcher import TantivySearcher
+from bot.search.tokenizer import Tokenizer
+
+# The tiny knowledge base of tests/conftest.py (copied: a benchmark does not import the test suite).
+TINY = {
+    "add": {"query": "怎么添加知识？", "document": "把 JSON 条目放进 knowledge 文件夹，下一条消息时索引会自动更新。", "metadata": "添加知识,知识库"},
+    "mode": {"query": "怎么切换检索模式？", "document": "在 config.yaml 中修改 retrieval.mode，然后重启应用。", "metadata": "检索模式,配置"},
+    "threshold": {"query": "阈值是什么意思？", "document": "只有分数达到阈值的检索结果才会被当作参考资料。", "metadata": "阈值,分数"},
+    "ollama": {"query": "How do I connect Ollama?", "document": "Set llm.base_url to http://localhost:11434/v1 and export OPENAI_API_KEY=ollama.", "metadata": "ollama,llm,endpoint"},
+    "library": {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放，节假日另行通知。", "metadata": "图书馆,开放时间"},
+    "canteen": {"query": "食堂在哪里？", "document": "学生食堂位于校园东区，靠近体育馆。", "metadata": "食堂,餐饮"},
+}
+Q = "怎么添加知识？"
+WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
+HEALING = "being rebuilt"
+CTX: Any = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+
+
+# -- helpers --------------------------------------------------------------------------------
+class Captured(logging.Handler):
+    """Every WARNING-or-above message of the ``bot`` loggers, for the outcome column."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def since(self, start: int, *needles: str) -> list[str]:
+        return [m for m in self.messages[start:] if all(n in m for n in needles)]
+
+
+CAPTURE = Captured()
+
+
+def write_knowledge(folder: Path, data, name: str = "faq.json") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    return path
+
+
+def make_settings(tmp: Path, jieba: Path, name: str) -> Settings:
+    """config.yaml with a copy of the tiny knowledge and state in ``tmp/name``, sparse mode, no LLM (as the tests)."""
+    base = tmp / name
+    write_knowledge(base / "knowledge", TINY)
+    cfg = base / "config.yaml"
+    shutil.copy(ROOT / "config.yaml", cfg)
+    s = load_settings(cfg)
+    s.knowledge.path = str(base / "knowledge")
+    s.state_dir = str(base / "state")
+    s.retrieval.mode = "sparse"
+    s.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, direct=None)
+    shutil.copytree(jieba, base / "state" / "jieba")
+    return s
+
+
+def fasttext_settings(s: Settings) -> Settings:
+    """The dense mode with a small, quick fastText model (tests/test_healing.py)."""
+    s.retrieval.mode = "dense"
+    s.retrieval.dense.encoder = "fasttext"
+    s.retrieval.dense.fasttext.dim = 16
+    s.retrieval.dense.fasttext.target_tokens = 0
+    s.retrieval.thresholds["dense-fasttext"] = Cutoffs(answer=0.3, direct=None)
+    return s
+
+
+def app_bot(s: Settings):
+    """The bot as app.py builds it: background index workers, last good index kept."""
+    return build_bot(s, watch_config=True, keep_last_good=True)
+
+
+def scramble(path: Path, share: float = 0.2, seed: int = 1) -> None:
+    """Overwrite ``share`` of a file's bytes in place with random ones (same size)."""
+    data = bytearray(path.read_bytes())
+    rnd = random.Random(seed)
+    for _ in range(max(1, int(len(data) * share))):
+        data[rnd.randrange(len(data))] = rnd.randrange(256)
+    with open(path, "r+b") as fh:
+        fh.write(data)
+
+
+def segment_files(path: Path) -> list[Path]:
+    return [f for f in path.iterdir() if f.is_file() and len(f.name.split(".")[0]) == 32]
+
+
+def top(answer) -> str:
+    if not answer.hits:
+        return "no hit"
+    h = answer.hits[0]
+    return f"{h.entry.id} ({h.searcher})"
+
+
+def short(text: str | None, n: int = 70) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def notice_of(answer) -> str:
+    return f"notice “{short(answer.notice, 60)}”" if answer.notice else "no notice"
+
+
+def chats_until_idle(bot, limit: float = 120.0) -> tuple[list, float, bool]:
+    """Ask Q every ~50 ms until the index is idle (at least once): the answers, the seconds taken, idle or not."""
+    answers, start = [], time.monotonic()
+    while True:
+        answers.append(bot.answer(Q))  # an exception fails the row
+        if bot.index.wait_idle(0.05) or time.monotonic() - start > limit:
+            break
+    idle = bot.index.wait_idle(max(0.0, limit - (time.monotonic() - start)))
+    return answers, time.monotonic() - start, idle
+
+
+def tally(answers, own: str) -> tuple[str, bool]:
+    """A summary of the chats asked while an index heals, and whether each was sound.
+
+    Sound: answered ``faq:add``, and carrying a notice when a stand-in (not ``own``) answered; or, with no hit at
+    all, a notice that does not claim another mode is answering.
+    """
+    right = [a for a in answers if a.hits and a.hits[0].entry.id == "faq:add"]
+    empty = [a for a in answers if not a.hits]
+    stand_in_silent = [a for a in right if a.hits[0].searcher != own and not a.notice]
+    empty_claiming = [a for a in empty if "answering from" in (a.notice or "")]
+    empty_unexplained = [a for a in empty if not a.notice]
+    searchers = sorted({a.hits[0].searcher for a in right})
+    parts = [f"{len(answers)} chats while it healed: {len(right)} answered faq:add ({', '.join(searchers) or '-'}), "
+             f"{len(empty)} no hit"]
+    if stand_in_silent:
+        parts.append(f"{len(stand_in_silent)} answered by the stand-in without a notice")
+    if empty_claiming:
+        parts.append(f"{len(empty_claiming)} with no hit but notice “{short(empty_claiming[0].notice, 60)}”")
+    if empty_unexplained:
+        parts.append(f"{len(empty_unexplained)} with no hit and no notice")
+    notices = sorted({short(a.notice, 60) for a in answers if a.notice})
+    if notices and not empty_claiming:
+        parts.append("notice “" + "” / “".join(notices) + "”")
+    sound = bool(answers) and len(right) + len(empty) == len(answers) and not (stand_in_silent or empty_claiming
+                                                                              or empty_unexplained)
+    return "; ".join(parts), sound
+
+
+# -- the faults -----------------------------------------------------------------------------
+def fault_tantivy_segments(tmp: Path, jieba: Path):
+    s = make_settings(tmp, jieba, "f1")
+    bot = app_bot(s)
+    ready = bot.index.wait_idle(60) and top(bot.answer(Q)).startswith("faq:add")
+    folder = s.resolve(s.state_dir) / "tantivy"
+    segments = segment_files(folder)
+    for f in segments:
+        scramble(f)
+    mark = len(CAPTURE.messages)
+    answers, took, idle = chats_until_idle(bot)
+    during, sound = tally(answers, "tantivy")  # sparse alone: no stand-in, so no hit + the healing notice is right
+    healing = any(HEALING in (a.notice or "") for a in answers)
+    after = bot.answer(Q)
+    whole = TantivySearcher(folder, bot.index.tokenizer, WEIGHTS).indexed_hashes() is not None
+    warned = CAPTURE.since(mark)
+    outcome = (f"{during}; rebuilt in {took:.1f} s; then {top(after)}, {notice_of(after)}; on-disk index whole again: "
+               f"{whole}; log: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”")
+    ok = (ready and sound and healing and idle and bool(after.hits) and after.hits[0].entry.id == "faq:add"
+          and HEALING not in (after.notice or "") and whole)
+    return f"scrambled 20 % of the bytes of all {len(segments)} segment files in place while the app bot serves", outcome, ok
+
+
+def fault_faiss_and_fasttext(tmp: Path, jieba: Path):
+    """Fault 2 (vectors.faiss body) and fault 3 (fasttext.bin), one after the other on the same state folder."""
+    from bot.search.faiss_searcher import INDEX_FILE
+
+    s = fasttext_settings(make_settings(tmp, jieba, "f2"))
+    first = app_bot(s)
+    built = first.index.wait_idle(120) and top(first.answer(Q)).endswith("(faiss)")
+    state = s.resolve(s.state_dir)
+
+    # 2: damaged FAISS body, then a restart.
+    scramble(state / "faiss" / INDEX_FILE, share=0.3)
+    mark = len(CAPTURE.messages)
+    bot = app_bot(s)
+    answers, took, idle = chats_until_idle(bot)
+    during, sound = tally(answers, "faiss")
+    a2 = bot.answer(Q)
+    warned = CAPTURE.since(mark, "faiss")
+    checksum = any("checksum" in m for m in warned)
+    rel = max((h.relevance for h in a2.hits), default=0.0)
+    out2 = (f"restart did not raise; damage logged: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”; {during}; "
+            f"dense rebuilt {took:.1f} s after the restarted bot was up; then {top(a2)}, {notice_of(a2)}, relevance {rel:.2f}")
+    ok2 = (built and idle and checksum and sound and bool(a2.hits) and a2.hits[0].searcher == "faiss"
+           and not a2.notice and rel <= 1.0)
+    row2 = (f"scrambled 30 % of `faiss/{INDEX_FILE}` in place (same size), then restarted the app bot "
+            "(dense, fastText)", out2, ok2)
+
+    # 3: damaged fastText model, then a restart.
+    model = state / "fasttext" / "fasttext.bin"
+    scramble(model, share=0.05)
+    mark = len(CAPTURE.messages)
+    bot = app_bot(s)  # a restart: must not raise
+    answers, took, idle = chats_until_idle(bot)
+    during, sound = tally(answers, "faiss")
+    b2 = bot.answer(Q)
+    meta = json.loads((state / "fasttext" / "fasttext.json").read_text(encoding="utf-8"))
+    digest_ok = meta.get("model_digest") == file_digest(model)
+    staging = [p for p in model.parent.iterdir() if p.name.startswith(".kbbot-ft-")]
+    warned = CAPTURE.since(mark, "fasttext")
+    out3 = (f"restart did not raise; damage logged: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”; {during}; "
+            f"retrained, dense ready {took:.1f} s after the restarted bot was up; then {top(b2)}, {notice_of(b2)}; new model digest "
+            f"recorded: {digest_ok}; staging folders left: {len(staging)}")
+    ok3 = (idle and sound and bool(b2.hits) and b2.hits[0].searcher == "faiss" and not b2.notice and digest_ok
+           and not staging and bool(warned))
+    row3 = ("scrambled 5 % of `fasttext/fasttext.bin` in place, then restarted the app bot "
+            "(`retrieval.dense.encoder: fasttext`)", out3, ok3)
+    return row2, row3
+
+
+def fault_stale_temp(tmp: Path, jieba: Path):
+    s = make_settings(tmp, jieba, "f4")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid, live_pid = int(dead.stdout), os.getppid()
+    state = s.resolve(s.state_dir)
+    (state / "faiss").mkdir(parents=True, exist_ok=True)
+    (state / "fasttext").mkdir(parents=True, exist_ok=True)
+    stale = [state / "faiss" / f".vectors.faiss.{dead_pid}.tmp", state / "fasttext" / f".fasttext.bin.{dead_pid}.tmp",
+             state / "fasttext" / f".corpus-{dead_pid}-x1.txt"]
+    for p in stale:
+        p.write_bytes(b"x" * 1000)
+    staging = state / "fasttext" / f".kbbot-ft-{dead_pid}-abcd"
+    (staging / "faiss").mkdir(parents=True)
+    (staging / "fasttext.bin").write_bytes(b"x" * 5000)
+    live = state / "faiss" / f".vectors.faiss.{live_pid}.tmp"
+    live.write_bytes(b"y")
+    mine = state / "faiss" / f".kbbot-state.json.{os.getpid()}.123.tmp"
+    mine.write_bytes(b"z")
+    build_index(s)
+    removed = [p for p in [*stale, staging] if not p.exists()]
+    again = clean_stale_temp([state])
+    outcome = (f"at start: {len(removed)}/4 of the dead pid {dead_pid}'s items removed (3 temp files + a staging folder, "
+               f"8 KB); live parent pid's file kept: {live.exists()}; this process's own temp file kept: "
+               f"{mine.exists()}; a second clean found {again}")
+    ok = len(removed) == 4 and live.exists() and mine.exists() and again == 0
+    return ("3 temp files and a `.kbbot-ft-<pid>-…` staging folder of an exited pid, one temp file of a live pid, one of "
+            "this process; then `build_index`"), outcome, ok
+
+
+def fault_lone_surrogate(tmp: Path, jieba: Path):
+    s = make_settings(tmp, jieba, "f5")
+    kb = s.resolve(s.knowledge.path)
+    # At start, the CLI's / a script's view: the error names file and entry.
+    (kb / "s.json").write_text('{"a": {"query": "bad \\ud800 x", "document": "d"}}', encoding="utf-8")
+    try:
+        build_bot(s)
+        start_error = ""
+    except KnowledgeError as exc:
+        start_error = "; ".join(str(p) for p in exc.problems)
+    (kb / "s.json").unlink()
+    # While serving: the app keeps the last good index.
+    bot = app_bot(s)
+    bot.index.wait_idle(60)
+    bot.index.check_interval = 0
+    (kb / "s.json").write_text('{"a": {"query": "bad \\ud800 x", "document": "d"}}', encoding="utf-8")
+    a = bot.answer(Q)
+    bot.index.wait_idle(60)
+    b = bot.answer(Q)
+    err = "; ".join(str(p) for p in bot.index.error.problems) if bot.index.error else ""
+    outcome = (f"at start (no index yet) build_bot refused: “{short(start_error, 90)}”; while serving the next chats "
+               f"answered {top(a)} / {top(b)} from the last good index, index.error: “{short(err, 90)}”")
+    ok = ("s.json" in start_error and "surrogate" in start_error and bool(b.hits) and b.hits[0].entry.id == "faq:add"
+          and "s.json" in err and "surrogate" in err)
+    return "`s.json` with `\"query\": \"bad \\ud800 x\"` at start, and again saved while the app bot serves", outcome, ok
+
+
+def fault_malformed_json(tmp: Path, jieba: Path):
+    s = make_settings(tmp, jieba, "f6")
+    kb = s.resolve(s.knowledge.path)
+    bot = app_bot(s)
+    bot.index.wait_idle(60)
+    bot.index.check_interval = 0
+    (kb / "faq.json").write_text('{"add": {"query": "怎么添加知识？", "document": ', encoding="utf-8")
+    a = bot.answer(Q)
+    bot.index.wait_idle(60)
+    b = bot.answer("食堂在哪里？")
+    err = "; ".join(str(p) for p in bot.index.error.problems) if bot.index.error else ""
+    # Then the file is fixed (with one more entry): the next chat picks it up.
+    write_knowledge(kb, {**TINY, "gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}})
+    start = time.monotonic()
+    bot.answer(Q)
+    bot.index.wait_idle(60)
+    took = time.monotonic() - start
+    c = bot.answer("体育馆几点关门？")
+    outcome = (f"next chats answered {top(a)}, {top(b)} from the last good index; index.error: “{short(err, 70)}”; "
+               f"after the file was fixed (+1 entry) the new entry answered in {took:.1f} s: {top(c)}, "
+               f"index.error cleared: {bot.index.error is None}")
+    ok = (bool(a.hits) and a.hits[0].entry.id == "faq:add" and bool(b.hits) and b.hits[0].entry.id == "faq:canteen"
+          and "faq.json" in err and bool(c.hits) and c.hits[0].entry.id == "faq:gym" and bot.index.error is None)
+    return "`faq.json` overwritten with truncated JSON while the app bot serves (then fixed)", outcome, ok
+
+
+def _save_same_id(folder: str, locks: str, file: str, barrier, results) -> None:
+    store = KnowledgeStore(Path(folder), Path(locks))
+    barrier.wait()
+    try:
+        store.upsert_entry(file, "x", f"question from {file}", "answer", "")
+        results.put((file, "ok"))
+    except KnowledgeError as exc:
+        results.put((file, "; ".join(str(p) for p in exc.problems) if exc.problems else str(exc)))
+
+
+def fault_same_id(tmp: Path, rounds: int = 20):
+    both = one = loads = 0
+    refusal = ""
+    for attempt in range(rounds):
+        folder = tmp / "f7" / f"kb{attempt}"
+        write_knowledge(folder / "sub", {"other": {"query": "q", "document": "d"}}, "dup.json")
+        barrier, results = CTX.Barrier(2), CTX.Queue()
+        workers = [CTX.Process(target=_save_same_id, args=(str(folder), str(tmp / "f7" / "locks"), f, barrier, results))
+                   for f in ("dup.json", "sub/dup.json")]
+        for w in workers:
+            w.start()
+        got = dict(results.get(timeout=30) for _ in workers)
+        for w in workers:
+            w.join(30)
+        oks = sum(v == "ok" for v in got.values())
+        both += oks == 2
+        one += oks == 1
+        refusal = refusal or next((v for v in got.values() if v != "ok"), "")
+        try:
+            loads += [e.id for e in load_entries(folder)].count("dup:x") == 1
+        except KnowledgeError:
+            pass
+    outcome = (f"{rounds} rounds: both succeeded {both}, exactly one {one}; the folder loads with one `dup:x` "
+               f"after {loads}/{rounds}; the loser got “{short(refusal, 80)}”")
+    ok = both == 0 and one == rounds and loads == rounds and "duplicate id" in refusal
+    return (f"two processes released by a barrier save id `x` into `dup.json` and `sub/dup.json` (same id `dup:x`), "
+            f"{rounds} rounds"), outcome, ok
+
+
+def fault_stale_edit(tmp: Path):
+    kb = tmp / "f8" / "knowledge"
+    write_knowledge(kb, TINY)
+    store = KnowledgeStore(kb, tmp / "f8" / "state" / "locks")
+    loaded = store.version("faq.json", "add")
+    store.upsert_entry("faq.json", "add", "someone else", "d", "")
+    before = (kb / "faq.json").read_bytes()
+    refused = []
+    for write in (lambda: store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=loaded),
+                  lambda: store.delete_entry("faq.json", "add", expected_version=loaded)):
+        try:
+            write()
+            refused.append("")
+        except StaleEditError as exc:
+            refused.append(str(exc))
+    unchanged = (kb / "faq.json").read_bytes() == before
+    store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=store.version("faq.json", "add"))
+    current_ok = dict(store.entries("faq.json"))["add"]["query"] == "mine"
+    outcome = (f"edit and delete with the old version both refused ({sum(bool(r) for r in refused)}/2): "
+               f"“{short(refused[0], 90)}”; file byte-identical: {unchanged}; the same edit with the current version "
+               f"saved: {current_ok}")
+    ok = all(refused) and unchanged and current_ok
+    return "`faq:add` edited by someone else after its version was loaded, then edited/deleted with that version", \
+        outcome, ok
+
+
+def fault_overwrite_restore(tmp: Path):
+    kb = tmp / "f9" / "knowledge"
+    write_knowledge(kb, TINY)
+    state = tmp / "f9" / "state"
+    store = KnowledgeStore(kb, state / "locks", history_dir=state / "history")
+    original = (kb / "faq.json").read_bytes()
+    store.import_file("faq.json", '[{"query": "only", "document": "one"}]', overwrite=True)
+    after_import = len(load_entries(kb))
+    versions = store.history("faq.json")
+    store.restore("faq.json", versions[-1].version)
+    entries = load_entries(kb)
+    identical = (kb / "faq.json").read_bytes() == original
+    outcome = (f"the import left {after_import} entry; history kept {len(versions)} version "
+               f"({versions[-1].entries} entries); `restore` brought back {len(entries)}/{len(TINY)} entries, "
+               f"file byte-identical: {identical}")
+    ok = (after_import == 1 and versions[-1].entries == len(TINY) and identical
+          and [e.id for e in entries] == [f"faq:{k}" for k in TINY])
+    return "`import_file(…, overwrite=True)` of a 1-entry file over the 6-entry `faq.json`, then `restore` of the kept version", \
+        outcome, ok
+
+
+def fault_corrupt_log(tmp: Path, jieba: Path):
+    s = make_settings(tmp, jieba, "f10")
+    path = s.resolve(s.state_dir) / s.log.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    garbage = b"this is not a database, just some text " * 100
+    path.write_bytes(garbage)
+    mark = len(CAPTURE.messages)
+    bot = build_bot(s)
+    answer = bot.answer(Q, session="s", source="web")
+    tl = bot.recorder.log
+    aside = tl.moved_aside if tl is not None else None
+    kept = aside is not None and aside.read_bytes() == garbage
+    count = tl.count() if tl is not None else -1
+    recent = tl.recent(1) if tl is not None else []
+    warned = CAPTURE.since(mark, "moved it to")
+    outcome = (f"bot started; the file was moved to `{aside.name if aside else None}` (content kept: {kept}); "
+               f"the chat answered {top(answer)} and the fresh log holds {count} turn "
+               f"(“{recent[0]['question'] if recent else ''}”); log: “{short(warned[0] if warned else '', 70)}”")
+    ok = kept and count == 1 and bool(recent) and recent[0]["question"] == Q and bool(warned)
+    return "`state/log/turns.sqlite` replaced by 3.9 KB of text, then `build_bot` and one web turn", outcome, ok
+
+
+# -- the table ------------------------------------------------------------------------------
+def cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def guarded(fn, *args):
+    """Run one fault; an exception is an observed outcome too (and not as intended)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # the table reports it
+        traceback.print_exc()
+        return None, f"raised {type(exc).__name__}: {short(str(exc), 120)}", False
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md alone")
+    args = p.parse_args(argv)
+    for var in ("OPENAI_API_KEY", "KBBOT_MODE"):
+        os.environ.pop(var, None)
+    logging.basicConfig(level=logging.CRITICAL)  # the console stays quiet; warnings go to CAPTURE
+    logging.getLogger().handlers[0].setLevel(logging.CRITICAL)
+    logging.getLogger("bot").addHandler(CAPTURE)
+    logging.getLogger("bot").setLevel(logging.WARNING)
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="kbbot-faults-"))
+    try:
+        jieba = tmp / "jieba"
+        Tokenizer(cache_dir=jieba).tokenize("预热")
+        rows: dict[int, tuple] = {}
+        # Forking (fault 7) first, before any background index worker thread exists.
+        rows[7] = guarded(fault_same_id, tmp)
+        rows[8] = guarded(fault_stale_edit, tmp)
+        rows[9] = guarded(fault_overwrite_restore, tmp)
+        rows[4] = guarded(fault_stale_temp, tmp, jieba)
+        rows[10] = guarded(fault_corrupt_log, tmp, jieba)
+        rows[5] = guarded(fault_lone_surrogate, tmp, jieba)
+        rows[6] = guarded(fault_malformed_json, tmp, jieba)
+        rows[1] = guarded(fault_tantivy_segments, tmp, jieba)
+        try:
+            rows[2], rows[3] = fault_faiss_and_fasttext(tmp, jieba)
+        except Exception as exc:
+            traceback.print_exc()
+            rows[2] = rows[3] = (None, f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    names = {1: "random bytes in tantivy segment files while serving", 2: "damaged FAISS body (vectors file)",
+             3: "damaged fasttext.bin at start", 4: "stale temporary files of a killed process, at start",
+             5: "a knowledge file with a lone `\\ud800` escape", 6: "malformed JSON saved while serving",
+             7: "two simultaneous saves of the same id into two files", 8: "a stale edit (entry changed since loaded)",
+             9: "an overwrite import, then `restore` from history", 10: "a corrupt conversation-log file"}
+    lines = ["| fault | injected how | observed outcome | as intended |", "|---|---|---|---|"]
+    for n in sorted(rows):
+        how, outcome, ok = rows[n]
+        outcome = outcome.replace(str(tmp) + "/", "<tmp>/")  # the temp folder's name says nothing
+        lines.append(f"| {n}. {cell(names[n])} | {cell(how or '')} | {cell(outcome)} | {bool(ok)} |")
+    took = time.monotonic() - started
+    table = "\n".join(lines)
+    print(table)
+    bad = [n for n in sorted(rows) if not rows[n][2]]
+    print(f"\n{len(rows) - len(bad)}/{len(rows)} as intended ({took:.0f} s)" + (f"; not: {bad}" if bad else ""))
+    if not args.no_write:
+        header = (f"## Faults (issue 13)\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
+                  f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}): each fault "
+                  "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
+                  "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); no LLM. "
+                  "\"As intended\" is computed from the observations. Times include the shared-CPU noise.")
+        write_section("faults", header + "\n\n" + table)
+        print("\nwrote the faults section of BENCHMARKS.md")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
