@@ -17,9 +17,7 @@ import logging
 import multiprocessing
 import os
 import platform
-import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,16 +37,10 @@ from bot.knowledge.store import KnowledgeStore, StaleEditError
 from bot.search.healing import clean_stale_temp, file_digest
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
+from tests.conftest import TINY, write_knowledge
+from tests.fault_injection import plant_stale_temp, save_same_id, scramble, segment_files
 
 # The tiny knowledge base of tests/conftest.py (copied: a benchmark does not import the test suite).
-TINY = {
-    "add": {"query": "怎么添加知识？", "document": "把 JSON 条目放进 knowledge 文件夹，下一条消息时索引会自动更新。", "metadata": "添加知识,知识库"},
-    "mode": {"query": "怎么切换检索模式？", "document": "在 config.yaml 中修改 retrieval.mode，然后重启应用。", "metadata": "检索模式,配置"},
-    "threshold": {"query": "阈值是什么意思？", "document": "只有分数达到阈值的检索结果才会被当作参考资料。", "metadata": "阈值,分数"},
-    "ollama": {"query": "How do I connect Ollama?", "document": "Set llm.base_url to http://localhost:11434/v1 and export OPENAI_API_KEY=ollama.", "metadata": "ollama,llm,endpoint"},
-    "library": {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放，节假日另行通知。", "metadata": "图书馆,开放时间"},
-    "canteen": {"query": "食堂在哪里？", "document": "学生食堂位于校园东区，靠近体育馆。", "metadata": "食堂,餐饮"},
-}
 Q = "怎么添加知识？"
 WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 HEALING = "being rebuilt"
@@ -71,13 +63,6 @@ class Captured(logging.Handler):
 
 
 CAPTURE = Captured()
-
-
-def write_knowledge(folder: Path, data, name: str = "faq.json") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-    return path
 
 
 def make_settings(tmp: Path, jieba: Path, name: str) -> Settings:
@@ -108,20 +93,6 @@ def fasttext_settings(s: Settings) -> Settings:
 def app_bot(s: Settings):
     """The bot as app.py builds it: background index workers, last good index kept."""
     return build_bot(s, watch_config=True, keep_last_good=True)
-
-
-def scramble(path: Path, share: float = 0.2, seed: int = 1) -> None:
-    """Overwrite ``share`` of a file's bytes in place with random ones (same size)."""
-    data = bytearray(path.read_bytes())
-    rnd = random.Random(seed)
-    for _ in range(max(1, int(len(data) * share))):
-        data[rnd.randrange(len(data))] = rnd.randrange(256)
-    with open(path, "r+b") as fh:
-        fh.write(data)
-
-
-def segment_files(path: Path) -> list[Path]:
-    return [f for f in path.iterdir() if f.is_file() and len(f.name.split(".")[0]) == 32]
 
 
 def top(answer) -> str:
@@ -252,25 +223,11 @@ def fault_faiss_and_fasttext(tmp: Path, jieba: Path):
 
 def fault_stale_temp(tmp: Path, jieba: Path):
     s = make_settings(tmp, jieba, "f4")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
-    dead_pid, live_pid = int(dead.stdout), os.getppid()
     state = s.resolve(s.state_dir)
-    (state / "faiss").mkdir(parents=True, exist_ok=True)
-    (state / "fasttext").mkdir(parents=True, exist_ok=True)
-    stale = [state / "faiss" / f".vectors.faiss.{dead_pid}.tmp", state / "fasttext" / f".fasttext.bin.{dead_pid}.tmp",
-             state / "fasttext" / f".corpus-{dead_pid}-x1.txt"]
-    for p in stale:
-        p.write_bytes(b"x" * 1000)
-    staging = state / "fasttext" / f".kbbot-ft-{dead_pid}-abcd"
-    (staging / "faiss").mkdir(parents=True)
-    (staging / "fasttext.bin").write_bytes(b"x" * 5000)
-    live = state / "faiss" / f".vectors.faiss.{live_pid}.tmp"
-    live.write_bytes(b"y")
-    mine = state / "faiss" / f".kbbot-state.json.{os.getpid()}.123.tmp"
-    mine.write_bytes(b"z")
+    planted = plant_stale_temp(state)
+    dead_pid, live, mine = planted.dead_pid, planted.live, planted.mine
     build_index(s)
-    removed = [p for p in [*stale, staging] if not p.exists()]
+    removed = [p for p in planted.stale if not p.exists()]
     again = clean_stale_temp([state])
     outcome = (f"at start: {len(removed)}/4 of the dead pid {dead_pid}'s items removed (3 temp files + a staging folder, "
                f"8 KB); live parent pid's file kept: {live.exists()}; this process's own temp file kept: "
@@ -333,14 +290,7 @@ def fault_malformed_json(tmp: Path, jieba: Path):
     return "`faq.json` overwritten with truncated JSON while the app bot serves (then fixed)", outcome, ok
 
 
-def _save_same_id(folder: str, locks: str, file: str, barrier, results) -> None:
-    store = KnowledgeStore(Path(folder), Path(locks))
-    barrier.wait()
-    try:
-        store.upsert_entry(file, "x", f"question from {file}", "answer", "")
-        results.put((file, "ok"))
-    except KnowledgeError as exc:
-        results.put((file, "; ".join(str(p) for p in exc.problems) if exc.problems else str(exc)))
+
 
 
 def fault_same_id(tmp: Path, rounds: int = 20):
@@ -350,7 +300,7 @@ def fault_same_id(tmp: Path, rounds: int = 20):
         folder = tmp / "f7" / f"kb{attempt}"
         write_knowledge(folder / "sub", {"other": {"query": "q", "document": "d"}}, "dup.json")
         barrier, results = CTX.Barrier(2), CTX.Queue()
-        workers = [CTX.Process(target=_save_same_id, args=(str(folder), str(tmp / "f7" / "locks"), f, barrier, results))
+        workers = [CTX.Process(target=save_same_id, args=(str(folder), str(tmp / "f7" / "locks"), f, barrier, results))
                    for f in ("dup.json", "sub/dup.json")]
         for w in workers:
             w.start()

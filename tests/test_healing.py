@@ -8,14 +8,9 @@ searches are answered meanwhile, then that the mode switches once the index is r
 from __future__ import annotations
 
 import json
-import os
-import random
 import struct
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,25 +22,14 @@ from bot.search.healing import BUILDING_ALONE, HEALING_ALONE, clean_stale_temp
 from bot.search.index import KnowledgeIndex
 from bot.search.tantivy_searcher import TantivySearcher
 from tests.conftest import TINY, set_cutoffs, write_knowledge
+from tests.fault_injection import plant_stale_temp, scramble, segment_files
 
 WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 BUILDING = "Index building"
 HEALING = "being rebuilt"
 
 
-def scramble(path: Path, share: float = 0.2, seed: int = 1) -> None:
-    """Overwrite ``share`` of a file's bytes in place with random ones (same size: only a checksum can tell)."""
-    data = bytearray(path.read_bytes())
-    rnd = random.Random(seed)
-    for _ in range(max(1, int(len(data) * share))):
-        data[rnd.randrange(len(data))] = rnd.randrange(256)
-    with open(path, "r+b") as fh:
-        fh.write(data)
 
-
-def segment_files(path: Path) -> list[Path]:
-    """tantivy's segment files (not its meta.json, not our state)."""
-    return [f for f in path.iterdir() if f.is_file() and len(f.name.split(".")[0]) == 32]
 
 
 def app_bot(settings):
@@ -252,26 +236,11 @@ def test_damaged_fasttext_model_the_app_starts_and_retrains(settings):
 
 
 def test_stale_temp_files_of_a_dead_process_are_removed_at_start_a_live_ones_kept(settings):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
-    dead_pid, live_pid = int(dead.stdout), os.getppid()
     state = settings.resolve(settings.state_dir)
-    (state / "faiss").mkdir(parents=True, exist_ok=True)
-    (state / "fasttext").mkdir(parents=True, exist_ok=True)
-    stale = [state / "faiss" / f".vectors.faiss.{dead_pid}.tmp", state / "fasttext" / f".fasttext.bin.{dead_pid}.tmp",
-             state / "fasttext" / f".corpus-{dead_pid}-x1.txt"]
-    for p in stale:
-        p.write_bytes(b"x" * 1000)
-    staging = state / "fasttext" / f".kbbot-ft-{dead_pid}-abcd"
-    (staging / "faiss").mkdir(parents=True)
-    (staging / "fasttext.bin").write_bytes(b"x" * 5000)
-    live = state / "faiss" / f".vectors.faiss.{live_pid}.tmp"
-    live.write_bytes(b"y")
-    mine = state / "faiss" / f".kbbot-state.json.{os.getpid()}.123.tmp"
-    mine.write_bytes(b"z")  # this process, written after it started: in use
+    planted = plant_stale_temp(state)
     build_index(settings)
-    assert not any(p.exists() for p in [*stale, staging])
-    assert live.exists() and mine.exists()
+    assert not any(p.exists() for p in planted.stale)
+    assert planted.live.exists() and planted.mine.exists()
     assert clean_stale_temp([state]) == 0
 
 

@@ -21,6 +21,7 @@ from bot.knowledge.store import (
     StaleEditError,
 )
 from tests.conftest import TINY, write_knowledge
+from tests.fault_injection import save_same_id
 
 CTX = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 LIST = [{"query": f"q{i}", "document": f"d{i}"} for i in range(4)]
@@ -37,14 +38,7 @@ def read(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _save_same_id(folder: str, locks: str, file: str, barrier, results) -> None:
-    store = KnowledgeStore(Path(folder), Path(locks))
-    barrier.wait()
-    try:
-        store.upsert_entry(file, "x", f"question from {file}", "answer", "")
-        results.put((file, "ok"))
-    except KnowledgeError as exc:
-        results.put((file, str(exc)))
+
 
 
 @pytest.mark.parametrize("kind", ["processes", "threads"])
@@ -55,13 +49,13 @@ def test_same_id_into_two_files_at_once_exactly_one_wins(tmp_path, kind):
         args = (str(folder), str(tmp_path / "locks"))
         if kind == "processes":
             barrier, results = CTX.Barrier(2), CTX.Queue()
-            workers = [CTX.Process(target=_save_same_id, args=(*args, f, barrier, results))
+            workers = [CTX.Process(target=save_same_id, args=(*args, f, barrier, results))
                        for f in ("dup.json", "sub/dup.json")]
         else:
             import queue
 
             barrier, results = threading.Barrier(2), queue.Queue()
-            workers = [threading.Thread(target=_save_same_id, args=(*args, f, barrier, results))
+            workers = [threading.Thread(target=save_same_id, args=(*args, f, barrier, results))
                        for f in ("dup.json", "sub/dup.json")]
         for w in workers:
             w.start()
