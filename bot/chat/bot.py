@@ -233,10 +233,10 @@ class Bot:
                                .noted(SEARCH_DOWN_NOTICE), timings, start)
             return
         timings["retrieve"] = _ms(t)
-        candidates, passed, parts = self._graded(search_q, candidates, passed, parts, mode, timings)
         # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
-        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, parts=parts,
-                                   thresholds=self.cutoffs(served.system))
+        cutoffs = self.cutoffs(served.system)
+        candidates, passed, parts = self._graded(search_q, candidates, passed, parts, cutoffs, timings)
+        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, parts=parts, thresholds=cutoffs)
         base = base.noted(*services.searcher_notices(served))
         if passed:
             yield from self._respond(dataclasses.replace(base, hits=passed), history, timings, start)
@@ -254,7 +254,7 @@ class Bot:
                 t = time.perf_counter()
                 found, passed = self.retrieve(HydeFallback.search_text(search_q, hypothetical), mode)
                 timings["retrieve_hyde"] = _ms(t)
-                _, passed, _ = self._graded(search_q, found, passed, (), mode, timings)
+                _, passed, _ = self._graded(search_q, found, passed, (), self.mode_thresholds(mode), timings)
                 if passed:
                     base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical,
                                                parts=())
@@ -263,7 +263,7 @@ class Bot:
                 base = dataclasses.replace(base, hypothetical=hypothetical)
             elif step == "rewrite" and self.multi_query is not None:
                 rewrites = self.multi_query.run(search_q, self.index.searcher(mode), self.top_k, timings)
-                _, passed, _ = self._graded(search_q, rewrites.hits, None, (), mode, timings)
+                _, passed, _ = self._graded(search_q, rewrites.hits, None, (), self.mode_thresholds(mode), timings)
                 base = dataclasses.replace(base, phrasings=rewrites.phrasings)
                 if passed:
                     yield from self._respond(dataclasses.replace(base, hits=passed, strategy=Strategy.REWRITE, parts=()),
@@ -273,9 +273,9 @@ class Bot:
                 break
         yield from self._last_resort(dataclasses.replace(base, strategy=Strategy.LAST_RESORT), history, timings, start)
 
-    def _graded(self, question: str, hits: list[Hit], passed: list[Hit] | None, parts, mode: str, timings):
-        """(hits, passing hits, parts) after the optional LLM grading (``passed`` None: computed here)."""
-        cutoffs = self.mode_thresholds(mode)
+    def _graded(self, question: str, hits: list[Hit], passed: list[Hit] | None, parts, cutoffs: Cutoffs, timings):
+        """(hits, passing hits, parts) after the optional LLM grading (``passed`` None: computed here), against
+        ``cutoffs``: the thresholds of the searcher that found the hits."""
         if self.grader is None or not hits:
             return hits, passed if passed is not None else [h for h in hits if cutoffs.passes(h)], parts
         t = time.perf_counter()
