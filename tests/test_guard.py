@@ -123,7 +123,7 @@ def test_uploads_are_limited_per_address(settings, serve_app):
 
 
 # -- login -------------------------------------------------------------------------------
-def test_login_is_throttled_per_username_and_address_even_with_the_right_password(settings, serve_app):
+def test_chat_and_admin_logins_are_throttled_alike_even_with_the_right_password(settings, serve_app):
     settings.limits.login_failures = 5
     base = serve_app(auth=("alice", "s3cret-pass"))
 
@@ -133,7 +133,32 @@ def test_login_is_throttled_per_username_and_address_even_with_the_right_passwor
     assert login("s3cret-pass") == 200
     assert [login(f"wrong-{n}") for n in range(5)] == [400] * 5
     assert login("s3cret-pass") == 400  # locked out: the right password is refused too
-    assert [login("wrong") for _ in range(25)] == [400] * 25
+    assert [login("wrong") for _ in range(25)] == [400] * 25  # (Gradio's login page shows only its 400 message)
+
+    def admin(password: str) -> httpx.Response:
+        return httpx.post(base + "/admin/login", data={"username": "admin", "password": password}, timeout=30)
+
+    assert [admin(f"wrong-{n}").status_code for n in range(4)] == [401] * 4
+    locked = admin("wrong-4")  # the same policy and settings: the fifth failure locks the pair
+    assert locked.status_code == 429 and "try again in 30 s" in locked.text
+    refused = admin("admin-password")
+    assert refused.status_code == 429 and "kbbot_admin" not in refused.cookies
+
+
+def test_one_address_spraying_many_usernames_is_refused_for_the_rest_of_the_minute():
+    from bot.ui.guard import ADDRESS_FAILURES_PER_MINUTE
+
+    clock = [0.0]
+    throttle = ThrottledLogin(credentials_check("alice", "pw"), failures=3, lockout=30, clock=lambda: clock[0])
+    token = CLIENT_ADDRESS.set("10.0.0.1")
+    try:
+        assert not any(throttle(f"user{n}", "pw") for n in range(ADDRESS_FAILURES_PER_MINUTE))
+        assert throttle.retry_after("alice", "10.0.0.1") == 60 and not throttle("alice", "pw")
+        assert throttle.attempt("alice", "pw", "10.0.0.2")
+        clock[0] = 60
+        assert throttle("alice", "pw")
+    finally:
+        CLIENT_ADDRESS.reset(token)
 
 
 def test_lockout_ends_doubles_and_is_per_address():

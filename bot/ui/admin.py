@@ -1,5 +1,6 @@
 """Admins apart from chat users: a login at ``/admin/login`` (credentials from the environment) that sets a signed
-cookie, and Blocks whose admin events refuse, server-side, every request without it.
+cookie, and Blocks whose admin events refuse, server-side, every request without it. The login is throttled as the
+chat login is (:class:`bot.ui.guard.ThrottledLogin`: a lockout per username + address, a cap per address).
 
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
@@ -13,6 +14,7 @@ import hashlib
 import hmac
 import html
 import logging
+import math
 import secrets
 import time
 from collections.abc import Iterator
@@ -24,9 +26,9 @@ import gradio as gr
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from bot.chat.ratelimit import SlidingWindowLimiter
 from bot.config.settings import Settings
 from bot.ui.events import PRIVATE
+from bot.ui.guard import ThrottledLogin, locked_message
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +50,24 @@ input,button{{display:block;width:100%;margin:6px 0 14px;padding:8px;font-size:1
 class AdminAuth:
     """Admin credentials (``ui.admin``), signed session cookies and the ``/admin`` login routes."""
 
-    def __init__(self, credentials: tuple[str, str] | None, session_hours: float = 12.0, clock=time.time):
+    def __init__(self, credentials: tuple[str, str] | None, session_hours: float = 12.0, clock=time.time,
+                 throttle: ThrottledLogin | None = None):
+        """``throttle``: the login lockout around :meth:`check_password` (the chat login's policy; built from
+        ``limits`` by :meth:`from_settings`, ThrottledLogin's defaults without it)."""
         self.credentials = credentials
         self.lifetime = int(session_hours * 3600)
         self.clock = clock
         self._key = secrets.token_bytes(32)
-        self.limiter = SlidingWindowLimiter(10, 60.0)  # login attempts per client address and minute
+        self.throttle = throttle or ThrottledLogin(self.check_password)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AdminAuth:
-        """From ``ui.admin``: the credentials are read from its environment variables now."""
+        """From ``ui.admin``: the credentials are read from its environment variables now; logins are throttled
+        as the chat login is (``limits.login_failures``, ``limits.login_lockout_seconds``)."""
         cfg = settings.ui.admin
-        return cls(cfg.credentials(), cfg.session_hours)
+        admin = cls(cfg.credentials(), cfg.session_hours)
+        admin.throttle = ThrottledLogin.from_settings(admin.check_password, settings)
+        return admin
 
     @property
     def enabled(self) -> bool:
@@ -128,13 +136,17 @@ class AdminAuth:
                             headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
 
     async def login(self, request: Request) -> Response:
-        """Check the posted username and password; on success set the cookie and go to the app."""
+        """Check the posted username and password behind the login lockout; on success set the cookie and go to
+        the app. 401 for a wrong password, 429 (saying when to retry) while the username + address is locked."""
         address = request.client.host if request.client else "unknown"
-        if not self.limiter.allow(address):
-            return self.login_form("尝试次数过多，请一分钟后再试。/ Too many attempts; try again in a minute.", 429)
         form = await request.form()
         username, password = str(form.get("username") or ""), str(form.get("password") or "")
-        if not self.check_password(username, password):
+        if not self.throttle.attempt(username, password, address):
+            wait = self.throttle.retry_after(username, address)
+            if wait > 0:  # locked out, by this failure or earlier ones
+                page = self.login_form(locked_message(wait), 429)
+                page.headers["Retry-After"] = str(math.ceil(wait))
+                return page
             log.warning("admin login refused from %s", address)
             return self.login_form("用户名或密码错误 / Wrong username or password", 401)
         response = RedirectResponse("../", status_code=303)
