@@ -58,6 +58,7 @@ SYSTEMS = ("sparse", "dense-fasttext", "dense-e5", "hybrid-fasttext", "hybrid-e5
 SEEDS = (0, 1, 2)
 DIRECT_CUTS = (0.88, 0.9, 0.92, 0.94, 0.96)  # candidate direct thresholds shown in the verbatim-reply table
 STATE = ROOT / ".state" / "bench" / "retrieval"  # indexes and the shared embedding cache survive reruns
+PASSAGES: bool | None = None  # --passages on/off overrides retrieval.passages.enabled (None: as config.yaml says)
 
 
 @dataclass
@@ -105,6 +106,8 @@ def settings_for(work: Path, knowledge: Path, encoder: str) -> Settings:
     s = load_settings(ROOT / "config.yaml")
     s.knowledge.path, s.state_dir = str(knowledge), str(work / "state")
     s.retrieval.dense.encoder = encoder  # type: ignore[assignment]
+    if PASSAGES is not None:
+        s.retrieval.passages.enabled = PASSAGES
     return s
 
 
@@ -311,7 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump", type=Path, default=None, help="also pickle the measurements here (re-render later)")
     parser.add_argument("--from-dump", type=Path, default=None,
                         help="re-render the tables from a --dump (e.g. after the shipped thresholds changed)")
+    parser.add_argument("--passages", choices=("config", "on", "off"), default="config",
+                        help="long documents cut into passages (README \"Long documents\"): as config.yaml says, or forced")
     args = parser.parse_args(argv)
+    global PASSAGES
+    PASSAGES = None if args.passages == "config" else args.passages == "on"
     systems = [s for s in args.systems.split(",") if s]
     start = time.perf_counter()
     if args.from_dump:

@@ -24,6 +24,7 @@ from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Searcher
 from bot.search.index import KnowledgeIndex
+from bot.search.passages import Passages
 from bot.search.relevance import SparseSearcher
 from bot.search.tokenizer import Tokenizer
 
@@ -130,8 +131,10 @@ def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
 
     clean_stale_temp([settings.resolve(settings.state_dir)])
     tokenizer = build_tokenizer(settings)
+    p = settings.retrieval.passages
+    passages = Passages(p.size, p.overlap) if p.enabled else None
     return KnowledgeIndex(settings.resolve(settings.knowledge.path), tokenizer, searcher_factories(settings, tokenizer),
-                          background=background)
+                          background=background, passages=passages)
 
 
 def build_store(settings: Settings) -> KnowledgeStore:

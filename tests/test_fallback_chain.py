@@ -78,6 +78,7 @@ def test_rewrite_shows_in_the_sources_panel(chain_settings, llm_server):
     llm_server.reply = scripted(rewrite="怎么添加知识？")
     html = sources_html(build_bot(chain_settings).answer(HARD))
     assert "multi-query rewrite" in html and "↳ 怎么添加知识？" in html
+    assert "Phrasings searched:</b> 怎么添加知识？" in html  # every phrasing the LLM wrote, found or not
 
 
 @pytest.mark.parametrize("chain, expected", [
@@ -173,6 +174,9 @@ def test_grading_lifts_a_useful_candidate_over_the_threshold(grading_settings, l
     assert best.entry.id == "faq:add" and best.relevance == pytest.approx(0.5 * retrieval + 0.5)
     assert best.signals["llm_grade"] == 1.0 and best.signals["retrieval"] == pytest.approx(retrieval)
     assert answer.to_dict()["hits"][0]["signals"]["llm_grade"] == 1.0 and "grade" in answer.timings
+    from bot.ui.render import sources_html
+
+    assert "大模型评分 LLM grade 1" in sources_html(answer)
 
 
 def test_grading_can_sink_a_hit_below_the_threshold(grading_settings, llm_server):

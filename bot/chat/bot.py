@@ -350,7 +350,7 @@ class Bot:
 
     def compose(self, hits: Sequence[Hit], parts: Sequence[Part] = ()) -> str:
         """Retrieval-only reply: each part's best entry (a split message) or the best hit's document, then titles."""
-        return compose(hits, parts, self.last_resort.fixed_reply([]))
+        return compose(hits, parts, self.last_resort.fixed_reply([]), self.prompt.settings.max_hit_chars)
 
     def _finish(self, answer: Answer, timings: dict[str, float], start: float) -> Answer:
         timings = dict(timings, total=_ms(start))

@@ -6,22 +6,25 @@ from collections.abc import Sequence
 
 from bot.chat.answer import Part
 from bot.search.base import Hit
+from bot.search.passages import excerpt
 
 RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
 OTHERS_LABEL = "其他相关条目 / Other related entries:"
 PART_NOT_FOUND = "（没有找到足够相关的条目 / No entry matched this part well enough.）"
 
 
-def _entry(hit: Hit) -> str:
-    return f"**{hit.entry.query}**\n\n{hit.entry.document}"
-
-
-def compose(hits: Sequence[Hit], parts: Sequence[Part], no_hits: str) -> str:
+def compose(hits: Sequence[Hit], parts: Sequence[Part], no_hits: str, max_hit_chars: int | None = None) -> str:
     """The reply without an LLM; ``no_hits`` is used when nothing passed.
 
     A split message gets one block per part, each labelled with its sub-question (parts answered by the same
-    entry share a block); otherwise the best hit's document. The other passing hits follow as titles.
+    entry share a block); otherwise the best hit's document (a long one: its best passages within
+    ``max_hit_chars``). The other passing hits follow as titles.
     """
+
+    def _entry(hit: Hit) -> str:
+        document = hit.entry.document if max_hit_chars is None else excerpt(hit, max_hit_chars)
+        return f"**{hit.entry.query}**\n\n{document}"
+
     if not hits:
         return no_hits
     blocks: list[tuple[list[str], Hit | None]] = []

@@ -17,6 +17,7 @@ from bot.chat.prompt import quoted
 from bot.config.settings import GradingSettings
 from bot.errors import LLMError
 from bot.search.base import Hit
+from bot.search.passages import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,8 @@ class RelevanceGrader:
     def prompt(self, question: str, hits: Sequence[Hit]) -> str:
         """The grading request: the question and the numbered candidates (as JSON string literals: data only)."""
         limit = self.settings.document_chars
-        lines = [f"[{n}] {quoted(h.entry.query)}: {quoted(h.entry.document[:limit])}" for n, h in enumerate(hits, 1)]
+        # a long document is represented by its best passages (the ones its search matched)
+        lines = [f"[{n}] {quoted(h.entry.query)}: {quoted(excerpt(h, limit))}" for n, h in enumerate(hits, 1)]
         return self.settings.template.format(question=quoted(question), candidates="\n".join(lines))
 
     def grades(self, question: str, hits: Sequence[Hit]) -> list[float]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.config.settings import PromptSettings
 from bot.search.base import Hit
+from bot.search.passages import excerpt
 
 Message = dict[str, str]
 
@@ -95,19 +96,24 @@ class PromptBuilder:
         return f"{block}\n{self.settings.part_template.format(part=quoted(part))}" if part else block
 
     def references(self, hits: Sequence[Hit]) -> tuple[str, list[Hit]]:
-        """Reference text within max_context_chars, dropping the least relevant hits first."""
+        """Reference text within max_context_chars, dropping the least relevant hits first.
+
+        Each hit shows at most max_hit_chars of its document: a long entry its best passages (README "Long
+        documents"), with "…" where text was skipped.
+        """
         kept = sorted(hits, key=lambda h: h.relevance, reverse=True)
+        documents = {id(h): excerpt(h, self.settings.max_hit_chars) for h in kept}
         while kept:
             blocks = [
-                self.render_reference(i, h.entry.query, h.entry.document, h.entry.keywords, h.subquestion)
+                self.render_reference(i, h.entry.query, documents[id(h)], h.entry.keywords, h.subquestion)
                 for i, h in enumerate(kept, 1)
             ]
             text = "\n\n".join(blocks)
             if len(text) <= self.settings.max_context_chars or len(kept) == 1:
-                if len(text) > self.settings.max_context_chars:  # a single huge entry: cut its document, keep the start
+                if len(text) > self.settings.max_context_chars:  # one hit over the budget: show less of it
                     h = kept[0]
                     over = len(text) - self.settings.max_context_chars
-                    document = h.entry.document[: max(0, len(h.entry.document) - over - 1)] + "…"
+                    document = excerpt(h, max(len(documents[id(h)]) - over, 1))
                     text = self.render_reference(1, h.entry.query, document, h.entry.keywords, h.subquestion)
                 return text, kept
             kept = kept[:-1]

@@ -82,7 +82,14 @@ def _ask(settings, args) -> int:
           f"{'LLM: ' + bot.llm.name if bot.llm else 'retrieval-only'}]")
     for i, hit in enumerate(answer.hits, 1):
         print(f"  [{i}] {hit.entry.query}  (relevance {hit.relevance:.3f}, {hit.searcher}, {hit.entry.id})")
+        _print_passages(hit, "      ")
     return 0
+
+
+def _print_passages(hit, indent: str) -> None:
+    """The passages of a long document that matched (number and relevance, best first)."""
+    if hit.passages:
+        print(indent + "段落 / passages: " + ", ".join(f"§{p.index + 1} {p.relevance:.3f}" for p in hit.passages))
 
 
 def _search(settings, args) -> int:
@@ -101,6 +108,7 @@ def _search(settings, args) -> int:
         mark = "✓" if hit in passed else "·"
         signals = " ".join(f"{k} {v:.3g}" for k, v in hit.signals.items())
         print(f"{mark} {i}. {hit.relevance:.3f}  {hit.entry.query}  [{hit.entry.id}]  ({signals})")
+        _print_passages(hit, "     ")
     print(f"(mode {bot.mode}, relevance threshold {cutoffs.describe()}; ✓ = passes)")
     return 0
 

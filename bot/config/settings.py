@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.errors import ConfigError
 
@@ -222,6 +222,23 @@ class GradingSettings(Strict):
         return check_template(value, question="", candidates="")
 
 
+class PassageSettings(Strict):
+    """Long documents cut into passages at index time: each is searched, hits roll up to one per entry."""
+
+    enabled: bool = True
+    # Documents longer than this many characters are cut into passages of at most this size, on paragraph and
+    # sentence boundaries (a longer sentence is cut at a comma or, failing that, anywhere between two characters).
+    size: int = Field(default=300, ge=50, le=20000)
+    # Characters of whole sentences the next passage repeats from the end of the previous one (at most).
+    overlap: int = Field(default=60, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap(self) -> PassageSettings:
+        if self.overlap * 2 > self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be at most half of size ({self.size})")
+        return self
+
+
 class RetrievalSettings(Strict):
     """Which searcher answers, how many hits it returns, and the relevance each system's hits need."""
 
@@ -232,6 +249,7 @@ class RetrievalSettings(Strict):
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
     thresholds: dict[str, Cutoffs] = Field(default_factory=dict)
     grading: GradingSettings = Field(default_factory=GradingSettings)
+    passages: PassageSettings = Field(default_factory=PassageSettings)
 
     @field_validator("thresholds")
     @classmethod
@@ -284,6 +302,8 @@ class PromptSettings(Strict):
     no_references: str = "(无)"
     part_template: str = "对应子问题 / For: {part}"
     max_context_chars: int = Field(default=3000, ge=200)
+    # A long entry contributes its best passages up to this many characters ("…" marks what was skipped).
+    max_hit_chars: int = Field(default=1000, ge=100)
     max_history_turns: int = Field(default=3, ge=0)
     # Characters of history sent along (newest first; the oldest kept message is cut): a client can forge history.
     max_history_chars: int = Field(default=4000, ge=0)

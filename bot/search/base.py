@@ -13,6 +13,16 @@ Progress = Callable[[int], None]
 
 
 @dataclass(frozen=True)
+class Passage:
+    """A part of a long entry's document that a search matched: its number, span ``[start, end)`` and relevance."""
+
+    index: int
+    start: int
+    end: int
+    relevance: float = 0.0
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result.
 
@@ -20,7 +30,8 @@ class Hit:
     (README "Scores and thresholds"). ``score`` is the engine's own score (BM25, cosine), ``signals`` the named
     parts behind the relevance (coverage, question/passage cosine, BM25), ``subquestion`` the part of a
     split message this hit was found for, and ``matched_question`` the entry's alternative question (one of
-    ``entry.questions``) that matched better than its ``query``, if one did.
+    ``entry.questions``) that matched better than its ``query``, if one did. ``passages`` are the parts of a long
+    document that matched, best first (empty for a document searched whole: README "Long documents").
     """
 
     entry: Entry
@@ -30,6 +41,7 @@ class Hit:
     signals: dict[str, float] = field(default_factory=dict, compare=False)
     subquestion: str = field(default="", compare=False)
     matched_question: str = field(default="", compare=False)
+    passages: tuple[Passage, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)

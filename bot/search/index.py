@@ -31,6 +31,7 @@ from bot.search.healing import (
     probe,
     tantivy_problem,
 )
+from bot.search.passages import Passages, PassageSearcher
 from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class KnowledgeIndex:
         factories: Mapping[str, Callable[[], Searcher]],
         check_interval: float = 1.0,
         background: bool = False,
+        passages: Passages | None = None,
     ):
         self.folder = Path(folder)
         self.tokenizer = tokenizer
@@ -60,6 +62,9 @@ class KnowledgeIndex:
         self.check_interval = check_interval
         self.background = background
         self.entries: list[Entry] = []
+        # Long documents reach the indexes as passage units (bot/search/passages.py); None = every entry whole.
+        self.passages = passages
+        self.units: list[Entry] = []  # what the indexes hold: `entries`, long ones cut into passages
         self.error: KnowledgeError | None = None
         self._loaded = False  # True once a load succeeded: before that, `entries` is not the knowledge
         self._loader, self._builder = Worker("knowledge"), Worker("build")
@@ -92,7 +97,8 @@ class KnowledgeIndex:
                 self._signature, self.error = signature, exc
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
-            self.entries, self._signature, self.error, self._loaded = entries, signature, None, True
+            units = self.passages.expand(entries) if self.passages is not None else entries
+            self.entries, self.units, self._signature, self.error, self._loaded = entries, units, signature, None, True
             leaves = list({id(leaf): leaf for s in self._searchers.values() for leaf in s.leaves()}.values())
             if not self.background:
                 return {leaf.name: self._sync_leaf(leaf, progress) for leaf in leaves}
@@ -176,7 +182,7 @@ class KnowledgeIndex:
                     log.warning("%s index is damaged (%s; a search failed with %s); rebuilding it from the knowledge",
                                 leaf.name, problem, damage)
                     leaf.reset(f"damaged ({problem})")
-            report = leaf.sync(self.entries, progress)
+            report = leaf.sync(self.units, progress)
             with self._lock:
                 if self._broken.get(key) == damage:
                     self._broken.pop(key, None)
@@ -198,7 +204,7 @@ class KnowledgeIndex:
                     return problem
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
-        return probe(leaf, self.entries)
+        return probe(leaf, self.units)
 
     def _schedule(self, leaf: Searcher) -> Future:
         """Sync ``leaf`` on its own worker (merged with a sync that still waits there)."""
@@ -231,7 +237,7 @@ class KnowledgeIndex:
         try:
             if rebuild:
                 searcher.reset("rebuild requested")
-            report = searcher.sync(self.entries, progress)
+            report = searcher.sync(self.units, progress)
             if rebuild:
                 report = dataclasses.replace(report, rebuilt=True, reason="rebuild requested")
             with self._lock:
@@ -244,7 +250,8 @@ class KnowledgeIndex:
     def _create(self, mode: str) -> Searcher:
         if mode not in self._factories:
             raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
-        return self._factories[mode]()
+        searcher = self._factories[mode]()
+        return PassageSearcher(searcher, self.passages) if self.passages is not None else searcher
 
     # -- serving -------------------------------------------------------------
     def built(self, mode: str) -> Searcher | None:

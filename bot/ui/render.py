@@ -32,7 +32,23 @@ def header_markdown(title: str, status: Status, retrieval_only_label: str, follo
     return text
 
 
-SIGNAL_LABELS = {"coverage": "覆盖 coverage", "bm25": "BM25", "question": "问句余弦 q-cos", "passage": "正文余弦 p-cos"}
+SIGNAL_LABELS = {"coverage": "覆盖 coverage", "bm25": "BM25", "question": "问句余弦 q-cos", "passage": "正文余弦 p-cos",
+                 "llm_grade": "大模型评分 LLM grade", "retrieval": "检索相关度 retrieval"}
+PASSAGE_PREVIEW_CHARS = 160
+
+
+def _passages(hit: Hit) -> str:
+    """The parts of a long document that matched (number, relevance, start of the text), best first."""
+    if not hit.passages:
+        return ""
+    items = []
+    for p in hit.passages:
+        text = hit.entry.document[p.start:p.end].strip()
+        text = text if len(text) <= PASSAGE_PREVIEW_CHARS else text[:PASSAGE_PREVIEW_CHARS] + "…"
+        items.append(f"<li>§{p.index + 1} <b>{p.relevance:.3f}</b>: {e(text)}</li>")
+    numbers = ", ".join(f"§{p.index + 1}" for p in hit.passages)
+    return (f"<details class='kb-passages'><summary><small>匹配段落 / Passages {e(numbers)}</small></summary>"
+            f"<ol class='kb-passage-list'>{''.join(items)}</ol></details>")
 
 
 def _scores(hit: Hit) -> str:
@@ -58,12 +74,15 @@ def sources_html(answer: Answer) -> str:
         parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
     if answer.rewritten:
         parts.append(f"<p class='kb-rewritten'><b>检索用的问题 / Searched as:</b> {e(answer.rewritten)}</p>")
+    if answer.phrasings:
+        parts.append("<p class='kb-phrasings'><b>改写的问法 / Phrasings searched:</b> "
+                     f"{' · '.join(e(p) for p in answer.phrasings)}</p>")
     if answer.hypothetical:
         parts.append(f"<p class='kb-hyde'><b>HyDE 假设答案 / Hypothetical answer:</b> {e(answer.hypothetical)}</p>")
     if answer.hits:
         rows = "".join(
             f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
-            f"{'<br><small>↳ ' + e(h.subquestion) + '</small>' if h.subquestion else ''}</td>"
+            f"{'<br><small>↳ ' + e(h.subquestion) + '</small>' if h.subquestion else ''}{_passages(h)}</td>"
             f"<td>{_scores(h)}</td><td>{e(h.searcher)}</td></tr>"
             for i, h in enumerate(answer.hits, 1)
         )
@@ -98,7 +117,7 @@ def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
             passed = {h.entry.id for h in r.passed}
             rows = "".join(
                 f"<tr><td>{i}</td><td>{'✓' if h.entry.id in passed else '✗'}</td><td>{_scores(h)}</td>"
-                f"<td>{e(h.entry.query)}</td><td>{e(h.entry.id)}</td></tr>"
+                f"<td>{e(h.entry.query)}{_passages(h)}</td><td>{e(h.entry.id)}</td></tr>"
                 for i, h in enumerate(r.hits, 1)
             )
             out.append("<table class='kb-hits'><tr><th>#</th><th>通过 / Pass</th><th>相关度 / Relevance</th>"
