@@ -252,9 +252,10 @@ class Bot:
                     continue
                 timings["hyde"] = _ms(t)
                 t = time.perf_counter()
-                found, passed = self.retrieve(HydeFallback.search_text(search_q, hypothetical), mode)
+                found, passed, _, hyde_served = self._search(HydeFallback.search_text(search_q, hypothetical), mode)
                 timings["retrieve_hyde"] = _ms(t)
-                _, passed, _ = self._graded(search_q, found, passed, (), self.mode_thresholds(mode), timings)
+                # the thresholds of the searcher that answered this search (a stand-in's while an index builds)
+                _, passed, _ = self._graded(search_q, found, passed, (), self.cutoffs(hyde_served.system), timings)
                 if passed:
                     base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical,
                                                parts=())
@@ -262,8 +263,9 @@ class Bot:
                     return
                 base = dataclasses.replace(base, hypothetical=hypothetical)
             elif step == "rewrite" and self.multi_query is not None:
-                rewrites = self.multi_query.run(search_q, self.index.searcher(mode), self.top_k, timings)
-                _, passed, _ = self._graded(search_q, rewrites.hits, None, (), self.mode_thresholds(mode), timings)
+                searcher = self.index.searcher(mode)
+                rewrites = self.multi_query.run(search_q, searcher, self.top_k, timings)
+                _, passed, _ = self._graded(search_q, rewrites.hits, None, (), self.cutoffs(searcher.system), timings)
                 base = dataclasses.replace(base, phrasings=rewrites.phrasings)
                 if passed:
                     yield from self._respond(dataclasses.replace(base, hits=passed, strategy=Strategy.REWRITE, parts=()),
