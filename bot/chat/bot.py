@@ -15,6 +15,7 @@ from bot.chat.compose import RETRIEVAL_ONLY_LABEL, compose  # noqa: F401 (re-exp
 from bot.chat.conversation import QueryRewriter, last_user_message
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.followup import reads_as_followup
+from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms, stream_reply  # noqa: F401 (notices re-exported)
 from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
@@ -22,7 +23,7 @@ from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
-from bot.errors import ConfigError, LLMError, LLMStreamBroken, SearchBackendError
+from bot.errors import ConfigError, LLMError, SearchBackendError
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
 from bot.search.index import KnowledgeIndex
@@ -31,13 +32,7 @@ log = logging.getLogger(__name__)
 
 EMPTY_REPLY = "请输入您的问题。/ Please type a question."
 VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
-LLM_DOWN_NOTICE = "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
-CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
 SEARCH_DOWN_NOTICE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
-
-
-def _ms(start: float) -> float:
-    return (time.perf_counter() - start) * 1000
 
 
 class Bot:
@@ -176,7 +171,7 @@ class Bot:
         except LLMError as exc:
             log.warning("follow-up not rewritten: %s", exc)
             rewritten = question
-        timings["rewrite"] = _ms(t)
+        timings["rewrite"] = ms(t)
         return None if rewritten == question else rewritten
 
     def answer(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None, *,
@@ -232,7 +227,7 @@ class Bot:
             yield self._finish(dataclasses.replace(base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT)
                                .noted(SEARCH_DOWN_NOTICE), timings, start)
             return
-        timings["retrieve"] = _ms(t)
+        timings["retrieve"] = ms(t)
         # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
         cutoffs = self.cutoffs(served.system)
         candidates, passed, parts = self._graded(search_q, candidates, passed, parts, cutoffs, timings)
@@ -248,12 +243,12 @@ class Bot:
                     hypothetical = self.hyde.hypothesize(search_q)
                 except LLMError as exc:
                     log.warning("HyDE skipped: %s", exc)
-                    timings["hyde"] = _ms(t)
+                    timings["hyde"] = ms(t)
                     continue
-                timings["hyde"] = _ms(t)
+                timings["hyde"] = ms(t)
                 t = time.perf_counter()
                 found, passed, _, hyde_served = self._search(HydeFallback.search_text(search_q, hypothetical), mode)
-                timings["retrieve_hyde"] = _ms(t)
+                timings["retrieve_hyde"] = ms(t)
                 # the thresholds of the searcher that answered this search (a stand-in's while an index builds)
                 _, passed, _ = self._graded(search_q, found, passed, (), self.cutoffs(hyde_served.system), timings)
                 if passed:
@@ -282,7 +277,7 @@ class Bot:
             return hits, passed if passed is not None else [h for h in hits if cutoffs.passes(h)], parts
         t = time.perf_counter()
         graded = self.grader.apply(question, hits, parts, cutoffs)
-        timings["grade"] = timings.get("grade", 0.0) + _ms(t)
+        timings["grade"] = timings.get("grade", 0.0) + ms(t)
         return graded
 
     # -- producing text ----------------------------------------------------
@@ -301,7 +296,7 @@ class Bot:
             return
         t = time.perf_counter()
         prompt = self.prompt.build(base.question, base.hits, history)
-        timings["prompt"] = _ms(t)
+        timings["prompt"] = ms(t)
         base = dataclasses.replace(base, hits=prompt.used, llm_used=True)
         yield from self._generate(base, prompt.messages, history, timings, start, fallback=self.compose(prompt.used, base.parts))
 
@@ -319,41 +314,11 @@ class Bot:
     def _generate(self, base: Answer, messages, history, timings, start, fallback: str, prefix: str = "") -> Iterator[Answer]:
         """Stream the LLM; on failure degrade to ``fallback`` text with a notice, keeping any streamed part."""
         assert self.llm is not None  # callers check that there is an LLM
-        t = time.perf_counter()
-        text = prefix
-        try:
-            pieces = self.llm.stream(messages)
-            for piece in pieces:
-                text += piece
-                if len(text) > self.max_answer_chars:  # a runaway reply: stop reading (closes the HTTP stream)
-                    close = getattr(pieces, "close", None)
-                    if close is not None:
-                        close()
-                    log.warning("LLM reply cut at %d characters", self.max_answer_chars)
-                    timings["llm"] = _ms(t)
-                    text = text[: self.max_answer_chars]
-                    yield self._finish(dataclasses.replace(base, text=f"{text}\n\n{CUT_NOTICE}").noted(CUT_NOTICE),
-                                       timings, start)
-                    return
-                yield dataclasses.replace(base, text=text)
-        except LLMStreamBroken as exc:
-            log.warning("LLM stream broke: %s", exc)
-            timings["llm"] = _ms(t)
-            yield self._finish(dataclasses.replace(base, text=f"{text}\n\n{CUT_NOTICE}").noted(CUT_NOTICE), timings, start)
-            return
-        except LLMError as exc:
-            log.warning("LLM failed, answering from retrieval: %s", exc)
-            timings["llm"] = _ms(t)
-            yield self._finish(dataclasses.replace(base, text=f"{LLM_DOWN_NOTICE}\n\n{fallback}", llm_used=False)
-                               .noted(LLM_DOWN_NOTICE), timings, start)
-            return
-        timings["llm"] = _ms(t)
-        yield self._finish(dataclasses.replace(base, text=text), timings, start)
+        yield from stream_reply(self.llm, messages, base, timings, start, fallback, prefix, self.max_answer_chars)
 
     def compose(self, hits: Sequence[Hit], parts: Sequence[Part] = ()) -> str:
         """Retrieval-only reply: each part's best entry (a split message) or the best hit's document, then titles."""
         return compose(hits, parts, self.last_resort.fixed_reply([]), self.prompt.settings.max_hit_chars)
 
     def _finish(self, answer: Answer, timings: dict[str, float], start: float) -> Answer:
-        timings = dict(timings, total=_ms(start))
-        return dataclasses.replace(answer, timings=timings, finished=True)
+        return finish(answer, timings, start)
