@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import run_all, speed, synth
+from benchmarks import long_documents, run_all, speed, synth
 from benchmarks.common import write_section
 from bot.knowledge.entries import Entry
 
@@ -109,3 +109,51 @@ def test_token_cache_survives_rebuild_and_voids_on_new_keywords(tmp_path, monkey
     s.sync(entries)
     assert len(calls[-1]) > 0
     assert [h.entry.id for h in s.search("鸭大水平", 1)] == ["a"]
+
+
+def _tiny_cmrc(folder: Path) -> None:
+    """A CMRC-shaped folder: two titles of two paragraphs each (merged: ~420 chars, over a 300-char passage)."""
+    folder.mkdir(parents=True)
+    topics = [("泡泡战士", "水枪", "踢爆"), ("尤金袋鼠", "袋鼠岛", "害虫"), ("泡泡战士", "牌位", "大师"),
+              ("尤金袋鼠", "针鼹岛", "繁殖")]
+    paragraphs = [{"query": title, "metadata": title,
+                   "document": "".join(f"第{n}段第{i}句讲{title}的{word}。" for i in range(12)) + f"最后说他叫“{answer}”。"}
+                  for n, (title, word, answer) in enumerate(topics)]
+    (folder / "knowledge.json").write_text(json.dumps(paragraphs, ensure_ascii=False), encoding="utf-8")
+    questions = [{"id": str(n), "question": f"{title}的{word}最后说他叫什么？", "gold_ids": [n], "answer": answer,
+                  "answers": [answer]} for n, (title, word, answer) in enumerate(topics)]
+    (folder / "eval.jsonl").write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in questions), encoding="utf-8")
+
+
+def test_long_documents_merges_by_title_and_reads_the_context_back():
+    paragraphs = [Entry("knowledge:0", "甲", "一"), Entry("knowledge:1", "乙", "二"), Entry("knowledge:2", "甲", "三")]
+    entries, owner = long_documents.merge_by_title(paragraphs)
+    assert [(e.query, e.document) for e in entries] == [("甲", "一\n\n三"), ("乙", "二")]
+    assert owner == {"knowledge:0": "cmrc:0", "knowledge:1": "cmrc:1", "knowledge:2": "cmrc:0"}
+    assert long_documents.fixed_chunks([Entry("a:1", "t", "x" * 650)], 300) == [("a:1", "x" * 300)] * 2 + [("a:1", "x" * 50)]
+    # the context holds JSON literals: a quoted answer with a quote or a line break is found decoded, never escaped
+    from bot.chat.prompt import PromptBuilder
+    from bot.config.settings import load_settings
+    from bot.search.base import Hit
+
+    hits = [Hit(Entry("k:1", "标题", '他说"你好"\n然后走了'), 0.9, 0.9, "sparse"), Hit(Entry("k:2", "别的", "无关"), 0.5, 0.5, "sparse")]
+    builder = PromptBuilder(load_settings(long_documents.ROOT / "config.yaml").prompt)
+    context, used = builder.references(hits)
+    fields = long_documents.block_texts(context, used)
+    assert '\\"你好\\"' in context and fields[0][1] == '他说"你好"\n然后走了' and fields[1][:2] == ["别的", "无关"]
+    q = long_documents.Question("?", "k:1", ('"你好"\n然',))
+    outcome = long_documents.judge(q, hits, hits[:1], builder.references)
+    assert outcome.answer and outcome.gold_passes and outcome.answer_no_threshold and outcome.in_context == 1
+
+
+def test_long_documents_runs_end_to_end_on_tiny_data(tmp_path, monkeypatch):
+    _tiny_cmrc(tmp_path / "data" / "cmrc2018_trial")
+    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "data"))  # no sysu there: skipped
+    out = tmp_path / "B.md"
+    code = long_documents.main(["--sets", "cmrc,sysu", "--systems", "sparse,bm25s", "--sizes", "300",
+                                "--state", str(tmp_path / "state"),
+                                "--out", str(out)])
+    assert code == 0
+    text = out.read_text(encoding="utf-8")
+    assert "## Long documents" in text and "| cmrc | 2 | " in text
+    assert "| cmrc | sparse | 300 | 1.000 |" in text and "| cmrc | sparse | off |" in text and "bm25s, fixed" in text
