@@ -57,6 +57,7 @@ class KnowledgeIndex:
         self._factories = dict(factories)
         self._searchers: dict[str, Searcher] = {}
         self._lock = threading.RLock()
+        self._loading = threading.RLock()  # held while the knowledge files are read (one load at a time)
         self._signature: tuple | None = None
         self._last_check = 0.0
         self.check_interval = check_interval
@@ -89,19 +90,21 @@ class KnowledgeIndex:
         each is synced once. In the background mode without ``wait`` the syncs are only scheduled (no reports).
         """
         wait = not self.background if wait is None else wait
-        with self._lock:
+        with self._loading:  # one load at a time, parsed outside ``_lock``: requests (searcher()) do not wait for it
             signature = folder_signature(self.folder) if signature is None else signature
             try:
                 entries = load_entries(self.folder)
             except KnowledgeError as exc:
-                self._signature, self.error = signature, exc
+                with self._lock:
+                    self._signature, self.error = signature, exc
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
             units = self.passages.expand(entries) if self.passages is not None else entries
-            self.entries, self.units, self._signature, self.error, self._loaded = entries, units, signature, None, True
-            leaves = list({id(leaf): leaf for s in self._searchers.values() for leaf in s.leaves()}.values())
-            if not self.background:
-                return {leaf.name: self._sync_leaf(leaf, progress) for leaf in leaves}
+            with self._lock:
+                self.entries, self.units, self._signature, self.error, self._loaded = entries, units, signature, None, True
+                leaves = list({id(leaf): leaf for s in self._searchers.values() for leaf in s.leaves()}.values())
+                if not self.background:
+                    return {leaf.name: self._sync_leaf(leaf, progress) for leaf in leaves}
         futures = {leaf.name: self._schedule(leaf) for leaf in leaves}
         return {name: f.result() for name, f in futures.items()} if wait else {}
 

@@ -28,7 +28,7 @@ from bot.search.encoders.fasttext_training import (
     _import_fasttext,
     _train_skipgram,
 )
-from bot.search.tokenizer import Tokenizer
+from bot.search.tokenizer import PARALLEL_MIN, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ class FastTextEncoder(Encoder):
     """
 
     name = "fasttext"
+    # Texts per embed call while indexing: a batch this large is tokenized by worker processes (tokenize_many), so
+    # a re-encode of the whole knowledge neither holds the GIL for jieba (requests wait for it) nor uses one core.
+    batch_size = PARALLEL_MIN
 
     def __init__(
         self,
@@ -269,12 +272,8 @@ class FastTextEncoder(Encoder):
 
     def training_lines(self, entries: Sequence[Entry]) -> list[str]:
         """The corpus: one line of jieba tokens per entry (title, alternative questions, keywords and document)."""
-        lines = []
-        for e in entries:
-            tokens = self.tokenizer.tokenize(f"{' '.join(e.phrasings)} {' '.join(e.metadata)} {e.document}")
-            if tokens:
-                lines.append(" ".join(tokens))
-        return lines
+        texts = [f"{' '.join(e.phrasings)} {' '.join(e.metadata)} {e.document}" for e in entries]
+        return [" ".join(tokens) for tokens in self.tokenizer.tokenize_many(texts) if tokens]
 
     def _train(self, entries: Sequence[Entry], key: str, config: str, hashes: list[str]) -> None:
         self.model_dir.mkdir(parents=True, exist_ok=True)
@@ -381,8 +380,8 @@ class FastTextEncoder(Encoder):
         return np.linalg.svd(rows, full_matrices=False)[2][0].astype(np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """One vector per text, through the shared jieba tokenizer."""
+        """One vector per text, through the shared jieba tokenizer (worker processes for a large batch)."""
         with self._lock:
             self._ensure()
-            rows = [self.embed_tokens(self.tokenizer.tokenize(t)) for t in texts]
+            rows = [self.embed_tokens(tokens) for tokens in self.tokenizer.tokenize_many(texts)]
             return np.vstack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
