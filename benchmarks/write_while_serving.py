@@ -363,8 +363,8 @@ def report(results: list[Result], args: argparse.Namespace, source_note: str, pe
 
 
 NOTES = """
-What keeps requests fast while the index is written (bot/search), and the same script on the code before these
-changes, on this machine (same run settings, fewer other jobs on the machine at the time may differ):
+What keeps requests fast while the index is written (bot/search), and the same command on the code before these
+changes (commit 190f89c), on this machine, about an hour earlier (other jobs on the machine differ from run to run):
 
 BEFORE_TABLE
 
@@ -376,36 +376,49 @@ BEFORE_TABLE
 - **A shorter switch interval while a worker runs** (`bot/search/background.py`: 0.5 ms instead of CPython's
   5 ms, restored when the last worker thread ends) for what stays in Python (fastText's vocabulary, SIF sums,
   the tantivy documents loop).
-- **Worker threads at a lower CPU priority** (nice +10, per thread on Linux; the training and tokenizing processes
-  they start inherit it), so the chat thread is not queued behind them on a busy CPU.
+- **The processes an index worker starts run at a lower CPU priority** (nice +10: fastText's training, the jieba
+  pool; `background.child_nice`), so the chat thread is not queued behind them on a busy CPU: before, turns during
+  the training (a child process, one thread) had a p50 of ~6 ms instead of ~3. Not the worker threads themselves:
+  what they run while holding the GIL (a garbage collection, a `json` call) would then take longer on a busy CPU
+  while requests wait for it.
 - **The knowledge files are parsed outside the index lock** (`KnowledgeIndex.load`): a request's `searcher()`
   waited for the whole parse of the knowledge (about 1 s for 100k entries, longer on a busy CPU).
 - **The FAISS state is dumped item by item** (`faiss_searcher.json_by_item`, the same text as `json.dumps`): one
   `json.dumps` of the state of 100k entries held the GIL for ~0.4 s, twice per swap.
 
-Left: `json.loads` of a knowledge file is one call that holds the GIL (~0.16 s for a file of 100k entries), and
-fastText's in-process steps after training (vocabulary, SIF sums) still share the GIL with requests.
+Left: the slowest turns now wait for Python's full garbage collections (counted above: with 100k entries loaded
+twice over during a reload, one takes 0.1-0.9 s and holds the GIL; `gc.freeze()` after a load, or fewer
+GC-tracked objects per entry, would shorten them) and for `json.loads` of a knowledge file (one call, ~0.16 s for
+100k entries). fastText's in-process steps after training (vocabulary, SIF sums, FAISS adds) still share the GIL
+with requests, at 0.5 ms slices. Below 20,000 texts (N = 3,000) tokenizing stays in-process, so the small
+write's first and last second are what its p95 measures.
 """
-# N -> the run before the changes (see NOTES), same command on the same machine, copied from its output:
-# idle p95, while writing p50 / p95 / p99 / max (ms), and how long the write took (s).
+
+# N -> the run before the changes (see NOTES): same command, same machine, the code of commit 190f89c, copied from
+# its output: idle p95; while writing p50 / p95 / p99 / max and the p95 per stage (ms); how long the write took (s).
 BEFORE: dict[int, dict[str, float]] = {
-    3000: {"idle": 5.3, "p50": 2.3, "p95": 12.7, "p99": 66.5, "max": 173.3, "written": 15.1},
-    100000: {"idle": 6.0, "p50": 2.8, "p95": 7.2, "p99": 96.8, "max": 1341.9, "written": 540.4},
+    3000: {"idle": 6.3, "p50": 3.0, "p95": 16.5, "p99": 74.6, "max": 184.0, "written": 14.7,
+           "tantivy": 115.0, "training": 12.8, "swap": 69.9},
+    100000: {"idle": 6.4, "p50": 5.9, "p95": 18.7, "p99": 94.3, "max": 1247.8, "written": 652.2,
+             "tantivy": 207.2, "training": 16.2, "swap": 107.9},
 }
 
 
 def _before_table(results: list[Result]) -> str:
-    rows = ["| N rewritten | code | idle p95 ms | while writing p50 / p95 / p99 / max ms | p95 ratio | write took |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| N rewritten | code | idle p95 ms | while writing p50 / p95 / p99 / max ms | p95 ratio | p95 reload → "
+            "tantivy done / training / re-encode + swap | write took |", "|---|---|---|---|---|---|---|"]
     for r in results:
         b = BEFORE.get(r.n)
         if b:
             rows.append(f"| {r.n:,} | before | {b['idle']:.1f} | {b['p50']:.1f} / {b['p95']:.1f} / {b['p99']:.1f} / "
-                        f"{b['max']:.0f} | {b['p95'] / b['idle']:.2f}x | {b['written']:.0f} s |")
+                        f"{b['max']:.0f} | {b['p95'] / b['idle']:.2f}x | {b['tantivy']:.1f} / {b['training']:.1f} / "
+                        f"{b['swap']:.1f} | {b['written']:.0f} s |")
         q = [percentile(r.busy.ms, x) for x in (50, 95, 99)]
         idle = percentile(r.idle.ms, 95)
+        stages = " / ".join(_p95_in(r, a, b).split(" ")[0] for a, b in (
+            (0, r.tantivy or 0), (r.tantivy or 0, r.trained or 0), (r.trained or 0, r.written)))
         rows.append(f"| {r.n:,} | now | {idle:.1f} | {q[0]:.1f} / {q[1]:.1f} / {q[2]:.1f} / {max(r.busy.ms):.0f} | "
-                    f"{q[1] / idle:.2f}x | {r.written:.0f} s |")
+                    f"{q[1] / idle:.2f}x | {stages} | {r.written:.0f} s |")
     return "\n".join(rows)
 
 

@@ -49,13 +49,40 @@ def test_two_workers_restore_the_interval_only_when_both_are_done():
     assert sys.getswitchinterval() == before
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value per thread is Linux's")
-def test_a_worker_thread_runs_at_a_lower_priority_and_the_caller_keeps_its_own():
-    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    process = os.getpriority(os.PRIO_PROCESS, os.getpid())
-    nice = Worker("n").submit("x", lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result(5)
-    assert nice == min(19, process + background.NICE)
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+def test_processes_started_by_a_worker_run_at_a_lower_priority():
+    assert background.child_nice() == 0  # the CLI, scripts, tests: as they are
+    assert Worker("n").submit("x", background.child_nice).result(5) == background.NICE
+
+
+def _report_nice(texts: list[str]) -> list[list[str]]:
+    return [[str(os.nice(0))] for _ in texts]
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="no nice values here")
+def test_the_jieba_pool_of_a_worker_runs_at_the_lower_priority(monkeypatch):
+    from bot.search import tokenizer as text
+    from bot.search.tokenizer import Tokenizer
+
+    monkeypatch.setattr(text, "PARALLEL_MIN", 10)
+    monkeypatch.setattr(text, "_worker_tokenize", _report_nice)
+    tok, texts, mine = Tokenizer(), ["怎么添加知识"] * 40, os.nice(0)
+    from_script = {t[0] for t in tok.tokenize_many(texts, processes=2)}
+    from_worker = {t[0] for t in Worker("p").submit("x", lambda: tok.tokenize_many(texts, processes=2)).result(60)}
+    assert from_script == {str(mine)}
+    assert from_worker == {str(min(19, mine + background.NICE))}
+
+
+def test_fasttext_training_started_by_a_worker_asks_for_the_lower_priority(monkeypatch, tmp_path):
+    from bot.search.encoders import fasttext_training as ft
+
+    jobs = []
+    monkeypatch.setattr(ft.subprocess, "run", lambda cmd, input, **kw: jobs.append(json.loads(input))
+                        or type("Done", (), {"returncode": 0, "stderr": ""})())
+    ft._train_skipgram(str(tmp_path / "corpus.txt"), ft.FastTextParams(), tmp_path / "m.bin")
+    Worker("t").submit("x", lambda: ft._train_skipgram(str(tmp_path / "c.txt"), ft.FastTextParams(),
+                                                       tmp_path / "m.bin")).result(5)
+    assert [job["nice"] for job in jobs] == [0, background.NICE]
+    assert "os.nice(job[\"nice\"])" in ft._TRAIN_CHILD
 
 
 @pytest.mark.parametrize("data", [

@@ -4,12 +4,13 @@ A job submitted while an equal one (same key) still waits is merged into it: the
 future. Jobs read what they need (the latest entries) when they start, so ten saves in a row cost one or two
 syncs, not ten. The thread exists only while there is work: an idle worker holds no thread.
 
-Requests come first (BENCHMARKS.md "Write while serving"). A worker thread runs at a lower CPU priority (Linux
-keeps a nice value per thread; the processes it starts, fastText's training and the jieba pool, inherit it), so a
-chat request is not queued behind indexing on a busy CPU. And while any worker runs, the interpreter's switch
-interval is 0.5 ms instead of 5 ms: a request thread that wants the GIL while a worker runs Python (fastText's
-vocabulary and SIF sums, tantivy's document loop) gets it within 0.5 ms, and a chat turn asks for it again after
-every tantivy call (which releases it).
+Requests come first (BENCHMARKS.md "Write while serving"). The processes a worker starts (fastText's training, the
+jieba pool) run at a lower CPU priority (:func:`child_nice`), so a chat request is not queued behind them on a busy
+CPU; the worker thread itself keeps its priority, since what it runs while holding the GIL (Python code, a garbage
+collection) is what requests wait for. And while any worker runs, the interpreter's switch interval is 0.5 ms
+instead of 5 ms: a request thread that wants the GIL while a worker runs Python (fastText's vocabulary and SIF
+sums, tantivy's document loop) gets it within 0.5 ms, and a chat turn asks for it again after every tantivy call
+(which releases it).
 """
 
 from __future__ import annotations
@@ -26,25 +27,28 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-NICE = 10  # added to the process's nice value for worker threads (CFS weight 110 vs 1024: ~9:1 for requests)
+NICE = 10  # added to the nice value of the processes a worker starts (CFS weight 110 vs 1024: ~9:1 for requests)
 SWITCH_INTERVAL = 0.0005  # seconds, sys.setswitchinterval() while a worker runs (CPython's default is 0.005)
 _running = 0  # worker threads alive
 _saved_interval: float | None = None  # the switch interval before the first of them started
 _our_interval: float | None = None  # the one set then (as sys.getswitchinterval() reports it)
 _interval_lock = threading.Lock()
+_thread = threading.local()  # .worker is True on a worker's thread
 
 
-def _lower_priority() -> None:
-    """Give the calling worker thread (only it: Linux keeps a nice value per thread) a lower CPU priority."""
-    if not sys.platform.startswith("linux"):  # elsewhere a thread id is no process id: setpriority could hit another
-        return
-    try:
-        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + NICE)
-        tid = threading.get_native_id()
-        if os.getpriority(os.PRIO_PROCESS, tid) < target:
-            os.setpriority(os.PRIO_PROCESS, tid, target)
-    except OSError as exc:  # not permitted here (a sandbox): run at the normal priority
-        log.debug("background thread priority unchanged: %s", exc)
+def child_nice() -> int:
+    """What a process started from the calling thread adds to its nice value: :data:`NICE` on a worker's thread
+    (the app's background indexing), 0 elsewhere (the CLI, scripts)."""
+    return NICE if getattr(_thread, "worker", False) else 0
+
+
+def lower_priority(nice: int) -> None:
+    """In a child process: add ``nice`` to its nice value (quietly keeps it where that is not permitted)."""
+    if nice > 0:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
 
 
 def _started() -> None:
@@ -110,7 +114,7 @@ class Worker:
             return True
 
     def _run(self) -> None:
-        _lower_priority()
+        _thread.worker = True
         _started()
         try:
             self._loop()

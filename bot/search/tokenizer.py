@@ -15,6 +15,8 @@ from pathlib import Path
 
 import jieba
 
+from bot.search.background import child_nice, lower_priority
+
 jieba.setLogLevel(logging.WARNING)
 
 # Bump when the cutting rules change, so on-disk indexes built with old tokens are rebuilt.
@@ -100,7 +102,7 @@ class Tokenizer:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": see above
                     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_worker_init) as pool:
+                                             initializer=_worker_init, initargs=(child_nice(),)) as pool:
                         return [tokens for part in pool.map(_worker_tokenize, chunks) for tokens in part]
             except (OSError, RuntimeError) as exc:  # no process support here (sandbox): stay serial
                 logging.getLogger(__name__).warning("parallel tokenizing unavailable (%s); tokenizing serially", exc)
@@ -125,10 +127,11 @@ _WORKER: Tokenizer | None = None  # the tokenizer a forked worker uses (set only
 _FORK_LOCK = threading.Lock()
 
 
-def _worker_init() -> None:
+def _worker_init(nice: int = 0) -> None:
     # Another thread of the parent may have held the lock at the moment of the fork: it would never be released.
     assert _WORKER is not None, "set by the parent before the pool forks"
     _WORKER._lock = threading.Lock()
+    lower_priority(nice)  # started by an index worker: requests get the CPU first
 
 
 def _worker_tokenize(texts: list[str]) -> list[list[str]]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import ConfigError, SearchBackendError
+from bot.search.background import child_nice
 from bot.search.encoders.base import DENSE_HINT
 
 
@@ -68,6 +69,12 @@ import fasttext
 from fasttext import FastText as ft
 job = json.load(sys.stdin)
 args = job["args"]
+if job.get("nice"):  # started by an index worker: requests get the CPU first
+    import os
+    try:
+        os.nice(job["nice"])
+    except OSError:
+        pass
 try:
     if job["seed"] == 0:  # fastText's own default seed
         model = fasttext.train_unsupervised(**args)
@@ -88,7 +95,7 @@ def _train_skipgram(corpus: str, p: FastTextParams, out: Path) -> bool:
     args = {"input": corpus, "model": "skipgram", "dim": p.dim, "epoch": p.epoch, "minn": p.minn, "maxn": p.maxn,
             "bucket": p.bucket, "ws": p.ws, "lr": p.lr, "minCount": p.min_count, "thread": p.threads,
             "t": p.subsample, "neg": p.neg, "verbose": 0}
-    job = json.dumps({"args": args, "seed": p.seed, "out": str(out)})
+    job = json.dumps({"args": args, "seed": p.seed, "out": str(out), "nice": child_nice()})
     done = subprocess.run([sys.executable, "-c", _TRAIN_CHILD], input=job, capture_output=True, text=True,
                           check=False)
     if done.returncode == NAN_EXIT:
