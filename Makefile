@@ -35,6 +35,7 @@ browser-deps:
 
 lint: $(VENV)/.test-deps
 	$(PY) -m ruff check
+	$(PY) -m ruff format --check
 	$(PY) -m mypy
 
 test: $(VENV)/.test-deps browser-deps lint

@@ -78,8 +78,15 @@ def main(argv=None) -> None:
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    serve(demo, routes, server_name=args.host or settings.ui.host, server_port=args.port or settings.ui.port,
-          share=args.share, auth=auth, auth_message="请登录 / Please log in")
+    serve(
+        demo,
+        routes,
+        server_name=args.host or settings.ui.host,
+        server_port=args.port or settings.ui.port,
+        share=args.share,
+        auth=auth,
+        auth_message="请登录 / Please log in",
+    )
 
 
 if __name__ == "__main__":

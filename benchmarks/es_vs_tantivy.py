@@ -43,8 +43,14 @@ def measure(searcher, entries, questions, gold) -> dict:
         at1 += bool(got) and got[0] in g
         at5 += bool(set(got) & g)
     n = len(questions)
-    return {"index_s": index_s, "p50": percentile(lat, 50), "p95": percentile(lat, 95),
-            "hit1": at1 / n, "hit5": at5 / n, "top1": top1}
+    return {
+        "index_s": index_s,
+        "p50": percentile(lat, 50),
+        "p95": percentile(lat, 95),
+        "hit1": at1 / n,
+        "hit5": at5 / n,
+        "top1": top1,
+    }
 
 
 def main(argv=None) -> int:
@@ -71,7 +77,9 @@ def main(argv=None) -> int:
     from bot.search.tokenizer import Tokenizer
 
     entries = load_entries(args.data)
-    rows = [json.loads(line) for line in (args.data / "eval.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [
+        json.loads(line) for line in (args.data / "eval.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     rows = rows[: args.queries] if args.queries else rows
     questions = [r["question"] for r in rows]
     gold = [{f"knowledge:{g}" for g in r.get("gold_ids", [])} for r in rows]
@@ -83,9 +91,13 @@ def main(argv=None) -> int:
         for e in entries:  # also warms jieba, so neither backend pays its dictionary load
             tokenizer.tokenize(e.query), tokenizer.tokenize(e.document)
         tokenize_s = time.perf_counter() - t
-        results = {"tantivy": measure(TantivySearcher(Path(tmp) / "tantivy", tokenizer, BOOSTS, TIE), entries, questions, gold)}
+        results = {
+            "tantivy": measure(TantivySearcher(Path(tmp) / "tantivy", tokenizer, BOOSTS, TIE), entries, questions, gold)
+        }
         with OsmemServer.start(japanese=False) as server:
-            es = ElasticsearchSearcher(client_for(server.url, request_timeout=30), "bench", tokenizer, BOOSTS, tie_breaker=TIE)
+            es = ElasticsearchSearcher(
+                client_for(server.url, request_timeout=30), "bench", tokenizer, BOOSTS, tie_breaker=TIE
+            )
             results["elasticsearch (osmem-server)"] = measure(es, entries, questions, gold)
             pings = []
             for _ in range(200):  # the floor under every ES query: one HTTP round trip through the client
@@ -107,11 +119,16 @@ def main(argv=None) -> int:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
-        lines.append(f"| {name} | {r['index_s']:.2f} | {r['p50']:.2f} | {r['p95']:.2f} | {r['hit1']:.3f} | {r['hit5']:.3f} |")
-    lines += ["", f"Top-1 agreement between the two: {agree:.1%} (osmem's BM25 length normalisation differs from "
-              "Lucene's/tantivy's, so small ranking differences are expected). ES query latency includes the HTTP "
-              f"round trip on localhost: a bare `GET /` through the same client takes p50 {percentile(pings, 50):.2f} ms. "
-              f"Machine: {os.cpu_count()} CPUs."]
+        lines.append(
+            f"| {name} | {r['index_s']:.2f} | {r['p50']:.2f} | {r['p95']:.2f} | {r['hit1']:.3f} | {r['hit5']:.3f} |"
+        )
+    lines += [
+        "",
+        f"Top-1 agreement between the two: {agree:.1%} (osmem's BM25 length normalisation differs from "
+        "Lucene's/tantivy's, so small ranking differences are expected). ES query latency includes the HTTP "
+        f"round trip on localhost: a bare `GET /` through the same client takes p50 {percentile(pings, 50):.2f} ms. "
+        f"Machine: {os.cpu_count()} CPUs.",
+    ]
     body = "\n".join(lines)
     print(body)
     write_section("elasticsearch", body, args.out)

@@ -67,11 +67,13 @@ def variants(new: FastTextParams) -> dict[str, FastTextParams]:
     """The compared parameter sets, by label (old, new, then the ablations)."""
     old = dataclasses.replace(new, dim=100, ws=5, neg=5, epoch=20, output_vectors=False, target_tokens=0)
     vectors = "in+out" if new.output_vectors else "in"
-    return {"old (in, ws5, d100, neg5, 20 ep)": old,
-            f"**new** ({vectors}, ws{new.ws}, d{new.dim}, neg{new.neg}, {new.target_tokens // 1000}k tokens)": new,
-            "new, input vectors only": dataclasses.replace(new, output_vectors=False),
-            f"new, {new.epoch} epochs (no budget)": dataclasses.replace(new, target_tokens=0),
-            "new, 950k tokens (the sweep's pick)": dataclasses.replace(new, target_tokens=950_000)}
+    return {
+        "old (in, ws5, d100, neg5, 20 ep)": old,
+        f"**new** ({vectors}, ws{new.ws}, d{new.dim}, neg{new.neg}, {new.target_tokens // 1000}k tokens)": new,
+        "new, input vectors only": dataclasses.replace(new, output_vectors=False),
+        f"new, {new.epoch} epochs (no budget)": dataclasses.replace(new, target_tokens=0),
+        "new, 950k tokens (the sweep's pick)": dataclasses.replace(new, target_tokens=950_000),
+    }
 
 
 @dataclass
@@ -91,8 +93,16 @@ class Result:
 class Variant:
     """A freshly trained encoder and its FAISS index over ``entries``."""
 
-    def __init__(self, entries: list[Entry], work: Path, tokenizer: Tokenizer, params: FastTextParams, sif_a: float,
-                 template: str, weight: float):
+    def __init__(
+        self,
+        entries: list[Entry],
+        work: Path,
+        tokenizer: Tokenizer,
+        params: FastTextParams,
+        sif_a: float,
+        template: str,
+        weight: float,
+    ):
         shutil.rmtree(work, ignore_errors=True)
         self.encoder = FastTextEncoder(tokenizer, work / "fasttext", params=params, sif_a=sif_a)
         start = time.perf_counter()
@@ -110,8 +120,9 @@ class Variant:
         return [h.entry.id for h in hits], (hits[0].relevance if hits else 0.0)
 
 
-def measure(data: DataSet, tokenizer: Tokenizer, params: FastTextParams, sif_a: float, template: str, weight: float,
-            work: Path) -> Result:
+def measure(
+    data: DataSet, tokenizer: Tokenizer, params: FastTextParams, sif_a: float, template: str, weight: float, work: Path
+) -> Result:
     """Ranking on the whole knowledge; the decision on real negatives, else on the gold-removed half (seed 0)."""
     whole = Variant(data.entries, work / "whole", tokenizer, params, sif_a, template, weight)
     answerable = [q for q in data.questions if q.answerable]
@@ -129,20 +140,31 @@ def measure(data: DataSet, tokenizer: Tokenizer, params: FastTextParams, sif_a: 
         positives = [part.best(q.question)[1] for q in split.answerable]
         negatives = [part.best(q.question)[1] for q in split.unanswerable]
     shutil.rmtree(work, ignore_errors=True)
-    return Result(recall_at(ranks, 1), recall_at(ranks, 5), mrr_at(ranks, 10), auc(positives, negatives),
-                  whole.epochs, whole.train_s, whole.model_mb)
+    return Result(
+        recall_at(ranks, 1),
+        recall_at(ranks, 5),
+        mrr_at(ranks, 10),
+        auc(positives, negatives),
+        whole.epochs,
+        whole.train_s,
+        whole.model_mb,
+    )
 
 
 def table(sets: list[DataSet], results: dict[str, dict[str, Result]]) -> str:
     """The markdown table, one row per set and variant."""
-    lines = ["| knowledge | variant | recall@1 | recall@5 | MRR@10 | decision AUC | epochs | train s | model MB |",
-             "|" + "---|" * 9]
+    lines = [
+        "| knowledge | variant | recall@1 | recall@5 | MRR@10 | decision AUC | epochs | train s | model MB |",
+        "|" + "---|" * 9,
+    ]
     for data in sets:
         for label, r in results[data.name].items():
             same = f" (= {r.same_as}: same model)" if r.same_as else ""
-            lines.append(f"| {data.name} | {label}{same} | {r.r1:.3f} | {r.r5:.3f} | {r.mrr:.3f} | "
-                         f"{'—' if math.isnan(r.auc) else f'{r.auc:.3f}'} | {r.epochs} | {r.train_s:.1f} | "
-                         f"{r.model_mb:.0f} |")
+            lines.append(
+                f"| {data.name} | {label}{same} | {r.r1:.3f} | {r.r5:.3f} | {r.mrr:.3f} | "
+                f"{'—' if math.isnan(r.auc) else f'{r.auc:.3f}'} | {r.epochs} | {r.train_s:.1f} | "
+                f"{r.model_mb:.0f} |"
+            )
         if data.name in SPARSE_R1:
             lines.append(f"| {data.name} | *sparse, for reference* | {SPARSE_R1[data.name]:.3f} | | | | | | |")
     return "\n".join(lines)
@@ -160,18 +182,22 @@ def why(sets: list[DataSet], results: dict[str, dict[str, Result]], compared: di
     p = compared[new]
     epochs = ", ".join(f"{d.name} {r[d.name][new].epochs}" for d in sets)
     budget_sets = [d for d in sets if r[d.name][new].epochs != p.epoch or r[d.name][sweep].epochs != p.epoch]
-    budget = "; ".join(f"{d.name} {r[d.name][no_budget].r1:.3f} / {r[d.name][new].r1:.3f} / {r[d.name][sweep].r1:.3f}"
-                       for d in budget_sets)
-    return (f"Reading (recall@1 unless said): output vectors, which carry the entries a word occurs in, help on "
-            f"{names(sets, lambda n: r[n][new].r1 > r[n][no_out].r1)}. The epoch budget only matters below "
-            f"{p.target_tokens // p.epoch // 1000}k corpus tokens (epochs here: {epochs}); {p.epoch} epochs / "
-            f"{p.target_tokens // 1000}k / 950k tokens: {budget or 'no set is that small'}. Measured separately as means "
-            f"over seeds 0, 2 and 3 (20 epochs / 300k / 950k): starter 0.588 / 0.591 / 0.548, sysu 0.582 / 0.582 / "
-            f"0.603 (spread between seeds about ±0.02; fastText's seeds 0 and 1 give the same model). The sweep's "
-            f"950k helps sysu, hurts starter and takes 2-4x the training time, hence 300k, which adds epochs only "
-            f"below 15k corpus tokens. New is below the "
-            f"old defaults on: {names(sets, lambda n: r[n][new].r1 < r[n][old].r1)}; below sparse on: "
-            f"{names(sets, lambda n: n in SPARSE_R1 and r[n][new].r1 < SPARSE_R1[n])}.")
+    budget = "; ".join(
+        f"{d.name} {r[d.name][no_budget].r1:.3f} / {r[d.name][new].r1:.3f} / {r[d.name][sweep].r1:.3f}"
+        for d in budget_sets
+    )
+    return (
+        f"Reading (recall@1 unless said): output vectors, which carry the entries a word occurs in, help on "
+        f"{names(sets, lambda n: r[n][new].r1 > r[n][no_out].r1)}. The epoch budget only matters below "
+        f"{p.target_tokens // p.epoch // 1000}k corpus tokens (epochs here: {epochs}); {p.epoch} epochs / "
+        f"{p.target_tokens // 1000}k / 950k tokens: {budget or 'no set is that small'}. Measured separately as means "
+        f"over seeds 0, 2 and 3 (20 epochs / 300k / 950k): starter 0.588 / 0.591 / 0.548, sysu 0.582 / 0.582 / "
+        f"0.603 (spread between seeds about ±0.02; fastText's seeds 0 and 1 give the same model). The sweep's "
+        f"950k helps sysu, hurts starter and takes 2-4x the training time, hence 300k, which adds epochs only "
+        f"below 15k corpus tokens. New is below the "
+        f"old defaults on: {names(sets, lambda n: r[n][new].r1 < r[n][old].r1)}; below sparse on: "
+        f"{names(sets, lambda n: n in SPARSE_R1 and r[n][new].r1 < SPARSE_R1[n])}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     for data in sets:
         tokenizer = Tokenizer(cache_dir=STATE / "jieba")
         tokenizer.add_words(w for e in data.entries for w in e.metadata)  # as the product's index does
-        tokens = sum(len(line.split()) for line in FastTextEncoder(tokenizer, STATE / "unused").training_lines(data.entries))
+        tokens = sum(
+            len(line.split()) for line in FastTextEncoder(tokenizer, STATE / "unused").training_lines(data.entries)
+        )
         done: dict[FastTextParams, tuple[str, Result]] = {}
         results[data.name] = {}
         for label, params in compared.items():
@@ -206,16 +234,21 @@ def main(argv: list[str] | None = None) -> int:
             r = measure(data, tokenizer, params, sif_a, template, weight, STATE / data.name)
             done[effective] = (label, r)
             results[data.name][label] = r
-            print(f"    R@1 {r.r1:.3f} R@5 {r.r5:.3f} MRR {r.mrr:.3f} AUC {r.auc:.3f} epochs {r.epochs} "
-                  f"train {r.train_s:.1f} s", flush=True)
+            print(
+                f"    R@1 {r.r1:.3f} R@5 {r.r5:.3f} MRR {r.mrr:.3f} AUC {r.auc:.3f} epochs {r.epochs} "
+                f"train {r.train_s:.1f} s",
+                flush=True,
+            )
     body = table(sets, results)
-    header = (f"One run of `python -m benchmarks.fasttext` ({time.perf_counter() - start:.0f} s, 2 shared CPUs, seed 0): "
-              + "; ".join(f"**{d.name}** {len(d.entries)} entries, {len(d.questions)} questions" for d in sets)
-              + ". Dense fastText alone through FaissSearcher (no splitting, no hybrid). Decision AUC: answerable vs "
-              "real unanswerable and chit-chat questions (starter, sysu), vs questions whose gold entries were removed "
-              "(a seeded half, cmrc, lcqmc). **In-sample**: the new defaults were picked by a sweep on these same "
-              "four sets, so their gain here is optimistic. Sparse recall@1 (BM25, \"Retrieval\" section, through "
-              "the bot with question splitting) is shown for reference.")
+    header = (
+        f"One run of `python -m benchmarks.fasttext` ({time.perf_counter() - start:.0f} s, 2 shared CPUs, seed 0): "
+        + "; ".join(f"**{d.name}** {len(d.entries)} entries, {len(d.questions)} questions" for d in sets)
+        + ". Dense fastText alone through FaissSearcher (no splitting, no hybrid). Decision AUC: answerable vs "
+        "real unanswerable and chit-chat questions (starter, sysu), vs questions whose gold entries were removed "
+        "(a seeded half, cmrc, lcqmc). **In-sample**: the new defaults were picked by a sweep on these same "
+        'four sets, so their gain here is optimistic. Sparse recall@1 (BM25, "Retrieval" section, through '
+        "the bot with question splitting) is shown for reference."
+    )
     notes = why(sets, results, compared)
     print("\n" + header + "\n\n" + body + "\n\n" + notes)
     if not args.no_write:

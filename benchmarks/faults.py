@@ -134,8 +134,10 @@ def tally(answers, own: str) -> tuple[str, bool]:
     empty_claiming = [a for a in empty if "answering from" in (a.notice or "")]
     empty_unexplained = [a for a in empty if not a.notice]
     searchers = sorted({a.hits[0].searcher for a in right})
-    parts = [f"{len(answers)} chats while it healed: {len(right)} answered faq:add ({', '.join(searchers) or '-'}), "
-             f"{len(empty)} no hit"]
+    parts = [
+        f"{len(answers)} chats while it healed: {len(right)} answered faq:add ({', '.join(searchers) or '-'}), "
+        f"{len(empty)} no hit"
+    ]
     if stand_in_silent:
         parts.append(f"{len(stand_in_silent)} answered by the stand-in without a notice")
     if empty_claiming:
@@ -145,8 +147,11 @@ def tally(answers, own: str) -> tuple[str, bool]:
     notices = sorted({short(a.notice, 60) for a in answers if a.notice})
     if notices and not empty_claiming:
         parts.append("notice “" + "” / “".join(notices) + "”")
-    sound = bool(answers) and len(right) + len(empty) == len(answers) and not (stand_in_silent or empty_claiming
-                                                                              or empty_unexplained)
+    sound = (
+        bool(answers)
+        and len(right) + len(empty) == len(answers)
+        and not (stand_in_silent or empty_claiming or empty_unexplained)
+    )
     return "; ".join(parts), sound
 
 
@@ -166,11 +171,25 @@ def fault_tantivy_segments(tmp: Path, jieba: Path):
     after = bot.answer(Q)
     whole = TantivySearcher(folder, bot.index.tokenizer, WEIGHTS).indexed_hashes() is not None
     warned = CAPTURE.since(mark)
-    outcome = (f"{during}; rebuilt in {took:.1f} s; then {top(after)}, {notice_of(after)}; on-disk index whole again: "
-               f"{whole}; log: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”")
-    ok = (ready and sound and healing and idle and bool(after.hits) and after.hits[0].entry.id == "faq:add"
-          and HEALING not in (after.notice or "") and whole)
-    return f"scrambled 20 % of the bytes of all {len(segments)} segment files in place while the app bot serves", outcome, ok
+    outcome = (
+        f"{during}; rebuilt in {took:.1f} s; then {top(after)}, {notice_of(after)}; on-disk index whole again: "
+        f"{whole}; log: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”"
+    )
+    ok = (
+        ready
+        and sound
+        and healing
+        and idle
+        and bool(after.hits)
+        and after.hits[0].entry.id == "faq:add"
+        and HEALING not in (after.notice or "")
+        and whole
+    )
+    return (
+        f"scrambled 20 % of the bytes of all {len(segments)} segment files in place while the app bot serves",
+        outcome,
+        ok,
+    )
 
 
 def fault_faiss_and_fasttext(tmp: Path, jieba: Path):
@@ -192,12 +211,25 @@ def fault_faiss_and_fasttext(tmp: Path, jieba: Path):
     warned = CAPTURE.since(mark, "faiss")
     checksum = any("checksum" in m for m in warned)
     rel = max((h.relevance for h in a2.hits), default=0.0)
-    out2 = (f"restart did not raise; damage logged: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”; {during}; "
-            f"dense rebuilt {took:.1f} s after the restarted bot was up; then {top(a2)}, {notice_of(a2)}, relevance {rel:.2f}")
-    ok2 = (built and idle and checksum and sound and bool(a2.hits) and a2.hits[0].searcher == "faiss"
-           and not a2.notice and rel <= 1.0)
-    row2 = (f"scrambled 30 % of `faiss/{INDEX_FILE}` in place (same size), then restarted the app bot "
-            "(dense, fastText)", out2, ok2)
+    out2 = (
+        f"restart did not raise; damage logged: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”; {during}; "
+        f"dense rebuilt {took:.1f} s after the restarted bot was up; then {top(a2)}, {notice_of(a2)}, relevance {rel:.2f}"
+    )
+    ok2 = (
+        built
+        and idle
+        and checksum
+        and sound
+        and bool(a2.hits)
+        and a2.hits[0].searcher == "faiss"
+        and not a2.notice
+        and rel <= 1.0
+    )
+    row2 = (
+        f"scrambled 30 % of `faiss/{INDEX_FILE}` in place (same size), then restarted the app bot (dense, fastText)",
+        out2,
+        ok2,
+    )
 
     # 3: damaged fastText model, then a restart.
     model = state / "fasttext" / "fasttext.bin"
@@ -211,13 +243,27 @@ def fault_faiss_and_fasttext(tmp: Path, jieba: Path):
     digest_ok = meta.get("model_digest") == file_digest(model)
     staging = [p for p in model.parent.iterdir() if p.name.startswith(".kbbot-ft-")]
     warned = CAPTURE.since(mark, "fasttext")
-    out3 = (f"restart did not raise; damage logged: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”; {during}; "
-            f"retrained, dense ready {took:.1f} s after the restarted bot was up; then {top(b2)}, {notice_of(b2)}; new model digest "
-            f"recorded: {digest_ok}; staging folders left: {len(staging)}")
-    ok3 = (idle and sound and bool(b2.hits) and b2.hits[0].searcher == "faiss" and not b2.notice and digest_ok
-           and not staging and bool(warned))
-    row3 = ("scrambled 5 % of `fasttext/fasttext.bin` in place, then restarted the app bot "
-            "(`retrieval.dense.encoder: fasttext`)", out3, ok3)
+    out3 = (
+        f"restart did not raise; damage logged: “{short((warned[0] if warned else '').replace(str(tmp) + '/', '<tmp>/'), 110)}”; {during}; "
+        f"retrained, dense ready {took:.1f} s after the restarted bot was up; then {top(b2)}, {notice_of(b2)}; new model digest "
+        f"recorded: {digest_ok}; staging folders left: {len(staging)}"
+    )
+    ok3 = (
+        idle
+        and sound
+        and bool(b2.hits)
+        and b2.hits[0].searcher == "faiss"
+        and not b2.notice
+        and digest_ok
+        and not staging
+        and bool(warned)
+    )
+    row3 = (
+        "scrambled 5 % of `fasttext/fasttext.bin` in place, then restarted the app bot "
+        "(`retrieval.dense.encoder: fasttext`)",
+        out3,
+        ok3,
+    )
     return row2, row3
 
 
@@ -229,12 +275,20 @@ def fault_stale_temp(tmp: Path, jieba: Path):
     build_index(s)
     removed = [p for p in planted.stale if not p.exists()]
     again = clean_stale_temp([state])
-    outcome = (f"at start: {len(removed)}/4 of the dead pid {dead_pid}'s items removed (3 temp files + a staging folder, "
-               f"8 KB); live parent pid's file kept: {live.exists()}; this process's own temp file kept: "
-               f"{mine.exists()}; a second clean found {again}")
+    outcome = (
+        f"at start: {len(removed)}/4 of the dead pid {dead_pid}'s items removed (3 temp files + a staging folder, "
+        f"8 KB); live parent pid's file kept: {live.exists()}; this process's own temp file kept: "
+        f"{mine.exists()}; a second clean found {again}"
+    )
     ok = len(removed) == 4 and live.exists() and mine.exists() and again == 0
-    return ("3 temp files and a `.kbbot-ft-<pid>-…` staging folder of an exited pid, one temp file of a live pid, one of "
-            "this process; then `build_index`"), outcome, ok
+    return (
+        (
+            "3 temp files and a `.kbbot-ft-<pid>-…` staging folder of an exited pid, one temp file of a live pid, one of "
+            "this process; then `build_index`"
+        ),
+        outcome,
+        ok,
+    )
 
 
 def fault_lone_surrogate(tmp: Path, jieba: Path):
@@ -257,11 +311,19 @@ def fault_lone_surrogate(tmp: Path, jieba: Path):
     bot.index.wait_idle(60)
     b = bot.answer(Q)
     err = "; ".join(str(p) for p in bot.index.error.problems) if bot.index.error else ""
-    outcome = (f"at start (no index yet) build_bot refused: “{short(start_error, 90)}”; while serving the next chats "
-               f"answered {top(a)} / {top(b)} from the last good index, index.error: “{short(err, 90)}”")
-    ok = ("s.json" in start_error and "surrogate" in start_error and bool(b.hits) and b.hits[0].entry.id == "faq:add"
-          and "s.json" in err and "surrogate" in err)
-    return "`s.json` with `\"query\": \"bad \\ud800 x\"` at start, and again saved while the app bot serves", outcome, ok
+    outcome = (
+        f"at start (no index yet) build_bot refused: “{short(start_error, 90)}”; while serving the next chats "
+        f"answered {top(a)} / {top(b)} from the last good index, index.error: “{short(err, 90)}”"
+    )
+    ok = (
+        "s.json" in start_error
+        and "surrogate" in start_error
+        and bool(b.hits)
+        and b.hits[0].entry.id == "faq:add"
+        and "s.json" in err
+        and "surrogate" in err
+    )
+    return '`s.json` with `"query": "bad \\ud800 x"` at start, and again saved while the app bot serves', outcome, ok
 
 
 def fault_malformed_json(tmp: Path, jieba: Path):
@@ -276,21 +338,30 @@ def fault_malformed_json(tmp: Path, jieba: Path):
     b = bot.answer("食堂在哪里？")
     err = "; ".join(str(p) for p in bot.index.error.problems) if bot.index.error else ""
     # Then the file is fixed (with one more entry): the next chat picks it up.
-    write_knowledge(kb, {**TINY, "gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}})
+    write_knowledge(
+        kb, {**TINY, "gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}}
+    )
     start = time.monotonic()
     bot.answer(Q)
     bot.index.wait_idle(60)
     took = time.monotonic() - start
     c = bot.answer("体育馆几点关门？")
-    outcome = (f"next chats answered {top(a)}, {top(b)} from the last good index; index.error: “{short(err, 70)}”; "
-               f"after the file was fixed (+1 entry) the new entry answered in {took:.1f} s: {top(c)}, "
-               f"index.error cleared: {bot.index.error is None}")
-    ok = (bool(a.hits) and a.hits[0].entry.id == "faq:add" and bool(b.hits) and b.hits[0].entry.id == "faq:canteen"
-          and "faq.json" in err and bool(c.hits) and c.hits[0].entry.id == "faq:gym" and bot.index.error is None)
+    outcome = (
+        f"next chats answered {top(a)}, {top(b)} from the last good index; index.error: “{short(err, 70)}”; "
+        f"after the file was fixed (+1 entry) the new entry answered in {took:.1f} s: {top(c)}, "
+        f"index.error cleared: {bot.index.error is None}"
+    )
+    ok = (
+        bool(a.hits)
+        and a.hits[0].entry.id == "faq:add"
+        and bool(b.hits)
+        and b.hits[0].entry.id == "faq:canteen"
+        and "faq.json" in err
+        and bool(c.hits)
+        and c.hits[0].entry.id == "faq:gym"
+        and bot.index.error is None
+    )
     return "`faq.json` overwritten with truncated JSON while the app bot serves (then fixed)", outcome, ok
-
-
-
 
 
 def fault_same_id(tmp: Path, rounds: int = 20):
@@ -300,8 +371,10 @@ def fault_same_id(tmp: Path, rounds: int = 20):
         folder = tmp / "f7" / f"kb{attempt}"
         write_knowledge(folder / "sub", {"other": {"query": "q", "document": "d"}}, "dup.json")
         barrier, results = CTX.Barrier(2), CTX.Queue()
-        workers = [CTX.Process(target=save_same_id, args=(str(folder), str(tmp / "f7" / "locks"), f, barrier, results))
-                   for f in ("dup.json", "sub/dup.json")]
+        workers = [
+            CTX.Process(target=save_same_id, args=(str(folder), str(tmp / "f7" / "locks"), f, barrier, results))
+            for f in ("dup.json", "sub/dup.json")
+        ]
         for w in workers:
             w.start()
         got = dict(results.get(timeout=30) for _ in workers)
@@ -315,11 +388,19 @@ def fault_same_id(tmp: Path, rounds: int = 20):
             loads += [e.id for e in load_entries(folder)].count("dup:x") == 1
         except KnowledgeError:
             pass
-    outcome = (f"{rounds} rounds: both succeeded {both}, exactly one {one}; the folder loads with one `dup:x` "
-               f"after {loads}/{rounds}; the loser got “{short(refusal, 80)}”")
+    outcome = (
+        f"{rounds} rounds: both succeeded {both}, exactly one {one}; the folder loads with one `dup:x` "
+        f"after {loads}/{rounds}; the loser got “{short(refusal, 80)}”"
+    )
     ok = both == 0 and one == rounds and loads == rounds and "duplicate id" in refusal
-    return (f"two processes released by a barrier save id `x` into `dup.json` and `sub/dup.json` (same id `dup:x`), "
-            f"{rounds} rounds"), outcome, ok
+    return (
+        (
+            f"two processes released by a barrier save id `x` into `dup.json` and `sub/dup.json` (same id `dup:x`), "
+            f"{rounds} rounds"
+        ),
+        outcome,
+        ok,
+    )
 
 
 def fault_stale_edit(tmp: Path):
@@ -330,8 +411,10 @@ def fault_stale_edit(tmp: Path):
     store.upsert_entry("faq.json", "add", "someone else", "d", "")
     before = (kb / "faq.json").read_bytes()
     refused = []
-    for write in (lambda: store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=loaded),
-                  lambda: store.delete_entry("faq.json", "add", expected_version=loaded)):
+    for write in (
+        lambda: store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=loaded),
+        lambda: store.delete_entry("faq.json", "add", expected_version=loaded),
+    ):
         try:
             write()
             refused.append("")
@@ -340,12 +423,17 @@ def fault_stale_edit(tmp: Path):
     unchanged = (kb / "faq.json").read_bytes() == before
     store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=store.version("faq.json", "add"))
     current_ok = dict(store.entries("faq.json"))["add"]["query"] == "mine"
-    outcome = (f"edit and delete with the old version both refused ({sum(bool(r) for r in refused)}/2): "
-               f"“{short(refused[0], 90)}”; file byte-identical: {unchanged}; the same edit with the current version "
-               f"saved: {current_ok}")
+    outcome = (
+        f"edit and delete with the old version both refused ({sum(bool(r) for r in refused)}/2): "
+        f"“{short(refused[0], 90)}”; file byte-identical: {unchanged}; the same edit with the current version "
+        f"saved: {current_ok}"
+    )
     ok = all(refused) and unchanged and current_ok
-    return "`faq:add` edited by someone else after its version was loaded, then edited/deleted with that version", \
-        outcome, ok
+    return (
+        "`faq:add` edited by someone else after its version was loaded, then edited/deleted with that version",
+        outcome,
+        ok,
+    )
 
 
 def fault_overwrite_restore(tmp: Path):
@@ -360,13 +448,22 @@ def fault_overwrite_restore(tmp: Path):
     store.restore("faq.json", versions[-1].version)
     entries = load_entries(kb)
     identical = (kb / "faq.json").read_bytes() == original
-    outcome = (f"the import left {after_import} entry; history kept {len(versions)} version "
-               f"({versions[-1].entries} entries); `restore` brought back {len(entries)}/{len(TINY)} entries, "
-               f"file byte-identical: {identical}")
-    ok = (after_import == 1 and versions[-1].entries == len(TINY) and identical
-          and [e.id for e in entries] == [f"faq:{k}" for k in TINY])
-    return "`import_file(…, overwrite=True)` of a 1-entry file over the 6-entry `faq.json`, then `restore` of the kept version", \
-        outcome, ok
+    outcome = (
+        f"the import left {after_import} entry; history kept {len(versions)} version "
+        f"({versions[-1].entries} entries); `restore` brought back {len(entries)}/{len(TINY)} entries, "
+        f"file byte-identical: {identical}"
+    )
+    ok = (
+        after_import == 1
+        and versions[-1].entries == len(TINY)
+        and identical
+        and [e.id for e in entries] == [f"faq:{k}" for k in TINY]
+    )
+    return (
+        "`import_file(…, overwrite=True)` of a 1-entry file over the 6-entry `faq.json`, then `restore` of the kept version",
+        outcome,
+        ok,
+    )
 
 
 def fault_corrupt_log(tmp: Path, jieba: Path):
@@ -384,9 +481,11 @@ def fault_corrupt_log(tmp: Path, jieba: Path):
     count = tl.count() if tl is not None else -1
     recent = tl.recent(1) if tl is not None else []
     warned = CAPTURE.since(mark, "moved it to")
-    outcome = (f"bot started; the file was moved to `{aside.name if aside else None}` (content kept: {kept}); "
-               f"the chat answered {top(answer)} and the fresh log holds {count} turn "
-               f"(“{recent[0]['question'] if recent else ''}”); log: “{short(warned[0] if warned else '', 70)}”")
+    outcome = (
+        f"bot started; the file was moved to `{aside.name if aside else None}` (content kept: {kept}); "
+        f"the chat answered {top(answer)} and the fresh log holds {count} turn "
+        f"(“{recent[0]['question'] if recent else ''}”); log: “{short(warned[0] if warned else '', 70)}”"
+    )
     ok = kept and count == 1 and bool(recent) and recent[0]["question"] == Q and bool(warned)
     return "`state/log/turns.sqlite` replaced by 3.9 KB of text, then `build_bot` and one web turn", outcome, ok
 
@@ -437,11 +536,18 @@ def main(argv=None) -> None:
             rows[2] = rows[3] = (None, f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    names = {1: "random bytes in tantivy segment files while serving", 2: "damaged FAISS body (vectors file)",
-             3: "damaged fasttext.bin at start", 4: "stale temporary files of a killed process, at start",
-             5: "a knowledge file with a lone `\\ud800` escape", 6: "malformed JSON saved while serving",
-             7: "two simultaneous saves of the same id into two files", 8: "a stale edit (entry changed since loaded)",
-             9: "an overwrite import, then `restore` from history", 10: "a corrupt conversation-log file"}
+    names = {
+        1: "random bytes in tantivy segment files while serving",
+        2: "damaged FAISS body (vectors file)",
+        3: "damaged fasttext.bin at start",
+        4: "stale temporary files of a killed process, at start",
+        5: "a knowledge file with a lone `\\ud800` escape",
+        6: "malformed JSON saved while serving",
+        7: "two simultaneous saves of the same id into two files",
+        8: "a stale edit (entry changed since loaded)",
+        9: "an overwrite import, then `restore` from history",
+        10: "a corrupt conversation-log file",
+    }
     lines = ["| fault | injected how | observed outcome | as intended |", "|---|---|---|---|"]
     for n in sorted(rows):
         how, outcome, ok = rows[n]
@@ -453,11 +559,13 @@ def main(argv=None) -> None:
     bad = [n for n in sorted(rows) if not rows[n][2]]
     print(f"\n{len(rows) - len(bad)}/{len(rows)} as intended ({took:.0f} s)" + (f"; not: {bad}" if bad else ""))
     if not args.no_write:
-        header = (f"## Faults (issue 13)\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
-                  f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}): each fault "
-                  "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
-                  "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); no LLM. "
-                  "\"As intended\" is computed from the observations. Times include the shared-CPU noise.")
+        header = (
+            f"## Faults (issue 13)\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
+            f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}): each fault "
+            "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
+            "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); no LLM. "
+            '"As intended" is computed from the observations. Times include the shared-CPU noise.'
+        )
         write_section("faults", header + "\n\n" + table)
         print("\nwrote the faults section of BENCHMARKS.md")
     sys.stdout.flush()

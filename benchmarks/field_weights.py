@@ -62,8 +62,13 @@ class OldDisMaxSearcher:
     An in-memory index, built once: enough to rank, nothing of the product's incremental sync.
     """
 
-    def __init__(self, tokenizer: Tokenizer, entries: Sequence[Entry], boosts: Mapping[str, float] = OLD_BOOSTS,
-                 tie_breaker: float = OLD_TIE_BREAKER):
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        entries: Sequence[Entry],
+        boosts: Mapping[str, float] = OLD_BOOSTS,
+        tie_breaker: float = OLD_TIE_BREAKER,
+    ):
         import tantivy
 
         self.tokenizer, self.boosts, self.tie_breaker = tokenizer, boosts, tie_breaker
@@ -98,7 +103,9 @@ class OldDisMaxSearcher:
             terms = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, f, w)) for w in words]
             per_field.append(tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), self.boosts[f]))
         searcher = self.index.searcher()
-        result = searcher.search(tantivy.Query.disjunction_max_query(per_field, tie_breaker=self.tie_breaker), limit=top_k)
+        result = searcher.search(
+            tantivy.Query.disjunction_max_query(per_field, tie_breaker=self.tie_breaker), limit=top_k
+        )
         return [searcher.doc(address)["id"][0] for _, address in result.hits]
 
 
@@ -142,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sets = load_sets()
     schemes = [("before: per-field dis-max", "2/1/1, tie 0.3")] + [
-        ("one field" + (" (default)" if w == DEFAULT else ""), "/".join(map(str, w))) for w in WEIGHTS]
+        ("one field" + (" (default)" if w == DEFAULT else ""), "/".join(map(str, w))) for w in WEIGHTS
+    ]
     cells: dict[int, list[str]] = {i: [] for i in range(len(schemes))}
     pharmacy: dict[int, list[str]] = {}
     probes: dict[int, int] = {}  # scheme -> how many PROBES get PHARMACY as their top hit
@@ -153,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             old = OldDisMaxSearcher(tokenizer, entries)
             rankers: list[Ranker] = [lambda q, old=old: old.search_ids(q, DEPTH)]
             for w in WEIGHTS:
-                searcher = TantivySearcher(Path(tmp) / f"{name}-{''.join(map(str, w))}", tokenizer, dict(zip(FIELDS, w)))
+                searcher = TantivySearcher(
+                    Path(tmp) / f"{name}-{''.join(map(str, w))}", tokenizer, dict(zip(FIELDS, w))
+                )
                 searcher.sync(entries)
                 rankers.append(lambda q, s=searcher: [h.entry.id for h in s.search(q, DEPTH)])
             answerable = sum(q.answerable for q in questions)
@@ -163,12 +173,17 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "sysu":
                     pharmacy[i] = top_pharmacy
                     probes[i] = sum(rank(q)[:1] == [PHARMACY] for q in PROBES)
-                print(f"{name:15} {schemes[i][0]:26} {schemes[i][1]:15} {cells[i][-1]}"
-                      + (f"  {PHARMACY} top: {len(top_pharmacy)}/{len(questions)}" if name == "sysu" else ""), flush=True)
+                print(
+                    f"{name:15} {schemes[i][0]:26} {schemes[i][1]:15} {cells[i][-1]}"
+                    + (f"  {PHARMACY} top: {len(top_pharmacy)}/{len(questions)}" if name == "sysu" else ""),
+                    flush=True,
+                )
             print(f"{name}: {len(entries)} entries, {answerable} answerable questions measured", flush=True)
     names = [name for name, _, _ in sets]
     sysu_total = next((len(q) for n, _, q in sets if n == "sysu"), 0)
-    head = ["scheme", "weights q/m/d"] + [f"{n} ({sum(q.answerable for q in qs)} q) R@1 / R@5 / MRR@10" for n, _, qs in sets]
+    head = ["scheme", "weights q/m/d"] + [
+        f"{n} ({sum(q.answerable for q in qs)} q) R@1 / R@5 / MRR@10" for n, _, qs in sets
+    ]
     if pharmacy:
         head.append(f"sysu: top hit {PHARMACY} (of {sysu_total})")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -191,22 +206,29 @@ def main(argv: list[str] | None = None) -> int:
         "One run of `python -m benchmarks.field_weights`: sparse retrieval (tantivy BM25 over jieba tokens, one "
         "tokenizer per knowledge base with its metadata keywords) on " + ", ".join(names) + " "
         "(starter and sysu: answerable questions of benchmarks/data/*_eval.jsonl; cmrc2018_trial: all questions; "
-        f"lcqmc_dev: a fixed random {LCQMC_QUESTIONS:,} questions, seed 0). \"before\" is the old scheme, rebuilt inside "
+        f'lcqmc_dev: a fixed random {LCQMC_QUESTIONS:,} questions, seed 0). "before" is the old scheme, rebuilt inside '
         "the benchmark: three fields (query / metadata / document) each with its own BM25 statistics, boosts 2/1/1, "
-        "combined by dis-max with tie_breaker 0.3. \"one field\" is the current TantivySearcher: one field in which "
+        'combined by dis-max with tie_breaker 0.3. "one field" is the current TantivySearcher: one field in which '
         "each field's words are repeated by `retrieval.sparse.field_weights` (BM25F with statistics shared by all "
         "fields); the default in config.yaml is 3/2/1. "
-        + (f"The last column counts the sysu questions (all {sysu_total}, answerable or not) whose top hit is "
-           f"{PHARMACY}, an entry whose document is just \"药学\" and which per-field IDF ranked first on generic "
-           "questions naming 中山大学 (a word common in documents but rare in the short metadata field)"
-           + (f"; before, those are: {said}" if said else "") + ". Most sysu questions say 中大, so the eval set "
-           f"shows it little; of the {len(PROBES)} generic questions that exposed it (" + "、".join(PROBES) + "), "
-           f"it is the top hit of {probes[0]} before and of {max(probes[i] for i in range(1, len(schemes)))} at most "
-           "after, over all the one-field weights. " if pharmacy else "")
-        + "One question moves recall by " + ", ".join(f"{1 / sum(q.answerable for q in qs):.3f} on {n}"
-                                                      for n, _, qs in sets) + ". "
+        + (
+            f"The last column counts the sysu questions (all {sysu_total}, answerable or not) whose top hit is "
+            f'{PHARMACY}, an entry whose document is just "药学" and which per-field IDF ranked first on generic '
+            "questions naming 中山大学 (a word common in documents but rare in the short metadata field)"
+            + (f"; before, those are: {said}" if said else "")
+            + ". Most sysu questions say 中大, so the eval set "
+            f"shows it little; of the {len(PROBES)} generic questions that exposed it (" + "、".join(PROBES) + "), "
+            f"it is the top hit of {probes[0]} before and of {max(probes[i] for i in range(1, len(schemes)))} at most "
+            "after, over all the one-field weights. "
+            if pharmacy
+            else ""
+        )
+        + "One question moves recall by "
+        + ", ".join(f"{1 / sum(q.answerable for q in qs):.3f} on {n}" for n, _, qs in sets)
+        + ". "
         + "The weights were chosen by looking at these same four sets together; there is no held-out set, so the "
-        "default's numbers here are in-sample, not a test of how it generalises.\n\n" + "\n".join(lines))
+        "default's numbers here are in-sample, not a test of how it generalises.\n\n" + "\n".join(lines)
+    )
     if not args.no_write:
         write_section("field-weights", body)
     return 0

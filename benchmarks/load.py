@@ -34,8 +34,16 @@ from bot.factory import build_bot, build_store
 from bot.ui.app import RATE_LIMITED
 from tests.llm_server import LocalLLMServer
 
-QUESTIONS = ["这个机器人是什么？", "怎么添加知识？", "怎么连接 DeepSeek？", "How do I switch to dense retrieval?",
-             "怎么切换检索模式？", "阈值是什么意思？", "What is HyDE?", "如何重建索引？"]
+QUESTIONS = [
+    "这个机器人是什么？",
+    "怎么添加知识？",
+    "怎么连接 DeepSeek？",
+    "How do I switch to dense retrieval?",
+    "怎么切换检索模式？",
+    "阈值是什么意思？",
+    "What is HyDE?",
+    "如何重建索引？",
+]
 TOKEN = re.compile(r"\[S(\d+)-T(\d+)\]")
 REWRITE_MARK, HYDE_MARK = "Standalone question:", "Answer the question below"
 FILLER = "根据参考资料 [1]，这是模拟的大模型回答，用来让流式输出有一定长度。"
@@ -74,8 +82,15 @@ class SessionStats:
     rate_limited: int = 0
 
 
-def run_session(url: str, index: int, deadline: list[float], ready: threading.Barrier, max_turns: int,
-                history_turns: int, stats: SessionStats) -> None:
+def run_session(
+    url: str,
+    index: int,
+    deadline: list[float],
+    ready: threading.Barrier,
+    max_turns: int,
+    history_turns: int,
+    stats: SessionStats,
+) -> None:
     """One user: its own client and history; asks until ``deadline[0]`` (or ``max_turns``), checking each reply.
 
     The deadline is read through a list because it is only set once every session has connected.
@@ -97,8 +112,10 @@ def run_session(url: str, index: int, deadline: list[float], ready: threading.Ba
         try:
             history, _, _ = client.predict(question, history, "sparse", api_name="/chat")
         except Exception as exc:
-            stats.errors.append(f"S{index:02d}-T{turn:02d} after {time.perf_counter() - start:.1f} s: "
-                                f"{type(exc).__name__}: {str(exc)[:200]}")
+            stats.errors.append(
+                f"S{index:02d}-T{turn:02d} after {time.perf_counter() - start:.1f} s: "
+                f"{type(exc).__name__}: {str(exc)[:200]}"
+            )
             turn += 1
             time.sleep(0.2)  # a failing app must not be hammered in a tight loop
             continue
@@ -126,8 +143,9 @@ def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limi
     settings.state_dir = str(state)
     settings.retrieval.mode = "sparse"
     settings.ui.rate_limit_per_minute = rate_limit
-    llm = OpenAIChat(base_url=llm_url, model="local-load", api_key="sk-local-load-not-a-real-key", timeout=30,
-                     max_retries=0)
+    llm = OpenAIChat(
+        base_url=llm_url, model="local-load", api_key="sk-local-load-not-a-real-key", timeout=30, max_retries=0
+    )
     bot = build_bot(settings, llm=llm)
     demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=concurrency)
     with socket.socket() as s:
@@ -137,8 +155,15 @@ def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limi
     return demo, f"http://127.0.0.1:{port}/", settings
 
 
-def run(sessions: int, seconds: float, concurrency: int, chunk_delay: float = 0.005, rate_limit: int = 0,
-        max_turns: int = 10_000, settings: Settings | None = None) -> dict:
+def run(
+    sessions: int,
+    seconds: float,
+    concurrency: int,
+    chunk_delay: float = 0.005,
+    rate_limit: int = 0,
+    max_turns: int = 10_000,
+    settings: Settings | None = None,
+) -> dict:
     """Serve the app, drive ``sessions`` users for ``seconds``, and return the figures."""
     base = settings or load_settings(ROOT / "config.yaml")
     server = LocalLLMServer()
@@ -152,9 +177,12 @@ def run(sessions: int, seconds: float, concurrency: int, chunk_delay: float = 0.
             deadline_box: list[float] = []
             threads = []
             for i in range(sessions):
-                t = threading.Thread(target=lambda i=i: run_session(url, i, deadline_box, ready, max_turns,
-                                                                   settings.prompt.max_history_turns, stats[i]),
-                                     daemon=True)
+                t = threading.Thread(
+                    target=lambda i=i: run_session(
+                        url, i, deadline_box, ready, max_turns, settings.prompt.max_history_turns, stats[i]
+                    ),
+                    daemon=True,
+                )
                 threads.append(t)
             # The deadline is fixed once every client is connected, so connecting is not part of the timed run.
             deadline_box.append(float("inf"))
@@ -175,26 +203,44 @@ def run(sessions: int, seconds: float, concurrency: int, chunk_delay: float = 0.
     errors = [e for s in stats for e in s.errors]
     crosstalk = [c for s in stats for c in s.crosstalk]
     return {
-        "sessions": sessions, "seconds": seconds, "concurrency": concurrency, "chunk_delay": chunk_delay,
-        "requests": len(latencies) + len(errors), "ok": len(latencies), "errors": len(errors) + stuck,
-        "stuck": stuck, "crosstalk": len(crosstalk), "elapsed": elapsed, "rate_limit": rate_limit,
+        "sessions": sessions,
+        "seconds": seconds,
+        "concurrency": concurrency,
+        "chunk_delay": chunk_delay,
+        "requests": len(latencies) + len(errors),
+        "ok": len(latencies),
+        "errors": len(errors) + stuck,
+        "stuck": stuck,
+        "crosstalk": len(crosstalk),
+        "elapsed": elapsed,
+        "rate_limit": rate_limit,
         "rate_limited": sum(s.rate_limited for s in stats),
-        "p50": percentile(latencies, 50), "p95": percentile(latencies, 95), "max": max(latencies, default=0.0),
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "max": max(latencies, default=0.0),
         "mean": statistics.fmean(latencies) if latencies else 0.0,
         "throughput": len(latencies) / elapsed if elapsed else 0.0,
-        "llm_requests": len(server.requests), "error_samples": errors[:5], "crosstalk_samples": crosstalk[:5],
+        "llm_requests": len(server.requests),
+        "error_samples": errors[:5],
+        "crosstalk_samples": crosstalk[:5],
     }
 
 
 def markdown(results: list[dict]) -> str:
     """A markdown table of one or more runs."""
-    lines = [("| sessions | seconds | LLM chunk delay (ms) | concurrency limit | requests | errors | cross-talk | "
-              "p50 (s) | p95 (s) | max (s) | throughput (req/s) |"),
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        (
+            "| sessions | seconds | LLM chunk delay (ms) | concurrency limit | requests | errors | cross-talk | "
+            "p50 (s) | p95 (s) | max (s) | throughput (req/s) |"
+        ),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
-        lines.append(f"| {r['sessions']} | {r['seconds']:g} | {r['chunk_delay'] * 1000:g} | {r['concurrency']} | "
-                     f"{r['requests']} | {r['errors']} | "
-                     f"{r['crosstalk']} | {r['p50']:.3f} | {r['p95']:.3f} | {r['max']:.3f} | {r['throughput']:.1f} |")
+        lines.append(
+            f"| {r['sessions']} | {r['seconds']:g} | {r['chunk_delay'] * 1000:g} | {r['concurrency']} | "
+            f"{r['requests']} | {r['errors']} | "
+            f"{r['crosstalk']} | {r['p50']:.3f} | {r['p95']:.3f} | {r['max']:.3f} | {r['throughput']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -203,16 +249,18 @@ def section(results: list[dict]) -> str:
     import gradio
 
     r = results[-1]
-    return ("## Chat load (Gradio API)\n\n"
-            f"{r['sessions']} concurrent sessions for {r['seconds']:g} s, each with its own `gradio_client.Client` and its "
-            "own growing history, asking the starter-knowledge questions through `/chat` (mode sparse, LLM used: "
-            "follow-ups also go through the rewrite call). The app is served in-process on 127.0.0.1 with "
-            f"`.queue(default_concurrency_limit=N)`; the LLM is tests/llm_server.py streaming 4-character chunks (the "
-            "delay between chunks is a column; about 20 chunks per answer, 7 per rewrite). Latency is one whole streamed turn as the client sees it. Cross-talk = replies "
-            "that do not name their own session and turn, or that carry history of another session or of the wrong "
-            f"length. Python {platform.python_version()}, Gradio {gradio.__version__}, {os.cpu_count()} CPUs. "
-            "Produced by `python -m benchmarks.load`.\n\n"
-            f"{markdown(results)}\n")
+    return (
+        "## Chat load (Gradio API)\n\n"
+        f"{r['sessions']} concurrent sessions for {r['seconds']:g} s, each with its own `gradio_client.Client` and its "
+        "own growing history, asking the starter-knowledge questions through `/chat` (mode sparse, LLM used: "
+        "follow-ups also go through the rewrite call). The app is served in-process on 127.0.0.1 with "
+        f"`.queue(default_concurrency_limit=N)`; the LLM is tests/llm_server.py streaming 4-character chunks (the "
+        "delay between chunks is a column; about 20 chunks per answer, 7 per rewrite). Latency is one whole streamed turn as the client sees it. Cross-talk = replies "
+        "that do not name their own session and turn, or that carry history of another session or of the wrong "
+        f"length. Python {platform.python_version()}, Gradio {gradio.__version__}, {os.cpu_count()} CPUs. "
+        "Produced by `python -m benchmarks.load`.\n\n"
+        f"{markdown(results)}\n"
+    )
 
 
 def main(argv=None) -> int:
@@ -220,14 +268,28 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sessions", type=int, default=50)
     p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--concurrency", type=int, nargs="+", default=None,
-                   help="Gradio default_concurrency_limit (default: ui.concurrency from config.yaml); "
-                        "several values run one after the other")
-    p.add_argument("--chunk-delay", type=float, nargs="+", default=[0.005],
-                   help="seconds between streamed LLM chunks; several values run one after the other")
-    p.add_argument("--rate-limit", type=int, default=0,
-                   help="ui.rate_limit_per_minute for the run (default 0 = off, so the sessions measure the app, "
-                        "not the limiter; rate-limited replies are counted apart)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=None,
+        help="Gradio default_concurrency_limit (default: ui.concurrency from config.yaml); "
+        "several values run one after the other",
+    )
+    p.add_argument(
+        "--chunk-delay",
+        type=float,
+        nargs="+",
+        default=[0.005],
+        help="seconds between streamed LLM chunks; several values run one after the other",
+    )
+    p.add_argument(
+        "--rate-limit",
+        type=int,
+        default=0,
+        help="ui.rate_limit_per_minute for the run (default 0 = off, so the sessions measure the app, "
+        "not the limiter; rate-limited replies are counted apart)",
+    )
     p.add_argument("--quick", action="store_true", help="5 sessions x 5 s, for a smoke test")
     p.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = p.parse_args(argv)

@@ -38,14 +38,23 @@ def make_answer(n: int, i: int) -> Answer:
     """A realistic turn: five hits, one or two used, every fifth a last resort."""
     hits = [Hit(ENTRIES[(n + i + k) % 20], 0.9 - k * 0.05, 12.0 - k, "hybrid") for k in range(5)]
     last = i % 5 == 0
-    return Answer(question=f"用户{n}的第{i}个问题：图书馆几点开门？", text="回答正文。" * 40,
-                  strategy=Strategy.LAST_RESORT if last else Strategy.DIRECT, mode="hybrid",
-                  hits=[] if last else hits[:2], candidates=hits, thresholds=CUT, llm="gpt-4o-mini",
-                  llm_used=not last, timings={"retrieve": 12.0, "llm": 800.0, "total": 815.0})
+    return Answer(
+        question=f"用户{n}的第{i}个问题：图书馆几点开门？",
+        text="回答正文。" * 40,
+        strategy=Strategy.LAST_RESORT if last else Strategy.DIRECT,
+        mode="hybrid",
+        hits=[] if last else hits[:2],
+        candidates=hits,
+        thresholds=CUT,
+        llm="gpt-4o-mini",
+        llm_used=not last,
+        timings={"retrieve": 12.0, "llm": 800.0, "total": 815.0},
+    )
 
 
-def run(threads: int, seconds: float, readers: int, folder: Path, retention_rows: int = 100_000,
-        pause: float = 0.0) -> dict:
+def run(
+    threads: int, seconds: float, readers: int, folder: Path, retention_rows: int = 100_000, pause: float = 0.0
+) -> dict:
     """Hammer one TurnLog in ``folder``; the counts and latencies (turns pruned by ``retention_rows`` are not lost)."""
     path = folder / "turns.sqlite"
     turn_log = TurnLog(path, retention_days=90, retention_rows=retention_rows)
@@ -104,9 +113,19 @@ def run(threads: int, seconds: float, readers: int, folder: Path, retention_rows
     stored = {t["id"] for t in fresh.recent(limit=len(ids) + 1)}
     fresh.close()
     expected = sorted(ids)[-retention_rows:] if retention_rows else ids
-    return {"written": len(ids), "lost": len(set(expected) - stored), "kept": len(stored), "elapsed": elapsed, **errors, "samples": samples,
-            "p50": percentile(latencies, 50), "p95": percentile(latencies, 95), "p99": percentile(latencies, 99),
-            "max": max(latencies, default=0.0), "bytes": path.stat().st_size}
+    return {
+        "written": len(ids),
+        "lost": len(set(expected) - stored),
+        "kept": len(stored),
+        "elapsed": elapsed,
+        **errors,
+        "samples": samples,
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "p99": percentile(latencies, 99),
+        "max": max(latencies, default=0.0),
+        "bytes": path.stat().st_size,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,27 +142,39 @@ def main(argv: list[str] | None = None) -> int:
     seconds = 5.0 if args.quick else args.seconds
     with tempfile.TemporaryDirectory(prefix="kbbot-log-load-") as tmp:
         r = run(args.threads, seconds, args.readers, Path(tmp), args.retention_rows, args.pause)
-    print(f"conversation log load: {args.threads} writer threads + {args.readers} reader(s) for {seconds:g} s, "
-          f"{f'{args.pause:g} s between turns' if args.pause else 'no pause'} "
-          f"({platform.python_implementation()} {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-          f"{os.cpu_count()} CPUs)")
+    print(
+        f"conversation log load: {args.threads} writer threads + {args.readers} reader(s) for {seconds:g} s, "
+        f"{f'{args.pause:g} s between turns' if args.pause else 'no pause'} "
+        f"({platform.python_implementation()} {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{os.cpu_count()} CPUs)"
+    )
     print(f"  turns written  {r['written']} ({r['written'] / r['elapsed']:.0f}/s), file {r['bytes'] / 1e6:.1f} MB")
     print(f"  turns lost     {r['lost']}   kept after retention ({args.retention_rows or 'no limit'}) {r['kept']}")
     print(f"  lock errors    {r['locked']}   other write errors {r['other']}   read errors {r['reads']}")
-    print(f"  record latency p50 {r['p50']:.2f} ms  p95 {r['p95']:.2f} ms  p99 {r['p99']:.2f} ms  max {r['max']:.1f} ms")
+    print(
+        f"  record latency p50 {r['p50']:.2f} ms  p95 {r['p95']:.2f} ms  p99 {r['p99']:.2f} ms  max {r['max']:.1f} ms"
+    )
     for sample in r["samples"]:
         print(f"  e.g. {sample}")
     if not (args.quick or args.no_write):
-        write_section("log-load", "\n".join([
-            "## Conversation log under load", "",
-            f"`python -m benchmarks.log_load` ({time.strftime('%Y-%m-%d')}; SQLite {sqlite3.sqlite_version}, "
-            f"{os.cpu_count()} CPUs): {args.threads} writer threads record synthetic turns as fast as they can into "
-            f"one TurnLog (WAL) for {seconds:g} s while {args.readers} reader thread(s) run the admin queries; "
-            f"retention {args.retention_rows or 'off'} rows.", "",
-            "| turns written | per second | lost | lock errors | other errors | record p50 / p95 / p99 / max ms |",
-            "|---|---|---|---|---|---|",
-            f"| {r['written']:,} | {r['written'] / r['elapsed']:.0f} | {r['lost']} | {r['locked']} | {r['other']} | "
-            f"{r['p50']:.2f} / {r['p95']:.1f} / {r['p99']:.1f} / {r['max']:.0f} |"]))
+        write_section(
+            "log-load",
+            "\n".join(
+                [
+                    "## Conversation log under load",
+                    "",
+                    f"`python -m benchmarks.log_load` ({time.strftime('%Y-%m-%d')}; SQLite {sqlite3.sqlite_version}, "
+                    f"{os.cpu_count()} CPUs): {args.threads} writer threads record synthetic turns as fast as they can into "
+                    f"one TurnLog (WAL) for {seconds:g} s while {args.readers} reader thread(s) run the admin queries; "
+                    f"retention {args.retention_rows or 'off'} rows.",
+                    "",
+                    "| turns written | per second | lost | lock errors | other errors | record p50 / p95 / p99 / max ms |",
+                    "|---|---|---|---|---|---|",
+                    f"| {r['written']:,} | {r['written'] / r['elapsed']:.0f} | {r['lost']} | {r['locked']} | {r['other']} | "
+                    f"{r['p50']:.2f} / {r['p95']:.1f} / {r['p99']:.1f} / {r['max']:.0f} |",
+                ]
+            ),
+        )
     return 1 if r["lost"] or r["locked"] or r["other"] else 0
 
 

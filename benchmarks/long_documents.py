@@ -98,14 +98,17 @@ def merge_by_title(paragraphs: Sequence[Entry], prefix: str = "cmrc") -> tuple[l
     return entries, article_of
 
 
-def group_consecutive(paragraphs: Sequence[Entry], size: int, prefix: str = "cmrc4") -> tuple[list[Entry], dict[str, str]]:
+def group_consecutive(
+    paragraphs: Sequence[Entry], size: int, prefix: str = "cmrc4"
+) -> tuple[list[Entry], dict[str, str]]:
     """Every ``size`` consecutive paragraphs as one entry (titles joined with " / "); paragraph id -> entry id."""
     entries, owner = [], {}
     for n, start in enumerate(range(0, len(paragraphs), size)):
-        group = paragraphs[start:start + size]
+        group = paragraphs[start : start + size]
         keywords = tuple(dict.fromkeys(w for p in group for w in p.metadata))
-        entry = Entry(f"{prefix}:{n}", " / ".join(p.query for p in group), "\n\n".join(p.document for p in group),
-                      keywords)
+        entry = Entry(
+            f"{prefix}:{n}", " / ".join(p.query for p in group), "\n\n".join(p.document for p in group), keywords
+        )
         entries.append(entry)
         owner.update({p.id: entry.id for p in group})
     return entries, owner
@@ -121,8 +124,10 @@ def load_cmrc(folder: Path) -> tuple[list[Entry], list[dict]]:
 
 def cmrc_questions(records: Sequence[dict], owner: dict[str, str]) -> list[Question]:
     """Questions whose gold is the entry now holding their gold paragraph."""
-    return [Question(r["question"], owner[f"knowledge:{r['gold_ids'][0]}"], tuple(r.get("answers") or [r["answer"]]))
-            for r in records]
+    return [
+        Question(r["question"], owner[f"knowledge:{r['gold_ids'][0]}"], tuple(r.get("answers") or [r["answer"]]))
+        for r in records
+    ]
 
 
 def load_sets(names: Sequence[str], limit: int | None) -> list[LongSet]:
@@ -137,9 +142,15 @@ def load_sets(names: Sequence[str], limit: int | None) -> list[LongSet]:
             paragraphs, records = load_cmrc(folder)
             if name == "cmrc":
                 entries, owner = merge_by_title(paragraphs)
-                note = (f"../shared/data/cmrc2018_trial, {len(paragraphs)} paragraphs merged by article title into "
-                        f"{len(entries)} articles" + ("; one paragraph per title, so the merge changes nothing"
-                                                      if len(entries) == len(paragraphs) else ""))
+                note = (
+                    f"../shared/data/cmrc2018_trial, {len(paragraphs)} paragraphs merged by article title into "
+                    f"{len(entries)} articles"
+                    + (
+                        "; one paragraph per title, so the merge changes nothing"
+                        if len(entries) == len(paragraphs)
+                        else ""
+                    )
+                )
             else:
                 entries, owner = group_consecutive(paragraphs, GROUP)
                 note = f"the same {len(paragraphs)} paragraphs, {GROUP} consecutive ones per entry"
@@ -213,7 +224,9 @@ def gold_texts(question: Question, hits: Sequence[Hit], references) -> list[str]
     return [f for hit, fs in zip(used, block_texts(context, used)) if hit.entry.id == question.gold for f in fs]
 
 
-def judge(question: Question, hits: Sequence[Hit], passing: Sequence[Hit], references, small_references=None) -> Outcome:
+def judge(
+    question: Question, hits: Sequence[Hit], passing: Sequence[Hit], references, small_references=None
+) -> Outcome:
     """What reaches the LLM for ``question``: ``references`` is PromptBuilder.references (``small_references``
     the same with a smaller max_hit_chars; None: not measured)."""
     context, used = references(passing) if passing else ("", [])
@@ -222,10 +235,17 @@ def judge(question: Question, hits: Sequence[Hit], passing: Sequence[Hit], refer
     everything = [f for fs in fields for f in fs]
     loose = gold_texts(question, hits, references)
     small = gold_texts(question, passing, small_references) if small_references else []
-    return Outcome(contains(gold_fields, question.answers), contains(everything, question.answers),
-                   any(h.entry.id == question.gold for h in passing), bool(gold_fields),
-                   contains(loose, question.answers), contains(small, question.answers), len(passing), len(used),
-                   len(context) if used else 0)
+    return Outcome(
+        contains(gold_fields, question.answers),
+        contains(everything, question.answers),
+        any(h.entry.id == question.gold for h in passing),
+        bool(gold_fields),
+        contains(loose, question.answers),
+        contains(small, question.answers),
+        len(passing),
+        len(used),
+        len(context) if used else 0,
+    )
 
 
 # -- the product ------------------------------------------------------------------------------------------------
@@ -314,8 +334,10 @@ def run_product(data: LongSet, systems: Sequence[str], sizes: Sequence[int] | No
             if system == "hybrid":
                 memo_question_vectors(next(leaf for leaf in searcher.leaves() if hasattr(leaf, "encoder")).encoder)
             label = f"passages {size}" if size else "passages off"
-            print(f"  {data.name}: {system}, {label}, {units} units (built {time.perf_counter() - start:.0f} s) ...",
-                  flush=True)
+            print(
+                f"  {data.name}: {system}, {label}, {units} units (built {time.perf_counter() - start:.0f} s) ...",
+                flush=True,
+            )
             row, t = Row(system, size, units=units), time.perf_counter()
             for q in data.questions:
                 hits, passing = bot.retrieve(q.text, mode=system)
@@ -328,7 +350,7 @@ def run_product(data: LongSet, systems: Sequence[str], sizes: Sequence[int] | No
 # -- the baseline -------------------------------------------------------------------------------------------------
 def fixed_chunks(entries: Sequence[Entry], size: int) -> list[tuple[str, str]]:
     """(entry id, text) of every ``size``-character slice of every document, in order."""
-    return [(e.id, e.document[i:i + size]) for e in entries for i in range(0, len(e.document), size)]
+    return [(e.id, e.document[i : i + size]) for e in entries for i in range(0, len(e.document), size)]
 
 
 def run_bm25s(data: LongSet, state: Path, top: int = 10) -> Row:
@@ -357,8 +379,19 @@ def run_bm25s(data: LongSet, state: Path, top: int = 10) -> Row:
         gold = [text for owner, text in picked if owner == q.gold]
         hit = contains(gold, q.answers)
         chars = len("\n\n".join(text for _, text in picked))
-        row.outcomes.append(Outcome(hit, contains([t for _, t in picked], q.answers), bool(gold), bool(gold), hit,
-                                    hit, len(picked), len(picked), chars))
+        row.outcomes.append(
+            Outcome(
+                hit,
+                contains([t for _, t in picked], q.answers),
+                bool(gold),
+                bool(gold),
+                hit,
+                hit,
+                len(picked),
+                len(picked),
+                chars,
+            )
+        )
     row.seconds = time.perf_counter() - t
     return row
 
@@ -366,12 +399,16 @@ def run_bm25s(data: LongSet, state: Path, top: int = 10) -> Row:
 # -- tables -------------------------------------------------------------------------------------------------------
 def lengths_table(sets: Sequence[LongSet]) -> str:
     """Document length distribution of each set."""
-    lines = ["| knowledge | entries | median chars | max chars | longer than 300 | longer than 1,024 | questions |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| knowledge | entries | median chars | max chars | longer than 300 | longer than 1,024 | questions |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for d in sets:
         n = [len(e.document) for e in d.entries]
-        lines.append(f"| {d.name} | {len(n)} | {statistics.median(n):.0f} | {max(n)} | {sum(x > 300 for x in n)} | "
-                     f"{sum(x > BUDGET for x in n)} | {len(d.questions)} |")
+        lines.append(
+            f"| {d.name} | {len(n)} | {statistics.median(n):.0f} | {max(n)} | {sum(x > 300 for x in n)} | "
+            f"{sum(x > BUDGET for x in n)} | {len(d.questions)} |"
+        )
     return "\n".join(lines)
 
 
@@ -384,9 +421,12 @@ def row_label(row: Row) -> tuple[str, str]:
 
 def results_table(sets: Sequence[LongSet], results: dict[str, list[Row]]) -> str:
     """The main table."""
-    lines = ["| knowledge | system | passages | answer in context | answer anywhere in context | gold passes | "
-             f"gold in context | answer in context, no threshold | answer in context, max_hit_chars {SMALL_HIT} | "
-             "no passing hit | references in context (mean) | context chars (mean) |", "|" + "---|" * 12]
+    lines = [
+        "| knowledge | system | passages | answer in context | answer anywhere in context | gold passes | "
+        f"gold in context | answer in context, no threshold | answer in context, max_hit_chars {SMALL_HIT} | "
+        "no passing hit | references in context (mean) | context chars (mean) |",
+        "|" + "---|" * 12,
+    ]
     for d in sets:
         for row in results.get(d.name, []):
             system, passages = row_label(row)
@@ -400,7 +440,8 @@ def results_table(sets: Sequence[LongSet], results: dict[str, list[Row]]) -> str
                 f"{row.rate(lambda o: o.gold_in_context):.3f} | "
                 f"{'—' if baseline else f'{row.rate(lambda o: o.answer_no_threshold):.3f}'} | "
                 f"{'—' if baseline else f'{row.rate(lambda o: o.answer_small_hits):.3f}'} | "
-                f"{sum(not o.passing for o in row.outcomes)} | {refs:.2f} | {chars:.0f} |")
+                f"{sum(not o.passing for o in row.outcomes)} | {refs:.2f} | {chars:.0f} |"
+            )
     return "\n".join(lines)
 
 
@@ -436,7 +477,8 @@ def describe(sets: Sequence[LongSet], seconds: float, encoded: int) -> str:
         "over the questions that got a context (chars include the template). **bm25s**: `bm25s.BM25` over jieba words "
         f"of fixed {CHUNK}-char slices of each document (no title, no boundaries, no overlap), the best chunks with a "
         f"positive score joined with a blank line while they fit in {BUDGET:,} chars; gold in context = a chunk of the "
-        "gold entry is among them.")
+        "gold entry is among them."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

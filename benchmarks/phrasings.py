@@ -41,8 +41,9 @@ STATE = ROOT / ".state" / "bench" / "phrasings"
 SHARED_CACHE = ROOT / ".state" / "bench" / "retrieval" / "embeddings"
 
 
-def split(entries: list[Entry], questions: list[EvalQuestion],
-          seed: int) -> tuple[list[Entry], list[EvalQuestion], list[EvalQuestion]]:
+def split(
+    entries: list[Entry], questions: list[EvalQuestion], seed: int
+) -> tuple[list[Entry], list[EvalQuestion], list[EvalQuestion]]:
     """Entries whose gold questions are several get all but one of them as ``questions``; the held-out questions;
     the questions whose gold entry has no other question (and so no phrasings)."""
     by_gold: dict[str, list[EvalQuestion]] = defaultdict(list)
@@ -119,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     phrased, held_out, others = split(data.entries, data.questions, args.seed)
     n_entries = sum(1 for e in phrased if e.questions)
     n_phrasings = sum(len(e.questions) for e in phrased)
-    print(f"{len(data.entries)} entries, {n_entries} with {n_phrasings} phrasings, {len(held_out)} held-out questions, "
-          f"{len(others)} others")
+    print(
+        f"{len(data.entries)} entries, {n_entries} with {n_phrasings} phrasings, {len(held_out)} held-out questions, "
+        f"{len(others)} others"
+    )
 
     tokenizer = Tokenizer(cache_dir=STATE / "jieba")
     d = settings.dense
@@ -135,40 +138,57 @@ def main(argv: list[str] | None = None) -> int:
         dense = FaissSearcher(work / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
         systems: list[tuple[str, Searcher]] = [("sparse", sparse), ("dense-e5", dense)]
         if label == "with":
-            systems.append(("dense-e5 appended", appended(work / "faiss-appended", encoder, d.embed_template,
-                                                          d.question_weight, d.hnsw_above)))
+            systems.append(
+                (
+                    "dense-e5 appended",
+                    appended(work / "faiss-appended", encoder, d.embed_template, d.question_weight, d.hnsw_above),
+                )
+            )
         copied = sum(copy_cached(encoder, entries, s) for name, s in systems if name.startswith("dense"))
         tick = time.perf_counter()
         encoder.embed_questions([q.question for q in [*held_out, *others]])  # once, cached: every system reads them
         for _, s in systems:
             s.sync(entries)
-        print(f"{label}: indexed in {time.perf_counter() - tick:.0f} s ({copied} cached vectors copied, "
-              f"{encoder.encoded} texts encoded so far)", flush=True)
-        systems.append(("hybrid-e5", HybridSearcher(sparse, dense, settings.hybrid.sparse_weight["e5"],
-                                                    settings.hybrid.candidates)))
+        print(
+            f"{label}: indexed in {time.perf_counter() - tick:.0f} s ({copied} cached vectors copied, "
+            f"{encoder.encoded} texts encoded so far)",
+            flush=True,
+        )
+        systems.append(
+            (
+                "hybrid-e5",
+                HybridSearcher(sparse, dense, settings.hybrid.sparse_weight["e5"], settings.hybrid.candidates),
+            )
+        )
         for name, s in systems:
             rows.append((name, label, evaluate(s, held_out, name), evaluate(s, others, name)))
             print(f"  {name} {label}: R@1 {rows[-1][2].recall(1):.3f}", flush=True)
 
     order = ["sparse", "dense-e5", "dense-e5 appended", "hybrid-e5"]
-    head = (f"| system | alternative questions | held-out ({len(held_out)}): recall@1 | recall@5 | MRR@10 | "
-            f"others ({len(others)}): recall@1 | MRR@10 |")
+    head = (
+        f"| system | alternative questions | held-out ({len(held_out)}): recall@1 | recall@5 | MRR@10 | "
+        f"others ({len(others)}): recall@1 | MRR@10 |"
+    )
     table = [head, "|---|---|---|---|---|---|---|"]
     for name in order:
         for system, label, run, other in rows:
             if system == name:
                 what = "none" if label == "without" else "appended to the query" if "appended" in name else "yes"
-                table.append(f"| {name.replace(' appended', '')} | {what} | {run.recall(1):.3f} | {run.recall(5):.3f} "
-                             f"| {run.mrr:.3f} | {other.recall(1):.3f} | {other.mrr:.3f} |")
-    header = (f"One run of `python -m benchmarks.phrasings` ({time.perf_counter() - start:.0f} s, 2 CPUs) on LCQMC dev "
-              f"(../shared/data/lcqmc_dev): {len(data.entries)} entries; the {n_entries} gold entries that several "
-              f"questions point to get all but one of them as `questions` ({n_phrasings} phrasings, seed {args.seed}); "
-              f"the {len(held_out)} held-out questions are asked against the whole knowledge with and without them, "
-              f"and so are the {len(others)} questions of gold entries with one question (no phrasings: what the "
-              "phrasings of other entries cost them). "
-              "Searchers called directly with config.yaml's settings (no question splitting). \"yes\" for dense = one "
-              "extra question vector per phrasing, best cosine per entry (the product); \"appended\" = one question "
-              "vector of the query and its phrasings joined.")
+                table.append(
+                    f"| {name.replace(' appended', '')} | {what} | {run.recall(1):.3f} | {run.recall(5):.3f} "
+                    f"| {run.mrr:.3f} | {other.recall(1):.3f} | {other.mrr:.3f} |"
+                )
+    header = (
+        f"One run of `python -m benchmarks.phrasings` ({time.perf_counter() - start:.0f} s, 2 CPUs) on LCQMC dev "
+        f"(../shared/data/lcqmc_dev): {len(data.entries)} entries; the {n_entries} gold entries that several "
+        f"questions point to get all but one of them as `questions` ({n_phrasings} phrasings, seed {args.seed}); "
+        f"the {len(held_out)} held-out questions are asked against the whole knowledge with and without them, "
+        f"and so are the {len(others)} questions of gold entries with one question (no phrasings: what the "
+        "phrasings of other entries cost them). "
+        'Searchers called directly with config.yaml\'s settings (no question splitting). "yes" for dense = one '
+        'extra question vector per phrasing, best cosine per entry (the product); "appended" = one question '
+        "vector of the query and its phrasings joined."
+    )
     body = header + "\n\n" + "\n".join(table)
     print("\n" + body)
     if not args.no_write:

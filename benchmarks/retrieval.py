@@ -85,8 +85,11 @@ def load_sets(names: list[str], limit: int | None) -> list[DataSet]:
             questions = load_questions(ROOT / "benchmarks/data/starter_eval.jsonl", entries)
             out.append(DataSet(name, entries, questions, "knowledge/ + benchmarks/data/starter_eval.jsonl"))
             continue
-        path = {"sysu": shared / "sysu" / "database.json", "cmrc": shared / "cmrc2018_trial",
-                "lcqmc": shared / "lcqmc_dev"}[name]
+        path = {
+            "sysu": shared / "sysu" / "database.json",
+            "cmrc": shared / "cmrc2018_trial",
+            "lcqmc": shared / "lcqmc_dev",
+        }[name]
         if not path.exists():
             print(f"skipping {name}: {path} not found (set KBBOT_DATA)", flush=True)
             continue
@@ -145,8 +148,9 @@ class RankBM25:
         self.tokenizer = Tokenizer(cache_dir=STATE / "jieba")
         self.tokenizer.add_words(w for e in entries for w in e.metadata)
         self.entries = entries
-        self.bm25 = BM25Okapi([self.tokenizer.tokenize(f"{e.query} {' '.join(e.metadata)} {e.document}") or ["∅"]
-                               for e in entries])
+        self.bm25 = BM25Okapi(
+            [self.tokenizer.tokenize(f"{e.query} {' '.join(e.metadata)} {e.document}") or ["∅"] for e in entries]
+        )
 
     def retrieve(self, question: str, top_k: int = 10) -> tuple[list[Hit], list[Hit]]:
         """Top hits by raw BM25 (as "relevance": it has no other); nothing passes (no threshold of its own)."""
@@ -181,8 +185,9 @@ def remember_question_vectors(encoder, serve: bool) -> None:
     encoder.embed_query = recorded
 
 
-def runs_on(entries: list[Entry], questions: list[EvalQuestion], work: Path, systems: list[str],
-            label: str) -> dict[str, Run]:
+def runs_on(
+    entries: list[Entry], questions: list[EvalQuestion], work: Path, systems: list[str], label: str
+) -> dict[str, Run]:
     """Every requested system's run over ``questions`` on one knowledge base."""
     out: dict[str, Run] = {}
     for encoder in ("fasttext", "e5"):
@@ -199,7 +204,9 @@ def runs_on(entries: list[Entry], questions: list[EvalQuestion], work: Path, sys
             for leaf in searcher.leaves():
                 getattr(leaf, "forget_queries", lambda: None)()  # every system pays for encoding its questions
             print(f"  {label}: {system} (indexed {time.perf_counter() - start:.0f} s) ...", flush=True)
-            out[system] = run_questions(lambda q, b=bot, m=mode: b.retrieve(q, mode=m, top_k=10), questions, system, label)
+            out[system] = run_questions(
+                lambda q, b=bot, m=mode: b.retrieve(q, mode=m, top_k=10), questions, system, label
+            )
     if "rank_bm25" in systems:
         bm25 = RankBM25(entries)
         out["rank_bm25"] = run_questions(bm25.retrieve, questions, "rank_bm25", label)
@@ -258,8 +265,10 @@ def fmt(x: float | None, digits: int = 3) -> str:
 
 def tables(sets: list[DataSet], results: dict[str, dict[str, Measured]], systems: list[str]) -> str:
     """The main table and the transfer table, as markdown."""
-    head = ("| knowledge | system | recall@1 | recall@3 | recall@5 | MRR@10 | decision AUC | best F1 (cut) | "
-            "F1 at default (cut) | p50 ms | p95 ms |")
+    head = (
+        "| knowledge | system | recall@1 | recall@3 | recall@5 | MRR@10 | decision AUC | best F1 (cut) | "
+        "F1 at default (cut) | p50 ms | p95 ms |"
+    )
     lines = [head, "|" + "---|" * 11]
     for data in sets:
         for s in systems:
@@ -270,16 +279,23 @@ def tables(sets: list[DataSet], results: dict[str, dict[str, Measured]], systems
             cut = best_threshold(p, n)
             default = default_threshold(s)
             at_default = f"{point(default, p, n).f1:.3f} ({default:g})" if default is not None else "—"
-            lines.append(f"| {data.name} | {s} | {fmt(r.recall(1))} | {fmt(r.recall(3))} | {fmt(r.recall(5))} | "
-                         f"{fmt(r.mrr)} | {fmt(auc(p, n))} | {point(cut, p, n).f1:.3f} ({cut:.3g}) | {at_default} | "
-                         f"{r.p50_ms:.2f} | {r.p95_ms:.2f} |")
-    transfer = ["| system | " + " | ".join(f"{d.name}: F1 left out (cut) / best" for d in sets)
-                + " | cut chosen on all sets |", "|" + "---|" * (len(sets) + 2)]
+            lines.append(
+                f"| {data.name} | {s} | {fmt(r.recall(1))} | {fmt(r.recall(3))} | {fmt(r.recall(5))} | "
+                f"{fmt(r.mrr)} | {fmt(auc(p, n))} | {point(cut, p, n).f1:.3f} ({cut:.3g}) | {at_default} | "
+                f"{r.p50_ms:.2f} | {r.p95_ms:.2f} |"
+            )
+    transfer = [
+        "| system | " + " | ".join(f"{d.name}: F1 left out (cut) / best" for d in sets) + " | cut chosen on all sets |",
+        "|" + "---|" * (len(sets) + 2),
+    ]
     for s in systems:
         cells = []
         for data in sets:
-            others = [(results[o.name][s].positives, results[o.name][s].negatives) for o in sets
-                      if o.name != data.name and s in results[o.name]]
+            others = [
+                (results[o.name][s].positives, results[o.name][s].negatives)
+                for o in sets
+                if o.name != data.name and s in results[o.name]
+            ]
             m = results[data.name].get(s)
             if m is None or not others:
                 cells.append("—")
@@ -291,15 +307,19 @@ def tables(sets: list[DataSet], results: dict[str, dict[str, Measured]], systems
         shared = best_shared_threshold([(m.positives, m.negatives) for m in every]) if every else None
         cells.append(f"{shared:.3g}" if shared is not None else "—")
         transfer.append(f"| {s} | " + " | ".join(cells) + " |")
-    direct = ["| system | direct threshold | " + " | ".join(f"{d.name}: replies verbatim / right" for d in sets) + " |",
-              "|" + "---|" * (len(sets) + 2)]
+    direct = [
+        "| system | direct threshold | " + " | ".join(f"{d.name}: replies verbatim / right" for d in sets) + " |",
+        "|" + "---|" * (len(sets) + 2),
+    ]
     for s in (x for x in systems if x.startswith(("hybrid", "dense"))):
         for t in DIRECT_CUTS:
             cells = []
             for data in sets:
                 m = results[data.name].get(s)
                 chosen = [right for rel, right in (m.tops if m else []) if rel >= t]
-                cells.append(f"{len(chosen) / len(m.tops):.2f} / {sum(chosen) / len(chosen):.3f}" if chosen else "0 / —")
+                cells.append(
+                    f"{len(chosen) / len(m.tops):.2f} / {sum(chosen) / len(chosen):.3f}" if chosen else "0 / —"
+                )
             direct.append(f"| {s} | {t:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + "\n".join(transfer) + "\n\n" + "\n".join(direct)
 
@@ -312,10 +332,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="questions per cmrc/lcqmc set (default: all)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     parser.add_argument("--dump", type=Path, default=None, help="also pickle the measurements here (re-render later)")
-    parser.add_argument("--from-dump", type=Path, default=None,
-                        help="re-render the tables from a --dump (e.g. after the shipped thresholds changed)")
-    parser.add_argument("--passages", choices=("config", "on", "off"), default="config",
-                        help="long documents cut into passages (README \"Long documents\"): as config.yaml says, or forced")
+    parser.add_argument(
+        "--from-dump",
+        type=Path,
+        default=None,
+        help="re-render the tables from a --dump (e.g. after the shipped thresholds changed)",
+    )
+    parser.add_argument(
+        "--passages",
+        choices=("config", "on", "off"),
+        default="config",
+        help='long documents cut into passages (README "Long documents"): as config.yaml says, or forced',
+    )
     args = parser.parse_args(argv)
     global PASSAGES
     PASSAGES = None if args.passages == "config" else args.passages == "on"
@@ -338,13 +366,15 @@ def main(argv: list[str] | None = None) -> int:
 
         args.dump.write_bytes(pickle.dumps({"sets": sets, "results": results, "systems": systems, "seconds": seconds}))
     body = tables(sets, results, systems)
-    header = (f"One run of `python -m benchmarks.retrieval` ({seconds:.0f} s, 2 CPUs): "
-              + "; ".join(f"**{d.name}** {len(d.entries)} entries, {len(d.questions)} questions ({d.note})" for d in sets)
-              + ". Decision: real unanswerable and chit-chat questions where a set has them, else gold entries of a "
-              "random half removed (seeds 0-2 pooled). rank_bm25's \"relevance\" is its raw score. Latency is per "
-              "question through Bot.retrieve, including encoding the question; this run shared the 2 cores with other "
-              "work (load 4-7), so compare latencies only within the table (a quiet dense-e5 query: \"Speed: dense-e5 "
-              "query\"). Defaults: config.yaml at rendering time; \"cut chosen on all sets\" is how they were picked.")
+    header = (
+        f"One run of `python -m benchmarks.retrieval` ({seconds:.0f} s, 2 CPUs): "
+        + "; ".join(f"**{d.name}** {len(d.entries)} entries, {len(d.questions)} questions ({d.note})" for d in sets)
+        + ". Decision: real unanswerable and chit-chat questions where a set has them, else gold entries of a "
+        'random half removed (seeds 0-2 pooled). rank_bm25\'s "relevance" is its raw score. Latency is per '
+        "question through Bot.retrieve, including encoding the question; this run shared the 2 cores with other "
+        'work (load 4-7), so compare latencies only within the table (a quiet dense-e5 query: "Speed: dense-e5 '
+        'query"). Defaults: config.yaml at rendering time; "cut chosen on all sets" is how they were picked.'
+    )
     print("\n" + header + "\n\n" + body)
     if not args.no_write:
         write_section("retrieval", "## Retrieval and the decision to answer\n\n" + header + "\n\n" + body)

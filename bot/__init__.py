@@ -18,15 +18,39 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Answer": "bot.chat.answer", "Strategy": "bot.chat.answer", "Cutoffs": "bot.chat.answer",
-    "Bot": "bot.chat.bot", "Hit": "bot.search.base", "Entry": "bot.knowledge.entries",
-    "Settings": "bot.config.settings", "load_settings": "bot.config.settings",
-    "build_bot": "bot.factory", "build_store": "bot.factory",
-    "BotError": "bot.errors", "ConfigError": "bot.errors", "KnowledgeError": "bot.errors",
-    "LLMError": "bot.errors", "SearchBackendError": "bot.errors",
+    "Answer": "bot.chat.answer",
+    "Strategy": "bot.chat.answer",
+    "Cutoffs": "bot.chat.answer",
+    "Bot": "bot.chat.bot",
+    "Hit": "bot.search.base",
+    "Entry": "bot.knowledge.entries",
+    "Settings": "bot.config.settings",
+    "load_settings": "bot.config.settings",
+    "build_bot": "bot.factory",
+    "build_store": "bot.factory",
+    "BotError": "bot.errors",
+    "ConfigError": "bot.errors",
+    "KnowledgeError": "bot.errors",
+    "LLMError": "bot.errors",
+    "SearchBackendError": "bot.errors",
 }
-__all__ = ["Answer", "Bot", "BotError", "ConfigError", "Cutoffs", "Entry", "Hit", "KnowledgeError", "LLMError",
-           "SearchBackendError", "Settings", "Strategy", "build_bot", "build_store", "load_settings"]
+__all__ = [
+    "Answer",
+    "Bot",
+    "BotError",
+    "ConfigError",
+    "Cutoffs",
+    "Entry",
+    "Hit",
+    "KnowledgeError",
+    "LLMError",
+    "SearchBackendError",
+    "Settings",
+    "Strategy",
+    "build_bot",
+    "build_store",
+    "load_settings",
+]
 
 if TYPE_CHECKING:
     from bot.chat.answer import Answer, Cutoffs, Strategy

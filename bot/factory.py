@@ -64,19 +64,35 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         if d.encoder == "openai":
             key = d.openai.api_key()
             if key is None:
-                raise ConfigError(f"retrieval.dense.encoder is openai but {d.openai.api_key_env} is not set in the environment")
+                raise ConfigError(
+                    f"retrieval.dense.encoder is openai but {d.openai.api_key_env} is not set in the environment"
+                )
             o = d.openai
-            encoder = OpenAIEncoder(o.base_url, o.model, key, state / "embeddings", o.batch_size, o.timeout,
-                                    o.max_retries, o.input_type)
+            encoder = OpenAIEncoder(
+                o.base_url, o.model, key, state / "embeddings", o.batch_size, o.timeout, o.max_retries, o.input_type
+            )
         elif d.encoder == "e5":
             e = d.e5
             encoder = E5Encoder(state / "embeddings", e.num_threads, e.batch_size, e.variant)
         else:
             f = d.fasttext
-            params = FastTextParams(dim=f.dim, epoch=f.epoch, minn=f.minn, maxn=f.maxn, bucket=f.bucket, ws=f.ws,
-                                    lr=f.lr, min_count=f.min_count, threads=f.threads, seed=f.seed,
-                                    subsample=f.subsample, neg=f.neg, output_vectors=f.output_vectors,
-                                    target_tokens=f.target_tokens, max_epoch=f.max_epoch)
+            params = FastTextParams(
+                dim=f.dim,
+                epoch=f.epoch,
+                minn=f.minn,
+                maxn=f.maxn,
+                bucket=f.bucket,
+                ws=f.ws,
+                lr=f.lr,
+                min_count=f.min_count,
+                threads=f.threads,
+                seed=f.seed,
+                subsample=f.subsample,
+                neg=f.neg,
+                output_vectors=f.output_vectors,
+                target_tokens=f.target_tokens,
+                max_epoch=f.max_epoch,
+            )
             pretrained = settings.resolve(f.pretrained) if f.pretrained else None
             encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a, f.retrain_after)
         return FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
@@ -90,8 +106,10 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         assert isinstance(dense_searcher, FaissSearcher)  # built by dense()
         weight = h.sparse_weight.get(settings.retrieval.dense.encoder)
         if weight is None:
-            raise ConfigError(f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
-                              "encoder; add one (README \"Scores and thresholds\")")
+            raise ConfigError(
+                f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
+                'encoder; add one (README "Scores and thresholds")'
+            )
         sparse_searcher = factories["sparse"]()
         assert isinstance(sparse_searcher, SparseSearcher)  # built by sparse()
         return HybridSearcher(sparse_searcher, dense_searcher, weight, h.candidates)
@@ -118,8 +136,16 @@ def build_llm(settings: Settings) -> ChatModel | None:
         log.info("no %s in the environment: retrieval-only mode", settings.llm.api_key_env)
         return None
     s = settings.llm
-    chat = OpenAIChat(base_url=s.base_url, model=s.model, api_key=key, temperature=s.temperature,
-                      max_tokens=s.max_tokens, timeout=s.timeout, max_retries=s.max_retries, key_env=s.api_key_env)
+    chat = OpenAIChat(
+        base_url=s.base_url,
+        model=s.model,
+        api_key=key,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        timeout=s.timeout,
+        max_retries=s.max_retries,
+        key_env=s.api_key_env,
+    )
     # Slow calls queue for one of max_concurrency slots (up to the LLM timeout) instead of starving every worker.
     return BoundedChatModel(chat, s.max_concurrency, s.timeout)
 
@@ -133,15 +159,24 @@ def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
     tokenizer = build_tokenizer(settings)
     p = settings.retrieval.passages
     passages = Passages(p.size, p.overlap) if p.enabled else None
-    return KnowledgeIndex(settings.resolve(settings.knowledge.path), tokenizer, searcher_factories(settings, tokenizer),
-                          background=background, passages=passages)
+    return KnowledgeIndex(
+        settings.resolve(settings.knowledge.path),
+        tokenizer,
+        searcher_factories(settings, tokenizer),
+        background=background,
+        passages=passages,
+    )
 
 
 def build_store(settings: Settings) -> KnowledgeStore:
     """Locked, validated writes into the knowledge folder (locks and history live in the state folder)."""
     state = settings.resolve(settings.state_dir)
-    return KnowledgeStore(settings.resolve(settings.knowledge.path), state / "locks", history_dir=state / "history",
-                          history_versions=settings.knowledge.history_versions)
+    return KnowledgeStore(
+        settings.resolve(settings.knowledge.path),
+        state / "locks",
+        history_dir=state / "history",
+        history_versions=settings.knowledge.history_versions,
+    )
 
 
 def build_recorder(settings: Settings) -> TurnRecorder:
@@ -153,8 +188,15 @@ def build_recorder(settings: Settings) -> TurnRecorder:
         return TurnRecorder(None)
 
 
-def build_bot(settings: Settings, llm: ChatModel | None = None, index: KnowledgeIndex | None = None, load: bool = True,
-              watch_config: bool = False, keep_last_good: bool = False, background: bool | None = None) -> Bot:
+def build_bot(
+    settings: Settings,
+    llm: ChatModel | None = None,
+    index: KnowledgeIndex | None = None,
+    load: bool = True,
+    watch_config: bool = False,
+    keep_last_good: bool = False,
+    background: bool | None = None,
+) -> Bot:
     """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now.
 
     With ``watch_config`` (the app) an edit of ``retrieval.mode`` in the config file switches the running bot.
@@ -180,13 +222,18 @@ def build_bot(settings: Settings, llm: ChatModel | None = None, index: Knowledge
         max_message_chars=settings.limits.max_message_chars,
         max_answer_chars=settings.limits.max_answer_chars,
         rewriter=QueryRewriter(llm, settings.conversation.rewrite_template, settings.prompt.max_history_turns)
-        if llm is not None and settings.conversation.rewrite else None,
-        splitter=QuestionSplitter(settings.splitting.conjunctions, settings.splitting.min_part_chars,
-                                  settings.splitting.max_parts) if settings.splitting.enabled else None,
+        if llm is not None and settings.conversation.rewrite
+        else None,
+        splitter=QuestionSplitter(
+            settings.splitting.conjunctions, settings.splitting.min_part_chars, settings.splitting.max_parts
+        )
+        if settings.splitting.enabled
+        else None,
         mode_source=ConfiguredMode(settings.source, mode) if watch_config and settings.source else None,
         multi_query=MultiQueryRewrite(llm, settings.fallback.rewrite) if llm is not None else None,
         grader=RelevanceGrader(llm, settings.retrieval.grading)
-        if llm is not None and settings.retrieval.grading.enabled else None,
+        if llm is not None and settings.retrieval.grading.enabled
+        else None,
         recorder=build_recorder(settings),
     )
     if mode not in index.modes:

@@ -53,8 +53,14 @@ class RepeatFilter(logging.Filter):
     first ``tracebacks`` records of a template per window keep their traceback; the others become one line ending
     with the exception's type and message."""
 
-    def __init__(self, per_window: int = 20, window: float = 60.0, clock: Callable[[], float] = time.monotonic,
-                 per_logger: int | None = None, tracebacks: int = 1):
+    def __init__(
+        self,
+        per_window: int = 20,
+        window: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        per_logger: int | None = None,
+        tracebacks: int = 1,
+    ):
         super().__init__()
         self.per_window = per_window
         self.window = window

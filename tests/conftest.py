@@ -14,11 +14,31 @@ from bot.search.tokenizer import Tokenizer
 ROOT = Path(__file__).resolve().parent.parent
 
 TINY = {
-    "add": {"query": "怎么添加知识？", "document": "把 JSON 条目放进 knowledge 文件夹，下一条消息时索引会自动更新。", "metadata": "添加知识,知识库"},
-    "mode": {"query": "怎么切换检索模式？", "document": "在 config.yaml 中修改 retrieval.mode，然后重启应用。", "metadata": "检索模式,配置"},
-    "threshold": {"query": "阈值是什么意思？", "document": "只有分数达到阈值的检索结果才会被当作参考资料。", "metadata": "阈值,分数"},
-    "ollama": {"query": "How do I connect Ollama?", "document": "Set llm.base_url to http://localhost:11434/v1 and export OPENAI_API_KEY=ollama.", "metadata": "ollama,llm,endpoint"},
-    "library": {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放，节假日另行通知。", "metadata": "图书馆,开放时间"},
+    "add": {
+        "query": "怎么添加知识？",
+        "document": "把 JSON 条目放进 knowledge 文件夹，下一条消息时索引会自动更新。",
+        "metadata": "添加知识,知识库",
+    },
+    "mode": {
+        "query": "怎么切换检索模式？",
+        "document": "在 config.yaml 中修改 retrieval.mode，然后重启应用。",
+        "metadata": "检索模式,配置",
+    },
+    "threshold": {
+        "query": "阈值是什么意思？",
+        "document": "只有分数达到阈值的检索结果才会被当作参考资料。",
+        "metadata": "阈值,分数",
+    },
+    "ollama": {
+        "query": "How do I connect Ollama?",
+        "document": "Set llm.base_url to http://localhost:11434/v1 and export OPENAI_API_KEY=ollama.",
+        "metadata": "ollama,llm,endpoint",
+    },
+    "library": {
+        "query": "图书馆开放时间",
+        "document": "图书馆每天早上八点到晚上十点开放，节假日另行通知。",
+        "metadata": "图书馆,开放时间",
+    },
     "canteen": {"query": "食堂在哪里？", "document": "学生食堂位于校园东区，靠近体育馆。", "metadata": "食堂,餐饮"},
 }
 

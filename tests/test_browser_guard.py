@@ -16,14 +16,22 @@ from tests.test_browser import App, chromium, offline_env, shot
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TRACKER = "198.51.100.7"
-BAIT = (f"看图 ![x](http://{TRACKER}/track.png) 和 <img src=http://{TRACKER}/x.png> "
-        f"以及 [链接](http://{TRACKER}/page)")
+BAIT = f"看图 ![x](http://{TRACKER}/track.png) 和 <img src=http://{TRACKER}/x.png> 以及 [链接](http://{TRACKER}/page)"
 
 
 def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_server):
     kb = tmp_path / "knowledge"
-    write_knowledge(kb, {**TINY, "bait": {"query": f"图片追踪测试 ![q](http://{TRACKER}/q.png)",
-                                         "document": BAIT, "metadata": "图片追踪测试"}})
+    write_knowledge(
+        kb,
+        {
+            **TINY,
+            "bait": {
+                "query": f"图片追踪测试 ![q](http://{TRACKER}/q.png)",
+                "document": BAIT,
+                "metadata": "图片追踪测试",
+            },
+        },
+    )
     raw = config_dict(tmp_path, kb, sparse=0.3)
     raw["llm"].update(base_url=llm_server.url, model="local-test", timeout=5, max_retries=0)
     config = tmp_path / "config.yaml"
@@ -62,8 +70,9 @@ def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_se
             page.locator("#kb-chat").get_by_text("看图").last.wait_for(timeout=30000)
             chat = page.locator("#kb-chat").inner_text()
             assert "![x](http://" in chat and "<img src=" in chat  # shown as text
-            links = page.eval_on_selector_all(f"#kb-chat a[href*='{TRACKER}']",
-                                              "els => els.map(a => [a.rel, a.target])")
+            links = page.eval_on_selector_all(
+                f"#kb-chat a[href*='{TRACKER}']", "els => els.map(a => [a.rel, a.target])"
+            )
             assert links and all("noopener" in rel and "noreferrer" in rel for rel, _ in links), links
 
             page.get_by_role("tab", name="检索测试 / Retrieval test").click()
@@ -73,14 +82,17 @@ def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_se
             page.locator("#kb-rt-results").get_by_text("faq:bait").first.wait_for(timeout=60000)
 
             page.get_by_role("tab", name="知识管理 / Knowledge").click()
-            page.wait_for_function("() => document.querySelector('#kb-eb-table')?.innerText.includes('图片追踪测试')",
-                                   timeout=30000)
+            page.wait_for_function(
+                "() => document.querySelector('#kb-eb-table')?.innerText.includes('图片追踪测试')", timeout=30000
+            )
             page.locator("#kb-k-file input").click()
             page.get_by_role("option", name="faq.json").click()
             page.locator("#kb-k-key input").click()
             page.get_by_role("option", name="bait").click()
-            page.wait_for_function("() => (document.querySelector('#kb-k-document textarea') || {}).value"
-                                   "?.includes('track.png')", timeout=30000)
+            page.wait_for_function(
+                "() => (document.querySelector('#kb-k-document textarea') || {}).value?.includes('track.png')",
+                timeout=30000,
+            )
             page.wait_for_timeout(1000)  # let any lazily rendered image start loading
             shot(page, "guard-knowledge")
             images = page.eval_on_selector_all("img", "els => els.map(i => i.src)")

@@ -36,7 +36,9 @@ def header(page) -> str:
 
 
 def sources_mode(page, question: str) -> str:
-    return page.locator("#kb-sources .kb-sources").evaluate("(d, q) => d.dataset.q === q ? d.dataset.mode : ''", question)
+    return page.locator("#kb-sources .kb-sources").evaluate(
+        "(d, q) => d.dataset.q === q ? d.dataset.mode : ''", question
+    )
 
 
 def set_mode(config, mode: str) -> None:
@@ -51,8 +53,9 @@ def set_mode(config, mode: str) -> None:
 def test_config_mode_edit_applies_to_the_next_message_of_an_open_page(browser, app_config):
     raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
     raw["retrieval"]["dense"]["encoder"] = "e5"
-    raw["retrieval"]["thresholds"].update({"dense-e5": {"answer": 0.85, "direct": None},
-                                           "hybrid-e5": {"answer": 0.8, "direct": None}})
+    raw["retrieval"]["thresholds"].update(
+        {"dense-e5": {"answer": 0.85, "direct": None}, "hybrid-e5": {"answer": 0.8, "direct": None}}
+    )
     app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     app = App(app_config, offline_env())
     try:
@@ -65,7 +68,10 @@ def test_config_mode_edit_applies_to_the_next_message_of_an_open_page(browser, a
         ask(page, "阈值是什么意思？")
         assert sources_mode(page, "阈值是什么意思？") == "dense"
         assert "Mode: dense" in header(page) and "following config" in header(page)
-        assert "Follow config (dense)" in page.locator("#kb-mode").inner_text() + page.locator("#kb-mode input").input_value()
+        assert (
+            "Follow config (dense)"
+            in page.locator("#kb-mode").inner_text() + page.locator("#kb-mode input").input_value()
+        )
         # A session override renders the header without building anything: hybrid says it is not built yet.
         page.locator("#kb-mode input").click()
         page.get_by_role("option", name="hybrid", exact=True).click()
@@ -95,8 +101,11 @@ def test_multi_part_message_is_answered_part_by_part(browser, app_config):
 
 def test_clicking_a_suggestion_asks_that_entrys_question(browser, app_config):
     kb = Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"])
-    write_knowledge(kb, {"x": {"query": "<img src=x onerror=alert(1)>资料放进来", "document": "脚本测试", "metadata": "脚本"}},
-                    name="xss.json")
+    write_knowledge(
+        kb,
+        {"x": {"query": "<img src=x onerror=alert(1)>资料放进来", "document": "脚本测试", "metadata": "脚本"}},
+        name="xss.json",
+    )
     app = App(app_config, offline_env())
     try:
         page = open_page(browser, app.url)
@@ -108,8 +117,9 @@ def test_clicking_a_suggestion_asks_that_entrys_question(browser, app_config):
         assert page.locator("#kb-chat img[src=x]").count() == 0
         shot(page, "chat-suggestions")
         options.get_by_text("怎么添加知识？", exact=True).click()
-        page.wait_for_function("() => document.querySelector('#kb-sources .kb-sources')?.dataset.q === '怎么添加知识？'",
-                               timeout=30000)
+        page.wait_for_function(
+            "() => document.querySelector('#kb-sources .kb-sources')?.dataset.q === '怎么添加知识？'", timeout=30000
+        )
         assert page.locator("#kb-chat .user").last.inner_text().strip() == "怎么添加知识？"
         assert "knowledge 文件夹" in page.locator("#kb-chat .bot").last.inner_text()
     finally:
@@ -128,7 +138,9 @@ def test_examples_come_from_a_replaced_knowledge_base(browser, app_config):
         shown = examples.inner_text()
         assert "怎么添加知识" not in shown and sum(e["query"] in shown for e in CAMPUS) == 4
         examples.get_by_text("校车从哪里发车？").click()
-        page.wait_for_function("() => document.querySelector('#kb-input textarea').value === '校车从哪里发车？'", timeout=10000)
+        page.wait_for_function(
+            "() => document.querySelector('#kb-input textarea').value === '校车从哪里发车？'", timeout=10000
+        )
         # Replaced again while running: a message schedules the reload (served from the old index meanwhile: a
         # turn never waits for indexing), a later one answers from it, and a page opened after that shows its questions.
         (kb / "campus.json").unlink()
@@ -144,7 +156,9 @@ def test_examples_come_from_a_replaced_knowledge_base(browser, app_config):
         page.locator("#kb-examples").get_by_text("怎么添加知识？").wait_for(timeout=30000)
         assert "体育馆" not in page.locator("#kb-examples").inner_text()
         page.locator("#kb-examples").get_by_text("怎么添加知识？").click()
-        page.wait_for_function("() => document.querySelector('#kb-input textarea').value === '怎么添加知识？'", timeout=10000)
+        page.wait_for_function(
+            "() => document.querySelector('#kb-input textarea').value === '怎么添加知识？'", timeout=10000
+        )
     finally:
         app.stop()
 

@@ -23,8 +23,14 @@ def config_file(tmp_path, kb_dir):
 
 def run(config, *args):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), *args],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_ask_json_names_strategy_and_hits(config_file):
@@ -87,12 +93,15 @@ def test_global_options_go_before_or_after_the_subcommand(tmp_path, kb_dir, orde
     raw["retrieval"]["mode"] = "hybrid"  # --mode sparse must win, wherever it is written
     path = tmp_path / "other.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    args = {"before": ["--config", str(path), "--mode", "sparse", "search", "怎么添加知识？", "--json"],
-            "after": ["search", "怎么添加知识？", "--json", "--mode", "sparse", "--config", str(path)],
-            "mixed": ["--mode", "sparse", "search", "--config", str(path), "怎么添加知识？", "--json"]}[order]
+    args = {
+        "before": ["--config", str(path), "--mode", "sparse", "search", "怎么添加知识？", "--json"],
+        "after": ["search", "怎么添加知识？", "--json", "--mode", "sparse", "--config", str(path)],
+        "mixed": ["--mode", "sparse", "search", "--config", str(path), "怎么添加知识？", "--json"],
+    }[order]
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    r = subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=ROOT, env=env,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["mode"] == "sparse" and out["hits"][0]["id"] == "faq:add"

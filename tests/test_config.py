@@ -31,8 +31,15 @@ def raw(tmp_path, kb_dir, monkeypatch) -> dict:
 
 def run_cli(config, *args, **env):
     environ = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), *args], check=False, capture_output=True,
-                          text=True, cwd=ROOT, env={**environ, **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "--config", str(config), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**environ, **env},
+        timeout=120,
+    )
 
 
 def test_the_shipped_config_has_thresholds_for_every_system():
@@ -49,22 +56,30 @@ def test_an_unknown_system_under_thresholds_is_rejected_naming_the_valid_ones(tm
     assert all(system in message for system in SYSTEMS)
 
 
-@pytest.mark.parametrize("cutoffs, key", [({"answer": 8.0, "direct": None}, "retrieval.thresholds.sparse.answer"),
-                                          ({"answer": 0.5, "direct": 1.5}, "retrieval.thresholds.sparse.direct"),
-                                          ({"direct": 0.9}, "retrieval.thresholds.sparse.answer"),
-                                          ({"answer": 0.5, "verbatim": 0.9}, "retrieval.thresholds.sparse.verbatim")])
+@pytest.mark.parametrize(
+    "cutoffs, key",
+    [
+        ({"answer": 8.0, "direct": None}, "retrieval.thresholds.sparse.answer"),
+        ({"answer": 0.5, "direct": 1.5}, "retrieval.thresholds.sparse.direct"),
+        ({"direct": 0.9}, "retrieval.thresholds.sparse.answer"),
+        ({"answer": 0.5, "verbatim": 0.9}, "retrieval.thresholds.sparse.verbatim"),
+    ],
+)
 def test_thresholds_are_relevances_in_0_1_with_known_keys(tmp_path, raw, cutoffs, key):
     raw["retrieval"]["thresholds"]["sparse"] = cutoffs  # e.g. an old BM25 threshold pasted in
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_settings(write(tmp_path, raw))
 
 
-@pytest.mark.parametrize("where, value, key", [
-    (("retrieval", "sparse"), {"threshold": 12.1}, "retrieval.sparse.threshold"),
-    (("retrieval", "dense"), {"threshold": 0.679}, "retrieval.dense.threshold"),
-    (("retrieval", "sparse"), {"tantivy": {"boosts": {"query": 2.0}}}, "retrieval.sparse.tantivy"),
-    (("retrieval", "hybrid"), {"rrf_k": 60}, "retrieval.hybrid.rrf_k"),
-])
+@pytest.mark.parametrize(
+    "where, value, key",
+    [
+        (("retrieval", "sparse"), {"threshold": 12.1}, "retrieval.sparse.threshold"),
+        (("retrieval", "dense"), {"threshold": 0.679}, "retrieval.dense.threshold"),
+        (("retrieval", "sparse"), {"tantivy": {"boosts": {"query": 2.0}}}, "retrieval.sparse.tantivy"),
+        (("retrieval", "hybrid"), {"rrf_k": 60}, "retrieval.hybrid.rrf_k"),
+    ],
+)
 def test_keys_of_the_old_design_are_rejected_by_name(tmp_path, raw, where, value, key):
     raw[where[0]][where[1]].update(value)
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -77,8 +92,11 @@ def test_a_mode_whose_system_has_no_thresholds_names_the_key_to_add(tmp_path, ra
     settings = load_settings(write(tmp_path, raw))  # a config may hold only the systems it uses
     bot = build_bot(settings)  # the sparse mode: fine
     assert bot.retrieve("怎么添加知识")[1]
-    for call in (lambda: bot.retrieve("怎么添加知识", "dense"), lambda: bot.mode_thresholds("dense"),
-                 lambda: bot.answer("怎么添加知识", mode="dense")):
+    for call in (
+        lambda: bot.retrieve("怎么添加知识", "dense"),
+        lambda: bot.mode_thresholds("dense"),
+        lambda: bot.answer("怎么添加知识", mode="dense"),
+    ):
         with pytest.raises(ConfigError) as err:
             call()
         assert "retrieval.thresholds" in str(err.value) and "`dense-e5: {answer: " in str(err.value)
@@ -122,8 +140,11 @@ def test_hybrid_needs_a_sparse_weight_for_the_configured_encoder(tmp_path, raw):
 def test_system_of_a_mode_follows_the_encoder(tmp_path, raw):
     raw["retrieval"]["dense"]["encoder"] = "fasttext"
     settings = load_settings(write(tmp_path, raw))
-    assert [settings.retrieval.system(m) for m in ("sparse", "dense", "hybrid")] == \
-           ["sparse", "dense-fasttext", "hybrid-fasttext"]
+    assert [settings.retrieval.system(m) for m in ("sparse", "dense", "hybrid")] == [
+        "sparse",
+        "dense-fasttext",
+        "hybrid-fasttext",
+    ]
 
 
 def test_cutoffs_describe_and_serialise():

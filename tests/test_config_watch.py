@@ -20,8 +20,9 @@ def config_path(tmp_path, kb_dir, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     raw = config_dict(tmp_path, kb_dir, sparse=0.5)  # starts in the sparse mode
     raw["retrieval"]["dense"]["encoder"] = "e5"
-    raw["retrieval"]["thresholds"].update({"dense-e5": {"answer": 0.85, "direct": None},
-                                           "hybrid-e5": {"answer": 0.8, "direct": None}})
+    raw["retrieval"]["thresholds"].update(
+        {"dense-e5": {"answer": 0.85, "direct": None}, "hybrid-e5": {"answer": 0.8, "direct": None}}
+    )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path

@@ -20,7 +20,9 @@ def test_llm_rewrites_follow_up_and_searches_the_rewrite(llm_settings, llm_serve
     assert answer.rewritten == "食堂在哪里？"
     assert answer.hits[0].entry.id == "faq:canteen" and "rewrite" in answer.timings
     rewrite_prompt = llm_server.requests[0]["body"]["messages"][-1]["content"]
-    assert REWRITE_MARK in rewrite_prompt and "图书馆开放时间" in rewrite_prompt and "那吃饭的地方呢？" in rewrite_prompt
+    assert (
+        REWRITE_MARK in rewrite_prompt and "图书馆开放时间" in rewrite_prompt and "那吃饭的地方呢？" in rewrite_prompt
+    )
     final = llm_server.requests[-1]["body"]["messages"]
     assert final[-1]["content"].endswith("那吃饭的地方呢？")  # the model sees the user's own words plus history
     assert "学生食堂位于校园东区" in final[-1]["content"]
@@ -81,8 +83,9 @@ def test_merge_keeps_best_relevance_and_every_parts_top_hit():
     def h(i, relevance, bm25=10.0):
         return Hit(Entry(f"k:{i}", f"q{i}", "d"), relevance, bm25, "tantivy", {"coverage": relevance, "bm25": bm25})
 
-    merged = merge_hits([("", [h(1, 0.8), h(2, 0.7), h(3, 0.6)]), ("a", [h(1, 0.9, 5.0), h(2, 0.5)]), ("b", [h(9, 0.1)])],
-                        top_k=3)
+    merged = merge_hits(
+        [("", [h(1, 0.8), h(2, 0.7), h(3, 0.6)]), ("a", [h(1, 0.9, 5.0), h(2, 0.5)]), ("b", [h(9, 0.1)])], top_k=3
+    )
     assert [x.entry.id for x in merged] == ["k:1", "k:9", "k:2"]
     # The best relevance wins, with the signals of the search that found it; the label names the part.
     assert merged[0].relevance == 0.9 and merged[0].score == 5.0 and merged[0].signals == {"coverage": 0.9, "bm25": 5.0}

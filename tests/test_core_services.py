@@ -86,8 +86,10 @@ def test_retrieve_all_modes_reports_a_missing_key(settings, monkeypatch):
 
 def test_retrieval_only_answers_every_part(offline_bot):
     answer = offline_bot.answer("怎么添加知识，怎么切换检索模式？")
-    assert [(p.question, p.hit.entry.id) for p in answer.parts] == [("怎么添加知识", "faq:add"),
-                                                                    ("怎么切换检索模式", "faq:mode")]
+    assert [(p.question, p.hit.entry.id) for p in answer.parts] == [
+        ("怎么添加知识", "faq:add"),
+        ("怎么切换检索模式", "faq:mode"),
+    ]
     text = answer.text
     assert "↳ 怎么添加知识" in text and "knowledge 文件夹" in text
     assert "↳ 怎么切换检索模式" in text and "修改 retrieval.mode" in text
@@ -114,14 +116,22 @@ def test_header_shows_entries_mode_source_and_a_generic_knowledge_line(offline_b
     status = offline_bot.status()
     header = header_markdown("T", status, "仅检索", follows_config=True)
     assert "`sparse`" in header and "following config" in header and "6 entries loaded" in header
-    broken = header_markdown("T", status.__class__(**{**status.__dict__, "knowledge_error": "/srv/kb/x.json: bad"}), "L")
+    broken = header_markdown(
+        "T", status.__class__(**{**status.__dict__, "knowledge_error": "/srv/kb/x.json: bad"}), "L"
+    )
     assert "/srv/kb" not in broken and KNOWLEDGE_PROBLEM.split(" /")[0] in broken
 
 
 def test_knowledge_edits_go_through_the_core(offline_bot, settings, kb_dir):
     editor = offline_bot.editor(build_store(settings))
     result = editor.save("faq", None, "停车场怎么收费？", "校内停车每小时五元。", "停车,收费")
-    assert (result.file, result.key, result.ids, result.entries, result.indexed) == ("faq.json", "1", ("faq:1",), 7, True)
+    assert (result.file, result.key, result.ids, result.entries, result.indexed) == (
+        "faq.json",
+        "1",
+        ("faq:1",),
+        7,
+        True,
+    )
     assert offline_bot.retrieve("停车场怎么收费")[1][0].entry.id == "faq:1"
     assert editor.entry("faq.json", "1").metadata == "停车,收费" and "1" in editor.keys("faq")
     (kb_dir / "other.json").write_text("{", encoding="utf-8")  # another file breaks: the edit is saved, not indexed

@@ -32,11 +32,15 @@ def entries(tmp_path) -> list[Entry]:
 
 
 def encoder(path: Path, tokenizer, **kw) -> FastTextEncoder:
-    return FastTextEncoder(tokenizer, path / "fasttext", params=kw.pop("params", SMALL), sif_a=kw.pop("sif_a", 1.0), **kw)
+    return FastTextEncoder(
+        tokenizer, path / "fasttext", params=kw.pop("params", SMALL), sif_a=kw.pop("sif_a", 1.0), **kw
+    )
 
 
 def dense(path: Path, tokenizer, hnsw_above: int = 50_000, **kw) -> FaissSearcher:
-    return FaissSearcher(path / "faiss", encoder(path, tokenizer, **kw), "{query} {metadata}", QUESTION_WEIGHT, hnsw_above)
+    return FaissSearcher(
+        path / "faiss", encoder(path, tokenizer, **kw), "{query} {metadata}", QUESTION_WEIGHT, hnsw_above
+    )
 
 
 def ids(hits) -> list[str]:
@@ -137,8 +141,9 @@ def test_output_vectors_add_the_output_row_of_known_words_only(tmp_path, tokeniz
     assert not np.allclose(a, b, atol=1e-3)
 
 
-@pytest.mark.parametrize("change", [{"neg": 5}, {"output_vectors": False}, {"target_tokens": 10_000},
-                                    {"max_epoch": 60}, {"ws": 5}])
+@pytest.mark.parametrize(
+    "change", [{"neg": 5}, {"output_vectors": False}, {"target_tokens": 10_000}, {"max_epoch": 60}, {"ws": 5}]
+)
 def test_a_changed_training_parameter_retrains(tmp_path, tokenizer, entries, change):
     params = dataclasses.replace(SMALL, target_tokens=20_000, max_epoch=80)  # the budget is capped: 80 epochs
     first = encoder(tmp_path, tokenizer, params=params)
@@ -169,8 +174,14 @@ def test_config_reaches_the_fasttext_encoder(settings, tokenizer):
     f = settings.retrieval.dense.fasttext
     f.neg, f.output_vectors, f.target_tokens, f.max_epoch, f.ws, f.dim = 4, False, 1234, 56, 7, 8
     params = searcher_factories(settings, tokenizer)["dense"]().encoder.params
-    assert (params.neg, params.output_vectors, params.target_tokens, params.max_epoch, params.ws, params.dim) == \
-        (4, False, 1234, 56, 7, 8)
+    assert (params.neg, params.output_vectors, params.target_tokens, params.max_epoch, params.ws, params.dim) == (
+        4,
+        False,
+        1234,
+        56,
+        7,
+        8,
+    )
 
 
 # -- FAISS searcher lifecycle -------------------------------------------
@@ -187,8 +198,13 @@ def test_index_survives_restart_without_retraining(tmp_path, tokenizer, entries)
 
 
 def test_knowledge_change_retrains_and_rebuilds(tmp_path, tokenizer, entries):
-    searcher = FaissSearcher(tmp_path / "faiss", encoder(tmp_path, tokenizer, retrain_after=0.0), "{query} {metadata}",
-                             QUESTION_WEIGHT, 50_000)
+    searcher = FaissSearcher(
+        tmp_path / "faiss",
+        encoder(tmp_path, tokenizer, retrain_after=0.0),
+        "{query} {metadata}",
+        QUESTION_WEIGHT,
+        50_000,
+    )
     searcher.sync(entries)
     changed = [dataclasses.replace(e, document="图书馆周末九点开放。") if e.id == "faq:library" else e for e in entries]
     report = searcher.sync(changed)
@@ -237,8 +253,10 @@ def test_flat_index_below_the_configured_size(tmp_path, tokenizer, entries):
 def test_each_entry_has_a_question_and_a_passage_vector(tmp_path, tokenizer, entries):
     searcher = dense(tmp_path, tokenizer)
     searcher.sync(entries)
-    assert searcher.unit_texts(entries[0]) == [("question", entries[0].query),
-                                              ("document", f"{entries[0].query} {' '.join(entries[0].metadata)}")]
+    assert searcher.unit_texts(entries[0]) == [
+        ("question", entries[0].query),
+        ("document", f"{entries[0].query} {' '.join(entries[0].metadata)}"),
+    ]
     assert int(searcher._index.ntotal) == 2 * len(entries)
 
 
@@ -295,9 +313,17 @@ class EmbeddingServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 server.requests.append(inputs)
-                data = [{"object": "embedding", "index": i, "embedding": server.vector(t)} for i, t in enumerate(inputs)]
-                out = json.dumps({"object": "list", "data": data, "model": body["model"],
-                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+                data = [
+                    {"object": "embedding", "index": i, "embedding": server.vector(t)} for i, t in enumerate(inputs)
+                ]
+                out = json.dumps(
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": body["model"],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))

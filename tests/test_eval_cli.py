@@ -40,8 +40,12 @@ KB = {
     "exam": ("考试成绩查询", "登录教务系统查询考试成绩。", "成绩,考试"),
     "ollama": ("How do I connect Ollama?", "Set llm.base_url to the Ollama endpoint.", "ollama,llm"),
 }
-ANSWERS = {"library": ["八点到十点", "早上八点到晚上十点"], "canteen": ["校园东区"], "parking": ["每小时五元"],
-           "wifi": ["campus2024"]}
+ANSWERS = {
+    "library": ["八点到十点", "早上八点到晚上十点"],
+    "canteen": ["校园东区"],
+    "parking": ["每小时五元"],
+    "wifi": ["campus2024"],
+}
 
 
 def eval_questions() -> list[dict]:
@@ -50,10 +54,16 @@ def eval_questions() -> list[dict]:
     for n, key in enumerate(["library", "canteen", "parking", "wifi", "gym", "dorm", "bus", "printing"]):
         row = {"question": KB[key][0], "gold_ids": [key if n % 2 else f"faq:{key}"]}
         if key in ANSWERS:
-            row["answers" if len(ANSWERS[key]) > 1 else "answer"] = ANSWERS[key] if len(ANSWERS[key]) > 1 else ANSWERS[key][0]
+            row["answers" if len(ANSWERS[key]) > 1 else "answer"] = (
+                ANSWERS[key] if len(ANSWERS[key]) > 1 else ANSWERS[key][0]
+            )
         rows.append(row)
-    rows += [{"question": "校医院挂号", "gold_ids": ["exam"]}, {"question": "校园卡充值", "gold_ids": ["ollama"]},
-             {"question": "qwxzv plokij", "gold_ids": []}, {"question": "图书馆开放时间是几点", "gold_ids": []}]
+    rows += [
+        {"question": "校医院挂号", "gold_ids": ["exam"]},
+        {"question": "校园卡充值", "gold_ids": ["ollama"]},
+        {"question": "qwxzv plokij", "gold_ids": []},
+        {"question": "图书馆开放时间是几点", "gold_ids": []},
+    ]
     return rows
 
 
@@ -64,7 +74,9 @@ def write_jsonl(path, rows) -> str:
 
 @pytest.fixture
 def kb(tmp_path):
-    return write_knowledge(tmp_path / "kb", {k: {"query": q, "document": d, "metadata": m} for k, (q, d, m) in KB.items()}).parent
+    return write_knowledge(
+        tmp_path / "kb", {k: {"query": q, "document": d, "metadata": m} for k, (q, d, m) in KB.items()}
+    ).parent
 
 
 @pytest.fixture
@@ -74,11 +86,15 @@ def config(tmp_path, kb, monkeypatch, jieba_cache):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("KBBOT_MODE", raising=False)
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
-    for keys, value in [(("knowledge", "path"), str(kb)), (("state_dir",), str(tmp_path / "state")),
-                        (("retrieval", "mode"), "sparse"), (("retrieval", "dense", "encoder"), "e5"),
-                        (("retrieval", "thresholds", "sparse", "answer"), 0.5),
-                        (("retrieval", "thresholds", "dense-e5", "answer"), 0.87),
-                        (("retrieval", "thresholds", "hybrid-e5", "answer"), 0.81)]:
+    for keys, value in [
+        (("knowledge", "path"), str(kb)),
+        (("state_dir",), str(tmp_path / "state")),
+        (("retrieval", "mode"), "sparse"),
+        (("retrieval", "dense", "encoder"), "e5"),
+        (("retrieval", "thresholds", "sparse", "answer"), 0.5),
+        (("retrieval", "thresholds", "dense-e5", "answer"), 0.87),
+        (("retrieval", "thresholds", "hybrid-e5", "answer"), 0.81),
+    ]:
         text = set_scalar(text, keys, value)
     path = tmp_path / "config.yaml"
     path.write_text(text, encoding="utf-8")
@@ -92,7 +108,9 @@ def questions(tmp_path):
 
 def run_cli(*args, cwd=ROOT):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    return subprocess.run([sys.executable, "-m", "bot", *args], check=False, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], check=False, capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
 
 
 def run_json(capsys, *args) -> dict:
@@ -110,13 +128,22 @@ def test_gold_ids_bare_and_full_resolve_to_entry_ids(kb, questions):
 
 def test_kinds_are_read_and_checked_against_gold(kb, tmp_path, config):
     entries = load_entries(kb)
-    good = write_jsonl(tmp_path / "k.jsonl", [{"question": "a", "gold_ids": ["library"], "kind": "answerable"},
-                                              {"question": "b", "gold_ids": [], "kind": "unanswerable"},
-                                              {"question": "c", "gold_ids": [], "kind": "chitchat"}])
+    good = write_jsonl(
+        tmp_path / "k.jsonl",
+        [
+            {"question": "a", "gold_ids": ["library"], "kind": "answerable"},
+            {"question": "b", "gold_ids": [], "kind": "unanswerable"},
+            {"question": "c", "gold_ids": [], "kind": "chitchat"},
+        ],
+    )
     assert [q.kind for q in load_questions(good, entries)] == ["answerable", "unanswerable", "chitchat"]
-    for n, bad in enumerate([{"question": "a", "gold_ids": ["library"], "kind": "unanswerable"},
-                             {"question": "b", "gold_ids": [], "kind": "answerable"},
-                             {"question": "c", "gold_ids": [], "kind": "offtopic"}]):
+    for n, bad in enumerate(
+        [
+            {"question": "a", "gold_ids": ["library"], "kind": "unanswerable"},
+            {"question": "b", "gold_ids": [], "kind": "answerable"},
+            {"question": "c", "gold_ids": [], "kind": "offtopic"},
+        ]
+    ):
         path = write_jsonl(tmp_path / f"bad{n}.jsonl", [{"question": "ok", "gold_ids": []}, bad])
         with pytest.raises(ValueError, match=rf"bad{n}\.jsonl:2: .*kind {bad['kind']!r}"):
             load_questions(path, entries)
@@ -145,10 +172,16 @@ def test_eval_table_via_subprocess(config, questions):
 
 
 def test_eval_other_knowledge_file_uses_a_derived_state(config, tmp_path, capsys):
-    (tmp_path / "other.json").write_text(json.dumps([{"query": v[0], "document": v[1]} for v in KB.values()],
-                                                    ensure_ascii=False), encoding="utf-8")
-    qs = write_jsonl(tmp_path / "o.jsonl", [{"question": "校车路线", "gold_ids": [6]}, {"question": "宿舍熄灯时间", "gold_ids": ["other:5"]}])
-    doc = run_json(capsys, "--config", str(config), "eval", "--questions", qs, "--knowledge", str(tmp_path / "other.json"))
+    (tmp_path / "other.json").write_text(
+        json.dumps([{"query": v[0], "document": v[1]} for v in KB.values()], ensure_ascii=False), encoding="utf-8"
+    )
+    qs = write_jsonl(
+        tmp_path / "o.jsonl",
+        [{"question": "校车路线", "gold_ids": [6]}, {"question": "宿舍熄灯时间", "gold_ids": ["other:5"]}],
+    )
+    doc = run_json(
+        capsys, "--config", str(config), "eval", "--questions", qs, "--knowledge", str(tmp_path / "other.json")
+    )
     assert doc["modes"][0]["recall"]["1"] == 1.0 and doc["entries"] == 12
     assert "/eval/" in doc["state_dir"] and not (tmp_path / "state" / "tantivy").exists()
 
@@ -157,8 +190,10 @@ def test_eval_modes_side_by_side(config, questions, capsys):
     doc = run_json(capsys, "--config", str(config), "eval", "--questions", questions, "--modes", "sparse,dense,hybrid")
     _, dense, hybrid = doc["modes"]
     assert [m["mode"] for m in doc["modes"]] == ["sparse", "dense", "hybrid"]
-    assert [m["thresholds"] for m in doc["modes"]] == [{"system": s, "answer": a, "direct": None}
-                                                      for s, a in [("sparse", 0.5), ("dense-e5", 0.87), ("hybrid-e5", 0.81)]]
+    assert [m["thresholds"] for m in doc["modes"]] == [
+        {"system": s, "answer": a, "direct": None}
+        for s, a in [("sparse", 0.5), ("dense-e5", 0.87), ("hybrid-e5", 0.81)]
+    ]
     for m in (dense, hybrid):
         # The 8 questions that are an entry's own query find it first in every mode; the other 2 cannot.
         assert m["answerable"] == 10 and m["recall"]["1"] == 0.8 and 0.8 <= m["recall"]["5"] <= 1.0
@@ -166,7 +201,12 @@ def test_eval_modes_side_by_side(config, questions, capsys):
 
 @pytest.mark.slow
 def test_answers_em_f1_against_the_local_llm(config, questions, llm_server, monkeypatch, capsys):
-    replies = {"图书馆开放时间": "八点到十点", "食堂在哪里": "在校园东区。", "停车场收费标准": "每小时五元", "无线网络密码": "不知道"}
+    replies = {
+        "图书馆开放时间": "八点到十点",
+        "食堂在哪里": "在校园东区。",
+        "停车场收费标准": "每小时五元",
+        "无线网络密码": "不知道",
+    }
     llm_server.reply = lambda body: replies.get(body["messages"][-1]["content"].rsplit("Question: ", 1)[-1], "不知道")
     text = set_scalar(config.read_text(encoding="utf-8"), ("llm", "base_url"), llm_server.url)
     config.write_text(set_scalar(text, ("llm", "max_retries"), 0), encoding="utf-8")
@@ -193,10 +233,12 @@ def answerable_rows() -> list[dict]:
     return [{"question": q, "gold_ids": [k]} for k, (q, _, _) in KB.items()]
 
 
-NEGATIVES = [{"question": "学校的校训是什么", "gold_ids": [], "kind": "unanswerable"},
-             {"question": "宿舍可以养猫吗", "gold_ids": [], "kind": "unanswerable"},
-             {"question": "你好呀", "gold_ids": [], "kind": "chitchat"},
-             {"question": "今天天气怎么样", "gold_ids": [], "kind": "chitchat"}]
+NEGATIVES = [
+    {"question": "学校的校训是什么", "gold_ids": [], "kind": "unanswerable"},
+    {"question": "宿舍可以养猫吗", "gold_ids": [], "kind": "unanswerable"},
+    {"question": "你好呀", "gold_ids": [], "kind": "chitchat"},
+    {"question": "今天天气怎么样", "gold_ids": [], "kind": "chitchat"},
+]
 
 
 def test_best_threshold_separates_and_prefers_the_stricter_tie():
@@ -206,7 +248,9 @@ def test_best_threshold_separates_and_prefers_the_stricter_tie():
 
 
 def test_removal_split_is_seeded_and_labels_by_what_was_removed():
-    qs = [EvalQuestion(f"q{i}", frozenset({f"k:{i}"})) for i in range(10)] + [EvalQuestion("shared", frozenset({"k:0", "k:1"}))]
+    qs = [EvalQuestion(f"q{i}", frozenset({f"k:{i}"})) for i in range(10)] + [
+        EvalQuestion("shared", frozenset({"k:0", "k:1"}))
+    ]
     a, b = removal_split(qs, 0), removal_split(qs, 0)
     assert a == b and removal_split(qs, 1).removed != a.removed
     assert len(a.removed) == 5 and "seed 0" in a.how
@@ -261,11 +305,23 @@ def test_calibrate_pools_several_seeds(config, tmp_path, capsys):
 
 def test_calibrate_uses_real_negatives_on_the_whole_knowledge_and_calibrates_every_mode(config, tmp_path, capsys):
     qs = write_jsonl(tmp_path / "n.jsonl", answerable_rows() + NEGATIVES)
-    doc = run_json(capsys, "--config", str(config), "calibrate", "--questions", qs, "--seed", "0,1,2",
-                   "--modes", "sparse,dense,hybrid")
+    doc = run_json(
+        capsys,
+        "--config",
+        str(config),
+        "calibrate",
+        "--questions",
+        qs,
+        "--seed",
+        "0,1,2",
+        "--modes",
+        "sparse,dense,hybrid",
+    )
     # Real negatives are the same for every seed: one run, nothing removed from the index.
     assert doc["seeds"] == [0] and doc["per_seed"] is None
-    summary = "real unanswerable and chit-chat questions, whole knowledge: 12 of 12 entries indexed · 12 answerable, 4 not"
+    summary = (
+        "real unanswerable and chit-chat questions, whole knowledge: 12 of 12 entries indexed · 12 answerable, 4 not"
+    )
     assert doc["summary"] == [summary]
     assert [r["system"] for r in doc["results"]] == ["sparse", "dense-e5", "hybrid-e5"]
     for r in doc["results"]:
@@ -273,8 +329,10 @@ def test_calibrate_uses_real_negatives_on_the_whole_knowledge_and_calibrates_eve
 
 
 def test_calibrate_write_changes_exactly_the_threshold_line(config, tmp_path):
-    config.write_text(set_scalar(config.read_text(encoding="utf-8"), ("retrieval", "thresholds", "sparse", "answer"), 0.99),
-                      encoding="utf-8")
+    config.write_text(
+        set_scalar(config.read_text(encoding="utf-8"), ("retrieval", "thresholds", "sparse", "answer"), 0.99),
+        encoding="utf-8",
+    )
     before = config.read_text(encoding="utf-8")
     qs = write_jsonl(tmp_path / "c.jsonl", answerable_rows())
     r = run_cli("--config", str(config), "calibrate", "--questions", qs, "--write")
@@ -286,8 +344,9 @@ def test_calibrate_write_changes_exactly_the_threshold_line(config, tmp_path):
     assert len(before.splitlines()) == len(after.splitlines()) and len(changed) == 1
     assert changed == [("      answer: 0.99", f"      answer: {chosen}")] and float(chosen) < 0.99
     assert "answer: 0.87" in after and "answer: 0.81" in after  # dense and hybrid were not calibrated
-    assert [line for line in before.splitlines() if line.lstrip().startswith("#")] == \
-           [line for line in after.splitlines() if line.lstrip().startswith("#")]
+    assert [line for line in before.splitlines() if line.lstrip().startswith("#")] == [
+        line for line in after.splitlines() if line.lstrip().startswith("#")
+    ]
 
 
 def answer_line(lines: list[bytes], system: str) -> int:
@@ -303,11 +362,23 @@ def test_calibrate_write_with_unanswerable_questions_changes_only_the_answer_num
     original = (ROOT / "config.yaml").read_bytes()
     config = tmp_path / "config.yaml"
     config.write_bytes(original)
-    write_knowledge(tmp_path / "knowledge", {k: {"query": q, "document": d, "metadata": m} for k, (q, d, m) in KB.items()})
+    write_knowledge(
+        tmp_path / "knowledge", {k: {"query": q, "document": d, "metadata": m} for k, (q, d, m) in KB.items()}
+    )
     shutil.copytree(jieba_cache, tmp_path / ".state" / "jieba")
     qs = write_jsonl(tmp_path / "n.jsonl", answerable_rows() + NEGATIVES)
-    r = run_cli("--config", str(config), "calibrate", "--questions", qs, "--modes", "sparse,dense,hybrid",
-                "--write", "--json", cwd=tmp_path)
+    r = run_cli(
+        "--config",
+        str(config),
+        "calibrate",
+        "--questions",
+        qs,
+        "--modes",
+        "sparse,dense,hybrid",
+        "--write",
+        "--json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     chosen = {res["system"]: res["threshold"] for res in json.loads(r.stdout)["results"]}
     assert set(chosen) == {"sparse", "dense-e5", "hybrid-e5"} and "real unanswerable" in r.stdout

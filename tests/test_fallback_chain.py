@@ -36,11 +36,13 @@ def kind(body: dict) -> str:
 
 def scripted(rewrite: str = "今天的天气如何\n天气预报", hyde: str = "不知道", grade=None):
     """A reply function by request kind; ``grade`` maps the grading request's body to its reply."""
+
     def reply(body):
         name = kind(body)
         if name == "grade":
             return grade(body)
         return {"rewrite": rewrite, "hyde": hyde}.get(name, ANSWER)
+
     return reply
 
 
@@ -81,11 +83,14 @@ def test_rewrite_shows_in_the_sources_panel(chain_settings, llm_server):
     assert "Phrasings searched:</b> 怎么添加知识？" in html  # every phrasing the LLM wrote, found or not
 
 
-@pytest.mark.parametrize("chain, expected", [
-    (["rewrite", "hyde", "last_resort"], ["rewrite", "hyde"]),
-    (["hyde", "rewrite", "last_resort"], ["hyde", "rewrite"]),
-    (["rewrite", "last_resort", "hyde"], ["rewrite"]),
-])
+@pytest.mark.parametrize(
+    "chain, expected",
+    [
+        (["rewrite", "hyde", "last_resort"], ["rewrite", "hyde"]),
+        (["hyde", "rewrite", "last_resort"], ["hyde", "rewrite"]),
+        (["rewrite", "last_resort", "hyde"], ["rewrite"]),
+    ],
+)
 def test_chain_order_is_the_request_order(chain_settings, llm_server, chain, expected):
     chain_settings.fallback.chain = chain
     llm_server.reply = scripted()
@@ -113,10 +118,13 @@ def test_rewrite_is_skipped_without_an_llm(settings, llm_server):
     assert llm_server.requests == []
 
 
-@pytest.mark.parametrize("chain, message", [
-    (["rewrite", "hyd", "last_resort"], "unknown fallback step(s) 'hyd'; use: rewrite, hyde, last_resort"),
-    (["hyde", "hyde", "last_resort"], "fallback step(s) hyde listed more than once"),
-])
+@pytest.mark.parametrize(
+    "chain, message",
+    [
+        (["rewrite", "hyd", "last_resort"], "unknown fallback step(s) 'hyd'; use: rewrite, hyde, last_resort"),
+        (["hyde", "hyde", "last_resort"], "fallback step(s) hyde listed more than once"),
+    ],
+)
 def test_bad_chain_step_is_a_config_error(tmp_path, kb_dir, chain, message):
     raw = config_dict(tmp_path, kb_dir)
     raw["fallback"]["chain"] = chain
@@ -138,12 +146,18 @@ def test_template_with_an_unknown_field_is_a_config_error(tmp_path, kb_dir):
 
 # -- grading ---------------------------------------------------------------------------------------------------
 
+
 def grade_by_title(good: str, bad: float = 0.0):
     """Grade 1 for the reference titled ``good``, ``bad`` for the others, read from the request's list."""
+
     def grade(body):
         listed = re.findall(r'^\[(\d+)\] "(.*?)":', body["messages"][-1]["content"], re.MULTILINE)
-        return "好的：\n```json\n" + json.dumps(
-            {"grades": [{"n": int(n), "grade": 1.0 if title == good else bad} for n, title in listed]}) + "\n```"
+        return (
+            "好的：\n```json\n"
+            + json.dumps({"grades": [{"n": int(n), "grade": 1.0 if title == good else bad} for n, title in listed]})
+            + "\n```"
+        )
+
     return grade
 
 
@@ -187,13 +201,16 @@ def test_grading_can_sink_a_hit_below_the_threshold(grading_settings, llm_server
     assert all(h.signals.get("llm_grade") in (None, 0.0) for h in answer.candidates)
 
 
-@pytest.mark.parametrize("reply, fault", [
-    ("都很有用！", None),                                           # no JSON at all
-    ('{"grades": [{"n": 1, "grade": 0.9}]}', None),                 # incomplete
-    ('{"grades": [{"n": 1, "grade": 7}, {"n": 2, "grade": 0}, {"n": 3, "grade": 0}]}', None),  # out of range
-    ('{"grades": "good"}', None),
-    ("", Fault(status=500)),                                         # the LLM fails
-])
+@pytest.mark.parametrize(
+    "reply, fault",
+    [
+        ("都很有用！", None),  # no JSON at all
+        ('{"grades": [{"n": 1, "grade": 0.9}]}', None),  # incomplete
+        ('{"grades": [{"n": 1, "grade": 7}, {"n": 2, "grade": 0}, {"n": 3, "grade": 0}]}', None),  # out of range
+        ('{"grades": "good"}', None),
+        ("", Fault(status=500)),  # the LLM fails
+    ],
+)
 def test_broken_grading_keeps_the_retrieval_relevances(grading_settings, llm_server, caplog, reply, fault):
     bot = build_bot(grading_settings)
     _, expected = bot.retrieve("怎么添加知识？")
@@ -219,6 +236,7 @@ def test_grading_is_off_by_default_and_without_an_llm(settings, llm_server):
 
 # -- parsing ---------------------------------------------------------------------------------------------------
 
+
 def test_parse_grades_accepts_chatter_fences_and_plain_lists():
     assert parse_grades('Sure! {"note": 1} {"grades": [{"n": 2, "grade": 0}, {"n": 1, "grade": 1}]}', 2) == [1.0, 0.0]
     assert parse_grades('```json\n{"grades": [0.2, 0.8]}\n```', 2) == [0.2, 0.8]
@@ -228,6 +246,8 @@ def test_parse_grades_accepts_chatter_fences_and_plain_lists():
 
 
 def test_parse_phrasings_strips_markers_and_skips_the_question_and_repeats():
-    reply = '改写：\n1. 如何添加知识？\n2) "怎样往知识库加内容"\n- 如何添加知识？\n（4）怎么添加知识？\n3.5 版本怎么加\n'
+    reply = (
+        '改写：\n1. 如何添加知识？\n2) "怎样往知识库加内容"\n- 如何添加知识？\n（4）怎么添加知识？\n3.5 版本怎么加\n'
+    )
     assert parse_phrasings(reply, "怎么添加知识？", 5) == ["如何添加知识？", "怎样往知识库加内容", "3.5 版本怎么加"]
     assert parse_phrasings(reply, "怎么添加知识？", 1) == ["如何添加知识？"]

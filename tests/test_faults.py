@@ -51,8 +51,11 @@ def assert_each_entry_is_top_hit(searcher, entries) -> None:
 
 def warnings_about(caplog, logger: str, path: Path) -> list[str]:
     """Messages at WARNING or above from ``logger`` that name ``path``."""
-    return [r.getMessage() for r in caplog.records
-            if r.name == logger and r.levelno >= logging.WARNING and str(path) in r.getMessage()]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == logger and r.levelno >= logging.WARNING and str(path) in r.getMessage()
+    ]
 
 
 @pytest.fixture
@@ -79,7 +82,9 @@ def _truncate_all(path: Path) -> None:
 
 def _truncate_segments(path: Path) -> None:
     # Leaves our state file and tantivy's meta.json intact, so only tantivy's own checks can notice.
-    segments = [f for f in path.iterdir() if f.is_file() and not f.name.endswith(".json") and not f.name.startswith(".")]
+    segments = [
+        f for f in path.iterdir() if f.is_file() and not f.name.endswith(".json") and not f.name.startswith(".")
+    ]
     assert segments
     for f in segments:
         truncate(f)
@@ -105,8 +110,19 @@ def _truncate_managed(path: Path) -> None:
     truncate(path / ".managed.json")
 
 
-@pytest.mark.parametrize("damage", [_truncate_all, _truncate_segments, _delete_meta, _truncate_state, _garbage_state,
-                                    _state_of_wrong_type, _truncate_managed], ids=lambda f: f.__name__.lstrip("_"))
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _truncate_all,
+        _truncate_segments,
+        _delete_meta,
+        _truncate_state,
+        _garbage_state,
+        _state_of_wrong_type,
+        _truncate_managed,
+    ],
+    ids=lambda f: f.__name__.lstrip("_"),
+)
 def test_corrupt_tantivy_index_is_rebuilt_with_a_log_line(tantivy_dir, tokenizer, entries, caplog, damage):
     damage(tantivy_dir)
     caplog.set_level(logging.INFO)
@@ -136,10 +152,42 @@ def test_state_from_other_settings_is_rebuilt_with_a_reason(tantivy_dir, tokeniz
 
 
 # -- kill -9 while indexing ------------------------------------------------------
-SUBJECTS = ["图书馆", "食堂", "宿舍", "体育馆", "实验室", "教务处", "校医院", "停车场", "快递站", "打印店", "奖学金",
-            "选课系统", "校园网", "一卡通", "考试安排", "学生证", "研究生院", "国际交流处", "就业中心", "心理咨询室"]
-ASPECTS = ["开放时间", "怎么办理", "在哪里", "如何预约", "收费标准", "联系电话", "注意事项", "申请流程", "需要哪些材料",
-           "几点关门", "能不能带朋友", "周末开不开"]
+SUBJECTS = [
+    "图书馆",
+    "食堂",
+    "宿舍",
+    "体育馆",
+    "实验室",
+    "教务处",
+    "校医院",
+    "停车场",
+    "快递站",
+    "打印店",
+    "奖学金",
+    "选课系统",
+    "校园网",
+    "一卡通",
+    "考试安排",
+    "学生证",
+    "研究生院",
+    "国际交流处",
+    "就业中心",
+    "心理咨询室",
+]
+ASPECTS = [
+    "开放时间",
+    "怎么办理",
+    "在哪里",
+    "如何预约",
+    "收费标准",
+    "联系电话",
+    "注意事项",
+    "申请流程",
+    "需要哪些材料",
+    "几点关门",
+    "能不能带朋友",
+    "周末开不开",
+]
 PLACES = ["东区", "西区", "南门", "北门", "主楼", "三号楼", "学生中心", "行政楼", "文体中心", "老校区"]
 
 
@@ -156,7 +204,7 @@ def generate_knowledge(folder: Path, n: int, seed: int = 7) -> None:
             data[f"e{i}"] = {
                 "query": f"{subject}{aspect}？{code}",
                 "document": f"{subject}位于{place}，{aspect}请到{rnd.randint(1, 30)}号窗口咨询，"
-                            f"工作日{rnd.randint(7, 10)}点到{rnd.randint(17, 22)}点。编号{code}",
+                f"工作日{rnd.randint(7, 10)}点到{rnd.randint(17, 22)}点。编号{code}",
                 "metadata": f"{subject},{aspect},{code}",
             }
         (folder / f"campus_{start // per_file}.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
@@ -180,8 +228,11 @@ def segment_bytes(path: Path) -> int:
     """
     if not path.exists():
         return 0
-    return sum(f.stat().st_size for f in path.iterdir()
-               if f.is_file() and not f.name.startswith(".") and not f.name.endswith(".json"))
+    return sum(
+        f.stat().st_size
+        for f in path.iterdir()
+        if f.is_file() and not f.name.startswith(".") and not f.name.endswith(".json")
+    )
 
 
 @pytest.mark.slow
@@ -190,8 +241,12 @@ def test_kill_9_mid_upsert_then_sync_recovers_every_entry(tmp_path):
     generate_knowledge(knowledge, 20_000)
     entries = load_entries(knowledge)
     assert len(entries) == 20_000
-    child = subprocess.Popen([sys.executable, "-c", INDEX_CHILD, str(knowledge), str(index_dir)], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-c", INDEX_CHILD, str(knowledge), str(index_dir)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         # An empty index is a few KB; the doc store grows while documents are added, before the single commit.
         deadline = time.monotonic() + 60

@@ -14,9 +14,16 @@ from bot.factory import build_bot
 from tests.conftest import set_cutoffs, write_knowledge
 
 CAMPUS = {
-    "hospitals": {"query": "中山大学的附属医院", "document": "中山大学有附属第一医院、附属第二医院、附属第三医院等十家附属医院。",
-                  "metadata": "附属医院,医院"},
-    "south": {"query": "广州校区南校园地址", "document": "南校园位于广州市海珠区新港西路135号。", "metadata": "南校园,地址"},
+    "hospitals": {
+        "query": "中山大学的附属医院",
+        "document": "中山大学有附属第一医院、附属第二医院、附属第三医院等十家附属医院。",
+        "metadata": "附属医院,医院",
+    },
+    "south": {
+        "query": "广州校区南校园地址",
+        "document": "南校园位于广州市海珠区新港西路135号。",
+        "metadata": "南校园,地址",
+    },
     "zhuhai": {"query": "珠海校区地址", "document": "珠海校区位于珠海市香洲区唐家湾。", "metadata": "珠海校区,地址"},
     "library": {"query": "中山大学图书馆", "document": "图书馆由多个分馆组成，馆藏丰富。", "metadata": "图书馆"},
     "motto": {"query": "中山大学的校训", "document": "博学、审问、慎思、明辨、笃行。", "metadata": "校训"},
@@ -24,16 +31,48 @@ CAMPUS = {
 }
 
 NOT_FOLLOWUPS = [
-    "谢谢", "谢谢你！", "多谢", "感谢", "好的", "嗯嗯", "哦", "你好", "您好", "早上好", "再见", "拜拜", "哈哈哈",
-    "辛苦了", "thanks", "Thank you!", "hello", "hi there", "ok", "bye",
-    "今天天气怎么样", "帮我写一首诗", "推荐一部电影", "1+1等于几", "这个机器人是什么？", "其他学院有哪些",
-    "中大的校训是什么", "珠海校区在哪里", "How do I add knowledge?", "北京大学的校训是什么",
+    "谢谢",
+    "谢谢你！",
+    "多谢",
+    "感谢",
+    "好的",
+    "嗯嗯",
+    "哦",
+    "你好",
+    "您好",
+    "早上好",
+    "再见",
+    "拜拜",
+    "哈哈哈",
+    "辛苦了",
+    "thanks",
+    "Thank you!",
+    "hello",
+    "hi there",
+    "ok",
+    "bye",
+    "今天天气怎么样",
+    "帮我写一首诗",
+    "推荐一部电影",
+    "1+1等于几",
+    "这个机器人是什么？",
+    "其他学院有哪些",
+    "中大的校训是什么",
+    "珠海校区在哪里",
+    "How do I add knowledge?",
+    "北京大学的校训是什么",
 ]
 FOLLOWUPS = [
-    ("广州校区南校园地址在哪", "那珠海校区呢？"), ("中大的校训是什么", "英文的呢"), ("中山大学的附属医院", "那图书馆呢"),
-    ("中山大学的创办人是谁", "他是谁"), ("珠海校区地址", "它在哪个区"), ("南校园地址在哪", "那里有图书馆吗"),
-    ("中大的校训是什么", "还有校歌吗"), ("Where is the south campus?", "what about Zhuhai?"),
-    ("Who founded the university?", "when was it founded?"), ("南校园地址在哪", "这个呢？"),
+    ("广州校区南校园地址在哪", "那珠海校区呢？"),
+    ("中大的校训是什么", "英文的呢"),
+    ("中山大学的附属医院", "那图书馆呢"),
+    ("中山大学的创办人是谁", "他是谁"),
+    ("珠海校区地址", "它在哪个区"),
+    ("南校园地址在哪", "那里有图书馆吗"),
+    ("中大的校训是什么", "还有校歌吗"),
+    ("Where is the south campus?", "what about Zhuhai?"),
+    ("Who founded the university?", "when was it founded?"),
+    ("南校园地址在哪", "这个呢？"),
 ]
 
 
@@ -48,7 +87,9 @@ def test_elliptical_and_anaphoric_questions_are_followups(previous, message):
 
 
 def test_small_talk_detection():
-    assert is_small_talk("谢谢！") and is_small_talk("Thanks a lot.") and not is_small_talk("谢谢你告诉我校训，那校歌呢")
+    assert (
+        is_small_talk("谢谢！") and is_small_talk("Thanks a lot.") and not is_small_talk("谢谢你告诉我校训，那校歌呢")
+    )
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ def event(label: str) -> None:
     if currently_in_test_context():
         hypothesis_event(label)
 
+
 # Lone surrogates cannot be written as UTF-8 at all, so they are not something a file can contain.
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 SHORT_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
@@ -33,8 +34,17 @@ JSON_VALUES = st.recursive(
 )
 
 # Values a careless edit puts where a string belongs.
-WRONG = st.none() | st.booleans() | st.integers() | st.floats() | st.just("") | st.just("   \n\t") \
-    | st.lists(TEXT, max_size=3) | st.dictionaries(SHORT_TEXT, TEXT, max_size=2) | st.lists(st.integers(), max_size=3)
+WRONG = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.just("")
+    | st.just("   \n\t")
+    | st.lists(TEXT, max_size=3)
+    | st.dictionaries(SHORT_TEXT, TEXT, max_size=2)
+    | st.lists(st.integers(), max_size=3)
+)
 GOOD = st.sampled_from(["图书馆几点开门？", "食堂在哪里", "How do I add knowledge?", "退款流程", "校园网\t账号"])
 FIELD = GOOD | TEXT | WRONG
 
@@ -80,8 +90,21 @@ RAW_BYTES = st.one_of(
     st.binary(max_size=200),
     st.binary(max_size=200).map(lambda b: b"\xef\xbb\xbf" + b),  # a BOM, then anything
     st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")),
-    st.sampled_from([b"", b"\xef\xbb\xbf", b"null", b"[]", b"{}", b"\"text\"", b"42", b"NaN", b"[{}]", b"{\"a\": []}",
-                     "{\"a\": {\"query\": \"问\", \"document\": \"答\"}}".encode("gbk")]),
+    st.sampled_from(
+        [
+            b"",
+            b"\xef\xbb\xbf",
+            b"null",
+            b"[]",
+            b"{}",
+            b'"text"',
+            b"42",
+            b"NaN",
+            b"[{}]",
+            b'{"a": []}',
+            '{"a": {"query": "问", "document": "答"}}'.encode("gbk"),
+        ]
+    ),
 )
 
 

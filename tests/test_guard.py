@@ -46,8 +46,9 @@ def serve_app(settings, monkeypatch):
         demo, routes = app.build_server(settings)
         ADMIN["Cookie"] = f"{COOKIE}={demo.admin.token()}"
         port = free_port()
-        app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                  **launch)
+        app.serve(
+            demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch
+        )
         demos.append(demo)
         return f"http://127.0.0.1:{port}"
 
@@ -61,7 +62,7 @@ def call(base: str, api_name: str, *data):
     with httpx.Client(base_url=base, timeout=60, headers=ADMIN) as http:
         event = http.post(f"/gradio_api/call/{api_name}", json={"data": list(data)}).json()["event_id"]
         text = http.get(f"/gradio_api/call/{api_name}/{event}").text
-    events = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
     return json.loads(events[-1])
 
 
@@ -89,8 +90,9 @@ def test_retrieval_test_and_knowledge_writes_are_limited_per_address_across_fres
     base = serve_app()
     tables = [call(base, "retrieval_test", "怎么添加知识")[0] for _ in range(3)]
     assert "Too many requests" not in tables[1] and "Too many requests" in tables[2] and "sparse" in tables[0]
-    statuses = [call(base, "save_entry", "faq.json", "", f"停车场{n}怎么收费？", "五元。", "停车", None)[0]
-                for n in range(3)]
+    statuses = [
+        call(base, "save_entry", "faq.json", "", f"停车场{n}怎么收费？", "五元。", "停车", None)[0] for n in range(3)
+    ]
     assert "index updated" in statuses[1] and "Too many requests" in statuses[2]
     saved = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
     assert sum("停车场" in v["query"] for v in saved.values()) == 2
@@ -117,8 +119,10 @@ def test_upload_over_the_size_cap_is_refused_and_imported_uploads_are_deleted(se
 def test_uploads_are_limited_per_address(settings, serve_app):
     settings.limits.writes_per_minute = 2
     base = serve_app()
-    codes = [httpx.post(base + "/gradio_api/upload", files={"files": ("a.json", b"{}")}, timeout=30).status_code
-             for _ in range(3)]
+    codes = [
+        httpx.post(base + "/gradio_api/upload", files={"files": ("a.json", b"{}")}, timeout=30).status_code
+        for _ in range(3)
+    ]
     assert codes == [200, 200, 429]
 
 
@@ -222,8 +226,10 @@ def test_llm_calls_in_flight_are_bounded(llm_server):
     inner = OpenAIChat(base_url=llm_server.url, model="m", api_key="k", timeout=10, max_retries=0)
     bounded = BoundedChatModel(inner, limit=2, wait=30)
     replies: list[str] = []
-    threads = [threading.Thread(target=lambda: replies.append(bounded.complete([{"role": "user", "content": "hi"}])))
-               for _ in range(6)]
+    threads = [
+        threading.Thread(target=lambda: replies.append(bounded.complete([{"role": "user", "content": "hi"}])))
+        for _ in range(6)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -29,9 +29,6 @@ BUILDING = "Index building"
 HEALING = "being rebuilt"
 
 
-
-
-
 def app_bot(settings):
     """The bot as app.py builds it: background index workers, last good index kept."""
     return build_bot(settings, watch_config=True, keep_last_good=True)
@@ -93,8 +90,11 @@ def test_a_chat_turn_schedules_the_reload_and_never_waits_for_it(settings, kb_di
     assert bot.index.wait_idle(60)
     bot.index.check_interval = 0
     gate.clear()  # the next dense update hangs until released
-    write_knowledge(kb_dir, {"gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}},
-                    "more.json")
+    write_knowledge(
+        kb_dir,
+        {"gym": {"query": "体育馆几点关门？", "document": "体育馆晚上九点关门。", "metadata": "体育馆"}},
+        "more.json",
+    )
     start = time.monotonic()
     answer = bot.answer("怎么添加知识？")
     assert time.monotonic() - start < 10 and answer.hits[0].entry.id == "faq:add"
@@ -182,7 +182,7 @@ def test_tantivy_body_damage_is_found_at_open_by_its_checksums(tmp_path, kb_dir,
         at = body // 2
         with open(f, "r+b") as fh:  # the middle of the body, footers intact: tantivy itself opens it fine
             fh.seek(at)
-            fh.write(bytes(255 - b for b in data[at:at + 4]))
+            fh.write(bytes(255 - b for b in data[at : at + 4]))
     report = TantivySearcher(tmp_path / "t", tokenizer, WEIGHTS).sync(entries)
     assert report.rebuilt and "checksum" in report.reason
 

@@ -66,7 +66,11 @@ def best(hybrid, question: str) -> Hit:
 
 # -- the fused relevance -------------------------------------------------------------------
 def test_real_match_passes_the_hybrid_threshold(hybrid):
-    for question, entry_id in [("怎么添加知识？", "faq:add"), ("图书馆几点开放", "faq:library"), ("食堂在哪里？", "faq:canteen")]:
+    for question, entry_id in [
+        ("怎么添加知识？", "faq:add"),
+        ("图书馆几点开放", "faq:library"),
+        ("食堂在哪里？", "faq:canteen"),
+    ]:
         hit = best(hybrid, question)
         assert hit.entry.id == entry_id and hit.relevance >= HYBRID and hit.searcher == "hybrid"
         assert hit.signals["coverage"] >= SPARSE and dense_relevance(hit) >= DENSE  # both sides agree
@@ -125,7 +129,9 @@ def test_the_threshold_compares_the_fused_relevance_only():
     cutoffs = Cutoffs("hybrid-e5", HYBRID, direct=0.95)
     one_sided = Hit(entry, 0.5, 0.5, "hybrid", {"coverage": 1.0, "bm25": 30.0, "question": 0.2, "passage": 0.2})
     assert not cutoffs.passes(one_sided) and not cutoffs.is_direct(one_sided)
-    assert cutoffs.passes(Hit(entry, HYBRID, HYBRID, "hybrid")) and not cutoffs.is_direct(Hit(entry, 0.9, 0.9, "hybrid"))
+    assert cutoffs.passes(Hit(entry, HYBRID, HYBRID, "hybrid")) and not cutoffs.is_direct(
+        Hit(entry, 0.9, 0.9, "hybrid")
+    )
     assert cutoffs.is_direct(Hit(entry, 0.95, 0.95, "hybrid"))
     assert not Cutoffs("hybrid-e5", HYBRID).is_direct(Hit(entry, 1.0, 1.0, "hybrid"))
 

@@ -21,10 +21,14 @@ def test_object_form_ids_and_keywords(tmp_path):
 
 
 def test_list_form_and_metadata_list(tmp_path):
-    write_knowledge(tmp_path, [
-        {"query": "Q1", "document": "D1", "metadata": ["a", "b, c"]},
-        {"query": "Q2", "document": "D2"},
-    ], "list.json")
+    write_knowledge(
+        tmp_path,
+        [
+            {"query": "Q1", "document": "D1", "metadata": ["a", "b, c"]},
+            {"query": "Q2", "document": "D2"},
+        ],
+        "list.json",
+    )
     e1, e2 = load_entries(tmp_path)
     assert (e1.id, e2.id) == ("list:0", "list:1")
     assert e1.metadata == ("a", "b", "c") and e2.metadata == ()
@@ -52,14 +56,18 @@ def test_invalid_json_names_line_and_column(tmp_path):
 
 
 def test_every_bad_entry_is_listed(tmp_path):
-    write_knowledge(tmp_path, {
-        "ok": {"query": "fine", "document": "fine"},
-        "no_query": {"document": "d"},
-        "empty_doc": {"query": "q", "document": "   "},
-        "wrong_type": {"query": 3, "document": "d"},
-        "bad_meta": {"query": "q", "document": "d", "metadata": {"k": 1}},
-        "not_object": "just a string",
-    }, "kb.json")
+    write_knowledge(
+        tmp_path,
+        {
+            "ok": {"query": "fine", "document": "fine"},
+            "no_query": {"document": "d"},
+            "empty_doc": {"query": "q", "document": "   "},
+            "wrong_type": {"query": 3, "document": "d"},
+            "bad_meta": {"query": "q", "document": "d", "metadata": {"k": 1}},
+            "not_object": "just a string",
+        },
+        "kb.json",
+    )
     with pytest.raises(KnowledgeError) as err:
         load_entries(tmp_path)
     problems = {(p.entry, p.problem.split()[0]) for p in err.value.problems}
@@ -72,7 +80,8 @@ def test_every_bad_entry_is_listed(tmp_path):
 
 def test_duplicate_key_in_one_file(tmp_path):
     (tmp_path / "dup.json").write_text(
-        '{"a": {"query": "q1", "document": "d1"}, "a": {"query": "q2", "document": "d2"}}', encoding="utf-8")
+        '{"a": {"query": "q1", "document": "d1"}, "a": {"query": "q2", "document": "d2"}}', encoding="utf-8"
+    )
     with pytest.raises(KnowledgeError, match="duplicate id") as err:
         load_entries(tmp_path)
     assert err.value.problems[0].entry == "a"
@@ -115,8 +124,11 @@ def test_starter_knowledge_is_valid():
 def test_a_lone_surrogate_escape_is_a_problem_naming_file_and_entry(tmp_path):
     folder = tmp_path / "kb"
     folder.mkdir()
-    (folder / "s.json").write_text('{"a": {"query": "bad \\ud800 x", "document": "d"}, '
-                                   '"b": {"query": "emoji \\ud83d\\ude00 ok", "document": "fine"}}', encoding="utf-8")
+    (folder / "s.json").write_text(
+        '{"a": {"query": "bad \\ud800 x", "document": "d"}, '
+        '"b": {"query": "emoji \\ud83d\\ude00 ok", "document": "fine"}}',
+        encoding="utf-8",
+    )
     with pytest.raises(KnowledgeError) as err:
         load_entries(folder)
     assert [(p.entry, "surrogate" in p.problem) for p in err.value.problems] == [("a", True)]
@@ -128,10 +140,21 @@ def test_a_lone_surrogate_escape_is_a_problem_naming_file_and_entry(tmp_path):
 def test_alternative_questions_in_both_forms_and_round_trip(tmp_path):
     from bot.knowledge.entries import entry_from_record, entry_record, write_entries
 
-    write_knowledge(tmp_path / "kb", {"wifi": {"query": "无线网络怎么连接", "document": "d",
-                                                "questions": [" 宿舍上不了网 ", "无线网络怎么连接", "WiFi 密码", "WiFi 密码"]}})
-    write_knowledge(tmp_path / "kb", [{"query": "Q", "document": "D", "questions": ["other Q"]}, {"query": "P", "document": "D"}],
-                    "list.json")
+    write_knowledge(
+        tmp_path / "kb",
+        {
+            "wifi": {
+                "query": "无线网络怎么连接",
+                "document": "d",
+                "questions": [" 宿舍上不了网 ", "无线网络怎么连接", "WiFi 密码", "WiFi 密码"],
+            }
+        },
+    )
+    write_knowledge(
+        tmp_path / "kb",
+        [{"query": "Q", "document": "D", "questions": ["other Q"]}, {"query": "P", "document": "D"}],
+        "list.json",
+    )
     wifi, listed, plain = sorted(load_entries(tmp_path / "kb"), key=lambda e: e.id != "faq:wifi")
     assert wifi.questions == ("宿舍上不了网", "WiFi 密码")  # stripped; duplicates and the query itself dropped
     assert wifi.phrasings == ("无线网络怎么连接", "宿舍上不了网", "WiFi 密码")
@@ -153,15 +176,20 @@ def test_alternative_questions_are_in_the_content_hash(tmp_path):
     assert dataclasses.replace(phrased, questions=()).content_hash == plain.content_hash  # old indexes stay valid
 
 
-@pytest.mark.parametrize("questions, problem", [
-    ("宿舍上不了网", "'questions' must be a list of strings (other phrasings of the query), got str"),
-    (["ok", 3], "got a list holding int"),
-    (["ok", "  "], "'questions' contains an empty string"),
-    (["bad \ud800"], "'questions' contains a lone UTF-16 surrogate"),
-])
+@pytest.mark.parametrize(
+    "questions, problem",
+    [
+        ("宿舍上不了网", "'questions' must be a list of strings (other phrasings of the query), got str"),
+        (["ok", 3], "got a list holding int"),
+        (["ok", "  "], "'questions' contains an empty string"),
+        (["bad \ud800"], "'questions' contains a lone UTF-16 surrogate"),
+    ],
+)
 def test_bad_alternative_questions_name_file_and_entry(tmp_path, questions, problem):
-    (tmp_path / "kb.json").write_text(json.dumps(
-        [{"query": "q", "document": "d"}, {"query": "q", "document": "d", "questions": questions}]), encoding="utf-8")
+    (tmp_path / "kb.json").write_text(
+        json.dumps([{"query": "q", "document": "d"}, {"query": "q", "document": "d", "questions": questions}]),
+        encoding="utf-8",
+    )
     with pytest.raises(KnowledgeError) as err:
         load_entries(tmp_path)
     [found] = err.value.problems

@@ -18,8 +18,16 @@ from tests.conftest import TINY, write_knowledge
 
 
 def synthetic(n: int) -> list[Entry]:
-    return [Entry(f"big:{i}", f"Question number {i}", f"第 {i} 条答案。" + ("中山大学校训是博学审问慎思明辨笃行" if i == 12345 else ""),
-                  (f"kw{i}", "通用"), questions=(f"Phrasing {i}",)) for i in range(n)]
+    return [
+        Entry(
+            f"big:{i}",
+            f"Question number {i}",
+            f"第 {i} 条答案。" + ("中山大学校训是博学审问慎思明辨笃行" if i == 12345 else ""),
+            (f"kw{i}", "通用"),
+            questions=(f"Phrasing {i}",),
+        )
+        for i in range(n)
+    ]
 
 
 def test_entry_page_at_20k_entries_returns_one_page_quickly():
@@ -50,8 +58,10 @@ def test_entry_page_hits_and_missing_log():
 def test_a_save_keeps_the_files_layout_and_key_order(tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()
-    text = '{\n    "b":{\n        "query":"问题乙",\n        "document":"内容乙",\n        "metadata":"乙"\n    },\n' \
-           '    "a":{\n        "query":"问题甲",\n        "document":"内容甲",\n        "metadata":"甲"\n    }\n}'
+    text = (
+        '{\n    "b":{\n        "query":"问题乙",\n        "document":"内容乙",\n        "metadata":"乙"\n    },\n'
+        '    "a":{\n        "query":"问题甲",\n        "document":"内容甲",\n        "metadata":"甲"\n    }\n}'
+    )
     (kb / "x.json").write_text(text, encoding="utf-8")
     store = KnowledgeStore(kb, tmp_path / "state" / "locks")
     store.upsert_entry("x.json", "a", "问题甲", "新内容甲", "甲", expected_version=store.version("x.json", "a"))
@@ -66,8 +76,18 @@ def test_a_save_keeps_the_files_layout_and_key_order(tmp_path):
 def test_csv_round_trip(tmp_path):
     src = tmp_path / "src"
     write_knowledge(src, TINY)
-    write_knowledge(src, {"p": {"query": "停车", "document": "每小时五元，\n周末免费", "metadata": "停车,收费",
-                                "questions": ["停车多少钱", "车停哪里|收费"]}}, "more.json")
+    write_knowledge(
+        src,
+        {
+            "p": {
+                "query": "停车",
+                "document": "每小时五元，\n周末免费",
+                "metadata": "停车,收费",
+                "questions": ["停车多少钱", "车停哪里|收费"],
+            }
+        },
+        "more.json",
+    )
     entries = load_entries(src)
     text = export_csv(entries, src)
     dst = tmp_path / "dst"
@@ -100,7 +120,7 @@ def test_csv_errors_name_the_row_and_bom_is_accepted(tmp_path):
     ids = import_csv(store, '\ufeffquery,document,questions\n新问题,新答案,"问法一\n问法二"\n', "faq.json")
     assert ids == ["faq:1"]
     saved = json.loads((kb / "faq.json").read_text(encoding="utf-8"))
-    assert list(saved)[:len(TINY)] == list(TINY) and saved["1"]["questions"] == ["问法一", "问法二"]
+    assert list(saved)[: len(TINY)] == list(TINY) and saved["1"]["questions"] == ["问法一", "问法二"]
     assert len(read_csv(template_csv(), "faq.json")["faq.json"].unkeyed) == 1
 
 

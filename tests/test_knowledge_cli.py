@@ -32,8 +32,15 @@ def _env() -> dict:
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess:
     """Run ``python -m bot knowledge ARGS`` with ``config``."""
-    return subprocess.run([sys.executable, "-m", "bot", "knowledge", *args, "--config", str(config)],
-                          capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "knowledge", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
 
 
 def read(path: Path):
@@ -118,13 +125,21 @@ def test_threads_cli_and_an_external_script_at_once_lose_nothing(config_file, kb
         store = KnowledgeStore(kb_dir, locks, timeout=60)
         try:
             for j in range(adds):
-                store.upsert_entry(f"t{n % 3}.json", f"t{n}_{j}", f"thread {n} entry {j}", "d", "", expected_version=ABSENT)
+                store.upsert_entry(
+                    f"t{n % 3}.json", f"t{n}_{j}", f"thread {n} entry {j}", "d", "", expected_version=ABSENT
+                )
             done = 0
             while done < increments:  # optimistic read-modify-write: a stale write is refused and retried
                 raw = dict(store.entries("counter.json"))["c"]
                 try:
-                    store.upsert_entry("counter.json", "c", "counter", str(int(raw["document"]) + 1), "",
-                                       expected_version=store.version("counter.json", "c"))
+                    store.upsert_entry(
+                        "counter.json",
+                        "c",
+                        "counter",
+                        str(int(raw["document"]) + 1),
+                        "",
+                        expected_version=store.version("counter.json", "c"),
+                    )
                 except StaleEditError:
                     with guard:
                         tally["stale"] += 1
@@ -136,10 +151,33 @@ def test_threads_cli_and_an_external_script_at_once_lose_nothing(config_file, kb
             errors.append(exc)
 
     external = subprocess.Popen([sys.executable, str(script), str(kb_dir), str(locks / "knowledge.lock"), str(rounds)])
-    clis = [subprocess.Popen([sys.executable, "-m", "bot", "knowledge", "add", "--file", "cli.json", "--key", f"cli{k}",
-                              "--query", f"from cli {k}", "--document", "d", "--config", str(config_file)],
-                             cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for k in range(4)]
+    clis = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bot",
+                "knowledge",
+                "add",
+                "--file",
+                "cli.json",
+                "--key",
+                f"cli{k}",
+                "--query",
+                f"from cli {k}",
+                "--document",
+                "d",
+                "--config",
+                str(config_file),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(4)
+    ]
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(threads_n)]
     for t in threads:
         t.start()
@@ -151,8 +189,12 @@ def test_threads_cli_and_an_external_script_at_once_lose_nothing(config_file, kb
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
     ids = {e.id for e in load_entries(kb_dir)}  # the folder is valid
-    expected = ({f"faq:{k}" for k in TINY} | {f"faq:ext{n}" for n in range(rounds)} | {f"cli:cli{k}" for k in range(4)}
-                | {f"t{n % 3}:t{n}_{j}" for n in range(threads_n) for j in range(adds)})
+    expected = (
+        {f"faq:{k}" for k in TINY}
+        | {f"faq:ext{n}" for n in range(rounds)}
+        | {f"cli:cli{k}" for k in range(4)}
+        | {f"t{n % 3}:t{n}_{j}" for n in range(threads_n) for j in range(adds)}
+    )
     assert expected - ids == set()  # 0 entries lost
     counter = int(read(kb_dir / "counter.json")["c"]["document"])
     assert tally["increments"] == threads_n * increments

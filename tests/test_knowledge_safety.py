@@ -38,9 +38,6 @@ def read(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-
-
-
 @pytest.mark.parametrize("kind", ["processes", "threads"])
 def test_same_id_into_two_files_at_once_exactly_one_wins(tmp_path, kind):
     for attempt in range(20):
@@ -49,14 +46,18 @@ def test_same_id_into_two_files_at_once_exactly_one_wins(tmp_path, kind):
         args = (str(folder), str(tmp_path / "locks"))
         if kind == "processes":
             barrier, results = CTX.Barrier(2), CTX.Queue()
-            workers = [CTX.Process(target=save_same_id, args=(*args, f, barrier, results))
-                       for f in ("dup.json", "sub/dup.json")]
+            workers = [
+                CTX.Process(target=save_same_id, args=(*args, f, barrier, results))
+                for f in ("dup.json", "sub/dup.json")
+            ]
         else:
             import queue
 
             barrier, results = threading.Barrier(2), queue.Queue()
-            workers = [threading.Thread(target=save_same_id, args=(*args, f, barrier, results))
-                       for f in ("dup.json", "sub/dup.json")]
+            workers = [
+                threading.Thread(target=save_same_id, args=(*args, f, barrier, results))
+                for f in ("dup.json", "sub/dup.json")
+            ]
         for w in workers:
             w.start()
         outcome = dict(results.get(timeout=30) for _ in workers)
@@ -134,11 +135,15 @@ def test_stale_edit_of_an_object_entry_is_refused(store, kb_dir):
     loaded = store.version("faq.json", "add")
     store.upsert_entry("faq.json", "add", "someone else", "d", "")
     before = (kb_dir / "faq.json").read_bytes()
-    for write in (lambda: store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=loaded),
-                  lambda: store.delete_entry("faq.json", "add", expected_version=loaded)):
+    for write in (
+        lambda: store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=loaded),
+        lambda: store.delete_entry("faq.json", "add", expected_version=loaded),
+    ):
         with pytest.raises(StaleEditError) as err:
             write()
-        assert str(err.value).startswith("该条目已被他人修改") and "The entry changed since you loaded it" in str(err.value)
+        assert str(err.value).startswith("该条目已被他人修改") and "The entry changed since you loaded it" in str(
+            err.value
+        )
     assert (kb_dir / "faq.json").read_bytes() == before
     current = store.version("faq.json", "add")
     store.upsert_entry("faq.json", "add", "mine", "d", "", expected_version=current)  # up to date: fine
@@ -168,8 +173,12 @@ def test_stale_edit_of_a_list_entry_never_hits_the_wrong_entry(store, kb_dir):
 
 
 def test_import_merge(store, kb_dir):
-    assert store.import_file("faq.json", '{"add": {"query": "q", "document": "d"}, "z": {"query": "z", '
-                             '"document": "z"}}', merge=True)[-1] == "faq:z"
+    assert (
+        store.import_file(
+            "faq.json", '{"add": {"query": "q", "document": "d"}, "z": {"query": "z", "document": "z"}}', merge=True
+        )[-1]
+        == "faq:z"
+    )
     data = read(kb_dir / "faq.json")
     assert list(data) == [*TINY, "z"] and data["add"] == {"query": "q", "document": "d"}
     store.import_file("faq.json", '[{"query": "l", "document": "l"}]', merge=True)
@@ -203,8 +212,9 @@ print("released", flush=True)
 def test_an_external_script_taking_the_documented_lock_serialises_with_the_store(store, kb_dir, tmp_path):
     script = tmp_path / "edit.py"
     script.write_text(EXTERNAL, encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, str(script), str(kb_dir), str(store.lock_path), "1.0"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(kb_dir), str(store.lock_path), "1.0"], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "locked"
     impatient = KnowledgeStore(kb_dir, store.lock_dir, timeout=0.2)
     with pytest.raises(KnowledgeWriteError, match="another edit"):

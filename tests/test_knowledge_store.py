@@ -45,7 +45,9 @@ def test_add_to_existing_object_file_keeps_order_and_others(store, kb_dir):
 
 
 def test_edit_keeps_extra_fields_position_and_list_metadata(store, kb_dir):
-    write_knowledge(kb_dir, {"a": {"query": "q", "document": "d", "metadata": ["x"], "owner": "ann"}, "b": TINY["add"]}, "more.json")
+    write_knowledge(
+        kb_dir, {"a": {"query": "q", "document": "d", "metadata": ["x"], "owner": "ann"}, "b": TINY["add"]}, "more.json"
+    )
     store.upsert_entry("more.json", "a", "q2", "d2", "x, y")
     data = read(kb_dir / "more.json")
     assert list(data) == ["a", "b"]

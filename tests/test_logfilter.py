@@ -61,7 +61,7 @@ def test_pre_formatted_messages_differing_in_numbers_are_one_template(capture):
 def test_one_logger_is_capped_across_templates_and_says_so_after_the_window(capture):
     logger, stream, clock = capture
     for n in range(100):
-        logger.warning(f"unknown file name {chr(0x4e00 + n)}")  # user text in a pre-formatted message
+        logger.warning(f"unknown file name {chr(0x4E00 + n)}")  # user text in a pre-formatted message
     lines = stream.getvalue().splitlines()
     assert len(lines) == 31 and "further messages from kbbot.test.logfilter suppressed" in lines[-1]
     clock[0] = 61
@@ -108,9 +108,18 @@ def test_gradio_tracebacks_are_logged_not_printed(monkeypatch, capsys, caplog):
 
 
 # -- a flood of bad requests to the real app -----------------------------------------------------------------------
-BAD_REQUESTS = ("queue_join_bad_json", "queue_join_unknown_fn", "queue_join_bad_data", "upload_garbage",
-                "run_too_few_inputs", "run_wrong_types", "call_not_a_list", "queue_data_unknown_session",
-                "not_http", "admin_login_garbage")
+BAD_REQUESTS = (
+    "queue_join_bad_json",
+    "queue_join_unknown_fn",
+    "queue_join_bad_data",
+    "upload_garbage",
+    "run_too_few_inputs",
+    "run_wrong_types",
+    "call_not_a_list",
+    "queue_data_unknown_session",
+    "not_http",
+    "admin_login_garbage",
+)
 
 
 def bad_request(base: str, port: int, kind: str, n: int) -> None:
@@ -123,19 +132,30 @@ def bad_request(base: str, port: int, kind: str, n: int) -> None:
     headers = {"connection": "close"}
     garbage = {"content": os.urandom(200), "headers": {**headers, "content-type": "multipart/form-data; boundary=xyz"}}
     send = {
-        "queue_join_bad_json": lambda: httpx.post(base + "/gradio_api/queue/join", content=b"{not json",
-                                                  headers={**headers, "content-type": "application/json"}),
-        "queue_join_unknown_fn": lambda: httpx.post(base + "/gradio_api/queue/join", headers=headers,
-                                                    json={"data": [1], "fn_index": 9999, "session_hash": f"s{n}"}),
-        "queue_join_bad_data": lambda: httpx.post(base + "/gradio_api/queue/join", headers=headers, json={
-            "data": [None, "x"], "fn_index": 0, "session_hash": f"s{n}", "trigger_id": 1}),
+        "queue_join_bad_json": lambda: httpx.post(
+            base + "/gradio_api/queue/join",
+            content=b"{not json",
+            headers={**headers, "content-type": "application/json"},
+        ),
+        "queue_join_unknown_fn": lambda: httpx.post(
+            base + "/gradio_api/queue/join",
+            headers=headers,
+            json={"data": [1], "fn_index": 9999, "session_hash": f"s{n}"},
+        ),
+        "queue_join_bad_data": lambda: httpx.post(
+            base + "/gradio_api/queue/join",
+            headers=headers,
+            json={"data": [None, "x"], "fn_index": 0, "session_hash": f"s{n}", "trigger_id": 1},
+        ),
         "upload_garbage": lambda: httpx.post(base + "/gradio_api/upload", **garbage),
         "run_too_few_inputs": lambda: httpx.post(base + "/gradio_api/run/chat", json={"data": [1]}, headers=headers),
-        "run_wrong_types": lambda: httpx.post(base + "/gradio_api/run/chat", headers=headers,
-                                              json={"data": [{"a": 1}, "not a list", 5, None]}),
+        "run_wrong_types": lambda: httpx.post(
+            base + "/gradio_api/run/chat", headers=headers, json={"data": [{"a": 1}, "not a list", 5, None]}
+        ),
         "call_not_a_list": lambda: httpx.post(base + "/gradio_api/call/chat", json={"data": 5}, headers=headers),
-        "queue_data_unknown_session": lambda: httpx.get(base + "/gradio_api/queue/data", headers=headers,
-                                                        params={"session_hash": f"nobody-{n}"}),
+        "queue_data_unknown_session": lambda: httpx.get(
+            base + "/gradio_api/queue/data", headers=headers, params={"session_hash": f"nobody-{n}"}
+        ),
         "admin_login_garbage": lambda: httpx.post(base + "/admin/login", **garbage),
     }[kind]
     try:
@@ -145,8 +165,10 @@ def bad_request(base: str, port: int, kind: str, n: int) -> None:
 
 
 def output_lines(folder: Path) -> int:
-    return sum(len((folder / name).read_text(encoding="utf-8", errors="replace").splitlines())
-               for name in ("stdout.txt", "stderr.txt"))
+    return sum(
+        len((folder / name).read_text(encoding="utf-8", errors="replace").splitlines())
+        for name in ("stdout.txt", "stderr.txt")
+    )
 
 
 @pytest.mark.slow
@@ -161,8 +183,13 @@ def test_a_flood_of_bad_requests_to_the_real_app_writes_a_bounded_number_of_line
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
-        proc = subprocess.Popen([sys.executable, "app.py", "--config", str(cfg), "--port", str(port)], cwd=ROOT,
-                                env=env, stdout=out, stderr=err)
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "--config", str(cfg), "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
     try:
         for _ in range(300):
             try:

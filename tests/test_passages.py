@@ -70,15 +70,18 @@ def test_overlap_repeats_the_last_whole_sentences():
         assert shared.endswith("。") and shared in LONG_DOCUMENT
 
 
-@pytest.mark.parametrize("unit", [
-    "😀",  # one astral code point (a surrogate pair in UTF-16)
-    "\ud83d\ude00",  # the same as two surrogate code points, as a UTF-16 decode with surrogatepass leaves it
-    "👨\u200d👩\u200d👧",  # a ZWJ family
-    "e\u0301",  # e + combining acute accent
-    "❤\ufe0f",  # heart + variation selector
-    "𠀀中",  # CJK extension B + a BMP ideograph (4 + 3 UTF-8 bytes)
-    "👍🏽",  # a skin-tone modifier
-])
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "😀",  # one astral code point (a surrogate pair in UTF-16)
+        "\ud83d\ude00",  # the same as two surrogate code points, as a UTF-16 decode with surrogatepass leaves it
+        "👨\u200d👩\u200d👧",  # a ZWJ family
+        "e\u0301",  # e + combining acute accent
+        "❤\ufe0f",  # heart + variation selector
+        "𠀀中",  # CJK extension B + a BMP ideograph (4 + 3 UTF-8 bytes)
+        "👍🏽",  # a skin-tone modifier
+    ],
+)
 def test_hard_cuts_never_split_a_character(unit):
     text = unit * 200  # no sentence boundary at all: every cut is a hard one
     spans = split_passages(text, 50, 0)
@@ -133,7 +136,7 @@ def test_one_hit_per_entry_with_the_passage_that_matched(long_searcher):
     assert best.entry.document == LONG_DOCUMENT  # the entry itself, not a unit
     assert UNIT_SEPARATOR not in best.entry.id
     top = best.passages[0]
-    assert "末班车" in LONG_DOCUMENT[top.start:top.end]
+    assert "末班车" in LONG_DOCUMENT[top.start : top.end]
     assert top.relevance == best.relevance  # the entry's hit is its best-ranked passage's
 
 
@@ -196,9 +199,9 @@ def test_excerpt_shows_the_best_passages_in_document_order_with_ellipses(long_se
     text = excerpt(hit, 260)
     assert len(text) <= 260
     assert text.startswith(ELLIPSIS) or text.startswith(PARAGRAPHS[0][:10])
-    shown = [p for p in hit.passages if LONG_DOCUMENT[p.start:p.end].strip() in text]
+    shown = [p for p in hit.passages if LONG_DOCUMENT[p.start : p.end].strip() in text]
     assert shown and hit.passages[0] in shown  # the best passage is always shown
-    positions = [text.index(LONG_DOCUMENT[p.start:p.end].strip()[:15]) for p in sorted(shown, key=lambda p: p.start)]
+    positions = [text.index(LONG_DOCUMENT[p.start : p.end].strip()[:15]) for p in sorted(shown, key=lambda p: p.start)]
     assert positions == sorted(positions)
     whole = excerpt(hit, 10_000)
     assert len(whole) < len(LONG_DOCUMENT) or ELLIPSIS not in whole

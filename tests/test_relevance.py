@@ -84,17 +84,28 @@ def test_statistics_count_only_live_entries(tmp_path, tokenizer, entries):
     """After edits and removals the statistics are those of the knowledge now, as a fresh index's are."""
     searcher = TantivySearcher(tmp_path / "edited", tokenizer, FIELD_WEIGHTS)
     searcher.sync(entries)
-    edited = [dataclasses.replace(e, document=e.document + " 更新。") if e.id == "faq:canteen" else e
-              for e in entries if e.id != "faq:library"]
+    edited = [
+        dataclasses.replace(e, document=e.document + " 更新。") if e.id == "faq:canteen" else e
+        for e in entries
+        if e.id != "faq:library"
+    ]
     searcher.sync(edited)  # faq:canteen replaced (delete + add), faq:library removed
     fresh = TantivySearcher(tmp_path / "fresh", tokenizer, FIELD_WEIGHTS)
     fresh.sync(edited)
     words = ["食堂", "图书馆", "阈值", "怎么"]
-    assert searcher.term_stats(words) == fresh.term_stats(words) == TermStats(5, {"食堂": 1, "图书馆": 0, "阈值": 1, "怎么": 2})
+    assert (
+        searcher.term_stats(words)
+        == fresh.term_stats(words)
+        == TermStats(5, {"食堂": 1, "图书馆": 0, "阈值": 1, "怎么": 2})
+    )
     for question in ["食堂 阈值", "食堂在哪里", "图书馆食堂怎么走"]:  # (BM25's order is tantivy's own business)
-        assert {h.entry.id: h.relevance for h in searcher.search(question, 5)} == \
-               {h.entry.id: h.relevance for h in fresh.search(question, 5)}
-    assert {h.entry.id: h.relevance for h in searcher.search("食堂 阈值", 5)} == {"faq:canteen": 0.5, "faq:threshold": 0.5}
+        assert {h.entry.id: h.relevance for h in searcher.search(question, 5)} == {
+            h.entry.id: h.relevance for h in fresh.search(question, 5)
+        }
+    assert {h.entry.id: h.relevance for h in searcher.search("食堂 阈值", 5)} == {
+        "faq:canteen": 0.5,
+        "faq:threshold": 0.5,
+    }
 
 
 # -- the "药学" pattern -------------------------------------------------------------------
@@ -102,19 +113,46 @@ def test_statistics_count_only_live_entries(tmp_path, tokenizer, entries):
 # concentrated in a short metadata field; with one BM25 per field (its own statistics) that field made it the top
 # hit, above the entry about the campuses. One field with shared statistics (BM25F) and coverage put it last.
 SYSU = {
-    "campus": {"query": "校区分布", "document": "中山大学有五个校区：广州南校园、广州北校园、广州东校园、珠海校区和深圳校区。",
-               "metadata": "校区"},
+    "campus": {
+        "query": "校区分布",
+        "document": "中山大学有五个校区：广州南校园、广州北校园、广州东校园、珠海校区和深圳校区。",
+        "metadata": "校区",
+    },
     "pharmacy": {"query": "中山大学的药学院(深圳)本科招生专业", "document": "药学", "metadata": "中山大学药学院(深圳)"},
-    "library": {"query": "图书馆开放时间", "document": "中山大学图书馆每天早上八点到晚上十点开放。", "metadata": "图书馆"},
+    "library": {
+        "query": "图书馆开放时间",
+        "document": "中山大学图书馆每天早上八点到晚上十点开放。",
+        "metadata": "图书馆",
+    },
     "canteen": {"query": "食堂在哪里", "document": "中山大学南校园的学生食堂靠近体育馆。", "metadata": "食堂,餐饮"},
     "history": {"query": "学校历史", "document": "中山大学由孙中山先生于1924年亲手创办。", "metadata": "历史,校史"},
     "motto": {"query": "校训是什么", "document": "中山大学的校训是博学、审问、慎思、明辨、笃行。", "metadata": "校训"},
-    "admission": {"query": "本科招生咨询电话", "document": "中山大学本科招生办公室电话020-84036491。", "metadata": "招生,电话"},
-    "dorm": {"query": "宿舍条件怎么样", "document": "中山大学本科生宿舍多为四人间，配有空调和独立卫生间。", "metadata": "宿舍,住宿"},
-    "scholarship": {"query": "奖学金有哪些", "document": "中山大学设有国家奖学金、校级奖学金和各类社会奖学金。", "metadata": "奖学金"},
-    "transfer": {"query": "可以转专业吗", "document": "中山大学本科生在第一学年结束后可以申请转专业。", "metadata": "转专业"},
+    "admission": {
+        "query": "本科招生咨询电话",
+        "document": "中山大学本科招生办公室电话020-84036491。",
+        "metadata": "招生,电话",
+    },
+    "dorm": {
+        "query": "宿舍条件怎么样",
+        "document": "中山大学本科生宿舍多为四人间，配有空调和独立卫生间。",
+        "metadata": "宿舍,住宿",
+    },
+    "scholarship": {
+        "query": "奖学金有哪些",
+        "document": "中山大学设有国家奖学金、校级奖学金和各类社会奖学金。",
+        "metadata": "奖学金",
+    },
+    "transfer": {
+        "query": "可以转专业吗",
+        "document": "中山大学本科生在第一学年结束后可以申请转专业。",
+        "metadata": "转专业",
+    },
     "exchange": {"query": "交换生项目", "document": "中山大学与世界多所大学有交换生项目。", "metadata": "交换,国际"},
-    "hospital": {"query": "附属医院", "document": "中山大学有多家附属医院，例如中山大学附属第一医院。", "metadata": "医院,医学"},
+    "hospital": {
+        "query": "附属医院",
+        "document": "中山大学有多家附属医院，例如中山大学附属第一医院。",
+        "metadata": "医院,医学",
+    },
     "ranking": {"query": "学校排名", "document": "中山大学在国内高校排名中位居前列。", "metadata": "排名"},
     "postgrad": {"query": "研究生招生", "document": "中山大学每年招收硕士和博士研究生。", "metadata": "研究生,招生"},
     "sports": {"query": "体育设施", "document": "中山大学有体育馆、游泳池和多个田径场。", "metadata": "体育,运动"},

@@ -42,8 +42,13 @@ def faiss_builder(path: Path, tokenizer) -> Searcher:
     # fastText trained on 6 entries: small dim, many epochs, and SIF a=1 (plain mean; with ~120 training
     # tokens a=1e-3 would weight every unseen word 10x a seen one). retrain_after keeps the model across
     # the suite's one-entry edits, so sync stays incremental (the default retrains on any change = rebuild).
-    encoder = FastTextEncoder(tokenizer, path / "fasttext", params=FastTextParams(dim=32, epoch=50, bucket=20_000),
-                              sif_a=1.0, retrain_after=0.5)
+    encoder = FastTextEncoder(
+        tokenizer,
+        path / "fasttext",
+        params=FastTextParams(dim=32, epoch=50, bucket=20_000),
+        sif_a=1.0,
+        retrain_after=0.5,
+    )
     return FaissSearcher(path / "faiss", encoder, "{query} {metadata}", QUESTION_WEIGHT, 50_000)
 
 
@@ -53,8 +58,9 @@ def faiss_e5_builder(path: Path, tokenizer) -> Searcher:
     from bot.search.encoders import E5Encoder
     from bot.search.faiss_searcher import FaissSearcher
 
-    return FaissSearcher(path / "faiss-e5", E5Encoder(path / "embeddings"), "{query} {metadata} {document}",
-                         QUESTION_WEIGHT, 50_000)
+    return FaissSearcher(
+        path / "faiss-e5", E5Encoder(path / "embeddings"), "{query} {metadata} {document}", QUESTION_WEIGHT, 50_000
+    )
 
 
 def hybrid_builder(path: Path, tokenizer) -> Searcher:
@@ -64,15 +70,27 @@ def hybrid_builder(path: Path, tokenizer) -> Searcher:
 
 
 BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
-    "tantivy": tantivy_builder, "faiss": faiss_builder, "faiss-e5": faiss_e5_builder, "hybrid": hybrid_builder,
+    "tantivy": tantivy_builder,
+    "faiss": faiss_builder,
+    "faiss-e5": faiss_e5_builder,
+    "hybrid": hybrid_builder,
 }
 # The same suite on an in-memory ES-API server (osmem-server); skipped when it is not installed.
 BUILDERS["elasticsearch"] = es_contract_builder
 
 # Questions of every sort: exact, paraphrased, mixed language, one word, many words, gibberish.
-QUESTIONS = [*(v["query"] for v in TINY.values()), *(v["document"] for v in TINY.values()), "图书馆几点开放？",
-             "我想把资料放进机器人", "今天天气怎么样", "Ollama 怎么连接", "知识", "knowledge", "qwxzv plokij",
-             "怎么添加知识，图书馆几点开放，食堂在哪里，阈值是什么意思，怎么切换检索模式？" * 3]
+QUESTIONS = [
+    *(v["query"] for v in TINY.values()),
+    *(v["document"] for v in TINY.values()),
+    "图书馆几点开放？",
+    "我想把资料放进机器人",
+    "今天天气怎么样",
+    "Ollama 怎么连接",
+    "知识",
+    "knowledge",
+    "qwxzv plokij",
+    "怎么添加知识，图书馆几点开放，食堂在哪里，阈值是什么意思，怎么切换检索模式？" * 3,
+]
 
 
 DISAGREE = "knowledge 检索"  # a question whose BM25 order and coverage order differ on TINY
@@ -225,8 +243,13 @@ def test_persistence_round_trip(searcher, make, entries):
 
 
 # An entry whose query shares no word with the question, but one of whose alternative questions is the question.
-PHRASED = Entry("faq:wifi", "无线网络怎么连接", "打开设置，选择 SYSU-Secure，用学号和密码登录。", ("无线网络",),
-                questions=("宿舍上不了网怎么办", "校园 WiFi 密码是什么"))
+PHRASED = Entry(
+    "faq:wifi",
+    "无线网络怎么连接",
+    "打开设置，选择 SYSU-Secure，用学号和密码登录。",
+    ("无线网络",),
+    questions=("宿舍上不了网怎么办", "校园 WiFi 密码是什么"),
+)
 
 
 def test_an_alternative_question_matches_like_the_query(searcher):

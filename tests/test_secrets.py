@@ -32,7 +32,16 @@ ES_USER = f"esuser-SECRET-{uuid.uuid4().hex}"
 ES_PASSWORD = f"espw-SECRET-{uuid.uuid4().hex}"
 MARKERS = (OPENAI_KEY, ES_API_KEY, ES_USER, ES_PASSWORD)
 # Fragments too, so a key that is shortened or wrapped ("sk-SEC...d41f") is still caught.
-LIBRARY_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2", "elastic_transport", "elasticsearch", "urllib3")
+LIBRARY_LOGGERS = (
+    "openai",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "elastic_transport",
+    "elasticsearch",
+    "urllib3",
+)
 FRAGMENTS = tuple(m.split("-SECRET-")[1][:12] for m in MARKERS) + tuple(m.split("-SECRET-")[1][-12:] for m in MARKERS)
 
 
@@ -41,7 +50,9 @@ def assert_clean(*surfaces: object) -> None:
     for surface in surfaces:
         text = surface if isinstance(surface, str) else repr(surface)
         for secret in MARKERS + FRAGMENTS:
-            assert secret not in text, f"secret {secret[:14]}… leaked in: {text[max(0, text.find(secret) - 200):][:400]}"
+            assert secret not in text, (
+                f"secret {secret[:14]}… leaked in: {text[max(0, text.find(secret) - 200) :][:400]}"
+            )
 
 
 def log_surfaces(caplog) -> list[str]:
@@ -105,8 +116,9 @@ def key_reached_the_server(server: LocalLLMServer) -> bool:
 
 
 # -- the Bot in-process, DEBUG logs of every library ----------------------------------
-@pytest.mark.parametrize("fault", [None, Fault(status=401), Fault(status=500), Fault(sleep=1.5)],
-                         ids=["answer", "401", "500", "timeout"])
+@pytest.mark.parametrize(
+    "fault", [None, Fault(status=401), Fault(status=500), Fault(sleep=1.5)], ids=["answer", "401", "500", "timeout"]
+)
 def test_bot_answers_and_failures_do_not_leak_the_key(secret_settings, llm_server, debug_logs, fault):
     bot = build_bot(secret_settings)
     assert_clean(repr(bot.llm), vars(bot))
@@ -121,8 +133,11 @@ def test_bot_answers_and_failures_do_not_leak_the_key(secret_settings, llm_serve
     assert any(r.name.startswith(("openai", "httpx", "httpcore")) for r in debug_logs.records)  # DEBUG really was on
 
 
-@pytest.mark.parametrize("fault", [Fault(status=401), Fault(status=403), Fault(status=500), Fault(sleep=1.5), None],
-                         ids=["401", "403", "500", "timeout", "connection-refused"])
+@pytest.mark.parametrize(
+    "fault",
+    [Fault(status=401), Fault(status=403), Fault(status=500), Fault(sleep=1.5), None],
+    ids=["401", "403", "500", "timeout", "connection-refused"],
+)
 def test_llm_error_messages_do_not_leak_the_key(secret_settings, llm_server, debug_logs, fault):
     from bot.factory import build_llm
 
@@ -149,11 +164,24 @@ def write_config(tmp_path: Path, kb_dir: Path, llm_url: str, **sparse) -> Path:
 
 def run_cli(config: Path, *args: str) -> subprocess.CompletedProcess:
     """``python -m bot --config CONFIG ARGS`` with the secret markers in its environment."""
-    env = dict(os.environ, OPENAI_API_KEY=OPENAI_KEY, ES_API_KEY=ES_API_KEY, ES_USERNAME=ES_USER,
-               ES_PASSWORD=ES_PASSWORD, OPENAI_LOG="debug")
+    env = dict(
+        os.environ,
+        OPENAI_API_KEY=OPENAI_KEY,
+        ES_API_KEY=ES_API_KEY,
+        ES_USERNAME=ES_USER,
+        ES_PASSWORD=ES_PASSWORD,
+        OPENAI_LOG="debug",
+    )
     env.pop("KBBOT_MODE", None)
-    return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), *args], check=False,
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "--config", str(config), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
 
 
 @pytest.mark.slow
@@ -183,9 +211,13 @@ def test_cli_ask_json_and_verbose_search_do_not_leak(tmp_path, kb_dir, server_st
 @pytest.mark.slow
 def test_cli_with_unreachable_elasticsearch_does_not_leak(tmp_path, kb_dir):
     pytest.importorskip("elasticsearch")
-    config = write_config(tmp_path, kb_dir, f"http://127.0.0.1:{closed_port()}/v1", backend="elasticsearch",
-                          elasticsearch={"hosts": [f"http://127.0.0.1:{closed_port()}"], "request_timeout": 1,
-                                         "max_retries": 0})
+    config = write_config(
+        tmp_path,
+        kb_dir,
+        f"http://127.0.0.1:{closed_port()}/v1",
+        backend="elasticsearch",
+        elasticsearch={"hosts": [f"http://127.0.0.1:{closed_port()}"], "request_timeout": 1, "max_retries": 0},
+    )
     searched = run_cli(config, "-v", "search", "怎么添加知识")
     assert searched.returncode == 1 and "Elasticsearch" in searched.stderr
     assert_clean(searched.stdout, searched.stderr)
@@ -194,7 +226,9 @@ def test_cli_with_unreachable_elasticsearch_does_not_leak(tmp_path, kb_dir):
 # -- Elasticsearch in-process --------------------------------------------------------------
 @pytest.mark.parametrize("auth", ["api_key", "basic", "basic_in_url"])
 @pytest.mark.parametrize("fallback", [False, True], ids=["raise", "fallback"])
-def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(settings, tokenizer, monkeypatch, debug_logs, auth, fallback):
+def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
+    settings, tokenizer, monkeypatch, debug_logs, auth, fallback
+):
     pytest.importorskip("elasticsearch")
     from bot.search.es_searcher import build_client, build_elasticsearch_searcher
 

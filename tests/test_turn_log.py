@@ -30,16 +30,32 @@ def hit(entry: Entry, relevance: float) -> Hit:
 def answered(question: str = "图书馆几点开门？", **kw) -> Answer:
     """A direct answer from the library entry, the canteen entry a candidate below the threshold."""
     used = [hit(LIBRARY, 0.8)]
-    base = {"question": question, "text": "八点到十点。", "strategy": Strategy.DIRECT, "mode": "sparse", "hits": used,
-            "candidates": used + [hit(CANTEEN, 0.3)], "thresholds": CUT, "llm": "local-test", "llm_used": True,
-            "timings": {"retrieve": 3.5, "llm": 120.0, "total": 130.25}}
+    base = {
+        "question": question,
+        "text": "八点到十点。",
+        "strategy": Strategy.DIRECT,
+        "mode": "sparse",
+        "hits": used,
+        "candidates": used + [hit(CANTEEN, 0.3)],
+        "thresholds": CUT,
+        "llm": "local-test",
+        "llm_used": True,
+        "timings": {"retrieve": 3.5, "llm": 120.0, "total": 130.25},
+    }
     return Answer(**{**base, **kw})
 
 
 def unanswered_answer(question: str, near: float = 0.42) -> Answer:
     """A last-resort answer: nothing passed, the library entry came closest."""
-    return Answer(question=question, text="抱歉，没有找到。", strategy=Strategy.LAST_RESORT, mode="sparse",
-                  candidates=[hit(LIBRARY, near), hit(CANTEEN, 0.1)], thresholds=CUT, timings={"total": 5.0})
+    return Answer(
+        question=question,
+        text="抱歉，没有找到。",
+        strategy=Strategy.LAST_RESORT,
+        mode="sparse",
+        candidates=[hit(LIBRARY, near), hit(CANTEEN, 0.1)],
+        thresholds=CUT,
+        timings={"total": 5.0},
+    )
 
 
 @pytest.fixture
@@ -55,16 +71,41 @@ def test_a_turn_is_stored_with_every_field(turn_log):
     t = turn_log.get(turn_id)
     assert t["id"] == turn_id and t["time"] == "2025-03-01T08:00:00.000000+00:00"
     assert (t["session"], t["client"], t["source"]) == ("sess-1", "kbbot-sparse", "api")
-    assert (t["question"], t["rewritten"], t["strategy"], t["mode"]) == ("图书馆几点开门？", "图书馆几点开门", "direct", "sparse")
+    assert (t["question"], t["rewritten"], t["strategy"], t["mode"]) == (
+        "图书馆几点开门？",
+        "图书馆几点开门",
+        "direct",
+        "sparse",
+    )
     assert t["hits"] == [
-        {"id": "faq:library", "query": "图书馆开放时间", "relevance": 0.8, "score": 8.0, "searcher": "tantivy",
-         "passed": True, "used": True},
-        {"id": "faq:canteen", "query": "食堂在哪里？", "relevance": 0.3, "score": 3.0, "searcher": "tantivy",
-         "passed": False, "used": False},
+        {
+            "id": "faq:library",
+            "query": "图书馆开放时间",
+            "relevance": 0.8,
+            "score": 8.0,
+            "searcher": "tantivy",
+            "passed": True,
+            "used": True,
+        },
+        {
+            "id": "faq:canteen",
+            "query": "食堂在哪里？",
+            "relevance": 0.3,
+            "score": 3.0,
+            "searcher": "tantivy",
+            "passed": False,
+            "used": False,
+        },
     ]
     assert t["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": 0.9}
     assert t["timings"] == {"retrieve": 3.5, "llm": 120.0, "total": 130.25} and t["latency_ms"] == 130.25
-    assert (t["llm"], t["llm_used"], t["answer"], t["notices"], t["finished"]) == ("local-test", True, "八点到十点。", ["note"], True)
+    assert (t["llm"], t["llm_used"], t["answer"], t["notices"], t["finished"]) == (
+        "local-test",
+        True,
+        "八点到十点。",
+        ["note"],
+        True,
+    )
     assert t["rating"] is None and t["reason"] is None
     assert turn_log.recent() == [t]
 
@@ -79,12 +120,17 @@ def test_nothing_secret_is_in_the_file(tmp_path, monkeypatch):
 
 
 def test_recent_pages_and_filters(turn_log):
-    ids = [turn_log.record(answered(f"问题{i}"), f"s{i % 2}", source="web", now=T0 + timedelta(minutes=i))
-           for i in range(6)]
+    ids = [
+        turn_log.record(answered(f"问题{i}"), f"s{i % 2}", source="web", now=T0 + timedelta(minutes=i))
+        for i in range(6)
+    ]
     assert [t["id"] for t in turn_log.recent(limit=2)] == ids[:-3:-1]
     assert [t["id"] for t in turn_log.recent(limit=2, offset=2)] == [ids[3], ids[2]]
     assert [t["id"] for t in turn_log.recent(filters={"session": "s1"})] == [ids[5], ids[3], ids[1]]
-    assert [t["id"] for t in turn_log.recent(filters={"since": T0 + timedelta(minutes=4), "text": "问题"})] == [ids[5], ids[4]]
+    assert [t["id"] for t in turn_log.recent(filters={"since": T0 + timedelta(minutes=4), "text": "问题"})] == [
+        ids[5],
+        ids[4],
+    ]
     assert turn_log.recent(filters={"source": "api"}) == []
     with pytest.raises(ValueError, match="unknown filter"):
         turn_log.recent(filters={"password": "x"})
@@ -107,8 +153,9 @@ def test_feedback_latest_wins_and_a_thumbs_down_is_unanswered(turn_log):
 
 
 def test_near_duplicates_are_one_group_with_the_candidates_that_almost_passed(turn_log):
-    for i, q in enumerate(["图书馆几点开门？", "图书馆几点开门", "图书馆 几点开门!", "图书馆几点开门呀",
-                           "ＷＨＥＲＥ is the canteen?"]):
+    for i, q in enumerate(
+        ["图书馆几点开门？", "图书馆几点开门", "图书馆 几点开门!", "图书馆几点开门呀", "ＷＨＥＲＥ is the canteen?"]
+    ):
         turn_log.record(unanswered_answer(q, near=0.40 + i / 100), f"s{i}", now=T0 + timedelta(minutes=i))
     turn_log.record(answered(strategy=Strategy.HYDE, question="食堂有清真窗口吗"), "s9", now=T0 + timedelta(minutes=9))
     groups = turn_log.unanswered()
@@ -136,7 +183,9 @@ def test_normalise_and_the_similarity_join():
     rng = random.Random(7)
     words = "图书馆食堂几点开门在哪里怎么去宿舍教室考试成绩报名"
     qs = list({"".join(rng.choice(words) for _ in range(rng.randint(2, 9))) for _ in range(600)})
-    brute = {(i, j) for i in range(len(qs)) for j in range(i + 1, len(qs)) if jaccard(bigrams(qs[i]), bigrams(qs[j])) >= 0.8}
+    brute = {
+        (i, j) for i in range(len(qs)) for j in range(i + 1, len(qs)) if jaccard(bigrams(qs[i]), bigrams(qs[j])) >= 0.8
+    }
     assert {tuple(sorted(p)) for p in similar_pairs(qs)} == brute
     t = time.perf_counter()
     many = [f"问题{i}号怎么办理" for i in range(5000)]

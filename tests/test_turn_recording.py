@@ -69,8 +69,9 @@ def test_every_web_and_api_turn_is_recorded(served):
     headers = {"Authorization": f"Bearer {TOKEN}"}
     body = {"model": "kbbot", "messages": [{"role": "user", "content": "阈值是什么意思？"}]}
     assert httpx.post(f"{url}v1/chat/completions", json=body, headers=headers, timeout=60).status_code == 200
-    with httpx.stream("POST", f"{url}v1/chat/completions", json=dict(body, stream=True), headers=headers,
-                      timeout=60) as r:
+    with httpx.stream(
+        "POST", f"{url}v1/chat/completions", json=dict(body, stream=True), headers=headers, timeout=60
+    ) as r:
         assert "[DONE]" in "".join(r.iter_text())
     turns = bot.recorder.log.recent(10)
     assert bot.recorder.log.count() == 4
@@ -109,13 +110,16 @@ def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
     assert bot.recorder.rate(answer.turn_id, "Like") and bot.recorder.log.get(answer.turn_id)["rating"] == 1
 
 
-@pytest.mark.parametrize("api_name, data", [
-    ("save_entry", ["faq.json", "", "停车场怎么收费？", "每小时五元。", "停车"]),
-    ("inbox", ["latest"]),
-    ("inbox_new_entry", [None, "faq.json", "停车场怎么收费？", "每小时五元。", "停车", "latest"]),
-    ("inbox_dismiss", ["今天天气怎么样", "latest"]),
-    ("log_turns", ["", "", ""]),
-])
+@pytest.mark.parametrize(
+    "api_name, data",
+    [
+        ("save_entry", ["faq.json", "", "停车场怎么收费？", "每小时五元。", "停车"]),
+        ("inbox", ["latest"]),
+        ("inbox_new_entry", [None, "faq.json", "停车场怎么收费？", "每小时五元。", "停车", "latest"]),
+        ("inbox_dismiss", ["今天天气怎么样", "latest"]),
+        ("log_turns", ["", "", ""]),
+    ],
+)
 def test_admin_endpoints_refuse_chat_users_over_raw_http(served, kb_dir, api_name, data):
     url, bot = served
     call(url, "chat", ["今天天气怎么样", [], "follow"])

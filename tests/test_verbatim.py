@@ -72,8 +72,17 @@ def test_a_split_message_never_answers_verbatim(make_bot, llm_server):
 def test_a_split_message_whose_best_hit_only_the_whole_message_found_is_not_verbatim(make_bot, llm_server, kb_dir):
     # One entry covers both parts; with top_k 1 each part finds its own entry, so this one is found only by the
     # search for the whole message and carries no sub-question label. The message was still split.
-    write_knowledge(kb_dir, {"map": {"query": "校园地图", "document": "图书馆几点开放、食堂在哪里，都可以在校园地图上查到。",
-                                     "metadata": "地图"}}, "campus.json")
+    write_knowledge(
+        kb_dir,
+        {
+            "map": {
+                "query": "校园地图",
+                "document": "图书馆几点开放、食堂在哪里，都可以在校园地图上查到。",
+                "metadata": "地图",
+            }
+        },
+        "campus.json",
+    )
     bot = make_bot(direct=0.9, top_k=1)
     message = "图书馆几点开放？食堂在哪里"
     hits, _ = bot.retrieve(message)

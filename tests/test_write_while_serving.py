@@ -76,19 +76,36 @@ def test_fasttext_training_started_by_a_worker_asks_for_the_lower_priority(monke
     from bot.search.encoders import fasttext_training as ft
 
     jobs = []
-    monkeypatch.setattr(ft.subprocess, "run", lambda cmd, input, **kw: jobs.append(json.loads(input))
-                        or type("Done", (), {"returncode": 0, "stderr": ""})())
+    monkeypatch.setattr(
+        ft.subprocess,
+        "run",
+        lambda cmd, input, **kw: jobs.append(json.loads(input)) or type("Done", (), {"returncode": 0, "stderr": ""})(),
+    )
     ft._train_skipgram(str(tmp_path / "corpus.txt"), ft.FastTextParams(), tmp_path / "m.bin")
-    Worker("t").submit("x", lambda: ft._train_skipgram(str(tmp_path / "c.txt"), ft.FastTextParams(),
-                                                       tmp_path / "m.bin")).result(5)
+    Worker("t").submit(
+        "x", lambda: ft._train_skipgram(str(tmp_path / "c.txt"), ft.FastTextParams(), tmp_path / "m.bin")
+    ).result(5)
     assert [job["nice"] for job in jobs] == [0, background.NICE]
-    assert "os.nice(job[\"nice\"])" in ft._TRAIN_CHILD
+    assert 'os.nice(job["nice"])' in ft._TRAIN_CHILD
 
 
-@pytest.mark.parametrize("data", [
-    {"signature": "2:ab", "n": None, "units": {"faq:1": [[0, "question"], [1, "document"]], "é": []},
-     "entries": {"faq:1": {"id": "faq:1", "query": "怎么添加知识？", "metadata": ["知识"]}}, "empty": {}, "list": [1]},
-    {}, {"ints": {1: "a"}}, [{"a": 1}], "text", {"a": {"b": {"c": {"d": 1}}}},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {
+            "signature": "2:ab",
+            "n": None,
+            "units": {"faq:1": [[0, "question"], [1, "document"]], "é": []},
+            "entries": {"faq:1": {"id": "faq:1", "query": "怎么添加知识？", "metadata": ["知识"]}},
+            "empty": {},
+            "list": [1],
+        },
+        {},
+        {"ints": {1: "a"}},
+        [{"a": 1}],
+        "text",
+        {"a": {"b": {"c": {"d": 1}}}},
+    ],
+)
 def test_json_by_item_writes_the_same_text_as_json_dumps(data):
     assert json_by_item(data) == json.dumps(data, ensure_ascii=False)

@@ -35,14 +35,20 @@ class TokenGuard:
         expected = self.expected()
         if expected is None:
             if self.require_token:
-                raise _refused(f"API 已锁定：服务器未设置环境变量 {self.token_env} / The API is locked: set the "
-                               f"{self.token_env} environment variable on the server and send it as a bearer token "
-                               "(or set api.require_token: false in config.yaml to open it)", "api_token_not_configured")
+                raise _refused(
+                    f"API 已锁定：服务器未设置环境变量 {self.token_env} / The API is locked: set the "
+                    f"{self.token_env} environment variable on the server and send it as a bearer token "
+                    "(or set api.require_token: false in config.yaml to open it)",
+                    "api_token_not_configured",
+                )
             return None
         scheme, _, given = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
-            raise _refused("缺少访问令牌 / Missing bearer token: send the header 'Authorization: Bearer <token>' "
-                           f"with the value of {self.token_env}", "missing_api_key")
+            raise _refused(
+                "缺少访问令牌 / Missing bearer token: send the header 'Authorization: Bearer <token>' "
+                f"with the value of {self.token_env}",
+                "missing_api_key",
+            )
         given = given.strip()
         if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
             raise _refused("访问令牌无效 / Invalid bearer token", "invalid_api_key")

@@ -21,8 +21,15 @@ CONVERSATION_ROLES = ("user", "assistant")
 class APIError(Exception):
     """An error answered as OpenAI-style JSON ``{"error": {message, type, param, code}}`` with an HTTP status."""
 
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -61,8 +68,10 @@ def content_text(content: Any, param: str) -> str:
         texts = []
         for i, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise bad_request("只支持文本内容 / Only text content parts are supported "
-                                  "(`{\"type\": \"text\", \"text\": \"...\"}`)", f"{param}[{i}]")
+                raise bad_request(
+                    '只支持文本内容 / Only text content parts are supported (`{"type": "text", "text": "..."}`)',
+                    f"{param}[{i}]",
+                )
             texts.append(part["text"])
         return "".join(texts)
     raise bad_request("content 必须是字符串或文本片段列表 / 'content' must be a string or a list of text parts", param)
@@ -77,28 +86,35 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad_request(f"请求体不是有效的 JSON / The request body is not valid JSON: {exc}", code="invalid_json") from None
+        raise bad_request(
+            f"请求体不是有效的 JSON / The request body is not valid JSON: {exc}", code="invalid_json"
+        ) from None
     if not isinstance(body, dict):
         raise bad_request("请求体必须是 JSON 对象 / The request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
-        raise bad_request("缺少 model，或它不是字符串 / 'model' is required and must be a string, e.g. \"kbbot\"", "model")
+        raise bad_request(
+            "缺少 model，或它不是字符串 / 'model' is required and must be a string, e.g. \"kbbot\"", "model"
+        )
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise bad_request("stream 必须是 true 或 false / 'stream' must be a boolean", "stream")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise bad_request("缺少 messages，或它不是非空列表 / 'messages' is required and must be a non-empty list",
-                          "messages")
+        raise bad_request(
+            "缺少 messages，或它不是非空列表 / 'messages' is required and must be a non-empty list", "messages"
+        )
     turns: list[dict[str, str]] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise bad_request("每条消息必须是对象 / Each message must be an object with 'role' and 'content'",
-                              f"messages[{i}]")
+            raise bad_request(
+                "每条消息必须是对象 / Each message must be an object with 'role' and 'content'", f"messages[{i}]"
+            )
         role = message.get("role")
         if role not in ROLES:
-            raise bad_request(f"未知的 role {role!r} / Unknown role {role!r}; use one of: {', '.join(ROLES)}",
-                              f"messages[{i}].role")
+            raise bad_request(
+                f"未知的 role {role!r} / Unknown role {role!r}; use one of: {', '.join(ROLES)}", f"messages[{i}].role"
+            )
         text = content_text(message.get("content"), f"messages[{i}].content")
         if role in CONVERSATION_ROLES:
             turns.append({"role": role, "content": text})
@@ -108,7 +124,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     question = turns[users[-1]]["content"]
     if not question.strip():
         raise bad_request("最后一条用户消息是空的 / The last user message is empty", "messages")
-    return ChatRequest(model=model.strip(), question=question, history=turns[:users[-1]], stream=bool(stream))
+    return ChatRequest(model=model.strip(), question=question, history=turns[: users[-1]], stream=bool(stream))
 
 
 def model_ids(modes: Iterable[str]) -> dict[str, str | None]:
@@ -123,16 +139,23 @@ def model_card(model_id: str, mode: str, created: int) -> dict[str, Any]:
 
 def model_list(modes: Iterable[str], default_mode: str, created: int) -> dict[str, Any]:
     """The body of ``GET /v1/models``."""
-    return {"object": "list",
-            "data": [model_card(mid, mode or default_mode, created) for mid, mode in model_ids(modes).items()]}
+    return {
+        "object": "list",
+        "data": [model_card(mid, mode or default_mode, created) for mid, mode in model_ids(modes).items()],
+    }
 
 
 def kbbot_extra(answer: Answer) -> dict[str, Any]:
     """The extra top-level ``kbbot`` field: the sources behind the answer, its strategy, mode and thresholds."""
     sources = []
     for hit in answer.hits:
-        source = {"id": hit.entry.id, "query": hit.entry.query, "relevance": round(hit.relevance, 4),
-                  "score": round(hit.score, 4), "searcher": hit.searcher}
+        source = {
+            "id": hit.entry.id,
+            "query": hit.entry.query,
+            "relevance": round(hit.relevance, 4),
+            "score": round(hit.score, 4),
+            "searcher": hit.searcher,
+        }
         if hit.subquestion:
             source["subquestion"] = hit.subquestion
         sources.append(source)
@@ -161,19 +184,34 @@ class Reply:
     def completion(self, answer: Answer) -> dict[str, Any]:
         """A whole ``chat.completion`` object for a finished answer."""
         return {
-            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text},
-                         "finish_reason": "stop", "logprobs": None}],
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer.text},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
             # The bot does not count tokens (the LLM may not even be called); null rather than made-up numbers.
             "usage": None,
             MODEL: kbbot_extra(answer),
         }
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None,
-              answer: Answer | None = None) -> dict[str, Any]:
+    def chunk(
+        self, delta: dict[str, Any], finish_reason: str | None = None, answer: Answer | None = None
+    ) -> dict[str, Any]:
         """One ``chat.completion.chunk``; the last one (``answer`` given) carries the ``kbbot`` field."""
-        out = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+        out = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+        }
         if answer is not None:
             out[MODEL] = kbbot_extra(answer)
         return out
@@ -201,6 +239,6 @@ class TextDelta:
 
     def __call__(self, text: str) -> str:
         """The part of ``text`` not sent yet."""
-        piece = text[len(self.sent):] if text.startswith(self.sent) else f"\n\n{text}"
+        piece = text[len(self.sent) :] if text.startswith(self.sent) else f"\n\n{text}"
         self.sent = text
         return piece

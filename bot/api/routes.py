@@ -55,6 +55,7 @@ def bot_failure(exc: Exception) -> APIError:
 
 def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
     """Wrap a route so every APIError it raises becomes an OpenAI-style JSON error."""
+
     async def route(request: Request) -> Response:
         try:
             return await handler(request)
@@ -86,8 +87,9 @@ class ChatAPI:
         """The routes, under ``/v1``."""
         router = APIRouter(prefix="/v1")
         router.add_api_route("/models", openai_errors(self.models), methods=["GET"], include_in_schema=False)
-        router.add_api_route("/models/{model_id:path}", openai_errors(self.model), methods=["GET"],
-                             include_in_schema=False)
+        router.add_api_route(
+            "/models/{model_id:path}", openai_errors(self.model), methods=["GET"], include_in_schema=False
+        )
         router.add_api_route("/chat/completions", openai_errors(self.chat), methods=["POST"], include_in_schema=False)
         return router
 
@@ -101,14 +103,20 @@ class ChatAPI:
         """The retrieval mode a model name selects (``kbbot`` = the configured default now); 404 when unknown."""
         ids = model_ids(self.bot.index.modes)
         if model not in ids:
-            raise APIError(404, f"没有这个模型 / The model {model!r} does not exist; use one of: {', '.join(ids)}",
-                           param="model", code="model_not_found")
+            raise APIError(
+                404,
+                f"没有这个模型 / The model {model!r} does not exist; use one of: {', '.join(ids)}",
+                param="model",
+                code="model_not_found",
+            )
         return ids[model] or self.bot.current_mode()
 
     @staticmethod
     async def read_body(request: Request) -> bytes:
         """The request body, refused with 413 beyond MAX_BODY_BYTES without reading it all."""
-        too_large = APIError(413, f"请求体过大 / The request body exceeds {MAX_BODY_BYTES} bytes", code="request_too_large")
+        too_large = APIError(
+            413, f"请求体过大 / The request body exceeds {MAX_BODY_BYTES} bytes", code="request_too_large"
+        )
         if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
             raise too_large
         body = bytearray()
@@ -154,8 +162,9 @@ class ChatAPI:
             raise bot_failure(exc) from None
         if first is None:
             raise bot_failure(RuntimeError("the bot yielded no answer"))
-        return StreamingResponse(self.events(reply, first, snapshots), media_type="text/event-stream",
-                                 headers=SSE_HEADERS)
+        return StreamingResponse(
+            self.events(reply, first, snapshots), media_type="text/event-stream", headers=SSE_HEADERS
+        )
 
     async def events(self, reply: Reply, answer: Answer, snapshots: Iterator[Answer]) -> AsyncIterator[str]:
         """SSE events of one answer: the role, content deltas, a final chunk with ``finish_reason`` and ``kbbot``."""

@@ -132,8 +132,18 @@ def hit_dict(hit: Hit) -> dict:
     }
     if hit.subquestion:
         d["subquestion"] = hit.subquestion
-    d.update({"matched_question": hit.matched_question} if hit.matched_question else {})  # the entry's phrasing that matched
+    d.update(
+        {"matched_question": hit.matched_question} if hit.matched_question else {}
+    )  # the entry's phrasing that matched
     if hit.passages:  # the parts of a long document that matched, best first
-        d["passages"] = [{"index": p.index, "start": p.start, "end": p.end, "relevance": round(p.relevance, 4),
-                          "text": hit.entry.document[p.start:p.end].strip()} for p in hit.passages]
+        d["passages"] = [
+            {
+                "index": p.index,
+                "start": p.start,
+                "end": p.end,
+                "relevance": round(p.relevance, 4),
+                "text": hit.entry.document[p.start : p.end].strip(),
+            }
+            for p in hit.passages
+        ]
     return d

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 
 EMPTY_REPLY = "请输入您的问题。/ Please type a question."
 VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
-SEARCH_DOWN_NOTICE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
+SEARCH_DOWN_NOTICE = (
+    "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
+)
 
 
 class Bot:
@@ -142,8 +144,10 @@ class Bot:
         if len(parts) > 1:
             lists = [(p, searcher.search(p, top_k)) for p in parts]
             hits = merge_hits([("", searcher.search(query, top_k))] + lists, top_k * len(parts))
-            found = tuple(Part(p, next((dataclasses.replace(h, subquestion=p) for h in part_hits if cutoffs.passes(h)),
-                                       None)) for p, part_hits in lists)
+            found = tuple(
+                Part(p, next((dataclasses.replace(h, subquestion=p) for h in part_hits if cutoffs.passes(h)), None))
+                for p, part_hits in lists
+            )
         else:
             hits = searcher.search(query, top_k)
         if getattr(searcher, "failed", False):
@@ -153,8 +157,10 @@ class Bot:
     def cutoffs(self, system: str) -> Cutoffs:
         """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
         if system not in self.thresholds:
-            raise ConfigError(f"retrieval.thresholds has no entry for {system!r}; add e.g. "
-                              f"`{system}: {{answer: 0.8, direct: null}}` (README \"Scores and thresholds\")")
+            raise ConfigError(
+                f"retrieval.thresholds has no entry for {system!r}; add e.g. "
+                f'`{system}: {{answer: 0.8, direct: null}}` (README "Scores and thresholds")'
+            )
         return self.thresholds[system]
 
     def mode_thresholds(self, mode: str | None = None) -> Cutoffs:
@@ -174,18 +180,35 @@ class Bot:
         timings["rewrite"] = ms(t)
         return None if rewritten == question else rewritten
 
-    def answer(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None, *,
-               session: str | None = None, source: str | None = None) -> Answer:
+    def answer(
+        self,
+        message: str,
+        history: Sequence[Any] | None = None,
+        mode: str | None = None,
+        *,
+        session: str | None = None,
+        source: str | None = None,
+    ) -> Answer:
         """The complete answer (the last snapshot of :meth:`stream`); with a ``source`` recorded, as :meth:`turn` does."""
         final = None
-        for snapshot in (self.turn(message, history, mode, session=session, source=source) if source
-                         else self.stream(message, history, mode)):
+        for snapshot in (
+            self.turn(message, history, mode, session=session, source=source)
+            if source
+            else self.stream(message, history, mode)
+        ):
             final = snapshot
         assert final is not None
         return final
 
-    def turn(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None, *,
-             session: str | None = None, source: str | None = None) -> Iterator[Answer]:
+    def turn(
+        self,
+        message: str,
+        history: Sequence[Any] | None = None,
+        mode: str | None = None,
+        *,
+        session: str | None = None,
+        source: str | None = None,
+    ) -> Iterator[Answer]:
         """A front end's turn: :meth:`stream`, the finished answer recorded in the conversation log (``turn_id``).
 
         ``session`` is an opaque id the front end chose, ``source`` "web" or "api"; a failing log never breaks it.
@@ -199,8 +222,9 @@ class Bot:
         mode = mode or self.current_mode()
         timings: dict[str, float] = {}
         question, truncated = clean_message(message, self.max_message_chars)
-        base = Answer(question=question, text="", strategy=Strategy.DIRECT, mode=mode, llm=self.llm_name,
-                      finished=False).noted(truncated)
+        base = Answer(
+            question=question, text="", strategy=Strategy.DIRECT, mode=mode, llm=self.llm_name, finished=False
+        ).noted(truncated)
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)
             return
@@ -224,8 +248,13 @@ class Bot:
         except SearchBackendError as exc:
             # The detail (hosts, index names) goes to the log, not to a possibly public chat page.
             log.error("search failed in mode %s: %s", mode, exc)
-            yield self._finish(dataclasses.replace(base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT)
-                               .noted(SEARCH_DOWN_NOTICE), timings, start)
+            yield self._finish(
+                dataclasses.replace(base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT).noted(
+                    SEARCH_DOWN_NOTICE
+                ),
+                timings,
+                start,
+            )
             return
         timings["retrieve"] = ms(t)
         # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
@@ -252,8 +281,9 @@ class Bot:
                 # the thresholds of the searcher that answered this search (a stand-in's while an index builds)
                 _, passed, _ = self._graded(search_q, found, passed, (), self.cutoffs(hyde_served.system), timings)
                 if passed:
-                    base = dataclasses.replace(base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical,
-                                               parts=())
+                    base = dataclasses.replace(
+                        base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical, parts=()
+                    )
                     yield from self._respond(base, history, timings, start)
                     return
                 base = dataclasses.replace(base, hypothetical=hypothetical)
@@ -263,8 +293,12 @@ class Bot:
                 _, passed, _ = self._graded(search_q, rewrites.hits, None, (), self.cutoffs(searcher.system), timings)
                 base = dataclasses.replace(base, phrasings=rewrites.phrasings)
                 if passed:
-                    yield from self._respond(dataclasses.replace(base, hits=passed, strategy=Strategy.REWRITE, parts=()),
-                                             history, timings, start)
+                    yield from self._respond(
+                        dataclasses.replace(base, hits=passed, strategy=Strategy.REWRITE, parts=()),
+                        history,
+                        timings,
+                        start,
+                    )
                     return
             elif step == "last_resort":
                 break
@@ -288,30 +322,42 @@ class Bot:
         best = base.hits[0]
         # Not for a split message, even when its best hit came from the search for the whole message (no label).
         split = self.splitter is not None and len(self.splitter.split(base.rewritten or base.question)) > 1
-        if (base.strategy == Strategy.DIRECT and not best.subquestion and not split and base.thresholds
-                and base.thresholds.is_direct(best)):
+        if (
+            base.strategy == Strategy.DIRECT
+            and not best.subquestion
+            and not split
+            and base.thresholds
+            and base.thresholds.is_direct(best)
+        ):
             # So close to one entry that its document is the answer: no LLM call, and labelled as such.
             text = f"{VERBATIM_LABEL}\n\n**{best.entry.query}**\n\n{best.entry.document}"
-            yield self._finish(dataclasses.replace(base, text=text, strategy=Strategy.VERBATIM, hits=[best]), timings, start)
+            yield self._finish(
+                dataclasses.replace(base, text=text, strategy=Strategy.VERBATIM, hits=[best]), timings, start
+            )
             return
         t = time.perf_counter()
         prompt = self.prompt.build(base.question, base.hits, history)
         timings["prompt"] = ms(t)
         base = dataclasses.replace(base, hits=prompt.used, llm_used=True)
-        yield from self._generate(base, prompt.messages, history, timings, start, fallback=self.compose(prompt.used, base.parts))
+        yield from self._generate(
+            base, prompt.messages, history, timings, start, fallback=self.compose(prompt.used, base.parts)
+        )
 
     def _last_resort(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
         fixed = self.last_resort.fixed_reply(base.candidates)
         if self.llm is not None and self.last_resort.uses_llm:
             messages = self.prompt.build_plain(base.question, history)
             base = dataclasses.replace(base, llm_used=True).noted(self.last_resort.notice)
-            yield from self._generate(base, messages, history, timings, start, fallback=fixed,
-                                      prefix=self.last_resort.notice + "\n\n")
+            yield from self._generate(
+                base, messages, history, timings, start, fallback=fixed, prefix=self.last_resort.notice + "\n\n"
+            )
             return
         suggestions = tuple(self.last_resort.suggestions(base.candidates))
         yield self._finish(dataclasses.replace(base, text=fixed, suggestions=suggestions), timings, start)
 
-    def _generate(self, base: Answer, messages, history, timings, start, fallback: str, prefix: str = "") -> Iterator[Answer]:
+    def _generate(
+        self, base: Answer, messages, history, timings, start, fallback: str, prefix: str = ""
+    ) -> Iterator[Answer]:
         """Stream the LLM; on failure degrade to ``fallback`` text with a notice, keeping any streamed part."""
         assert self.llm is not None  # callers check that there is an LLM
         yield from stream_reply(self.llm, messages, base, timings, start, fallback, prefix, self.max_answer_chars)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-TRUNCATED_NOTICE = "消息过长，只使用了前 {n} 个字符。/ The message was too long; only its first {n} characters were used."
+TRUNCATED_NOTICE = (
+    "消息过长，只使用了前 {n} 个字符。/ The message was too long; only its first {n} characters were used."
+)
 
 
 def clean_message(message: Any, limit: int) -> tuple[str, str | None]:

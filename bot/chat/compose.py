@@ -30,14 +30,17 @@ def compose(hits: Sequence[Hit], parts: Sequence[Part], no_hits: str, max_hit_ch
     blocks: list[tuple[list[str], Hit | None]] = []
     if len(parts) > 1 and any(p.hit is not None for p in parts):
         for part in parts:
-            same = next((b for b in blocks if part.hit is not None and b[1] is not None
-                         and b[1].entry.id == part.hit.entry.id), None)
+            same = next(
+                (b for b in blocks if part.hit is not None and b[1] is not None and b[1].entry.id == part.hit.entry.id),
+                None,
+            )
             if same is not None:
                 same[0].append(part.question)
             else:
                 blocks.append(([part.question], part.hit))
-        text = "\n\n".join(f"↳ {'；'.join(questions)}\n\n" + (_entry(hit) if hit else PART_NOT_FOUND)
-                           for questions, hit in blocks)
+        text = "\n\n".join(
+            f"↳ {'；'.join(questions)}\n\n" + (_entry(hit) if hit else PART_NOT_FOUND) for questions, hit in blocks
+        )
     else:
         blocks.append(([], hits[0]))
         text = _entry(hits[0])

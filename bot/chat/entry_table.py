@@ -58,8 +58,15 @@ def _has_all(haystack: str, words: list[str]) -> bool:
     return all(w in haystack for w in words)
 
 
-def entry_page(entries: Sequence[Entry], text: str = "", page: int = 1, size: int = PAGE_SIZE, *,
-               folder: Path | str | None = None, hits: HitCounts | None = None) -> EntryPage:
+def entry_page(
+    entries: Sequence[Entry],
+    text: str = "",
+    page: int = 1,
+    size: int = PAGE_SIZE,
+    *,
+    folder: Path | str | None = None,
+    hits: HitCounts | None = None,
+) -> EntryPage:
     """Page ``page`` (clamped to the existing ones) of the entries matching ``text``, as table rows.
 
     ``hits`` comes from the turn log (TurnLog.hit_counts); without it hits and last hit are None ("—").
@@ -68,11 +75,22 @@ def entry_page(entries: Sequence[Entry], text: str = "", page: int = 1, size: in
     pages = max(1, -(-len(found) // size))
     page = min(max(1, int(page or 1)), pages)
     rows = []
-    for entry in found[(page - 1) * size:page * size]:
+    for entry in found[(page - 1) * size : page * size]:
         count, last = (hits or {}).get(entry.id, (0, None)) if hits is not None else (None, None)
         doc = entry.document if len(entry.document) <= PREVIEW_CHARS else entry.document[:PREVIEW_CHARS] + "…"
-        rows.append(EntryRow(entry.id, entry_file(entry, folder), entry.id.split(":", 1)[-1], entry.query, doc,
-                             entry.keywords, tuple(getattr(entry, "questions", ()) or ()), count, last))
+        rows.append(
+            EntryRow(
+                entry.id,
+                entry_file(entry, folder),
+                entry.id.split(":", 1)[-1],
+                entry.query,
+                doc,
+                entry.keywords,
+                tuple(getattr(entry, "questions", ()) or ()),
+                count,
+                last,
+            )
+        )
     return EntryPage(rows, len(found), page, pages)
 
 

@@ -23,18 +23,22 @@ _SMALL_TALK = re.compile(
     r"辛苦了|辛苦啦|好的|好|好吧|嗯|嗯嗯|哦|噢|哦哦|ok|okay|行|可以|明白了|知道了|懂了|收到|再见|拜拜|哈+|呵呵|666+|"
     # English without spaces: the punctuation pass below removes them too
     r"hi|hello|hey|there|thanks|thankyou|alot|verymuch|thx|bye|goodbye|seeyou|goodmorning|goodevening|goodnight|"
-    r"great|cool|nice|gotit)+$")
+    r"great|cool|nice|gotit)+$"
+)
 _PUNCT = re.compile(r"[\s,，.。!！?？~～、;；:：…\"'“”‘’()（）]+")
 # A Chinese message that ends in 呢 asks "and what about X?" — unless it is a plain 呢 of mood after a full question.
 _ZH_ELLIPSIS = re.compile(r"呢[?？!！。.~～\s]*$")
 _ZH_OPENERS = re.compile(r"^(那|那么|那个|那它|那他|那她|还有|另外|至于|然后|接着|再问|同样|也)")
 # Pronouns that stand for something said before; demonstratives only when no noun follows ("这个呢", "那里有吗",
 # not "这个机器人是什么"); 他 not inside 其他/吉他.
-_ZH_ANAPHORA = re.compile(r"(它|(?<![其吉])他|她|该校|上述|刚才说的|上面说的|"
-                          r"(这个|那个|这些|那些|这里|那里|这儿|那儿)(?=$|[呢吗么是在有怎多几要能可会的啊呀?？]))")
+_ZH_ANAPHORA = re.compile(
+    r"(它|(?<![其吉])他|她|该校|上述|刚才说的|上面说的|"
+    r"(这个|那个|这些|那些|这里|那里|这儿|那儿)(?=$|[呢吗么是在有怎多几要能可会的啊呀?？]))"
+)
 _EN_OPENERS = re.compile(r"^(and|but|also|what about|how about|what of|same for|and what about)\b", re.IGNORECASE)
-_EN_ANAPHORA = re.compile(r"\b(it|its|it's|they|them|their|that|this|those|these|there|he|she|him|her)\b",
-                          re.IGNORECASE)
+_EN_ANAPHORA = re.compile(
+    r"\b(it|its|it's|they|them|their|that|this|those|these|there|he|she|him|her)\b", re.IGNORECASE
+)
 MAX_CHARS = 30  # longer messages carry their own subject
 
 

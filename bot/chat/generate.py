@@ -13,7 +13,9 @@ from bot.errors import LLMError, LLMStreamBroken
 
 log = logging.getLogger(__name__)
 
-LLM_DOWN_NOTICE = "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
+LLM_DOWN_NOTICE = (
+    "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
+)
 CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
 
 
@@ -27,8 +29,16 @@ def finish(answer: Answer, timings: dict[str, float], start: float) -> Answer:
     return dataclasses.replace(answer, timings=dict(timings, total=ms(start)), finished=True)
 
 
-def stream_reply(llm: ChatModel, messages, base: Answer, timings: dict[str, float], start: float, fallback: str,
-                 prefix: str, max_chars: int) -> Iterator[Answer]:
+def stream_reply(
+    llm: ChatModel,
+    messages,
+    base: Answer,
+    timings: dict[str, float],
+    start: float,
+    fallback: str,
+    prefix: str,
+    max_chars: int,
+) -> Iterator[Answer]:
     """Snapshots of ``base`` with the reply so far; the last one finished.
 
     A reply over ``max_chars`` is cut (the HTTP stream closed) and marked; a stream that breaks keeps its part,
@@ -58,8 +68,11 @@ def stream_reply(llm: ChatModel, messages, base: Answer, timings: dict[str, floa
     except LLMError as exc:
         log.warning("LLM failed, answering from retrieval: %s", exc)
         timings["llm"] = ms(t)
-        yield finish(dataclasses.replace(base, text=f"{LLM_DOWN_NOTICE}\n\n{fallback}", llm_used=False)
-                     .noted(LLM_DOWN_NOTICE), timings, start)
+        yield finish(
+            dataclasses.replace(base, text=f"{LLM_DOWN_NOTICE}\n\n{fallback}", llm_used=False).noted(LLM_DOWN_NOTICE),
+            timings,
+            start,
+        )
         return
     timings["llm"] = ms(t)
     yield finish(dataclasses.replace(base, text=text), timings, start)

@@ -48,12 +48,17 @@ def parse_grades(text: str, count: int) -> list[float]:
     """Grades 1..``count`` from ``{"grades": [{"n": 1, "grade": 0.8}, ...]}`` (or a plain list of numbers)."""
     grades = first_json_object(text, "grades")["grades"]
     if not isinstance(grades, list):
-        raise GradingFailed("the reply has no \"grades\" list")
+        raise GradingFailed('the reply has no "grades" list')
     found: dict[int, float] = {}
     for i, item in enumerate(grades, 1):
         n, grade = (item.get("n"), item.get("grade")) if isinstance(item, dict) else (i, item)
-        if isinstance(n, bool) or not isinstance(n, int) or isinstance(grade, bool) or not isinstance(grade, (int, float)):
-            raise GradingFailed(f"grade {item!r} is not {{\"n\": <int>, \"grade\": <number>}}")
+        if (
+            isinstance(n, bool)
+            or not isinstance(n, int)
+            or isinstance(grade, bool)
+            or not isinstance(grade, (int, float))
+        ):
+            raise GradingFailed(f'grade {item!r} is not {{"n": <int>, "grade": <number>}}')
         if not 0.0 <= grade <= 1.0:
             raise GradingFailed(f"grade {grade} of reference {n} is outside [0, 1]")
         found[n] = float(grade)
@@ -79,8 +84,9 @@ class RelevanceGrader:
 
     def grades(self, question: str, hits: Sequence[Hit]) -> list[float]:
         """One grade in [0, 1] per hit (raises LLMError or GradingFailed)."""
-        reply = self.llm.complete([{"role": "user", "content": self.prompt(question, hits)}],
-                                  max_tokens=self.settings.max_tokens)
+        reply = self.llm.complete(
+            [{"role": "user", "content": self.prompt(question, hits)}], max_tokens=self.settings.max_tokens
+        )
         return parse_grades(reply, len(hits))
 
     def grade(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
@@ -94,13 +100,19 @@ class RelevanceGrader:
             log.warning("relevance grading failed, keeping the retrieval relevances: %s", exc)
             return list(hits)
         w = self.settings.weight
-        graded = [dataclasses.replace(h, relevance=(1 - w) * h.relevance + w * g,
-                                      signals={**h.signals, RETRIEVAL_SIGNAL: h.relevance, GRADE_SIGNAL: g})
-                  for h, g in zip(top, grades)]
-        return sorted(graded + list(hits[len(top):]), key=lambda h: -h.relevance)
+        graded = [
+            dataclasses.replace(
+                h,
+                relevance=(1 - w) * h.relevance + w * g,
+                signals={**h.signals, RETRIEVAL_SIGNAL: h.relevance, GRADE_SIGNAL: g},
+            )
+            for h, g in zip(top, grades)
+        ]
+        return sorted(graded + list(hits[len(top) :]), key=lambda h: -h.relevance)
 
-    def apply(self, question: str, hits: Sequence[Hit], parts: Sequence[Part], cutoffs: Cutoffs
-              ) -> tuple[list[Hit], list[Hit], tuple[Part, ...]]:
+    def apply(
+        self, question: str, hits: Sequence[Hit], parts: Sequence[Part], cutoffs: Cutoffs
+    ) -> tuple[list[Hit], list[Hit], tuple[Part, ...]]:
         """(graded hits, those that pass ``cutoffs``, ``parts`` with their hit regraded or dropped if it fails)."""
         graded = self.grade(question, hits)
         by_id = {h.entry.id: h for h in graded}

@@ -28,7 +28,7 @@ def normalise(text: str) -> str:
 
 def bigrams(norm: str) -> frozenset[str]:
     """The character bigrams of a normal form (a one-character form is its own single token)."""
-    return frozenset(norm[i:i + 2] for i in range(len(norm) - 1)) or frozenset([norm])
+    return frozenset(norm[i : i + 2] for i in range(len(norm) - 1)) or frozenset([norm])
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -53,7 +53,7 @@ def similar_pairs(norms: Sequence[str], threshold: float = SIMILARITY) -> list[t
         x, size = ordered[i], lengths[i]
         smallest = threshold * size - eps
         overlap: dict[int, int] = {}  # candidate -> common tokens seen in the prefixes; -1 once ruled out
-        for p, token in enumerate(x[:size - math.ceil(threshold * size - eps) + 1]):
+        for p, token in enumerate(x[: size - math.ceil(threshold * size - eps) + 1]):
             left = size - p - 1
             for j, q in index[token]:
                 seen = overlap.get(j, 0)
@@ -65,7 +65,7 @@ def similar_pairs(norms: Sequence[str], threshold: float = SIMILARITY) -> list[t
         for j, seen in overlap.items():
             if seen > 0 and len(sets[i] & sets[j]) >= ratio * (size + lengths[j]) - eps:
                 pairs.append((j, i))
-        for q, token in enumerate(x[:size - math.ceil(2 * ratio * size - eps) + 1]):
+        for q, token in enumerate(x[: size - math.ceil(2 * ratio * size - eps) + 1]):
             index[token].append((i, q))
     return pairs
 
@@ -79,8 +79,15 @@ def stored_hits(answer) -> list[dict]:
             if h.entry.id in rows:
                 continue
             passed = used or (cutoffs is not None and cutoffs.passes(h))
-            row = {"id": h.entry.id, "query": h.entry.query, "relevance": round(h.relevance, 4),
-                   "score": round(h.score, 4), "searcher": h.searcher, "passed": passed, "used": used}
+            row = {
+                "id": h.entry.id,
+                "query": h.entry.query,
+                "relevance": round(h.relevance, 4),
+                "score": round(h.score, 4),
+                "searcher": h.searcher,
+                "passed": passed,
+                "used": used,
+            }
             if getattr(h, "subquestion", ""):
                 row["subquestion"] = h.subquestion
             rows[h.entry.id] = row
@@ -104,10 +111,14 @@ class AskedTurn:
     def from_row(cls, row: Mapping) -> AskedTurn:
         """From a row of the log's turns table (hits and thresholds as stored JSON)."""
         cutoff = (json.loads(row["thresholds"]) or {}).get("answer") if row["thresholds"] else None
-        misses = tuple({"id": h["id"], "query": h["query"], "relevance": h["relevance"], "threshold": cutoff}
-                       for h in json.loads(row["hits"]) if not h.get("passed"))
-        return cls(row["id"], row["time"], row["question"], row["norm"], row["strategy"], row["rating"],
-                   row["reason"], misses)
+        misses = tuple(
+            {"id": h["id"], "query": h["query"], "relevance": h["relevance"], "threshold": cutoff}
+            for h in json.loads(row["hits"])
+            if not h.get("passed")
+        )
+        return cls(
+            row["id"], row["time"], row["question"], row["norm"], row["strategy"], row["rating"], row["reason"], misses
+        )
 
 
 @dataclass(frozen=True)
@@ -132,10 +143,18 @@ class Group:
 
     def to_dict(self) -> dict:
         """JSON-ready form (without the member normal forms)."""
-        return {"key": self.key, "count": self.count, "latest": self.latest, "question": self.question,
-                "questions": list(self.questions), "strategies": dict(self.strategies),
-                "thumbs_down": self.thumbs_down, "reasons": list(self.reasons),
-                "candidates": [dict(c) for c in self.candidates], "turn_ids": list(self.turn_ids)}
+        return {
+            "key": self.key,
+            "count": self.count,
+            "latest": self.latest,
+            "question": self.question,
+            "questions": list(self.questions),
+            "strategies": dict(self.strategies),
+            "thumbs_down": self.thumbs_down,
+            "reasons": list(self.reasons),
+            "candidates": [dict(c) for c in self.candidates],
+            "turn_ids": list(self.turn_ids),
+        }
 
 
 def _find(parent: list[int], i: int) -> int:
@@ -187,8 +206,15 @@ def _group(turns: list[AskedTurn], counts: dict[str, int]) -> Group:
                 old["seen"] = seen
     candidates = sorted(best.values(), key=lambda c: c["relevance"], reverse=True)[:CANDIDATES_SHOWN]
     return Group(
-        key=key, count=len(turns), latest=turns[0].time, question=example,
-        questions=tuple(dict.fromkeys(t.question for t in turns))[:5], strategies=dict(strategies),
+        key=key,
+        count=len(turns),
+        latest=turns[0].time,
+        question=example,
+        questions=tuple(dict.fromkeys(t.question for t in turns))[:5],
+        strategies=dict(strategies),
         thumbs_down=sum(1 for t in turns if t.rating == -1),
         reasons=tuple(dict.fromkeys(t.reason for t in turns if t.reason))[:5],
-        candidates=tuple(candidates), turn_ids=tuple(t.id for t in turns), norms=frozenset(counts))
+        candidates=tuple(candidates),
+        turn_ids=tuple(t.id for t in turns),
+        norms=frozenset(counts),
+    )

@@ -83,14 +83,26 @@ class KnowledgeEditor:
         for k, raw in stored:
             if k == key and isinstance(raw, dict):
                 meta = raw.get("metadata") or ""
-                return EntryFields(str(raw.get("query", "")), str(raw.get("document", "")),
-                                   ",".join(map(str, meta)) if isinstance(meta, list) else str(meta),
-                                   entry_version(raw),
-                                   tuple(str(q) for q in raw.get("questions") or () if isinstance(q, str)))
+                return EntryFields(
+                    str(raw.get("query", "")),
+                    str(raw.get("document", "")),
+                    ",".join(map(str, meta)) if isinstance(meta, list) else str(meta),
+                    entry_version(raw),
+                    tuple(str(q) for q in raw.get("questions") or () if isinstance(q, str)),
+                )
         return None
 
-    def save(self, file: str | None, key: str | None, query: str, document: str, metadata: str, *,
-             expected_version: str | None = None, questions: list[str] | None = None) -> EditResult:
+    def save(
+        self,
+        file: str | None,
+        key: str | None,
+        query: str,
+        document: str,
+        metadata: str,
+        *,
+        expected_version: str | None = None,
+        questions: list[str] | None = None,
+    ) -> EditResult:
         """Add (empty ``key``: the next number) or edit one entry; raises BotError naming what is wrong.
 
         With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten.
@@ -98,9 +110,16 @@ class KnowledgeEditor:
         file = file_name(file)
         if not file:
             raise KnowledgeWriteError("请选择或输入文件名 / Choose or type a file name")
-        entry_id = self.store.upsert_entry(file, (key or "").strip() or None, query or "", document or "", metadata or "",
-                                           expected_version=expected_version, questions=questions)
-        new_key = entry_id[len(PurePosixPath(file).stem) + 1:]
+        entry_id = self.store.upsert_entry(
+            file,
+            (key or "").strip() or None,
+            query or "",
+            document or "",
+            metadata or "",
+            expected_version=expected_version,
+            questions=questions,
+        )
+        new_key = entry_id[len(PurePosixPath(file).stem) + 1 :]
         return self._refreshed(f"已保存 / Saved {entry_id}", file, new_key, (entry_id,))
 
     def add(self, file: str | None, key: str | None, query: str, document: str, metadata: str) -> EditResult:

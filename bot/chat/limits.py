@@ -9,8 +9,10 @@ from bot.chat.llm import ChatModel, Message
 from bot.config.settings import Settings
 from bot.errors import LLMTimeoutError
 
-BUSY = ("大模型繁忙，请稍后再试。/ The LLM is busy ({limit} calls in flight for {waited:g} s); "
-        "raise llm.max_concurrency or try again shortly.")
+BUSY = (
+    "大模型繁忙，请稍后再试。/ The LLM is busy ({limit} calls in flight for {waited:g} s); "
+    "raise llm.max_concurrency or try again shortly."
+)
 
 
 def chat_per_minute(settings: Settings) -> int:

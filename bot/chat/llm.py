@@ -66,7 +66,9 @@ class OpenAIChat(ChatModel):
 
         where = f"the LLM at {self.base_url} (model {self.model})"
         if isinstance(exc, openai.APITimeoutError):
-            return LLMTimeoutError(f"{where} did not answer within {self.timeout:g}s; raise llm.timeout in config.yaml or check the server's load")
+            return LLMTimeoutError(
+                f"{where} did not answer within {self.timeout:g}s; raise llm.timeout in config.yaml or check the server's load"
+            )
         if isinstance(exc, openai.AuthenticationError):
             return LLMError(f"{where} rejected the API key (401); check the {self._key_env} environment variable")
         if isinstance(exc, openai.PermissionDeniedError):

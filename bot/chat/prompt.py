@@ -63,7 +63,7 @@ def _last_turns(history: Sequence[Any] | None, max_turns: int) -> list[Message]:
         return []
     # One turn is a user message and the reply to it; keep whole turns from the end.
     starts = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    return messages[starts[-max_turns]:] if len(starts) > max_turns else messages
+    return messages[starts[-max_turns] :] if len(starts) > max_turns else messages
 
 
 def quoted(text: str) -> str:
@@ -91,8 +91,9 @@ class PromptBuilder:
         Every field goes in as a JSON string literal (quoted, newlines and quotes escaped): knowledge is data, so
         an entry can never start a line of its own and forge a "问题 / Question:" or "SYSTEM:" line.
         """
-        block = self.settings.reference_template.format(n=n, query=quoted(query), document=quoted(document),
-                                                        metadata=quoted(metadata or "-"))
+        block = self.settings.reference_template.format(
+            n=n, query=quoted(query), document=quoted(document), metadata=quoted(metadata or "-")
+        )
         return f"{block}\n{self.settings.part_template.format(part=quoted(part))}" if part else block
 
     def references(self, hits: Sequence[Hit]) -> tuple[str, list[Hit]]:

@@ -42,8 +42,9 @@ class TurnRecorder:
                 self._failing = False
             log.info("conversation log works again")
 
-    def record(self, answer: Answer, session: str | None = None, source: str | None = None,
-               client: str | None = None) -> Answer:
+    def record(
+        self, answer: Answer, session: str | None = None, source: str | None = None, client: str | None = None
+    ) -> Answer:
         """``answer`` with its ``turn_id`` once stored; unchanged when unfinished, recording is off or the log fails."""
         if self.log is None or not answer.finished or not answer.question:  # an empty message is no question
             return answer

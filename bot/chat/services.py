@@ -20,10 +20,14 @@ from bot.search.healing import ServedSearcher
 if TYPE_CHECKING:
     from bot.chat.bot import Bot
 
-NOT_BUILT = ("{mode} 索引尚未建立，下一条消息会建立它（可能需要一些时间）。"
-             "/ The {mode} index is not built yet; the next message builds it (this may take a while).")
-KNOWLEDGE_PROBLEM = ("知识库有问题，仍在使用上一次有效的知识；详情见“知识管理”页或日志。"
-                     "/ The knowledge has a problem; the last good knowledge is still serving (details: Knowledge tab or log).")
+NOT_BUILT = (
+    "{mode} 索引尚未建立，下一条消息会建立它（可能需要一些时间）。"
+    "/ The {mode} index is not built yet; the next message builds it (this may take a while)."
+)
+KNOWLEDGE_PROBLEM = (
+    "知识库有问题，仍在使用上一次有效的知识；详情见“知识管理”页或日志。"
+    "/ The knowledge has a problem; the last good knowledge is still serving (details: Knowledge tab or log)."
+)
 EXAMPLES = 4  # example questions picked from the knowledge when none of the configured ones is in it
 
 
@@ -66,9 +70,16 @@ def status(bot: Bot, mode: str | None = None) -> Status:
     searcher = bot.index.built(mode)
     notices = searcher_notices(searcher) if searcher is not None else [NOT_BUILT.format(mode=mode)]
     error = bot.index.error
-    return Status(mode=mode, configured=configured, modes=tuple(bot.index.modes), entries=len(bot.index.entries),
-                  llm=bot.llm_name, built=searcher is not None, notice=" ".join(notices) or None,
-                  knowledge_error=str(error) if error else None)
+    return Status(
+        mode=mode,
+        configured=configured,
+        modes=tuple(bot.index.modes),
+        entries=len(bot.index.entries),
+        llm=bot.llm_name,
+        built=searcher is not None,
+        notice=" ".join(notices) or None,
+        knowledge_error=str(error) if error else None,
+    )
 
 
 def retrieve_all_modes(bot: Bot, query: str) -> dict[str, ModeRetrieval]:
@@ -78,7 +89,9 @@ def retrieve_all_modes(bot: Bot, query: str) -> dict[str, ModeRetrieval]:
     for mode in bot.index.modes:
         try:
             served = bot.index.searcher(mode)
-            if isinstance(served, ServedSearcher) and served.standing_in:  # a server's index still building: not this mode's hits
+            if (
+                isinstance(served, ServedSearcher) and served.standing_in
+            ):  # a server's index still building: not this mode's hits
                 results[mode] = ModeRetrieval([], [], None, served.notice)
                 continue
             hits, passed = bot.retrieve(query, mode)

@@ -43,8 +43,16 @@ CREATE INDEX IF NOT EXISTS used_turn ON used(turn_id);
 CREATE TABLE IF NOT EXISTS dismissals (norm TEXT PRIMARY KEY, dismissed_at TEXT NOT NULL);
 """
 JSON_COLUMNS = ("hits", "thresholds", "timings", "notices")
-FILTERS = {"session": "session = ?", "source": "source = ?", "strategy": "strategy = ?", "mode": "mode = ?",
-           "rating": "rating = ?", "since": "time >= ?", "until": "time < ?", "text": "instr(question, ?) > 0"}
+FILTERS = {
+    "session": "session = ?",
+    "source": "source = ?",
+    "strategy": "strategy = ?",
+    "mode": "mode = ?",
+    "rating": "rating = ?",
+    "since": "time >= ?",
+    "until": "time < ?",
+    "text": "instr(question, ?) > 0",
+}
 
 
 class TurnLogError(BotError):
@@ -64,8 +72,15 @@ def _label(value: str | None) -> str | None:
 class TurnLog:
     """The SQLite conversation log: ``record`` a turn, ``feedback`` on it, and the admin queries."""
 
-    def __init__(self, path: str | Path, retention_days: int = 90, retention_rows: int = 100_000,
-                 prune_every: int = 200, clock: Callable[[], datetime] | None = None, timeout: float = 30.0):
+    def __init__(
+        self,
+        path: str | Path,
+        retention_days: int = 90,
+        retention_rows: int = 100_000,
+        prune_every: int = 200,
+        clock: Callable[[], datetime] | None = None,
+        timeout: float = 30.0,
+    ):
         self.path = Path(path)
         self.retention_days, self.retention_rows, self.prune_every = retention_days, retention_rows, prune_every
         self.clock = clock or (lambda: datetime.now(UTC))
@@ -113,8 +128,9 @@ class TurnLog:
             if not isinstance(cause, sqlite3.DatabaseError) or not _corrupt(cause):
                 if isinstance(exc, TurnLogError):
                     raise
-                raise TurnLogError(f"cannot open conversation log {self.path}: {exc}; check log.path and that "
-                                   "its folder is writable") from exc
+                raise TurnLogError(
+                    f"cannot open conversation log {self.path}: {exc}; check log.path and that its folder is writable"
+                ) from exc
             self._move_aside(exc)
             self._init_schema()
 
@@ -128,8 +144,10 @@ class TurnLog:
             if row is None:
                 c.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif int(row[0]) > SCHEMA_VERSION:
-                raise TurnLogError(f"conversation log {self.path} has schema version {row[0]}, newer than this "
-                                   f"version of kbbot understands ({SCHEMA_VERSION}); upgrade kbbot or set log.path")
+                raise TurnLogError(
+                    f"conversation log {self.path} has schema version {row[0]}, newer than this "
+                    f"version of kbbot understands ({SCHEMA_VERSION}); upgrade kbbot or set log.path"
+                )
 
     def _move_aside(self, exc: Exception) -> None:
         self.close()
@@ -140,8 +158,12 @@ class TurnLog:
             if src.exists():
                 src.replace(Path(f"{target}{suffix}"))
         self.moved_aside = target
-        log.warning("conversation log %s is not a usable SQLite database (%s); moved it to %s and started a new one",
-                    self.path, exc, target)
+        log.warning(
+            "conversation log %s is not a usable SQLite database (%s); moved it to %s and started a new one",
+            self.path,
+            exc,
+            target,
+        )
 
     def close(self) -> None:
         """Close every connection this log opened (in any thread)."""
@@ -152,25 +174,44 @@ class TurnLog:
         self._local = threading.local()
 
     # -- writing -------------------------------------------------------------
-    def record(self, answer: Any, session: str | None, client: str | None = None, *, source: str | None = None,
-               now: datetime | None = None) -> int:
+    def record(
+        self,
+        answer: Any,
+        session: str | None,
+        client: str | None = None,
+        *,
+        source: str | None = None,
+        now: datetime | None = None,
+    ) -> int:
         """Store one answered turn (``source``: "web", "api", "cli"; ``client``: an opaque caller label); its id."""
         get = lambda name, default=None: getattr(answer, name, default)  # fields the Answer may gain or lack
         cutoffs, timings = get("thresholds"), dict(get("timings") or {})
         when, hits = utc_iso(now or self.clock()), stored_hits(answer)
-        row = {"time": when, "session": _label(session), "source": _label(source), "client": _label(client),
-               "question": answer.question, "rewritten": get("rewritten"),
-               "norm": normalise(get("rewritten") or answer.question),
-               "strategy": str(getattr(answer.strategy, "value", answer.strategy)), "mode": get("mode"),
-               "hits": json.dumps(hits, ensure_ascii=False),
-               "thresholds": json.dumps(cutoffs.to_dict()) if cutoffs is not None else None,
-               "timings": json.dumps(timings), "latency_ms": timings.get("total"), "llm": get("llm"),
-               "llm_used": int(bool(get("llm_used"))), "answer": get("text", ""), "hypothetical": get("hypothetical"),
-               "notices": json.dumps(list(get("notices") or ()), ensure_ascii=False),
-               "finished": int(bool(get("finished", True)))}
+        row = {
+            "time": when,
+            "session": _label(session),
+            "source": _label(source),
+            "client": _label(client),
+            "question": answer.question,
+            "rewritten": get("rewritten"),
+            "norm": normalise(get("rewritten") or answer.question),
+            "strategy": str(getattr(answer.strategy, "value", answer.strategy)),
+            "mode": get("mode"),
+            "hits": json.dumps(hits, ensure_ascii=False),
+            "thresholds": json.dumps(cutoffs.to_dict()) if cutoffs is not None else None,
+            "timings": json.dumps(timings),
+            "latency_ms": timings.get("total"),
+            "llm": get("llm"),
+            "llm_used": int(bool(get("llm_used"))),
+            "answer": get("text", ""),
+            "hypothetical": get("hypothetical"),
+            "notices": json.dumps(list(get("notices") or ()), ensure_ascii=False),
+            "finished": int(bool(get("finished", True))),
+        }
         with self._write() as c:
-            turn_id = c.execute(f"INSERT INTO turns ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                                tuple(row.values())).lastrowid
+            turn_id = c.execute(
+                f"INSERT INTO turns ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
+            ).lastrowid
             c.executemany("INSERT INTO used VALUES (?, ?, ?)", [(turn_id, h["id"], when) for h in hits if h["used"]])
         with self._lock:
             self._since_prune += 1
@@ -188,8 +229,10 @@ class TurnLog:
             raise ValueError(f"rating must be +1 or -1, not {rating!r}")
         reason = (reason or "").strip()[:2000] or None
         with self._write() as c:
-            changed = c.execute("UPDATE turns SET rating = ?, reason = ?, rated_at = ? WHERE id = ?",
-                                (rating, reason, utc_iso(now or self.clock()), int(turn_id))).rowcount
+            changed = c.execute(
+                "UPDATE turns SET rating = ?, reason = ?, rated_at = ? WHERE id = ?",
+                (rating, reason, utc_iso(now or self.clock()), int(turn_id)),
+            ).rowcount
         if not changed:
             raise TurnLogError(f"no turn {turn_id} in the conversation log (unknown, or deleted by retention)")
 
@@ -203,8 +246,9 @@ class TurnLog:
                 c.execute("DELETE FROM dismissals WHERE dismissed_at < ?", (cutoff,))
             if self.retention_rows:
                 # Ids are never reused and only the oldest go, so the newest N turns are the top N ids: O(log n).
-                gone += c.execute("DELETE FROM turns WHERE id <= (SELECT MAX(id) FROM turns) - ?",
-                                  (self.retention_rows,)).rowcount
+                gone += c.execute(
+                    "DELETE FROM turns WHERE id <= (SELECT MAX(id) FROM turns) - ?", (self.retention_rows,)
+                ).rowcount
         return gone
 
     # -- reading -------------------------------------------------------------
@@ -241,7 +285,9 @@ class TurnLog:
         rows = self._conn().execute(
             f"SELECT t.id, t.time, t.question, t.rewritten, t.norm, t.strategy, t.rating, t.reason, t.hits, "
             f"t.thresholds FROM turns t LEFT JOIN dismissals d ON d.norm = t.norm WHERE {UNANSWERED} "
-            "AND (d.dismissed_at IS NULL OR t.time > d.dismissed_at) ORDER BY t.id DESC LIMIT ?", (scan,))
+            "AND (d.dismissed_at IS NULL OR t.time > d.dismissed_at) ORDER BY t.id DESC LIMIT ?",
+            (scan,),
+        )
         return (AskedTurn.from_row(r) for r in rows)
 
     def unanswered(self, limit: int = 50, sort: str = "latest", scan: int = 5000) -> list[Group]:
@@ -258,8 +304,11 @@ class TurnLog:
         norms = group.norms if group else frozenset([norm])
         when = utc_iso(now or self.clock())
         with self._write() as c:
-            c.executemany("INSERT INTO dismissals VALUES (?, ?) ON CONFLICT(norm) DO UPDATE SET dismissed_at = "
-                          "excluded.dismissed_at", [(n, when) for n in norms])
+            c.executemany(
+                "INSERT INTO dismissals VALUES (?, ?) ON CONFLICT(norm) DO UPDATE SET dismissed_at = "
+                "excluded.dismissed_at",
+                [(n, when) for n in norms],
+            )
         return group.count if group else 0
 
 
@@ -296,7 +345,8 @@ def _corrupt(exc: sqlite3.DatabaseError) -> bool:
     """True when the file at the path is not (or no longer) a readable SQLite database."""
     name = getattr(exc, "sqlite_errorname", "")
     return name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or any(
-        m in str(exc) for m in ("not a database", "malformed", "file is encrypted"))
+        m in str(exc) for m in ("not a database", "malformed", "file is encrypted")
+    )
 
 
 def _decode(row: sqlite3.Row) -> dict:

@@ -31,8 +31,10 @@ from bot.evaluation import (
 from bot.evaluation.run import KS
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
 
-ANSWERS_NEED_LLM = ("--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
-                    "--answers needs an LLM: set the API key in the {env} environment variable.")
+ANSWERS_NEED_LLM = (
+    "--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
+    "--answers needs an LLM: set the API key in the {env} environment variable."
+)
 
 
 def add_eval_arguments(p) -> None:
@@ -47,17 +49,24 @@ def add_eval_arguments(p) -> None:
 def add_calibrate_arguments(p) -> None:
     """Options of ``calibrate``."""
     _common(p)
-    p.add_argument("--seed", default="0", help="without unanswerable questions in the file: which random half of the "
-                   "gold entries is removed; several (0,1,2) = one run each, thresholds chosen on their relevances pooled")
+    p.add_argument(
+        "--seed",
+        default="0",
+        help="without unanswerable questions in the file: which random half of the "
+        "gold entries is removed; several (0,1,2) = one run each, thresholds chosen on their relevances pooled",
+    )
     p.add_argument("--limit", type=int, default=None, help="a fixed random subset of N questions (seed 0)")
     p.add_argument("--write", action="store_true", help="write the chosen thresholds into the --config file")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of the tables")
 
 
 def _common(p) -> None:
-    p.add_argument("--questions", required=True,
-                   help='JSON lines: {"question", "gold_ids", "kind"?, "answer"?, "answers"?}; kind is answerable, '
-                        'unanswerable or chitchat (gold_ids [] for the last two)')
+    p.add_argument(
+        "--questions",
+        required=True,
+        help='JSON lines: {"question", "gold_ids", "kind"?, "answer"?, "answers"?}; kind is answerable, '
+        "unanswerable or chitchat (gold_ids [] for the last two)",
+    )
     p.add_argument("--knowledge", help="a knowledge folder or one .json file (default: knowledge.path)")
     p.add_argument("--modes", help="comma-separated modes, e.g. sparse,dense,hybrid (default: the configured one)")
     p.add_argument("--no-split", action="store_true", help="do not split multi-part questions (on by default)")
@@ -140,11 +149,22 @@ class ModeReport:
     def to_dict(self) -> dict:
         """JSON-ready form."""
         r = self.run
-        return {"mode": r.system, "questions": len(r.outcomes), "answerable": len(r.ranks),
-                "not_answerable": len(r.outcomes) - len(r.ranks), "recall": {k: r.recall(k) for k in KS}, "mrr": r.mrr,
-                "pass_rate": r.pass_rate(True), "not_answerable_pass_rate": r.pass_rate(False),
-                "p50_ms": r.p50_ms, "p95_ms": r.p95_ms, "thresholds": self.thresholds,
-                "exact_match": self.exact_match, "f1": self.f1, "scored_answers": self.scored_answers}
+        return {
+            "mode": r.system,
+            "questions": len(r.outcomes),
+            "answerable": len(r.ranks),
+            "not_answerable": len(r.outcomes) - len(r.ranks),
+            "recall": {k: r.recall(k) for k in KS},
+            "mrr": r.mrr,
+            "pass_rate": r.pass_rate(True),
+            "not_answerable_pass_rate": r.pass_rate(False),
+            "p50_ms": r.p50_ms,
+            "p95_ms": r.p95_ms,
+            "thresholds": self.thresholds,
+            "exact_match": self.exact_match,
+            "f1": self.f1,
+            "scored_answers": self.scored_answers,
+        }
 
 
 def evaluate_mode(bot, mode: str, questions: list[EvalQuestion], top_k: int, answers: bool) -> ModeReport:
@@ -157,8 +177,13 @@ def evaluate_mode(bot, mode: str, questions: list[EvalQuestion], top_k: int, ans
             text = bot.answer(q.question, mode=mode).text
             em.append(exact_match(text, q.answers))
             f1.append(f1_score(text, q.answers))
-    return ModeReport(run, bot.mode_thresholds(mode).to_dict(), _mean(em) if answers else None,
-                      _mean(f1) if answers else None, len(em))
+    return ModeReport(
+        run,
+        bot.mode_thresholds(mode).to_dict(),
+        _mean(em) if answers else None,
+        _mean(f1) if answers else None,
+        len(em),
+    )
 
 
 def _mean(values: list) -> float:
@@ -171,16 +196,33 @@ def _pct(x: float | None) -> str:
 
 def eval_table(reports: list[ModeReport]) -> str:
     """The reports side by side as a markdown table."""
-    head = ["mode", "questions", *(f"recall@{k}" for k in KS), "MRR@10", "pass rate", "not-answerable pass rate",
-            "p50 ms", "p95 ms", "threshold"]
+    head = [
+        "mode",
+        "questions",
+        *(f"recall@{k}" for k in KS),
+        "MRR@10",
+        "pass rate",
+        "not-answerable pass rate",
+        "p50 ms",
+        "p95 ms",
+        "threshold",
+    ]
     answers = any(r.exact_match is not None for r in reports)
     head += ["EM", "F1"] if answers else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for report in reports:
         r, t = report.run, report.thresholds
-        row = [r.system, f"{len(r.ranks)} + {len(r.outcomes) - len(r.ranks)} not answerable",
-               *(_pct(r.recall(k)) for k in KS), _pct(r.mrr), _pct(r.pass_rate(True)), _pct(r.pass_rate(False)),
-               f"{r.p50_ms:.2f}", f"{r.p95_ms:.2f}", f"{t['system']} ≥ {t['answer']:g}"]
+        row = [
+            r.system,
+            f"{len(r.ranks)} + {len(r.outcomes) - len(r.ranks)} not answerable",
+            *(_pct(r.recall(k)) for k in KS),
+            _pct(r.mrr),
+            _pct(r.pass_rate(True)),
+            _pct(r.pass_rate(False)),
+            f"{r.p50_ms:.2f}",
+            f"{r.p95_ms:.2f}",
+            f"{t['system']} ≥ {t['answer']:g}",
+        ]
         row += [_pct(report.exact_match), _pct(report.f1)] if answers else []
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -211,18 +253,27 @@ def run_eval(settings: Settings, args) -> int:
     bot = _bot(s, modes[0], llm)  # one bot: hybrid reuses the sparse and dense indexes built for the other modes
     reports = [evaluate_mode(bot, m, questions, args.top_k, args.answers) for m in modes]
     if args.json:
-        doc = {"questions_file": str(args.questions), "knowledge": args.knowledge or s.knowledge.path,
-               "state_dir": s.state_dir, "entries": len(entries),
-               "split": s.splitting.enabled, "top_k": args.top_k,
-               "modes": [r.to_dict() for r in reports]}
+        doc = {
+            "questions_file": str(args.questions),
+            "knowledge": args.knowledge or s.knowledge.path,
+            "state_dir": s.state_dir,
+            "entries": len(entries),
+            "split": s.splitting.enabled,
+            "top_k": args.top_k,
+            "modes": [r.to_dict() for r in reports],
+        }
         print(json.dumps(doc, ensure_ascii=False, indent=2))
         return 0
-    print(f"{len(entries)} entries · {len(questions)} questions · top-k {args.top_k} · "
-          f"splitting {'on' if s.splitting.enabled else 'off'}\n")
+    print(
+        f"{len(entries)} entries · {len(questions)} questions · top-k {args.top_k} · "
+        f"splitting {'on' if s.splitting.enabled else 'off'}\n"
+    )
     print(eval_table(reports))
-    print("\nrecall/MRR over questions with gold; pass rate = share whose hits pass the threshold "
-          "(not-answerable pass rate: questions nothing answers that wrongly pass)."
-          + (" EM/F1: CMRC 2018 style, over questions with reference answers." if args.answers else ""))
+    print(
+        "\nrecall/MRR over questions with gold; pass rate = share whose hits pass the threshold "
+        "(not-answerable pass rate: questions nothing answers that wrongly pass)."
+        + (" EM/F1: CMRC 2018 style, over questions with reference answers." if args.answers else "")
+    )
     return 0
 
 
@@ -233,26 +284,42 @@ def run_calibrate(settings: Settings, args) -> int:
     try:
         seeds = [int(x) for x in str(args.seed).split(",") if x.strip()] or [0]
     except ValueError:
-        raise ConfigError(f"--seed 须为整数或逗号分隔的整数 / --seed must be an integer or a comma-separated list: {args.seed}") from None
+        raise ConfigError(
+            f"--seed 须为整数或逗号分隔的整数 / --seed must be an integer or a comma-separated list: {args.seed}"
+        ) from None
     s, questions, entries = _load(settings, args)
     runs, summaries = [], []
     for seed in seeds:
         split = make_split(questions, seed)
         runs.append(_calibrate_once(s, entries, split, modes, args.no_split))
-        summaries.append(f"{split.how}: {len(entries) - len(split.removed)} of {len(entries)} entries indexed · "
-                         f"{len(split.answerable)} answerable, {len(split.unanswerable)} not"
-                         + (f", {split.dropped} dropped (gold partly removed)" if split.dropped else ""))
+        summaries.append(
+            f"{split.how}: {len(entries) - len(split.removed)} of {len(entries)} entries indexed · "
+            f"{len(split.answerable)} answerable, {len(split.unanswerable)} not"
+            + (f", {split.dropped} dropped (gold partly removed)" if split.dropped else "")
+        )
         if not split.removed:
             break  # real negatives: the same every seed
     results = runs[0] if len(runs) == 1 else pool(runs)
     if args.json:
-        print(json.dumps({"seeds": seeds[:len(runs)], "summary": summaries, "results": [r.to_dict() for r in results],
-                          "per_seed": [[r.to_dict() for r in run] for run in runs] if len(runs) > 1 else None},
-                         ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "seeds": seeds[: len(runs)],
+                    "summary": summaries,
+                    "results": [r.to_dict() for r in results],
+                    "per_seed": [[r.to_dict() for r in run] for run in runs] if len(runs) > 1 else None,
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
     else:
         print("\n".join(summaries))
         if len(runs) > 1:
-            print("\nper seed:\n" + "\n".join(f"  seed {seed}: {r.headline()}" for seed, run in zip(seeds, runs) for r in run))
+            print(
+                "\nper seed:\n"
+                + "\n".join(f"  seed {seed}: {r.headline()}" for seed, run in zip(seeds, runs) for r in run)
+            )
             print(f"\npooled over seeds {','.join(map(str, seeds))}:")
         for r in results:
             print(f"\n{r.headline()}\n{r.table()}")
@@ -261,16 +328,26 @@ def run_calibrate(settings: Settings, args) -> int:
     return 0
 
 
-def _calibrate_once(s: Settings, entries: list[Entry], split: Split, modes: list[str], no_split: bool) -> list[Calibration]:
+def _calibrate_once(
+    s: Settings, entries: list[Entry], split: Split, modes: list[str], no_split: bool
+) -> list[Calibration]:
     """Index the knowledge without ``split.removed`` (in a temporary state when anything is removed) and calibrate."""
+
     def measure(bot) -> list[Calibration]:
         results = []
         for mode in modes:
             system = bot.index.searcher(mode).system
-            best = {o.question.question: o.best_relevance for o in run_questions(
-                functools.partial(bot.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]).outcomes}
-            results.append(calibrate(system, [best[q.question] for q in split.answerable],
-                                     [best[q.question] for q in split.unanswerable]))
+            best = {
+                o.question.question: o.best_relevance
+                for o in run_questions(
+                    functools.partial(bot.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]
+                ).outcomes
+            }
+            results.append(
+                calibrate(
+                    system, [best[q.question] for q in split.answerable], [best[q.question] for q in split.unanswerable]
+                )
+            )
         return results
 
     if not split.removed:
@@ -300,5 +377,7 @@ def _write(config: str, results: list[Calibration]) -> int:
     with open(path, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
     for r in results:
-        print(f"已写入 / wrote {'.'.join(threshold_key(r.system))} = {r.chosen.threshold:g} → {config}", file=sys.stderr)
+        print(
+            f"已写入 / wrote {'.'.join(threshold_key(r.system))} = {r.chosen.threshold:g} → {config}", file=sys.stderr
+        )
     return 0

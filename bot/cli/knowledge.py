@@ -66,8 +66,16 @@ def run_knowledge(settings, args) -> int:
 
     store = build_store(settings)
     try:
-        return {"add": _add, "edit": _edit, "delete": _delete, "import": _import, "export": _export, "show": _show,
-                "history": _history, "restore": _restore}[args.action](store, args)
+        return {
+            "add": _add,
+            "edit": _edit,
+            "delete": _delete,
+            "import": _import,
+            "export": _export,
+            "show": _show,
+            "history": _history,
+            "restore": _restore,
+        }[args.action](store, args)
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2
@@ -93,10 +101,13 @@ def _edit(store: KnowledgeStore, args) -> int:
         raise KnowledgeWriteError(f"{file} has no entry {args.key!r}; add it with `python -m bot knowledge add`")
     # Without --expected-version the edit starts from what is on disk now: a change in between is refused.
     expected = args.expected_version or entry_version(current)
-    pick = {name: getattr(args, name) if getattr(args, name) is not None else current.get(name, "")
-            for name in ("query", "document", "metadata")}
-    entry_id = store.upsert_entry(file, args.key, str(pick["query"]), str(pick["document"]), pick["metadata"] or "",
-                                  expected_version=expected)
+    pick = {
+        name: getattr(args, name) if getattr(args, name) is not None else current.get(name, "")
+        for name in ("query", "document", "metadata")
+    }
+    entry_id = store.upsert_entry(
+        file, args.key, str(pick["query"]), str(pick["document"]), pick["metadata"] or "", expected_version=expected
+    )
     print(f"已保存 / Saved {entry_id} (version {expected} → {store.version(file, args.key)})")
     return 0
 
@@ -108,8 +119,10 @@ def _delete(store: KnowledgeStore, args) -> int:
         raise KnowledgeWriteError(f"give the entry as FILE:KEY (e.g. faq.json:add), not {args.target!r}")
     file = _file(file)
     store.delete_entry(file, key, expected_version=args.expected_version)
-    print(f"已删除 / Deleted {Path(file).stem}:{key} from {file} (the previous file is kept: "
-          f"python -m bot knowledge history {file})")
+    print(
+        f"已删除 / Deleted {Path(file).stem}:{key} from {file} (the previous file is kept: "
+        f"python -m bot knowledge history {file})"
+    )
     return 0
 
 
@@ -123,7 +136,9 @@ def _import(store: KnowledgeStore, args) -> int:
         from bot.knowledge.csv_io import import_csv
 
         ids = import_csv(store, text, _file(args.name or path.stem), path.name)
-        print(f"已导入 / Imported {path}: {len(ids)} entries (merged by file and key; previous files kept in the history)")
+        print(
+            f"已导入 / Imported {path}: {len(ids)} entries (merged by file and key; previous files kept in the history)"
+        )
         return 0
     name = args.name or path.name
     existed = name in store.files()
@@ -175,6 +190,8 @@ def _history(store: KnowledgeStore, args) -> int:
 def _restore(store: KnowledgeStore, args) -> int:
     file = _file(args.file)
     ids = store.restore(file, args.version)
-    print(f"已恢复 / Restored {file} to version {args.version}: {len(ids)} entries "
-          f"(the replaced version is kept: python -m bot knowledge history {file})")
+    print(
+        f"已恢复 / Restored {file} to version {args.version}: {len(ids)} entries "
+        f"(the replaced version is kept: python -m bot knowledge history {file})"
+    )
     return 0

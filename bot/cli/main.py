@@ -19,6 +19,7 @@ from bot.errors import BotError, KnowledgeError
 def _global_options(defaults: bool) -> argparse.ArgumentParser:
     """--config, --mode and -v; accepted before or after the sub-command (only the top level sets defaults)."""
     p = argparse.ArgumentParser(add_help=False)
+
     def default(value: Any) -> dict[str, Any]:  # a sub-command must not reset what came before it
         return {"default": value if defaults else argparse.SUPPRESS}
 
@@ -29,8 +30,11 @@ def _global_options(defaults: bool) -> argparse.ArgumentParser:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bot", description="知识库问答机器人 / Knowledge-base chatbot",
-                                parents=[_global_options(defaults=True)])
+    p = argparse.ArgumentParser(
+        prog="python -m bot",
+        description="知识库问答机器人 / Knowledge-base chatbot",
+        parents=[_global_options(defaults=True)],
+    )
     sub = p.add_subparsers(dest="command", required=True)
     common = [_global_options(defaults=False)]
     ask = sub.add_parser("ask", help="answer a question (uses the LLM when a key is set)", parents=common)
@@ -42,25 +46,43 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true")
     index = sub.add_parser("index", help="build or update the index from the knowledge folder", parents=common)
     index.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
-    add_eval_arguments(sub.add_parser("eval", parents=common,
-                                      help="measure retrieval (recall, MRR, pass rates, latency) on a question file"))
-    add_calibrate_arguments(sub.add_parser("calibrate", parents=common,
-                                           help="choose each searcher's threshold from a question file"))
-    add_knowledge_arguments(sub.add_parser("knowledge", parents=common, help="add, edit, delete or import entries "
-                                           "(locked, validated, with history); history and restore"), common)
+    add_eval_arguments(
+        sub.add_parser(
+            "eval", parents=common, help="measure retrieval (recall, MRR, pass rates, latency) on a question file"
+        )
+    )
+    add_calibrate_arguments(
+        sub.add_parser("calibrate", parents=common, help="choose each searcher's threshold from a question file")
+    )
+    add_knowledge_arguments(
+        sub.add_parser(
+            "knowledge",
+            parents=common,
+            help="add, edit, delete or import entries (locked, validated, with history); history and restore",
+        ),
+        common,
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 2 bad knowledge or config, 1 other failure)."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         settings = load_settings(args.config)
         if args.mode:
             settings.retrieval.mode = args.mode
-        return {"ask": _ask, "search": _search, "index": _index, "eval": run_eval,
-                "calibrate": run_calibrate, "knowledge": run_knowledge}[args.command](settings, args)
+        return {
+            "ask": _ask,
+            "search": _search,
+            "index": _index,
+            "eval": run_eval,
+            "calibrate": run_calibrate,
+            "knowledge": run_knowledge,
+        }[args.command](settings, args)
     except KnowledgeError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2
@@ -78,8 +100,10 @@ def _ask(settings, args) -> int:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0
     print(answer.text)
-    print(f"\n[strategy: {answer.strategy.value} · mode: {answer.mode} · "
-          f"{'LLM: ' + bot.llm.name if bot.llm else 'retrieval-only'}]")
+    print(
+        f"\n[strategy: {answer.strategy.value} · mode: {answer.mode} · "
+        f"{'LLM: ' + bot.llm.name if bot.llm else 'retrieval-only'}]"
+    )
     for i, hit in enumerate(answer.hits, 1):
         print(f"  [{i}] {hit.entry.query}  (relevance {hit.relevance:.3f}, {hit.searcher}, {hit.entry.id})")
         _print_passages(hit, "      ")
@@ -99,8 +123,18 @@ def _search(settings, args) -> int:
     hits, passed = bot.retrieve(args.query, top_k=args.top_k)
     cutoffs = bot.mode_thresholds()
     if args.json:
-        print(json.dumps({"query": args.query, "mode": bot.mode, "thresholds": cutoffs.to_dict(),
-                          "hits": [dict(hit_dict(h), passed=h in passed) for h in hits]}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "query": args.query,
+                    "mode": bot.mode,
+                    "thresholds": cutoffs.to_dict(),
+                    "hits": [dict(hit_dict(h), passed=h in passed) for h in hits],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return 0
     if not hits:
         print("没有结果 / no hits")
@@ -124,8 +158,13 @@ def _index(settings, args) -> int:
     with tqdm(total=len(index.entries), desc=f"indexing ({mode})", unit="entry", file=sys.stderr) as bar:
         report = index.sync(mode, progress=bar.update, rebuild=args.rebuild)
     encoders = [getattr(leaf, "encoder", None) for leaf in index.searcher(mode).leaves()]
-    cached = "".join(f" · {e.name}: {e.encoded} text(s) encoded, the rest from the embedding cache"
-                     for e in encoders if e is not None and hasattr(e, "encoded"))
-    print(f"{len(index.entries)} entries · mode {mode} · added {report.added}, updated {report.updated}, "
-          f"removed {report.removed}{' (rebuilt)' if report.rebuilt else ''} · {report.seconds:.2f}s{cached}")
+    cached = "".join(
+        f" · {e.name}: {e.encoded} text(s) encoded, the rest from the embedding cache"
+        for e in encoders
+        if e is not None and hasattr(e, "encoded")
+    )
+    print(
+        f"{len(index.entries)} entries · mode {mode} · added {report.added}, updated {report.updated}, "
+        f"removed {report.removed}{' (rebuilt)' if report.rebuilt else ''} · {report.seconds:.2f}s{cached}"
+    )
     return 0

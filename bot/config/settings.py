@@ -49,6 +49,7 @@ class ElasticsearchSettings(Strict):
     replicas: int = Field(default=1, ge=0)
     # False sends plain application/json, for OpenSearch-compatible servers that reject the 9.x compat media types.
     compat_headers: bool = True
+
     def credentials(self) -> dict[str, object]:
         """Client auth keyword arguments read from the named environment variables (empty when unset)."""
         api_key = os.environ.get(self.api_key_env, "").strip()
@@ -189,8 +190,10 @@ def check_template(template: str, **fields: object) -> str:
     try:
         template.format(**fields)
     except (KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"template does not format with {{{'}, {'.join(fields)}}} (double literal braces "
-                         f"as {{{{ }}}}): {type(exc).__name__}: {exc}") from None
+        raise ValueError(
+            f"template does not format with {{{'}, {'.join(fields)}}} (double literal braces "
+            f"as {{{{ }}}}): {type(exc).__name__}: {exc}"
+        ) from None
     return template
 
 
@@ -362,7 +365,9 @@ class FallbackSettings(Strict):
     def _steps(cls, value: list[str]) -> list[str]:
         unknown = [step for step in value if step not in FALLBACK_STEPS]
         if unknown:
-            raise ValueError(f"unknown fallback step(s) {', '.join(map(repr, unknown))}; use: {', '.join(FALLBACK_STEPS)}")
+            raise ValueError(
+                f"unknown fallback step(s) {', '.join(map(repr, unknown))}; use: {', '.join(FALLBACK_STEPS)}"
+            )
         repeated = sorted({step for step in value if value.count(step) > 1})
         if repeated:
             raise ValueError(f"fallback step(s) {', '.join(repeated)} listed more than once")
@@ -400,8 +405,10 @@ class AuthSettings(Strict):
             return None
         user, password = os.environ.get(self.username_env, ""), os.environ.get(self.password_env, "")
         if not user or not password:
-            raise ConfigError(f"ui.auth.enabled is true but {self.username_env} and/or {self.password_env} "
-                              "are not set in the environment; set both or disable ui.auth")
+            raise ConfigError(
+                f"ui.auth.enabled is true but {self.username_env} and/or {self.password_env} "
+                "are not set in the environment; set both or disable ui.auth"
+            )
         return user, password
 
 
@@ -467,7 +474,6 @@ class APISettings(Strict):
         return value or None
 
 
-
 class LogSettings(Strict):
     """The conversation log (questions, hits, answers, feedback) in a SQLite file under ``state_dir``."""
 
@@ -477,6 +483,8 @@ class LogSettings(Strict):
     # Turns older than this many days, and beyond the newest retention_rows, are deleted (0 = no limit).
     retention_days: int = Field(default=90, ge=0)
     retention_rows: int = Field(default=100_000, ge=0)
+
+
 class Settings(Strict):
     """Everything config.yaml can hold."""
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 _KEY = re.compile(r"""^(?P<key>[A-Za-z0-9_][\w.\-]*|"[^"]*"|'[^']*')[ \t]*:(?:[ \t]+(?P<rest>.*))?$""")
 # A plain or quoted scalar followed by an optional comment; flow collections, anchors and tags are refused.
-_SCALAR = re.compile(r"""^(?P<value>"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#{}\[\]&*!|>'"][^#]*?)(?P<tail>[ \t]+#.*)?[ \t]*$""")
+_SCALAR = re.compile(
+    r"""^(?P<value>"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#{}\[\]&*!|>'"][^#]*?)(?P<tail>[ \t]+#.*)?[ \t]*$"""
+)
 
 
 class YamlEditError(ValueError):
@@ -67,16 +69,20 @@ def set_scalar(text: str, path: Sequence[str], value: object) -> str:
     found = [(i, rest) for i, keys, rest in _keys(lines) if keys == path]
     dotted = ".".join(path)
     if len(found) != 1:
-        raise YamlEditError(f"在 YAML 中找到 {len(found)} 处 {dotted}（需要恰好一处，未修改文件）/ "
-                            f"found {dotted} {len(found)} times in the YAML (need exactly one; file not changed)")
+        raise YamlEditError(
+            f"在 YAML 中找到 {len(found)} 处 {dotted}（需要恰好一处，未修改文件）/ "
+            f"found {dotted} {len(found)} times in the YAML (need exactly one; file not changed)"
+        )
     i, rest = found[0]
     line = lines[i]
     body = line.rstrip("\r\n")
     scalar = _SCALAR.match(rest)
     if not rest or scalar is None:
-        raise YamlEditError(f"{dotted} 不是单行标量值，未修改文件 / {dotted} is not a one-line scalar; file not changed")
+        raise YamlEditError(
+            f"{dotted} 不是单行标量值，未修改文件 / {dotted} is not a one-line scalar; file not changed"
+        )
     start = len(body) - len(rest)
-    lines[i] = body[:start] + format_scalar(value) + (scalar["tail"] or "") + line[len(body):]
+    lines[i] = body[:start] + format_scalar(value) + (scalar["tail"] or "") + line[len(body) :]
     return "".join(lines)
 
 

@@ -26,23 +26,34 @@ class Calibration:
     def headline(self) -> str:
         """One line: system, threshold and its precision/recall/F1."""
         c = self.chosen
-        return (f"{self.system}: answer threshold {c.threshold:g} · precision {c.precision:.3f} · recall {c.recall:.3f}"
-                f" · F1 {c.f1:.3f}  [{len(self.positives)} answerable / {len(self.negatives)} not]")
+        return (
+            f"{self.system}: answer threshold {c.threshold:g} · precision {c.precision:.3f} · recall {c.recall:.3f}"
+            f" · F1 {c.f1:.3f}  [{len(self.positives)} answerable / {len(self.negatives)} not]"
+        )
 
     def table(self) -> str:
         """The chosen threshold among its neighbours, as a markdown table (← marks the choice)."""
-        rows = [f"| {p.threshold:g}{' ←' if p.threshold == self.chosen.threshold else ''} | {p.precision:.3f} | "
-                f"{p.recall:.3f} | {p.f1:.3f} |" for p in self.neighbours]
+        rows = [
+            f"| {p.threshold:g}{' ←' if p.threshold == self.chosen.threshold else ''} | {p.precision:.3f} | "
+            f"{p.recall:.3f} | {p.f1:.3f} |"
+            for p in self.neighbours
+        ]
         return "\n".join(["| threshold | precision | recall | F1 |", "|---|---|---|---|", *rows])
 
     def to_dict(self) -> dict:
         """JSON-ready form (without the raw relevances)."""
-        return {"system": self.system, **asdict(self.chosen), "answerable": len(self.positives),
-                "unanswerable": len(self.negatives), "neighbours": [asdict(p) for p in self.neighbours]}
+        return {
+            "system": self.system,
+            **asdict(self.chosen),
+            "answerable": len(self.positives),
+            "unanswerable": len(self.negatives),
+            "neighbours": [asdict(p) for p in self.neighbours],
+        }
 
 
-def neighbours(chosen: float, positives: Sequence[float], negatives: Sequence[float], step: float = 0.02,
-               count: int = 4) -> list[Point]:
+def neighbours(
+    chosen: float, positives: Sequence[float], negatives: Sequence[float], step: float = 0.02, count: int = 4
+) -> list[Point]:
     """Points at ``count`` steps either side of ``chosen`` (plus ``chosen``), ascending, within [0, 1]."""
     values = {chosen} | {round_threshold(chosen + k * step) for k in range(-count, count + 1)}
     return [point(v, positives, negatives) for v in sorted(v for v in values if 0.0 <= v <= 1.0)]
@@ -51,12 +62,18 @@ def neighbours(chosen: float, positives: Sequence[float], negatives: Sequence[fl
 def calibrate(system: str, positives: list[float], negatives: list[float]) -> Calibration:
     """Pick the best-F1 answer threshold (rounded) for one system's best-hit relevances."""
     chosen = round_threshold(best_threshold(positives, negatives))
-    return Calibration(system, point(chosen, positives, negatives), neighbours(chosen, positives, negatives),
-                       positives, negatives)
+    return Calibration(
+        system, point(chosen, positives, negatives), neighbours(chosen, positives, negatives), positives, negatives
+    )
 
 
 def pool(runs: Sequence[Sequence[Calibration]]) -> list[Calibration]:
     """One calibration per system over the relevances of several runs (seeds) together."""
-    return [calibrate(c.system, [v for run in runs for r in run if r.system == c.system for v in r.positives],
-                      [v for run in runs for r in run if r.system == c.system for v in r.negatives])
-            for c in runs[0]]
+    return [
+        calibrate(
+            c.system,
+            [v for run in runs for r in run if r.system == c.system for v in r.positives],
+            [v for run in runs for r in run if r.system == c.system for v in r.negatives],
+        )
+        for c in runs[0]
+    ]

@@ -70,14 +70,21 @@ def load_questions(path: str | Path, entries: Sequence[Entry]) -> list[EvalQuest
                 text, gold = d["question"], d.get("gold_ids") or []
                 kind = d.get("kind") or (ANSWERABLE if gold else CHITCHAT)
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-                raise ValueError(f"{path}:{n}: 每行须为含 question 和 gold_ids 的 JSON / each line must be JSON with "
-                                 f"question and gold_ids ({exc})") from None
+                raise ValueError(
+                    f"{path}:{n}: 每行须为含 question 和 gold_ids 的 JSON / each line must be JSON with "
+                    f"question and gold_ids ({exc})"
+                ) from None
             if kind not in KINDS or (kind == ANSWERABLE) != bool(gold):
-                raise ValueError(f"{path}:{n}: kind {kind!r} 与 gold_ids 不符 / does not fit gold_ids {gold!r} "
-                                 f"(answerable needs gold ids; {UNANSWERABLE} and {CHITCHAT} have none)")
+                raise ValueError(
+                    f"{path}:{n}: kind {kind!r} 与 gold_ids 不符 / does not fit gold_ids {gold!r} "
+                    f"(answerable needs gold ids; {UNANSWERABLE} and {CHITCHAT} have none)"
+                )
             refs = d.get("answers") or ([d["answer"]] if d.get("answer") else [])
-            questions.append(EvalQuestion(str(text), frozenset(resolve_gold(g, ids, stems) for g in gold),
-                                          tuple(str(a) for a in refs), kind))
+            questions.append(
+                EvalQuestion(
+                    str(text), frozenset(resolve_gold(g, ids, stems) for g in gold), tuple(str(a) for a in refs), kind
+                )
+            )
     return questions
 
 

@@ -27,8 +27,12 @@ def has_negatives(questions: Sequence[EvalQuestion]) -> bool:
 
 def real_split(questions: Sequence[EvalQuestion]) -> Split:
     """The set's own labels on the whole knowledge: its unanswerable and chit-chat questions are the negatives."""
-    return Split([q for q in questions if q.answerable], [q for q in questions if not q.answerable], frozenset(),
-                 "real unanswerable and chit-chat questions, whole knowledge")
+    return Split(
+        [q for q in questions if q.answerable],
+        [q for q in questions if not q.answerable],
+        frozenset(),
+        "real unanswerable and chit-chat questions, whole knowledge",
+    )
 
 
 def removal_split(questions: Sequence[EvalQuestion], seed: int) -> Split:

@@ -26,8 +26,14 @@ REQUIRED = ("query", "document")
 CSV_ENCODING = "utf-8-sig"  # what exports and the template are written in (Excel needs the BOM for Chinese)
 _PHRASING_SPLIT = re.compile(r"[|\r\n]+")
 TEMPLATE_ROWS = (
-    ("faq.json", "", "图书馆几点开门？", "图书馆每天早上八点开门，晚上十点关门。", "图书馆,开放时间",
-     "图书馆开放时间 | 图书馆什么时候开"),
+    (
+        "faq.json",
+        "",
+        "图书馆几点开门？",
+        "图书馆每天早上八点开门，晚上十点关门。",
+        "图书馆,开放时间",
+        "图书馆开放时间 | 图书馆什么时候开",
+    ),
     ("faq.json", "parking", "How much is parking?", "Parking on campus costs 5 yuan an hour.", "parking,fees", ""),
 )
 
@@ -55,8 +61,17 @@ def template_csv() -> str:
 
 def export_csv(entries: Iterable[Entry], folder: Path | str | None = None) -> str:
     """Every entry as one CSV row (file relative to ``folder``, key, fields; phrasings joined by " | ")."""
-    return _write((entry_file(e, folder), e.id.split(":", 1)[-1], e.query, e.document, e.keywords,
-                   " | ".join(getattr(e, "questions", ()) or ())) for e in entries)
+    return _write(
+        (
+            entry_file(e, folder),
+            e.id.split(":", 1)[-1],
+            e.query,
+            e.document,
+            e.keywords,
+            " | ".join(getattr(e, "questions", ()) or ()),
+        )
+        for e in entries
+    )
 
 
 def json_name(file: str) -> str:
@@ -95,8 +110,10 @@ def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, Csv
         if not any(c.strip() for c in cells):
             continue  # blank lines (Excel leaves some at the end)
         if len(cells) > len(header):
-            bad(number, f"有 {len(cells)} 个单元格，表头只有 {len(header)} 列 / {len(cells)} cells but "
-                        f"{len(header)} columns")
+            bad(
+                number,
+                f"有 {len(cells)} 个单元格，表头只有 {len(header)} 列 / {len(cells)} cells but {len(header)} columns",
+            )
             continue
         row = {name: (cells[i] if i < len(cells) else "") for i, name in enumerate(header)}
         for name in REQUIRED:
@@ -104,14 +121,20 @@ def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, Csv
                 bad(number, f"缺少 {name} / missing {name!r}")
         file = json_name(row.get("file", "")) or default_file
         if not file.endswith(".json") or file.startswith(".") or any(c in file for c in "/\\\0"):
-            bad(number, f"文件名无效 / bad file name {file!r}: a plain name like faq.json (no folders; import files "
-                        "in subfolders as JSON)")
+            bad(
+                number,
+                f"文件名无效 / bad file name {file!r}: a plain name like faq.json (no folders; import files "
+                "in subfolders as JSON)",
+            )
         key = row.get("key", "").strip()
         if key and (file, key) in seen:
             bad(number, f"与第 {seen[file, key]} 行重复 / same file and key as row {seen[file, key]}: {file} {key!r}")
         seen[file, key] = number
-        raw: dict = {"query": row["query"].strip(), "document": row["document"].strip(),
-                     "metadata": ",".join(parse_keywords(row.get("metadata", "")))}
+        raw: dict = {
+            "query": row["query"].strip(),
+            "document": row["document"].strip(),
+            "metadata": ",".join(parse_keywords(row.get("metadata", ""))),
+        }
         phrasings = [p.strip() for p in _PHRASING_SPLIT.split(row.get("questions", "")) if p.strip()]
         if phrasings:
             raw["questions"] = phrasings

@@ -51,8 +51,13 @@ class Entry:
 
 def entry_record(entry: Entry) -> dict:
     """The stored form of an entry (indexes keep it so hits can be shown without the knowledge files)."""
-    record = {"id": entry.id, "query": entry.query, "document": entry.document, "metadata": list(entry.metadata),
-              "source": entry.source}
+    record = {
+        "id": entry.id,
+        "query": entry.query,
+        "document": entry.document,
+        "metadata": list(entry.metadata),
+        "source": entry.source,
+    }
     if entry.questions:
         record["questions"] = list(entry.questions)
     return record
@@ -60,8 +65,14 @@ def entry_record(entry: Entry) -> dict:
 
 def entry_from_record(record: dict) -> Entry:
     """Inverse of :func:`entry_record`."""
-    return Entry(record["id"], record["query"], record["document"], tuple(record.get("metadata", ())),
-                 record.get("source", ""), tuple(record.get("questions", ())))
+    return Entry(
+        record["id"],
+        record["query"],
+        record["document"],
+        tuple(record.get("metadata", ())),
+        record.get("source", ""),
+        tuple(record.get("questions", ())),
+    )
 
 
 def write_entries(entries: Iterable[Entry], folder: Path) -> None:
@@ -148,8 +159,11 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
         else:
             wrong = next((f"a list holding {type(q).__name__}" for q in questions if not isinstance(q, str)), "")
         if wrong:
-            problems.append(KnowledgeProblem(file, key, "'questions' must be a list of strings (other phrasings of "
-                                             f"the query), got {wrong}"))
+            problems.append(
+                KnowledgeProblem(
+                    file, key, f"'questions' must be a list of strings (other phrasings of the query), got {wrong}"
+                )
+            )
             ok = False
         elif any(not q.strip() for q in questions):
             problems.append(KnowledgeProblem(file, key, "'questions' contains an empty string"))
@@ -159,8 +173,14 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
             # JSON can spell "\ud800", but it is no character: every later UTF-8 write (index, file save) fails.
-            problems.append(KnowledgeProblem(file, key, f"{name!r} contains a lone UTF-16 surrogate escape such as "
-                                             "\\ud800, which is not a character; remove it or fix the pair"))
+            problems.append(
+                KnowledgeProblem(
+                    file,
+                    key,
+                    f"{name!r} contains a lone UTF-16 surrogate escape such as "
+                    "\\ud800, which is not a character; remove it or fix the pair",
+                )
+            )
             ok = False
     return raw if ok else None
 
@@ -221,7 +241,9 @@ def load_entries(folder: str | Path) -> list[Entry]:
     """Load every *.json under ``folder`` (recursively, sorted), or raise one KnowledgeError listing all problems."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise KnowledgeError([KnowledgeProblem(str(folder), None, "knowledge folder not found; set knowledge.path in config.yaml")])
+        raise KnowledgeError(
+            [KnowledgeProblem(str(folder), None, "knowledge folder not found; set knowledge.path in config.yaml")]
+        )
     problems: list[KnowledgeProblem] = []
     entries: list[Entry] = []
     seen: dict[str, str] = {}
@@ -246,7 +268,8 @@ def load_entries(folder: str | Path) -> list[Entry]:
 def knowledge_files(folder: Path) -> list[Path]:
     """The knowledge files under ``folder``, in a stable order; hidden files and temp files are skipped."""
     return sorted(
-        p for p in folder.rglob("*.json")
+        p
+        for p in folder.rglob("*.json")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
 

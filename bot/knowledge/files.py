@@ -119,7 +119,7 @@ def dump_like(data: dict | list, previous: bytes | None) -> bytes:
             try:
                 # scanstring is public at runtime (json.decoder) but missing from typeshed's stub
                 end = json.decoder.scanstring(text, first.end())[1]  # type: ignore[attr-defined]
-                colon = ":" if text[end:end + 1] == ":" and text[end + 1:end + 2] not in (" ", "\t") else ": "
+                colon = ":" if text[end : end + 1] == ":" and text[end + 1 : end + 2] not in (" ", "\t") else ": "
             except ValueError:
                 pass
     comma = "," if indent is not None or colon == ":" else ", "

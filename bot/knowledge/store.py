@@ -47,8 +47,15 @@ class KnowledgeStore:
     writer lock that only replaces a file when the whole result passes the loader's own validation, after
     keeping the file's previous version in the history folder."""
 
-    def __init__(self, folder: str | Path, lock_dir: str | Path, timeout: float = LOCK_TIMEOUT, *,
-                 history_dir: str | Path | None = None, history_versions: int = HISTORY_VERSIONS):
+    def __init__(
+        self,
+        folder: str | Path,
+        lock_dir: str | Path,
+        timeout: float = LOCK_TIMEOUT,
+        *,
+        history_dir: str | Path | None = None,
+        history_versions: int = HISTORY_VERSIONS,
+    ):
         self.folder = Path(folder)
         self.lock_dir = Path(lock_dir)
         self.timeout = timeout
@@ -88,8 +95,17 @@ class KnowledgeStore:
         raw = None if data is None else lookup(data, key)
         return None if raw is None else entry_version(raw)
 
-    def upsert_entry(self, file: str, key: str | None, query: str, document: str, metadata: str | list[str], *,
-                     expected_version: str | None = None, questions: list[str] | None = None) -> str:
+    def upsert_entry(
+        self,
+        file: str,
+        key: str | None,
+        query: str,
+        document: str,
+        metadata: str | list[str],
+        *,
+        expected_version: str | None = None,
+        questions: list[str] | None = None,
+    ) -> str:
         """Edit entry ``key`` of ``file`` or add it (at the end); returns its id '<stem>:<key>'.
 
         A missing file is created in object form. In object form a ``key`` of None gets the next free
@@ -185,8 +201,10 @@ class KnowledgeStore:
                 incoming = current
             elif isinstance(current, list):
                 if isinstance(incoming, dict):
-                    raise KnowledgeWriteError(f"{rel} is a list of entries; an object-form file cannot be merged "
-                                              "into it (its keys would be lost): convert one of them first")
+                    raise KnowledgeWriteError(
+                        f"{rel} is a list of entries; an object-form file cannot be merged "
+                        "into it (its keys would be lost): convert one of them first"
+                    )
                 incoming = current + incoming
             return [e.id for e in self._write(path, rel, incoming)]
 
@@ -200,8 +218,9 @@ class KnowledgeStore:
         path, rel = self._resolve(file)
         content = self._history.content(rel, version)
         if content is None:
-            raise KnowledgeWriteError(f"{rel} has no kept version {version!r}; list them with "
-                                      f"`python -m bot knowledge history {rel}`")
+            raise KnowledgeWriteError(
+                f"{rel} has no kept version {version!r}; list them with `python -m bot knowledge history {rel}`"
+            )
         with self._locked(rel):
             return [e.id for e in self._replace(path, rel, content)]
 
@@ -248,8 +267,10 @@ class KnowledgeStore:
         if actual == expected:
             return
         if expected == ABSENT:
-            raise StaleEditError(f"该条目已存在 / {rel} already has an entry {key!r} (version {actual}); "
-                                 "load it and edit it instead. Nothing was written.")
+            raise StaleEditError(
+                f"该条目已存在 / {rel} already has an entry {key!r} (version {actual}); "
+                "load it and edit it instead. Nothing was written."
+            )
         now = "it was deleted" if old is None else f"it is now version {actual}"
         # List entries move when an earlier one is deleted: say where the loaded one went.
         moved = [k for k, raw in items(data) if entry_version(raw) == expected] if isinstance(data, list) else []

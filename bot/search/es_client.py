@@ -53,5 +53,10 @@ def build_client(settings: Any, es: Any) -> Any:
     if not es.compat_headers:
         kwargs["node_class"] = plain_json_node_class()
     return elasticsearch.Elasticsearch(
-        es.hosts, verify_certs=es.verify_certs, request_timeout=es.request_timeout,
-        max_retries=es.max_retries, retry_on_timeout=es.max_retries > 0, **kwargs)
+        es.hosts,
+        verify_certs=es.verify_certs,
+        request_timeout=es.request_timeout,
+        max_retries=es.max_retries,
+        retry_on_timeout=es.max_retries > 0,
+        **kwargs,
+    )

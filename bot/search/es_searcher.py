@@ -25,7 +25,9 @@ DOCKER_HINT = (
     "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
 )
 UNAVAILABLE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
-FALLBACK_NOTICE = "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
+FALLBACK_NOTICE = (
+    "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
+)
 
 
 def safe_host(url: str) -> str:
@@ -40,12 +42,18 @@ def mapping(analyzer: str, signature: str) -> dict:
     props: dict[str, dict] = {"id": {"type": "keyword"}, "hash": {"type": "keyword", "index": False}}
     props[TEXT_FIELD] = {"type": "text", "analyzer": analyzer}
     props["entry"] = {"type": "object", "enabled": False}
-    return {"dynamic": "strict", "_meta": {"kbbot": {"schema": SCHEMA_VERSION, "signature": signature}}, "properties": props}
+    return {
+        "dynamic": "strict",
+        "_meta": {"kbbot": {"schema": SCHEMA_VERSION, "signature": signature}},
+        "properties": props,
+    }
 
 
 def _layout(props: Mapping[str, Any]) -> dict[str, tuple]:
-    return {name: (p.get("type", "object"), p.get("analyzer"), p.get("index", True), p.get("enabled", True))
-            for name, p in props.items()}
+    return {
+        name: (p.get("type", "object"), p.get("analyzer"), p.get("index", True), p.get("enabled", True))
+        for name, p in props.items()
+    }
 
 
 class ElasticsearchSearcher(SparseSearcher):
@@ -54,9 +62,18 @@ class ElasticsearchSearcher(SparseSearcher):
     name = "elasticsearch"
     notice: str | None = None
 
-    def __init__(self, client: Any, index: str, tokenizer: Tokenizer, field_weights: Mapping[str, int],
-                 analyzer: str = "whitespace", shards: int = 1, replicas: int = 1,
-                 chunk_size: int = 500, page_size: int = 5000):
+    def __init__(
+        self,
+        client: Any,
+        index: str,
+        tokenizer: Tokenizer,
+        field_weights: Mapping[str, int],
+        analyzer: str = "whitespace",
+        shards: int = 1,
+        replicas: int = 1,
+        chunk_size: int = 500,
+        page_size: int = 5000,
+    ):
         es = _require()
         self._errors = es
         self.client = client
@@ -89,17 +106,23 @@ class ElasticsearchSearcher(SparseSearcher):
             yield
         except (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout) as exc:
             tls = " — check verify_certs / ca_certs" if isinstance(exc, elastic_transport.TlsError) else ""
-            raise SearchBackendError(f"{UNAVAILABLE} (Elasticsearch at {self.hosts}, {what}: {type(exc).__name__}{tls})") from exc
+            raise SearchBackendError(
+                f"{UNAVAILABLE} (Elasticsearch at {self.hosts}, {what}: {type(exc).__name__}{tls})"
+            ) from exc
         except self._errors.AuthenticationException as exc:
             raise SearchBackendError(
                 f"Elasticsearch at {self.hosts} rejected the credentials ({what}); set the variables named by "
-                "retrieval.sparse.elasticsearch.api_key_env or username_env/password_env") from exc
+                "retrieval.sparse.elasticsearch.api_key_env or username_env/password_env"
+            ) from exc
         except self._errors.NotFoundError as exc:
             raise SearchBackendError(
                 f"the Elasticsearch index {self.index!r} does not exist at {self.hosts} ({what}); "
-                "run `python -m bot index` or restart the app to rebuild it from the knowledge folder") from exc
+                "run `python -m bot index` or restart the app to rebuild it from the knowledge folder"
+            ) from exc
         except self._errors.ApiError as exc:
-            raise SearchBackendError(f"Elasticsearch at {self.hosts} failed to {what}: {exc.meta.status} {exc.message}") from exc
+            raise SearchBackendError(
+                f"Elasticsearch at {self.hosts} failed to {what}: {exc.meta.status} {exc.message}"
+            ) from exc
 
     def check(self) -> None:
         """Fail fast at start when the cluster is unreachable, naming the host and how to start one."""
@@ -114,14 +137,17 @@ class ElasticsearchSearcher(SparseSearcher):
             raise SearchBackendError(
                 f"cannot reach Elasticsearch at {self.hosts} ({type(exc.__cause__).__name__}). Start a local "
                 f"single-node cluster with:\n  {DOCKER_HINT}\nor set retrieval.sparse.elasticsearch.hosts, "
-                "or set fallback_to_embedded: true to use the embedded engine meanwhile") from exc.__cause__
+                "or set fallback_to_embedded: true to use the embedded engine meanwhile"
+            ) from exc.__cause__
 
     # -- index lifecycle ---------------------------------------------------
     def _recreate_hint(self) -> str:
         host = self.hosts.split(", ")[0]
-        return (f"recreate it with `python -m bot index --rebuild`, or delete it with "
-                f"`curl -X DELETE '{host}/{self.index}'` (add -u or an Authorization header on a secured cluster) "
-                f"and run `python -m bot index`")
+        return (
+            f"recreate it with `python -m bot index --rebuild`, or delete it with "
+            f"`curl -X DELETE '{host}/{self.index}'` (add -u or an Authorization header on a secured cluster) "
+            f"and run `python -m bot index`"
+        )
 
     def _meta(self) -> dict | None:
         """Our _meta of the index, None when it is missing; raises when its layout is not ours."""
@@ -138,20 +164,25 @@ class ElasticsearchSearcher(SparseSearcher):
         if meta is None:
             raise SearchBackendError(
                 f"the Elasticsearch index {self.index!r} at {self.hosts} was not created by kbbot; choose another "
-                f"retrieval.sparse.elasticsearch.index, or delete it: curl -X DELETE '{self.hosts.split(', ')[0]}/{self.index}'")
+                f"retrieval.sparse.elasticsearch.index, or delete it: curl -X DELETE '{self.hosts.split(', ')[0]}/{self.index}'"
+            )
         want = mapping(self.analyzer, self.signature())["properties"]
         if _layout({k: found.get("properties", {}).get(k, {}) for k in want}) != _layout(want):
             raise SearchBackendError(
                 f"the Elasticsearch index {self.index!r} at {self.hosts} has a different mapping than this config "
-                f"expects (analyzer {self.analyzer!r}, schema {SCHEMA_VERSION}); {self._recreate_hint()}")
+                f"expects (analyzer {self.analyzer!r}, schema {SCHEMA_VERSION}); {self._recreate_hint()}"
+            )
         return meta
 
     def _create(self) -> None:
         body = mapping(self.analyzer, self.signature())
         try:
             with self._guard("create the index"):
-                self.client.indices.create(index=self.index, mappings=body,
-                                           settings={"number_of_shards": self.shards, "number_of_replicas": self.replicas})
+                self.client.indices.create(
+                    index=self.index,
+                    mappings=body,
+                    settings={"number_of_shards": self.shards, "number_of_replicas": self.replicas},
+                )
         except SearchBackendError as exc:
             cause = exc.__cause__
             if isinstance(cause, self._errors.BadRequestError) and "already_exists" in str(cause.error):
@@ -160,7 +191,8 @@ class ElasticsearchSearcher(SparseSearcher):
             if isinstance(cause, self._errors.BadRequestError) and self.analyzer in str(cause):
                 raise SearchBackendError(
                     f"Elasticsearch at {self.hosts} has no analyzer {self.analyzer!r}; install its plugin "
-                    "(see docs/elasticsearch.md) or set retrieval.sparse.elasticsearch.analyzer: whitespace") from cause
+                    "(see docs/elasticsearch.md) or set retrieval.sparse.elasticsearch.analyzer: whitespace"
+                ) from cause
             raise
 
     def reset(self, reason: str) -> None:
@@ -186,8 +218,15 @@ class ElasticsearchSearcher(SparseSearcher):
         after = None
         while True:
             with self._guard("read the indexed entries"):
-                resp = self.client.search(index=self.index, query={"match_all": {}}, sort=[{"id": "asc"}],
-                                          size=self.page_size, source=["hash"], search_after=after, track_total_hits=False)
+                resp = self.client.search(
+                    index=self.index,
+                    query={"match_all": {}},
+                    sort=[{"id": "asc"}],
+                    size=self.page_size,
+                    source=["hash"],
+                    search_after=after,
+                    track_total_hits=False,
+                )
             page = resp["hits"]["hits"]
             hashes.update((h["_id"], h["_source"].get("hash", "")) for h in page)
             if len(page) < self.page_size:
@@ -200,8 +239,12 @@ class ElasticsearchSearcher(SparseSearcher):
 
     def _doc(self, entry: Entry) -> dict:
         texts = (self._text(query_text(entry)), self._text(" ".join(entry.metadata)), self._text(entry.document))
-        return {"id": entry.id, "hash": entry.content_hash, TEXT_FIELD: weighted_text(texts, self.field_weights),
-                "entry": entry_record(entry)}
+        return {
+            "id": entry.id,
+            "hash": entry.content_hash,
+            TEXT_FIELD: weighted_text(texts, self.field_weights),
+            "entry": entry_record(entry),
+        }
 
     def _bulk(self, actions: Iterable[dict], what: str, progress: Progress | None = None) -> None:
         """Send actions in chunks without refreshing, then refresh once so they are searchable together."""
@@ -209,8 +252,14 @@ class ElasticsearchSearcher(SparseSearcher):
 
         failures, pending = [], 0
         with self._guard(what):
-            for ok, item in helpers.streaming_bulk(self.client, actions, chunk_size=self.chunk_size, refresh=False,
-                                                   raise_on_error=False, ignore_status=(404,)):
+            for ok, item in helpers.streaming_bulk(
+                self.client,
+                actions,
+                chunk_size=self.chunk_size,
+                refresh=False,
+                raise_on_error=False,
+                ignore_status=(404,),
+            ):
                 if not ok and next(iter(item.values())).get("status") != 404:
                     failures.append(item)
                 pending += 1
@@ -230,8 +279,11 @@ class ElasticsearchSearcher(SparseSearcher):
             return
         if self._meta() is None:
             self._create()  # never let a bulk auto-create an index with a dynamic mapping
-        self._bulk(({"_op_type": "index", "_index": self.index, "_id": e.id, "_source": self._doc(e)} for e in entries),
-                   "index entries", progress)
+        self._bulk(
+            ({"_op_type": "index", "_index": self.index, "_id": e.id, "_source": self._doc(e)} for e in entries),
+            "index entries",
+            progress,
+        )
 
     def remove(self, ids: Iterable[str]) -> None:
         """Delete entries by id in bulk; unknown ids are ignored."""
@@ -245,7 +297,9 @@ class ElasticsearchSearcher(SparseSearcher):
 
     def _stats_aggs(self, words: Sequence[str]) -> dict:
         """A global aggregation counting, over every entry, the entries holding each word (its document frequency)."""
-        return {"stats": {"global": {}, "aggs": {f"w{i}": {"filter": self._word_query(w)} for i, w in enumerate(words)}}}
+        return {
+            "stats": {"global": {}, "aggs": {f"w{i}": {"filter": self._word_query(w)} for i, w in enumerate(words)}}
+        }
 
     @staticmethod
     def _stats(resp: Mapping[str, Any], words: Sequence[str]) -> TermStats:
@@ -268,12 +322,19 @@ class ElasticsearchSearcher(SparseSearcher):
         if not words or top_k <= 0:
             return []
         with self._guard("search"):
-            resp = self.client.search(index=self.index, size=top_k, source=["entry"], track_total_hits=False,
-                                      query={"bool": {"should": [self._word_query(w) for w in words]}},
-                                      aggs=self._stats_aggs(words))
+            resp = self.client.search(
+                index=self.index,
+                size=top_k,
+                source=["entry"],
+                track_total_hits=False,
+                query={"bool": {"should": [self._word_query(w) for w in words]}},
+                aggs=self._stats_aggs(words),
+            )
         stats = self._stats(resp, words)
-        return [self.sparse_hit(entry_from_record(h["_source"]["entry"]), words, stats, float(h["_score"]))
-                for h in resp["hits"]["hits"]]
+        return [
+            self.sparse_hit(entry_from_record(h["_source"]["entry"]), words, stats, float(h["_score"]))
+            for h in resp["hits"]["hits"]
+        ]
 
 
 def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> SparseSearcher:
@@ -281,8 +342,15 @@ def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: An
     es = settings.retrieval.sparse.elasticsearch
     weights = settings.retrieval.sparse.field_weights
     try:
-        searcher = ElasticsearchSearcher(client if client is not None else build_client(settings, es), es.index,
-                                         tokenizer, weights, analyzer=es.analyzer, shards=es.shards, replicas=es.replicas)
+        searcher = ElasticsearchSearcher(
+            client if client is not None else build_client(settings, es),
+            es.index,
+            tokenizer,
+            weights,
+            analyzer=es.analyzer,
+            shards=es.shards,
+            replicas=es.replicas,
+        )
         searcher.check()
         return searcher
     except SearchBackendError as exc:

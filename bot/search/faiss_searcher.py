@@ -79,10 +79,14 @@ def _search_one_thread(index, vectors: np.ndarray, k: int):
 def json_by_item(data: Any) -> str:
     """``json.dumps(data, ensure_ascii=False)``, the dicts of the top two levels one item at a time: the same text,
     but a request thread can take the GIL between items (one dumps of 100k entries' state held it for ~0.4 s)."""
+
     def dumps(value: Any, depth: int) -> str:
         if depth < 2 and isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {dumps(v, depth + 1)}"
-                                   for k, v in value.items()) + "}"
+            return (
+                "{"
+                + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {dumps(v, depth + 1)}" for k, v in value.items())
+                + "}"
+            )
         return json.dumps(value, ensure_ascii=False)
 
     return dumps(data, 0)
@@ -106,14 +110,17 @@ class FaissSearcher(Searcher):
 
     name = "faiss"
 
-    def __init__(self, path: str | Path, encoder: Encoder, embed_template: str, question_weight: float,
-                 hnsw_above: int):
+    def __init__(
+        self, path: str | Path, encoder: Encoder, embed_template: str, question_weight: float, hnsw_above: int
+    ):
         _import_faiss()
         try:
             embed_template.format(query="", document="", metadata="")
         except (KeyError, IndexError, ValueError) as exc:
-            raise ConfigError(f"{TEMPLATE_KEY} {embed_template!r} is invalid ({exc}); "
-                              "use the fields {query}, {document} and {metadata}") from None
+            raise ConfigError(
+                f"{TEMPLATE_KEY} {embed_template!r} is invalid ({exc}); "
+                "use the fields {query}, {document} and {metadata}"
+            ) from None
         self.path = Path(path)
         self.encoder = encoder
         self.embed_template = embed_template
@@ -223,13 +230,21 @@ class FaissSearcher(Searcher):
             faiss.write_index(self._index, str(tmp))
             checksum = file_digest(tmp)
             os.replace(tmp, self.path / INDEX_FILE)
-        write_text_atomic(self.path / STATE_FILE, json_by_item({
-            "signature": self.signature(), "kind": self.kind, "next_id": self._next_id, "ntotal": ntotal,
-            "checksum": checksum,
-            "units": {k: [[i, self._owner[i][1]] for i in ids] for k, ids in self._units.items()},
-            "tombstones": sorted(self._tombstones),
-            "entries": {k: entry_record(e) for k, e in self._entries.items()},
-        }))
+        write_text_atomic(
+            self.path / STATE_FILE,
+            json_by_item(
+                {
+                    "signature": self.signature(),
+                    "kind": self.kind,
+                    "next_id": self._next_id,
+                    "ntotal": ntotal,
+                    "checksum": checksum,
+                    "units": {k: [[i, self._owner[i][1]] for i in ids] for k, ids in self._units.items()},
+                    "tombstones": sorted(self._tombstones),
+                    "entries": {k: entry_record(e) for k, e in self._entries.items()},
+                }
+            ),
+        )
 
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
         """Retrain the encoder if the knowledge changed (then re-encode everything), else add/replace/remove the diff."""
@@ -240,22 +255,31 @@ class FaissSearcher(Searcher):
             if fresh is not None:  # a new model: encode everything aside, then swap model and vectors at once
                 reason, encoder = fresh
                 self._swap_in(encoder, entries, progress)
-                return SyncReport(added=len(entries), rebuilt=True, seconds=time.perf_counter() - start,
-                                  reason=f"{reason}; all {len(entries)} vectors re-encoded")
+                return SyncReport(
+                    added=len(entries),
+                    rebuilt=True,
+                    seconds=time.perf_counter() - start,
+                    reason=f"{reason}; all {len(entries)} vectors re-encoded",
+                )
             retrained = self.encoder.prepare(entries)
             if retrained:
                 with self._lock:
                     self.reset(retrained)
                     self.upsert(entries, progress)
-                return SyncReport(added=len(entries), rebuilt=True, seconds=time.perf_counter() - start,
-                                  reason=f"{retrained}; all {len(entries)} vectors re-encoded")
+                return SyncReport(
+                    added=len(entries),
+                    rebuilt=True,
+                    seconds=time.perf_counter() - start,
+                    reason=f"{retrained}; all {len(entries)} vectors re-encoded",
+                )
             return super().sync(entries, progress)
 
     def _swap_in(self, encoder: FastTextEncoder, entries: Sequence[Entry], progress: Progress | None) -> None:
         """Build the vectors of ``entries`` with ``encoder`` (a copy trained in its own folder) while this index
         keeps serving, then make the copy's model this encoder's and the new vectors this index's, atomically."""
-        aside = FaissSearcher(encoder.model_dir / "faiss", encoder, self.embed_template, self.question_weight,
-                              self.hnsw_above)
+        aside = FaissSearcher(
+            encoder.model_dir / "faiss", encoder, self.embed_template, self.question_weight, self.hnsw_above
+        )
         aside.reset("new model")
         aside.upsert(entries, progress)
         from bot.search.encoders import FastTextEncoder
@@ -281,7 +305,7 @@ class FaissSearcher(Searcher):
         for role, embed in ((QUESTION, self.encoder.embed_questions), (DOCUMENT, self.encoder.embed_documents)):
             picked = [i for i, u in enumerate(units) if u[1] == role]
             for start in range(0, len(picked), step):
-                batch = picked[start:start + step]
+                batch = picked[start : start + step]
                 vectors = np.asarray(embed([units[i][2] for i in batch]), dtype=np.float32)
                 for i, v in zip(batch, vectors):
                     rows[i] = v
@@ -319,7 +343,9 @@ class FaissSearcher(Searcher):
 
     def _maintain(self) -> None:
         live = len(self._owner)
-        if (self.kind == "flat" and len(self._units) > self.hnsw_above) or (self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10)):
+        if (self.kind == "flat" and len(self._units) > self.hnsw_above) or (
+            self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10)
+        ):
             self._rebuild("hnsw")
 
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
@@ -412,7 +438,9 @@ class FaissSearcher(Searcher):
                         matched = nth if role == QUESTION else matched
                     nth += role == QUESTION
                 phrasings = self._entries[entry_id].phrasings
-                out[entry_id] = Cosines(best[QUESTION], best[DOCUMENT], phrasings[matched] if 0 < matched < len(phrasings) else "")
+                out[entry_id] = Cosines(
+                    best[QUESTION], best[DOCUMENT], phrasings[matched] if 0 < matched < len(phrasings) else ""
+                )
         return out
 
     def relevance(self, question_cosine: float, passage_cosine: float) -> float:
@@ -423,8 +451,14 @@ class FaissSearcher(Searcher):
     def hit(self, entry: Entry, cosines: Cosines) -> Hit:
         """A hit for ``entry`` from its cosines (and the alternative question that matched, if one did)."""
         relevance = self.relevance(cosines.question, cosines.passage)
-        return Hit(entry, relevance, relevance, self.name, {"question": cosines.question, "passage": cosines.passage},
-                   matched_question=cosines.matched_question)
+        return Hit(
+            entry,
+            relevance,
+            relevance,
+            self.name,
+            {"question": cosines.question, "passage": cosines.passage},
+            matched_question=cosines.matched_question,
+        )
 
     def search(self, query: str, top_k: int) -> list[Hit]:
         """Top ``top_k`` entries by dense relevance; [] for a word-less query or one the model cannot place."""

@@ -31,14 +31,19 @@ log = logging.getLogger(__name__)
 
 BUILDING_NOTICE = "索引构建中…暂由 {mode} 模式回答。/ Index building… answering from the {mode} mode meanwhile."
 BUILDING_ALONE = "索引构建中…暂无检索结果。/ Index building… no search results yet."
-HEALING_NOTICE = ("索引已损坏，正在后台重建…暂由 {mode} 模式回答。"
-                  "/ The index is damaged and being rebuilt… answering from the {mode} mode meanwhile.")
+HEALING_NOTICE = (
+    "索引已损坏，正在后台重建…暂由 {mode} 模式回答。"
+    "/ The index is damaged and being rebuilt… answering from the {mode} mode meanwhile."
+)
 HEALING_ALONE = "索引已损坏，正在后台重建…/ The index is damaged and being rebuilt in the background…"
 _STARTED = time.time()  # files named with our own pid but older than this were left by an earlier process
 _FOOTER_MAGIC = 1337
 # Temporary names we create: ".<file>.<pid>[.<thread>].tmp", ".corpus-<pid>-*.txt", ".kbbot-ft-<pid>-*" (folders).
-_TEMP = [re.compile(r"^\..+?\.(\d+)(?:\.\d+)?\.tmp$"), re.compile(r"^\.corpus-(\d+)-.*\.txt$"),
-         re.compile(r"^\.kbbot-ft-(\d+)-.+$")]
+_TEMP = [
+    re.compile(r"^\..+?\.(\d+)(?:\.\d+)?\.tmp$"),
+    re.compile(r"^\.corpus-(\d+)-.*\.txt$"),
+    re.compile(r"^\.kbbot-ft-(\d+)-.+$"),
+]
 _OLD_CORPUS = re.compile(r"^\.corpus-[^-]+\.txt$")  # from before pids were in the name: removed after an hour
 
 
@@ -67,10 +72,10 @@ def tantivy_problem(path: Path) -> str | None:
             if magic != _FOOTER_MAGIC or size + 8 > len(data):
                 return f"{file.name} has no valid footer"
             try:
-                crc = json.loads(data[-8 - size:-8])["crc"]
+                crc = json.loads(data[-8 - size : -8])["crc"]
             except (ValueError, KeyError, TypeError):
                 return f"{file.name} has an unreadable footer"
-            if zlib.crc32(data[:-8 - size]) != crc:
+            if zlib.crc32(data[: -8 - size]) != crc:
                 return f"{file.name} does not match its checksum"
     return None
 
@@ -113,8 +118,11 @@ def clean_stale_temp(folders: Iterable[Path]) -> int:
                 path = Path(root) / name
                 try:
                     mtime = path.stat().st_mtime
-                    stale = (_pid_gone(int(found.group(1)), mtime) if found
-                             else bool(_OLD_CORPUS.match(name)) and time.time() - mtime > 3600)
+                    stale = (
+                        _pid_gone(int(found.group(1)), mtime)
+                        if found
+                        else bool(_OLD_CORPUS.match(name)) and time.time() - mtime > 3600
+                    )
                     if not stale:
                         continue
                     if path.is_dir():
@@ -139,8 +147,13 @@ class ServedSearcher(Searcher):
     A search error is reported through ``on_error`` (which schedules the healing) and answered with no hits.
     """
 
-    def __init__(self, mode: str, target: Searcher | None, notice: str | None = None,
-                 on_error: Callable[[Searcher, BaseException], None] | None = None):
+    def __init__(
+        self,
+        mode: str,
+        target: Searcher | None,
+        notice: str | None = None,
+        on_error: Callable[[Searcher, BaseException], None] | None = None,
+    ):
         self.mode, self.target, self.notice, self._on_error = mode, target, notice, on_error
         self.failed = False  # set when a search raised: the caller may ask the index again for a stand-in
         self.name = target.name if target is not None else "none"
@@ -166,8 +179,12 @@ class ServedSearcher(Searcher):
         except (KeyboardInterrupt, SystemExit, ConfigError):
             raise
         except BaseException as exc:
-            log.error("search failed in mode %s (%s): %s; healing the index in the background",
-                      self.mode, type(exc).__name__, exc)
+            log.error(
+                "search failed in mode %s (%s): %s; healing the index in the background",
+                self.mode,
+                type(exc).__name__,
+                exc,
+            )
             self.notice, self.failed = HEALING_ALONE, True
             if self._on_error is not None:
                 self._on_error(self.target, exc)

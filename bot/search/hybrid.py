@@ -56,7 +56,9 @@ class HybridSearcher(Searcher):
         for entry_id, entry in entries.items():
             sparse = sparse_hits.get(entry_id)
             coverage = sparse.relevance if sparse else coverages.get(entry_id, 0.0)
-            dense = dense_hits.get(entry_id) or (self.dense.hit(entry, cosines[entry_id]) if entry_id in cosines else None)
+            dense = dense_hits.get(entry_id) or (
+                self.dense.hit(entry, cosines[entry_id]) if entry_id in cosines else None
+            )
             dense_relevance = dense.relevance if dense else 0.0
             relevance = self.sparse_weight * coverage + (1.0 - self.sparse_weight) * dense_relevance
             signals = {**(sparse.signals if sparse else {"coverage": coverage}), **(dense.signals if dense else {})}

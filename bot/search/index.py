@@ -82,8 +82,9 @@ class KnowledgeIndex:
         return list(self._factories)
 
     # -- loading -------------------------------------------------------------
-    def load(self, progress: Progress | None = None, signature: tuple | None = None,
-             wait: bool | None = None) -> dict[str, SyncReport]:
+    def load(
+        self, progress: Progress | None = None, signature: tuple | None = None, wait: bool | None = None
+    ) -> dict[str, SyncReport]:
         """Read the knowledge folder and sync the searchers built so far; raises KnowledgeError on bad files.
 
         Returns a report per index (searcher name): a hybrid mode shares the sparse and dense indexes, and
@@ -101,7 +102,13 @@ class KnowledgeIndex:
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
             units = self.passages.expand(entries) if self.passages is not None else entries
             with self._lock:
-                self.entries, self.units, self._signature, self.error, self._loaded = entries, units, signature, None, True
+                self.entries, self.units, self._signature, self.error, self._loaded = (
+                    entries,
+                    units,
+                    signature,
+                    None,
+                    True,
+                )
                 leaves = list({id(leaf): leaf for s in self._searchers.values() for leaf in s.leaves()}.values())
                 if not self.background:
                     return {leaf.name: self._sync_leaf(leaf, progress) for leaf in leaves}
@@ -182,8 +189,12 @@ class KnowledgeIndex:
             if damage is not None:
                 problem = self._damage(leaf)
                 if problem:
-                    log.warning("%s index is damaged (%s; a search failed with %s); rebuilding it from the knowledge",
-                                leaf.name, problem, damage)
+                    log.warning(
+                        "%s index is damaged (%s; a search failed with %s); rebuilding it from the knowledge",
+                        leaf.name,
+                        problem,
+                        damage,
+                    )
                     leaf.reset(f"damaged ({problem})")
             report = leaf.sync(self.units, progress)
             with self._lock:
@@ -191,8 +202,15 @@ class KnowledgeIndex:
                     self._broken.pop(key, None)
                 self._ready.add(key)
         if report.changed:
-            log.info("%s index synced: +%d ~%d -%d%s in %.1f s", leaf.name, report.added, report.updated,
-                     report.removed, f" ({report.reason})" if report.reason else "", report.seconds)
+            log.info(
+                "%s index synced: +%d ~%d -%d%s in %.1f s",
+                leaf.name,
+                report.added,
+                report.updated,
+                report.removed,
+                f" ({report.reason})" if report.reason else "",
+                report.seconds,
+            )
         return report
 
     def _damage(self, leaf: Searcher) -> str | None:
@@ -343,8 +361,10 @@ class KnowledgeIndex:
             if own is not None and self._serves(own):
                 return ServedSearcher(mode, own, None, self._heal)
             healing = own is not None and any(id(leaf) in self._broken for leaf in own.leaves())
-            other = next((m for m in self._factories if m != mode and m in self._searchers
-                          and self._serves(self._searchers[m])), None)
+            other = next(
+                (m for m in self._factories if m != mode and m in self._searchers and self._serves(self._searchers[m])),
+                None,
+            )
         if other is None:
             return ServedSearcher(mode, None, HEALING_ALONE if healing else BUILDING_ALONE, self._heal)
         notice = (HEALING_NOTICE if healing else BUILDING_NOTICE).format(mode=other)

@@ -43,8 +43,13 @@ def _joins(text: str, i: int) -> bool:
     if before in _JOINERS or here in _JOINERS:
         return True
     code = ord(here)
-    return (unicodedata.category(here).startswith("M") or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
-            or 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F)  # marks, variation selectors, skin tones, tags
+    return (
+        unicodedata.category(here).startswith("M")
+        or 0xFE00 <= code <= 0xFE0F
+        or 0xE0100 <= code <= 0xE01EF
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0020 <= code <= 0xE007F
+    )  # marks, variation selectors, skin tones, tags
 
 
 def safe_cut(text: str, i: int, low: int = 0) -> int:
@@ -67,7 +72,7 @@ def _sentences(text: str, size: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for s, e in spans:
         while e - s > size:
-            window = text[s + size // 2: s + size]
+            window = text[s + size // 2 : s + size]
             soft = [m.end() for m in _SOFT_BREAK.finditer(window)]
             cut = s + size // 2 + soft[-1] if soft else safe_cut(text, s + size, s)
             out.append((s, cut))
@@ -91,8 +96,11 @@ def split_passages(text: str, size: int, overlap: int = 0) -> list[tuple[int, in
             break
         # the next passage starts with the last whole sentences of this one that fit in `overlap` (and leave room)
         nxt = i
-        while (nxt - 1 > first and sentences[i - 1][1] - sentences[nxt - 1][0] <= overlap
-               and sentences[i][1] - sentences[nxt - 1][0] <= size):
+        while (
+            nxt - 1 > first
+            and sentences[i - 1][1] - sentences[nxt - 1][0] <= overlap
+            and sentences[i][1] - sentences[nxt - 1][0] <= size
+        ):
             nxt -= 1
         first = nxt
     return passages
@@ -156,7 +164,7 @@ def excerpt(hit: Hit, budget: int) -> str:
     if not chosen:  # even the best passage is over the budget: its start
         top = hit.passages[0]
         cut = safe_cut(document, top.start + max(budget - 2, 1), top.start)
-        return (ELLIPSIS if top.start else "") + document[top.start:cut].strip() + ELLIPSIS
+        return (ELLIPSIS if top.start else "") + document[top.start : cut].strip() + ELLIPSIS
     return _render(document, chosen)
 
 
@@ -209,7 +217,7 @@ class PassageSearcher(Searcher):
         while True:
             hits = self.inner.search(query, depth)
             rolled = self.passages.rollup(hits, top_k)
-            if len(rolled) >= top_k or len(hits) < depth or depth >= top_k * self.DEPTH ** 3:
+            if len(rolled) >= top_k or len(hits) < depth or depth >= top_k * self.DEPTH**3:
                 return rolled
             depth *= self.DEPTH
 

@@ -130,8 +130,14 @@ class SparseSearcher(Searcher):
     def sparse_hit(self, entry: Entry, words: Sequence[str], stats: TermStats, score: float) -> Hit:
         """A hit with coverage as relevance, the BM25 ``score`` and the alternative question that matched, if any."""
         relevance = coverage(words, self.entry_words(entry), stats)
-        return Hit(entry, relevance, score, self.name, {"bm25": score, "coverage": relevance},
-                   matched_question=self.matched_question(words, entry, stats))
+        return Hit(
+            entry,
+            relevance,
+            score,
+            self.name,
+            {"bm25": score, "coverage": relevance},
+            matched_question=self.matched_question(words, entry, stats),
+        )
 
     def relevances(self, question: str, entries: Sequence[Entry]) -> list[float]:
         """Coverage of each entry for ``question`` (used by hybrid for entries only the dense side found)."""

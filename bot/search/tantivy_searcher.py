@@ -175,7 +175,9 @@ class TantivySearcher(SparseSearcher):
         with open(file, "a", encoding="utf-8") as fh:
             fh.writelines(json.dumps([h, *f], ensure_ascii=False) + "\n" for h, f in tokens.items())
 
-    def _tokens_for(self, entries: Sequence[Entry]) -> tuple[list[list[str]], dict[str, list[str]], dict[str, list[str]], int]:
+    def _tokens_for(
+        self, entries: Sequence[Entry]
+    ) -> tuple[list[list[str]], dict[str, list[str]], dict[str, list[str]], int]:
         """Token strings per entry (cache first, then jieba over each distinct missing text, in parallel for big
         batches); also the fresh ones to cache, the cache as read (empty for small batches) and its line count."""
         cached, lines = self._read_tokens() if len(entries) >= CACHE_LOOKUP_MIN else ({}, 0)
@@ -272,8 +274,10 @@ class TantivySearcher(SparseSearcher):
         """
         import tantivy
 
-        counts = {w: searcher.search(tantivy.Query.term_query(index.schema, TEXT_FIELD, w), limit=1, count=True).count
-                  for w in dict.fromkeys(words)}
+        counts = {
+            w: searcher.search(tantivy.Query.term_query(index.schema, TEXT_FIELD, w), limit=1, count=True).count
+            for w in dict.fromkeys(words)
+        }
         return TermStats(searcher.num_docs, counts)
 
     def term_stats(self, words: Sequence[str]) -> TermStats:
@@ -295,5 +299,9 @@ class TantivySearcher(SparseSearcher):
         terms = [(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, TEXT_FIELD, w)) for w in words]
         result = searcher.search(tantivy.Query.boolean_query(terms), limit=top_k)
         stats = self._live_stats(index, searcher, words)
-        return [self.sparse_hit(entry_from_record(json.loads(searcher.doc(address)["entry"][0])), words, stats, float(score))
-                for score, address in result.hits]
+        return [
+            self.sparse_hit(
+                entry_from_record(json.loads(searcher.doc(address)["entry"][0])), words, stats, float(score)
+            )
+            for score, address in result.hits
+        ]

@@ -90,7 +90,7 @@ class Tokenizer:
             return [self.tokenize(t) for t in texts]
         # A few chunks per worker, so a slow worker does not hold up the end.
         size = -(-len(texts) // (workers * 4))
-        chunks = [list(texts[i:i + size]) for i in range(0, len(texts), size)]
+        chunks = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
         # fork: the workers start at once with this jieba (dictionary, user words, keywords) already loaded, and
         # nothing is re-imported (spawn would re-run an unguarded __main__ script). The children run jieba only.
         if "fork" not in multiprocessing.get_all_start_methods():
@@ -101,8 +101,12 @@ class Tokenizer:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": see above
-                    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_worker_init, initargs=(child_nice(),)) as pool:
+                    with ProcessPoolExecutor(
+                        workers,
+                        mp_context=multiprocessing.get_context("fork"),
+                        initializer=_worker_init,
+                        initargs=(child_nice(),),
+                    ) as pool:
                         return [tokens for part in pool.map(_worker_tokenize, chunks) for tokens in part]
             except (OSError, RuntimeError) as exc:  # no process support here (sandbox): stay serial
                 logging.getLogger(__name__).warning("parallel tokenizing unavailable (%s); tokenizing serially", exc)

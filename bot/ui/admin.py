@@ -50,8 +50,13 @@ input,button{{display:block;width:100%;margin:6px 0 14px;padding:8px;font-size:1
 class AdminAuth:
     """Admin credentials (``ui.admin``), signed session cookies and the ``/admin`` login routes."""
 
-    def __init__(self, credentials: tuple[str, str] | None, session_hours: float = 12.0, clock=time.time,
-                 throttle: ThrottledLogin | None = None):
+    def __init__(
+        self,
+        credentials: tuple[str, str] | None,
+        session_hours: float = 12.0,
+        clock=time.time,
+        throttle: ThrottledLogin | None = None,
+    ):
         """``throttle``: the login lockout around :meth:`check_password` (the chat login's policy; built from
         ``limits`` by :meth:`from_settings`, ThrottledLogin's defaults without it)."""
         self.credentials = credentials
@@ -129,11 +134,16 @@ class AdminAuth:
     def login_form(self, message: str = "", status: int = 200) -> HTMLResponse:
         """The login page (with an error line when ``message``)."""
         if not self.enabled:
-            message = message or ("管理功能未启用：请设置环境变量 KBBOT_ADMIN_USER 和 KBBOT_ADMIN_PASSWORD 后重启。"
-                                  "/ Admin is off: set KBBOT_ADMIN_USER and KBBOT_ADMIN_PASSWORD, then restart.")
+            message = message or (
+                "管理功能未启用：请设置环境变量 KBBOT_ADMIN_USER 和 KBBOT_ADMIN_PASSWORD 后重启。"
+                "/ Admin is off: set KBBOT_ADMIN_USER and KBBOT_ADMIN_PASSWORD, then restart."
+            )
         line = f"<p class='err' id='kb-admin-error'>{html.escape(message)}</p>" if message else ""
-        return HTMLResponse(LOGIN_PAGE.format(message=line), status_code=status,
-                            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
+        return HTMLResponse(
+            LOGIN_PAGE.format(message=line),
+            status_code=status,
+            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
+        )
 
     async def login(self, request: Request) -> Response:
         """Check the posted username and password behind the login lockout; on success set the cookie and go to
@@ -150,8 +160,15 @@ class AdminAuth:
             log.warning("admin login refused from %s", address)
             return self.login_form("用户名或密码错误 / Wrong username or password", 401)
         response = RedirectResponse("../", status_code=303)
-        response.set_cookie(COOKIE, self.token(), max_age=self.lifetime, httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https", path="/")
+        response.set_cookie(
+            COOKIE,
+            self.token(),
+            max_age=self.lifetime,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         return response
 
     @staticmethod
@@ -185,8 +202,9 @@ class AdminBlocks(gr.Blocks):
             return block_fn in self.admin_fns
         return any(self.fns.get(i) is block_fn for i in self.admin_fns)
 
-    async def process_api(self, block_fn: Any, inputs: list[Any], state: Any = None, request: Any = None,
-                          *args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def process_api(
+        self, block_fn: Any, inputs: list[Any], state: Any = None, request: Any = None, *args: Any, **kwargs: Any
+    ) -> dict[str, Any]:
         """Run an event, unless it is an admin event and the request is not an admin's."""
         if self.is_admin_fn(block_fn) and not self.admin.allows(request):
             raise gr.Error(NOT_ADMIN, visible=False, print_exception=False)
@@ -200,8 +218,11 @@ def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
 
     def view(request: gr.Request):
         allowed = admin.allows(request)
-        text = ("已登录管理员 / Logged in as admin · [退出 / Log out](admin/logout)" if allowed
-                else "[管理员登录 / Admin login](admin/login)")
+        text = (
+            "已登录管理员 / Logged in as admin · [退出 / Log out](admin/logout)"
+            if allowed
+            else "[管理员登录 / Admin login](admin/login)"
+        )
         return (*[gr.update(visible=allowed) for _ in tabs], gr.update(value=text, visible=admin.enabled))
 
     demo.load(view, None, [*tabs, link], **PRIVATE)

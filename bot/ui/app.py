@@ -74,8 +74,12 @@ class ChatHandlers:
     def header(self, mode: str | None = None) -> str:
         """Header markdown for the selector's value (no side effects: nothing is built)."""
         chosen = override(mode)
-        return header_markdown(self.settings.ui.title, self.bot.status(chosen), self.settings.ui.retrieval_only_label,
-                               follows_config=chosen is None)
+        return header_markdown(
+            self.settings.ui.title,
+            self.bot.status(chosen),
+            self.settings.ui.retrieval_only_label,
+            follows_config=chosen is None,
+        )
 
     def mode_choices(self) -> list[tuple[str, str]]:
         """The selector's choices: follow the config (naming its mode now), then each mode."""
@@ -84,17 +88,29 @@ class ChatHandlers:
 
     def _turn_done(self, answer: Answer, chosen: str | None) -> tuple[str, Any]:
         """(header, selector update) after a turn: the header names the mode that answered."""
-        header = header_markdown(self.settings.ui.title, self.bot.status(answer.mode),
-                                 self.settings.ui.retrieval_only_label, follows_config=chosen is None)
+        header = header_markdown(
+            self.settings.ui.title,
+            self.bot.status(answer.mode),
+            self.settings.ui.retrieval_only_label,
+            follows_config=chosen is None,
+        )
         return header, gr.update(choices=self.mode_choices())
 
-    def chat(self, message: str, history: list[dict[str, Any]] | None, mode: str | None = None,
-             turns: dict[int, int] | None = None, request: gr.Request | None = None):
+    def chat(
+        self,
+        message: str,
+        history: list[dict[str, Any]] | None,
+        mode: str | None = None,
+        turns: dict[int, int] | None = None,
+        request: gr.Request | None = None,
+    ):
         """Stream one answer, recorded in the log; yields (history, textbox, sources html, header, mode, turn ids)."""
         past = _plain_history(history)
         chosen = override(mode)
-        shown = list(history or []) + [{"role": "user", "content": safe_markdown(message or "")},
-                                       {"role": "assistant", "content": ""}]
+        shown = list(history or []) + [
+            {"role": "user", "content": safe_markdown(message or "")},
+            {"role": "assistant", "content": ""},
+        ]
         if not self.limiter.allow(client_key(request)):
             shown[-1] = {"role": "assistant", "content": RATE_LIMITED}
             yield shown, message, "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
@@ -105,8 +121,13 @@ class ChatHandlers:
             for answer in self.bot.turn(message, past, chosen, session=session, source="web"):
                 shown[-1] = reply_message(answer)
                 if answer.finished:
-                    yield (shown, "", sources_html(answer), *self._turn_done(answer, chosen),
-                           remember(turns, len(shown) - 1, answer.turn_id))
+                    yield (
+                        shown,
+                        "",
+                        sources_html(answer),
+                        *self._turn_done(answer, chosen),
+                        remember(turns, len(shown) - 1, answer.turn_id),
+                    )
                 else:  # clear the previous answer's sources at once, so they never sit beside a new answer
                     yield shown, "", "" if first else gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 first = False
@@ -118,13 +139,24 @@ class ChatHandlers:
             shown[-1] = {"role": "assistant", "content": INTERNAL_ERROR}
             yield shown, "", "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
 
-    def suggestion(self, history: list[dict[str, Any]] | None, mode: str | None, turns: dict[int, int] | None,
-                   evt: gr.SelectData, request: gr.Request | None = None):
+    def suggestion(
+        self,
+        history: list[dict[str, Any]] | None,
+        mode: str | None,
+        turns: dict[int, int] | None,
+        evt: gr.SelectData,
+        request: gr.Request | None = None,
+    ):
         """Ask the question of a clicked "did you mean" suggestion."""
         yield from self.chat(str(evt.value), history, mode, turns, request)
 
-    def retry(self, history: list[dict[str, Any]] | None, mode: str | None = None, turns: dict[int, int] | None = None,
-              request: gr.Request | None = None):
+    def retry(
+        self,
+        history: list[dict[str, Any]] | None,
+        mode: str | None = None,
+        turns: dict[int, int] | None = None,
+        request: gr.Request | None = None,
+    ):
         """Ask the last user message again."""
         history = list(history or [])
         while history and history[-1].get("role") != "user":
@@ -151,8 +183,11 @@ class ChatHandlers:
     def page_defaults(self):
         """(header, mode selector, examples) for a newly opened page: follow the configured mode as it is now."""
         samples = self.examples()
-        return (self.header(None), gr.update(choices=self.mode_choices(), value=FOLLOW),
-                gr.Dataset(samples=samples, visible=bool(samples)))
+        return (
+            self.header(None),
+            gr.update(choices=self.mode_choices(), value=FOLLOW),
+            gr.Dataset(samples=samples, visible=bool(samples)),
+        )
 
     def retrieval_test(self, query: str, request: gr.Request | None = None) -> str:
         """Hits of every mode for ``query``, without the LLM (limited per client address)."""
@@ -161,8 +196,9 @@ class ChatHandlers:
         return retrieval_html(query, self.bot.retrieve_all_modes(query))
 
 
-def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None,
-               admin: AdminAuth | None = None) -> AdminBlocks:
+def build_demo(
+    bot: Bot, settings: Settings, store: KnowledgeStore | None = None, admin: AdminAuth | None = None
+) -> AdminBlocks:
     """The Gradio Blocks app for ``bot``; the caller queues and launches it (with ``css=CSS``).
 
     The knowledge, inbox and log tabs exist only with admin credentials (``ui.admin``), and serve only requests
@@ -174,27 +210,44 @@ def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None
     with AdminBlocks(admin, title=settings.ui.title, delete_cache=(900, 900)) as demo:
         header = gr.Markdown(h.header(None), elem_id="kb-header")
         with gr.Tab("对话 / Chat", id="chat"):
-            mode = gr.Dropdown(h.mode_choices(), value=FOLLOW, label="检索模式（仅本会话）/ Mode (this session only)",
-                               elem_id="kb-mode", interactive=True)
+            mode = gr.Dropdown(
+                h.mode_choices(),
+                value=FOLLOW,
+                label="检索模式（仅本会话）/ Mode (this session only)",
+                elem_id="kb-mode",
+                interactive=True,
+            )
             with gr.Row(elem_id="kb-main", equal_height=False):
                 with gr.Column(scale=3, min_width=320):
-                    chatbot = gr.Chatbot(label="对话 / Chat", height=460, elem_id="kb-chat", sanitize_html=True,
-                                         allow_tags=False, feedback_options=FEEDBACK_OPTIONS)
+                    chatbot = gr.Chatbot(
+                        label="对话 / Chat",
+                        height=460,
+                        elem_id="kb-chat",
+                        sanitize_html=True,
+                        allow_tags=False,
+                        feedback_options=FEEDBACK_OPTIONS,
+                    )
                     turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
                     feedback_controls(bot, chatbot, turns)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources")
                     sources = gr.HTML(elem_id="kb-sources")
-            message = gr.Textbox(placeholder="输入问题，回车发送 / Type a question and press Enter",
-                                 show_label=False, elem_id="kb-input")
+            message = gr.Textbox(
+                placeholder="输入问题，回车发送 / Type a question and press Enter", show_label=False, elem_id="kb-input"
+            )
             with gr.Row(elem_id="kb-buttons"):
                 send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")
                 retry = gr.Button("重试 / Retry", elem_id="kb-retry")
                 undo = gr.Button("撤销 / Undo", elem_id="kb-undo")
                 clear = gr.Button("清空 / Clear", elem_id="kb-clear")
             samples = h.examples()
-            examples = gr.Dataset(components=[message], samples=samples, label="示例问题 / Examples",
-                                  elem_id="kb-examples", visible=bool(samples))
+            examples = gr.Dataset(
+                components=[message],
+                samples=samples,
+                label="示例问题 / Examples",
+                elem_id="kb-examples",
+                visible=bool(samples),
+            )
         with gr.Tab("检索测试 / Retrieval test", id="retrieval"):
             query = gr.Textbox(label="查询（不调用大模型）/ Query (no LLM)", elem_id="kb-rt-query")
             run = gr.Button("检索 / Search", elem_id="kb-rt-run")
@@ -212,7 +265,8 @@ def build_demo(bot: Bot, settings: Settings, store: KnowledgeStore | None = None
         chatbot.option_select(h.suggestion, [chatbot, mode, turns], turn_out, **PRIVATE)
         retry.click(h.retry, [chatbot, mode, turns], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(
-            lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE)
+            lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE
+        )
         clear.click(lambda: ([], "", "", {}), None, [chatbot, message, sources, turns], **PRIVATE)
         examples.click(lambda sample: sample[0] if sample else "", [examples], [message], **PRIVATE)
         mode.input(h.header, [mode], [header], **PRIVATE)

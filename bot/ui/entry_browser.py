@@ -11,15 +11,34 @@ from bot.chat.entry_table import EntryPage, HitCounts, safe_hit_counts
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.ui.events import PRIVATE
 
-HEADERS = ["文件 file", "键 key", "问题 query", "内容 document", "关键词 keywords", "其他问法 phrasings",
-           "命中 hits", "最近命中 last hit"]
+HEADERS = [
+    "文件 file",
+    "键 key",
+    "问题 query",
+    "内容 document",
+    "关键词 keywords",
+    "其他问法 phrasings",
+    "命中 hits",
+    "最近命中 last hit",
+]
 NONE = "—"
 
 
 def table_rows(page: EntryPage) -> list[list[str]]:
     """The page's rows as table cells (text: the table shows it as text, never as HTML)."""
-    return [[r.file, r.key, r.query, r.document, r.keywords, " | ".join(r.questions) or NONE,
-             NONE if r.hits is None else str(r.hits), r.last_hit or NONE] for r in page.rows]
+    return [
+        [
+            r.file,
+            r.key,
+            r.query,
+            r.document,
+            r.keywords,
+            " | ".join(r.questions) or NONE,
+            NONE if r.hits is None else str(r.hits),
+            r.last_hit or NONE,
+        ]
+        for r in page.rows
+    ]
 
 
 def page_info(page: EntryPage, text: str) -> str:
@@ -56,7 +75,6 @@ class EntryBrowser:
         """The first page of all entries (evaluated at each page load)."""
         return table_rows(self.editor.page("", 1, safe_hit_counts(self.hit_counts)))
 
-
     def initial_info(self) -> str:
         """The page info of the first page of all entries (evaluated at each page load)."""
         return page_info(self.editor.page("", 1), "")
@@ -65,13 +83,24 @@ class EntryBrowser:
 def entry_browser(browser: EntryBrowser):
     """Lay out the table inside the current Blocks context; returns (search box, page number, table, info)."""
     with gr.Row():
-        search = gr.Textbox(placeholder="搜索问题、内容、关键词、问法、键（回车）/ Search every field (Enter)",
-                            show_label=False, scale=4, elem_id="kb-eb-search")
+        search = gr.Textbox(
+            placeholder="搜索问题、内容、关键词、问法、键（回车）/ Search every field (Enter)",
+            show_label=False,
+            scale=4,
+            elem_id="kb-eb-search",
+        )
         go = gr.Button("搜索 / Search", scale=1, elem_id="kb-eb-go")
-    table = gr.Dataframe(browser.initial, headers=HEADERS, datatype="str", interactive=False, wrap=True,
-                         max_height=420, column_widths=["9%", "6%", "17%", "30%", "11%", "12%", "6%", "9%"],
-                         label="条目（点击一行载入编辑）/ Entries (click a row to edit it)",
-                         elem_id="kb-eb-table")
+    table = gr.Dataframe(
+        browser.initial,
+        headers=HEADERS,
+        datatype="str",
+        interactive=False,
+        wrap=True,
+        max_height=420,
+        column_widths=["9%", "6%", "17%", "30%", "11%", "12%", "6%", "9%"],
+        label="条目（点击一行载入编辑）/ Entries (click a row to edit it)",
+        elem_id="kb-eb-table",
+    )
     with gr.Row():
         prev = gr.Button("上一页 / Previous", size="sm", elem_id="kb-eb-prev")
         page = gr.Number(1, precision=0, minimum=1, label="页 / Page", scale=0, min_width=90, elem_id="kb-eb-page")

@@ -68,8 +68,12 @@ def feedback_controls(bot: Bot, chatbot: gr.Chatbot, turns: gr.State) -> None:
     f = FeedbackHandlers(bot)
     pending = gr.State(None)
     with gr.Row(visible=False, elem_id="kb-feedback") as row:
-        why = gr.Textbox(placeholder="哪里不对？（可选）/ What was wrong? (optional)", show_label=False, scale=4,
-                         elem_id="kb-feedback-reason")
+        why = gr.Textbox(
+            placeholder="哪里不对？（可选）/ What was wrong? (optional)",
+            show_label=False,
+            scale=4,
+            elem_id="kb-feedback-reason",
+        )
         send = gr.Button("提交 / Send", scale=1, elem_id="kb-feedback-send")
     chatbot.like(f.like, [turns], [row, pending], **PRIVATE)
     why.submit(f.reason, [pending, why], [row, pending, why], **PRIVATE)

@@ -37,7 +37,9 @@ from bot.config.settings import Settings
 log = logging.getLogger(__name__)
 
 TOO_MANY = "操作太频繁，请稍等一分钟再试。/ Too many requests; please wait a minute and try again."
-UPLOAD_GONE = "上传的文件已处理或已过期，请重新选择文件。/ The uploaded file was already used or expired; choose it again."
+UPLOAD_GONE = (
+    "上传的文件已处理或已过期，请重新选择文件。/ The uploaded file was already used or expired; choose it again."
+)
 UPLOADS_LIMITED = "上传太频繁，请稍等一分钟再试。/ Too many uploads; please wait a minute and try again."
 # Images, media and plugins only from this server (data:/blob: for Gradio's own icons and previews).
 CSP = "img-src 'self' data: blob:; media-src 'self' data: blob:; object-src 'none'; base-uri 'self'"
@@ -73,8 +75,9 @@ class ClientLimits:
         self.writes = SlidingWindowLimiter(per.writes_per_minute, 60.0)
 
 
-def limited(fn: Callable[..., Any], limiter: SlidingWindowLimiter, refuse: Callable[[str], Any],
-            discard_upload: bool = False) -> Callable[..., Any]:
+def limited(
+    fn: Callable[..., Any], limiter: SlidingWindowLimiter, refuse: Callable[[str], Any], discard_upload: bool = False
+) -> Callable[..., Any]:
     """``fn`` as a Gradio callback that first counts one event for the caller's address; beyond the limit it returns
     ``refuse(message)``. With ``discard_upload`` its first argument, an uploaded file, is deleted afterwards."""
     params = list(inspect.signature(fn).parameters.values())
@@ -96,7 +99,8 @@ def limited(fn: Callable[..., Any], limiter: SlidingWindowLimiter, refuse: Calla
     callback.__doc__ = fn.__doc__
     # Gradio passes gr.Request to a positional parameter annotated with it.
     callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [*params, inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
+        [*params, inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
+    )
     callback.__annotations__ = {"request": gr.Request}
     return callback
 
@@ -169,9 +173,12 @@ class GuardMiddleware:
         host = (scope.get("client") or ("unknown", 0))[0]
         token = CLIENT_ADDRESS.set(host)
         try:
-            if (self.uploads is not None and scope.get("method") == "POST"
-                    and scope.get("path", "").rstrip("/").endswith("/upload")
-                    and not self.uploads.allow(f"addr:{host}")):
+            if (
+                self.uploads is not None
+                and scope.get("method") == "POST"
+                and scope.get("path", "").rstrip("/").endswith("/upload")
+                and not self.uploads.allow(f"addr:{host}")
+            ):
                 from starlette.responses import PlainTextResponse
 
                 await PlainTextResponse(UPLOADS_LIMITED, status_code=429)(scope, receive, send)
@@ -179,8 +186,7 @@ class GuardMiddleware:
 
             async def send_with_csp(message: dict) -> None:
                 if message["type"] == "http.response.start":
-                    headers = [(k, v) for k, v in message.get("headers", [])
-                               if k.lower() != b"content-security-policy"]
+                    headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-security-policy"]
                     message = {**message, "headers": [*headers, (b"content-security-policy", self.csp)]}
                 await send(message)
 
@@ -222,8 +228,14 @@ class ThrottledLogin:
     :meth:`retry_after` says how long a refused pair still waits (the admin login's 429 and message).
     """
 
-    def __init__(self, check: Callable[[str, str], bool], failures: int = 5, lockout: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic, address_failures: int = ADDRESS_FAILURES_PER_MINUTE):
+    def __init__(
+        self,
+        check: Callable[[str, str], bool],
+        failures: int = 5,
+        lockout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        address_failures: int = ADDRESS_FAILURES_PER_MINUTE,
+    ):
         self.check = check
         self.failures = failures
         self.lockout = lockout
@@ -289,8 +301,9 @@ class ThrottledLogin:
             if len(recent) == self.address_failures:
                 log.warning("logins from %s refused for a minute after %d failed attempts", address, len(recent))
             if len(self._state) > 10_000:  # forget pairs idle for the longest lockout, so memory stays bounded
-                self._state = {k: v for k, v in self._state.items()
-                               if v.locked_until > now or now - v.last < MAX_LOCKOUT}
+                self._state = {
+                    k: v for k, v in self._state.items() if v.locked_until > now or now - v.last < MAX_LOCKOUT
+                }
             if len(self._by_address) > 10_000:
                 self._by_address = {a: d for a, d in self._by_address.items() if d and now - d[-1] < ADDRESS_WINDOW}
         return False
@@ -304,8 +317,9 @@ def locked_message(seconds: float) -> str:
     else:
         n = math.ceil(seconds / 60)
         zh, en = f"{n} 分钟", f"{n} min"
-    return (f"登录失败次数过多，已暂时锁定，请在 {zh}后再试。"
-            f"/ Too many failed logins: locked for now, try again in {en}.")
+    return (
+        f"登录失败次数过多，已暂时锁定，请在 {zh}后再试。/ Too many failed logins: locked for now, try again in {en}."
+    )
 
 
 def login_auth(auth: Any, settings: Settings) -> Any:
@@ -341,8 +355,10 @@ class ServerGuard:
 
         out = dict(launch)
         app_kwargs = dict(out.get("app_kwargs") or {})
-        app_kwargs["middleware"] = [*app_kwargs.get("middleware", []),
-                                    Middleware(GuardMiddleware, uploads=self.uploads)]
+        app_kwargs["middleware"] = [
+            *app_kwargs.get("middleware", []),
+            Middleware(GuardMiddleware, uploads=self.uploads),
+        ]
         out["app_kwargs"] = app_kwargs
         out.setdefault("max_file_size", int(self.settings.limits.max_upload_mb * 1024 * 1024))
         if out.get("auth") is not None:

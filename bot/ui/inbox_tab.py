@@ -22,11 +22,19 @@ from bot.ui.events import PRIVATE
 from bot.ui.knowledge_tab import result_html
 
 e = html.escape
-LOG_OFF = ("<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开，见服务器日志。"
-           "/ The conversation log is off (log.enabled in config.yaml) or could not be opened; see the server log.</div>")
+LOG_OFF = (
+    "<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开，见服务器日志。"
+    "/ The conversation log is off (log.enabled in config.yaml) or could not be opened; see the server log.</div>"
+)
 SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count")]
-STRATEGIES = [("全部 / All", ""), ("direct", "direct"), ("verbatim", "verbatim"), ("rewrite", "rewrite"),
-              ("HyDE", "hyde"), ("last resort", "last_resort")]
+STRATEGIES = [
+    ("全部 / All", ""),
+    ("direct", "direct"),
+    ("verbatim", "verbatim"),
+    ("rewrite", "rewrite"),
+    ("HyDE", "hyde"),
+    ("last resort", "last_resort"),
+]
 RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]
 
 
@@ -42,15 +50,25 @@ def groups_html(groups: list[Group]) -> str:
     for g in groups:
         others = "".join(f"<br><small>· {e(q)}</small>" for q in g.questions if q != g.question)
         reasons = "".join(f"<br><small>“{e(r)}”</small>" for r in g.reasons)
-        near = "<br>".join(f"{e(c['id'])} {e(c['query'])} <small>{c['relevance']:.3f}"
-                           f"{' / ' + format(c['threshold'], '.3g') if c.get('threshold') is not None else ''}</small>"
-                           for c in g.candidates) or "—"
+        near = (
+            "<br>".join(
+                f"{e(c['id'])} {e(c['query'])} <small>{c['relevance']:.3f}"
+                f"{' / ' + format(c['threshold'], '.3g') if c.get('threshold') is not None else ''}</small>"
+                for c in g.candidates
+            )
+            or "—"
+        )
         strategies = ", ".join(f"{e(k)} ×{v}" for k, v in sorted(g.strategies.items()))
-        rows.append(f"<tr><td>{e(g.question)}{others}</td><td>{g.count}</td><td>{e(_when(g.latest))}</td>"
-                    f"<td>{strategies}</td><td>{g.thumbs_down or ''}{reasons}</td><td>{near}</td></tr>")
-    return ("<table class='kb-hits kb-inbox'><tr><th>问题 / Question</th><th>次数 / Count</th><th>最近 / Latest</th>"
-            "<th>策略 / Strategies</th><th>👎</th><th>差点通过的条目 / Almost passed (relevance / threshold)</th></tr>"
-            + "".join(rows) + "</table>")
+        rows.append(
+            f"<tr><td>{e(g.question)}{others}</td><td>{g.count}</td><td>{e(_when(g.latest))}</td>"
+            f"<td>{strategies}</td><td>{g.thumbs_down or ''}{reasons}</td><td>{near}</td></tr>"
+        )
+    return (
+        "<table class='kb-hits kb-inbox'><tr><th>问题 / Question</th><th>次数 / Count</th><th>最近 / Latest</th>"
+        "<th>策略 / Strategies</th><th>👎</th><th>差点通过的条目 / Almost passed (relevance / threshold)</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def turns_html(turns: list[dict]) -> str:
@@ -64,13 +82,17 @@ def turns_html(turns: list[dict]) -> str:
         answer = (t.get("answer") or "").replace("\n", " ")
         answer = answer[:120] + ("…" if len(answer) > 120 else "")
         latency = f"{t['latency_ms']:.0f}" if t.get("latency_ms") is not None else ""
-        rows.append(f"<tr><td>{t['id']}</td><td>{e(_when(t['time']))}</td><td>{e(t.get('source') or '')}</td>"
-                    f"<td class='kb-strategy'>{e(t['strategy'])}</td><td>{e(t.get('mode') or '')}</td>"
-                    f"<td>{e(t['question'])}</td><td><small>{e(answer)}</small></td><td>{rating}{reason}</td>"
-                    f"<td>{latency}</td></tr>")
-    return ("<table class='kb-hits kb-log'><tr><th>#</th><th>时间 / Time (UTC)</th><th>来源 / Source</th>"
-            "<th>策略 / Strategy</th><th>模式 / Mode</th><th>问题 / Question</th><th>回答 / Answer</th>"
-            "<th>评价 / Feedback</th><th>ms</th></tr>" + "".join(rows) + "</table>")
+        rows.append(
+            f"<tr><td>{t['id']}</td><td>{e(_when(t['time']))}</td><td>{e(t.get('source') or '')}</td>"
+            f"<td class='kb-strategy'>{e(t['strategy'])}</td><td>{e(t.get('mode') or '')}</td>"
+            f"<td>{e(t['question'])}</td><td><small>{e(answer)}</small></td><td>{rating}{reason}</td>"
+            f"<td>{latency}</td></tr>"
+        )
+    return (
+        "<table class='kb-hits kb-log'><tr><th>#</th><th>时间 / Time (UTC)</th><th>来源 / Source</th>"
+        "<th>策略 / Strategy</th><th>模式 / Mode</th><th>问题 / Question</th><th>回答 / Answer</th>"
+        "<th>评价 / Feedback</th><th>ms</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def error_html(exc: BotError) -> str:
@@ -134,13 +156,23 @@ class InboxHandlers:
         where = entry_file(self.editor, entry_id or "")
         fields = self.editor.entry(*where) if where else None
         if fields is None or not question:
-            return gr.skip(), gr.skip(), ("<div class='kb-notice'>❌ 请选择一个条目并填写问法 / Choose an entry and "
-                                          "type the phrasing</div>")
+            return (
+                gr.skip(),
+                gr.skip(),
+                ("<div class='kb-notice'>❌ 请选择一个条目并填写问法 / Choose an entry and type the phrasing</div>"),
+            )
         assert where is not None  # fields was found through it
         questions = [*fields.questions, question] if question not in fields.questions else list(fields.questions)
         try:
-            result = self.editor.save(where[0], where[1], fields.query, fields.document, fields.metadata,
-                                      expected_version=fields.version, questions=questions)
+            result = self.editor.save(
+                where[0],
+                where[1],
+                fields.query,
+                fields.document,
+                fields.metadata,
+                expected_version=fields.version,
+                questions=questions,
+            )
         except BotError as exc:
             return gr.skip(), gr.skip(), error_html(exc)
         return self._done(key, sort, result_html(result))
@@ -156,16 +188,21 @@ class InboxHandlers:
         """The newest 100 turns matching the filters, as a table."""
         if self.log is None:
             return LOG_OFF
-        filters: dict[str, Any] = {"strategy": strategy or None, "rating": int(rating) if rating else None,
-                                   "text": (text or "").strip() or None}
+        filters: dict[str, Any] = {
+            "strategy": strategy or None,
+            "rating": int(rating) if rating else None,
+            "text": (text or "").strip() or None,
+        }
         return turns_html(self.log.recent(100, filters=filters))
 
 
 def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list]:
     """Lay out and wire the unanswered inbox inside the current Blocks context; (handlers, sort, refresh outputs)."""
     h = InboxHandlers(bot.recorder.log, bot.editor(store))
-    gr.Markdown("回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组。/ Questions that fell back (HyDE, last "
-                "resort) or got a thumbs down, near-duplicates grouped.")
+    gr.Markdown(
+        "回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组。/ Questions that fell back (HyDE, last "
+        "resort) or got a thumbs down, near-duplicates grouped."
+    )
     with gr.Row():
         sort = gr.Radio(SORTS, value="latest", label="排序 / Sort", elem_id="kb-inbox-sort")
         refresh = gr.Button("刷新 / Refresh", elem_id="kb-inbox-refresh")
@@ -173,15 +210,24 @@ def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list
     pick = gr.Dropdown([], label="选择问题 / Choose a question", allow_custom_value=True, elem_id="kb-inbox-pick")
     with gr.Accordion("新建条目 / New entry", open=True):
         files = h.editor.files()
-        file = gr.Dropdown(files, value=files[0] if files else None, allow_custom_value=True,
-                           label="文件 / File", elem_id="kb-inbox-file")
+        file = gr.Dropdown(
+            files,
+            value=files[0] if files else None,
+            allow_custom_value=True,
+            label="文件 / File",
+            elem_id="kb-inbox-file",
+        )
         query = gr.Textbox(label="问题/标题 query", elem_id="kb-inbox-query")
         document = gr.Textbox(label="内容 document", lines=3, elem_id="kb-inbox-document")
         metadata = gr.Textbox(label="关键词 metadata（逗号分隔 / comma-separated）", elem_id="kb-inbox-metadata")
         create = gr.Button("新建条目 / New entry", variant="primary", elem_id="kb-inbox-new")
     with gr.Accordion("添加为已有条目的问法 / Add as a phrasing of an entry", open=False):
-        entry = gr.Dropdown([], allow_custom_value=True, label="条目（差点通过的，或输入 文件名:键）/ Entry (almost "
-                            "passed, or type stem:key)", elem_id="kb-inbox-entry")
+        entry = gr.Dropdown(
+            [],
+            allow_custom_value=True,
+            label="条目（差点通过的，或输入 文件名:键）/ Entry (almost passed, or type stem:key)",
+            elem_id="kb-inbox-entry",
+        )
         phrasing = gr.Textbox(label="问法 / Phrasing", elem_id="kb-inbox-phrasing")
         add = gr.Button("添加为该条目的问法 / Add as its phrasing", elem_id="kb-inbox-add")
     dismiss = gr.Button("忽略 / Dismiss", variant="stop", elem_id="kb-inbox-dismiss")

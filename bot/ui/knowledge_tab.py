@@ -28,9 +28,13 @@ from bot.ui.render import knowledge_error_html
 
 e = html.escape
 MAX_KEY_CHOICES = 500  # a huge file's keys are found through the table instead
-NOT_LOADED = ("<div class='kb-notice'>❌ 请先从键列表或表格载入要删除的条目 / Load the entry to delete first "
-              "(from the key list or the table)</div>")
-NEW_MODE = "<div class='kb-mode'>🆕 新条目 / New entry — 保存时新增，不会覆盖已有条目 / saving adds it, never overwrites</div>"
+NOT_LOADED = (
+    "<div class='kb-notice'>❌ 请先从键列表或表格载入要删除的条目 / Load the entry to delete first "
+    "(from the key list or the table)</div>"
+)
+NEW_MODE = (
+    "<div class='kb-mode'>🆕 新条目 / New entry — 保存时新增，不会覆盖已有条目 / saving adds it, never overwrites</div>"
+)
 
 
 def _error_html(exc: BotError) -> str:
@@ -43,18 +47,21 @@ def _error_html(exc: BotError) -> str:
 def result_html(result: EditResult) -> str:
     """What an edit did; when another file's errors kept the index from updating, those errors in full."""
     if result.knowledge_error:
-        return (f"<div class='kb-notice'>✅ {e(result.done)}<br>⚠️ 但其他知识文件有错误，索引未更新 / but another "
-                f"knowledge file has errors, the index was not updated:<pre>{e(result.knowledge_error)}</pre></div>")
-    return (f"<div class='kb-ok'>✅ {e(result.done)} · 索引已更新 / index updated "
-            f"({result.entries} entries)</div>")
+        return (
+            f"<div class='kb-notice'>✅ {e(result.done)}<br>⚠️ 但其他知识文件有错误，索引未更新 / but another "
+            f"knowledge file has errors, the index was not updated:<pre>{e(result.knowledge_error)}</pre></div>"
+        )
+    return f"<div class='kb-ok'>✅ {e(result.done)} · 索引已更新 / index updated ({result.entries} entries)</div>"
 
 
 def mode_html(loaded: dict | None) -> str:
     """Whether the form adds a new entry or edits a loaded one (and which)."""
     if not loaded:
         return NEW_MODE
-    return (f"<div class='kb-mode'>✏️ 编辑 / Editing {e(loaded['file'])} · {e(loaded['key'])} "
-            f"<small>(版本 / version {e(loaded['version'])})</small></div>")
+    return (
+        f"<div class='kb-mode'>✏️ 编辑 / Editing {e(loaded['file'])} · {e(loaded['key'])} "
+        f"<small>(版本 / version {e(loaded['version'])})</small></div>"
+    )
 
 
 def _editing(loaded: dict | None, file: str | None, key: str | None) -> bool:
@@ -92,8 +99,16 @@ class KnowledgeHandlers:
         if fields is None:
             return (gr.skip(),) * 5 + (None, NEW_MODE, gr.update(visible=False))
         loaded = {"file": file_name(file), "key": key, "version": fields.version}
-        return (fields.query, fields.document, fields.metadata, gr.update(value=loaded["file"]),
-                self.key_choices(file, key), loaded, mode_html(loaded), gr.update(visible=False))
+        return (
+            fields.query,
+            fields.document,
+            fields.metadata,
+            gr.update(value=loaded["file"]),
+            self.key_choices(file, key),
+            loaded,
+            mode_html(loaded),
+            gr.update(visible=False),
+        )
 
     def pick(self, evt: gr.SelectData):
         """A table row was clicked: load its entry (same outputs as :meth:`load`)."""
@@ -104,8 +119,9 @@ class KnowledgeHandlers:
         """Clear the form for a new entry in the same file."""
         return self.key_choices(file), "", "", "", None, NEW_MODE, "", gr.update(visible=False)
 
-    def save(self, file: str | None, key: str | None, query: str, document: str, metadata: str,
-             loaded: dict | None = None):
+    def save(
+        self, file: str | None, key: str | None, query: str, document: str, metadata: str, loaded: dict | None = None
+    ):
         """Edit the loaded entry (with its version) or add a new one (never overwriting); returns
         (status, file, key, query, document, metadata, loaded state, mode html)."""
         editing = _editing(loaded, file, key)
@@ -122,8 +138,16 @@ class KnowledgeHandlers:
             assert loaded is not None  # _editing is true only for a loaded entry
             fields = self.editor.entry(result.file, result.key)
             loaded = {**loaded, "version": fields.version} if fields else None
-            return (result_html(result), files, self.key_choices(result.file, result.key), gr.skip(), gr.skip(),
-                    gr.skip(), loaded, mode_html(loaded))
+            return (
+                result_html(result),
+                files,
+                self.key_choices(result.file, result.key),
+                gr.skip(),
+                gr.skip(),
+                gr.skip(),
+                loaded,
+                mode_html(loaded),
+            )
         return result_html(result), files, self.key_choices(result.file), "", "", "", None, NEW_MODE
 
     @staticmethod
@@ -180,8 +204,12 @@ def _template_file() -> str:
     return str(path)
 
 
-def knowledge_tab(bot: Bot, store: KnowledgeStore, hit_counts: Callable[[], HitCounts] | None = None,
-                  limits: ClientLimits | None = None) -> None:
+def knowledge_tab(
+    bot: Bot,
+    store: KnowledgeStore,
+    hit_counts: Callable[[], HitCounts] | None = None,
+    limits: ClientLimits | None = None,
+) -> None:
     """Lay out and wire the knowledge tab inside the current Blocks context.
 
     ``hit_counts`` (e.g. TurnLog.hit_counts) fills the table's hit columns; by default the hit counts of the
@@ -190,18 +218,28 @@ def knowledge_tab(bot: Bot, store: KnowledgeStore, hit_counts: Callable[[], HitC
     k = KnowledgeHandlers(bot.editor(store))
     log = getattr(getattr(bot, "recorder", None), "log", None)  # the conversation log, when recording
     browser = EntryBrowser(k.editor, hit_counts or getattr(log, "hit_counts", None))
-    gr.Markdown("在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
-                "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/).")
+    gr.Markdown(
+        "在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
+        "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/)."
+    )
     # Rendered at each page load from the status (no side effects): the detail of a broken file, for admins.
     gr.HTML(lambda: knowledge_error_html(bot.status().knowledge_error), elem_id="kb-k-health")
     search, page, table, info = entry_browser(browser)
     loaded = gr.State(None)
     mode = gr.HTML(NEW_MODE, elem_id="kb-k-mode")
     with gr.Row():
-        file = gr.Dropdown(k.editor.files(), label="文件（可输入新文件名）/ File (type a new name to create one)",
-                           allow_custom_value=True, elem_id="kb-k-file")
-        key = gr.Dropdown([], label="条目键（新条目留空自动编号）/ Entry key (new entry: empty = next number)",
-                          allow_custom_value=True, elem_id="kb-k-key")
+        file = gr.Dropdown(
+            k.editor.files(),
+            label="文件（可输入新文件名）/ File (type a new name to create one)",
+            allow_custom_value=True,
+            elem_id="kb-k-file",
+        )
+        key = gr.Dropdown(
+            [],
+            label="条目键（新条目留空自动编号）/ Entry key (new entry: empty = next number)",
+            allow_custom_value=True,
+            elem_id="kb-k-key",
+        )
     query = gr.Textbox(label="问题/标题 query", elem_id="kb-k-query")
     document = gr.Textbox(label="内容 document", lines=4, elem_id="kb-k-document")
     metadata = gr.Textbox(label="关键词 metadata（逗号分隔 / comma-separated）", elem_id="kb-k-metadata")
@@ -215,18 +253,25 @@ def knowledge_tab(bot: Bot, store: KnowledgeStore, hit_counts: Callable[[], HitC
         cancel = gr.Button("取消 / Cancel", elem_id="kb-k-delete-cancel")
     status = gr.HTML(elem_id="kb-k-status")
     with gr.Accordion("导入与导出 / Import and export", open=False):
-        gr.Markdown("JSON 知识文件，或 CSV（列 / columns: file, key, query, document, metadata, questions；"
-                    "问法用 | 或换行分隔 / phrasings separated by | or line breaks）。CSV 按 file+key 合并 / CSV rows "
-                    "merge by file+key; 没有 file 的行进入与 CSV 同名的 .json / rows without a file go to the "
-                    "CSV's name + .json; 没有 key 的行自动编号 / rows without a key get the next number.")
-        upload = gr.File(file_types=[".json", ".csv"], type="filepath", label="知识文件 / Knowledge file (JSON, CSV)",
-                         elem_id="kb-k-upload")
+        gr.Markdown(
+            "JSON 知识文件，或 CSV（列 / columns: file, key, query, document, metadata, questions；"
+            "问法用 | 或换行分隔 / phrasings separated by | or line breaks）。CSV 按 file+key 合并 / CSV rows "
+            "merge by file+key; 没有 file 的行进入与 CSV 同名的 .json / rows without a file go to the "
+            "CSV's name + .json; 没有 key 的行自动编号 / rows without a key get the next number."
+        )
+        upload = gr.File(
+            file_types=[".json", ".csv"],
+            type="filepath",
+            label="知识文件 / Knowledge file (JSON, CSV)",
+            elem_id="kb-k-upload",
+        )
         overwrite = gr.Checkbox(False, label="覆盖同名 JSON 文件 / Overwrite a JSON file with the same name")
         do_upload = gr.Button("导入 / Import", elem_id="kb-k-import")
         with gr.Row():
             export = gr.Button("导出全部为 CSV / Export all as CSV", elem_id="kb-k-export")
-            gr.DownloadButton("下载 CSV 模板 / Download the CSV template", value=_template_file,
-                              elem_id="kb-k-template")
+            gr.DownloadButton(
+                "下载 CSV 模板 / Download the CSV template", value=_template_file, elem_id="kb-k-template"
+            )
         exported = gr.File(label="导出文件 / Export", interactive=False, elem_id="kb-k-export-file")
 
     table_out = [table, info, page]
@@ -234,20 +279,27 @@ def knowledge_tab(bot: Bot, store: KnowledgeStore, hit_counts: Callable[[], HitC
     file.input(k.keys, [file], [key, loaded, mode], **PRIVATE)
     key.select(k.load, [file, key], form, **PRIVATE)
     table.select(k.pick, None, form, **PRIVATE)
-    new.click(k.new, [file], [key, query, document, metadata, loaded, mode, status, confirm_row],
-              **PRIVATE)
+    new.click(k.new, [file], [key, query, document, metadata, loaded, mode, status, confirm_row], **PRIVATE)
     key.input(k.mode, [file, key, loaded], [mode], **PRIVATE)
     # API: /entry loads (file, key) for editing in this session; /save_entry then edits it, else adds a new one.
     load_btn = gr.Button(visible=False, elem_id="kb-k-load")
     load_btn.click(k.load, [file, key], form, api_name="entry")
     guard = write_guard(limits)  # saves, deletes and imports: limited per client address; uploads deleted after
-    save.click(guard(k.save, 8), [file, key, query, document, metadata, loaded],
-               [status, file, key, query, document, metadata, loaded, mode], api_name="save_entry"
-               ).then(browser.show, [search, page], table_out, **PRIVATE)
+    save.click(
+        guard(k.save, 8),
+        [file, key, query, document, metadata, loaded],
+        [status, file, key, query, document, metadata, loaded, mode],
+        api_name="save_entry",
+    ).then(browser.show, [search, page], table_out, **PRIVATE)
     delete.click(k.ask_delete, [loaded], [status, confirm_row, confirm_text], **PRIVATE)
     cancel.click(lambda: gr.update(visible=False), None, [confirm_row], **PRIVATE)
-    confirm.click(guard(k.delete, 8), [loaded], [status, key, query, document, metadata, loaded, mode, confirm_row],
-                  api_name="delete_entry").then(browser.show, [search, page], table_out, **PRIVATE)
-    do_upload.click(guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
-                    ).then(browser.show, [search, page], table_out, **PRIVATE)
+    confirm.click(
+        guard(k.delete, 8),
+        [loaded],
+        [status, key, query, document, metadata, loaded, mode, confirm_row],
+        api_name="delete_entry",
+    ).then(browser.show, [search, page], table_out, **PRIVATE)
+    do_upload.click(
+        guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
+    ).then(browser.show, [search, page], table_out, **PRIVATE)
     export.click(k.export, None, [exported], api_name="export_csv")

@@ -24,16 +24,24 @@ def header_markdown(title: str, status: Status, retrieval_only_label: str, follo
     """Title, the mode (and whether it follows the config), LLM or retrieval-only, entries loaded, problems."""
     llm = f"大模型 / LLM: `{e(status.llm)}`" if status.llm else f"**{e(retrieval_only_label)}**"
     how = "跟随配置 / following config" if follows_config else "本会话选择 / this session's choice"
-    text = (f"## {e(title)}\n检索模式 / Mode: `{e(status.mode)}`（{how}）· {llm} · "
-            f"已加载 {status.entries} 条知识 / {status.entries} entries loaded")
+    text = (
+        f"## {e(title)}\n检索模式 / Mode: `{e(status.mode)}`（{how}）· {llm} · "
+        f"已加载 {status.entries} 条知识 / {status.entries} entries loaded"
+    )
     for line in (status.notice, KNOWLEDGE_PROBLEM if status.knowledge_error else None):
         if line:
             text += f"\n\n⚠️ {e(line)}"
     return text
 
 
-SIGNAL_LABELS = {"coverage": "覆盖 coverage", "bm25": "BM25", "question": "问句余弦 q-cos", "passage": "正文余弦 p-cos",
-                 "llm_grade": "大模型评分 LLM grade", "retrieval": "检索相关度 retrieval"}
+SIGNAL_LABELS = {
+    "coverage": "覆盖 coverage",
+    "bm25": "BM25",
+    "question": "问句余弦 q-cos",
+    "passage": "正文余弦 p-cos",
+    "llm_grade": "大模型评分 LLM grade",
+    "retrieval": "检索相关度 retrieval",
+}
 PASSAGE_PREVIEW_CHARS = 160
 
 
@@ -43,12 +51,14 @@ def _passages(hit: Hit) -> str:
         return ""
     items = []
     for p in hit.passages:
-        text = hit.entry.document[p.start:p.end].strip()
+        text = hit.entry.document[p.start : p.end].strip()
         text = text if len(text) <= PASSAGE_PREVIEW_CHARS else text[:PASSAGE_PREVIEW_CHARS] + "…"
         items.append(f"<li>§{p.index + 1} <b>{p.relevance:.3f}</b>: {e(text)}</li>")
     numbers = ", ".join(f"§{p.index + 1}" for p in hit.passages)
-    return (f"<details class='kb-passages'><summary><small>匹配段落 / Passages {e(numbers)}</small></summary>"
-            f"<ol class='kb-passage-list'>{''.join(items)}</ol></details>")
+    return (
+        f"<details class='kb-passages'><summary><small>匹配段落 / Passages {e(numbers)}</small></summary>"
+        f"<ol class='kb-passage-list'>{''.join(items)}</ol></details>"
+    )
 
 
 def _scores(hit: Hit) -> str:
@@ -66,17 +76,21 @@ def sources_html(answer: Answer) -> str:
 
     A knowledge error shows as a generic line: its detail names server paths (the knowledge tab shows it).
     """
-    head = (f"<div class='kb-sources' data-q='{e(answer.question)}' data-mode='{e(answer.mode)}'><p><b>策略 / Strategy:</b> "
-            f"<span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
-            f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>")
+    head = (
+        f"<div class='kb-sources' data-q='{e(answer.question)}' data-mode='{e(answer.mode)}'><p><b>策略 / Strategy:</b> "
+        f"<span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
+        f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"
+    )
     parts = [head]
     if answer.notice:
         parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
     if answer.rewritten:
         parts.append(f"<p class='kb-rewritten'><b>检索用的问题 / Searched as:</b> {e(answer.rewritten)}</p>")
     if answer.phrasings:
-        parts.append("<p class='kb-phrasings'><b>改写的问法 / Phrasings searched:</b> "
-                     f"{' · '.join(e(p) for p in answer.phrasings)}</p>")
+        parts.append(
+            "<p class='kb-phrasings'><b>改写的问法 / Phrasings searched:</b> "
+            f"{' · '.join(e(p) for p in answer.phrasings)}</p>"
+        )
     if answer.hypothetical:
         parts.append(f"<p class='kb-hyde'><b>HyDE 假设答案 / Hypothetical answer:</b> {e(answer.hypothetical)}</p>")
     if answer.hits:
@@ -86,8 +100,10 @@ def sources_html(answer: Answer) -> str:
             f"<td>{_scores(h)}</td><td>{e(h.searcher)}</td></tr>"
             for i, h in enumerate(answer.hits, 1)
         )
-        parts.append("<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>相关度 / Relevance</th>"
-                     f"<th>检索器 / Searcher</th></tr>{rows}</table>")
+        parts.append(
+            "<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>相关度 / Relevance</th>"
+            f"<th>检索器 / Searcher</th></tr>{rows}</table>"
+        )
     else:
         parts.append("<p>没有达到阈值的知识条目。/ No knowledge entry passed the threshold.</p>")
     if answer.knowledge_error:
@@ -100,8 +116,10 @@ def knowledge_error_html(error: str | None) -> str:
     """The knowledge tab's view of a broken knowledge file, in full (for admins), or nothing."""
     if not error:
         return ""
-    return ("<div class='kb-notice'>⚠️ 知识文件有错误，仍在使用上一次有效的知识。/ A knowledge file has errors; "
-            f"the last good knowledge is still serving.<pre>{e(error)}</pre></div>")
+    return (
+        "<div class='kb-notice'>⚠️ 知识文件有错误，仍在使用上一次有效的知识。/ A knowledge file has errors; "
+        f"the last good knowledge is still serving.<pre>{e(error)}</pre></div>"
+    )
 
 
 def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
@@ -120,7 +138,9 @@ def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
                 f"<td>{e(h.entry.query)}{_passages(h)}</td><td>{e(h.entry.id)}</td></tr>"
                 for i, h in enumerate(r.hits, 1)
             )
-            out.append("<table class='kb-hits'><tr><th>#</th><th>通过 / Pass</th><th>相关度 / Relevance</th>"
-                       f"<th>标题 / Title</th><th>ID</th></tr>{rows}</table>")
+            out.append(
+                "<table class='kb-hits'><tr><th>#</th><th>通过 / Pass</th><th>相关度 / Relevance</th>"
+                f"<th>标题 / Title</th><th>ID</th></tr>{rows}</table>"
+            )
     out.append("</div>")
     return "".join(out)

@@ -65,8 +65,9 @@ class EmbeddingCache:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
-                         "(key BLOB PRIMARY KEY, vector BLOB NOT NULL, used REAL NOT NULL)")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE} (key BLOB PRIMARY KEY, vector BLOB NOT NULL, used REAL NOT NULL)"
+            )
             conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_used ON {TABLE} (used)")
         except BaseException:
             conn.close()
@@ -95,12 +96,21 @@ class EmbeddingCache:
             for suffix in ("-wal", "-shm"):  # they belong to the damaged file
                 self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
         except OSError as move_exc:
-            log.warning("embedding cache %s is damaged (%s) and could not be moved aside (%s); delete it by hand",
-                        self.path, exc, move_exc)
+            log.warning(
+                "embedding cache %s is damaged (%s) and could not be moved aside (%s); delete it by hand",
+                self.path,
+                exc,
+                move_exc,
+            )
             return
         self._rows_estimate = None
-        log.warning("embedding cache %s is damaged (%s); moved it to %s and started an empty cache "
-                    "(vectors are re-encoded as needed)", self.path, exc, aside.name)
+        log.warning(
+            "embedding cache %s is damaged (%s); moved it to %s and started an empty cache "
+            "(vectors are re-encoded as needed)",
+            self.path,
+            exc,
+            aside.name,
+        )
 
     def _run(self, what: str, op: Callable[[sqlite3.Connection], T], default: T) -> T:
         """Run ``op`` on the connection; a damaged file is moved aside and ``op`` retried once."""
@@ -140,7 +150,7 @@ class EmbeddingCache:
         def op(conn: sqlite3.Connection) -> dict[bytes, np.ndarray]:
             found, size, bad = {}, None if dim is None else 4 * dim, 0
             for i in range(0, len(keys), CHUNK):
-                chunk = keys[i:i + CHUNK]
+                chunk = keys[i : i + CHUNK]
                 sql = f"SELECT key, vector FROM {TABLE} WHERE key IN ({','.join('?' * len(chunk))})"
                 for key, blob in conn.execute(sql, chunk):
                     if size is None and blob and len(blob) % 4 == 0:
@@ -150,8 +160,13 @@ class EmbeddingCache:
                         continue
                     found[bytes(key)] = np.frombuffer(blob, dtype=np.float32).copy()
             if bad:
-                log.warning("embedding cache %s: ignored %d vector(s) of the wrong size (%d bytes expected); "
-                            "they are re-encoded", self.path, bad, size or 0)
+                log.warning(
+                    "embedding cache %s: ignored %d vector(s) of the wrong size (%d bytes expected); "
+                    "they are re-encoded",
+                    self.path,
+                    bad,
+                    size or 0,
+                )
             if touch and found:
                 try:
                     self._touch(conn, list(found))
@@ -165,7 +180,7 @@ class EmbeddingCache:
     def _touch(conn: sqlite3.Connection, keys: list[bytes]) -> None:
         now = time.time()
         for i in range(0, len(keys), CHUNK):
-            chunk = keys[i:i + CHUNK]
+            chunk = keys[i : i + CHUNK]
             conn.execute(f"UPDATE {TABLE} SET used = ? WHERE key IN ({','.join('?' * len(chunk))})", [now, *chunk])
 
     def put_many(self, vectors: Mapping[bytes, np.ndarray]) -> None:
@@ -196,8 +211,12 @@ class EmbeddingCache:
             drop = count - int(self.max_rows * 0.9)
             oldest = f"SELECT rowid FROM {TABLE} ORDER BY used LIMIT ?"
             conn.execute(f"DELETE FROM {TABLE} WHERE rowid IN ({oldest})", (drop,))
-            log.info("embedding cache %s: evicted the %d least recently used vectors (cap %d)",
-                     self.path, drop, self.max_rows)
+            log.info(
+                "embedding cache %s: evicted the %d least recently used vectors (cap %d)",
+                self.path,
+                drop,
+                self.max_rows,
+            )
             count -= drop
         self._rows_estimate = count
 

@@ -49,9 +49,11 @@ class CachedEncoder(Encoder):
         if self._dim is None:
             self._dim = size
         elif size != self._dim:
-            raise SearchBackendError(f"the {self.name} encoder returned {size}-dimensional vectors where earlier ones "
-                                     f"had {self._dim}; the model changed under the same name: rename it in "
-                                     f"config.yaml or delete {self.cache.path}")
+            raise SearchBackendError(
+                f"the {self.name} encoder returned {size}-dimensional vectors where earlier ones "
+                f"had {self._dim}; the model changed under the same name: rename it in "
+                f"config.yaml or delete {self.cache.path}"
+            )
 
     def _embed(self, texts: Sequence[str], role: str, store: bool) -> np.ndarray:
         texts = list(texts)
@@ -63,11 +65,13 @@ class CachedEncoder(Encoder):
         by_key = {k: texts[i] for i, k in wanted.items()}
         missing = [k for k in dict.fromkeys(wanted.values()) if k not in found]
         for start in range(0, len(missing), self.batch_size):
-            batch = missing[start:start + self.batch_size]
+            batch = missing[start : start + self.batch_size]
             vectors = np.asarray(self._encode([by_key[k] for k in batch], role), dtype=np.float32)
             if vectors.ndim != 2 or len(vectors) != len(batch):
-                raise SearchBackendError(f"the {self.name} encoder returned {vectors.shape[0] if vectors.ndim else 0} "
-                                         f"vectors for {len(batch)} texts")
+                raise SearchBackendError(
+                    f"the {self.name} encoder returned {vectors.shape[0] if vectors.ndim else 0} "
+                    f"vectors for {len(batch)} texts"
+                )
             self._check_dim(vectors.shape[1])
             with self._count_lock:
                 self.encoded += len(batch)

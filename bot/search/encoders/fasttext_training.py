@@ -92,12 +92,24 @@ NAN_EXIT = 3
 
 def _train_skipgram(corpus: str, p: FastTextParams, out: Path) -> bool:
     """Train into ``out`` in a child process; False when fastText hit NaN (too few training pairs)."""
-    args = {"input": corpus, "model": "skipgram", "dim": p.dim, "epoch": p.epoch, "minn": p.minn, "maxn": p.maxn,
-            "bucket": p.bucket, "ws": p.ws, "lr": p.lr, "minCount": p.min_count, "thread": p.threads,
-            "t": p.subsample, "neg": p.neg, "verbose": 0}
+    args = {
+        "input": corpus,
+        "model": "skipgram",
+        "dim": p.dim,
+        "epoch": p.epoch,
+        "minn": p.minn,
+        "maxn": p.maxn,
+        "bucket": p.bucket,
+        "ws": p.ws,
+        "lr": p.lr,
+        "minCount": p.min_count,
+        "thread": p.threads,
+        "t": p.subsample,
+        "neg": p.neg,
+        "verbose": 0,
+    }
     job = json.dumps({"args": args, "seed": p.seed, "out": str(out), "nice": child_nice()})
-    done = subprocess.run([sys.executable, "-c", _TRAIN_CHILD], input=job, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([sys.executable, "-c", _TRAIN_CHILD], input=job, capture_output=True, text=True, check=False)
     if done.returncode == NAN_EXIT:
         return False
     if done.returncode != 0:

@@ -32,9 +32,18 @@ class OpenAIEncoder(CachedEncoder):
 
     name = "openai"
 
-    def __init__(self, base_url: str, model: str, api_key: str, cache_dir: str | Path,
-                 batch_size: int = 64, timeout: float = 30.0, max_retries: int = 2, input_type: bool = False,
-                 max_cached: int = DEFAULT_MAX_ROWS):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str,
+        cache_dir: str | Path,
+        batch_size: int = 64,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        input_type: bool = False,
+        max_cached: int = DEFAULT_MAX_ROWS,
+    ):
         super().__init__(EmbeddingCache(Path(cache_dir) / CACHE_FILE, max_cached), batch_size)
         self.base_url, self.model, self.input_type = base_url, model, input_type
         self.api_key, self.timeout, self.max_retries = api_key, timeout, max_retries
@@ -53,15 +62,18 @@ class OpenAIEncoder(CachedEncoder):
         if self._client is None:
             import openai
 
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
-                                         timeout=self.timeout, max_retries=self.max_retries)
+            self._client = openai.OpenAI(
+                base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
+            )
         extra_body = {"input_type": INPUT_TYPES[role]} if self.input_type else None  # None: the SDK's default
         try:
             self.requests += 1
             response = self._client.embeddings.create(model=self.model, input=texts, extra_body=extra_body)
         except Exception as exc:  # the SDK has many error types; all mean "no vectors", with this advice
-            raise SearchBackendError(f"embedding request to {self.base_url} (model {self.model}) failed: {exc}; "
-                                     "check retrieval.dense.openai settings and the API key") from exc
+            raise SearchBackendError(
+                f"embedding request to {self.base_url} (model {self.model}) failed: {exc}; "
+                "check retrieval.dense.openai settings and the API key"
+            ) from exc
         rows = sorted(response.data, key=lambda d: d.index)
         try:
             return normalize_rows(np.array([d.embedding for d in rows], dtype=np.float32))
