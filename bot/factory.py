@@ -13,6 +13,7 @@ from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import ChatModel, OpenAIChat
+from bot.chat.privacy import PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
 from bot.chat.rewrite import MultiQueryRewrite
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from bot.search.faiss_searcher import FaissSearcher
 
 log = logging.getLogger(__name__)
+PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversation log
 
 
 def build_tokenizer(settings: Settings) -> Tokenizer:
@@ -179,13 +181,19 @@ def build_store(settings: Settings) -> KnowledgeStore:
     )
 
 
-def build_recorder(settings: Settings) -> TurnRecorder:
-    """The conversation log of ``settings.log``; one that cannot be opened is logged and the bot runs without it."""
+def build_recorder(settings: Settings, purge_every: float | None = None) -> TurnRecorder:
+    """The conversation log of ``settings.log``; one that cannot be opened is logged and the bot runs without it.
+
+    With ``purge_every`` (seconds; the app) retention also runs on a timer, so old turns go without new traffic.
+    """
     try:
-        return TurnRecorder(turn_log_from_settings(settings))
+        recorder = TurnRecorder(turn_log_from_settings(settings))
     except TurnLogError as exc:
         log.error("conversation log off: %s", exc)
         return TurnRecorder(None)
+    if purge_every:
+        recorder.purge_every(purge_every)
+    return recorder
 
 
 def build_bot(
@@ -234,7 +242,8 @@ def build_bot(
         grader=RelevanceGrader(llm, settings.retrieval.grading)
         if llm is not None and settings.retrieval.grading.enabled
         else None,
-        recorder=build_recorder(settings),
+        recorder=build_recorder(settings, purge_every=PURGE_EVERY if background else None),
+        privacy=PrivacyPolicy.from_settings(settings.privacy),
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

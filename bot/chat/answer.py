@@ -16,6 +16,7 @@ class Strategy(str, Enum):
     REWRITE = "rewrite"  # an alternative phrasing of the question written by the LLM found it
     HYDE = "hyde"
     LAST_RESORT = "last_resort"
+    REFUSED = "refused"  # the message held personal data and privacy.refuse is on: nothing searched or sent
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms, stream_re
 from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
+from bot.chat.privacy import NO_MASKING, PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
 from bot.chat.rewrite import MultiQueryRewrite
@@ -59,6 +60,7 @@ class Bot:
         multi_query: MultiQueryRewrite | None = None,
         grader: RelevanceGrader | None = None,
         recorder: TurnRecorder | None = None,
+        privacy: PrivacyPolicy = NO_MASKING,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -77,6 +79,7 @@ class Bot:
         self.multi_query = multi_query if llm is not None else None  # the "rewrite" step
         self.grader = grader if llm is not None else None
         self.recorder = recorder or TurnRecorder(None)  # the conversation log (Bot.turn)
+        self.privacy = privacy
 
     @property
     def retrieval_only(self) -> bool:
@@ -222,11 +225,19 @@ class Bot:
         mode = mode or self.current_mode()
         timings: dict[str, float] = {}
         question, truncated = clean_message(message, self.max_message_chars)
+        refused = self.privacy.refused(question)  # personal data, and privacy.refuse on
+        if not refused:  # with privacy.mask_llm the search and the LLM see the masked text only
+            question, history = self.privacy.for_search(question), self.privacy.for_history(history)
         base = Answer(
             question=question, text="", strategy=Strategy.DIRECT, mode=mode, llm=self.llm_name, finished=False
         ).noted(truncated)
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)
+            return
+        if refused:  # not searched, not sent; the log stores it masked
+            yield self._finish(
+                dataclasses.replace(base, text=self.privacy.refusal, strategy=Strategy.REFUSED), timings, start
+            )
             return
         self.index.refresh()
         if self.index.error:

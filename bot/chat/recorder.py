@@ -22,6 +22,7 @@ class TurnRecorder:
         self.log = turn_log
         self._failing = False
         self._lock = threading.Lock()
+        self._stop = threading.Event()
 
     @property
     def enabled(self) -> bool:
@@ -55,6 +56,27 @@ class TurnRecorder:
             return answer
         self._worked()
         return dataclasses.replace(answer, turn_id=turn_id)
+
+    def purge_every(self, seconds: float) -> None:
+        """Run the log's retention every ``seconds`` on a daemon thread (a server's), until the process ends."""
+        if self.log is None:
+            return
+        turn_log = self.log
+
+        def run() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    removed = turn_log.prune()
+                except Exception as exc:
+                    self._failed("purging old turns", exc)
+                else:
+                    log.info("conversation log retention removed %d turns", removed)
+
+        threading.Thread(target=run, name="log-purge", daemon=True).start()
+
+    def stop(self) -> None:
+        """End the retention timer, if one runs."""
+        self._stop.set()
 
     def feedback(self, turn_id: int | None, rating: int, reason: str | None = None) -> bool:
         """Rate a recorded turn +1 / -1 (optional reason); False when it could not be stored."""

@@ -14,6 +14,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,14 @@ FILTERS = {
 }
 
 
+@dataclass(frozen=True)
+class Purge:
+    """One run of the retention purge: when (UTC ISO) and how many turns it removed."""
+
+    time: str
+    removed: int
+
+
 class TurnLogError(BotError):
     """The conversation log cannot be opened or written, or a turn id is unknown."""
 
@@ -80,8 +89,13 @@ class TurnLog:
         prune_every: int = 200,
         clock: Callable[[], datetime] | None = None,
         timeout: float = 30.0,
+        mask: Callable[[str | None], str | None] | None = None,
+        prune_on_open: bool = True,
     ):
         self.path = Path(path)
+        # Personal data is masked before anything is stored (bot/chat/privacy.py); None stores text as given.
+        self.mask: Callable[[str | None], str | None] = mask or (lambda text: text)
+        self.masking = mask is not None
         self.retention_days, self.retention_rows, self.prune_every = retention_days, retention_rows, prune_every
         self.clock = clock or (lambda: datetime.now(UTC))
         self.timeout = timeout
@@ -94,7 +108,8 @@ class TurnLog:
         self._connections: list[sqlite3.Connection] = []
         self._since_prune = 0
         self._open()
-        self.prune()
+        if prune_on_open:
+            self.prune()
 
     # -- connections ---------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -187,14 +202,18 @@ class TurnLog:
         get = lambda name, default=None: getattr(answer, name, default)  # fields the Answer may gain or lack
         cutoffs, timings = get("thresholds"), dict(get("timings") or {})
         when, hits = utc_iso(now or self.clock()), stored_hits(answer)
+        question, rewritten = self.mask(answer.question) or "", self.mask(get("rewritten"))
+        for hit in hits:
+            if "subquestion" in hit:
+                hit["subquestion"] = self.mask(hit["subquestion"])
         row = {
             "time": when,
             "session": _label(session),
             "source": _label(source),
             "client": _label(client),
-            "question": answer.question,
-            "rewritten": get("rewritten"),
-            "norm": normalise(get("rewritten") or answer.question),
+            "question": question,
+            "rewritten": rewritten,
+            "norm": normalise(rewritten or question),
             "strategy": str(getattr(answer.strategy, "value", answer.strategy)),
             "mode": get("mode"),
             "hits": json.dumps(hits, ensure_ascii=False),
@@ -203,8 +222,8 @@ class TurnLog:
             "latency_ms": timings.get("total"),
             "llm": get("llm"),
             "llm_used": int(bool(get("llm_used"))),
-            "answer": get("text", ""),
-            "hypothetical": get("hypothetical"),
+            "answer": self.mask(get("text", "")),
+            "hypothetical": self.mask(get("hypothetical")),
             "notices": json.dumps(list(get("notices") or ()), ensure_ascii=False),
             "finished": int(bool(get("finished", True))),
         }
@@ -227,7 +246,7 @@ class TurnLog:
         """Rate a turn +1 / -1 with an optional reason (the latest rating wins); TurnLogError for an unknown id."""
         if rating not in (1, -1):
             raise ValueError(f"rating must be +1 or -1, not {rating!r}")
-        reason = (reason or "").strip()[:2000] or None
+        reason = self.mask((reason or "").strip()[:2000]) or None
         with self._write() as c:
             changed = c.execute(
                 "UPDATE turns SET rating = ?, reason = ?, rated_at = ? WHERE id = ?",
@@ -237,8 +256,12 @@ class TurnLog:
             raise TurnLogError(f"no turn {turn_id} in the conversation log (unknown, or deleted by retention)")
 
     def prune(self, now: datetime | None = None) -> int:
-        """Delete turns older than ``retention_days`` and beyond the newest ``retention_rows``; how many went."""
+        """Delete turns older than ``retention_days`` and beyond the newest ``retention_rows``; how many went.
+
+        Each run is noted in the log itself (:meth:`last_purge`), so the page can say when it last ran.
+        """
         gone = 0
+        when = now or self.clock()
         with self._write() as c:
             if self.retention_days:
                 cutoff = utc_iso((now or self.clock()) - timedelta(days=self.retention_days))
@@ -249,7 +272,46 @@ class TurnLog:
                 gone += c.execute(
                     "DELETE FROM turns WHERE id <= (SELECT MAX(id) FROM turns) - ?", (self.retention_rows,)
                 ).rowcount
+            note = json.dumps({"time": utc_iso(when), "removed": gone})
+            c.execute(
+                "INSERT INTO meta VALUES ('last_purge', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (note,),
+            )
         return gone
+
+    def last_purge(self) -> Purge | None:
+        """When retention last ran and how many turns it removed (None: never, in this log)."""
+        row = self._conn().execute("SELECT value FROM meta WHERE key = 'last_purge'").fetchone()
+        if row is None:
+            return None
+        note = json.loads(row[0])
+        return Purge(time=note["time"], removed=int(note["removed"]))
+
+    def mask_stored(self, batch: int = 500) -> int:
+        """Mask personal data in turns stored before masking was on (question, answers, reasons); rows changed."""
+        changed, last = 0, 0
+        columns = ("question", "rewritten", "answer", "hypothetical", "reason")
+        while True:
+            rows = (
+                self._conn()
+                .execute(f"SELECT id, {', '.join(columns)} FROM turns WHERE id > ? ORDER BY id LIMIT ?", (last, batch))
+                .fetchall()
+            )
+            if not rows:
+                return changed
+            last = rows[-1]["id"]
+            updates = []
+            for r in rows:
+                masked = {c: self.mask(r[c]) for c in columns}
+                if any(masked[c] != r[c] for c in columns):
+                    norm = normalise(masked["rewritten"] or masked["question"] or "")
+                    updates.append((*masked.values(), norm, r["id"]))
+            if updates:
+                with self._write() as c:
+                    c.executemany(
+                        f"UPDATE turns SET {', '.join(f'{c} = ?' for c in columns)}, norm = ? WHERE id = ?", updates
+                    )
+                changed += len(updates)
 
     # -- reading -------------------------------------------------------------
     def get(self, turn_id: int) -> dict:
@@ -358,7 +420,7 @@ def _decode(row: sqlite3.Row) -> dict:
     return d
 
 
-def turn_log_from_settings(settings: Any) -> TurnLog | None:
+def turn_log_from_settings(settings: Any, prune_on_open: bool = True) -> TurnLog | None:
     """The TurnLog that ``settings.log`` describes (its path relative to ``state_dir``), or None when disabled."""
     cfg = getattr(settings, "log", None)
     if cfg is None or not cfg.enabled:
@@ -366,4 +428,8 @@ def turn_log_from_settings(settings: Any) -> TurnLog | None:
     path = Path(cfg.path).expanduser()
     if not path.is_absolute():
         path = settings.resolve(settings.state_dir) / path
-    return TurnLog(path, cfg.retention_days, cfg.retention_rows)
+    from bot.chat.privacy import PrivacyPolicy
+
+    privacy = getattr(settings, "privacy", None)
+    mask = PrivacyPolicy.from_settings(privacy).stored.mask if privacy is not None and privacy.mask else None
+    return TurnLog(path, cfg.retention_days, cfg.retention_rows, mask=mask, prune_on_open=prune_on_open)

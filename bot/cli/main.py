@@ -12,6 +12,7 @@ from typing import Any
 from bot.chat.answer import hit_dict
 from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
 from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
+from bot.cli.log import add_log_arguments, run_log
 from bot.config.settings import MODES, load_settings
 from bot.errors import BotError, KnowledgeError
 
@@ -62,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
         ),
         common,
     )
+    add_log_arguments(
+        sub.add_parser("log", parents=common, help="the conversation log: purge old turns, mask personal data"),
+        common,
+    )
     return p
 
 
@@ -82,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": run_eval,
             "calibrate": run_calibrate,
             "knowledge": run_knowledge,
+            "log": run_log,
         }[args.command](settings, args)
     except KnowledgeError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)

@@ -485,6 +485,46 @@ class LogSettings(Strict):
     retention_rows: int = Field(default=100_000, ge=0)
 
 
+PiiKind = Literal["email", "id_card", "bank_card", "mobile", "landline"]
+PII_KINDS: tuple[PiiKind, ...] = ("email", "id_card", "bank_card", "mobile", "landline")
+DEFAULT_REFUSAL = (
+    "为了保护您的隐私，请不要发送手机号、身份证号、银行卡号、邮箱等个人信息；去掉这些内容后再问一次吧。"
+    "/ To protect your privacy, please do not send phone, ID-card or bank-card numbers or e-mail addresses; "
+    "ask again without them."
+)
+
+
+class PrivacySettings(Strict):
+    """Personal data in what people type: masked in everything stored, optionally refused or hidden from the LLM."""
+
+    # Mask personal data in the conversation log, the inbox, exports and analytics (never the raw text on disk).
+    mask: bool = True
+    # The built-in kinds to find: Chinese mobile and landline numbers, ID-card numbers, e-mail, bank-card numbers.
+    kinds: list[PiiKind] = Field(default_factory=lambda: list(PII_KINDS))
+    # More kinds: name -> regular expression (Python syntax); a match is stored as [name].
+    patterns: dict[str, str] = Field(default_factory=dict)
+    # Also mask the question before it is searched and sent to the LLM (off: the LLM sees what the user typed).
+    mask_llm: bool = False
+    # Refuse a message that contains personal data with ``refusal`` (nothing searched, nothing sent to the LLM).
+    refuse: bool = False
+    refusal: str = DEFAULT_REFUSAL
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, pattern in value.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_-]{0,30}", name):
+                raise ValueError(f"pattern name {name!r}: use lower-case letters, digits, - and _ (e.g. student_id)")
+            try:
+                if re.compile(pattern).match(""):
+                    raise ValueError(f"pattern {name!r} matches the empty text; it would mask nothing useful")
+            except re.error as exc:
+                raise ValueError(f"pattern {name!r} is not a valid regular expression: {exc}") from None
+        return value
+
+
 class Settings(Strict):
     """Everything config.yaml can hold."""
 
@@ -500,6 +540,7 @@ class Settings(Strict):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     api: APISettings = Field(default_factory=APISettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     base_dir: Path = Field(default=Path("."), exclude=True)
     source: Path | None = Field(default=None, exclude=True)
 

@@ -34,6 +34,7 @@ STRATEGIES = [
     ("rewrite", "rewrite"),
     ("HyDE", "hyde"),
     ("last resort", "last_resort"),
+    ("refused", "refused"),
 ]
 RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]
 
@@ -92,6 +93,23 @@ def turns_html(turns: list[dict]) -> str:
         "<table class='kb-hits kb-log'><tr><th>#</th><th>时间 / Time (UTC)</th><th>来源 / Source</th>"
         "<th>策略 / Strategy</th><th>模式 / Mode</th><th>问题 / Question</th><th>回答 / Answer</th>"
         "<th>评价 / Feedback</th><th>ms</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def retention_html(turn_log: TurnLog) -> str:
+    """What the log keeps and for how long, when retention last ran, and whether personal data is masked."""
+    days = f"{turn_log.retention_days} 天 / days" if turn_log.retention_days else "不限天数 / no age limit"
+    rows = f"{turn_log.retention_rows:,} 条 / turns" if turn_log.retention_rows else "不限条数 / no row limit"
+    purge = turn_log.last_purge()
+    last = (
+        f"{e(_when(purge.time))} UTC，删除 {purge.removed:,} 条 / removed {purge.removed:,}"
+        if purge
+        else "尚未运行 / not yet"
+    )
+    masked = "已遮盖 / masked" if turn_log.masking else "未遮盖 / NOT masked (privacy.mask: false)"
+    return (
+        f"<p class='kb-retention'>保留 / Retention: {days}, {rows} · 上次清理 / Last purge: {last} · "
+        f"个人信息 / Personal data: {masked}</p>"
     )
 
 
@@ -185,9 +203,13 @@ class InboxHandlers:
         return self.refresh(sort, f"<div class='kb-ok'>✅ 已忽略 / Dismissed ({hidden} turns)</div>")
 
     def turns(self, strategy: str | None, rating: str | None, text: str | None):
-        """The newest 100 turns matching the filters, as a table."""
+        """The newest 100 turns matching the filters, as a table under the log's retention and privacy line."""
         if self.log is None:
             return LOG_OFF
+        return retention_html(self.log) + self._turns(strategy, rating, text)
+
+    def _turns(self, strategy: str | None, rating: str | None, text: str | None):
+        assert self.log is not None  # checked by turns()
         filters: dict[str, Any] = {
             "strategy": strategy or None,
             "rating": int(rating) if rating else None,
