@@ -20,11 +20,26 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class LintSettings(Strict):
+    """Thresholds of ``python -m bot knowledge lint`` (measured in BENCHMARKS.md "Knowledge linter")."""
+
+    # Two entries whose query + document share at least this share of their character bigrams (Jaccard).
+    near_duplicate: float = Field(default=0.85, gt=0, le=1)
+    # A magnet tops at least this many unrelated probe questions, and at least magnet_share of them.
+    magnet_min_questions: int = Field(default=3, ge=1)
+    magnet_share: float = Field(default=0.02, ge=0, le=1)
+    # A log question is "unrelated" to its top hit when the hit covers less than this share of it (sparse relevance).
+    magnet_max_coverage: float = Field(default=0.5, gt=0, le=1)
+    # Probe questions: this many newest log questions, or (no log) a fixed sample of the entries' own phrasings.
+    probe_sample: int = Field(default=2000, ge=1)
+
+
 class KnowledgeSettings(Strict):
     """Where the knowledge JSON files live and how their text is cut."""
 
     path: str = "knowledge"
     user_dict: str | None = None
+    lint: LintSettings = Field(default_factory=LintSettings)
     # Earlier versions kept per knowledge file by every edit (under state_dir/history); 0 keeps none.
     history_versions: int = Field(default=20, ge=0)
 
