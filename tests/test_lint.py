@@ -177,7 +177,7 @@ def _config(tmp_path: Path, folder: Path) -> Path:
     return path
 
 
-def _run(config: Path, *args: str) -> subprocess.CompletedProcess:
+def run_cli(config: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
@@ -194,14 +194,14 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess:
 def test_cli_lint_exits_1_with_json_findings_and_0_when_clean(tmp_path, seeded, kb_dir):
     probes = tmp_path / "probes.txt"
     probes.write_text("\n".join(PROBES), encoding="utf-8")
-    r = _run(_config(tmp_path, seeded), "knowledge", "lint", "--json", "--probes", str(probes))
+    r = run_cli(_config(tmp_path, seeded), "knowledge", "lint", "--json", "--probes", str(probes))
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     found = {(f["kind"], tuple(f["entry_ids"])) for f in doc["findings"]}
     assert found >= EXPECTED and doc["mode"] == "sparse" and doc["probe_source"] == "log"
     clean = tmp_path / "clean"
     write_knowledge(clean, CLEAN, "a.json")
-    r = _run(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
+    r = run_cli(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "5 entries · mode sparse" in r.stdout and "nothing flagged" in r.stdout
 
@@ -221,23 +221,23 @@ def test_cli_import_dry_run_lists_duplicates_and_writes_nothing(tmp_path, kb_dir
         ),
         encoding="utf-8",
     )
-    r = _run(config, "knowledge", "import", str(upload), "--dry-run")
+    r = run_cli(config, "knowledge", "import", str(upload), "--dry-run")
     assert r.returncode == 1, r.stderr
     assert "new:1 ↔ faq:canteen" in r.stdout and "new:3 ↔ new:2" in r.stdout and "nothing written" in r.stdout
     assert {p.name: p.read_bytes() for p in kb_dir.iterdir()} == before
     csv = tmp_path / "rows.csv"
     csv.write_text("file,key,query,document\nfaq.json,,操场几点关门？,晚上十点。\n", encoding="utf-8")
-    r = _run(config, "knowledge", "import", str(csv), "--dry-run")
+    r = run_cli(config, "knowledge", "import", str(csv), "--dry-run")
     assert r.returncode == 0 and "0 duplicate(s)" in r.stdout, r.stdout + r.stderr
     assert {p.name: p.read_bytes() for p in kb_dir.iterdir()} == before
 
 
 def test_cli_self_check_lists_collisions(tmp_path, seeded, kb_dir):
-    r = _run(_config(tmp_path, kb_dir), "eval", "--self-check", "--knowledge", str(seeded))
+    r = run_cli(_config(tmp_path, kb_dir), "eval", "--self-check", "--knowledge", str(seeded))
     assert r.returncode == 1, r.stderr
     assert "a:card_lost '补办校园卡' → a:card_fee" in r.stdout
-    r = _run(_config(tmp_path, kb_dir), "eval", "--self-check")
+    r = run_cli(_config(tmp_path, kb_dir), "eval", "--self-check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "6/6 phrasings retrieve their own entry first; 0 collide" in r.stdout
-    r = _run(_config(tmp_path, kb_dir), "eval")
+    r = run_cli(_config(tmp_path, kb_dir), "eval")
     assert r.returncode == 2 and "--questions FILE is required" in r.stderr

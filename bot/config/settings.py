@@ -39,6 +39,9 @@ class KnowledgeSettings(Strict):
 
     path: str = "knowledge"
     user_dict: str | None = None
+    # Synonym groups, one per line, comma-separated ("中大, 中山大学"); relative to this file; a missing file = none.
+    # Re-read when it changes (no re-index): a question word of a group also matches the group's other words.
+    synonyms: str | None = None
     lint: LintSettings = Field(default_factory=LintSettings)
     # Earlier versions kept per knowledge file by every edit (under state_dir/history); 0 keeps none.
     history_versions: int = Field(default=20, ge=0)
@@ -164,6 +167,9 @@ class DenseSettings(Strict):
     question_weight: float = Field(default=0.4, ge=0.0, le=1.0)
     embed_template: str = "{query} {metadata} {document}"
     hnsw_above: int = Field(default=50_000, ge=0)
+    # How a question with a synonym-group word (knowledge.synonyms) reaches the encoder: the word replaced by the
+    # group's canonical form (substitute), the canonical forms added at the end (append), or as typed (off).
+    synonyms: Literal["substitute", "append", "off"] = "substitute"
     fasttext: FastText = Field(default_factory=FastText)
     openai: OpenAI = Field(default_factory=OpenAI)
     e5: E5 = Field(default_factory=E5)
