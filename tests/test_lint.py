@@ -241,3 +241,22 @@ def test_cli_self_check_lists_collisions(tmp_path, seeded, kb_dir):
     assert "6/6 phrasings retrieve their own entry first; 0 collide" in r.stdout
     r = run_cli(_config(tmp_path, kb_dir), "eval")
     assert r.returncode == 2 and "--questions FILE is required" in r.stderr
+
+
+def test_cli_lint_probes_magnets_with_the_conversation_log_of_its_own_knowledge(tmp_path, seeded, kb_dir):
+    from bot.chat.turn_log import turn_log_from_settings
+    from bot.config.settings import load_settings
+    from tests.test_turn_log import answered
+
+    config = _config(tmp_path, seeded)
+    log = turn_log_from_settings(load_settings(config))
+    assert log is not None
+    for question in PROBES:
+        log.record(answered(question), "s1", source="web")
+    log.close()
+    doc = json.loads(run_cli(config, "knowledge", "lint", "--json").stdout)
+    assert doc["probe_source"] == "log" and doc["probes"] == len(PROBES)
+    assert [MAGNET, ["a:pharmacy"]] in [[f["kind"], f["entry_ids"]] for f in doc["findings"]]
+    # The log belongs to the configured knowledge: other knowledge is probed with its own phrasings.
+    doc = json.loads(run_cli(config, "knowledge", "lint", "--json", "--knowledge", str(kb_dir)).stdout)
+    assert doc["probe_source"] == "sample" and doc["findings"] == []
