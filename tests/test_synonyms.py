@@ -152,3 +152,29 @@ def test_cli_search_with_the_configured_file_and_a_clear_error_for_a_bad_line(tm
     (tmp_path / "synonyms.txt").write_text("中山大学, 中大\n退款\n", encoding="utf-8")
     r = run_cli(config, "search", "中大校歌")
     assert r.returncode == 2 and f"{tmp_path / 'synonyms.txt'}, line 2" in r.stderr and not r.stdout
+
+
+def test_elasticsearch_applies_the_groups_as_tantivy_does(tmp_path):
+    from bot.knowledge.entries import load_entries
+    from bot.search.es_searcher import ElasticsearchSearcher
+    from bot.search.tantivy_searcher import TantivySearcher
+    from tests.es_server import FIELD_WEIGHTS, client_for, index_name, shared_server
+
+    tokenizer = Tokenizer()
+    path = tmp_path / "synonyms.txt"
+    _write(path, GROUPS + "北校园, 北校区\n")
+    synonyms = Synonyms(path, tokenizer)
+    kb = load_entries(
+        write_knowledge(
+            tmp_path / "kb", {**CAMPUS, "north": {"query": "北校园在哪", "document": "越秀区。", "metadata": ""}}
+        ).parent
+    )
+    es = ElasticsearchSearcher(client_for(shared_server().url), index_name(tmp_path), tokenizer, FIELD_WEIGHTS)
+    tantivy = TantivySearcher(tmp_path / "tantivy", tokenizer, FIELD_WEIGHTS)
+    for searcher in (es, tantivy):
+        searcher.sync(kb)
+        searcher.synonyms = synonyms
+    for question in ("中大校训", "学费怎么退钱", "中大北校区在哪", "图书馆几点开门"):
+        ours = {h.entry.id: round(h.relevance, 9) for h in es.search(question, 10)}
+        assert ours == {h.entry.id: round(h.relevance, 9) for h in tantivy.search(question, 10)}, question
+    assert es.search("中大北校区在哪", 1)[0].entry.id == "faq:north"
