@@ -178,3 +178,28 @@ def test_elasticsearch_applies_the_groups_as_tantivy_does(tmp_path):
         ours = {h.entry.id: round(h.relevance, 9) for h in es.search(question, 10)}
         assert ours == {h.entry.id: round(h.relevance, 9) for h in tantivy.search(question, 10)}, question
     assert es.search("中大北校区在哪", 1)[0].entry.id == "faq:north"
+
+
+def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(settings, tmp_path):
+    import numpy as np
+
+    from bot.factory import build_tokenizer, searcher_factories
+
+    path = tmp_path / "synonyms.txt"
+    _write(path, GROUPS)
+    settings.knowledge.synonyms = str(path)
+    settings.retrieval.dense.encoder = "fasttext"
+    settings.retrieval.dense.synonyms = "append"
+    dense = searcher_factories(settings, build_tokenizer(settings))["dense"]()
+    assert dense.synonyms is not None and dense.synonym_mode == "append"
+    asked: list[str] = []
+
+    def embed_query(text: str):
+        asked.append(text)
+        return np.ones(4, dtype=np.float32)
+
+    dense.encoder.embed_query = embed_query  # the question as the encoder receives it
+    dense.synonym_mode = "substitute"
+    dense.query_vector("中大校训是什么")
+    dense.query_vector("图书馆几点开门")
+    assert asked == ["中山大学校训是什么", "图书馆几点开门"]
