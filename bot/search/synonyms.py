@@ -88,11 +88,6 @@ Form = tuple[str, ...]  # a word as the index's terms (jieba's precise pieces): 
 Unit = str | tuple[Form, ...]  # a question word, or a synonym group as alternatives (any one matches)
 
 
-def _contains(pieces: Sequence[str], form: Form) -> bool:
-    n = len(form)
-    return n > 0 and any(tuple(pieces[i : i + n]) == form for i in range(len(pieces) - n + 1))
-
-
 def _minimal(alternatives: list[Form]) -> tuple[Form, ...]:
     """The alternatives without those holding every term of another: ("中山大学", "校") matches nothing that
     ("中山大学",) does not, but would score entries that mention 校 anywhere above the rest."""
@@ -109,7 +104,8 @@ class Synonyms:
         self.check_interval = check_interval
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
-        self._state: tuple[SynonymGroups, dict[str, Form]] = (SynonymGroups(), {})
+        # The groups, each word's form, and (group number, word) by the first term of its form (for found()).
+        self._state: tuple[SynonymGroups, dict[str, Form], dict[str, list[tuple[int, str]]]] = (SynonymGroups(), {}, {})
         self._checked = float("-inf")
         self.error: str | None = None  # why the last re-read failed (the previous groups stay), else None
         self._read(strict=True)
@@ -137,7 +133,12 @@ class Synonyms:
         # longer one whole ("中山大学校") would also cut it out of other words ("中山大学校训" -> 中山大学校 / 训).
         self.tokenizer.add_words(w for w in groups.words if all(len(p) == 1 for p in self.tokenizer.segments(w)))
         forms = {w: self._form(w) for w in groups.words}
-        self._state, self._stamp, self.error = (groups, forms), stamp, None
+        starts: dict[str, list[tuple[int, str]]] = {}
+        for number, group in enumerate(groups.groups):
+            for word in group:
+                if forms[word]:
+                    starts.setdefault(forms[word][0], []).append((number, word))
+        self._state, self._stamp, self.error = (groups, forms, starts), stamp, None
         if stamp is not None:
             log.info("synonyms: %d group(s) from %s", len(groups.groups), self.path)
 
@@ -148,7 +149,7 @@ class Synonyms:
         """The groups now (the file is looked at again at most every ``check_interval`` seconds)."""
         return self._current()[0]
 
-    def _current(self) -> tuple[SynonymGroups, dict[str, Form]]:
+    def _current(self) -> tuple[SynonymGroups, dict[str, Form], dict[str, list[tuple[int, str]]]]:
         now = time.monotonic()
         if now - self._checked >= self.check_interval:
             with self._lock:
@@ -159,23 +160,24 @@ class Synonyms:
 
     def found(self, question: str) -> list[tuple[tuple[str, ...], str]]:
         """(group, the word of it found) for each group with a word in ``question`` (as whole jieba pieces)."""
-        groups, forms = self._current()
+        groups, forms, starts = self._current()
         if not groups:
             return []
         pieces = self._form(question)
-        out = []
-        for group in groups.groups:
-            word = next((w for w in group if _contains(pieces, forms[w])), None)
-            if word is not None:
-                out.append((group, word))
-        return out
+        seen: dict[int, str] = {}
+        for i, piece in enumerate(pieces):  # looked up by first term: the cost does not grow with the groups
+            for number, word in starts.get(piece, ()):
+                form = forms[word]
+                if number not in seen and tuple(pieces[i : i + len(form)]) == form:
+                    seen[number] = word
+        return [(groups.groups[n], seen[n]) for n in sorted(seen)]
 
     def units(self, question: str, words: Sequence[str]) -> list[Unit]:
         """The question's ``words``, those of a found group replaced by one unit: the group's words as terms."""
         found = self.found(question)
         if not found:
             return list(words)
-        _, forms = self._state
+        forms = self._state[1]
         members = {w for group, _ in found for w in group}
         groups: list[Unit] = [_minimal([forms[w] for w in group if forms[w]]) for group, _ in found]
         return [w for w in words if w not in members] + groups
