@@ -27,6 +27,7 @@ from bot.search.base import Searcher
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
 from bot.search.relevance import SparseSearcher
+from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -42,19 +43,31 @@ def build_tokenizer(settings: Settings) -> Tokenizer:
     return Tokenizer(user_dict=user_dict, cache_dir=settings.resolve(settings.state_dir) / "jieba")
 
 
+def build_synonyms(settings: Settings, tokenizer: Tokenizer) -> Synonyms | None:
+    """The synonym file of ``knowledge.synonyms`` (re-read when it changes), or None when none is configured."""
+    if not settings.knowledge.synonyms:
+        return None
+    return Synonyms(settings.resolve(settings.knowledge.synonyms), tokenizer)
+
+
 def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], Searcher]]:
     """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
     state = settings.resolve(settings.state_dir)
+    synonyms = build_synonyms(settings, tokenizer)  # one file for every mode, read now: a bad line stops the start
 
     def sparse() -> SparseSearcher:
+        searcher: SparseSearcher
         if settings.retrieval.sparse.backend == "elasticsearch":
             from bot.search.es_searcher import build_elasticsearch_searcher
 
-            return build_elasticsearch_searcher(settings, tokenizer)
-        from bot.search.tantivy_searcher import TantivySearcher
+            searcher = build_elasticsearch_searcher(settings, tokenizer)
+        else:
+            from bot.search.tantivy_searcher import TantivySearcher
 
-        weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
-        return TantivySearcher(state / "tantivy", tokenizer, weights)
+            weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
+            searcher = TantivySearcher(state / "tantivy", tokenizer, weights)
+        searcher.synonyms = synonyms
+        return searcher
 
     def dense() -> FaissSearcher:
         from bot.errors import ConfigError
@@ -97,7 +110,9 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
             )
             pretrained = settings.resolve(f.pretrained) if f.pretrained else None
             encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a, f.retrain_after)
-        return FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
+        searcher = FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
+        searcher.synonyms, searcher.synonym_mode = synonyms, d.synonyms
+        return searcher
 
     def hybrid() -> Searcher:
         from bot.search.faiss_searcher import FaissSearcher

@@ -44,6 +44,11 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--limit", type=int, default=None, help="a fixed random subset of N questions (seed 0)")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
     p.add_argument("--answers", action="store_true", help="also run the whole bot (needs an LLM) and score EM/F1")
+    p.add_argument(
+        "--self-check",
+        action="store_true",
+        help="no question file: check that every stored question and phrasing retrieves its own entry first",
+    )
 
 
 def add_calibrate_arguments(p) -> None:
@@ -63,7 +68,6 @@ def add_calibrate_arguments(p) -> None:
 def _common(p) -> None:
     p.add_argument(
         "--questions",
-        required=True,
         help='JSON lines: {"question", "gold_ids", "kind"?, "answer"?, "answers"?}; kind is answerable, '
         "unanswerable or chitchat (gold_ids [] for the last two)",
     )
@@ -229,6 +233,8 @@ def eval_table(reports: list[ModeReport]) -> str:
 
 
 def _load(settings: Settings, args) -> tuple[Settings, list[EvalQuestion], list[Entry]]:
+    if not args.questions:
+        raise ConfigError("--questions FILE is required (eval --self-check needs none)")
     s = eval_settings(settings, args.knowledge, args.no_split)
     entries = read_knowledge(Path(args.knowledge) if args.knowledge else s.resolve(s.knowledge.path))
     try:
@@ -243,6 +249,11 @@ def _load(settings: Settings, args) -> tuple[Settings, list[EvalQuestion], list[
 def run_eval(settings: Settings, args) -> int:
     """The ``eval`` command."""
     from bot.factory import build_llm
+
+    if args.self_check:
+        from bot.cli.lint import run_self_check
+
+        return run_self_check(settings, args)
 
     modes = parse_modes(args.modes, settings)
     s, questions, entries = _load(settings, args)

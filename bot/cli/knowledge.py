@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from bot.cli.lint import add_lint_arguments, run_lint
 from bot.errors import BotError
 from bot.knowledge.store import (
     ABSENT,
@@ -40,6 +41,12 @@ def add_knowledge_arguments(parser: argparse.ArgumentParser, common: list[argpar
     how = imp.add_mutually_exclusive_group()
     how.add_argument("--merge", action="store_true", help="merge into an existing file (same keys are replaced)")
     how.add_argument("--overwrite", action="store_true", help="replace an existing file (the old one is kept)")
+    imp.add_argument(
+        "--dry-run", action="store_true", help="only list duplicates (inside the import and with the knowledge)"
+    )
+    add_lint_arguments(
+        sub.add_parser("lint", parents=common, help="flag knowledge defects (exit 1 when any); --mode: searcher")
+    )
     export = sub.add_parser("export", parents=common, help="write every entry to a CSV file (Excel-friendly)")
     export.add_argument("--csv", required=True, metavar="OUT.csv", help="the CSV file to write")
     show = sub.add_parser("show", parents=common, help="list a file's entries with their versions, or show one")
@@ -64,6 +71,9 @@ def run_knowledge(settings, args) -> int:
     """Run one ``knowledge`` action; 0 when done, 2 (with the reason on stderr) when refused."""
     from bot.factory import build_store
 
+    if args.action == "lint":
+        return run_lint(settings, args)
+    args.near_duplicate = settings.knowledge.lint.near_duplicate  # for import --dry-run
     store = build_store(settings)
     try:
         return {
@@ -132,6 +142,8 @@ def _import(store: KnowledgeStore, args) -> int:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise KnowledgeWriteError(f"cannot read {path} as UTF-8 text: {exc}") from None
+    if args.dry_run:
+        return _dry_run(store, path, text, args)
     if path.suffix.lower() == ".csv":
         from bot.knowledge.csv_io import import_csv
 
@@ -147,6 +159,19 @@ def _import(store: KnowledgeStore, args) -> int:
     kept = f"; the previous file is kept: python -m bot knowledge history {name}" if existed else ""
     print(f"已导入 / Imported {path} → {name} ({how}): {len(ids)} entries{kept}")
     return 0
+
+
+def _dry_run(store: KnowledgeStore, path: Path, text: str, args) -> int:
+    """List the import's duplicates (inside it, and with the knowledge) and write nothing; 1 when there are any."""
+    from bot.evaluation.lint import import_duplicates
+    from bot.knowledge.imports import incoming_entries
+
+    incoming, existing = incoming_entries(store, path, text, args.name, overwrite=args.overwrite)
+    findings = import_duplicates(incoming, existing, args.near_duplicate)
+    for f in findings:
+        print(f"[{f.kind}] {' ↔ '.join(f.entry_ids)}: {f.detail}")
+    print(f"{path}: {len(incoming)} entries, {len(findings)} duplicate(s); nothing written (--dry-run)")
+    return 1 if findings else 0
 
 
 def _export(store: KnowledgeStore, args) -> int:

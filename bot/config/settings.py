@@ -20,11 +20,29 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class LintSettings(Strict):
+    """Thresholds of ``python -m bot knowledge lint`` (measured in BENCHMARKS.md "Knowledge linter")."""
+
+    # Two entries whose query + document share at least this share of their character bigrams (Jaccard).
+    near_duplicate: float = Field(default=0.85, gt=0, le=1)
+    # A magnet tops at least this many unrelated probe questions, and at least magnet_share of them.
+    magnet_min_questions: int = Field(default=3, ge=1)
+    magnet_share: float = Field(default=0.02, ge=0, le=1)
+    # A log question is "unrelated" to its top hit when the hit covers less than this share of it (sparse relevance).
+    magnet_max_coverage: float = Field(default=0.5, gt=0, le=1)
+    # Probe questions: this many newest log questions, or (no log) a fixed sample of the entries' own phrasings.
+    probe_sample: int = Field(default=2000, ge=1)
+
+
 class KnowledgeSettings(Strict):
     """Where the knowledge JSON files live and how their text is cut."""
 
     path: str = "knowledge"
     user_dict: str | None = None
+    # Synonym groups, one per line, comma-separated ("中大, 中山大学"); relative to this file; a missing file = none.
+    # Re-read when it changes (no re-index): a question word of a group also matches the group's other words.
+    synonyms: str | None = None
+    lint: LintSettings = Field(default_factory=LintSettings)
     # Earlier versions kept per knowledge file by every edit (under state_dir/history); 0 keeps none.
     history_versions: int = Field(default=20, ge=0)
 
@@ -149,6 +167,9 @@ class DenseSettings(Strict):
     question_weight: float = Field(default=0.4, ge=0.0, le=1.0)
     embed_template: str = "{query} {metadata} {document}"
     hnsw_above: int = Field(default=50_000, ge=0)
+    # How a question with a synonym-group word (knowledge.synonyms) reaches the encoder: the word replaced by the
+    # group's canonical form (substitute), the canonical forms added at the end (append), or as typed (off).
+    synonyms: Literal["substitute", "append", "off"] = "substitute"
     fasttext: FastText = Field(default_factory=FastText)
     openai: OpenAI = Field(default_factory=OpenAI)
     e5: E5 = Field(default_factory=E5)

@@ -12,7 +12,8 @@ from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress
 from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_json_node_class  # noqa: F401 - re-exported
-from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, weighted_text
+from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
+from bot.search.synonyms import Unit
 from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -301,6 +302,21 @@ class ElasticsearchSearcher(SparseSearcher):
             "stats": {"global": {}, "aggs": {f"w{i}": {"filter": self._word_query(w)} for i, w in enumerate(words)}}
         }
 
+    def _unit_query(self, unit: Unit) -> dict:
+        """A question word, or a synonym group: any of its words (a word of several terms: all of them), best scores."""
+        if isinstance(unit, str):
+            return self._word_query(unit)
+        return {
+            "dis_max": {
+                "queries": [
+                    self._word_query(alt[0])
+                    if len(alt) == 1
+                    else {"bool": {"must": [self._word_query(t) for t in alt]}}
+                    for alt in unit
+                ]
+            }
+        }
+
     @staticmethod
     def _stats(resp: Mapping[str, Any], words: Sequence[str]) -> TermStats:
         agg = resp["aggregations"]["stats"]
@@ -318,21 +334,22 @@ class ElasticsearchSearcher(SparseSearcher):
 
         One request: the hits and, in a global aggregation, the statistics coverage needs.
         """
-        words = self.question_words(query)
-        if not words or top_k <= 0:
+        units = self.question_units(query)
+        if not units or top_k <= 0:
             return []
+        terms = unit_terms(units)
         with self._guard("search"):
             resp = self.client.search(
                 index=self.index,
                 size=top_k,
                 source=["entry"],
                 track_total_hits=False,
-                query={"bool": {"should": [self._word_query(w) for w in words]}},
-                aggs=self._stats_aggs(words),
+                query={"bool": {"should": [self._unit_query(u) for u in units]}},
+                aggs=self._stats_aggs(terms),
             )
-        stats = self._stats(resp, words)
+        stats = self._stats(resp, terms)
         return [
-            self.sparse_hit(entry_from_record(h["_source"]["entry"]), words, stats, float(h["_score"]))
+            self.sparse_hit(entry_from_record(h["_source"]["entry"]), units, stats, float(h["_score"]))
             for h in resp["hits"]["hits"]
         ]
 

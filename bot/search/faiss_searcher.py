@@ -36,6 +36,7 @@ from bot.search.base import Hit, Progress, Searcher, SyncReport
 from bot.search.encoders import DENSE_HINT, Encoder
 from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.search.healing import file_digest
+from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import is_word, normalize
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class FaissSearcher(Searcher):
     """Cosine similarity between the question's vector and each entry's question and passage vectors."""
 
     name = "faiss"
+    synonyms: Synonyms | None = None  # set by the factory: questions reach the encoder with canonical synonyms
+    synonym_mode = "substitute"
 
     def __init__(
         self, path: str | Path, encoder: Encoder, embed_template: str, question_weight: float, hnsw_above: int
@@ -400,6 +403,8 @@ class FaissSearcher(Searcher):
 
         The last few are remembered: hybrid asks twice per question, and e5 takes ~10 ms per question.
         """
+        if self.synonyms is not None:
+            query = self.synonyms.canonical(query, self.synonym_mode)
         if not is_word(normalize(query)):
             return None
         with self._lock:

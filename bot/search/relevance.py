@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Searcher
+from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
 
 ENTRY_TOKEN_CACHE = 50_000  # entries whose token sets stay in memory (LRU)
@@ -38,17 +39,41 @@ class TermStats:
 
     def idf(self, word: str) -> float:
         """BM25's IDF, ln(1 + (N - df + 0.5) / (df + 0.5)): a word no entry uses gets the highest value."""
-        df = min(self.df.get(word, 0), self.documents)
+        return self.idf_of_df(self.df.get(word, 0))
+
+    def idf_of_df(self, df: int) -> float:
+        """BM25's IDF of a word found in ``df`` entries."""
+        df = min(df, self.documents)
         return math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
 
 
-def coverage(question: Sequence[str], entry_words: AbstractSet[str], stats: TermStats) -> float:
-    """The share of the question words' IDF mass found in ``entry_words`` (0 for a word-less question)."""
-    weights = {word: stats.idf(word) for word in dict.fromkeys(question)}
+def alternatives(unit: Unit) -> tuple[Form, ...]:
+    """A question unit as alternatives, each a tuple of terms that must all be present."""
+    return ((unit,),) if isinstance(unit, str) else unit
+
+
+def coverage(question: Sequence[Unit], entry_words: AbstractSet[str], stats: TermStats) -> float:
+    """The share of the question words' IDF mass found in ``entry_words`` (0 for a word-less question).
+
+    A synonym group counts once, as found when the entry has any of its words (all the terms of one); its IDF is
+    that of its most common word (a word of several terms: as common as its rarest term).
+    """
+    weights: dict[tuple[Form, ...], float] = {}
+    for unit in question:
+        alts = alternatives(unit)
+        if alts and alts not in weights:
+            df = max(min(stats.df.get(t, 0) for t in alt) for alt in alts)
+            weights[alts] = stats.idf_of_df(df)
     total = sum(weights.values())
     if total <= 0:
         return 0.0
-    return min(1.0, sum(w for word, w in weights.items() if word in entry_words) / total)
+    found = sum(w for alts, w in weights.items() if any(all(t in entry_words for t in alt) for alt in alts))
+    return min(1.0, found / total)
+
+
+def unit_terms(units: Sequence[Unit]) -> list[str]:
+    """Every term of ``units`` (their synonyms' too), once each."""
+    return list(dict.fromkeys(t for u in units for alt in alternatives(u) for t in alt))
 
 
 def query_text(entry: Entry) -> str:
@@ -107,9 +132,18 @@ class SparseSearcher(Searcher):
     def term_stats(self, words: Sequence[str]) -> TermStats:
         """Document frequencies of ``words`` over the indexed entries (all fields), and the number of entries."""
 
+    synonyms: Synonyms | None = None  # set by the factory when knowledge.synonyms names a file
+
     def question_words(self, question: str) -> list[str]:
         """The distinct words of a question, as the index cuts them."""
         return list(dict.fromkeys(self.tokenizer.tokenize(question)))
+
+    def question_units(self, question: str) -> list[Unit]:
+        """The question's words; with synonyms, the words of each group found become one unit of alternatives."""
+        if self.synonyms is None:
+            return list(self.question_words(question))
+        self.synonyms.current()  # first: a changed file can add words to the tokenizer that cuts the question
+        return self.synonyms.units(question, self.question_words(question))
 
     def entry_words(self, entry: Entry) -> frozenset[str]:
         """The words of an entry (cached by content)."""
@@ -117,7 +151,7 @@ class SparseSearcher(Searcher):
             self._entry_words = EntryWords(self.tokenizer)
         return self._entry_words(entry)
 
-    def matched_question(self, words: Sequence[str], entry: Entry, stats: TermStats) -> str:
+    def matched_question(self, words: Sequence[Unit], entry: Entry, stats: TermStats) -> str:
         """The alternative question of ``entry`` that covers more of ``words`` than its query does, else ""."""
         if not entry.questions:
             return ""
@@ -127,7 +161,7 @@ class SparseSearcher(Searcher):
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return entry.phrasings[best] if best and scores[best] > scores[0] else ""
 
-    def sparse_hit(self, entry: Entry, words: Sequence[str], stats: TermStats, score: float) -> Hit:
+    def sparse_hit(self, entry: Entry, words: Sequence[Unit], stats: TermStats, score: float) -> Hit:
         """A hit with coverage as relevance, the BM25 ``score`` and the alternative question that matched, if any."""
         relevance = coverage(words, self.entry_words(entry), stats)
         return Hit(
@@ -141,8 +175,8 @@ class SparseSearcher(Searcher):
 
     def relevances(self, question: str, entries: Sequence[Entry]) -> list[float]:
         """Coverage of each entry for ``question`` (used by hybrid for entries only the dense side found)."""
-        words = self.question_words(question)
-        if not words or not entries:
+        units = self.question_units(question)
+        if not units or not entries:
             return [0.0] * len(entries)
-        stats = self.term_stats(words)
-        return [coverage(words, self.entry_words(e), stats) for e in entries]
+        stats = self.term_stats(unit_terms(units))
+        return [coverage(units, self.entry_words(e), stats) for e in entries]

@@ -22,7 +22,8 @@ from bot.fsutil import write_json_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.search.base import Hit, Progress
 from bot.search.healing import tantivy_problem
-from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, weighted_text
+from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
+from bot.search.synonyms import Unit
 from bot.search.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -291,14 +292,31 @@ class TantivySearcher(SparseSearcher):
         """BM25 top_k over the index, each hit with its coverage as relevance; [] when the query has no words."""
         import tantivy
 
-        words = self.question_words(query)
+        words = self.question_units(query)
         index = self._ensure()
         if not words or index is None or top_k <= 0:
             return []
         searcher = index.searcher()
-        terms = [(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, TEXT_FIELD, w)) for w in words]
+
+        def term(word: str):
+            return tantivy.Query.term_query(index.schema, TEXT_FIELD, word)
+
+        def clause(unit: Unit):
+            if isinstance(unit, str):
+                return term(unit)
+            # A synonym group: any of its words matches (a word of several terms: all of them), scored as the best.
+            return tantivy.Query.disjunction_max_query(
+                [
+                    term(alt[0])
+                    if len(alt) == 1
+                    else tantivy.Query.boolean_query([(tantivy.Occur.Must, term(t)) for t in alt])
+                    for alt in unit
+                ]
+            )
+
+        terms = [(tantivy.Occur.Should, clause(u)) for u in words]
         result = searcher.search(tantivy.Query.boolean_query(terms), limit=top_k)
-        stats = self._live_stats(index, searcher, words)
+        stats = self._live_stats(index, searcher, unit_terms(words))
         return [
             self.sparse_hit(
                 entry_from_record(json.loads(searcher.doc(address)["entry"][0])), words, stats, float(score)

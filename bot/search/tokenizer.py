@@ -81,6 +81,11 @@ class Tokenizer:
         self._load()
         return [tok for tok in (t.strip() for t in self._jieba.cut_for_search(normalize(text))) if tok and is_word(tok)]
 
+    def segments(self, text: str) -> list[str]:
+        """``text`` cut into consecutive pieces (jieba's precise mode, nothing dropped): joined they are ``text``."""
+        self._load()
+        return list(self._jieba.cut(text))
+
     def tokenize_many(self, texts: Sequence[str], processes: int | None = None) -> list[list[str]]:
         """``[tokenize(t) for t in texts]``, spread over up to ``processes`` (default: CPU count) worker processes
         when the batch is large; the workers get the same user dictionary and added keywords."""

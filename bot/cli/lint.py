@@ -1,0 +1,121 @@
+"""``python -m bot knowledge lint`` and ``python -m bot eval --self-check``: the linter over the product's own index.
+
+Exit status: 0 when nothing is flagged, 1 when something is (so a deployer can run it in CI), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from pathlib import Path
+
+from bot.config.settings import MODES, Settings
+from bot.errors import ConfigError
+from bot.evaluation.lint import KINDS, Collision, LintReport, lint, self_collisions
+
+DEFAULT_MODE = "sparse"  # the cheapest searcher: seconds on thousands of entries; --mode picks another
+
+
+def add_lint_arguments(p) -> None:
+    """Options of ``knowledge lint`` (``--mode`` and ``--config`` come from the global options)."""
+    p.add_argument("--knowledge", help="a knowledge folder or one .json file (default: knowledge.path)")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument(
+        "--probes",
+        metavar="FILE",
+        help="questions to probe magnets with, one a line (default: the conversation log's, else a sample of phrasings)",
+    )
+
+
+def _index(settings: Settings, knowledge: str | None, mode: str):
+    """The index of ``knowledge`` (the configured folder: the user's own state) with ``mode`` synced."""
+    from bot.cli.eval import eval_settings
+    from bot.factory import build_index
+
+    s = eval_settings(settings, knowledge, no_split=True)
+    s.retrieval.mode = mode  # type: ignore[assignment]
+    index = build_index(s)
+    index.load()
+    index.sync(mode)
+    return s, index
+
+
+def _log_questions(settings: Settings, knowledge: str | None, limit: int) -> list[str]:
+    """The newest questions of the conversation log, when it exists and belongs to the knowledge linted."""
+    from bot.chat.turn_log import turn_log_from_settings
+
+    own = settings.resolve(settings.knowledge.path).resolve()
+    if knowledge and Path(knowledge).resolve() != own:
+        return []
+    if not settings.log.enabled:
+        return []
+    path = Path(settings.log.path).expanduser()
+    path = path if path.is_absolute() else settings.resolve(settings.state_dir) / path
+    if not path.is_file():
+        return []  # opening would create an empty log
+    log = turn_log_from_settings(settings, prune_on_open=False)
+    if log is None:
+        return []
+    try:
+        return [t["question"] for t in log.recent(limit=limit) if t.get("question")]
+    finally:
+        log.close()
+
+
+def run_lint(settings: Settings, args) -> int:
+    """The ``knowledge lint`` command."""
+    mode = args.mode or DEFAULT_MODE
+    s, index = _index(settings, args.knowledge, mode)
+    searcher = index.searcher(mode)
+    if args.probes:
+        try:
+            text = Path(args.probes).read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the probe questions {args.probes}: {exc}") from None
+        questions = [line.strip() for line in text.splitlines() if line.strip()]
+    else:
+        questions = _log_questions(settings, args.knowledge, s.knowledge.lint.probe_sample)
+    report = lint(index.entries, searcher.search, index.tokenizer.tokenize, s.knowledge.lint, questions)
+    if args.json:
+        print(json.dumps(dict(report.to_dict(), mode=mode), ensure_ascii=False, indent=2))
+    else:
+        print(_table(report, mode))
+    return 1 if report.findings else 0
+
+
+def _table(report: LintReport, mode: str) -> str:
+    lines = [f"[{f.kind}] {' ↔ '.join(f.entry_ids)}: {f.detail}" for f in report.findings]
+    counts = Counter(f.kind for f in report.findings)
+    summary = ", ".join(f"{k} {counts[k]}" for k in KINDS if counts[k]) or "nothing flagged"
+    lines.append(
+        f"{report.entries} entries · mode {mode} · magnets probed with {report.probes} {report.probe_source} "
+        f"questions · {report.seconds:.2f}s · {summary}"
+    )
+    return "\n".join(lines)
+
+
+def run_self_check(settings: Settings, args) -> int:
+    """``eval --self-check``: every stored question and phrasing must retrieve its own entry first."""
+    modes = [m.strip() for m in (args.modes or args.mode or settings.mode).split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise ConfigError(f"未知模式 / unknown mode(s): {', '.join(bad)}; choose from {', '.join(MODES)}")
+    results: dict[str, list[Collision]] = {}
+    phrasings = 0
+    for mode in modes:
+        _, index = _index(settings, args.knowledge, mode)
+        phrasings = sum(len(dict.fromkeys(p for p in e.phrasings if p.strip())) for e in index.entries)
+        results[mode] = self_collisions(index.entries, index.searcher(mode).search)
+    if getattr(args, "json", False):
+        doc = {
+            m: {"phrasings": phrasings, "collisions": [dataclasses.asdict(c) for c in cs]} for m, cs in results.items()
+        }
+        print(json.dumps(doc, ensure_ascii=False, indent=2))
+    else:
+        for mode, collisions in results.items():
+            for c in collisions:
+                print(f"{mode}: {c.entry_id} {c.phrasing!r} → {c.winner_id} (own rank {c.rank or '>10'})")
+            ok = phrasings - len(collisions)
+            print(f"{mode}: {ok}/{phrasings} phrasings retrieve their own entry first; {len(collisions)} collide")
+    return 1 if any(results.values()) else 0
