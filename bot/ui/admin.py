@@ -17,7 +17,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.cookies import SimpleCookie
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import gradio as gr
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from gradio.context import Context
 
 from bot.config.settings import Settings
 from bot.ui.events import PRIVATE
@@ -186,6 +187,7 @@ class AdminBlocks(gr.Blocks):
         super().__init__(**kwargs)
         self.admin = admin
         self.admin_fns: set[int] = set()
+        self.admin_loaders: list[tuple[Callable[[], Any], list[Any]]] = []
 
     @contextmanager
     def admin_only(self) -> Iterator[None]:
@@ -211,10 +213,42 @@ class AdminBlocks(gr.Blocks):
         return await super().process_api(block_fn, inputs, state, request, *args, **kwargs)
 
 
+def fill_for_admins(fn: Callable[[], Any], outputs: list[Any]) -> None:
+    """Fill ``outputs`` with ``fn()`` when an admin's page loads, and for nobody else.
+
+    Admin components must not take a function as their value: Gradio calls it at build time (the result lands
+    in ``/config``, served to every visitor) and attaches its load event outside :meth:`AdminBlocks.admin_only`,
+    where no cookie is checked. ``fn`` returns one value per output (a bare value for one output).
+    """
+    demo = Context.root_block
+    if not isinstance(demo, AdminBlocks):
+        raise RuntimeError("admin components are laid out inside AdminBlocks")
+    demo.admin_loaders.append((fn, list(outputs)))
+
+
+def _filled(loaders: list[tuple[Callable[[], Any], list[Any]]], allowed: bool) -> list[Any]:
+    values: list[Any] = []
+    for fn, outputs in loaders:
+        skip = [gr.skip()] * len(outputs)
+        if not allowed:
+            values.extend(skip)
+            continue
+        try:
+            result = fn()
+        except Exception:  # one broken loader must not keep the admin tabs hidden
+            log.exception("admin page loader %s failed", getattr(fn, "__qualname__", fn))
+            values.extend(skip)
+            continue
+        values.extend(result if len(outputs) > 1 else [result])
+    return values
+
+
 def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
-    """On page load, show the admin ``tabs`` to admins only, and a login (or logout) link (inside the Blocks)."""
+    """On page load, show the admin ``tabs`` to admins only, and a login (or logout) link, and fill the admin
+    components registered with :func:`fill_for_admins` for admins only (inside the Blocks, after the admin tabs)."""
 
     admin = demo.admin
+    loaders = list(demo.admin_loaders)
 
     def view(request: gr.Request):
         allowed = admin.allows(request)
@@ -223,6 +257,7 @@ def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
             if allowed
             else "[管理员登录 / Admin login](admin/login)"
         )
-        return (*[gr.update(visible=allowed) for _ in tabs], gr.update(value=text, visible=admin.enabled))
+        shown = [gr.update(visible=allowed) for _ in tabs]
+        return (*shown, gr.update(value=text, visible=admin.enabled), *_filled(loaders, allowed))
 
-    demo.load(view, None, [*tabs, link], **PRIVATE)
+    demo.load(view, None, [*tabs, link, *[o for _, outputs in loaders for o in outputs]], **PRIVATE)
