@@ -75,6 +75,10 @@ def test_page_loads_and_exports_do_not_grow_the_temp_folder(settings, serve_app,
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))  # the app runs in this process: its temp files land here
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(temp / "gradio"))
+    from bot.ui import downloads
+
+    downloads._folder.cache_clear()  # a folder an earlier test made is outside this test's temp folder
+    downloads.template_file.cache_clear()
     base = serve_app()
     loads = [d for d in json.loads(httpx.get(base + "/config", timeout=30).text)["dependencies"] if d["targets"]]
     loads = [d for d in loads if any(t[1] == "load" for t in d["targets"])]
