@@ -145,9 +145,10 @@ def build_llm(settings: Settings) -> ChatModel | None:
         timeout=s.timeout,
         max_retries=s.max_retries,
         key_env=s.api_key_env,
+        max_reasoning_chars=s.max_reasoning_chars,
     )
     # Slow calls queue for one of max_concurrency slots (up to the LLM timeout) instead of starving every worker.
-    return BoundedChatModel(chat, s.max_concurrency, s.timeout)
+    return BoundedChatModel(chat, s.max_concurrency, s.timeout, settings.limits.max_step_chars)
 
 
 def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:

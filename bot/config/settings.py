@@ -280,6 +280,9 @@ class LLMSettings(Strict):
     max_retries: int = Field(default=2, ge=0, le=10)
     # LLM calls in flight at once (chat, HyDE, rewrites); more wait up to ``timeout`` s, then degrade as an LLM error.
     max_concurrency: int = Field(default=4, ge=1)
+    # Reasoning models' thinking (reasoning_content, <think> blocks) is dropped, never shown or counted as the
+    # answer; a reply that thinks longer than this many characters is given up as an LLM error.
+    max_reasoning_chars: int = Field(default=32000, ge=1000)
 
     def api_key(self) -> str | None:
         """The key from the environment variable named by ``api_key_env``, or None."""
@@ -447,6 +450,9 @@ class LimitSettings(Strict):
     max_message_chars: int = Field(default=2000, ge=10)
     # The LLM's reply is read up to this many characters, then the stream is closed and the answer marked cut.
     max_answer_chars: int = Field(default=8000, ge=100)
+    # LLM text the bot reuses (HyDE, multi-query rewrites, grades, follow-up rewrites) is read up to this many
+    # characters; the rest is never read (an endpoint that ignores max_tokens costs no more).
+    max_step_chars: int = Field(default=2000, ge=100)
     # Per client address (browser) or API token, per minute; 0 = unlimited.
     chat_per_minute: int = Field(default=20, ge=0)
     retrieval_test_per_minute: int = Field(default=30, ge=0)
