@@ -360,6 +360,9 @@ class ServerGuard:
             Middleware(GuardMiddleware, uploads=self.uploads),
         ]
         out["app_kwargs"] = app_kwargs
+        # uvicorn (started by Gradio, no option for it) trusts X-Forwarded-For from FORWARDED_ALLOW_IPS, by default
+        # loopback: any local client could then pick its address and escape every per-address limit.
+        os.environ["FORWARDED_ALLOW_IPS"] = ",".join(self.settings.limits.trusted_proxies)
         out.setdefault("max_file_size", int(self.settings.limits.max_upload_mb * 1024 * 1024))
         if out.get("auth") is not None:
             out["auth"] = login_auth(out["auth"], self.settings)
