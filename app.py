@@ -37,7 +37,8 @@ def build_server(settings, bot=None):
     routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
     if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += demo.admin.router().routes
-    demo.kb_guard = ServerGuard(settings)  # serve() adds its CSP, upload cap and rate, and the throttled login
+    # serve() adds its CSP, upload cap, rate and admin check, and the throttled login
+    demo.kb_guard = ServerGuard(settings, may_upload=demo.admin.allows)
     return demo, routes
 
 
