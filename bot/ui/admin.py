@@ -4,8 +4,9 @@ chat login is (:class:`bot.ui.guard.ThrottledLogin`: a lockout per username + ad
 
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
-every event takes. The cookie is ``<expiry>.<HMAC-SHA256>`` under a key made at start (a restart logs admins out),
-HttpOnly and SameSite=Strict (no cross-site requests carry it). Without admin credentials nobody is an admin.
+every event takes. The cookie is ``<expiry>.<session>.<HMAC-SHA256>`` under a key made at start (a restart logs admins out),
+HttpOnly and SameSite=Strict (no cross-site requests carry it). Logging out revokes the cookie on the server (a
+copied cookie stops working too). Without admin credentials nobody is an admin.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import html
 import logging
 import math
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -64,6 +66,8 @@ class AdminAuth:
         self.lifetime = int(session_hours * 3600)
         self.clock = clock
         self._key = secrets.token_bytes(32)
+        self._revoked: dict[str, int] = {}  # session -> expiry of cookies logged out before they expire
+        self._revoked_lock = threading.Lock()
         self.throttle = throttle or ThrottledLogin(self.check_password)
 
     @classmethod
@@ -87,23 +91,45 @@ class AdminAuth:
         user_ok = hmac.compare_digest(username.encode(), self.credentials[0].encode())
         return hmac.compare_digest(password.encode(), self.credentials[1].encode()) and user_ok
 
-    def _sign(self, expires: int) -> str:
+    def _sign(self, expires: int, session: str) -> str:
         user = self.credentials[0] if self.credentials else ""
-        return hmac.new(self._key, f"{user}\n{expires}".encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self._key, f"{user}\n{expires}\n{session}".encode(), hashlib.sha256).hexdigest()
 
     def token(self) -> str:
-        """A fresh admin session cookie value (valid for ``session_hours``)."""
+        """A fresh admin session cookie value (valid for ``session_hours``, or until logged out)."""
         expires = int(self.clock()) + self.lifetime
-        return f"{expires}.{self._sign(expires)}"
+        session = secrets.token_hex(8)  # each login its own session: a logout ends that one only
+        return f"{expires}.{session}.{self._sign(expires, session)}"
 
     def valid(self, token: str | None) -> bool:
-        """True for an unexpired cookie value this app signed."""
-        if not self.enabled or not token or "." not in token:
+        """True for an unexpired, not logged out cookie value this app signed."""
+        if not self.enabled or not token:
             return False
-        expires, _, signature = token.partition(".")
-        if not expires.isdigit() or int(expires) < self.clock():
+        expires, session, signature = (token.split(".") + ["", ""])[:3]
+        if not expires.isdigit() or int(expires) < self.clock() or not session:
             return False
-        return hmac.compare_digest(signature, self._sign(int(expires)))
+        return hmac.compare_digest(signature, self._sign(int(expires), session)) and session not in self._revoked
+
+    def revoke(self, token: str | None) -> None:
+        """End the session of the cookie value ``token`` now (logout): a copy of it is refused from here on."""
+        if not self.valid(token):
+            return
+        assert token is not None  # valid() is false for None
+        expires, session, _ = token.split(".")
+        now = self.clock()
+        with self._revoked_lock:  # forget revocations of cookies that expired anyway: the list stays small
+            self._revoked = {s: e for s, e in self._revoked.items() if e >= now}
+            self._revoked[session] = int(expires)
+
+    @staticmethod
+    def cookie_of(request: Any) -> str | None:
+        """The admin cookie's value in a request's Cookie header, or None."""
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(request.headers.get("cookie") or "")
+        except Exception:
+            return None
+        return jar[COOKIE].value if COOKIE in jar else None
 
     def allows(self, request: Any) -> bool:
         """True when a (Gradio or FastAPI) request carries a valid admin cookie."""
@@ -111,16 +137,9 @@ class AdminAuth:
             return False
         if isinstance(request, list):  # a batch: every request must be an admin's
             return bool(request) and all(self.allows(r) for r in request)
-        try:
-            header = request.headers.get("cookie") or ""
-        except AttributeError:
+        if not hasattr(request, "headers"):
             return False
-        jar = SimpleCookie()
-        try:
-            jar.load(header)
-        except Exception:
-            return False
-        return self.valid(jar[COOKIE].value if COOKIE in jar else None)
+        return self.valid(self.cookie_of(request))
 
     # -- routes ---------------------------------------------------------------
     def router(self) -> APIRouter:
@@ -172,9 +191,9 @@ class AdminAuth:
         )
         return response
 
-    @staticmethod
-    def logout() -> Response:
-        """Forget the admin cookie and go back to the chat."""
+    def logout(self, request: Request) -> Response:
+        """End the admin session on the server (the cookie is revoked, copies too), forget it, back to the chat."""
+        self.revoke(self.cookie_of(request))
         response = RedirectResponse("../", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
