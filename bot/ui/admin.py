@@ -4,9 +4,9 @@ chat login is (:class:`bot.ui.guard.ThrottledLogin`: a lockout per username + ad
 
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
-every event takes. The cookie is ``<expiry>.<session>.<HMAC-SHA256>`` under a key made at start (a restart logs admins out),
-HttpOnly and SameSite=Strict (no cross-site requests carry it). Logging out revokes the cookie on the server (a
-copied cookie stops working too). Without admin credentials nobody is an admin.
+every event takes. The cookie is ``<expiry>.<session>.<HMAC-SHA256>`` under a key made at start (a restart logs
+admins out), HttpOnly and SameSite=Strict (no cross-site requests carry it). Logging out revokes the cookie on the
+server (a copied cookie stops working too). Without admin credentials nobody is an admin.
 """
 
 from __future__ import annotations
