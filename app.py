@@ -73,7 +73,7 @@ def main(argv=None) -> None:
     try:
         settings = load_settings(args.config)
         auth = settings.ui.auth.credentials()  # fail before the slow index build
-        limit_repeated_logs(settings.limits.log_repeats_per_minute)
+        limit_repeated_logs(settings.limits.log_repeats_per_minute, max_chars=settings.limits.max_log_chars)
         use_own_upload_folder(settings)  # files a previous run received are deleted
         demo, routes = build_server(settings)
     except BotError as exc:

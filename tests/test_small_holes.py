@@ -109,3 +109,32 @@ def test_imports_refuse_unsafe_names_and_keys(tmp_path):
         store.import_file("ok.json", '{"a\\nINFO forged": {"query": "q", "document": "d"}}')
     assert list((tmp_path / "kb").iterdir()) == []
     assert store.import_file("ok.json", '{"a": {"query": "q", "document": "d"}}') == ["ok:a"]
+
+
+def test_a_huge_validation_error_is_logged_cut_to_the_configured_size(settings):
+    import io
+    import logging
+
+    import pydantic
+
+    from bot.logfilter import RepeatFilter
+
+    class Chat(pydantic.BaseModel):
+        history: list[int]
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(RepeatFilter(20, 60.0, max_chars=settings.limits.max_log_chars))
+    logger = logging.getLogger("kbbot.test.huge")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        Chat(history=[f"turn {n} " * 20 for n in range(20_000)])  # type: ignore[list-item]
+    except pydantic.ValidationError as exc:
+        size = len(str(exc))
+        logger.error("request failed: %s", exc, exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    written = out.getvalue()
+    assert size > 3_000_000 and len(written) < 2 * settings.limits.max_log_chars + 500  # main: 2 copies, 7+ MB
+    assert "characters cut" in written and "ValidationError: 20000 validation errors for Chat" in written

@@ -464,6 +464,8 @@ class LimitSettings(Strict):
     login_lockout_seconds: float = Field(default=30, gt=0)
     # Identical log messages (per logger) written per minute; the rest are counted and summarised.
     log_repeats_per_minute: int = Field(default=20, ge=1)
+    # A log record's message and its traceback are each cut to this many characters (a huge bad request's echo).
+    max_log_chars: int = Field(default=4000, ge=200)
     # Reverse proxies (addresses or networks, e.g. 127.0.0.1 for nginx on this host) whose X-Forwarded-For names
     # the client for the per-address limits; from anyone else the header is ignored. Default: none.
     trusted_proxies: list[str] = Field(default_factory=list)
