@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
 from bot.chat.conversation import QueryRewriter
+from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
 from bot.chat.limits import BoundedChatModel
@@ -222,6 +223,12 @@ def build_bot(
         top_k=settings.retrieval.top_k,
         max_message_chars=settings.limits.max_message_chars,
         max_answer_chars=settings.limits.max_answer_chars,
+        max_search_chars=settings.limits.max_search_chars,
+        expensive=ExpensiveGate(
+            settings.limits.long_message_chars,
+            settings.limits.long_message_concurrency,
+            settings.limits.long_message_wait_seconds,
+        ),
         rewriter=QueryRewriter(llm, settings.conversation.rewrite_template, settings.prompt.max_history_turns)
         if llm is not None and settings.conversation.rewrite
         else None,

@@ -448,6 +448,13 @@ class LimitSettings(Strict):
     """Guards on user input."""
 
     max_message_chars: int = Field(default=2000, ge=10)
+    # Each search reads at most this many characters of the message (or HyDE text): bounded work per message.
+    max_search_chars: int = Field(default=500, ge=20)
+    # Messages longer than long_message_chars are answered at most long_message_concurrency at once; one more
+    # waits up to long_message_wait_seconds, then is asked to try again (short messages never wait for them).
+    long_message_chars: int = Field(default=300, ge=10)
+    long_message_concurrency: int = Field(default=2, ge=1)
+    long_message_wait_seconds: float = Field(default=10.0, ge=0)
     # The LLM's reply is read up to this many characters, then the stream is closed and the answer marked cut.
     max_answer_chars: int = Field(default=8000, ge=100)
     # LLM text the bot reuses (HyDE, multi-query rewrites, grades, follow-up rewrites) is read up to this many
