@@ -138,3 +138,22 @@ def test_a_huge_validation_error_is_logged_cut_to_the_configured_size(settings):
     written = out.getvalue()
     assert size > 3_000_000 and len(written) < 2 * settings.limits.max_log_chars + 500  # main: 2 copies, 7+ MB
     assert "characters cut" in written and "ValidationError: 20000 validation errors for Chat" in written
+
+
+def test_an_admin_restores_an_overwritten_file_in_the_page_and_can_undo_it(settings, serve_app, kb_dir):  # noqa: F811
+    from tests.test_guard import call
+
+    base = serve_app()
+    original = (kb_dir / "faq.json").read_bytes()
+    status = call(base, "save_entry", "faq.json", "", "停车场怎么收费？", "被改坏的内容", "", None)[0]
+    assert "index updated" in status and (kb_dir / "faq.json").read_bytes() != original
+    versions = call(base, "file_versions", "faq.json")[0]  # main: no such endpoint (restore was CLI only)
+    kept = versions["choices"][0][1] if isinstance(versions, dict) else versions
+    status = call(base, "restore_version", "faq.json", kept)[0]
+    assert "Restored faq.json" in status and (kb_dir / "faq.json").read_bytes() == original
+    undo = call(base, "file_versions", "faq.json")[0]["choices"]
+    assert len(undo) == 2  # the broken version was kept: the restore can be undone the same way
+    with httpx.Client(base_url=base, timeout=60) as anonymous:  # no admin cookie: refused
+        event = anonymous.post("/gradio_api/call/restore_version", json={"data": ["faq.json", kept]}).json()
+        text = anonymous.get(f"/gradio_api/call/restore_version/{event['event_id']}").text
+    assert "event: error" in text and "Restored" not in text

@@ -10,6 +10,7 @@ from bot.chat.entry_table import EntryPage, HitCounts, entry_page
 from bot.errors import BotError
 from bot.knowledge import csv_io
 from bot.knowledge.files import entry_version
+from bot.knowledge.history import FileVersion
 from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
 from bot.search.index import KnowledgeIndex
 
@@ -146,6 +147,18 @@ class KnowledgeEditor:
         default = file_name(PurePosixPath(name).stem)
         ids = tuple(csv_io.import_csv(self.store, text, default, PurePosixPath(name).name))
         return self._refreshed(f"已导入 / Imported {PurePosixPath(name).name}: {len(ids)} entries", default, None, ids)
+
+    def history(self, file: str | None) -> list[FileVersion]:
+        """The kept earlier versions of ``file``, newest first; raises BotError for a bad name."""
+        return self.store.history(file_name(file))
+
+    def restore(self, file: str | None, version: str | None) -> EditResult:
+        """Bring back a kept version of ``file`` (the current one is kept first, so this can be undone too)."""
+        file = file_name(file)
+        if not file or not version:
+            raise KnowledgeWriteError("请选择文件和历史版本 / Choose a file and a kept version")
+        ids = tuple(self.store.restore(file, version))
+        return self._refreshed(f"已恢复 / Restored {file} to {version}", file, None, ids)
 
     def export_csv(self) -> str:
         """Every entry the index serves now, as CSV text (see bot/knowledge/csv_io.py)."""

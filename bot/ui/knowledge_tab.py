@@ -25,6 +25,7 @@ from bot.ui.entry_browser import EntryBrowser, entry_browser
 from bot.ui.events import PRIVATE
 from bot.ui.guard import ClientLimits, write_guard
 from bot.ui.render import knowledge_error_html
+from bot.ui.restore import restore_section
 
 e = html.escape
 MAX_KEY_CHOICES = 500  # a huge file's keys are found through the table instead
@@ -299,3 +300,5 @@ def knowledge_tab(
         guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     export.click(k.export, None, [exported], api_name="export_csv")
+    restored = restore_section(k.editor, file, status, guard, result_html, _error_html)
+    restored.then(browser.show, [search, page], table_out, **PRIVATE)
