@@ -5,33 +5,14 @@ Checked through the raw Gradio HTTP API (``/gradio_api/queue/join`` with every `
 from __future__ import annotations
 
 import json
-import uuid
 
 import httpx
 
 from tests.conftest import write_knowledge
+from tests.gradio_http import queue_call
 from tests.test_guard import ADMIN, call, serve_app  # noqa: F401  (fixture)
 
 BROKEN = '{"oops": {"query": "断了的条目'  # a knowledge file with a JSON error: its detail is for admins only
-
-
-def queue_call(base: str, fn_index: int, inputs: int, headers: dict | None = None) -> str:
-    """One event through the queue as a fresh browser tab would send it (no cookie unless ``headers``): the raw SSE."""
-    session = uuid.uuid4().hex
-    with httpx.Client(base_url=base, timeout=60, headers=headers or {}) as http:
-        joined = http.post(
-            "/gradio_api/queue/join",
-            json={"data": [None] * inputs, "fn_index": fn_index, "session_hash": session, "event_data": None},
-        )
-        if joined.status_code != 200:
-            return joined.text
-        out = []
-        with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as stream:
-            for line in stream.iter_lines():
-                out.append(line)
-                if "process_completed" in line or "close_stream" in line:
-                    break
-        return "\n".join(out)
 
 
 def secrets_of(settings, kb_dir) -> list[str]:
