@@ -52,6 +52,13 @@ def result_html(result: EditResult) -> str:
             f"<div class='kb-notice'>✅ {e(result.done)}<br>⚠️ 但其他知识文件有错误，索引未更新 / but another "
             f"knowledge file has errors, the index was not updated:<pre>{e(result.knowledge_error)}</pre></div>"
         )
+    if result.pending:
+        done = ", ".join(f"{e(name)} {n}" for name, n in result.progress) or "—"
+        return (
+            f"<div class='kb-ok'>✅ {e(result.done)} · 已写入磁盘 / saved to disk<br>⏳ 索引正在后台更新，稍后生效 / the "
+            f"index is updating in the background; the chat answers from it in a moment (已索引 / indexed so far: "
+            f"{done})</div>"
+        )
     return f"<div class='kb-ok'>✅ {e(result.done)} · 索引已更新 / index updated ({result.entries} entries)</div>"
 
 
