@@ -8,6 +8,7 @@ import threading
 import time
 
 from bot.factory import build_bot, build_store
+from bot.ui.indexing import IndexingProgress
 from bot.ui.knowledge_tab import KnowledgeHandlers
 from tests.conftest import set_cutoffs
 
@@ -34,14 +35,20 @@ def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb
         status = KnowledgeHandlers(editor).save("faq.json", "", "停车场怎么收费？", "五元一小时。", "停车")[0]
         took = time.monotonic() - started
         on_disk = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
+        started_timer = IndexingProgress(bot.index).start()[0]
+        line = IndexingProgress(bot.index).poll()  # the knowledge tab's timer tick while the indexing runs
     finally:
         release.set()
         holder.join(10)
     assert took < 3, took  # main: the save waited for the whole indexing (here 30 s)
+    assert "indexing in the background" in line[0] and line[1].active is True
     assert "saved to disk" in status and "updating in the background" in status and "indexed so far" in status
     assert any(v["query"] == "停车场怎么收费？" for v in on_disk.values())
     assert bot.index.wait_idle(30)
     assert bot.answer("停车场怎么收费？").hits[0].entry.query == "停车场怎么收费？"  # served once indexed
+    assert started_timer.active is True
+    done, timer = IndexingProgress(bot.index).poll()
+    assert "index up to date (7 entries)" in done and timer.active is False  # the polling stops
 
 
 def test_a_save_with_an_idle_index_still_says_index_updated(settings):

@@ -24,6 +24,7 @@ from bot.ui.downloads import export_file, template_file
 from bot.ui.entry_browser import EntryBrowser, entry_browser
 from bot.ui.events import PRIVATE
 from bot.ui.guard import ClientLimits, write_guard
+from bot.ui.indexing import indexing_progress
 from bot.ui.render import knowledge_error_html
 from bot.ui.restore import restore_section
 
@@ -289,7 +290,7 @@ def knowledge_tab(
     load_btn = gr.Button(visible=False, elem_id="kb-k-load")
     load_btn.click(k.load, [file, key], form, api_name="entry")
     guard = write_guard(limits)  # saves, deletes and imports: limited per client address; uploads deleted after
-    save.click(
+    saved = save.click(
         guard(k.save, 8),
         [file, key, query, document, metadata, loaded],
         [status, file, key, query, document, metadata, loaded, mode],
@@ -297,15 +298,17 @@ def knowledge_tab(
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     delete.click(k.ask_delete, [loaded], [status, confirm_row, confirm_text], **PRIVATE)
     cancel.click(lambda: gr.update(visible=False), None, [confirm_row], **PRIVATE)
-    confirm.click(
+    deleted = confirm.click(
         guard(k.delete, 8),
         [loaded],
         [status, key, query, document, metadata, loaded, mode, confirm_row],
         api_name="delete_entry",
     ).then(browser.show, [search, page], table_out, **PRIVATE)
-    do_upload.click(
+    uploaded = do_upload.click(
         guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
-    ).then(browser.show, [search, page], table_out, **PRIVATE)
+    )
+    uploaded.then(browser.show, [search, page], table_out, **PRIVATE)
     export.click(k.export, None, [exported], api_name="export_csv")
     restored = restore_section(k.editor, file, status, guard, result_html, _error_html)
     restored.then(browser.show, [search, page], table_out, **PRIVATE)
+    indexing_progress(bot.index, [saved, deleted, uploaded, restored])
