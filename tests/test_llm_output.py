@@ -144,3 +144,20 @@ def test_the_streamed_think_filter_matches_the_whole_text_for_any_split():
                 n = rng.randint(1, 4)
                 out, i = out + f.feed(text[i : i + n]), i + n
             assert out + f.finish() == strip_reasoning(text), (text, json.dumps(out))
+
+
+@pytest.mark.parametrize("form", ["think-tags", "reasoning_content"])
+def test_the_reasoning_is_shown_folded_in_the_sources_panel_and_nowhere_else(answering, llm_server, form):
+    from bot.ui.render import sources_html
+
+    thinking = "先看参考资料 [1]：<知识> 放进文件夹。"
+    if form == "think-tags":
+        llm_server.reply = lambda body: f"<think>{thinking}</think>{ANSWER}"
+    else:
+        llm_server.reasoning = lambda body: thinking
+    bot = build_bot(answering)
+    answer = bot.answer("怎么添加知识？", source="api")
+    assert answer.text == ANSWER and answer.reasoning == thinking
+    panel = sources_html(answer)
+    assert "<details class='kb-reasoning'>" in panel and "&lt;知识&gt;" in panel and "<知识>" not in panel
+    assert bot.llm.complete([{"role": "user", "content": "怎么添加知识？"}]) == ANSWER  # HyDE and co. never see it

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
-from bot.chat.reasoning import ThinkFilter
+from bot.chat.reasoning import SHOWN_CHARS, ThinkFilter, Thought
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 
 if TYPE_CHECKING:
@@ -38,10 +38,12 @@ class ChatModel(ABC):
 def read_capped(pieces: Iterator[str], max_chars: int | None) -> str:
     """The pieces joined, reading no further than ``max_chars`` characters (then the stream is closed)."""
     if max_chars is None:
-        return "".join(pieces)
+        return "".join(p for p in pieces if not isinstance(p, Thought))
     out: list[str] = []
     size = 0
     for piece in pieces:
+        if isinstance(piece, Thought):  # a reasoning model's thinking is never part of the text
+            continue
         out.append(piece)
         size += len(piece)
         if size > max_chars:
@@ -131,14 +133,19 @@ class OpenAIChat(ChatModel):
         """The content pieces of ``response`` without reasoning; an empty answer is an error, not a blank bubble."""
         received: list[str] = []
         think = ThinkFilter()
-        reasoning = 0  # characters of reasoning_content (or reasoning) seen and dropped
+        reasoning = shown = 0  # characters of reasoning_content (or reasoning) seen; of thinking passed on
         try:
             for chunk in response:
                 if not chunk.choices:
                     continue
                 delta = chunk.choices[0].delta
-                reasoning += len(getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None) or "")
+                separate = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None) or ""
+                reasoning += len(separate)
                 piece = think.feed(delta.content or "")
+                thought = (separate + think.take_thought())[: max(0, SHOWN_CHARS - shown)]
+                if thought:  # for the sources panel, folded; never answer text
+                    shown += len(thought)
+                    yield Thought(thought)
                 if reasoning + think.reasoning_chars > self.max_reasoning_chars:
                     raise LLMError(
                         f"the LLM at {self.base_url} (model {self.model}) thought for over "

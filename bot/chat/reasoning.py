@@ -9,6 +9,12 @@ thinking has no answer at all). Text that might be the start of a tag is held ba
 from __future__ import annotations
 
 OPEN, CLOSE = "<think>", "</think>"
+SHOWN_CHARS = 4000  # of a reply's thinking, passed on to be shown folded in the sources panel
+
+
+class Thought(str):
+    """A piece of a reasoning model's thinking, not answer text: ChatModel.stream yields these so a front end may
+    show them folded; everything that reads the answer (complete, the answer's text and length cap) skips them."""
 
 
 def _partial_tag(text: str, tag: str) -> int:
@@ -27,6 +33,7 @@ class ThinkFilter:
         self._thinking = False
         self._started = False  # some answer text (not whitespace) was let through
         self.reasoning_chars = 0  # characters of thinking dropped
+        self._thought: list[str] = []  # thinking since the last take_thought()
 
     def feed(self, piece: str) -> str:
         """The part of the text so far that is answer and was not returned before."""
@@ -37,10 +44,10 @@ class ThinkFilter:
                 end = text.find(CLOSE)
                 if end < 0:
                     keep = _partial_tag(text, CLOSE)
-                    self.reasoning_chars += len(text) - keep
+                    self._think(text[: len(text) - keep])
                     self._held = text[len(text) - keep :] if keep else ""
                     break
-                self.reasoning_chars += end
+                self._think(text[:end])
                 self._thinking, text = False, text[end + len(CLOSE) :]
                 if not self._started:
                     text = text.lstrip()  # the blank line after the thinking is not part of the answer
@@ -55,6 +62,15 @@ class ThinkFilter:
             self._thinking, text = True, text[start + len(OPEN) :]
         return "".join(out)
 
+    def _think(self, text: str) -> None:
+        self.reasoning_chars += len(text)
+        self._thought.append(text)
+
+    def take_thought(self) -> str:
+        """The thinking dropped since the last call."""
+        thought, self._thought = "".join(self._thought), []
+        return thought
+
     def _answer(self, text: str) -> str:
         if not self._started:
             text = text.lstrip()  # whitespace before or after a <think> at the start is not an answer either
@@ -65,7 +81,7 @@ class ThinkFilter:
         """What was held back at the end of the stream (nothing when it ended inside a ``<think>`` block)."""
         held, self._held = self._held, ""
         if self._thinking:
-            self.reasoning_chars += len(held)
+            self._think(held)
             return ""
         return self._answer(held)
 
