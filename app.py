@@ -37,7 +37,8 @@ def build_server(settings, bot=None):
     routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
     if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += demo.admin.router().routes
-    demo.kb_guard = ServerGuard(settings)  # serve() adds its CSP, upload cap and rate, and the throttled login
+    # serve() adds its CSP, upload cap, rate and admin check, and the throttled login
+    demo.kb_guard = ServerGuard(settings, may_upload=demo.admin.allows)
     return demo, routes
 
 
@@ -72,7 +73,7 @@ def main(argv=None) -> None:
     try:
         settings = load_settings(args.config)
         auth = settings.ui.auth.credentials()  # fail before the slow index build
-        limit_repeated_logs(settings.limits.log_repeats_per_minute)
+        limit_repeated_logs(settings.limits.log_repeats_per_minute, max_chars=settings.limits.max_log_chars)
         use_own_upload_folder(settings)  # files a previous run received are deleted
         demo, routes = build_server(settings)
     except BotError as exc:

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
+from benchmarks.faults_leaks import leak_rows
 from bot.config.settings import Cutoffs, Settings, load_settings
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
@@ -534,6 +535,12 @@ def main(argv=None) -> None:
         except Exception as exc:
             traceback.print_exc()
             rows[2] = rows[3] = (None, f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
+        try:  # issue 28: attacks on the served app and a misbehaving LLM
+            leaks = leak_rows(lambda name: make_settings(tmp, jieba, name))
+        except Exception as exc:
+            traceback.print_exc()
+            leaks = {11: ("issue 28 attacks", "", f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)}
+        rows.update({n: row[1:] for n, row in leaks.items()})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     names = {
@@ -547,6 +554,7 @@ def main(argv=None) -> None:
         8: "a stale edit (entry changed since loaded)",
         9: "an overwrite import, then `restore` from history",
         10: "a corrupt conversation-log file",
+        **{n: row[0] for n, row in leaks.items()},
     }
     lines = ["| fault | injected how | observed outcome | as intended |", "|---|---|---|---|"]
     for n in sorted(rows):
@@ -560,10 +568,12 @@ def main(argv=None) -> None:
     print(f"\n{len(rows) - len(bad)}/{len(rows)} as intended ({took:.0f} s)" + (f"; not: {bad}" if bad else ""))
     if not args.no_write:
         header = (
-            f"## Faults (issue 13)\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
+            f"## Faults (issues 13 and 28)\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
             f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}): each fault "
             "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
-            "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); no LLM. "
+            "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); rows 11-19 attack "
+            "the real served app over HTTP (benchmarks/faults_leaks.py), rows 20-22 use the local test LLM "
+            "(tests/llm_server.py). "
             '"As intended" is computed from the observations. Times include the shared-CPU noise.'
         )
         write_section("faults", header + "\n\n" + table)

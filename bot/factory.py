@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
 from bot.chat.conversation import QueryRewriter
+from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
 from bot.chat.limits import BoundedChatModel
@@ -162,9 +163,10 @@ def build_llm(settings: Settings) -> ChatModel | None:
         timeout=s.timeout,
         max_retries=s.max_retries,
         key_env=s.api_key_env,
+        max_reasoning_chars=s.max_reasoning_chars,
     )
     # Slow calls queue for one of max_concurrency slots (up to the LLM timeout) instead of starving every worker.
-    return BoundedChatModel(chat, s.max_concurrency, s.timeout)
+    return BoundedChatModel(chat, s.max_concurrency, s.timeout, settings.limits.max_step_chars)
 
 
 def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
@@ -244,6 +246,12 @@ def build_bot(
         top_k=settings.retrieval.top_k,
         max_message_chars=settings.limits.max_message_chars,
         max_answer_chars=settings.limits.max_answer_chars,
+        max_search_chars=settings.limits.max_search_chars,
+        expensive=ExpensiveGate(
+            settings.limits.long_message_chars,
+            settings.limits.long_message_concurrency,
+            settings.limits.long_message_wait_seconds,
+        ),
         rewriter=QueryRewriter(llm, settings.conversation.rewrite_template, settings.prompt.max_history_turns)
         if llm is not None and settings.conversation.rewrite
         else None,

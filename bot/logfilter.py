@@ -6,6 +6,7 @@
   with the exception's type and message.
 - ``log_gradio_tracebacks``: Gradio prints the traceback of every failed request with ``traceback.print_exc()``,
   around logging; its request modules are made to log them instead (logger ``gradio``), so the filter bounds them.
+- Every record that passes is cut to ``max_chars`` characters (message and traceback each).
 - ``limit_repeated_logs``: installs both (app startup).
 """
 
@@ -27,6 +28,7 @@ SUPPRESSING = "（后续相同日志将暂停记录 / further identical messages
 SUPPRESSED = "（期间省略了 {n} 条相同日志 / {n} identical messages were suppressed）"
 LOGGER_SUPPRESSING = "（此来源的后续日志将暂停记录 / further messages from {name} suppressed for {window:g} s）"
 LOGGER_SUPPRESSED = "（期间省略了此来源的 {n} 条日志 / {n} messages from {name} were suppressed）"
+CUT = "省略了 {n} 个字符 / {n} characters cut"
 GRADIO_FAILED = "Gradio 处理请求出错 / Gradio failed to handle a request"
 # Loggers that do not propagate to the root logger (uvicorn configures its own handlers at launch), and ``gradio``,
 # where Gradio's printed tracebacks are logged (filtered there too when the root logger has no handler).
@@ -60,8 +62,11 @@ class RepeatFilter(logging.Filter):
         clock: Callable[[], float] = time.monotonic,
         per_logger: int | None = None,
         tracebacks: int = 1,
+        max_chars: int = 4000,
     ):
+        """``max_chars``: a record's message and its traceback are each cut to this many characters."""
         super().__init__()
+        self.max_chars = max_chars
         self.per_window = per_window
         self.window = window
         self.per_logger = per_logger if per_logger is not None else 5 * per_window
@@ -78,6 +83,8 @@ class RepeatFilter(logging.Filter):
         verdict = getattr(record, self._verdict, None)
         if verdict is None:
             verdict = self._decide(record)
+            if verdict:
+                _bounded(record, self.max_chars)
             setattr(record, self._verdict, verdict)
         return bool(verdict)
 
@@ -126,6 +133,26 @@ class RepeatFilter(logging.Filter):
         # The first record over a limit: one line, without its traceback, saying what happens next.
         _one_line(record, notice)
         return True
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({CUT.format(n=len(text) - limit)})"
+
+
+def _bounded(record: logging.LogRecord, limit: int) -> None:
+    """``record`` with its message and traceback cut to ``limit`` characters each (a request echoing a 20,000-item
+    body in a validation error is 3.6 MB, once a minute per client)."""
+    message = record.getMessage()
+    if len(message) > limit:
+        record.msg, record.args = _cut(message, limit), ()
+    if record.exc_info and not record.exc_text:
+        # Each part cut on its own, so the frames and the exception's type survive a huge exception message.
+        parts = traceback.format_exception(*record.exc_info)
+        record.exc_text = "".join(_cut(part, limit // 4) for part in parts).rstrip("\n")
+    if record.exc_text and len(record.exc_text) > limit:
+        record.exc_info, record.exc_text = None, _cut(record.exc_text, limit)
+    elif record.exc_text:
+        record.exc_info = None  # the formatter prints exc_text; exc_info would be formatted again in full
 
 
 def _one_line(record: logging.LogRecord, notice: str) -> None:
@@ -180,10 +207,13 @@ def log_gradio_tracebacks(modules: tuple[str, ...] = GRADIO_MODULES) -> list[str
     return changed
 
 
-def limit_repeated_logs(per_minute: int, loggers: tuple[str, ...] = OWN_HANDLER_LOGGERS) -> RepeatFilter:
+def limit_repeated_logs(
+    per_minute: int, loggers: tuple[str, ...] = OWN_HANDLER_LOGGERS, max_chars: int = 4000
+) -> RepeatFilter:
     """Install one RepeatFilter (replacing one installed before) on the root logger's handlers and on ``loggers``
-    (which keep their own handlers), and make Gradio log the tracebacks it prints."""
-    repeat = RepeatFilter(per_minute, 60.0)
+    (which keep their own handlers), and make Gradio log the tracebacks it prints; records are cut at
+    ``max_chars`` (message and traceback each)."""
+    repeat = RepeatFilter(per_minute, 60.0, max_chars=max_chars)
     # A logger-level filter survives the logging.config calls that replace handlers.
     for holder in [*logging.getLogger().handlers, *(logging.getLogger(name) for name in loggers)]:
         for old in [f for f in holder.filters if isinstance(f, RepeatFilter)]:

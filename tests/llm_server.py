@@ -14,11 +14,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @dataclass
 class Fault:
-    """One scripted misbehaviour for the next request: an HTTP status, a delay, or a stream cut mid-answer."""
+    """One scripted misbehaviour for the next request: an HTTP status, a delay, a stream cut mid-answer, or a raw
+    HTTP 200 ``body`` of ``content_type`` instead of the API's answer (a proxy's HTML error page, broken JSON)."""
 
     status: int | None = None
     sleep: float = 0.0
     break_after: int | None = None
+    body: bytes | None = None
+    content_type: str = "text/html; charset=utf-8"
 
 
 def default_reply(body: dict) -> str:
@@ -40,6 +43,9 @@ class LocalLLMServer:
         self.faults: deque[Fault] = deque()
         self.reply: Callable[[dict], str] = default_reply
         self.chunk_delay = 0.0
+        self.piece_size = 4  # characters per streamed content delta
+        # Reasoning streamed as ``reasoning_content`` deltas before the content (DeepSeek-R1, vLLM), or None.
+        self.reasoning: Callable[[dict], str] | None = None
         self.in_flight = 0  # chat requests being answered now, and the most ever at once
         self.max_in_flight = 0
         self._count_lock = threading.Lock()
@@ -81,6 +87,13 @@ class LocalLLMServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _raw(self, data: bytes, content_type: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_GET(self):
                 self._json(200, {"object": "list", "data": [{"id": "local-test", "object": "model"}]})
 
@@ -103,6 +116,8 @@ class LocalLLMServer:
                 fault = server_self.faults.popleft() if server_self.faults else Fault()
                 if fault.sleep:
                     time.sleep(fault.sleep)
+                if fault.body is not None:
+                    return self._raw(fault.body, fault.content_type)
                 if fault.status:
                     return self._json(
                         fault.status, {"error": {"message": f"scripted {fault.status}", "type": "server_error"}}
@@ -133,8 +148,11 @@ class LocalLLMServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                pieces = [text[i : i + 4] for i in range(0, len(text), 4)] or [""]
-                for n, piece in enumerate(pieces):
+                size = server_self.piece_size
+                thinking = server_self.reasoning(body) if server_self.reasoning else ""
+                deltas = [{"reasoning_content": thinking[i : i + size]} for i in range(0, len(thinking), size)]
+                deltas += [{"content": text[i : i + size]} for i in range(0, len(text), size)] or [{"content": ""}]
+                for n, delta in enumerate(deltas):
                     if fault.break_after is not None and n >= fault.break_after:
                         # Drop the connection mid-body: the client sees an incomplete chunked read.
                         self.wfile.flush()
@@ -146,7 +164,7 @@ class LocalLLMServer:
                         "object": "chat.completion.chunk",
                         "created": 0,
                         "model": body.get("model"),
-                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
                     }
                     self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                     if server_self.chunk_delay:

@@ -99,3 +99,22 @@ def test_the_locked_message_says_when_to_retry_chinese_first():
     assert locked_message(0.2).startswith("登录失败次数过多") and "1 秒" in locked_message(0.2)
     assert "try again in 45 s" in locked_message(44.1)
     assert "15 分钟" in locked_message(900) and "try again in 15 min" in locked_message(900)
+
+
+def test_logout_revokes_the_session_on_the_server_a_copied_cookie_too(admin):
+    from types import SimpleNamespace
+
+    auth, clock = admin
+    auth.clock = lambda: clock[0]
+    http = client(auth)
+    cookie = login(http, ADMIN[1]).cookies[COOKIE]
+    other = auth.token()  # another admin's session
+    copied = SimpleNamespace(headers={"cookie": f"{COOKIE}={cookie}"})  # e.g. taken from a shared machine
+    assert auth.allows(copied)
+    assert http.get("/admin/logout", headers={"Cookie": f"{COOKIE}={cookie}"}).status_code == 303
+    assert not auth.allows(copied) and not auth.valid(cookie)  # main: valid for the rest of its 12 h
+    assert auth.valid(other)  # only that session ended
+    clock[0] = 13 * 3600  # both expired: the revocation list forgets them when the next logout comes
+    fresh = auth.token()
+    auth.revoke(fresh)
+    assert list(auth._revoked) == [fresh.split(".")[1]]

@@ -102,10 +102,12 @@ def test_upload_over_the_size_cap_is_refused_and_imported_uploads_are_deleted(se
     settings.limits.max_upload_mb = 0.01  # 10 KiB
     base = serve_app()
     big = b'{"x": {"query": "q", "document": "' + b"a" * 20_000 + b'"}}'
-    refused = httpx.post(base + "/gradio_api/upload", files={"files": ("big.json", big)}, timeout=30)
+    refused = httpx.post(base + "/gradio_api/upload", files={"files": ("big.json", big)}, headers=ADMIN, timeout=30)
     assert refused.status_code == 413
     small = json.dumps({"p": {"query": "停车场怎么收费？", "document": "五元。"}}, ensure_ascii=False).encode()
-    stored = httpx.post(base + "/gradio_api/upload", files={"files": ("parking.json", small)}, timeout=30).json()[0]
+    stored = httpx.post(
+        base + "/gradio_api/upload", files={"files": ("parking.json", small)}, headers=ADMIN, timeout=30
+    ).json()[0]
     from pathlib import Path
 
     assert Path(stored).exists()
@@ -120,7 +122,9 @@ def test_uploads_are_limited_per_address(settings, serve_app):
     settings.limits.writes_per_minute = 2
     base = serve_app()
     codes = [
-        httpx.post(base + "/gradio_api/upload", files={"files": ("a.json", b"{}")}, timeout=30).status_code
+        httpx.post(
+            base + "/gradio_api/upload", files={"files": ("a.json", b"{}")}, headers=ADMIN, timeout=30
+        ).status_code
         for _ in range(3)
     ]
     assert codes == [200, 200, 429]

@@ -89,6 +89,8 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raise bad_request(
             f"请求体不是有效的 JSON / The request body is not valid JSON: {exc}", code="invalid_json"
         ) from None
+    except RecursionError:  # json.loads recurses per nesting level: 100k "[" would be a 500
+        raise bad_request("JSON 嵌套过深 / The request body is nested too deeply", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request("请求体必须是 JSON 对象 / The request body must be a JSON object")
     model = body.get("model")

@@ -77,7 +77,7 @@ class ChatAPI:
     def __init__(self, bot: Bot, settings: Settings):
         self.bot = bot
         self.settings = settings
-        self.guard = TokenGuard(settings.api.token_env, settings.api.require_token)
+        self.guard = TokenGuard.from_settings(settings)
         self.limiter = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
         self.created = int(time.time())  # the models' "created": when this API started
         if settings.api.require_token and self.guard.expected() is None:
@@ -96,8 +96,9 @@ class ChatAPI:
     # -- helpers --------------------------------------------------------------
     def authorize(self, request: Request) -> str:
         """The client's rate-limit key (its token's hash, or its address when the API is open); raises 401."""
-        key = self.guard.check(request.headers.get("authorization"))
-        return key or f"addr:{request.client.host if request.client else 'unknown'}"
+        address = request.client.host if request.client else "unknown"
+        key = self.guard.check(request.headers.get("authorization"), address)
+        return key or f"addr:{address}"
 
     def mode_of(self, model: str) -> str:
         """The retrieval mode a model name selects (``kbbot`` = the configured default now); 404 when unknown."""

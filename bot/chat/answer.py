@@ -75,6 +75,7 @@ class Answer:
     llm: str | None = None
     llm_used: bool = False
     hypothetical: str | None = None
+    reasoning: str | None = None  # a reasoning model's thinking (the first 4,000 characters), never in ``text``
     phrasings: tuple[str, ...] = ()
     rewritten: str | None = None
     notices: tuple[str, ...] = ()

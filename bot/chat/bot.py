@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from bot.chat import services
@@ -13,6 +14,7 @@ from bot.chat.answer import Answer, Cutoffs, Part, Strategy
 from bot.chat.cleaning import TRUNCATED_NOTICE, clean_message  # noqa: F401 (re-exported)
 from bot.chat.compose import RETRIEVAL_ONLY_LABEL, compose  # noqa: F401 (re-exported)
 from bot.chat.conversation import QueryRewriter, last_user_message
+from bot.chat.expensive import LONG_BUSY, ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.followup import reads_as_followup
 from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms, stream_reply  # noqa: F401 (notices re-exported)
@@ -61,6 +63,8 @@ class Bot:
         grader: RelevanceGrader | None = None,
         recorder: TurnRecorder | None = None,
         privacy: PrivacyPolicy = NO_MASKING,
+        max_search_chars: int | None = None,
+        expensive: ExpensiveGate | None = None,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -80,6 +84,8 @@ class Bot:
         self.grader = grader if llm is not None else None
         self.recorder = recorder or TurnRecorder(None)  # the conversation log (Bot.turn)
         self.privacy = privacy
+        self.max_search_chars = max_search_chars  # text searched per search (limits.max_search_chars)
+        self.expensive = expensive  # long messages' own concurrency limit (Bot.turn)
 
     @property
     def retrieval_only(self) -> bool:
@@ -142,6 +148,7 @@ class Bot:
         """Like :meth:`_search`, or None when the searcher failed during the search."""
         searcher = self.index.searcher(mode)
         cutoffs = self.cutoffs(searcher.system)
+        query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         parts = self.splitter.split(query) if self.splitter else [query]
         found: tuple[Part, ...] = ()
         if len(parts) > 1:
@@ -216,8 +223,15 @@ class Bot:
 
         ``session`` is an opaque id the front end chose, ``source`` "web" or "api"; a failing log never breaks it.
         """
-        for answer in self.stream(message, history, mode):
-            yield self.recorder.record(answer, session, source) if answer.finished else answer
+        with self.expensive.slot(message) if self.expensive else nullcontext(True) as admitted:
+            turns = self.stream(message, history, mode) if admitted else iter([self._busy(message, mode)])
+            for answer in turns:
+                yield self.recorder.record(answer, session, source) if answer.finished else answer
+
+    def _busy(self, message: str, mode: str | None) -> Answer:
+        question, _ = clean_message(message, self.max_message_chars)
+        answer = Answer(question, LONG_BUSY, Strategy.LAST_RESORT, mode or self.current_mode(), llm=self.llm_name)
+        return answer.noted(LONG_BUSY)
 
     def stream(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Iterator[Answer]:
         """Yield snapshots of the answer as it is produced; the last one has ``finished=True``."""

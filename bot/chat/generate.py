@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from bot.chat.answer import Answer
 from bot.chat.llm import ChatModel
+from bot.chat.reasoning import Thought
 from bot.errors import LLMError, LLMStreamBroken
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ def stream_reply(
     try:
         pieces = llm.stream(messages)
         for piece in pieces:
+            if isinstance(piece, Thought):  # a reasoning model's thinking: kept apart, never counted
+                base = dataclasses.replace(base, reasoning=(base.reasoning or "") + piece)
+                continue
             text += piece
             if len(text) > max_chars:  # a runaway reply: stop reading (closes the HTTP stream)
                 close = getattr(pieces, "close", None)

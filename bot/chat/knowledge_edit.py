@@ -10,6 +10,7 @@ from bot.chat.entry_table import EntryPage, HitCounts, entry_page
 from bot.errors import BotError
 from bot.knowledge import csv_io
 from bot.knowledge.files import entry_version
+from bot.knowledge.history import FileVersion
 from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
 from bot.search.index import KnowledgeIndex
 
@@ -28,11 +29,15 @@ class EditResult:
     ids: tuple[str, ...]
     entries: int
     knowledge_error: str | None = None
+    # The edit is on disk, but indexing (this edit's, or another admin's bulk import ahead of it) was still running
+    # when the save was acknowledged; ``progress``: entries indexed so far per index in the running syncs.
+    pending: bool = False
+    progress: tuple[tuple[str, int], ...] = ()
 
     @property
     def indexed(self) -> bool:
         """True when the index now serves the edit."""
-        return self.knowledge_error is None
+        return self.knowledge_error is None and not self.pending
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,10 @@ def file_name(file: str | None) -> str:
 
 class KnowledgeEditor:
     """Reads and edits the knowledge folder for a front end; every write refreshes the index (incrementally)."""
+
+    # A served (background) index: a write is acknowledged once on disk and indexed, or after this many seconds
+    # of indexing (then the answer says the index is still updating).
+    ack_seconds = 5.0
 
     def __init__(self, index: KnowledgeIndex, store: KnowledgeStore):
         self.index = index
@@ -147,6 +156,18 @@ class KnowledgeEditor:
         ids = tuple(csv_io.import_csv(self.store, text, default, PurePosixPath(name).name))
         return self._refreshed(f"已导入 / Imported {PurePosixPath(name).name}: {len(ids)} entries", default, None, ids)
 
+    def history(self, file: str | None) -> list[FileVersion]:
+        """The kept earlier versions of ``file``, newest first; raises BotError for a bad name."""
+        return self.store.history(file_name(file))
+
+    def restore(self, file: str | None, version: str | None) -> EditResult:
+        """Bring back a kept version of ``file`` (the current one is kept first, so this can be undone too)."""
+        file = file_name(file)
+        if not file or not version:
+            raise KnowledgeWriteError("请选择文件和历史版本 / Choose a file and a kept version")
+        ids = tuple(self.store.restore(file, version))
+        return self._refreshed(f"已恢复 / Restored {file} to {version}", file, None, ids)
+
     def export_csv(self) -> str:
         """Every entry the index serves now, as CSV text (see bot/knowledge/csv_io.py)."""
         return csv_io.export_csv(self.index.entries, self.store.folder)
@@ -156,6 +177,16 @@ class KnowledgeEditor:
         return entry_page(self.index.entries, text, page, folder=self.store.folder, hits=hits)
 
     def _refreshed(self, done: str, file: str, key: str | None, ids: tuple[str, ...]) -> EditResult:
-        self.index.refresh(force=True, wait=True)  # this session waits for its edit; searches never do
+        if not self.index.background:
+            self.index.refresh(force=True, wait=True)
+            pending = False
+        else:
+            # The file is on disk (written atomically): wait a little for the index, never behind another
+            # admin's bulk indexing for minutes; the answer then says the index is still updating, and how far.
+            self.index.refresh(force=True, wait=False)
+            pending = not self.index.wait_idle(self.ack_seconds)
         error = self.index.error
-        return EditResult(done, file, key, ids, len(self.index.entries), str(error) if error else None)
+        progress = tuple(sorted(self.index.indexing().items())) if pending else ()
+        return EditResult(
+            done, file, key, ids, len(self.index.entries), str(error) if error else None, pending, progress
+        )

@@ -28,8 +28,10 @@ class BoundedChatModel(ChatModel):
     queue here instead of starving every worker, and the waiting caller degrades like any LLM failure.
     """
 
-    def __init__(self, inner: ChatModel, limit: int, wait: float):
+    def __init__(self, inner: ChatModel, limit: int, wait: float, max_chars: int | None = None):
+        """``max_chars``: what :meth:`complete` reads at most (ChatModel.max_chars)."""
         self.inner = inner
+        self.max_chars = max_chars
         self.name = inner.name
         self.limit = limit
         self.wait = wait

@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
+from bot.chat.reasoning import SHOWN_CHARS, ThinkFilter, Thought
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 
 if TYPE_CHECKING:
@@ -21,14 +22,37 @@ class ChatModel(ABC):
     """A chat LLM: subclasses implement ``stream``; ``complete`` joins it."""
 
     name: str = "llm"
+    # ``complete`` reads at most this many characters (None: all): text the bot reuses (HyDE, rewrites, grades)
+    # must not cost more because an endpoint ignores max_tokens (limits.max_step_chars).
+    max_chars: int | None = None
 
     @abstractmethod
     def stream(self, messages: Sequence[Message], max_tokens: int | None = None) -> Iterator[str]:
         """Yield the reply in pieces as they arrive; raise LLMError subclasses on failure."""
 
     def complete(self, messages: Sequence[Message], max_tokens: int | None = None) -> str:
-        """The whole reply as one string."""
-        return "".join(self.stream(messages, max_tokens=max_tokens))
+        """The whole reply as one string, cut at ``max_chars`` (the stream is closed there, the rest never read)."""
+        return read_capped(self.stream(messages, max_tokens=max_tokens), self.max_chars)
+
+
+def read_capped(pieces: Iterator[str], max_chars: int | None) -> str:
+    """The pieces joined, reading no further than ``max_chars`` characters (then the stream is closed)."""
+    if max_chars is None:
+        return "".join(p for p in pieces if not isinstance(p, Thought))
+    out: list[str] = []
+    size = 0
+    for piece in pieces:
+        if isinstance(piece, Thought):  # a reasoning model's thinking is never part of the text
+            continue
+        out.append(piece)
+        size += len(piece)
+        if size > max_chars:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+            log.warning("LLM text cut at %d characters (the endpoint ignored max_tokens?)", max_chars)
+            return "".join(out)[:max_chars]
+    return "".join(out)
 
 
 class OpenAIChat(ChatModel):
@@ -45,6 +69,7 @@ class OpenAIChat(ChatModel):
         timeout: float = 30.0,
         max_retries: int = 2,
         key_env: str = "OPENAI_API_KEY",
+        max_reasoning_chars: int = 32000,
     ):
         import openai
 
@@ -55,6 +80,7 @@ class OpenAIChat(ChatModel):
         self.max_tokens = max_tokens
         self.timeout = timeout
         self._key_env = key_env
+        self.max_reasoning_chars = max_reasoning_chars
         # The openai client retries 408/409/429/5xx/timeouts itself, with exponential backoff and jitter.
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
 
@@ -98,19 +124,56 @@ class OpenAIChat(ChatModel):
             )
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
+        try:
+            yield from self._answer(response)
+        finally:
+            response.close()
+
+    def _answer(self, response) -> Iterator[str]:
+        """The content pieces of ``response`` without reasoning; an empty answer is an error, not a blank bubble."""
         received: list[str] = []
+        think = ThinkFilter()
+        reasoning = shown = 0  # characters of reasoning_content (or reasoning) seen; of thinking passed on
         try:
             for chunk in response:
                 if not chunk.choices:
                     continue
-                piece = chunk.choices[0].delta.content or ""
+                delta = chunk.choices[0].delta
+                separate = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None) or ""
+                reasoning += len(separate)
+                piece = think.feed(delta.content or "")
+                thought = (separate + think.take_thought())[: max(0, SHOWN_CHARS - shown)]
+                if thought:  # for the sources panel, folded; never answer text
+                    shown += len(thought)
+                    yield Thought(thought)
+                if reasoning + think.reasoning_chars > self.max_reasoning_chars:
+                    raise LLMError(
+                        f"the LLM at {self.base_url} (model {self.model}) thought for over "
+                        f"{self.max_reasoning_chars} characters; raise llm.max_reasoning_chars or llm.timeout"
+                    )
                 if piece:
                     received.append(piece)
                     yield piece
+            piece = think.finish()
+        except LLMError as exc:
+            if received:
+                raise LLMStreamBroken(f"the answer stream broke: {exc}", "".join(received)) from exc
+            raise
         except Exception as exc:  # httpx read errors, timeouts, malformed SSE mid-answer
             err = self._translate(exc)
             if received:
                 raise LLMStreamBroken(f"the answer stream broke: {err}", "".join(received)) from exc
             raise err from exc
-        finally:
-            response.close()
+        if piece:
+            received.append(piece)
+            yield piece
+        if not received:
+            thought = reasoning + think.reasoning_chars
+            where = f"the LLM at {self.base_url} (model {self.model})"
+            if thought:
+                raise LLMError(f"{where} reasoned ({thought} characters) but gave no answer; raise llm.max_tokens")
+            kind = response.response.headers.get("content-type", "?")
+            raise LLMError(
+                f"{where} answered HTTP {response.response.status_code} ({kind}) without any answer text; is "
+                "llm.base_url the API (it usually ends in /v1), not a web page or a proxy's error page?"
+            )

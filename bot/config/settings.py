@@ -301,6 +301,9 @@ class LLMSettings(Strict):
     max_retries: int = Field(default=2, ge=0, le=10)
     # LLM calls in flight at once (chat, HyDE, rewrites); more wait up to ``timeout`` s, then degrade as an LLM error.
     max_concurrency: int = Field(default=4, ge=1)
+    # Reasoning models' thinking (reasoning_content, <think> blocks) is dropped, never shown or counted as the
+    # answer; a reply that thinks longer than this many characters is given up as an LLM error.
+    max_reasoning_chars: int = Field(default=32000, ge=1000)
 
     def api_key(self) -> str | None:
         """The key from the environment variable named by ``api_key_env``, or None."""
@@ -466,8 +469,18 @@ class LimitSettings(Strict):
     """Guards on user input."""
 
     max_message_chars: int = Field(default=2000, ge=10)
+    # Each search reads at most this many characters of the message (or HyDE text): bounded work per message.
+    max_search_chars: int = Field(default=500, ge=20)
+    # Messages longer than long_message_chars are answered at most long_message_concurrency at once; one more
+    # waits up to long_message_wait_seconds, then is asked to try again (short messages never wait for them).
+    long_message_chars: int = Field(default=300, ge=10)
+    long_message_concurrency: int = Field(default=2, ge=1)
+    long_message_wait_seconds: float = Field(default=10.0, ge=0)
     # The LLM's reply is read up to this many characters, then the stream is closed and the answer marked cut.
     max_answer_chars: int = Field(default=8000, ge=100)
+    # LLM text the bot reuses (HyDE, multi-query rewrites, grades, follow-up rewrites) is read up to this many
+    # characters; the rest is never read (an endpoint that ignores max_tokens costs no more).
+    max_step_chars: int = Field(default=2000, ge=100)
     # Per client address (browser) or API token, per minute; 0 = unlimited.
     chat_per_minute: int = Field(default=20, ge=0)
     retrieval_test_per_minute: int = Field(default=30, ge=0)
@@ -479,6 +492,11 @@ class LimitSettings(Strict):
     login_lockout_seconds: float = Field(default=30, gt=0)
     # Identical log messages (per logger) written per minute; the rest are counted and summarised.
     log_repeats_per_minute: int = Field(default=20, ge=1)
+    # A log record's message and its traceback are each cut to this many characters (a huge bad request's echo).
+    max_log_chars: int = Field(default=4000, ge=200)
+    # Reverse proxies (addresses or networks, e.g. 127.0.0.1 for nginx on this host) whose X-Forwarded-For names
+    # the client for the per-address limits; from anyone else the header is ignored. Default: none.
+    trusted_proxies: list[str] = Field(default_factory=list)
 
 
 class APISettings(Strict):

@@ -46,11 +46,26 @@ class CsvFile:
     unkeyed: list[dict] = field(default_factory=list)
 
 
+# A cell starting with one of these is a formula to Excel, LibreOffice and Sheets (OWASP "CSV injection"); knowledge
+# text can come from chat users through the inbox, so exports quote them with a leading ' (and imports drop it).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(cell: str) -> str:
+    """``cell`` as a spreadsheet shows it as text: a leading ' before a formula character."""
+    return f"'{cell}" if cell.startswith(FORMULA_START) else cell
+
+
+def restore(cell: str) -> str:
+    """The text a cell written by :func:`neutralise` stood for (cells without the quote unchanged)."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_START) else cell
+
+
 def _write(rows: Iterable[Iterable[str]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(COLUMNS)
-    writer.writerows(rows)
+    writer.writerows([neutralise(cell) for cell in row] for row in rows)
     return out.getvalue()
 
 
@@ -115,7 +130,7 @@ def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, Csv
                 f"有 {len(cells)} 个单元格，表头只有 {len(header)} 列 / {len(cells)} cells but {len(header)} columns",
             )
             continue
-        row = {name: (cells[i] if i < len(cells) else "") for i, name in enumerate(header)}
+        row = {name: (restore(cells[i]) if i < len(cells) else "") for i, name in enumerate(header)}
         for name in REQUIRED:
             if not row[name].strip():
                 bad(number, f"缺少 {name} / missing {name!r}")

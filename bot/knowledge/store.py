@@ -22,6 +22,7 @@ from bot.knowledge.files import (
 )
 from bot.knowledge.history import FileVersion, History
 from bot.knowledge.lock import FolderLock, LockTimeout
+from bot.knowledge.names import unsafe_characters, unsafe_path
 
 LOCK_TIMEOUT = 10.0
 HISTORY_VERSIONS = 20
@@ -122,8 +123,11 @@ class KnowledgeStore:
                 data = {}
             if isinstance(data, dict):
                 key = _next_key(data) if key is None else key
-                if not key or key != key.strip():
-                    raise KnowledgeWriteError(f"{rel}: entry key {key!r} must be non-empty without surrounding spaces")
+                if not key or key != key.strip() or unsafe_characters(key):
+                    raise KnowledgeWriteError(
+                        f"{rel}: entry key {key!r} must be non-empty without surrounding spaces, "
+                        f"control or formatting characters"
+                    )
             else:
                 key = str(len(data)) if key is None else key
             old = lookup(data, key)
@@ -188,6 +192,9 @@ class KnowledgeStore:
         if problems:
             raise KnowledgeError(problems)
         incoming = json.loads(text)
+        for key in incoming if isinstance(incoming, dict) else ():
+            if unsafe_characters(key):
+                raise KnowledgeWriteError(f"{rel}: entry key {key!r} refused: {unsafe_characters(key)}")
         with self._locked(rel):
             current = read_data(path) if merge else None
             if path.exists() and not (overwrite or merge):
@@ -234,6 +241,8 @@ class KnowledgeStore:
             why = "no '..' and no hidden (dot) names"
         elif not parts[-1].endswith(".json"):
             why = "knowledge files must end in .json"
+        else:
+            why = unsafe_path(parts) or ""
         path = self.folder.joinpath(*parts) if parts else self.folder
         if not why and not path.resolve().is_relative_to(self.folder.resolve()):
             why = "it leads outside the knowledge folder"

@@ -68,6 +68,7 @@ class KnowledgeIndex:
         self.units: list[Entry] = []  # what the indexes hold: `entries`, long ones cut into passages
         self.error: KnowledgeError | None = None
         self._loaded = False  # True once a load succeeded: before that, `entries` is not the knowledge
+        self._indexing: dict[str, int] = {}  # entries indexed so far by each running background sync
         self._loader, self._builder = Worker("knowledge"), Worker("build")
         self._workers: dict[int, Worker] = {}  # id(leaf) -> the worker that writes that index
         self._writing: dict[int, threading.RLock] = {}  # id(leaf) -> held while that index is written
@@ -234,12 +235,24 @@ class KnowledgeIndex:
 
         def job() -> SyncReport:
             try:
-                return self._sync_leaf(leaf)
+                return self._sync_leaf(leaf, lambda n: self._advance(leaf.name, n))
             except Exception:
                 log.exception("%s index not synced; still serving its last good snapshot", leaf.name)
                 raise
+            finally:
+                with self._lock:
+                    self._indexing.pop(leaf.name, None)
 
         return worker.submit("sync", job)
+
+    def _advance(self, name: str, done: int) -> None:
+        with self._lock:
+            self._indexing[name] = self._indexing.get(name, 0) + done
+
+    def indexing(self) -> dict[str, int]:
+        """Entries indexed so far by each background sync running now (index name -> count)."""
+        with self._lock:
+            return dict(self._indexing)
 
     def sync(self, mode: str, progress: Progress | None = None, rebuild: bool = False) -> SyncReport:
         """Build ``mode``'s searcher if needed and bring it in step with the entries (from scratch with ``rebuild``).

@@ -4,8 +4,9 @@ chat login is (:class:`bot.ui.guard.ThrottledLogin`: a lockout per username + ad
 
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
-every event takes. The cookie is ``<expiry>.<HMAC-SHA256>`` under a key made at start (a restart logs admins out),
-HttpOnly and SameSite=Strict (no cross-site requests carry it). Without admin credentials nobody is an admin.
+every event takes. The cookie is ``<expiry>.<session>.<HMAC-SHA256>`` under a key made at start (a restart logs
+admins out), HttpOnly and SameSite=Strict (no cross-site requests carry it). Logging out revokes the cookie on the
+server (a copied cookie stops working too). Without admin credentials nobody is an admin.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import html
 import logging
 import math
 import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.cookies import SimpleCookie
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 import gradio as gr
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from gradio.context import Context
 
 from bot.config.settings import Settings
 from bot.ui.events import PRIVATE
@@ -63,6 +66,8 @@ class AdminAuth:
         self.lifetime = int(session_hours * 3600)
         self.clock = clock
         self._key = secrets.token_bytes(32)
+        self._revoked: dict[str, int] = {}  # session -> expiry of cookies logged out before they expire
+        self._revoked_lock = threading.Lock()
         self.throttle = throttle or ThrottledLogin(self.check_password)
 
     @classmethod
@@ -86,23 +91,45 @@ class AdminAuth:
         user_ok = hmac.compare_digest(username.encode(), self.credentials[0].encode())
         return hmac.compare_digest(password.encode(), self.credentials[1].encode()) and user_ok
 
-    def _sign(self, expires: int) -> str:
+    def _sign(self, expires: int, session: str) -> str:
         user = self.credentials[0] if self.credentials else ""
-        return hmac.new(self._key, f"{user}\n{expires}".encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self._key, f"{user}\n{expires}\n{session}".encode(), hashlib.sha256).hexdigest()
 
     def token(self) -> str:
-        """A fresh admin session cookie value (valid for ``session_hours``)."""
+        """A fresh admin session cookie value (valid for ``session_hours``, or until logged out)."""
         expires = int(self.clock()) + self.lifetime
-        return f"{expires}.{self._sign(expires)}"
+        session = secrets.token_hex(8)  # each login its own session: a logout ends that one only
+        return f"{expires}.{session}.{self._sign(expires, session)}"
 
     def valid(self, token: str | None) -> bool:
-        """True for an unexpired cookie value this app signed."""
-        if not self.enabled or not token or "." not in token:
+        """True for an unexpired, not logged out cookie value this app signed."""
+        if not self.enabled or not token:
             return False
-        expires, _, signature = token.partition(".")
-        if not expires.isdigit() or int(expires) < self.clock():
+        expires, session, signature = (token.split(".") + ["", ""])[:3]
+        if not expires.isdigit() or int(expires) < self.clock() or not session:
             return False
-        return hmac.compare_digest(signature, self._sign(int(expires)))
+        return hmac.compare_digest(signature, self._sign(int(expires), session)) and session not in self._revoked
+
+    def revoke(self, token: str | None) -> None:
+        """End the session of the cookie value ``token`` now (logout): a copy of it is refused from here on."""
+        if not self.valid(token):
+            return
+        assert token is not None  # valid() is false for None
+        expires, session, _ = token.split(".")
+        now = self.clock()
+        with self._revoked_lock:  # forget revocations of cookies that expired anyway: the list stays small
+            self._revoked = {s: e for s, e in self._revoked.items() if e >= now}
+            self._revoked[session] = int(expires)
+
+    @staticmethod
+    def cookie_of(request: Any) -> str | None:
+        """The admin cookie's value in a request's Cookie header, or None."""
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(request.headers.get("cookie") or "")
+        except Exception:
+            return None
+        return jar[COOKIE].value if COOKIE in jar else None
 
     def allows(self, request: Any) -> bool:
         """True when a (Gradio or FastAPI) request carries a valid admin cookie."""
@@ -110,16 +137,9 @@ class AdminAuth:
             return False
         if isinstance(request, list):  # a batch: every request must be an admin's
             return bool(request) and all(self.allows(r) for r in request)
-        try:
-            header = request.headers.get("cookie") or ""
-        except AttributeError:
+        if not hasattr(request, "headers"):
             return False
-        jar = SimpleCookie()
-        try:
-            jar.load(header)
-        except Exception:
-            return False
-        return self.valid(jar[COOKIE].value if COOKIE in jar else None)
+        return self.valid(self.cookie_of(request))
 
     # -- routes ---------------------------------------------------------------
     def router(self) -> APIRouter:
@@ -171,9 +191,9 @@ class AdminAuth:
         )
         return response
 
-    @staticmethod
-    def logout() -> Response:
-        """Forget the admin cookie and go back to the chat."""
+    def logout(self, request: Request) -> Response:
+        """End the admin session on the server (the cookie is revoked, copies too), forget it, back to the chat."""
+        self.revoke(self.cookie_of(request))
         response = RedirectResponse("../", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -186,6 +206,7 @@ class AdminBlocks(gr.Blocks):
         super().__init__(**kwargs)
         self.admin = admin
         self.admin_fns: set[int] = set()
+        self.admin_loaders: list[tuple[Callable[[], Any], list[Any]]] = []
 
     @contextmanager
     def admin_only(self) -> Iterator[None]:
@@ -211,10 +232,42 @@ class AdminBlocks(gr.Blocks):
         return await super().process_api(block_fn, inputs, state, request, *args, **kwargs)
 
 
+def fill_for_admins(fn: Callable[[], Any], outputs: list[Any]) -> None:
+    """Fill ``outputs`` with ``fn()`` when an admin's page loads, and for nobody else.
+
+    Admin components must not take a function as their value: Gradio calls it at build time (the result lands
+    in ``/config``, served to every visitor) and attaches its load event outside :meth:`AdminBlocks.admin_only`,
+    where no cookie is checked. ``fn`` returns one value per output (a bare value for one output).
+    """
+    demo = Context.root_block
+    if not isinstance(demo, AdminBlocks):
+        raise RuntimeError("admin components are laid out inside AdminBlocks")
+    demo.admin_loaders.append((fn, list(outputs)))
+
+
+def _filled(loaders: list[tuple[Callable[[], Any], list[Any]]], allowed: bool) -> list[Any]:
+    values: list[Any] = []
+    for fn, outputs in loaders:
+        skip = [gr.skip()] * len(outputs)
+        if not allowed:
+            values.extend(skip)
+            continue
+        try:
+            result = fn()
+        except Exception:  # one broken loader must not keep the admin tabs hidden
+            log.exception("admin page loader %s failed", getattr(fn, "__qualname__", fn))
+            values.extend(skip)
+            continue
+        values.extend(result if len(outputs) > 1 else [result])
+    return values
+
+
 def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
-    """On page load, show the admin ``tabs`` to admins only, and a login (or logout) link (inside the Blocks)."""
+    """On page load, show the admin ``tabs`` to admins only, and a login (or logout) link, and fill the admin
+    components registered with :func:`fill_for_admins` for admins only (inside the Blocks, after the admin tabs)."""
 
     admin = demo.admin
+    loaders = list(demo.admin_loaders)
 
     def view(request: gr.Request):
         allowed = admin.allows(request)
@@ -223,6 +276,7 @@ def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
             if allowed
             else "[管理员登录 / Admin login](admin/login)"
         )
-        return (*[gr.update(visible=allowed) for _ in tabs], gr.update(value=text, visible=admin.enabled))
+        shown = [gr.update(visible=allowed) for _ in tabs]
+        return (*shown, gr.update(value=text, visible=admin.enabled), *_filled(loaders, allowed))
 
-    demo.load(view, None, [*tabs, link], **PRIVATE)
+    demo.load(view, None, [*tabs, link, *[o for _, outputs in loaders for o in outputs]], **PRIVATE)

@@ -71,14 +71,6 @@ class EntryBrowser:
         """The page after."""
         return self.show(text, int(page or 1) + 1)
 
-    def initial(self) -> list[list[str]]:
-        """The first page of all entries (evaluated at each page load)."""
-        return table_rows(self.editor.page("", 1, safe_hit_counts(self.hit_counts)))
-
-    def initial_info(self) -> str:
-        """The page info of the first page of all entries (evaluated at each page load)."""
-        return page_info(self.editor.page("", 1), "")
-
 
 def entry_browser(browser: EntryBrowser):
     """Lay out the table inside the current Blocks context; returns (search box, page number, table, info)."""
@@ -90,8 +82,8 @@ def entry_browser(browser: EntryBrowser):
             elem_id="kb-eb-search",
         )
         go = gr.Button("搜索 / Search", scale=1, elem_id="kb-eb-go")
+    # Empty until an admin's page loads (the knowledge tab fills it): a value here would be in /config.
     table = gr.Dataframe(
-        browser.initial,
         headers=HEADERS,
         datatype="str",
         interactive=False,
@@ -105,7 +97,7 @@ def entry_browser(browser: EntryBrowser):
         prev = gr.Button("上一页 / Previous", size="sm", elem_id="kb-eb-prev")
         page = gr.Number(1, precision=0, minimum=1, label="页 / Page", scale=0, min_width=90, elem_id="kb-eb-page")
         nxt = gr.Button("下一页 / Next", size="sm", elem_id="kb-eb-next")
-        info = gr.HTML(browser.initial_info, elem_id="kb-eb-info")
+        info = gr.HTML(elem_id="kb-eb-info")
     out = [table, info, page]
     search.submit(browser.search, [search], out, api_name="entry_table")
     go.click(browser.search, [search], out, **PRIVATE)

@@ -40,6 +40,7 @@ TOO_MANY = "操作太频繁，请稍等一分钟再试。/ Too many requests; pl
 UPLOAD_GONE = (
     "上传的文件已处理或已过期，请重新选择文件。/ The uploaded file was already used or expired; choose it again."
 )
+UPLOADS_ADMIN_ONLY = "只有管理员可以上传文件 / Only a logged-in admin may upload files."
 UPLOADS_LIMITED = "上传太频繁，请稍等一分钟再试。/ Too many uploads; please wait a minute and try again."
 # Images, media and plugins only from this server (data:/blob: for Gradio's own icons and previews).
 CSP = "img-src 'self' data: blob:; media-src 'self' data: blob:; object-src 'none'; base-uri 'self'"
@@ -160,10 +161,18 @@ class GuardMiddleware:
     """ASGI middleware: the CSP header on every response, the upload rate per address, the client address for
     the login check (``CLIENT_ADDRESS``)."""
 
-    def __init__(self, app: Any, uploads: SlidingWindowLimiter | None = None, csp: str = CSP):
+    def __init__(
+        self,
+        app: Any,
+        uploads: SlidingWindowLimiter | None = None,
+        csp: str = CSP,
+        may_upload: Callable[[Any], bool] | None = None,
+    ):
+        """``may_upload(request)``: whether a request may upload at all (the admin check); None: anyone may."""
         self.app = app
         self.uploads = uploads
         self.csp = csp.encode("latin-1")
+        self.may_upload = may_upload
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         """Handle one ASGI call."""
@@ -173,15 +182,9 @@ class GuardMiddleware:
         host = (scope.get("client") or ("unknown", 0))[0]
         token = CLIENT_ADDRESS.set(host)
         try:
-            if (
-                self.uploads is not None
-                and scope.get("method") == "POST"
-                and scope.get("path", "").rstrip("/").endswith("/upload")
-                and not self.uploads.allow(f"addr:{host}")
-            ):
-                from starlette.responses import PlainTextResponse
-
-                await PlainTextResponse(UPLOADS_LIMITED, status_code=429)(scope, receive, send)
+            refused = self._upload_refused(scope, host)
+            if refused is not None:
+                await refused(scope, receive, send)
                 return
 
             async def send_with_csp(message: dict) -> None:
@@ -193,6 +196,19 @@ class GuardMiddleware:
             await self.app(scope, receive, send_with_csp)
         finally:
             CLIENT_ADDRESS.reset(token)
+
+    def _upload_refused(self, scope: dict, host: str) -> Any:
+        """The response refusing an upload (403 for anyone but an admin, 429 over the rate), or None."""
+        from starlette.requests import Request
+        from starlette.responses import PlainTextResponse
+
+        if scope.get("method") != "POST" or not scope.get("path", "").rstrip("/").endswith("/upload"):
+            return None
+        if self.may_upload is not None and not self.may_upload(Request(scope)):
+            return PlainTextResponse(UPLOADS_ADMIN_ONLY, status_code=403)
+        if self.uploads is not None and not self.uploads.allow(f"addr:{host}"):
+            return PlainTextResponse(UPLOADS_LIMITED, status_code=429)
+        return None
 
 
 @dataclass
@@ -344,9 +360,11 @@ def login_auth(auth: Any, settings: Settings) -> Any:
 class ServerGuard:
     """What app.serve adds to Gradio's launch for one app: middleware, the upload size cap and a throttled login."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, may_upload: Callable[[Any], bool] | None = None):
+        """``may_upload(request)``: who may upload (the admin check; only admins import knowledge files)."""
         self.settings = settings
-        # Uploads reach Gradio's /upload route before any callback: they are counted there, per address.
+        self.may_upload = may_upload
+        # Uploads reach Gradio's /upload route before any callback: they are checked and counted there.
         self.uploads = SlidingWindowLimiter(settings.limits.writes_per_minute, 60.0)
 
     def launch_options(self, launch: dict[str, Any]) -> dict[str, Any]:
@@ -357,9 +375,12 @@ class ServerGuard:
         app_kwargs = dict(out.get("app_kwargs") or {})
         app_kwargs["middleware"] = [
             *app_kwargs.get("middleware", []),
-            Middleware(GuardMiddleware, uploads=self.uploads),
+            Middleware(GuardMiddleware, uploads=self.uploads, may_upload=self.may_upload),
         ]
         out["app_kwargs"] = app_kwargs
+        # uvicorn (started by Gradio, no option for it) trusts X-Forwarded-For from FORWARDED_ALLOW_IPS, by default
+        # loopback: any local client could then pick its address and escape every per-address limit.
+        os.environ["FORWARDED_ALLOW_IPS"] = ",".join(self.settings.limits.trusted_proxies)
         out.setdefault("max_file_size", int(self.settings.limits.max_upload_mb * 1024 * 1024))
         if out.get("auth") is not None:
             out["auth"] = login_auth(out["auth"], self.settings)

@@ -18,6 +18,7 @@ from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.turn_log import TurnLog
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
+from bot.ui.admin import fill_for_admins
 from bot.ui.events import PRIVATE
 from bot.ui.knowledge_tab import result_html
 
@@ -231,10 +232,8 @@ def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list
     table = gr.HTML(elem_id="kb-inbox-table")
     pick = gr.Dropdown([], label="选择问题 / Choose a question", allow_custom_value=True, elem_id="kb-inbox-pick")
     with gr.Accordion("新建条目 / New entry", open=True):
-        files = h.editor.files()
         file = gr.Dropdown(
-            files,
-            value=files[0] if files else None,
+            [],
             allow_custom_value=True,
             label="文件 / File",
             elem_id="kb-inbox-file",
@@ -256,6 +255,12 @@ def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list
     status = gr.HTML(elem_id="kb-inbox-status")
 
     listed = [table, pick, status]
+
+    def files():  # at an admin's page load: file names are admin data, never in /config
+        names = h.editor.files()
+        return gr.update(choices=names, value=names[0] if names else None)
+
+    fill_for_admins(files, [file])
     refresh.click(h.refresh, [sort], listed, api_name="inbox")
     sort.change(h.refresh, [sort], listed, **PRIVATE)
     pick.change(h.pick, [pick, sort], [query, phrasing, entry], **PRIVATE)

@@ -9,7 +9,6 @@ next one. Delete asks for confirmation and carries the loaded version too.
 from __future__ import annotations
 
 import html
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,12 +18,15 @@ from bot.chat.bot import Bot
 from bot.chat.entry_table import HitCounts
 from bot.chat.knowledge_edit import EditResult, KnowledgeEditor, file_name
 from bot.errors import BotError, KnowledgeError
-from bot.knowledge.csv_io import CSV_ENCODING, template_csv
 from bot.knowledge.store import KnowledgeStore
+from bot.ui.admin import fill_for_admins
+from bot.ui.downloads import export_file, template_file
 from bot.ui.entry_browser import EntryBrowser, entry_browser
 from bot.ui.events import PRIVATE
 from bot.ui.guard import ClientLimits, write_guard
+from bot.ui.indexing import indexing_progress
 from bot.ui.render import knowledge_error_html
+from bot.ui.restore import restore_section
 
 e = html.escape
 MAX_KEY_CHOICES = 500  # a huge file's keys are found through the table instead
@@ -50,6 +52,13 @@ def result_html(result: EditResult) -> str:
         return (
             f"<div class='kb-notice'>✅ {e(result.done)}<br>⚠️ 但其他知识文件有错误，索引未更新 / but another "
             f"knowledge file has errors, the index was not updated:<pre>{e(result.knowledge_error)}</pre></div>"
+        )
+    if result.pending:
+        done = ", ".join(f"{e(name)} {n}" for name, n in result.progress) or "—"
+        return (
+            f"<div class='kb-ok'>✅ {e(result.done)} · 已写入磁盘 / saved to disk<br>⏳ 索引正在后台更新，稍后生效 / the "
+            f"index is updating in the background; the chat answers from it in a moment (已索引 / indexed so far: "
+            f"{done})</div>"
         )
     return f"<div class='kb-ok'>✅ {e(result.done)} · 索引已更新 / index updated ({result.entries} entries)</div>"
 
@@ -192,16 +201,7 @@ class KnowledgeHandlers:
 
     def export(self) -> str:
         """Write every entry the index serves now to a CSV file; returns its path (the page offers it to download)."""
-        folder = Path(tempfile.mkdtemp(prefix="kb-export-"))
-        path = folder / "knowledge-export.csv"
-        path.write_text(self.editor.export_csv(), encoding=CSV_ENCODING, newline="")
-        return str(path)
-
-
-def _template_file() -> str:
-    path = Path(tempfile.mkdtemp(prefix="kb-template-")) / "knowledge-template.csv"
-    path.write_text(template_csv(), encoding=CSV_ENCODING, newline="")
-    return str(path)
+        return export_file(self.editor.export_csv())
 
 
 def knowledge_tab(
@@ -222,14 +222,14 @@ def knowledge_tab(
         "在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
         "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/)."
     )
-    # Rendered at each page load from the status (no side effects): the detail of a broken file, for admins.
-    gr.HTML(lambda: knowledge_error_html(bot.status().knowledge_error), elem_id="kb-k-health")
+    # Filled when an admin's page loads (fill_for_admins below): the detail of a broken file.
+    health = gr.HTML(elem_id="kb-k-health")
     search, page, table, info = entry_browser(browser)
     loaded = gr.State(None)
     mode = gr.HTML(NEW_MODE, elem_id="kb-k-mode")
     with gr.Row():
         file = gr.Dropdown(
-            k.editor.files(),
+            [],
             label="文件（可输入新文件名）/ File (type a new name to create one)",
             allow_custom_value=True,
             elem_id="kb-k-file",
@@ -269,12 +269,17 @@ def knowledge_tab(
         do_upload = gr.Button("导入 / Import", elem_id="kb-k-import")
         with gr.Row():
             export = gr.Button("导出全部为 CSV / Export all as CSV", elem_id="kb-k-export")
-            gr.DownloadButton(
-                "下载 CSV 模板 / Download the CSV template", value=_template_file, elem_id="kb-k-template"
-            )
+            template = gr.DownloadButton("下载 CSV 模板 / Download the CSV template", elem_id="kb-k-template")
         exported = gr.File(label="导出文件 / Export", interactive=False, elem_id="kb-k-export-file")
 
     table_out = [table, info, page]
+
+    def admin_page():
+        rows, page_line, _ = browser.show("", 1)
+        error = knowledge_error_html(bot.status().knowledge_error)
+        return error, rows, page_line, gr.update(choices=k.editor.files()), template_file()
+
+    fill_for_admins(admin_page, [health, table, info, file, template])
     form = [query, document, metadata, file, key, loaded, mode, confirm_row]
     file.input(k.keys, [file], [key, loaded, mode], **PRIVATE)
     key.select(k.load, [file, key], form, **PRIVATE)
@@ -285,7 +290,7 @@ def knowledge_tab(
     load_btn = gr.Button(visible=False, elem_id="kb-k-load")
     load_btn.click(k.load, [file, key], form, api_name="entry")
     guard = write_guard(limits)  # saves, deletes and imports: limited per client address; uploads deleted after
-    save.click(
+    saved = save.click(
         guard(k.save, 8),
         [file, key, query, document, metadata, loaded],
         [status, file, key, query, document, metadata, loaded, mode],
@@ -293,13 +298,17 @@ def knowledge_tab(
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     delete.click(k.ask_delete, [loaded], [status, confirm_row, confirm_text], **PRIVATE)
     cancel.click(lambda: gr.update(visible=False), None, [confirm_row], **PRIVATE)
-    confirm.click(
+    deleted = confirm.click(
         guard(k.delete, 8),
         [loaded],
         [status, key, query, document, metadata, loaded, mode, confirm_row],
         api_name="delete_entry",
     ).then(browser.show, [search, page], table_out, **PRIVATE)
-    do_upload.click(
+    uploaded = do_upload.click(
         guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
-    ).then(browser.show, [search, page], table_out, **PRIVATE)
+    )
+    uploaded.then(browser.show, [search, page], table_out, **PRIVATE)
     export.click(k.export, None, [exported], api_name="export_csv")
+    restored = restore_section(k.editor, file, status, guard, result_html, _error_html)
+    restored.then(browser.show, [search, page], table_out, **PRIVATE)
+    indexing_progress(bot.index, [saved, deleted, uploaded, restored])

@@ -93,6 +93,11 @@ def sources_html(answer: Answer) -> str:
         )
     if answer.hypothetical:
         parts.append(f"<p class='kb-hyde'><b>HyDE 假设答案 / Hypothetical answer:</b> {e(answer.hypothetical)}</p>")
+    if answer.reasoning:
+        parts.append(
+            "<details class='kb-reasoning'><summary>模型的思考过程 / The model's reasoning</summary>"
+            f"<pre style='white-space:pre-wrap'>{e(answer.reasoning)}</pre></details>"
+        )
     if answer.hits:
         rows = "".join(
             f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
