@@ -223,6 +223,8 @@ def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
             if allowed
             else "[管理员登录 / Admin login](admin/login)"
         )
-        return (*[gr.update(visible=allowed) for _ in tabs], gr.update(value=text, visible=admin.enabled))
+        updates = (*[gr.update(visible=allowed) for _ in tabs], gr.update(value=text, visible=admin.enabled))
+        # Gradio takes a lone output's value as is: a 1-tuple would fail its postprocess (and log a traceback).
+        return updates if tabs else updates[0]
 
     demo.load(view, None, [*tabs, link], **PRIVATE)
