@@ -35,7 +35,7 @@ CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;borde
   #kb-main>div{min-width:100%!important}
   .tab-container button{padding:4px 6px!important;font-size:13px!important;min-width:0!important;
     white-space:normal!important;height:auto!important;line-height:1.25!important}
-  #kb-sources{max-height:50vh;overflow:auto}
+  #kb-sources{max-height:50vh;overflow:auto!important}  /* Gradio sets an inline overflow:visible */
   #kb-buttons{flex-wrap:nowrap} #kb-buttons>button{min-width:0!important;padding:6px 4px!important}
 }"""
 

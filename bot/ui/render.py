@@ -43,6 +43,13 @@ SIGNAL_LABELS = {
     "retrieval": "检索相关度 retrieval",
 }
 PASSAGE_PREVIEW_CHARS = 160
+# The Searcher column speaks the header's vocabulary (the modes), naming the engine only where it is not the default.
+SEARCHER_MODES = {"tantivy": "sparse", "elasticsearch": "sparse (Elasticsearch)", "faiss": "dense", "hybrid": "hybrid"}
+
+
+def searcher_label(name: str) -> str:
+    """The retrieval mode a searcher serves, as the header names it (unknown names as they are)."""
+    return SEARCHER_MODES.get(name, name)
 
 
 def _passages(hit: Hit) -> str:
@@ -97,7 +104,7 @@ def sources_html(answer: Answer) -> str:
         rows = "".join(
             f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
             f"{'<br><small>↳ ' + e(h.subquestion) + '</small>' if h.subquestion else ''}{_passages(h)}</td>"
-            f"<td>{_scores(h)}</td><td>{e(h.searcher)}</td></tr>"
+            f"<td>{_scores(h)}</td><td>{e(searcher_label(h.searcher))}</td></tr>"
             for i, h in enumerate(answer.hits, 1)
         )
         parts.append(
