@@ -4,13 +4,16 @@ test_browser."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import config_dict, write_knowledge
-from tests.test_browser import App, ask, offline_env, open_page, shot
+from tests.conftest import TINY, config_dict, write_knowledge
+from tests.test_browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -20,6 +23,7 @@ LIBRARY = {
     for i, room in enumerate(("自习室", "阅览室", "复印室", "讨论室", "报告厅"), 1)
 }
 FIVE_HITS = "图书馆的自习室、阅览室、复印室、讨论室和报告厅在哪里？"
+WRONG = "图书馆的开放时间是几点？"  # answered by TINY's library entry, then given a thumbs down
 
 
 def library_config(tmp_path):
@@ -83,3 +87,69 @@ def test_five_hit_sources_scroll_inside_their_box(browser, tmp_path, width, heig
         shot(page, f"chat-five-hits-{width}px")
     finally:
         app.stop()
+
+
+def textarea(page, elem_id: str) -> str:
+    return page.locator(f"#{elem_id} textarea").input_value()
+
+
+def wait_value(page, elem_id: str, value: str) -> None:
+    page.wait_for_function(
+        "([id, v]) => document.querySelector(`#${id} textarea`).value === v", arg=[elem_id, value], timeout=15000
+    )
+
+
+def test_inbox_forms_start_clean_and_a_wrong_answer_becomes_a_phrasing_of_its_entry(browser, app_config):
+    knowledge = Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"]) / "faq.json"
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.get_by_role("tab", name="对话 / Chat").click()
+        for question in ("停车场怎么收费？", "游泳馆几点开门？", WRONG):
+            ask(page, question)
+        page.locator("#kb-chat .bot").last.hover()
+        page.locator("#kb-chat").get_by_label(re.compile(r"^(Dislike|踩)$")).last.click()
+        page.locator("#kb-feedback-reason textarea").fill("问的是周末")
+        page.locator("#kb-feedback-send").click()
+
+        page.get_by_role("tab", name="待解决问题 / Unanswered").click()
+        wait_value(page, "kb-inbox-query", WRONG)  # the newest group is picked
+        # The thumbs-down answer's entry is offered for the phrasing: no id to type by hand.
+        page.get_by_text("添加为已有条目的问法 / Add as a phrasing of an entry").click()
+        assert "faq:library" in page.locator("#kb-inbox-entry input").input_value()
+        assert textarea(page, "kb-inbox-phrasing") == WRONG
+        assert "answered" in page.locator("#kb-inbox-table").inner_text()
+        shot(page, "inbox-thumbs-down-entry")
+        page.locator("#kb-inbox-add").click()
+        page.locator("#kb-inbox-status").get_by_text("index updated").wait_for(timeout=30000)
+
+        wait_value(page, "kb-inbox-query", "游泳馆几点开门？")  # the next group, its own question
+        page.locator("#kb-inbox-document textarea").fill("游泳馆早上七点开门。")
+        page.locator("#kb-inbox-metadata textarea").fill("游泳馆,开门")
+        page.locator("#kb-inbox-new").click()
+        page.locator("#kb-inbox-status").get_by_text("index updated").wait_for(timeout=30000)
+        # The next question's form starts clean: nothing of the swimming-pool entry is one click from saving.
+        wait_value(page, "kb-inbox-query", "停车场怎么收费？")
+        assert textarea(page, "kb-inbox-document") == "" and textarea(page, "kb-inbox-metadata") == ""
+        shot(page, "inbox-next-question-clean")
+
+        # The knowledge form shows and edits the entry's phrasings, one per line.
+        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        page.locator("#kb-k-file input").click()
+        page.get_by_role("option", name="faq.json").click()
+        page.locator("#kb-k-key input").click()
+        page.get_by_role("option", name="library", exact=True).click()
+        wait_value(page, "kb-k-questions", WRONG)
+        page.locator("#kb-k-questions textarea").fill(f"{WRONG}\n图书馆几点关门？")
+        page.locator("#kb-k-save").click()
+        page.locator("#kb-k-status").get_by_text("index updated").wait_for(timeout=30000)
+        shot(page, "knowledge-phrasings")
+        page.locator("#kb-k-new").click()
+        wait_value(page, "kb-k-questions", "")  # a new entry starts without the last one's phrasings
+        assert textarea(page, "kb-k-query") == ""
+    finally:
+        app.stop()
+    saved = json.loads(knowledge.read_text(encoding="utf-8"))
+    assert saved["library"]["questions"] == [WRONG, "图书馆几点关门？"]
+    assert saved["library"]["document"] == TINY["library"]["document"]  # the phrasing did not touch the rest
+    assert any(v.get("query") == "游泳馆几点开门？" and v["document"] == "游泳馆早上七点开门。" for v in saved.values())

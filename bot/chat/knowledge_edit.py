@@ -122,9 +122,18 @@ class KnowledgeEditor:
         new_key = entry_id[len(PurePosixPath(file).stem) + 1 :]
         return self._refreshed(f"已保存 / Saved {entry_id}", file, new_key, (entry_id,))
 
-    def add(self, file: str | None, key: str | None, query: str, document: str, metadata: str) -> EditResult:
+    def add(
+        self,
+        file: str | None,
+        key: str | None,
+        query: str,
+        document: str,
+        metadata: str,
+        *,
+        questions: list[str] | None = None,
+    ) -> EditResult:
         """Add a new entry (empty ``key``: the next number); refused, nothing written, when ``key`` exists."""
-        result = self.save(file, key, query, document, metadata, expected_version=ABSENT)
+        result = self.save(file, key, query, document, metadata, expected_version=ABSENT, questions=questions)
         return dataclasses.replace(result, done=result.done.replace("已保存 / Saved", "已新增 / Added", 1))
 
     def delete(self, file: str | None, key: str | None, *, expected_version: str | None = None) -> EditResult:

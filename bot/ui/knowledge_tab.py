@@ -68,6 +68,16 @@ def _editing(loaded: dict | None, file: str | None, key: str | None) -> bool:
     return bool(loaded and loaded["file"] == file_name(file) and loaded["key"] == (key or "").strip())
 
 
+def phrasings_text(questions: tuple[str, ...] | list[str]) -> str:
+    """An entry's other phrasings as the form shows them: one per line."""
+    return "\n".join(questions)
+
+
+def parse_phrasings(text: str | None) -> list[str] | None:
+    """The form's phrasings, one per line; None (not sent, e.g. an older API call) keeps the entry's own."""
+    return None if text is None else [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def read_upload(path: Path) -> str:
     """An uploaded file's text: UTF-8 (a BOM is fine), or for CSV also GB18030 (what Chinese Excel saves)."""
     data = path.read_bytes()
@@ -94,15 +104,17 @@ class KnowledgeHandlers:
         return self.key_choices(file), None, NEW_MODE
 
     def load(self, file: str | None, key: str | None):
-        """Load an entry to edit: (query, document, metadata, file, key, loaded state, mode html, confirm row)."""
+        """Load an entry to edit: (query, document, metadata, phrasings, file, key, loaded state, mode html,
+        confirm row)."""
         fields = self.editor.entry(file, key)
         if fields is None:
-            return (gr.skip(),) * 5 + (None, NEW_MODE, gr.update(visible=False))
+            return (gr.skip(),) * 6 + (None, NEW_MODE, gr.update(visible=False))
         loaded = {"file": file_name(file), "key": key, "version": fields.version}
         return (
             fields.query,
             fields.document,
             fields.metadata,
+            phrasings_text(fields.questions),
             gr.update(value=loaded["file"]),
             self.key_choices(file, key),
             loaded,
@@ -116,23 +128,33 @@ class KnowledgeHandlers:
         return self.load(row[0], row[1]) if len(row) > 1 else self.load(None, None)
 
     def new(self, file: str | None):
-        """Clear the form for a new entry in the same file."""
-        return self.key_choices(file), "", "", "", None, NEW_MODE, "", gr.update(visible=False)
+        """Clear the form (phrasings too) for a new entry in the same file."""
+        return self.key_choices(file), "", "", "", "", None, NEW_MODE, "", gr.update(visible=False)
 
     def save(
-        self, file: str | None, key: str | None, query: str, document: str, metadata: str, loaded: dict | None = None
+        self,
+        file: str | None,
+        key: str | None,
+        query: str,
+        document: str,
+        metadata: str,
+        loaded: dict | None = None,
+        phrasings: str | None = None,
     ):
         """Edit the loaded entry (with its version) or add a new one (never overwriting); returns
-        (status, file, key, query, document, metadata, loaded state, mode html)."""
+        (status, file, key, query, document, metadata, phrasings, loaded state, mode html)."""
         editing = _editing(loaded, file, key)
+        questions = parse_phrasings(phrasings)
         try:
             if editing:
                 assert loaded is not None  # _editing is true only for a loaded entry
-                result = self.editor.save(file, key, query, document, metadata, expected_version=loaded["version"])
+                result = self.editor.save(
+                    file, key, query, document, metadata, expected_version=loaded["version"], questions=questions
+                )
             else:
-                result = self.editor.add(file, key, query, document, metadata)
+                result = self.editor.add(file, key, query, document, metadata, questions=questions)
         except BotError as exc:
-            return (_error_html(exc),) + (gr.skip(),) * 7
+            return (_error_html(exc),) + (gr.skip(),) * 8
         files = gr.update(choices=self.editor.files(), value=result.file)
         if editing:
             assert loaded is not None  # _editing is true only for a loaded entry
@@ -145,10 +167,11 @@ class KnowledgeHandlers:
                 gr.skip(),
                 gr.skip(),
                 gr.skip(),
+                gr.skip(),
                 loaded,
                 mode_html(loaded),
             )
-        return result_html(result), files, self.key_choices(result.file), "", "", "", None, NEW_MODE
+        return result_html(result), files, self.key_choices(result.file), "", "", "", "", None, NEW_MODE
 
     @staticmethod
     def mode(file: str | None, key: str | None, loaded: dict | None) -> str:
@@ -164,15 +187,15 @@ class KnowledgeHandlers:
 
     def delete(self, loaded: dict | None):
         """Confirmed: delete the loaded entry if unchanged since loading; returns
-        (status, key, query, document, metadata, loaded state, mode html, confirm row)."""
+        (status, key, query, document, metadata, phrasings, loaded state, mode html, confirm row)."""
         hide = gr.update(visible=False)
         if not loaded:
-            return ("<div class='kb-notice'>❌ 没有载入的条目 / No entry is loaded</div>",) + (gr.skip(),) * 6 + (hide,)
+            return ("<div class='kb-notice'>❌ 没有载入的条目 / No entry is loaded</div>",) + (gr.skip(),) * 7 + (hide,)
         try:
             result = self.editor.delete(loaded["file"], loaded["key"], expected_version=loaded["version"])
         except BotError as exc:
-            return (_error_html(exc),) + (gr.skip(),) * 6 + (hide,)
-        return result_html(result), self.key_choices(result.file), "", "", "", None, NEW_MODE, hide
+            return (_error_html(exc),) + (gr.skip(),) * 7 + (hide,)
+        return result_html(result), self.key_choices(result.file), "", "", "", "", None, NEW_MODE, hide
 
     def upload(self, path: str | None, overwrite: bool):
         """Import an uploaded JSON file, or merge a CSV's rows; returns (status html, file choices)."""
@@ -243,6 +266,13 @@ def knowledge_tab(
     query = gr.Textbox(label="问题/标题 query", elem_id="kb-k-query")
     document = gr.Textbox(label="内容 document", lines=4, elem_id="kb-k-document")
     metadata = gr.Textbox(label="关键词 metadata（逗号分隔 / comma-separated）", elem_id="kb-k-metadata")
+    # value=None: an API caller that does not send phrasings keeps the entry's own (see parse_phrasings).
+    questions = gr.Textbox(
+        None,
+        label="其他问法 questions（每行一个 / one per line）",
+        lines=2,
+        elem_id="kb-k-questions",
+    )
     with gr.Row():
         new = gr.Button("新建条目 / New entry", elem_id="kb-k-new")
         save = gr.Button("保存 / Save", variant="primary", elem_id="kb-k-save")
@@ -275,28 +305,28 @@ def knowledge_tab(
         exported = gr.File(label="导出文件 / Export", interactive=False, elem_id="kb-k-export-file")
 
     table_out = [table, info, page]
-    form = [query, document, metadata, file, key, loaded, mode, confirm_row]
+    form = [query, document, metadata, questions, file, key, loaded, mode, confirm_row]
     file.input(k.keys, [file], [key, loaded, mode], **PRIVATE)
     key.select(k.load, [file, key], form, **PRIVATE)
     table.select(k.pick, None, form, **PRIVATE)
-    new.click(k.new, [file], [key, query, document, metadata, loaded, mode, status, confirm_row], **PRIVATE)
+    new.click(k.new, [file], [key, query, document, metadata, questions, loaded, mode, status, confirm_row], **PRIVATE)
     key.input(k.mode, [file, key, loaded], [mode], **PRIVATE)
     # API: /entry loads (file, key) for editing in this session; /save_entry then edits it, else adds a new one.
     load_btn = gr.Button(visible=False, elem_id="kb-k-load")
     load_btn.click(k.load, [file, key], form, api_name="entry")
     guard = write_guard(limits)  # saves, deletes and imports: limited per client address; uploads deleted after
     save.click(
-        guard(k.save, 8),
-        [file, key, query, document, metadata, loaded],
-        [status, file, key, query, document, metadata, loaded, mode],
+        guard(k.save, 9),
+        [file, key, query, document, metadata, loaded, questions],
+        [status, file, key, query, document, metadata, questions, loaded, mode],
         api_name="save_entry",
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     delete.click(k.ask_delete, [loaded], [status, confirm_row, confirm_text], **PRIVATE)
     cancel.click(lambda: gr.update(visible=False), None, [confirm_row], **PRIVATE)
     confirm.click(
-        guard(k.delete, 8),
+        guard(k.delete, 9),
         [loaded],
-        [status, key, query, document, metadata, loaded, mode, confirm_row],
+        [status, key, query, document, metadata, questions, loaded, mode, confirm_row],
         api_name="delete_entry",
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     do_upload.click(
