@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 SPARSE = "sparse"  # the mode built first in the background: it stands in for the others until they are ready
 RETRY_FAILED_BUILD = 30.0  # seconds a mode whose build failed reports that error before it is tried again
+# Seconds the message that notices an edit on disk waits for it (the reload and the index syncs it starts): a small
+# edit is in the index within that, so the README's "the next message" holds; a longer rebuild goes on behind the
+# last good snapshot.
+FRESH_WAIT = 2.0
 
 
 class KnowledgeIndex:
@@ -48,7 +52,7 @@ class KnowledgeIndex:
         folder: str | Path,
         tokenizer: Tokenizer,
         factories: Mapping[str, Callable[[], Searcher]],
-        check_interval: float = 1.0,
+        check_interval: float = 0.0,
         background: bool = False,
         passages: Passages | None = None,
     ):
@@ -130,9 +134,22 @@ class KnowledgeIndex:
         if not force and signature == self._signature:
             return False
         if not wait:
-            self._loader.submit("load", lambda: self._reload(None, False))
+            self._catch_up(self._loader.submit("load", lambda: self._reload(None, False)))
             return True
         return self._reload(signature, True)
+
+    def _catch_up(self, reload: Future) -> None:
+        """Wait up to FRESH_WAIT for a scheduled reload and the index syncs it started (background mode)."""
+        deadline = time.monotonic() + FRESH_WAIT
+        try:
+            reload.result(timeout=FRESH_WAIT)
+        except Exception:  # still parsing (a huge folder), or failed (logged by _reload): serve what there is
+            return
+        with self._lock:
+            workers = list(self._workers.values())
+        for worker in workers:
+            if not worker.wait_idle(max(0.0, deadline - time.monotonic())):
+                return
 
     def _reload(self, signature: tuple | None, wait: bool) -> bool:
         try:
