@@ -153,3 +153,42 @@ def test_inbox_forms_start_clean_and_a_wrong_answer_becomes_a_phrasing_of_its_en
     assert saved["library"]["questions"] == [WRONG, "图书馆几点关门？"]
     assert saved["library"]["document"] == TINY["library"]["document"]  # the phrasing did not touch the rest
     assert any(v.get("query") == "游泳馆几点开门？" and v["document"] == "游泳馆早上七点开门。" for v in saved.values())
+
+
+def test_a_cold_switch_to_dense_shows_build_progress_in_the_header_by_itself(browser, tmp_path):
+    entries = {
+        f"r{i}": {
+            "query": f"第{i}号规定是什么？",
+            "document": f"第{i}号规定：读者在图书馆第{i}区需要保持安静。",
+            "metadata": "",
+        }
+        for i in range(400)
+    }
+    write_knowledge(tmp_path / "knowledge", entries)
+    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.3)
+    raw["retrieval"]["dense"]["encoder"] = "e5"
+    raw["retrieval"]["thresholds"]["dense-e5"] = {"answer": 0.85, "direct": None}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    app = App(config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        page.locator("#kb-mode input").click()
+        page.get_by_role("option", name="dense", exact=True).click()
+        ask(page, "第7号规定是什么？")  # answered by sparse while dense builds: the panel says so
+        head = page.locator("#kb-sources .kb-sources p").first.inner_text()
+        assert "sparse answers meanwhile" in head and "sparse ≥ 0.3" in head, head
+        building = page.locator("#kb-header .kb-building")
+        building.wait_for(timeout=60000)  # no reload, no message: the header's timer brings it
+        first = building.inner_text()
+        assert re.search(r"faiss [\d,]+/[\d,]+ \(\d+%\)", first), first
+        page.wait_for_function(  # it moves on by itself
+            "t => { const b = document.querySelector('#kb-header .kb-building'); return !b || b.innerText !== t }",
+            arg=first,
+            timeout=60000,
+        )
+        shot(page, "header-building")
+        building.wait_for(state="detached", timeout=240000)  # and leaves when the index is done
+        assert "Mode: dense" in page.locator("#kb-header").inner_text()
+    finally:
+        app.stop()

@@ -16,6 +16,7 @@ from bot.errors import BotError
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Searcher
 from bot.search.healing import ServedSearcher
+from bot.search.progress import Snapshot
 
 if TYPE_CHECKING:
     from bot.chat.bot import Bot
@@ -43,6 +44,8 @@ class Status:
     built: bool
     notice: str | None
     knowledge_error: str | None
+    building: tuple[Snapshot, ...] = ()  # index syncs running now: texts done / total, time left
+    standing_in: bool = False  # the mode's own index is not serving yet: another mode answers meanwhile
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ def status(bot: Bot, mode: str | None = None) -> Status:
         built=searcher is not None,
         notice=" ".join(notices) or None,
         knowledge_error=str(error) if error else None,
+        building=tuple(bot.index.building()),
+        standing_in=isinstance(searcher, ServedSearcher) and searcher.standing_in,
     )
 
 

@@ -32,6 +32,7 @@ from bot.search.healing import (
     tantivy_problem,
 )
 from bot.search.passages import Passages, PassageSearcher
+from bot.search.progress import BuildProgress, Snapshot
 from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class KnowledgeIndex:
         self._broken: dict[int, str] = {}  # leaves a search failed on, until checked (and rebuilt)
         self._failed: dict[str, tuple[BaseException, float]] = {}  # mode -> why its build failed, when
         self._retry_at: dict[int, float] = {}  # id(leaf) -> when a broken index may be healed again
+        self._building: dict[int, BuildProgress] = {}  # id(leaf) -> how far its running sync has got
 
     @property
     def modes(self) -> list[str]:
@@ -162,6 +164,12 @@ class KnowledgeIndex:
             log.info("knowledge reloaded: %s", {m: (r.added, r.updated, r.removed) for m, r in reports.items()})
         return changed
 
+    def building(self) -> list[Snapshot]:
+        """The index syncs running now that write texts (done, total, time left), for a page to show."""
+        with self._lock:
+            running = list(self._building.values())
+        return [snap for snap in (p.snapshot() for p in running) if snap.total]
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no reload, build or sync is scheduled or running; False when ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -213,7 +221,14 @@ class KnowledgeIndex:
                         damage,
                     )
                     leaf.reset(f"damaged ({problem})")
-            report = leaf.sync(self.units, progress)
+            tracked = BuildProgress(leaf.name, relay=progress)
+            with self._lock:
+                self._building[key] = tracked
+            try:
+                report = leaf.sync(self.units, tracked)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
             with self._lock:
                 if self._broken.get(key) == damage:
                     self._broken.pop(key, None)

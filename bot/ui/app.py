@@ -81,6 +81,16 @@ class ChatHandlers:
             follows_config=chosen is None,
         )
 
+    def header_tick(self, mode: str | None = None):
+        """(header, timer): the header again, and the timer kept running only while an index builds."""
+        status = self.bot.status(override(mode))
+        return self.header(mode), gr.Timer(active=bool(status.building or status.standing_in))
+
+    def arm(self, mode: str | None = None):
+        """Start the header's timer when the last message set an index building (e.g. a cold switch to dense)."""
+        status = self.bot.status(override(mode))
+        return gr.Timer(active=bool(status.building or status.standing_in))
+
     def mode_choices(self) -> list[tuple[str, str]]:
         """The selector's choices: follow the config (naming its mode now), then each mode."""
         status = self.bot.status()
@@ -260,8 +270,15 @@ def build_demo(
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
         turn_out = [chatbot, message, sources, header, mode, turns]
-        message.submit(h.chat, [message, chatbot, mode, turns], turn_out, api_name="chat")
-        send.click(h.chat, [message, chatbot, mode, turns], turn_out, **PRIVATE)
+        # While an index builds the header shows its progress, refreshed every 2 s by itself (then the timer stops).
+        ticker = gr.Timer(2.0, active=True)
+        ticker.tick(h.header_tick, [mode], [header, ticker], **PRIVATE)
+        message.submit(h.chat, [message, chatbot, mode, turns], turn_out, api_name="chat").then(
+            h.arm, [mode], [ticker], **PRIVATE
+        )
+        send.click(h.chat, [message, chatbot, mode, turns], turn_out, **PRIVATE).then(
+            h.arm, [mode], [ticker], **PRIVATE
+        )
         chatbot.option_select(h.suggestion, [chatbot, mode, turns], turn_out, **PRIVATE)
         retry.click(h.retry, [chatbot, mode, turns], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(

@@ -31,7 +31,19 @@ def header_markdown(title: str, status: Status, retrieval_only_label: str, follo
     for line in (status.notice, KNOWLEDGE_PROBLEM if status.knowledge_error else None):
         if line:
             text += f"\n\n⚠️ {e(line)}"
+    if status.building:
+        done = " · ".join(e(snap.describe()) for snap in status.building)
+        text += f"\n\n<span class='kb-building'>⏳ 索引构建中 / Building: {done}</span>"
     return text
+
+
+def mode_served(mode: str, cutoffs: Cutoffs | None) -> str:
+    """The mode asked for, and which one answered when another stood in while its index builds."""
+    system = cutoffs.system if cutoffs else ""
+    served = system.split("-", 1)[0]
+    if not system or served == mode:
+        return e(mode)
+    return f"{e(mode)}（索引构建中，由 {e(system)} 代答 / building; {e(system)} answers meanwhile）"
 
 
 SIGNAL_LABELS = {
@@ -86,7 +98,8 @@ def sources_html(answer: Answer) -> str:
     head = (
         f"<div class='kb-sources' data-q='{e(answer.question)}' data-mode='{e(answer.mode)}'><p><b>策略 / Strategy:</b> "
         f"<span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
-        f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"
+        f"<b>模式 / Mode:</b> {mode_served(answer.mode, answer.thresholds)} · "
+        f"<b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"
     )
     parts = [head]
     if answer.notice:
