@@ -192,3 +192,23 @@ def test_a_cold_switch_to_dense_shows_build_progress_in_the_header_by_itself(bro
         assert "Mode: dense" in page.locator("#kb-header").inner_text()
     finally:
         app.stop()
+
+
+def test_a_typo_in_the_config_mode_is_shown_to_admins_in_the_page(browser, app_config):
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        assert page.locator("#kb-k-health").inner_text().strip() == ""
+        text = app_config.read_text(encoding="utf-8")
+        app_config.write_text(text.replace("mode: sparse", "mode: hybird", 1), encoding="utf-8")
+        time.sleep(1.2)  # the app stats its config at most once a second
+        page.get_by_role("tab", name="对话 / Chat").click()
+        ask(page, "怎么添加知识？")
+        assert "The last edit of config.yaml has an error" in page.locator("#kb-header").inner_text()
+        page = open_knowledge_tab(browser, app)  # the admin's next page load: the error in full
+        health = page.locator("#kb-k-health")
+        health.get_by_text("retrieval.mode").wait_for(timeout=30000)
+        assert "was not applied" in health.inner_text() and "still using mode sparse" in health.inner_text()
+        shot(page, "knowledge-config-error")
+    finally:
+        app.stop()

@@ -29,6 +29,11 @@ KNOWLEDGE_PROBLEM = (
     "知识库有问题，仍在使用上一次有效的知识；详情见“知识管理”页或日志。"
     "/ The knowledge has a problem; the last good knowledge is still serving (details: Knowledge tab or log)."
 )
+CONFIG_PROBLEM = (
+    "配置文件 config.yaml 的修改有错误，仍在使用之前的检索模式；管理员可在“知识管理”页或日志中查看详情。"
+    "/ The last edit of config.yaml has an error; the previous retrieval mode is still in use (an admin sees the "
+    "details in the Knowledge tab or the log)."
+)
 EXAMPLES = 4  # example questions picked from the knowledge when none of the configured ones is in it
 
 
@@ -46,6 +51,7 @@ class Status:
     knowledge_error: str | None
     building: tuple[Snapshot, ...] = ()  # index syncs running now: texts done / total, time left
     standing_in: bool = False  # the mode's own index is not serving yet: another mode answers meanwhile
+    config_error: str | None = None  # why the last edit of the config file was not taken (the old mode serves)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ def status(bot: Bot, mode: str | None = None) -> Status:
         knowledge_error=str(error) if error else None,
         building=tuple(bot.index.building()),
         standing_in=isinstance(searcher, ServedSearcher) and searcher.standing_in,
+        config_error=getattr(bot.mode_source, "error", None),
     )
 
 

@@ -24,7 +24,7 @@ from bot.knowledge.store import KnowledgeStore
 from bot.ui.entry_browser import EntryBrowser, entry_browser
 from bot.ui.events import PRIVATE
 from bot.ui.guard import ClientLimits, write_guard
-from bot.ui.render import knowledge_error_html
+from bot.ui.render import health_html
 
 e = html.escape
 MAX_KEY_CHOICES = 500  # a huge file's keys are found through the table instead
@@ -245,8 +245,8 @@ def knowledge_tab(
         "在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
         "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/)."
     )
-    # Rendered at each page load from the status (no side effects): the detail of a broken file, for admins.
-    gr.HTML(lambda: knowledge_error_html(bot.status().knowledge_error), elem_id="kb-k-health")
+    # Rendered at each page load from the status (no side effects): a broken file or config edit, for admins.
+    gr.HTML(lambda: health_html(bot.status()), elem_id="kb-k-health")
     search, page, table, info = entry_browser(browser)
     loaded = gr.State(None)
     mode = gr.HTML(NEW_MODE, elem_id="kb-k-mode")

@@ -6,7 +6,7 @@ import html
 from collections.abc import Mapping
 
 from bot.chat.answer import Answer, Cutoffs, Strategy
-from bot.chat.services import KNOWLEDGE_PROBLEM, ModeRetrieval, Status
+from bot.chat.services import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, ModeRetrieval, Status
 from bot.search.base import Hit
 
 e = html.escape
@@ -28,7 +28,8 @@ def header_markdown(title: str, status: Status, retrieval_only_label: str, follo
         f"## {e(title)}\n检索模式 / Mode: `{e(status.mode)}`（{how}）· {llm} · "
         f"已加载 {status.entries} 条知识 / {status.entries} entries loaded"
     )
-    for line in (status.notice, KNOWLEDGE_PROBLEM if status.knowledge_error else None):
+    problems = (KNOWLEDGE_PROBLEM if status.knowledge_error else None, CONFIG_PROBLEM if status.config_error else None)
+    for line in (status.notice, *problems):
         if line:
             text += f"\n\n⚠️ {e(line)}"
     if status.building:
@@ -140,6 +141,21 @@ def knowledge_error_html(error: str | None) -> str:
         "<div class='kb-notice'>⚠️ 知识文件有错误，仍在使用上一次有效的知识。/ A knowledge file has errors; "
         f"the last good knowledge is still serving.<pre>{e(error)}</pre></div>"
     )
+
+
+def config_error_html(error: str | None) -> str:
+    """The knowledge tab's view of a config edit that was not taken (for admins), or nothing."""
+    if not error:
+        return ""
+    return (
+        "<div class='kb-notice kb-config-error'>⚠️ config.yaml 的修改有错误，没有生效。/ The last edit of config.yaml "
+        f"has an error and was not applied.<pre>{e(error)}</pre></div>"
+    )
+
+
+def health_html(status: Status) -> str:
+    """What is wrong with the knowledge files and the config, in full, for admins (nothing when all is well)."""
+    return knowledge_error_html(status.knowledge_error) + config_error_html(status.config_error)
 
 
 def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
