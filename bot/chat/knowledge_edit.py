@@ -150,11 +150,16 @@ class KnowledgeEditor:
         ids = tuple(self.store.import_file(name, text, overwrite=overwrite))
         return self._refreshed(f"已导入 / Imported {name}: {len(ids)} entries", name, None, ids)
 
-    def import_csv(self, name: str, text: str) -> EditResult:
-        """Import a knowledge CSV (see bot/knowledge/csv_io.py); rows without a file go to ``name``'s .json."""
+    def import_csv(self, name: str, text: str | bytes) -> EditResult:
+        """Import a knowledge CSV, or an Excel .xlsx as bytes (see bot/knowledge/csv_io.py); rows without a file go
+        to ``name``'s .json."""
         default = file_name(PurePosixPath(name).stem)
-        ids = tuple(csv_io.import_csv(self.store, text, default, PurePosixPath(name).name))
-        return self._refreshed(f"已导入 / Imported {PurePosixPath(name).name}: {len(ids)} entries", default, None, ids)
+        source = PurePosixPath(name).name
+        if isinstance(text, bytes):
+            ids = tuple(csv_io.import_xlsx(self.store, text, default, source))
+        else:
+            ids = tuple(csv_io.import_csv(self.store, text, default, source))
+        return self._refreshed(f"已导入 / Imported {source}: {len(ids)} entries", default, None, ids)
 
     def export_csv(self) -> str:
         """Every entry the index serves now, as CSV text (see bot/knowledge/csv_io.py)."""

@@ -198,15 +198,17 @@ class KnowledgeHandlers:
         return result_html(result), self.key_choices(result.file), "", "", "", "", None, NEW_MODE, hide
 
     def upload(self, path: str | None, overwrite: bool):
-        """Import an uploaded JSON file, or merge a CSV's rows; returns (status html, file choices)."""
+        """Import an uploaded JSON file, or merge a CSV's or an Excel sheet's rows; returns (status html, file choices)."""
         if not path:
             return "<div class='kb-notice'>❌ 请先选择文件 / Choose a file first</div>", gr.skip()
         try:
-            text = read_upload(Path(path))
-            if Path(path).suffix.lower() == ".csv":
-                result = self.editor.import_csv(Path(path).name, text)
+            suffix, name = Path(path).suffix.lower(), Path(path).name
+            if suffix == ".xlsx":
+                result = self.editor.import_csv(name, Path(path).read_bytes())
+            elif suffix == ".csv":
+                result = self.editor.import_csv(name, read_upload(Path(path)))
             else:
-                result = self.editor.import_file(Path(path).name, text, bool(overwrite))
+                result = self.editor.import_file(name, read_upload(Path(path)), bool(overwrite))
         except UnicodeDecodeError:
             return "<div class='kb-notice'>❌ 文件不是 UTF-8 文本 / The file is not UTF-8 text</div>", gr.skip()
         except BotError as exc:
@@ -287,12 +289,14 @@ def knowledge_tab(
             "JSON 知识文件，或 CSV（列 / columns: file, key, query, document, metadata, questions；"
             "问法用 | 或换行分隔 / phrasings separated by | or line breaks）。CSV 按 file+key 合并 / CSV rows "
             "merge by file+key; 没有 file 的行进入与 CSV 同名的 .json / rows without a file go to the "
-            "CSV's name + .json; 没有 key 的行自动编号 / rows without a key get the next number."
+            "CSV's name + .json; 没有 key 的行自动编号 / rows without a key get the next number. "
+            "Excel .xlsx 同样导入（第一个工作表）/ Excel .xlsx imports the same (first sheet); 也认常见表头 / "
+            "common headers work too: 问题/标准问题/question, 答案/answer, 关键词/keywords, 相似问题, 分类/category."
         )
         upload = gr.File(
-            file_types=[".json", ".csv"],
+            file_types=[".json", ".csv", ".xlsx"],
             type="filepath",
-            label="知识文件 / Knowledge file (JSON, CSV)",
+            label="知识文件 / Knowledge file (JSON, CSV, Excel .xlsx)",
             elem_id="kb-k-upload",
         )
         overwrite = gr.Checkbox(False, label="覆盖同名 JSON 文件 / Overwrite a JSON file with the same name")
