@@ -212,3 +212,54 @@ def test_a_typo_in_the_config_mode_is_shown_to_admins_in_the_page(browser, app_c
         shot(page, "knowledge-config-error")
     finally:
         app.stop()
+
+
+def test_a_long_answer_shows_from_its_start_below_the_chat_label_and_toolbar(browser, tmp_path):
+    rules = "\n\n".join(f"第{i}条：借书证丢失后请到服务台补办，补办需要带上学生证和一张照片。" for i in range(1, 31))
+    write_knowledge(
+        tmp_path / "knowledge", {"card": {"query": "借书证丢了怎么办？", "document": rules, "metadata": "借书证"}}
+    )
+    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.3)
+    raw["retrieval"]["passages"]["enabled"] = False
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    app = App(config, offline_env())
+    try:
+        for width, height in ((390, 844), (1400, 1000)):
+            page = browser.new_page(viewport={"width": width, "height": height}, locale="zh-CN", is_mobile=width < 640)
+            page.goto(app.url, wait_until="domcontentloaded")
+            page.locator("#kb-input textarea").wait_for(timeout=30000)
+            ask(page, "借书证丢了怎么办？")
+            page.wait_for_function(  # the answer's start (its title line) is in view, not its end
+                """() => { const w = document.querySelector('#kb-chat .bubble-wrap').getBoundingClientRect();
+                  const b = [...document.querySelectorAll('#kb-chat .bot-row')].pop().getBoundingClientRect();
+                  return b.top >= w.top - 1 && b.top < w.bottom; }""",
+                timeout=10000,
+            )
+            wrap = page.locator("#kb-chat .bubble-wrap").bounding_box()
+            for overlay in ("#kb-chat label", "#kb-chat .top-panel"):
+                box = page.locator(overlay).first.bounding_box()
+                assert box["y"] + box["height"] <= wrap["y"] + 1, (overlay, box, wrap)  # nothing scrolls under it
+            shot(page, f"chat-long-answer-{width}px")
+            page.close()
+    finally:
+        app.stop()
+
+
+def test_the_import_status_shows_right_under_the_import_button(browser, app_config, tmp_path):
+    sheet = tmp_path / "gym.csv"
+    sheet.write_text("问题,答案\n体育馆几点关门？,晚上九点。\n", encoding="utf-8-sig")
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.get_by_text("导入与导出 / Import and export").click()
+        page.locator("#kb-k-upload input[type=file]").set_input_files(str(sheet))
+        page.locator("#kb-k-import").click()
+        status = page.locator("#kb-k-import-status")
+        status.get_by_text("Imported gym.csv: 1 entries").wait_for(timeout=30000)
+        button, box = page.locator("#kb-k-import").bounding_box(), status.bounding_box()
+        assert 0 <= box["y"] - (button["y"] + button["height"]) < 80, (button, box)
+        status.scroll_into_view_if_needed()
+        shot(page, "knowledge-import-status")
+    finally:
+        app.stop()

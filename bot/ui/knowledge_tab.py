@@ -301,6 +301,7 @@ def knowledge_tab(
         )
         overwrite = gr.Checkbox(False, label="覆盖同名 JSON 文件 / Overwrite a JSON file with the same name")
         do_upload = gr.Button("导入 / Import", elem_id="kb-k-import")
+        imported = gr.HTML(elem_id="kb-k-import-status")  # right under the button, not at the form far above
         with gr.Row():
             export = gr.Button("导出全部为 CSV / Export all as CSV", elem_id="kb-k-export")
             gr.DownloadButton(
@@ -334,6 +335,6 @@ def knowledge_tab(
         api_name="delete_entry",
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     do_upload.click(
-        guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
+        guard(k.upload, 2, discard_upload=True), [upload, overwrite], [imported, file], api_name="upload_file"
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     export.click(k.export, None, [exported], api_name="export_csv")

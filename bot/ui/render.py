@@ -20,6 +20,11 @@ STRATEGY_LABELS = {
 }
 
 
+def warn(text: str) -> str:
+    """A notice with one ⚠️ in front (config notices may bring their own), escaped."""
+    return f"⚠️ {e(text.strip().removeprefix('⚠️').strip())}"
+
+
 def header_markdown(title: str, status: Status, retrieval_only_label: str, follows_config: bool = True) -> str:
     """Title, the mode (and whether it follows the config), LLM or retrieval-only, entries loaded, problems."""
     llm = f"大模型 / LLM: `{e(status.llm)}`" if status.llm else f"**{e(retrieval_only_label)}**"
@@ -31,7 +36,7 @@ def header_markdown(title: str, status: Status, retrieval_only_label: str, follo
     problems = (KNOWLEDGE_PROBLEM if status.knowledge_error else None, CONFIG_PROBLEM if status.config_error else None)
     for line in (status.notice, *problems):
         if line:
-            text += f"\n\n⚠️ {e(line)}"
+            text += f"\n\n{warn(line)}"
     if status.building:
         done = " · ".join(e(snap.describe()) for snap in status.building)
         text += f"\n\n<span class='kb-building'>⏳ 索引构建中 / Building: {done}</span>"
@@ -104,7 +109,7 @@ def sources_html(answer: Answer) -> str:
     )
     parts = [head]
     if answer.notice:
-        parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
+        parts.append(f"<p class='kb-notice'>{warn(answer.notice)}</p>")
     if answer.rewritten:
         parts.append(f"<p class='kb-rewritten'><b>检索用的问题 / Searched as:</b> {e(answer.rewritten)}</p>")
     if answer.phrasings:
@@ -164,7 +169,7 @@ def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
     for mode, r in results.items():
         out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {_cutoffs(r.thresholds)}</h4>")
         if r.error:
-            out.append(f"<p class='kb-notice'>⚠️ {e(r.error)}</p>")
+            out.append(f"<p class='kb-notice'>{warn(r.error)}</p>")
         elif not r.hits:
             out.append("<p>没有结果 / no hits</p>")
         else:
