@@ -62,7 +62,7 @@ SIGNAL_LABELS = {
 }
 PASSAGE_PREVIEW_CHARS = 160
 # The Searcher column speaks the header's vocabulary (the modes), naming the engine only where it is not the default.
-SEARCHER_MODES = {"tantivy": "sparse", "elasticsearch": "sparse (Elasticsearch)", "faiss": "dense", "hybrid": "hybrid"}
+SEARCHER_MODES = {"tantivy": "sparse", "elasticsearch": "sparse (elasticsearch)", "faiss": "dense", "hybrid": "hybrid"}
 
 
 def searcher_label(name: str) -> str:
