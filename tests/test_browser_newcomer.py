@@ -132,6 +132,12 @@ def test_inbox_forms_start_clean_and_a_wrong_answer_becomes_a_phrasing_of_its_en
         wait_value(page, "kb-inbox-query", "停车场怎么收费？")
         assert textarea(page, "kb-inbox-document") == "" and textarea(page, "kb-inbox-metadata") == ""
         shot(page, "inbox-next-question-clean")
+        page.set_viewport_size({"width": 390, "height": 844})
+        table = page.locator("#kb-inbox-table")  # scrolls sideways in its box, not off the page
+        assert table.evaluate("el => getComputedStyle(el).overflowX === 'auto'")
+        assert table.bounding_box()["x"] + table.bounding_box()["width"] <= 390
+        shot(page, "inbox-next-question-clean-390px")
+        page.set_viewport_size({"width": 1400, "height": 1000})
 
         # The knowledge form shows and edits the entry's phrasings, one per line.
         page.get_by_role("tab", name="知识管理 / Knowledge").click()
@@ -188,6 +194,8 @@ def test_a_cold_switch_to_dense_shows_build_progress_in_the_header_by_itself(bro
             timeout=60000,
         )
         shot(page, "header-building")
+        page.set_viewport_size({"width": 390, "height": 844})
+        shot(page, "header-building-390px")
         building.wait_for(state="detached", timeout=240000)  # and leaves when the index is done
         assert "Mode: dense" in page.locator("#kb-header").inner_text()
     finally:
@@ -210,6 +218,8 @@ def test_a_typo_in_the_config_mode_is_shown_to_admins_in_the_page(browser, app_c
         health.get_by_text("retrieval.mode").wait_for(timeout=30000)
         assert "was not applied" in health.inner_text() and "still using mode sparse" in health.inner_text()
         shot(page, "knowledge-config-error")
+        page.set_viewport_size({"width": 390, "height": 844})
+        shot(page, "knowledge-config-error-390px")
     finally:
         app.stop()
 

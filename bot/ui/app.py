@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 # On a phone (390 px) the chat and its sources stack (sources right under the answer) and the tabs stay in view.
 CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}
 #kb-main{flex-wrap:wrap}
+/* Wide admin tables scroll sideways inside their box on a phone instead of running off the page. */
+#kb-inbox-table,#kb-log-table,#kb-rt-results{overflow-x:auto!important}
 /* The chat's label and toolbar float over its top: the scrolling messages start below them, never under them. */
 #kb-chat .bubble-wrap{margin-top:30px;height:calc(100% - 30px)!important}
 @media (max-width: 640px){
