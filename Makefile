@@ -19,8 +19,9 @@ $(VENV)/.test-deps: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q -e '.[dense,es,e5,test,bench]'
 	touch $@ $(VENV)/.run-deps
 
+# make run PORT=7870 HOST=0.0.0.0: another port or address (default: ui.port and ui.host in config.yaml)
 run: $(VENV)/.run-deps
-	$(PY) app.py
+	$(PY) app.py $(if $(PORT),--port $(PORT)) $(if $(HOST),--host $(HOST))
 
 index: $(VENV)/.run-deps
 	$(PY) -m bot index

@@ -67,3 +67,23 @@ def test_a_broken_config_edit_keeps_the_last_mode(config_path, caplog):
 def test_the_cli_mode_flag_is_not_overridden(config_path):
     bot = build_bot(load_settings(config_path))  # the CLI builds without watching
     assert bot.mode_source is None
+
+
+def test_a_typo_in_the_mode_is_shown_in_the_page_until_fixed(config_path, kb_dir):
+    settings = load_settings(config_path)
+    bot = build_bot(settings, watch_config=True)
+    bot.mode_source.check_interval = 0
+    handlers = ChatHandlers(bot, settings)
+    assert "config.yaml" not in handlers.header(None)
+    set_mode(config_path, "hybird")
+    assert bot.answer("怎么添加知识？").mode == "sparse"
+    status = bot.status()
+    assert "retrieval.mode: Input should be" in status.config_error and "still using mode sparse" in status.config_error
+    header = handlers.header(None)  # every page: one line, no detail (it names server paths)
+    assert "The last edit of config.yaml has an error" in header and str(config_path) not in header
+    from bot.ui.render import health_html
+
+    assert "retrieval.mode: Input should be" in health_html(status) and "was not applied" in health_html(status)
+    set_mode(config_path, "dense")
+    assert bot.answer("怎么添加知识？").mode == "dense" and bot.status().config_error is None
+    assert "config.yaml" not in handlers.header(None)

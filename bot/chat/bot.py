@@ -16,7 +16,7 @@ from bot.chat.compose import RETRIEVAL_ONLY_LABEL, compose  # noqa: F401 (re-exp
 from bot.chat.conversation import QueryRewriter, last_user_message
 from bot.chat.expensive import LONG_BUSY, ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
-from bot.chat.followup import reads_as_followup
+from bot.chat.followup import followup_queries, reads_as_followup
 from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms, stream_reply  # noqa: F401 (notices re-exported)
 from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
@@ -263,13 +263,15 @@ class Bot:
             candidates, passed, parts, served = self._search(search_q, mode)
             previous = last_user_message(history) if self.llm is None else None
             previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
-            if not passed and previous and reads_as_followup(question):
-                # No LLM to rewrite it: a message that leans on the last question and finds nothing on its own
-                # ("他是谁") is searched with it; one that does ("那珠海校区呢") keeps its own hits.
-                combined = f"{previous} {question}"
-                more, more_passed = self.retrieve(combined, mode)
-                if more_passed:
-                    candidates, passed, rewritten, parts = more, more_passed, combined, ()
+            if previous and reads_as_followup(question):
+                # No LLM to rewrite it: the first standalone query that passes wins ("那深圳呢" after "珠海校区地址是什么"
+                # searches "深圳校区地址是什么"); a message with no subject of its own ("他是谁") that finds nothing is
+                # searched with the previous question (bot/chat/followup.py).
+                for combined in followup_queries(previous, question, answered=bool(passed)):
+                    more, more_passed = self.retrieve(combined, mode)
+                    if more_passed:
+                        candidates, passed, rewritten, parts = more, more_passed, combined, ()
+                        break
         except SearchBackendError as exc:
             # The detail (hosts, index names) goes to the log, not to a possibly public chat page.
             log.error("search failed in mode %s: %s", mode, exc)

@@ -106,6 +106,7 @@ class AskedTurn:
     rating: int | None = None
     reason: str | None = None
     near_misses: tuple[dict, ...] = ()  # stored hits that did not pass: id, query, relevance, threshold
+    answered: tuple[dict, ...] = ()  # a thumbs-down turn's used hits (id, query): the entries that answered wrong
 
     @classmethod
     def from_row(cls, row: Mapping) -> AskedTurn:
@@ -116,8 +117,21 @@ class AskedTurn:
             for h in json.loads(row["hits"])
             if not h.get("passed")
         )
+        used = tuple(
+            {"id": h["id"], "query": h["query"]}
+            for h in json.loads(row["hits"])
+            if h.get("used") and row["rating"] == -1
+        )
         return cls(
-            row["id"], row["time"], row["question"], row["norm"], row["strategy"], row["rating"], row["reason"], misses
+            row["id"],
+            row["time"],
+            row["question"],
+            row["norm"],
+            row["strategy"],
+            row["rating"],
+            row["reason"],
+            misses,
+            used,
         )
 
 
@@ -126,7 +140,8 @@ class Group:
     """Near-duplicate unanswered questions: how often, when last, an example, and the entries that almost passed.
 
     ``key`` is the normal form of the most asked member; pass it to ``TurnLog.dismiss``. ``candidates`` are the
-    best hits below the threshold over the group's turns (id, query, best relevance, threshold, times seen).
+    best hits below the threshold over the group's turns (id, query, best relevance, threshold, times seen);
+    ``answered`` the entries that answered its thumbs-down turns (id, query): the question may be their phrasing.
     """
 
     key: str
@@ -140,6 +155,7 @@ class Group:
     candidates: tuple[dict, ...]
     turn_ids: tuple[int, ...] = field(repr=False, default=())
     norms: frozenset[str] = field(repr=False, default=frozenset())
+    answered: tuple[dict, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready form (without the member normal forms)."""
@@ -153,6 +169,7 @@ class Group:
             "thumbs_down": self.thumbs_down,
             "reasons": list(self.reasons),
             "candidates": [dict(c) for c in self.candidates],
+            "answered": [dict(a) for a in self.answered],
             "turn_ids": list(self.turn_ids),
         }
 
@@ -217,4 +234,5 @@ def _group(turns: list[AskedTurn], counts: dict[str, int]) -> Group:
         candidates=tuple(candidates),
         turn_ids=tuple(t.id for t in turns),
         norms=frozenset(counts),
+        answered=tuple({a["id"]: a for t in turns for a in t.answered}.values())[:CANDIDATES_SHOWN],
     )

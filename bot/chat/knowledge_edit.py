@@ -131,9 +131,18 @@ class KnowledgeEditor:
         new_key = entry_id[len(PurePosixPath(file).stem) + 1 :]
         return self._refreshed(f"已保存 / Saved {entry_id}", file, new_key, (entry_id,))
 
-    def add(self, file: str | None, key: str | None, query: str, document: str, metadata: str) -> EditResult:
+    def add(
+        self,
+        file: str | None,
+        key: str | None,
+        query: str,
+        document: str,
+        metadata: str,
+        *,
+        questions: list[str] | None = None,
+    ) -> EditResult:
         """Add a new entry (empty ``key``: the next number); refused, nothing written, when ``key`` exists."""
-        result = self.save(file, key, query, document, metadata, expected_version=ABSENT)
+        result = self.save(file, key, query, document, metadata, expected_version=ABSENT, questions=questions)
         return dataclasses.replace(result, done=result.done.replace("已保存 / Saved", "已新增 / Added", 1))
 
     def delete(self, file: str | None, key: str | None, *, expected_version: str | None = None) -> EditResult:
@@ -150,11 +159,16 @@ class KnowledgeEditor:
         ids = tuple(self.store.import_file(name, text, overwrite=overwrite))
         return self._refreshed(f"已导入 / Imported {name}: {len(ids)} entries", name, None, ids)
 
-    def import_csv(self, name: str, text: str) -> EditResult:
-        """Import a knowledge CSV (see bot/knowledge/csv_io.py); rows without a file go to ``name``'s .json."""
+    def import_csv(self, name: str, text: str | bytes) -> EditResult:
+        """Import a knowledge CSV, or an Excel .xlsx as bytes (see bot/knowledge/csv_io.py); rows without a file go
+        to ``name``'s .json."""
         default = file_name(PurePosixPath(name).stem)
-        ids = tuple(csv_io.import_csv(self.store, text, default, PurePosixPath(name).name))
-        return self._refreshed(f"已导入 / Imported {PurePosixPath(name).name}: {len(ids)} entries", default, None, ids)
+        source = PurePosixPath(name).name
+        if isinstance(text, bytes):
+            ids = tuple(csv_io.import_xlsx(self.store, text, default, source))
+        else:
+            ids = tuple(csv_io.import_csv(self.store, text, default, source))
+        return self._refreshed(f"已导入 / Imported {source}: {len(ids)} entries", default, None, ids)
 
     def history(self, file: str | None) -> list[FileVersion]:
         """The kept earlier versions of ``file``, newest first; raises BotError for a bad name."""

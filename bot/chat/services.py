@@ -16,6 +16,7 @@ from bot.errors import BotError
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Searcher
 from bot.search.healing import ServedSearcher
+from bot.search.progress import Snapshot
 
 if TYPE_CHECKING:
     from bot.chat.bot import Bot
@@ -25,8 +26,18 @@ NOT_BUILT = (
     "/ The {mode} index is not built yet; the next message builds it (this may take a while)."
 )
 KNOWLEDGE_PROBLEM = (
-    "知识库有问题，仍在使用上一次有效的知识；详情见“知识管理”页或日志。"
-    "/ The knowledge has a problem; the last good knowledge is still serving (details: Knowledge tab or log)."
+    "知识库有问题，仍在使用上一次有效的知识；管理员可在“知识管理”页或日志中查看详情。"
+    "/ The knowledge has a problem; the last good knowledge is still serving (an admin sees the details in the "
+    "Knowledge tab or the log)."
+)
+CONFIG_PROBLEM = (
+    "配置文件 config.yaml 的修改有错误，仍在使用之前的检索模式；管理员可在“知识管理”页或日志中查看详情。"
+    "/ The last edit of config.yaml has an error; the previous retrieval mode is still in use (an admin sees the "
+    "details in the Knowledge tab or the log)."
+)
+BUILDING_RESULTS = (
+    "{mode} 索引正在构建，完成后这里会显示它的结果（进度见页面顶部）。"
+    "/ The {mode} index is still building; its results show here once it is done (progress: top of the page)."
 )
 EXAMPLES = 4  # example questions picked from the knowledge when none of the configured ones is in it
 
@@ -43,6 +54,9 @@ class Status:
     built: bool
     notice: str | None
     knowledge_error: str | None
+    building: tuple[Snapshot, ...] = ()  # index syncs running now: texts done / total, time left
+    standing_in: bool = False  # the mode's own index is not serving yet: another mode answers meanwhile
+    config_error: str | None = None  # why the last edit of the config file was not taken (the old mode serves)
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,9 @@ def status(bot: Bot, mode: str | None = None) -> Status:
         built=searcher is not None,
         notice=" ".join(notices) or None,
         knowledge_error=str(error) if error else None,
+        building=tuple(bot.index.building()),
+        standing_in=isinstance(searcher, ServedSearcher) and searcher.standing_in,
+        config_error=getattr(bot.mode_source, "error", None),
     )
 
 
@@ -92,7 +109,7 @@ def retrieve_all_modes(bot: Bot, query: str) -> dict[str, ModeRetrieval]:
             if (
                 isinstance(served, ServedSearcher) and served.standing_in
             ):  # a server's index still building: not this mode's hits
-                results[mode] = ModeRetrieval([], [], None, served.notice)
+                results[mode] = ModeRetrieval([], [], None, BUILDING_RESULTS.format(mode=mode))
                 continue
             hits, passed = bot.retrieve(query, mode)
             results[mode] = ModeRetrieval(hits, passed, bot.mode_thresholds(mode))

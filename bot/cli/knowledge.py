@@ -36,7 +36,9 @@ def add_knowledge_arguments(parser: argparse.ArgumentParser, common: list[argpar
     delete.add_argument("target", metavar="FILE:KEY", help="e.g. faq.json:add (or faq:add)")
     delete.add_argument("--expected-version", help="refuse when the entry is no longer this version (see show)")
     imp = sub.add_parser("import", parents=common, help="import a JSON knowledge file (or merge a CSV) into the folder")
-    imp.add_argument("path", help="the JSON file to import, or a .csv (columns: bot/knowledge/csv_io.py; merged)")
+    imp.add_argument(
+        "path", help="the JSON file to import, or a .csv or Excel .xlsx (columns: bot/knowledge/csv_io.py; merged)"
+    )
     imp.add_argument("--name", help="file name in the knowledge folder (default: the file's own name)")
     how = imp.add_mutually_exclusive_group()
     how.add_argument("--merge", action="store_true", help="merge into an existing file (same keys are replaced)")
@@ -138,16 +140,19 @@ def _delete(store: KnowledgeStore, args) -> int:
 
 def _import(store: KnowledgeStore, args) -> int:
     path = Path(args.path)
+    sheet = path.suffix.lower() == ".xlsx"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = "" if sheet else path.read_text(encoding="utf-8")
+        data = path.read_bytes() if sheet else b""
     except (OSError, UnicodeDecodeError) as exc:
         raise KnowledgeWriteError(f"cannot read {path} as UTF-8 text: {exc}") from None
     if args.dry_run:
-        return _dry_run(store, path, text, args)
-    if path.suffix.lower() == ".csv":
-        from bot.knowledge.csv_io import import_csv
+        return _dry_run(store, path, text, args, data)
+    if path.suffix.lower() in (".csv", ".xlsx"):
+        from bot.knowledge.csv_io import import_csv, import_xlsx
 
-        ids = import_csv(store, text, _file(args.name or path.stem), path.name)
+        default = _file(args.name or path.stem)
+        ids = import_xlsx(store, data, default, path.name) if sheet else import_csv(store, text, default, path.name)
         print(
             f"已导入 / Imported {path}: {len(ids)} entries (merged by file and key; previous files kept in the history)"
         )
@@ -161,12 +166,12 @@ def _import(store: KnowledgeStore, args) -> int:
     return 0
 
 
-def _dry_run(store: KnowledgeStore, path: Path, text: str, args) -> int:
+def _dry_run(store: KnowledgeStore, path: Path, text: str, args, data: bytes = b"") -> int:
     """List the import's duplicates (inside it, and with the knowledge) and write nothing; 1 when there are any."""
     from bot.evaluation.lint import import_duplicates
     from bot.knowledge.imports import incoming_entries
 
-    incoming, existing = incoming_entries(store, path, text, args.name, overwrite=args.overwrite)
+    incoming, existing = incoming_entries(store, path, text, args.name, overwrite=args.overwrite, data=data)
     findings = import_duplicates(incoming, existing, args.near_duplicate)
     for f in findings:
         print(f"[{f.kind}] {' ↔ '.join(f.entry_ids)}: {f.detail}")

@@ -153,6 +153,20 @@ def _search(settings, args) -> int:
     return 0
 
 
+class BarProgress:
+    """A tqdm bar as a sync's Progress: each index's announced total restarts it, reports advance it."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def start(self, total: int) -> None:
+        """A new index's sync writes ``total`` texts."""
+        self.bar.reset(total=total)
+
+    def __call__(self, n: int) -> None:
+        self.bar.update(n)
+
+
 def _index(settings, args) -> int:
     from tqdm import tqdm
 
@@ -161,8 +175,11 @@ def _index(settings, args) -> int:
     index = build_index(settings)
     index.load()
     mode = settings.mode
-    with tqdm(total=len(index.entries), desc=f"indexing ({mode})", unit="entry", file=sys.stderr) as bar:
-        report = index.sync(mode, progress=bar.update, rebuild=args.rebuild)
+    # Counted in indexed texts (an entry, or a passage of a long one), the unit the searchers report; the total is what
+    # this sync writes (the changed entries), announced by each index it syncs (a hybrid mode: sparse, then dense).
+    desc = f"indexing {mode} ({len(index.entries)} entries, {len(index.units)} texts)"
+    with tqdm(total=0, desc=desc, unit="text", file=sys.stderr) as bar:
+        report = index.sync(mode, progress=BarProgress(bar), rebuild=args.rebuild)
     encoders = [getattr(leaf, "encoder", None) for leaf in index.searcher(mode).leaves()]
     cached = "".join(
         f" · {e.name}: {e.encoded} text(s) encoded, the rest from the embedding cache"

@@ -17,7 +17,8 @@ class ConfiguredMode:
     """Re-reads the config file when it changes (a stat at most once a second) and returns its mode.
 
     Only ``retrieval.mode`` is taken live; other settings need a restart. KBBOT_MODE still wins (load_settings
-    applies it). A config file that no longer parses keeps the last good mode, with a log line.
+    applies it). A config file that no longer parses keeps the last good mode, with a log line, and ``error`` says
+    why until the file is fixed (for the page to show admins).
     """
 
     def __init__(self, path: str | Path, initial: str, check_interval: float = 1.0):
@@ -27,6 +28,7 @@ class ConfiguredMode:
         self._signature = self._stat()
         self._last_check = time.monotonic()
         self._lock = threading.Lock()
+        self.error: str | None = None
 
     def _stat(self) -> tuple[int, int] | None:
         try:
@@ -50,7 +52,9 @@ class ConfiguredMode:
                 mode = load_settings(self.path).retrieval.mode
             except ConfigError as exc:
                 log.error("config change ignored, keeping mode %s: %s", self._mode, exc)
+                self.error = f"{exc} (仍使用 / still using mode {self._mode})"
                 return self._mode
+            self.error = None
             if mode != self._mode:
                 log.info("retrieval mode changed in %s: %s -> %s", self.path, self._mode, mode)
                 self._mode = mode

@@ -4,6 +4,10 @@ Columns: ``file`` (knowledge file, e.g. faq.json; empty = the import's default f
 the next number), ``query``, ``document``, ``metadata`` (comma-separated keywords) and ``questions`` (other
 phrasings of the question, separated by ``|`` or line breaks). Rows are numbered like a spreadsheet: the header
 is row 1. Files are written UTF-8 with a BOM so Excel shows Chinese; a BOM on import is accepted.
+
+Imports also take the headers people's FAQ sheets have, in either language (HEADER_ALIASES: question/问题/标准问题
+→ query, answer/答案 → document, keywords/关键词 → metadata, 相似问题 → questions; a 分类/category column becomes one
+more keyword), and Excel ``.xlsx`` files (the first sheet; row numbers in errors as Excel shows them).
 """
 
 from __future__ import annotations
@@ -22,6 +26,17 @@ from bot.knowledge.files import entry_file
 from bot.knowledge.store import KnowledgeStore
 
 COLUMNS = ("file", "key", "query", "document", "metadata", "questions")
+CATEGORY = "category"  # not a field: its value joins the row's keywords
+# Header names as people write them (compared case-folded, spaces and underscores ignored) -> our column.
+HEADER_ALIASES = {
+    **{name: "query" for name in ("question", "title", "问题", "标准问题", "标题", "问")},
+    **{name: "document" for name in ("answer", "content", "reply", "答案", "回答", "答复", "内容", "标准答案")},
+    **{name: "metadata" for name in ("keywords", "keyword", "tags", "tag", "关键词", "关键字", "标签")},
+    **{name: "questions" for name in ("phrasings", "similarquestions", "相似问题", "相似问法", "其他问法", "问法")},
+    **{name: CATEGORY for name in ("category", "分类", "类别", "类目")},
+    **{name: "file" for name in ("文件",)},
+    **{name: "key" for name in ("id", "键", "编号")},
+}
 REQUIRED = ("query", "document")
 CSV_ENCODING = "utf-8-sig"  # what exports and the template are written in (Excel needs the BOM for Chinese)
 _PHRASING_SPLIT = re.compile(r"[|\r\n]+")
@@ -95,12 +110,54 @@ def json_name(file: str) -> str:
     return file if not file or file.endswith(".json") else f"{file}.json"
 
 
+def column(name: str) -> str:
+    """Our column for a header cell as written ("Question", "标准问题" -> "query"); unknown names as they are."""
+    folded = re.sub(r"[\s_\-]+", "", name.strip().lstrip("\ufeff").casefold())
+    return folded if folded in COLUMNS else HEADER_ALIASES.get(folded, name.strip().casefold())
+
+
 def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, CsvFile]:
     """Validate every row of a knowledge CSV and group the entries by file; raises KnowledgeError naming rows.
 
     ``source`` names the upload in messages; rows without a file go to ``default_file``.
     """
     text = text.removeprefix("\ufeff")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise KnowledgeError([KnowledgeProblem(source, None, f"不是有效的 CSV / not valid CSV: {exc}")]) from None
+    return read_rows(list(enumerate(rows, start=1)), default_file, source)
+
+
+def read_xlsx(data: bytes, default_file: str, source: str = "Excel") -> dict[str, CsvFile]:
+    """As :func:`read_csv`, for the first sheet of an Excel .xlsx file (rows numbered as Excel shows them)."""
+    from openpyxl import load_workbook
+
+    try:
+        sheet = load_workbook(io.BytesIO(data), read_only=True, data_only=True).worksheets[0]
+        rows = [
+            (number, [_cell(v) for v in values])
+            for number, values in enumerate(sheet.iter_rows(min_row=1, values_only=True), start=1)
+        ]
+    except Exception as exc:  # openpyxl raises many kinds (zip, XML, key errors) for a file that is not a workbook
+        why = f"不是有效的 Excel .xlsx 文件 / not a valid Excel .xlsx file: {type(exc).__name__}: {exc}"
+        raise KnowledgeError([KnowledgeProblem(source, None, why)]) from None
+    while rows and not any(c.strip() for c in rows[0][1]):
+        rows.pop(0)  # blank rows above the header
+    return read_rows(rows, default_file, source)
+
+
+def _cell(value: object) -> str:
+    """An Excel cell as text: empty for None, 12 (not 12.0) for a whole number."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def read_rows(rows: list[tuple[int, list[str]]], default_file: str, source: str) -> dict[str, CsvFile]:
+    """Validate (row number, cells) rows, the first being the header, and group the entries by file."""
     problems: list[KnowledgeProblem] = []
     files: dict[str, CsvFile] = {}
 
@@ -108,20 +165,22 @@ def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, Csv
         where = source if row is None else f"{source} 第 {row} 行 / row {row}"
         problems.append(KnowledgeProblem(where, None, why))
 
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise KnowledgeError([KnowledgeProblem(source, None, f"不是有效的 CSV / not valid CSV: {exc}")]) from None
-    header = [h.strip().lstrip("\ufeff").casefold() for h in rows[0]] if rows else []
+    expected = f"expected {', '.join(COLUMNS)} (or question/问题, answer/答案, keywords/关键词, 相似问题, 分类)"
+    top = rows[0][0] if rows else 1
+    header = [column(h) for h in rows[0][1]] if rows else []
     missing = [c for c in REQUIRED if c not in header]
     if missing:
-        bad(1, f"表头缺少列 / the header lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
+        bad(top, f"表头缺少列 / the header lacks column(s) {', '.join(missing)}; {expected}")
         raise KnowledgeError(problems)
-    unknown = [h for h in header if h and h not in COLUMNS]
+    unknown = [h for h in header if h and h not in (*COLUMNS, CATEGORY)]
     if unknown:
-        bad(1, f"未知的列 / unknown column(s) {', '.join(unknown)}; expected {', '.join(COLUMNS)}")
+        bad(top, f"未知的列 / unknown column(s) {', '.join(unknown)}; {expected}")
+    doubled = sorted({h for h in header if h and header.count(h) > 1})
+    if doubled:
+        bad(top, f"多列对应同一个字段 / several columns mean {', '.join(doubled)}; keep one of each")
+        raise KnowledgeError(problems)
     seen: dict[tuple[str, str], int] = {}
-    for number, cells in enumerate(rows[1:], start=2):
+    for number, cells in rows[1:]:
         if not any(c.strip() for c in cells):
             continue  # blank lines (Excel leaves some at the end)
         if len(cells) > len(header):
@@ -145,10 +204,11 @@ def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, Csv
         if key and (file, key) in seen:
             bad(number, f"与第 {seen[file, key]} 行重复 / same file and key as row {seen[file, key]}: {file} {key!r}")
         seen[file, key] = number
+        keywords = parse_keywords(row.get("metadata", "")) + parse_keywords(row.get(CATEGORY, ""))
         raw: dict = {
             "query": row["query"].strip(),
             "document": row["document"].strip(),
-            "metadata": ",".join(parse_keywords(row.get("metadata", ""))),
+            "metadata": ",".join(dict.fromkeys(keywords)),
         }
         phrasings = [p.strip() for p in _PHRASING_SPLIT.split(row.get("questions", "")) if p.strip()]
         if phrasings:
@@ -170,8 +230,18 @@ def import_csv(store: KnowledgeStore, text: str, default_file: str, source: str 
 
     Rows with a key replace or join that entry; rows without get the next numbers. Returns the ids written.
     """
+    return import_rows(store, read_csv(text, json_name(default_file), source))
+
+
+def import_xlsx(store: KnowledgeStore, data: bytes, default_file: str, source: str = "Excel") -> list[str]:
+    """As :func:`import_csv`, for an Excel .xlsx file's first sheet."""
+    return import_rows(store, read_xlsx(data, json_name(default_file), source))
+
+
+def import_rows(store: KnowledgeStore, grouped: dict[str, CsvFile]) -> list[str]:
+    """Merge validated rows into their files through ``store``; returns the ids written."""
     ids: list[str] = []
-    for name, rows in read_csv(text, json_name(default_file), source).items():
+    for name, rows in grouped.items():
         stem = Path(name).stem
         if name not in store.files() and not rows.keyed:
             # A new file gets keys 1..n (object form); refused, not merged, if it appeared meanwhile.

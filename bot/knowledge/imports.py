@@ -10,20 +10,28 @@ from bot.knowledge.store import KnowledgeStore
 
 
 def incoming_entries(
-    store: KnowledgeStore, path: Path, text: str, name: str | None = None, overwrite: bool = False
+    store: KnowledgeStore,
+    path: Path,
+    text: str,
+    name: str | None = None,
+    overwrite: bool = False,
+    data: bytes = b"",
 ) -> tuple[list[Entry], list[Entry]]:
-    """The entries a JSON or CSV import of ``text`` holds, and the knowledge's entries it would sit beside.
+    """The entries a JSON, CSV or Excel import (``text``, or ``data`` for .xlsx) holds, and the entries beside it.
 
     Ids are those the import would give (``<file stem>:<key>``; CSV rows without a key get ``<stem>:+<n>``, the
     next free number being chosen only when written). Raises KnowledgeError naming every problem of the file.
     """
     text = text.removeprefix("\ufeff")
     existing = load_entries(store.folder) if store.folder.is_dir() else []
-    if path.suffix.lower() == ".csv":
-        from bot.knowledge.csv_io import json_name, read_csv
+    if path.suffix.lower() in (".csv", ".xlsx"):
+        from bot.knowledge.csv_io import json_name, read_csv, read_xlsx
 
+        default = json_name(name or path.stem)
+        sheet = path.suffix.lower() == ".xlsx"
+        grouped = read_xlsx(data, default, path.name) if sheet else read_csv(text, default, path.name)
         incoming: list[Entry] = []
-        for file, rows in read_csv(text, json_name(name or path.stem), path.name).items():
+        for file, rows in grouped.items():
             stem = Path(file).stem
             raws = [*rows.keyed.items(), *((f"+{n}", raw) for n, raw in enumerate(rows.unkeyed, 1))]
             incoming += [_entry(f"{stem}:{key}", raw) for key, raw in raws]

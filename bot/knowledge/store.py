@@ -37,10 +37,14 @@ class StaleEditError(KnowledgeWriteError):
     """The entry on disk is not the version the edit started from; nothing was written."""
 
 
-def _next_key(data: dict) -> str:
-    # max + 1 rather than the lowest gap, so a freshly deleted id is not handed to a different entry.
+RETIRED = ".retired-keys.json"  # in the history folder (hidden: no knowledge file has its name): per file, the highest deleted number
+
+
+def _next_key(data: dict, retired: int = 0) -> str:
+    # max + 1 rather than the lowest gap, and above every deleted number (``retired``), so that an id the log and
+    # its hit counts know is never handed to a different entry.
     numbers = [int(k) for k in data if INDEX.fullmatch(k)]
-    return str(max(numbers, default=0) + 1)
+    return str(max([*numbers, retired], default=0) + 1)
 
 
 class KnowledgeStore:
@@ -122,7 +126,7 @@ class KnowledgeStore:
             if data is None:
                 data = {}
             if isinstance(data, dict):
-                key = _next_key(data) if key is None else key
+                key = _next_key(data, self._retired(rel)) if key is None else key
                 if not key or key != key.strip() or unsafe_characters(key):
                     raise KnowledgeWriteError(
                         f"{rel}: entry key {key!r} must be non-empty without surrounding spaces, "
@@ -173,6 +177,8 @@ class KnowledgeStore:
             else:
                 del data[self._index(rel, key, len(data))]
             self._write(path, rel, data)
+            if isinstance(data, dict) and INDEX.fullmatch(key):
+                self._retire(rel, int(key))
 
     def import_file(self, name: str, text: str, overwrite: bool = False, *, merge: bool = False) -> list[str]:
         """Store an uploaded knowledge file under the bare ``name``; returns the file's entry ids afterwards.
@@ -204,7 +210,7 @@ class KnowledgeStore:
                     current.update(incoming)
                 else:
                     for raw in incoming:
-                        current[_next_key(current)] = raw
+                        current[_next_key(current, self._retired(rel))] = raw
                 incoming = current
             elif isinstance(current, list):
                 if isinstance(incoming, dict):
@@ -214,6 +220,24 @@ class KnowledgeStore:
                     )
                 incoming = current + incoming
             return [e.id for e in self._write(path, rel, incoming)]
+
+    def _retired(self, rel: str) -> int:
+        """The highest numbered key deleted from ``rel`` (0 for none): new numbers go above it."""
+        try:
+            return int(json.loads((self.history_dir / RETIRED).read_text(encoding="utf-8")).get(rel, 0))
+        except (OSError, ValueError, AttributeError):
+            return 0
+
+    def _retire(self, rel: str, number: int) -> None:
+        path = self.history_dir / RETIRED
+        try:
+            known = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            known = {}
+        known = known if isinstance(known, dict) else {}
+        if number > int(known.get(rel, 0)):
+            known[rel] = number
+            write_bytes_atomic(path, json.dumps(known, ensure_ascii=False, indent=1).encode("utf-8"))
 
     def history(self, file: str) -> list[FileVersion]:
         """The kept earlier versions of ``file``, newest first (time it was replaced, entries, size)."""

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bot.knowledge.entries import Entry
+from bot.search.progress import announce
 
 Progress = Callable[[int], None]
 
@@ -118,6 +119,7 @@ class Searcher(ABC):
         if stale:
             self.remove(stale)
         if fresh:
+            announce(progress, len(fresh))
             self.upsert(fresh, progress)
         return SyncReport(
             added=len(fresh) - updated,

@@ -36,6 +36,7 @@ from bot.search.base import Hit, Progress, Searcher, SyncReport
 from bot.search.encoders import DENSE_HINT, Encoder
 from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.search.healing import file_digest
+from bot.search.progress import announce
 from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import is_word, normalize
 
@@ -268,6 +269,7 @@ class FaissSearcher(Searcher):
             if retrained:
                 with self._lock:
                     self.reset(retrained)
+                    announce(progress, len(entries))
                     self.upsert(entries, progress)
                 return SyncReport(
                     added=len(entries),
@@ -284,6 +286,7 @@ class FaissSearcher(Searcher):
             encoder.model_dir / "faiss", encoder, self.embed_template, self.question_weight, self.hnsw_above
         )
         aside.reset("new model")
+        announce(progress, len(entries))
         aside.upsert(entries, progress)
         from bot.search.encoders import FastTextEncoder
 

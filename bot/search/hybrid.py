@@ -99,7 +99,7 @@ class HybridSearcher(Searcher):
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
         """Sync both searchers (each by its own rules); the report counts what changed in either."""
         start = time.perf_counter()
-        reports = {role: s.sync(entries, progress if role == "sparse" else None) for role, s in self._parts()}
+        reports = {role: s.sync(entries, progress) for role, s in self._parts()}  # each part announces its total
         reasons = [f"{role}: {r.reason}" for role, r in reports.items() if r.reason]
         return SyncReport(
             added=max(r.added for r in reports.values()),

@@ -32,12 +32,17 @@ from bot.search.healing import (
     tantivy_problem,
 )
 from bot.search.passages import Passages, PassageSearcher
+from bot.search.progress import BuildProgress, Snapshot
 from bot.search.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
 SPARSE = "sparse"  # the mode built first in the background: it stands in for the others until they are ready
 RETRY_FAILED_BUILD = 30.0  # seconds a mode whose build failed reports that error before it is tried again
+# Seconds the message that notices an edit on disk waits for it (the reload and the index syncs it starts): a small
+# edit is in the index within that, so the README's "the next message" holds; a longer rebuild goes on behind the
+# last good snapshot.
+FRESH_WAIT = 2.0
 
 
 class KnowledgeIndex:
@@ -48,7 +53,7 @@ class KnowledgeIndex:
         folder: str | Path,
         tokenizer: Tokenizer,
         factories: Mapping[str, Callable[[], Searcher]],
-        check_interval: float = 1.0,
+        check_interval: float = 0.0,
         background: bool = False,
         passages: Passages | None = None,
     ):
@@ -76,6 +81,7 @@ class KnowledgeIndex:
         self._broken: dict[int, str] = {}  # leaves a search failed on, until checked (and rebuilt)
         self._failed: dict[str, tuple[BaseException, float]] = {}  # mode -> why its build failed, when
         self._retry_at: dict[int, float] = {}  # id(leaf) -> when a broken index may be healed again
+        self._building: dict[int, BuildProgress] = {}  # id(leaf) -> how far its running sync has got
 
     @property
     def modes(self) -> list[str]:
@@ -131,9 +137,22 @@ class KnowledgeIndex:
         if not force and signature == self._signature:
             return False
         if not wait:
-            self._loader.submit("load", lambda: self._reload(None, False))
+            self._catch_up(self._loader.submit("load", lambda: self._reload(None, False)))
             return True
         return self._reload(signature, True)
+
+    def _catch_up(self, reload: Future) -> None:
+        """Wait up to FRESH_WAIT for a scheduled reload and the index syncs it started (background mode)."""
+        deadline = time.monotonic() + FRESH_WAIT
+        try:
+            reload.result(timeout=FRESH_WAIT)
+        except Exception:  # still parsing (a huge folder), or failed (logged by _reload): serve what there is
+            return
+        with self._lock:
+            workers = list(self._workers.values())
+        for worker in workers:
+            if not worker.wait_idle(max(0.0, deadline - time.monotonic())):
+                return
 
     def _reload(self, signature: tuple | None, wait: bool) -> bool:
         try:
@@ -145,6 +164,12 @@ class KnowledgeIndex:
         if changed:
             log.info("knowledge reloaded: %s", {m: (r.added, r.updated, r.removed) for m, r in reports.items()})
         return changed
+
+    def building(self) -> list[Snapshot]:
+        """The index syncs running now that write texts (done, total, time left), for a page to show."""
+        with self._lock:
+            running = list(self._building.values())
+        return [snap for snap in (p.snapshot() for p in running) if snap.total]
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no reload, build or sync is scheduled or running; False when ``timeout`` passed first."""
@@ -197,7 +222,14 @@ class KnowledgeIndex:
                         damage,
                     )
                     leaf.reset(f"damaged ({problem})")
-            report = leaf.sync(self.units, progress)
+            tracked = BuildProgress(leaf.name, relay=progress)
+            with self._lock:
+                self._building[key] = tracked
+            try:
+                report = leaf.sync(self.units, tracked)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
             with self._lock:
                 if self._broken.get(key) == damage:
                     self._broken.pop(key, None)

@@ -277,6 +277,8 @@ def admin_view(demo: AdminBlocks, tabs: list[Any], link: Any) -> None:
             else "[管理员登录 / Admin login](admin/login)"
         )
         shown = [gr.update(visible=allowed) for _ in tabs]
-        return (*shown, gr.update(value=text, visible=admin.enabled), *_filled(loaders, allowed))
+        updates = (*shown, gr.update(value=text, visible=admin.enabled), *_filled(loaders, allowed))
+        # Gradio takes a lone output's value as is: a 1-tuple would fail its postprocess (and log a traceback).
+        return updates if len(updates) > 1 else updates[0]
 
     demo.load(view, None, [*tabs, link, *[o for _, outputs in loaders for o in outputs]], **PRIVATE)

@@ -25,17 +25,30 @@ from bot.ui.render import header_markdown, retrieval_html, sources_html
 
 INTERNAL_ERROR = "⚠️ 内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
 RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."
+# After an answer: a long one shows from its start (Gradio scrolls to its end); a short one stays at the bottom.
+SHOW_ANSWER_START = """() => setTimeout(() => {
+  const wrap = document.querySelector('#kb-chat .bubble-wrap');
+  const rows = document.querySelectorAll('#kb-chat .bot-row');
+  const last = rows[rows.length - 1];
+  if (!wrap || !last) return;
+  const top = last.getBoundingClientRect().top - wrap.getBoundingClientRect().top;
+  if (last.getBoundingClientRect().height > wrap.clientHeight) wrap.scrollTop += top - 8;
+}, 300)"""  # after the chat's own scroll to the end, which follows the last render
 FOLLOW = "follow"  # the mode selector's "follow config" choice: no per-session override
 log = logging.getLogger(__name__)
 # On a phone (390 px) the chat and its sources stack (sources right under the answer) and the tabs stay in view.
 CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}
 #kb-main{flex-wrap:wrap}
+/* Wide admin tables scroll sideways inside their box on a phone instead of running off the page. */
+#kb-inbox-table,#kb-log-table,#kb-rt-results{overflow-x:auto!important}
+/* The chat's label and toolbar float over its top: the scrolling messages start below them, never under them. */
+#kb-chat .bubble-wrap{margin-top:30px;height:calc(100% - 30px)!important}
 @media (max-width: 640px){
   #kb-main{flex-direction:column}
   #kb-main>div{min-width:100%!important}
   .tab-container button{padding:4px 6px!important;font-size:13px!important;min-width:0!important;
     white-space:normal!important;height:auto!important;line-height:1.25!important}
-  #kb-sources{max-height:50vh;overflow:auto}
+  #kb-sources{max-height:50vh;overflow:auto!important}  /* Gradio sets an inline overflow:visible */
   #kb-buttons{flex-wrap:nowrap} #kb-buttons>button{min-width:0!important;padding:6px 4px!important}
 }"""
 
@@ -80,6 +93,16 @@ class ChatHandlers:
             self.settings.ui.retrieval_only_label,
             follows_config=chosen is None,
         )
+
+    def header_tick(self, mode: str | None = None):
+        """(header, timer): the header again, and the timer kept running only while an index builds."""
+        status = self.bot.status(override(mode))
+        return self.header(mode), gr.Timer(active=bool(status.building or status.standing_in))
+
+    def arm(self, mode: str | None = None):
+        """Start the header's timer when the last message set an index building (e.g. a cold switch to dense)."""
+        status = self.bot.status(override(mode))
+        return gr.Timer(active=bool(status.building or status.standing_in))
 
     def mode_choices(self) -> list[tuple[str, str]]:
         """The selector's choices: follow the config (naming its mode now), then each mode."""
@@ -260,8 +283,14 @@ def build_demo(
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
         turn_out = [chatbot, message, sources, header, mode, turns]
-        message.submit(h.chat, [message, chatbot, mode, turns], turn_out, api_name="chat")
-        send.click(h.chat, [message, chatbot, mode, turns], turn_out, **PRIVATE)
+        # While an index builds the header shows its progress, refreshed every 2 s by itself (then the timer stops).
+        ticker = gr.Timer(2.0, active=True)
+        ticker.tick(h.header_tick, [mode], [header, ticker], **PRIVATE)
+        for answered in (
+            message.submit(h.chat, [message, chatbot, mode, turns], turn_out, api_name="chat"),
+            send.click(h.chat, [message, chatbot, mode, turns], turn_out, **PRIVATE),
+        ):
+            answered.then(h.arm, [mode], [ticker], **PRIVATE).then(None, js=SHOW_ANSWER_START, **PRIVATE)
         chatbot.option_select(h.suggestion, [chatbot, mode, turns], turn_out, **PRIVATE)
         retry.click(h.retry, [chatbot, mode, turns], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(

@@ -52,11 +52,15 @@ def groups_html(groups: list[Group]) -> str:
     for g in groups:
         others = "".join(f"<br><small>· {e(q)}</small>" for q in g.questions if q != g.question)
         reasons = "".join(f"<br><small>“{e(r)}”</small>" for r in g.reasons)
+        answered = [f"👎 {e(a['id'])} {e(a['query'])} <small>(答的 / answered)</small>" for a in g.answered]
         near = (
             "<br>".join(
-                f"{e(c['id'])} {e(c['query'])} <small>{c['relevance']:.3f}"
-                f"{' / ' + format(c['threshold'], '.3g') if c.get('threshold') is not None else ''}</small>"
-                for c in g.candidates
+                answered
+                + [
+                    f"{e(c['id'])} {e(c['query'])} <small>{c['relevance']:.3f}"
+                    f"{' / ' + format(c['threshold'], '.3g') if c.get('threshold') is not None else ''}</small>"
+                    for c in g.candidates
+                ]
             )
             or "—"
         )
@@ -67,9 +71,8 @@ def groups_html(groups: list[Group]) -> str:
         )
     return (
         "<table class='kb-hits kb-inbox'><tr><th>问题 / Question</th><th>次数 / Count</th><th>最近 / Latest</th>"
-        "<th>策略 / Strategies</th><th>👎</th><th>差点通过的条目 / Almost passed (relevance / threshold)</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        "<th>策略 / Strategies</th><th>👎</th><th>答过的或差点通过的条目 / Answered (👎) or almost passed "
+        "(relevance / threshold)</th></tr>" + "".join(rows) + "</table>"
     )
 
 
@@ -149,12 +152,20 @@ class InboxHandlers:
         return groups_html(groups), gr.update(choices=choices, value=choices[0][1] if choices else None), status
 
     def pick(self, key: str | None, sort: str | None):
-        """Fill the forms for a group: (new entry query, phrasing text, entry choices from the near misses)."""
+        """Start both forms afresh for a group: (new entry query, document, metadata, phrasing, entry choices).
+
+        Nothing of the previous group's entry stays (document and keywords are cleared). The entries offered for
+        the phrasing are those that answered its thumbs-down turns (a wrong answer: the question was theirs but
+        worded otherwise), then the near misses.
+        """
         group = next((g for g in self._groups(sort) if g.key == key), None)
         if group is None:
-            return "", "", gr.update(choices=[], value=None)
-        choices = [(f"{c['id']} · {c['query']}", c["id"]) for c in group.candidates]
-        return group.question, group.question, gr.update(choices=choices, value=choices[0][1] if choices else None)
+            return "", "", "", "", gr.update(choices=[], value=None)
+        choices = [(f"👎 {a['id']} · {a['query']}", a["id"]) for a in group.answered]
+        seen = {a["id"] for a in group.answered}
+        choices += [(f"{c['id']} · {c['query']}", c["id"]) for c in group.candidates if c["id"] not in seen]
+        entry = gr.update(choices=choices, value=choices[0][1] if choices else None)
+        return group.question, "", "", group.question, entry
 
     def _done(self, key: str | None, sort: str | None, status: str):
         if key and self.log is not None:
@@ -246,7 +257,7 @@ def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list
         entry = gr.Dropdown(
             [],
             allow_custom_value=True,
-            label="条目（差点通过的，或输入 文件名:键）/ Entry (almost passed, or type stem:key)",
+            label="条目（答错的、差点通过的，或输入 文件名:键）/ Entry (answered wrongly, almost passed, or stem:key)",
             elem_id="kb-inbox-entry",
         )
         phrasing = gr.Textbox(label="问法 / Phrasing", elem_id="kb-inbox-phrasing")
@@ -263,7 +274,7 @@ def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list
     fill_for_admins(files, [file])
     refresh.click(h.refresh, [sort], listed, api_name="inbox")
     sort.change(h.refresh, [sort], listed, **PRIVATE)
-    pick.change(h.pick, [pick, sort], [query, phrasing, entry], **PRIVATE)
+    pick.change(h.pick, [pick, sort], [query, document, metadata, phrasing, entry], **PRIVATE)
     create.click(h.new_entry, [pick, file, query, document, metadata, sort], listed, api_name="inbox_new_entry")
     add.click(h.add_phrasing, [pick, entry, phrasing, sort], listed, api_name="inbox_add_phrasing")
     dismiss.click(h.dismiss, [pick, sort], listed, api_name="inbox_dismiss")

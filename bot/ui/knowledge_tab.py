@@ -25,7 +25,7 @@ from bot.ui.entry_browser import EntryBrowser, entry_browser
 from bot.ui.events import PRIVATE
 from bot.ui.guard import ClientLimits, write_guard
 from bot.ui.indexing import indexing_progress
-from bot.ui.render import knowledge_error_html
+from bot.ui.render import health_html
 from bot.ui.restore import restore_section
 
 e = html.escape
@@ -77,6 +77,16 @@ def _editing(loaded: dict | None, file: str | None, key: str | None) -> bool:
     return bool(loaded and loaded["file"] == file_name(file) and loaded["key"] == (key or "").strip())
 
 
+def phrasings_text(questions: tuple[str, ...] | list[str]) -> str:
+    """An entry's other phrasings as the form shows them: one per line."""
+    return "\n".join(questions)
+
+
+def parse_phrasings(text: str | None) -> list[str] | None:
+    """The form's phrasings, one per line; None (not sent, e.g. an older API call) keeps the entry's own."""
+    return None if text is None else [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def read_upload(path: Path) -> str:
     """An uploaded file's text: UTF-8 (a BOM is fine), or for CSV also GB18030 (what Chinese Excel saves)."""
     data = path.read_bytes()
@@ -103,15 +113,17 @@ class KnowledgeHandlers:
         return self.key_choices(file), None, NEW_MODE
 
     def load(self, file: str | None, key: str | None):
-        """Load an entry to edit: (query, document, metadata, file, key, loaded state, mode html, confirm row)."""
+        """Load an entry to edit: (query, document, metadata, phrasings, file, key, loaded state, mode html,
+        confirm row)."""
         fields = self.editor.entry(file, key)
         if fields is None:
-            return (gr.skip(),) * 5 + (None, NEW_MODE, gr.update(visible=False))
+            return (gr.skip(),) * 6 + (None, NEW_MODE, gr.update(visible=False))
         loaded = {"file": file_name(file), "key": key, "version": fields.version}
         return (
             fields.query,
             fields.document,
             fields.metadata,
+            phrasings_text(fields.questions),
             gr.update(value=loaded["file"]),
             self.key_choices(file, key),
             loaded,
@@ -119,29 +131,46 @@ class KnowledgeHandlers:
             gr.update(visible=False),
         )
 
+    def choose(self, file: str | None, key: str | None, loaded: dict | None):
+        """A key was picked or typed: load that entry when it exists, else the form adds a new one (same outputs
+        as :meth:`load`). One event does both, so a second handler cannot overwrite the mode line afterwards."""
+        if _editing(loaded, file, key) or self.editor.entry(file, key) is None:
+            return (gr.skip(),) * 7 + (self.mode(file, key, loaded), gr.skip())
+        return self.load(file, key)
+
     def pick(self, evt: gr.SelectData):
         """A table row was clicked: load its entry (same outputs as :meth:`load`)."""
         row = evt.row_value or []
         return self.load(row[0], row[1]) if len(row) > 1 else self.load(None, None)
 
     def new(self, file: str | None):
-        """Clear the form for a new entry in the same file."""
-        return self.key_choices(file), "", "", "", None, NEW_MODE, "", gr.update(visible=False)
+        """Clear the form (phrasings too) for a new entry in the same file."""
+        return self.key_choices(file), "", "", "", "", None, NEW_MODE, "", gr.update(visible=False)
 
     def save(
-        self, file: str | None, key: str | None, query: str, document: str, metadata: str, loaded: dict | None = None
+        self,
+        file: str | None,
+        key: str | None,
+        query: str,
+        document: str,
+        metadata: str,
+        loaded: dict | None = None,
+        phrasings: str | None = None,
     ):
         """Edit the loaded entry (with its version) or add a new one (never overwriting); returns
-        (status, file, key, query, document, metadata, loaded state, mode html)."""
+        (status, file, key, query, document, metadata, phrasings, loaded state, mode html)."""
         editing = _editing(loaded, file, key)
+        questions = parse_phrasings(phrasings)
         try:
             if editing:
                 assert loaded is not None  # _editing is true only for a loaded entry
-                result = self.editor.save(file, key, query, document, metadata, expected_version=loaded["version"])
+                result = self.editor.save(
+                    file, key, query, document, metadata, expected_version=loaded["version"], questions=questions
+                )
             else:
-                result = self.editor.add(file, key, query, document, metadata)
+                result = self.editor.add(file, key, query, document, metadata, questions=questions)
         except BotError as exc:
-            return (_error_html(exc),) + (gr.skip(),) * 7
+            return (_error_html(exc),) + (gr.skip(),) * 8
         files = gr.update(choices=self.editor.files(), value=result.file)
         if editing:
             assert loaded is not None  # _editing is true only for a loaded entry
@@ -154,10 +183,11 @@ class KnowledgeHandlers:
                 gr.skip(),
                 gr.skip(),
                 gr.skip(),
+                gr.skip(),
                 loaded,
                 mode_html(loaded),
             )
-        return result_html(result), files, self.key_choices(result.file), "", "", "", None, NEW_MODE
+        return result_html(result), files, self.key_choices(result.file), "", "", "", "", None, NEW_MODE
 
     @staticmethod
     def mode(file: str | None, key: str | None, loaded: dict | None) -> str:
@@ -173,26 +203,28 @@ class KnowledgeHandlers:
 
     def delete(self, loaded: dict | None):
         """Confirmed: delete the loaded entry if unchanged since loading; returns
-        (status, key, query, document, metadata, loaded state, mode html, confirm row)."""
+        (status, key, query, document, metadata, phrasings, loaded state, mode html, confirm row)."""
         hide = gr.update(visible=False)
         if not loaded:
-            return ("<div class='kb-notice'>❌ 没有载入的条目 / No entry is loaded</div>",) + (gr.skip(),) * 6 + (hide,)
+            return ("<div class='kb-notice'>❌ 没有载入的条目 / No entry is loaded</div>",) + (gr.skip(),) * 7 + (hide,)
         try:
             result = self.editor.delete(loaded["file"], loaded["key"], expected_version=loaded["version"])
         except BotError as exc:
-            return (_error_html(exc),) + (gr.skip(),) * 6 + (hide,)
-        return result_html(result), self.key_choices(result.file), "", "", "", None, NEW_MODE, hide
+            return (_error_html(exc),) + (gr.skip(),) * 7 + (hide,)
+        return result_html(result), self.key_choices(result.file), "", "", "", "", None, NEW_MODE, hide
 
     def upload(self, path: str | None, overwrite: bool):
-        """Import an uploaded JSON file, or merge a CSV's rows; returns (status html, file choices)."""
+        """Import an uploaded JSON file, or merge a CSV's or an Excel sheet's rows; returns (status html, file choices)."""
         if not path:
             return "<div class='kb-notice'>❌ 请先选择文件 / Choose a file first</div>", gr.skip()
         try:
-            text = read_upload(Path(path))
-            if Path(path).suffix.lower() == ".csv":
-                result = self.editor.import_csv(Path(path).name, text)
+            suffix, name = Path(path).suffix.lower(), Path(path).name
+            if suffix == ".xlsx":
+                result = self.editor.import_csv(name, Path(path).read_bytes())
+            elif suffix == ".csv":
+                result = self.editor.import_csv(name, read_upload(Path(path)))
             else:
-                result = self.editor.import_file(Path(path).name, text, bool(overwrite))
+                result = self.editor.import_file(name, read_upload(Path(path)), bool(overwrite))
         except UnicodeDecodeError:
             return "<div class='kb-notice'>❌ 文件不是 UTF-8 文本 / The file is not UTF-8 text</div>", gr.skip()
         except BotError as exc:
@@ -222,7 +254,7 @@ def knowledge_tab(
         "在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
         "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/)."
     )
-    # Filled when an admin's page loads (fill_for_admins below): the detail of a broken file.
+    # Filled when an admin's page loads (fill_for_admins below): a broken file or config edit, in full.
     health = gr.HTML(elem_id="kb-k-health")
     search, page, table, info = entry_browser(browser)
     loaded = gr.State(None)
@@ -243,6 +275,13 @@ def knowledge_tab(
     query = gr.Textbox(label="问题/标题 query", elem_id="kb-k-query")
     document = gr.Textbox(label="内容 document", lines=4, elem_id="kb-k-document")
     metadata = gr.Textbox(label="关键词 metadata（逗号分隔 / comma-separated）", elem_id="kb-k-metadata")
+    # value=None: an API caller that does not send phrasings keeps the entry's own (see parse_phrasings).
+    questions = gr.Textbox(
+        None,
+        label="其他问法 questions（每行一个 / one per line）",
+        lines=2,
+        elem_id="kb-k-questions",
+    )
     with gr.Row():
         new = gr.Button("新建条目 / New entry", elem_id="kb-k-new")
         save = gr.Button("保存 / Save", variant="primary", elem_id="kb-k-save")
@@ -257,16 +296,19 @@ def knowledge_tab(
             "JSON 知识文件，或 CSV（列 / columns: file, key, query, document, metadata, questions；"
             "问法用 | 或换行分隔 / phrasings separated by | or line breaks）。CSV 按 file+key 合并 / CSV rows "
             "merge by file+key; 没有 file 的行进入与 CSV 同名的 .json / rows without a file go to the "
-            "CSV's name + .json; 没有 key 的行自动编号 / rows without a key get the next number."
+            "CSV's name + .json; 没有 key 的行自动编号 / rows without a key get the next number. "
+            "Excel .xlsx 同样导入（第一个工作表）/ Excel .xlsx imports the same (first sheet); 也认常见表头 / "
+            "common headers work too: 问题/标准问题/question, 答案/answer, 关键词/keywords, 相似问题, 分类/category."
         )
         upload = gr.File(
-            file_types=[".json", ".csv"],
+            file_types=[".json", ".csv", ".xlsx"],
             type="filepath",
-            label="知识文件 / Knowledge file (JSON, CSV)",
+            label="知识文件 / Knowledge file (JSON, CSV, Excel .xlsx)",
             elem_id="kb-k-upload",
         )
         overwrite = gr.Checkbox(False, label="覆盖同名 JSON 文件 / Overwrite a JSON file with the same name")
         do_upload = gr.Button("导入 / Import", elem_id="kb-k-import")
+        imported = gr.HTML(elem_id="kb-k-import-status")  # right under the button, not at the form far above
         with gr.Row():
             export = gr.Button("导出全部为 CSV / Export all as CSV", elem_id="kb-k-export")
             template = gr.DownloadButton("下载 CSV 模板 / Download the CSV template", elem_id="kb-k-template")
@@ -276,36 +318,34 @@ def knowledge_tab(
 
     def admin_page():
         rows, page_line, _ = browser.show("", 1)
-        error = knowledge_error_html(bot.status().knowledge_error)
-        return error, rows, page_line, gr.update(choices=k.editor.files()), template_file()
+        return health_html(bot.status()), rows, page_line, gr.update(choices=k.editor.files()), template_file()
 
     fill_for_admins(admin_page, [health, table, info, file, template])
-    form = [query, document, metadata, file, key, loaded, mode, confirm_row]
+    form = [query, document, metadata, questions, file, key, loaded, mode, confirm_row]
     file.input(k.keys, [file], [key, loaded, mode], **PRIVATE)
-    key.select(k.load, [file, key], form, **PRIVATE)
+    key.input(k.choose, [file, key, loaded], form, **PRIVATE)
     table.select(k.pick, None, form, **PRIVATE)
-    new.click(k.new, [file], [key, query, document, metadata, loaded, mode, status, confirm_row], **PRIVATE)
-    key.input(k.mode, [file, key, loaded], [mode], **PRIVATE)
+    new.click(k.new, [file], [key, query, document, metadata, questions, loaded, mode, status, confirm_row], **PRIVATE)
     # API: /entry loads (file, key) for editing in this session; /save_entry then edits it, else adds a new one.
     load_btn = gr.Button(visible=False, elem_id="kb-k-load")
     load_btn.click(k.load, [file, key], form, api_name="entry")
     guard = write_guard(limits)  # saves, deletes and imports: limited per client address; uploads deleted after
     saved = save.click(
-        guard(k.save, 8),
-        [file, key, query, document, metadata, loaded],
-        [status, file, key, query, document, metadata, loaded, mode],
+        guard(k.save, 9),
+        [file, key, query, document, metadata, loaded, questions],
+        [status, file, key, query, document, metadata, questions, loaded, mode],
         api_name="save_entry",
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     delete.click(k.ask_delete, [loaded], [status, confirm_row, confirm_text], **PRIVATE)
     cancel.click(lambda: gr.update(visible=False), None, [confirm_row], **PRIVATE)
     deleted = confirm.click(
-        guard(k.delete, 8),
+        guard(k.delete, 9),
         [loaded],
-        [status, key, query, document, metadata, loaded, mode, confirm_row],
+        [status, key, query, document, metadata, questions, loaded, mode, confirm_row],
         api_name="delete_entry",
     ).then(browser.show, [search, page], table_out, **PRIVATE)
     uploaded = do_upload.click(
-        guard(k.upload, 2, discard_upload=True), [upload, overwrite], [status, file], api_name="upload_file"
+        guard(k.upload, 2, discard_upload=True), [upload, overwrite], [imported, file], api_name="upload_file"
     )
     uploaded.then(browser.show, [search, page], table_out, **PRIVATE)
     export.click(k.export, None, [exported], api_name="export_csv")

@@ -6,7 +6,7 @@ import html
 from collections.abc import Mapping
 
 from bot.chat.answer import Answer, Cutoffs, Strategy
-from bot.chat.services import KNOWLEDGE_PROBLEM, ModeRetrieval, Status
+from bot.chat.services import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, ModeRetrieval, Status
 from bot.search.base import Hit
 
 e = html.escape
@@ -20,6 +20,11 @@ STRATEGY_LABELS = {
 }
 
 
+def warn(text: str) -> str:
+    """A notice with one ⚠️ in front (config notices may bring their own), escaped."""
+    return f"⚠️ {e(text.strip().removeprefix('⚠️').strip())}"
+
+
 def header_markdown(title: str, status: Status, retrieval_only_label: str, follows_config: bool = True) -> str:
     """Title, the mode (and whether it follows the config), LLM or retrieval-only, entries loaded, problems."""
     llm = f"大模型 / LLM: `{e(status.llm)}`" if status.llm else f"**{e(retrieval_only_label)}**"
@@ -28,10 +33,23 @@ def header_markdown(title: str, status: Status, retrieval_only_label: str, follo
         f"## {e(title)}\n检索模式 / Mode: `{e(status.mode)}`（{how}）· {llm} · "
         f"已加载 {status.entries} 条知识 / {status.entries} entries loaded"
     )
-    for line in (status.notice, KNOWLEDGE_PROBLEM if status.knowledge_error else None):
+    problems = (KNOWLEDGE_PROBLEM if status.knowledge_error else None, CONFIG_PROBLEM if status.config_error else None)
+    for line in (status.notice, *problems):
         if line:
-            text += f"\n\n⚠️ {e(line)}"
+            text += f"\n\n{warn(line)}"
+    if status.building:
+        done = " · ".join(e(snap.describe()) for snap in status.building)
+        text += f"\n\n<span class='kb-building'>⏳ 索引构建中 / Building: {done}</span>"
     return text
+
+
+def mode_served(mode: str, cutoffs: Cutoffs | None) -> str:
+    """The mode asked for, and which one answered when another stood in while its index builds."""
+    system = cutoffs.system if cutoffs else ""
+    served = system.split("-", 1)[0]
+    if not system or served == mode:
+        return e(mode)
+    return f"{e(mode)}（索引构建中，由 {e(system)} 代答 / building; {e(system)} answers meanwhile）"
 
 
 SIGNAL_LABELS = {
@@ -43,6 +61,13 @@ SIGNAL_LABELS = {
     "retrieval": "检索相关度 retrieval",
 }
 PASSAGE_PREVIEW_CHARS = 160
+# The Searcher column speaks the header's vocabulary (the modes), naming the engine only where it is not the default.
+SEARCHER_MODES = {"tantivy": "sparse", "elasticsearch": "sparse (elasticsearch)", "faiss": "dense", "hybrid": "hybrid"}
+
+
+def searcher_label(name: str) -> str:
+    """The retrieval mode a searcher serves, as the header names it (unknown names as they are)."""
+    return SEARCHER_MODES.get(name, name)
 
 
 def _passages(hit: Hit) -> str:
@@ -79,11 +104,12 @@ def sources_html(answer: Answer) -> str:
     head = (
         f"<div class='kb-sources' data-q='{e(answer.question)}' data-mode='{e(answer.mode)}'><p><b>策略 / Strategy:</b> "
         f"<span class='kb-strategy'>{e(STRATEGY_LABELS[answer.strategy])}</span> · "
-        f"<b>模式 / Mode:</b> {e(answer.mode)} · <b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"
+        f"<b>模式 / Mode:</b> {mode_served(answer.mode, answer.thresholds)} · "
+        f"<b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"
     )
     parts = [head]
     if answer.notice:
-        parts.append(f"<p class='kb-notice'>⚠️ {e(answer.notice)}</p>")
+        parts.append(f"<p class='kb-notice'>{warn(answer.notice)}</p>")
     if answer.rewritten:
         parts.append(f"<p class='kb-rewritten'><b>检索用的问题 / Searched as:</b> {e(answer.rewritten)}</p>")
     if answer.phrasings:
@@ -102,7 +128,7 @@ def sources_html(answer: Answer) -> str:
         rows = "".join(
             f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
             f"{'<br><small>↳ ' + e(h.subquestion) + '</small>' if h.subquestion else ''}{_passages(h)}</td>"
-            f"<td>{_scores(h)}</td><td>{e(h.searcher)}</td></tr>"
+            f"<td>{_scores(h)}</td><td>{e(searcher_label(h.searcher))}</td></tr>"
             for i, h in enumerate(answer.hits, 1)
         )
         parts.append(
@@ -127,13 +153,28 @@ def knowledge_error_html(error: str | None) -> str:
     )
 
 
+def config_error_html(error: str | None) -> str:
+    """The knowledge tab's view of a config edit that was not taken (for admins), or nothing."""
+    if not error:
+        return ""
+    return (
+        "<div class='kb-notice kb-config-error'>⚠️ config.yaml 的修改有错误，没有生效。/ The last edit of config.yaml "
+        f"has an error and was not applied.<pre>{e(error)}</pre></div>"
+    )
+
+
+def health_html(status: Status) -> str:
+    """What is wrong with the knowledge files and the config, in full, for admins (nothing when all is well)."""
+    return knowledge_error_html(status.knowledge_error) + config_error_html(status.config_error)
+
+
 def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
     """Hits of every mode, one table each, with ✓ for hits that pass that mode's threshold."""
     out = [f"<div class='kb-retrieval'><p><b>查询 / Query:</b> {e(query)}</p>"]
     for mode, r in results.items():
         out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {_cutoffs(r.thresholds)}</h4>")
         if r.error:
-            out.append(f"<p class='kb-notice'>⚠️ {e(r.error)}</p>")
+            out.append(f"<p class='kb-notice'>{warn(r.error)}</p>")
         elif not r.hits:
             out.append("<p>没有结果 / no hits</p>")
         else:
