@@ -336,3 +336,50 @@ def test_benchmark_smoke_on_2k_turns(tmp_path):
     assert stats.tile("feedback").rows[0][0] == 2000 == turn_log.count()
     assert sum(r[1] for r in stats.tile("per_hour").rows) == 2000
     turn_log.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_an_admin_sees_the_analytics_tab_in_chromium(browser, app_config):
+    from tests.test_browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+
+    settings = load_settings(app_config)
+    turn_log = turn_log_from_settings(settings)
+    assert turn_log is not None
+    shift = datetime.now(UTC) - NOW  # inside retention: the app's open keeps them
+    for seed in seeds():
+        record(turn_log, Seed(**{**seed.__dict__, "time": seed.time + shift}))
+    turn_log.close()
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)  # logged in as admin
+        page.get_by_role("tab", name="统计 / Analytics").click()
+        page.locator("#kb-stats-status").get_by_text("64 轮对话").wait_for(timeout=30000)
+        page.wait_for_function(
+            "() => document.querySelector('#kb-stats-top').textContent.includes('怎么添加知识')", timeout=10000
+        )
+        page.locator("#kb-stats-decisions canvas, #kb-stats-decisions svg").first.wait_for(timeout=20000)
+        page.wait_for_timeout(1000)  # the charts' first paint
+        path = shot(page, "analytics")
+        assert path.stat().st_size > 10_000
+        assert "热门问题" in page.locator("#kb-stats-trending").text_content()
+    finally:
+        app.stop()
+
+
+def test_csv_export_overwrites_one_private_folder(seeded):
+    from types import SimpleNamespace
+
+    from bot.ui.analytics_tab import AnalyticsHandlers
+
+    bot = SimpleNamespace(index=SimpleNamespace(entries=[Entry(id="faq:never", query="q", document="d")]))
+    h = AnalyticsHandlers(seeded, bot, top=5, sample=1000)  # type: ignore[arg-type]
+    first = h.export("", "", "", "cli")
+    second = h.export("", "", "", "")
+    assert first and first == second and h.export_dir is not None
+    assert sorted(p.name for p in h.export_dir.iterdir()) == sorted(Path(p).name for p in first)
+    assert h.export_dir.stat().st_mode & 0o077 == 0  # no other local user reads the questions
+    decisions = (h.export_dir / "analytics-decisions.csv").read_text(encoding="utf-8-sig").splitlines()
+    assert decisions[0] == "decision,turns,share" and decisions[1].startswith("direct,21,")
+    assert (h.export_dir / "analytics-never_hit.csv").read_text(encoding="utf-8-sig").split() == ["entry", "faq:never"]
+    assert h.export("not a date", "", "", "") is None

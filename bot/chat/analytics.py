@@ -126,9 +126,12 @@ def _split(flt: StatsFilter, unit: timedelta) -> tuple[tuple[str, str] | None, l
 
 
 class Analytics:
-    """Computes the tiles from one TurnLog; ``entry_ids`` of the loaded knowledge find the entries never hit."""
+    """Computes the tiles from one TurnLog; ``entry_ids`` of the loaded knowledge find the entries never hit.
 
-    def __init__(self, turn_log: TurnLog, top: int = 20, sample: int = 20_000):
+    ``top`` rows per table and the latency ``sample`` come from settings (log.analytics_top, log.analytics_sample).
+    """
+
+    def __init__(self, turn_log: TurnLog, top: int, sample: int):
         self.log, self.top, self.sample = turn_log, top, sample
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:

@@ -8,7 +8,9 @@ Every component starts empty; the tab's select (an admin event) fills it, so not
 
 from __future__ import annotations
 
+import atexit
 import html
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ LOG_OFF = (
     "<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开。"
     "/ The conversation log is off (log.enabled in config.yaml) or could not be opened.</div>"
 )
+ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly
+DAYS: dict[str, Any] = {"x_label_angle": -45}  # dates side by side overlap
 TABLES = ("top", "trending", "unanswered", "never_hit", "latency", "feedback")
 
 
@@ -42,8 +46,10 @@ class AnalyticsHandlers:
     def __init__(self, turn_log: TurnLog | None, bot: Bot, top: int, sample: int, export_dir: Path | None = None):
         self.analytics = Analytics(turn_log, top=top, sample=sample) if turn_log is not None else None
         self.bot = bot
-        # One folder for the process, overwritten by every export: no growth of /tmp per click.
-        self.export_dir = export_dir or Path(tempfile.gettempdir()) / "kbbot-analytics"
+        # One private folder (0700, made on the first export) overwritten by every export and removed at exit: no
+        # growth of /tmp per click, and no other local user reads the log's questions. Gradio's copies in its
+        # cache go with delete_cache (bot/ui/app.py).
+        self.export_dir = export_dir
 
     def stats(self, since: str, until: str, mode: str | None, source: str | None) -> Stats:
         """Every tile for the filter the page shows (ValueError for a bad date)."""
@@ -83,7 +89,9 @@ class AnalyticsHandlers:
             stats = self.stats(since, until, mode, source)
         except ValueError:
             return None
-        self.export_dir.mkdir(parents=True, exist_ok=True)
+        if self.export_dir is None:
+            self.export_dir = Path(tempfile.mkdtemp(prefix="kbbot-analytics-"))
+            atexit.register(shutil.rmtree, self.export_dir, ignore_errors=True)
         paths = []
         for tile in stats.tiles:
             path = self.export_dir / f"analytics-{tile.name}.csv"
@@ -105,17 +113,36 @@ def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, l
     status = gr.HTML(elem_id="kb-stats-status")
     files = gr.File(label="CSV", file_count="multiple", interactive=False, elem_id="kb-stats-files")
     with gr.Row():
-        rate = gr.LinePlot(x="day", y="rate", title="每日回答率 / Answer rate per day", elem_id="kb-stats-rate")
+        rate = gr.LinePlot(
+            x="day", y="rate", title="每日回答率 / Answer rate per day", elem_id="kb-stats-rate", y_lim=[0, 1], **DAYS
+        )
         decisions = gr.BarPlot(
-            x="decision", y="turns", title="各决策 / Decisions", elem_id="kb-stats-decisions", sort="-y"
+            x="decision", y="turns", title="各决策 / Decisions", elem_id="kb-stats-decisions", sort="-y", y_lim=ZERO
         )
     with gr.Row():
-        per_day = gr.BarPlot(x="day", y="turns", title="每日问题数 / Questions per day", elem_id="kb-stats-day")
-        per_hour = gr.BarPlot(x="hour", y="turns", title="各小时（UTC）/ Per hour of day", elem_id="kb-stats-hour")
+        per_day = gr.BarPlot(
+            x="day", y="turns", title="每日问题数 / Questions per day", elem_id="kb-stats-day", y_lim=ZERO, **DAYS
+        )
+        per_hour = gr.BarPlot(
+            x="hour", y="turns", title="各小时（UTC）/ Per hour of day", elem_id="kb-stats-hour", y_lim=ZERO
+        )
     with gr.Row():
-        hits = gr.LinePlot(x="day", y="hits", color="entry", title="条目命中 / Hits per entry", elem_id="kb-stats-hits")
+        hits = gr.LinePlot(
+            x="day",
+            y="hits",
+            color="entry",
+            title="条目命中 / Hits per entry",
+            elem_id="kb-stats-hits",
+            y_lim=ZERO,
+            **DAYS,
+        )
         relevance = gr.BarPlot(
-            x="bin", y="turns", color="zone", title="最高相关度 / Top-hit relevance", elem_id="kb-stats-relevance"
+            x="bin",
+            y="turns",
+            color="zone",
+            title="最高相关度（按当前阈值着色）/ Top-hit relevance, coloured by the current thresholds",
+            elem_id="kb-stats-relevance",
+            y_lim=ZERO,
         )
     tables = []
     labels = {
