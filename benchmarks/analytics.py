@@ -24,7 +24,8 @@ from pathlib import Path
 
 from benchmarks.common import write_section
 from bot.chat import rollup
-from bot.chat.analytics import Analytics, StatsFilter
+from bot.chat.analytics import Analytics
+from bot.chat.tiles import StatsFilter
 from bot.chat.turn_log import TurnLog, utc_iso
 from bot.config.settings import LogSettings
 

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from bot.chat.analytics import Stats, StatsFilter, Tile, analytics_from_settings, parse_time
+from bot.chat.analytics import analytics_from_settings
+from bot.chat.tiles import Stats, StatsFilter, Tile, parse_time
 from bot.chat.turn_log import TurnLog, TurnLogError, turn_log_from_settings
 from bot.errors import KnowledgeError
 

@@ -18,8 +18,9 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from bot.chat.analytics import Analytics, Stats, StatsFilter, Tile, parse_time
+from bot.chat.analytics import Analytics
 from bot.chat.bot import Bot
+from bot.chat.tiles import Stats, StatsFilter, Tile, parse_time
 from bot.chat.turn_log import TurnLog
 from bot.config.settings import MODES
 from bot.ui.events import PRIVATE
