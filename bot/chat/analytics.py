@@ -3,7 +3,8 @@
 Whole hours and days are summed from the log's rollup tables (bot/chat/rollup.py), the partial ones at the edges of
 a time filter counted from the turns, so filters stay exact; top and trending questions use covering indexes; only
 the latency percentiles read per-turn JSON, from the newest ``sample`` turns in range. A million turns take under a
-second (BENCHMARKS.md). Times are UTC. Decisions are whatever values the log's ``strategy`` column holds.
+second (BENCHMARKS.md). Times are UTC. Decisions are whatever values the log's decision column holds
+(``rollup.DECISION``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.chat.rollup import BIN_SQL, BINS
+from bot.chat.rollup import BIN_SQL, BINS, DECISION
 from bot.chat.tiles import Stats, StatsFilter, Tile
 from bot.chat.turn_log import TurnLog, utc_iso
 
@@ -80,7 +81,7 @@ class Analytics:
             flt,
             HOUR,
             "SELECT hour, strategy, SUM(turns), SUM(up), SUM(down) FROM hourly WHERE {keys} GROUP BY 1, 2",
-            "SELECT substr(time, 1, 13), strategy, COUNT(*), SUM(rating = 1), SUM(rating = -1) FROM turns "
+            f"SELECT substr(time, 1, 13), {DECISION}, COUNT(*), SUM(rating = 1), SUM(rating = -1) FROM turns "
             "WHERE {where} GROUP BY 1, 2",
             "hour",
         )

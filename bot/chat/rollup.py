@@ -22,6 +22,9 @@ CREATE TABLE IF NOT EXISTS daily_relevance (
 CREATE TABLE IF NOT EXISTS daily_hits (
     day TEXT NOT NULL, entry_id TEXT NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY (day, entry_id)) WITHOUT ROWID;
 """
+# The turns column whose values are the decisions the page counts (any values, never a fixed list). Only here: when
+# the decision ladder stores its own column, this name changes and the rollup is rebuilt by a migration.
+DECISION = "strategy"
 BIN_SQL = f"MIN(MAX(CAST(top_relevance * {BINS} AS INTEGER), 0), {BINS - 1})"
 
 
@@ -35,7 +38,7 @@ def add_turn(c: sqlite3.Connection, row: dict, entries: list[str]) -> None:
     source, mode = row["source"] or "", row["mode"] or ""
     c.execute(
         "INSERT INTO hourly VALUES (?, ?, ?, ?, 1, 0, 0) ON CONFLICT DO UPDATE SET turns = turns + 1",
-        (row["time"][:13], source, mode, row["strategy"]),
+        (row["time"][:13], source, mode, row[DECISION]),
     )
     b = relevance_bin(row["top_relevance"])
     if b is not None:
@@ -49,13 +52,16 @@ def add_turn(c: sqlite3.Connection, row: dict, entries: list[str]) -> None:
     )
 
 
+TURN_SQL = f"SELECT time, source, mode, {DECISION} AS decision, rating FROM turns WHERE id = ?"
+
+
 def rate(c: sqlite3.Connection, turn: sqlite3.Row, rating: int) -> None:
-    """Move a turn's thumbs from its old ``turn["rating"]`` to ``rating``."""
+    """Move a turn's thumbs from its old ``turn["rating"]`` to ``rating`` (``turn``: a row of :data:`TURN_SQL`)."""
     up = (rating == 1) - (turn["rating"] == 1)
     down = (rating == -1) - (turn["rating"] == -1)
     c.execute(
         "UPDATE hourly SET up = up + ?, down = down + ? WHERE hour = ? AND source = ? AND mode = ? AND strategy = ?",
-        (up, down, turn["time"][:13], turn["source"] or "", turn["mode"] or "", turn["strategy"]),
+        (up, down, turn["time"][:13], turn["source"] or "", turn["mode"] or "", turn["decision"]),
     )
 
 
@@ -67,7 +73,7 @@ def rebuild(c: sqlite3.Connection, day: str = "", end: str = "~") -> None:
     hour = day
     c.execute("DELETE FROM hourly WHERE hour >= ? AND hour < ?", (hour, end))
     c.execute(
-        "INSERT INTO hourly SELECT substr(time, 1, 13), coalesce(source, ''), coalesce(mode, ''), strategy, COUNT(*), "
+        f"INSERT INTO hourly SELECT substr(time, 1, 13), coalesce(source, ''), coalesce(mode, ''), {DECISION}, COUNT(*), "
         "SUM(coalesce(rating = 1, 0)), SUM(coalesce(rating = -1, 0)) FROM turns WHERE time >= ? AND time < ? GROUP BY 1, 2, 3, 4",
         (hour, end),
     )

@@ -275,9 +275,7 @@ class TurnLog:
             raise ValueError(f"rating must be +1 or -1, not {rating!r}")
         reason = self.mask((reason or "").strip()[:2000]) or None
         with self._write() as c:
-            turn = c.execute(
-                "SELECT time, source, mode, strategy, rating FROM turns WHERE id = ?", (int(turn_id),)
-            ).fetchone()
+            turn = c.execute(rollup.TURN_SQL, (int(turn_id),)).fetchone()
             if turn is not None:
                 c.execute(
                     "UPDATE turns SET rating = ?, reason = ?, rated_at = ? WHERE id = ?",
