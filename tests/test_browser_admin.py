@@ -26,7 +26,7 @@ from tests.test_turn_recording import call
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 OFF_TOPIC = "停车场怎么收费？"
-ADMIN_TABS = ("知识管理 / Knowledge", "待解决问题 / Unanswered", "对话日志 / Log")
+ADMIN_TABS = ("知识管理 / Knowledge", "待解决问题 / Unanswered", "对话日志 / Log", "统计 / Analytics")
 
 
 def strategy(page) -> str:
@@ -107,12 +107,14 @@ def test_a_chat_user_cannot_reach_the_admin_endpoints(browser, app_config):
     try:
         page = open_page(browser, app.url)
         ask(page, OFF_TOPIC)
-        assert page.get_by_role("tab", name="知识管理 / Knowledge").count() == 0
+        assert all(page.get_by_role("tab", name=name).count() == 0 for name in ADMIN_TABS)
         for api_name, data in [
             ("save_entry", ["faq.json", "", "坏条目", "不该保存", ""]),
             ("inbox", ["latest"]),
             ("inbox_dismiss", [OFF_TOPIC, "latest"]),
             ("log_turns", ["", "", ""]),
+            ("analytics", ["", "", "", ""]),
+            ("analytics_export", ["", "", "", ""]),
         ]:
             event, payload = call(app.url, api_name, data)
             assert event == "error" and "Admin login required" in json.dumps(payload, ensure_ascii=False), api_name

@@ -19,12 +19,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.chat import rollup
 from bot.chat.inbox import AskedTurn, Group, group_turns, normalise, stored_hits
 from bot.errors import BotError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: turns.top_relevance and the analytics indexes
 UNANSWERED = "(strategy IN ('hyde', 'last_resort') OR rating = -1)"
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,26 +34,36 @@ CREATE TABLE IF NOT EXISTS turns (
     question TEXT NOT NULL, rewritten TEXT, norm TEXT NOT NULL, strategy TEXT NOT NULL, mode TEXT,
     hits TEXT NOT NULL, thresholds TEXT, timings TEXT, latency_ms REAL, llm TEXT, llm_used INTEGER NOT NULL,
     answer TEXT, hypothetical TEXT, notices TEXT, finished INTEGER NOT NULL,
-    rating INTEGER, reason TEXT, rated_at TEXT);
+    rating INTEGER, reason TEXT, rated_at TEXT, top_relevance REAL);
 CREATE INDEX IF NOT EXISTS turns_time ON turns(time);
 CREATE INDEX IF NOT EXISTS turns_session ON turns(session);
 CREATE INDEX IF NOT EXISTS turns_unanswered ON turns(id) WHERE {UNANSWERED};
 CREATE TABLE IF NOT EXISTS used (
-    turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE, entry_id TEXT NOT NULL, time TEXT NOT NULL);
+    turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE, entry_id TEXT NOT NULL, time TEXT NOT NULL,
+    source TEXT, mode TEXT);
 CREATE INDEX IF NOT EXISTS used_entry ON used(entry_id, time);
 CREATE INDEX IF NOT EXISTS used_turn ON used(turn_id);
 CREATE TABLE IF NOT EXISTS dismissals (norm TEXT PRIMARY KEY, dismissed_at TEXT NOT NULL);
 """
+# The analytics page (bot/chat/analytics.py) aggregates a million turns in well under a second only from covering
+# indexes: one over the filter columns and what the counts read, one over norm for top and trending questions.
+# Created after the migration below, since an older file lacks top_relevance until then.
+INDEXES = """
+CREATE INDEX IF NOT EXISTS turns_stats ON turns(time, source, mode, strategy, rating, top_relevance);
+CREATE INDEX IF NOT EXISTS turns_norm ON turns(norm, time, source, mode);
+CREATE INDEX IF NOT EXISTS used_mode ON used(mode, time, entry_id, source);
+CREATE INDEX IF NOT EXISTS used_source ON used(source, time, entry_id, mode);
+"""
 JSON_COLUMNS = ("hits", "thresholds", "timings", "notices")
-FILTERS = {
-    "session": "session = ?",
-    "source": "source = ?",
-    "strategy": "strategy = ?",
-    "mode": "mode = ?",
-    "rating": "rating = ?",
-    "since": "time >= ?",
-    "until": "time < ?",
-    "text": "instr(question, ?) > 0",
+FILTERS = {  # {p}: the table's alias, where a query joins
+    "session": "{p}session = ?",
+    "source": "{p}source = ?",
+    "strategy": "{p}strategy = ?",
+    "mode": "{p}mode = ?",
+    "rating": "{p}rating = ?",
+    "since": "{p}time >= ?",
+    "until": "{p}time < ?",
+    "text": "instr({p}question, ?) > 0",
 }
 
 
@@ -156,13 +167,24 @@ class TurnLog:
             for statement in filter(str.strip, SCHEMA.split(";")):
                 c.execute(statement)
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                c.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
                 raise TurnLogError(
                     f"conversation log {self.path} has schema version {row[0]}, newer than this "
                     f"version of kbbot understands ({SCHEMA_VERSION}); upgrade kbbot or set log.path"
                 )
+            fresh = row is None
+            _migrate(c)
+            if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'hourly'").fetchone() is None:
+                for statement in filter(str.strip, rollup.SCHEMA.split(";")):
+                    c.execute(statement)
+                if not fresh:
+                    rollup.rebuild(c)  # an older log: count the turns it already holds
+            for statement in filter(str.strip, INDEXES.split(";")):
+                c.execute(statement)
+            c.execute(
+                "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
 
     def _move_aside(self, exc: Exception) -> None:
         self.close()
@@ -226,12 +248,17 @@ class TurnLog:
             "hypothetical": self.mask(get("hypothetical")),
             "notices": json.dumps(list(get("notices") or ()), ensure_ascii=False),
             "finished": int(bool(get("finished", True))),
+            "top_relevance": max((h["relevance"] for h in hits), default=None),
         }
         with self._write() as c:
             turn_id = c.execute(
                 f"INSERT INTO turns ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
             ).lastrowid
-            c.executemany("INSERT INTO used VALUES (?, ?, ?)", [(turn_id, h["id"], when) for h in hits if h["used"]])
+            c.executemany(
+                "INSERT INTO used (turn_id, entry_id, time, source, mode) VALUES (?, ?, ?, ?, ?)",
+                [(turn_id, h["id"], when, row["source"], row["mode"]) for h in hits if h["used"]],
+            )
+            rollup.add_turn(c, row, [h["id"] for h in hits if h["used"]])
         with self._lock:
             self._since_prune += 1
             due = self.prune_every and self._since_prune >= self.prune_every
@@ -248,11 +275,14 @@ class TurnLog:
             raise ValueError(f"rating must be +1 or -1, not {rating!r}")
         reason = self.mask((reason or "").strip()[:2000]) or None
         with self._write() as c:
-            changed = c.execute(
-                "UPDATE turns SET rating = ?, reason = ?, rated_at = ? WHERE id = ?",
-                (rating, reason, utc_iso(now or self.clock()), int(turn_id)),
-            ).rowcount
-        if not changed:
+            turn = c.execute(rollup.TURN_SQL, (int(turn_id),)).fetchone()
+            if turn is not None:
+                c.execute(
+                    "UPDATE turns SET rating = ?, reason = ?, rated_at = ? WHERE id = ?",
+                    (rating, reason, utc_iso(now or self.clock()), int(turn_id)),
+                )
+                rollup.rate(c, turn, rating)
+        if turn is None:
             raise TurnLogError(f"no turn {turn_id} in the conversation log (unknown, or deleted by retention)")
 
     def prune(self, now: datetime | None = None) -> int:
@@ -272,6 +302,8 @@ class TurnLog:
                 gone += c.execute(
                     "DELETE FROM turns WHERE id <= (SELECT MAX(id) FROM turns) - ?", (self.retention_rows,)
                 ).rowcount
+            if gone:
+                rollup.trim(c)
             note = json.dumps({"time": utc_iso(when), "removed": gone})
             c.execute(
                 "INSERT INTO meta VALUES ('last_purge', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -323,13 +355,7 @@ class TurnLog:
 
     def recent(self, limit: int = 50, offset: int = 0, filters: Mapping[str, Any] | None = None) -> list[dict]:
         """The newest turns first; ``filters`` keys: session, source, strategy, mode, rating, since, until, text."""
-        where, args = [], []
-        for key, value in (filters or {}).items():
-            if key not in FILTERS:
-                raise ValueError(f"unknown filter {key!r}; use: {', '.join(FILTERS)}")
-            if value is not None:
-                where.append(FILTERS[key])
-                args.append(utc_iso(value) if isinstance(value, datetime) else value)
+        where, args = _where(filters)
         sql = "SELECT * FROM turns" + (" WHERE " + " AND ".join(where) if where else "")
         rows = self._conn().execute(sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, int(limit), int(offset)))
         return [_decode(r) for r in rows]
@@ -343,21 +369,26 @@ class TurnLog:
         rows = self._conn().execute("SELECT entry_id, COUNT(*), MAX(time) FROM used GROUP BY entry_id")
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    def _asked(self, scan: int) -> Iterator[AskedTurn]:
+    def _asked(self, scan: int, filters: Mapping[str, Any] | None = None) -> Iterator[AskedTurn]:
+        where, args = _where(filters, prefix="t.")
         rows = self._conn().execute(
             f"SELECT t.id, t.time, t.question, t.rewritten, t.norm, t.strategy, t.rating, t.reason, t.hits, "
             f"t.thresholds FROM turns t LEFT JOIN dismissals d ON d.norm = t.norm WHERE {UNANSWERED} "
-            "AND (d.dismissed_at IS NULL OR t.time > d.dismissed_at) ORDER BY t.id DESC LIMIT ?",
-            (scan,),
+            f"AND (d.dismissed_at IS NULL OR t.time > d.dismissed_at){''.join(' AND ' + w for w in where)} "
+            "ORDER BY t.id DESC LIMIT ?",
+            (*args, scan),
         )
         return (AskedTurn.from_row(r) for r in rows)
 
-    def unanswered(self, limit: int = 50, sort: str = "latest", scan: int = 5000) -> list[Group]:
+    def unanswered(
+        self, limit: int = 50, sort: str = "latest", scan: int = 5000, filters: Mapping[str, Any] | None = None
+    ) -> list[Group]:
         """Groups of near-duplicate questions that fell back (HyDE, last resort) or got a thumbs down.
 
-        Looks at the newest ``scan`` such turns; a dismissed group stays hidden until asked again.
+        Looks at the newest ``scan`` such turns (``filters`` as in :meth:`recent`); a dismissed group stays hidden
+        until asked again.
         """
-        return group_turns(self._asked(scan), sort=sort)[:limit]
+        return group_turns(self._asked(scan, filters), sort=sort)[:limit]
 
     def dismiss(self, group_key: str, now: datetime | None = None, scan: int = 5000) -> int:
         """Hide the group holding ``group_key`` until one of its questions is asked again; turns hidden."""
@@ -401,6 +432,34 @@ class _Transaction:
                 raise TurnLogError(f"conversation log write failed: {exc}") from exc
         finally:
             self.lock.release()
+
+
+def _where(filters: Mapping[str, Any] | None, prefix: str = "") -> tuple[list[str], list[Any]]:
+    """SQL conditions and their arguments for :data:`FILTERS` (None values ignored); ValueError for unknown keys."""
+    where, args = [], []
+    for key, value in (filters or {}).items():
+        if key not in FILTERS:
+            raise ValueError(f"unknown filter {key!r}; use: {', '.join(FILTERS)}")
+        if value is not None:
+            where.append(FILTERS[key].format(p=prefix))
+            args.append(utc_iso(value) if isinstance(value, datetime) else value)
+    return where, args
+
+
+def _migrate(c: sqlite3.Connection) -> None:
+    """Bring a version-1 file up to date in place: turns.top_relevance from the stored hits, used.source/mode."""
+    columns = {r[1] for r in c.execute("PRAGMA table_info(turns)")}
+    if "top_relevance" not in columns:
+        log.info("conversation log: adding top_relevance (schema 1 -> 2); older turns filled from their hits")
+        c.execute("ALTER TABLE turns ADD COLUMN top_relevance REAL")
+        c.execute(
+            "UPDATE turns SET top_relevance = (SELECT MAX(json_extract(value, '$.relevance')) FROM json_each(hits))"
+        )
+    if "source" not in {r[1] for r in c.execute("PRAGMA table_info(used)")}:
+        # The per-entry tiles filter by front end and mode without joining a million turns.
+        c.execute("ALTER TABLE used ADD COLUMN source TEXT")
+        c.execute("ALTER TABLE used ADD COLUMN mode TEXT")
+        c.execute("UPDATE used SET (source, mode) = (SELECT source, mode FROM turns WHERE turns.id = used.turn_id)")
 
 
 def _corrupt(exc: sqlite3.DatabaseError) -> bool:

@@ -1,11 +1,15 @@
-"""``python -m bot log purge|mask``: the conversation log's retention and privacy, from the command line."""
+"""``python -m bot log purge|mask|stats``: the conversation log's retention, privacy and analytics, from the CLI."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from bot.chat.turn_log import TurnLogError, turn_log_from_settings
+from bot.chat.analytics import analytics_from_settings
+from bot.chat.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.chat.turn_log import TurnLog, TurnLogError, turn_log_from_settings
+from bot.errors import KnowledgeError
 
 
 def add_log_arguments(parser: argparse.ArgumentParser, common: list[argparse.ArgumentParser]) -> None:
@@ -21,6 +25,46 @@ def add_log_arguments(parser: argparse.ArgumentParser, common: list[argparse.Arg
         parents=common,
         help="mask personal data in turns stored before privacy.mask was on (or with other kinds)",
     )
+    stats = sub.add_parser(
+        "stats",
+        parents=common,
+        help="every analytics tile as text tables (or --json); --mode filters by retrieval mode",
+    )
+    stats.add_argument("--json", action="store_true", help="machine-readable: tile name -> title, columns, rows")
+    stats.add_argument("--since", help="only turns at or after this ISO date/time (UTC unless it says otherwise)")
+    stats.add_argument("--until", help="only turns before this ISO date/time")
+    stats.add_argument("--source", choices=["web", "api", "cli"], help="only turns from this front end")
+
+
+def render_tile(tile: Tile) -> str:
+    """A tile as a plain-text table: its title, then aligned columns."""
+    cells = [list(tile.columns), *[["" if v is None else str(v) for v in row] for row in tile.rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(tile.columns))]
+    lines = [tile.title, *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)]
+    if not tile.rows:
+        lines.append("(none)")
+    return "\n".join(lines)
+
+
+def _stats(settings, turn_log: TurnLog, args: argparse.Namespace) -> int:
+    try:
+        flt = StatsFilter(parse_time(args.since), parse_time(args.until), args.mode, args.source)
+    except ValueError as exc:
+        print(f"错误 / error: --since/--until must be ISO dates or times: {exc}", file=sys.stderr)
+        return 2
+    try:  # the loaded knowledge's ids, for the entries never hit
+        from bot.knowledge.entries import load_entries
+
+        entry_ids = [e.id for e in load_entries(settings.resolve(settings.knowledge.path))]
+    except (KnowledgeError, OSError) as exc:
+        print(f"warning: cannot read the knowledge ({exc}); entries never hit left empty", file=sys.stderr)
+        entry_ids = []
+    stats: Stats = analytics_from_settings(turn_log, settings).compute(flt, entry_ids)
+    if args.json:
+        print(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print("\n\n".join(render_tile(t) for t in stats.tiles))
+    return 0
 
 
 def run_log(settings, args: argparse.Namespace) -> int:
@@ -34,6 +78,8 @@ def run_log(settings, args: argparse.Namespace) -> int:
         print("错误 / error: the conversation log is off (log.enabled: false in the config)", file=sys.stderr)
         return 2
     try:
+        if args.action == "stats":
+            return _stats(settings, turn_log, args)
         if args.action == "purge":
             removed = turn_log.prune()
             print(

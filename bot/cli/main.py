@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         common,
     )
     add_log_arguments(
-        sub.add_parser("log", parents=common, help="the conversation log: purge old turns, mask personal data"),
+        sub.add_parser("log", parents=common, help="the conversation log: purge old turns, mask personal data, stats"),
         common,
     )
     return p

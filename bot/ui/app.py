@@ -279,7 +279,7 @@ def build_demo(
         if store is not None and admin.enabled:
             with demo.admin_only(), gr.Tab("知识管理 / Knowledge", id="knowledge", visible=False) as knowledge:
                 knowledge_tab(bot, store, limits=h.limits)
-            admin_pages = [knowledge, *admin_tabs(demo, bot, store)]
+            admin_pages = [knowledge, *admin_tabs(demo, bot, store, settings.log)]
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
         turn_out = [chatbot, message, sources, header, mode, turns]

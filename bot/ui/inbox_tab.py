@@ -16,9 +16,11 @@ from bot.chat.bot import Bot
 from bot.chat.inbox import Group
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.turn_log import TurnLog
+from bot.config.settings import LogSettings
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
 from bot.ui.admin import fill_for_admins
+from bot.ui.analytics_tab import analytics_page
 from bot.ui.events import PRIVATE
 from bot.ui.knowledge_tab import result_html
 
@@ -295,8 +297,9 @@ def log_tab(h: InboxHandlers) -> tuple[list, Any]:
     return [strategy, rating, text], table
 
 
-def admin_tabs(demo: Any, bot: Bot, store: KnowledgeStore) -> list[gr.Tab]:
-    """The inbox and log tabs, hidden until an admin's page loads; every event refuses non-admins (AdminBlocks)."""
+def admin_tabs(demo: Any, bot: Bot, store: KnowledgeStore, log: LogSettings | None = None) -> list[gr.Tab]:
+    """The inbox, log and analytics tabs, hidden until an admin's page loads; every event refuses non-admins."""
+    log = log or LogSettings()
     with demo.admin_only():
         with gr.Tab("待解决问题 / Unanswered", id="inbox", visible=False) as inbox:
             h, sort, listed = inbox_tab(bot, store)
@@ -304,4 +307,5 @@ def admin_tabs(demo: Any, bot: Bot, store: KnowledgeStore) -> list[gr.Tab]:
             filters, table = log_tab(h)
         inbox.select(h.refresh, [sort], listed, **PRIVATE)
         turns.select(h.turns, filters, [table], **PRIVATE)
-    return [inbox, turns]
+        stats = analytics_page(demo, bot, log.analytics_top, log.analytics_sample)
+    return [inbox, turns, stats]
