@@ -134,10 +134,13 @@ def test_shipped_set_size_languages_and_bilingual_replies():
 
 
 def test_fast_enough_for_every_message(chitchat):
-    start = time.perf_counter()
-    for _ in range(20):
+    """A long question (the slow path: no phrasing matches, every one is compared) costs milliseconds."""
+    timings = []
+    for _ in range(10):
+        start = time.perf_counter()
         chitchat.match("请问南校园图书馆周末几点开门，需要带校园卡吗")
-    assert (time.perf_counter() - start) / 20 < 0.02
+        timings.append(time.perf_counter() - start)
+    assert min(timings) < 0.02  # the best of ten: other processes on a busy machine do not count
 
 
 def test_disabled_matches_nothing():
@@ -236,3 +239,43 @@ def test_data_file_ships_with_the_package():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"]["package-data"]["bot"]
     assert any(DATA_FILE.relative_to(ROOT / "bot").match(p) for p in patterns)
+
+
+LADDER = ROOT / "benchmarks" / "data"
+
+
+def ladder_messages() -> list[dict]:
+    return [
+        json.loads(line)
+        for name in ("ladder_sysu.jsonl", "ladder_starter.jsonl")
+        for line in (LADDER / name).read_text(encoding="utf-8").splitlines()
+    ]
+
+
+def test_ladder_messages_are_well_formed():
+    """The benchmark's labelled messages: known kinds, both splits, gold only where an entry answers."""
+    from bot.knowledge.entries import load_entries
+
+    rows = ladder_messages()
+    starter_ids = {e.id for e in load_entries(ROOT / "knowledge")}
+    assert len({r["id"] for r in rows}) == len(rows) >= 300
+    for r in rows:
+        assert r["kind"] in {"answerable", "unanswerable", "chitchat", "handoff", "lookalike"}, r
+        assert r["split"] in {"train", "heldout"} and r["question"].strip(), r
+        assert bool(r["gold_ids"]) == (r["kind"] == "answerable") or r["kind"] == "lookalike", r
+        if r["id"].startswith("starter"):
+            assert set(r["gold_ids"]) <= starter_ids, r
+        else:
+            assert all(g.startswith("database:") for g in r["gold_ids"]), r
+
+
+def test_chitchat_on_the_ladder_messages(chitchat):
+    """Recall >= 0.9 on the ladder's small talk, and no other message (look-alikes included) read as small talk,
+    once requests for a person are taken first (as the ladder does: "有人工吗" is not "有人吗")."""
+    from bot.chat.handoff import is_handoff_request
+
+    rows = [r for r in ladder_messages() if not is_handoff_request(r["question"])]
+    small_talk = [r for r in rows if r["kind"] == "chitchat"]
+    found = [r for r in small_talk if chitchat.match(r["question"])]
+    assert len(found) / len(small_talk) >= 0.9
+    assert [r["question"] for r in rows if r["kind"] != "chitchat" and chitchat.match(r["question"])] == []

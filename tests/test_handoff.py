@@ -379,3 +379,14 @@ def test_commented_examples_in_config_yaml_are_valid():
     assert handoff.webhook.url and handoff.webhook.secret_env == "KBBOT_HANDOFF_SECRET"
     chitchat = ChitChat.from_settings(ChitChatSettings.model_validate(blocks["chitchat"]))
     assert chitchat.match("你好").reply.startswith("你好！我是XX大学")  # type: ignore[union-attr]
+
+
+def test_handoff_on_the_ladder_messages(handoff):
+    """Every request for a person in the benchmark's messages triggers; nothing else does (look-alikes included)."""
+    rows = [
+        json.loads(line)
+        for name in ("ladder_sysu.jsonl", "ladder_starter.jsonl")
+        for line in (ROOT / "benchmarks" / "data" / name).read_text(encoding="utf-8").splitlines()
+    ]
+    assert [r["question"] for r in rows if r["kind"] == "handoff" and not handoff.is_request(r["question"])] == []
+    assert [r["question"] for r in rows if r["kind"] != "handoff" and handoff.is_request(r["question"])] == []
