@@ -168,6 +168,15 @@ def row(label: str, s: dict[str, float | None]) -> str:
     )
 
 
+def wrong_by_kind(messages: list[Message], turns: list[Turn]) -> str:
+    """How many wrong answers each kind of message got, e.g. "answerable 15, unanswerable 10"."""
+    kinds = [m.kind for m, t in zip(messages, turns) if t.decision == "answer" and t.answered not in m.gold]
+    return ", ".join(f"{k} {kinds.count(k)}" for k in dict.fromkeys(sorted(kinds))) or "none"
+
+
+WRONG_NOTES: list[str] = []  # per knowledge base and mode: what the wrong answers left after rungs 1-2 were
+
+
 def run(name: str, entries: list[Entry], messages: list[Message], mode: str, split: str) -> list[str]:
     """Table rows for one knowledge base and mode."""
     work = STATE / name / mode
@@ -184,11 +193,31 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str, spl
         ladder.append(reported(answer))
     per = (time.perf_counter() - start) / max(1, len(chosen)) * 1000
     print(f"{name} {mode}: {len(chosen)} messages, {per:.0f} ms each", file=sys.stderr)
+    WRONG_NOTES.append(f"{name} · {mode}: {wrong_by_kind(chosen, after)}")
     rows = [row(f"{name} · {mode} · today", scores(chosen, before))]
     rows.append(row(f"{name} · {mode} · today + hand-off + chit-chat", scores(chosen, after)))
     if all(t is not None for t in ladder):
         rows.append(row(f"{name} · {mode} · **ladder**", scores(chosen, ladder)))  # type: ignore[arg-type]
     return rows
+
+
+def heldout_matchers(sets: list[tuple[str, list[Entry], list[Message]]]) -> str:
+    """Chit-chat and hand-off precision / recall of the matchers alone on each set's held-out split."""
+    settings = load_settings(ROOT / "config.yaml")
+    rungs = with_rungs(Handoff.from_settings(settings.handoff), ChitChat.from_settings(settings.chitchat))
+    parts = []
+    for name, _, messages in sets:
+        held = [m for m in messages if m.split == "heldout"]
+        s = scores(held, [rungs(m.question, Turn("fallback")) for m in held])
+        parts.append(
+            f"{name} ({len(held)} messages): chit-chat P {fmt(s['cc_p'])} R {fmt(s['cc_r'])}, hand-off P "
+            f"{fmt(s['ho_p'])} R {fmt(s['ho_r'])}, look-alikes misread {s['misread']:.0f} of {s['lookalikes']:.0f}"
+        )
+    return (
+        "Matchers alone on the held-out split (the chit-chat threshold was chosen on tests/data/chitchat_labelled.jsonl, split train): "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 HEADER = (
@@ -231,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
             "",
             HEADER,
             *rows,
+            "",
+            "Wrong answers left with hand-off + chit-chat in front, by kind of message (what clarify, confirm and "
+            "negative examples are for): " + "; ".join(WRONG_NOTES) + ".",
+            "",
+            heldout_matchers(sets),
         ]
     )
     print(body)
