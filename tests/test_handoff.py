@@ -17,6 +17,9 @@ from bot.chat.handoff import SIGNATURE_HEADER, Handoff
 from bot.config.settings import HandoffSettings, HandoffWebhookSettings, load_settings
 from tests.conftest import ROOT
 
+# A webhook thread that dies with a traceback is a failure, not a warning.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 ZH_REQUESTS = [
     "转人工",
     "转人工！",
@@ -344,8 +347,33 @@ def test_no_url_or_disabled_sends_nothing(hook):
     assert off.wait(1) and hook.received == []
 
 
+def test_webhook_url_must_be_http():
+    with pytest.raises(ValueError, match="must start with http"):
+        HandoffWebhookSettings(url="ftp://example.org/hook")
+
+
+def test_long_transcript_is_cut(hook):
+    h = make(hook.url)
+    h.notify([{"role": "user", "content": f"{i}" + "长" * 5000} for i in range(80)], "misses")
+    assert h.wait(5)
+    sent = hook.received[0][0]["transcript"]
+    assert len(sent) == 50 and sent[0]["content"].startswith("30") and len(sent[-1]["content"]) == 4000
+
+
+def test_calls_in_flight_are_capped():
+    server = Hook(["hang"] * 20)
+    try:
+        h = make(server.url, retries=0, timeout=2)
+        for _ in range(17):
+            h.notify(TRANSCRIPT, "request")
+        assert h.last_error is not None and "in flight" in h.last_error
+    finally:
+        server.close()
+        assert h.wait(5)
+
+
 def test_bad_url_and_bad_transcript_never_raise():
-    h = make("not-a-url/secret-path-token", retries=0)
+    h = make("http://127.0.0.1:99999/secret-path-token", retries=0)
     h.notify(TRANSCRIPT, "request")
     assert h.wait(5) and h.last_error is not None and "secret-path-token" not in h.last_error
     h2 = make("http://127.0.0.1:9/x", retries=0)

@@ -32,6 +32,11 @@ from bot.config.settings import HandoffSettings
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Kbbot-Signature"
+# The transcript comes from the client (an API caller sends the history): the webhook gets its newest messages,
+# each cut, and at most MAX_IN_FLIGHT calls run at once (more are dropped and recorded as an error).
+MAX_MESSAGES = 50
+MAX_CONTENT_CHARS = 4000
+MAX_IN_FLIGHT = 16
 MAX_ZH_CHARS = 40
 MAX_EN_WORDS = 20
 _PARTICLE = "吧啊呀呢吗哦嘛啦了么"
@@ -115,8 +120,11 @@ def is_handoff_request(message: str) -> bool:
 
 def _host(url: str) -> str:
     """The scheme and host of a URL, for logs: the path or query of a webhook URL may hold a token."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    except ValueError:  # a port out of range, a broken IPv6 literal
+        return "(invalid URL)"
 
 
 class Handoff:
@@ -153,17 +161,23 @@ class Handoff:
             payload = {
                 "reason": str(reason),
                 "transcript": [
-                    {"role": str(m.get("role", "")), "content": str(m.get("content", ""))}
+                    {"role": str(m.get("role", ""))[:20], "content": str(m.get("content", ""))[:MAX_CONTENT_CHARS]}
                     for m in transcript
                     if isinstance(m, dict)
-                ],
+                ][-MAX_MESSAGES:],
                 "time": datetime.now(UTC).isoformat(timespec="seconds"),
                 "source": "kbbot",
             }
             body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
             thread = threading.Thread(target=self._deliver, args=(url, body), name="handoff-webhook", daemon=True)
             with self._lock:
-                self._pending = [t for t in self._pending if t.is_alive()] + [thread]
+                self._pending = [t for t in self._pending if t.is_alive()]
+                full = len(self._pending) >= MAX_IN_FLIGHT
+                if not full:
+                    self._pending.append(thread)
+            if full:
+                self._failed(f"{MAX_IN_FLIGHT} webhook calls already in flight; this hand-off was not sent")
+                return
             thread.start()
         except Exception as exc:  # never let the chat fail because of the webhook
             self._failed(f"could not start the webhook call: {type(exc).__name__}")
@@ -178,6 +192,12 @@ class Handoff:
         return not any(t.is_alive() for t in pending)
 
     def _deliver(self, url: str, body: bytes) -> None:
+        try:
+            self._post(url, body)
+        except Exception as exc:  # the thread must never die with a traceback (nor print the URL in one)
+            self._failed(f"webhook {_host(url)} failed: {type(exc).__name__}")
+
+    def _post(self, url: str, body: bytes) -> None:
         hook = self.settings.webhook
         headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "kbbot-handoff"}
         secret = hook.secret()

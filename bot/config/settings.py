@@ -414,6 +414,13 @@ class HandoffWebhookSettings(Strict):
     # Sent as an HMAC-SHA256 signature of the body (X-Kbbot-Signature: sha256=<hex>) when the variable is set.
     secret_env: str | None = None
 
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
     def secret(self) -> str | None:
         """The signing secret from the environment variable named by ``secret_env``, or None."""
         value = os.environ.get(self.secret_env, "").strip() if self.secret_env else ""
