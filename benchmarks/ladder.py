@@ -157,10 +157,12 @@ def scores(messages: list[Message], turns: list[Turn]) -> dict[str, float | None
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
+    """A number for the table; "–" when there is nothing to measure."""
     return "–" if value is None else f"{value:.{digits}f}"
 
 
 def row(label: str, s: dict[str, float | None]) -> str:
+    """One table row from ``scores``."""
     return (
         f"| {label} | {fmt(s['wrong'], 1)} | {fmt(s['right'], 1)} | {fmt(s['asked'], 1)} | {fmt(s['in_options'])} "
         f"| {fmt(s['cc_p'])} / {fmt(s['cc_r'])} | {fmt(s['ho_p'])} / {fmt(s['ho_r'])} "
