@@ -244,3 +244,25 @@ def test_long_documents_runs_end_to_end_on_tiny_data(tmp_path, monkeypatch):
     text = out.read_text(encoding="utf-8")
     assert "## Long documents" in text and "| cmrc | 2 | " in text
     assert "| cmrc | sparse | 300 | 1.000 |" in text and "| cmrc | sparse | off |" in text and "bm25s, fixed" in text
+
+
+def test_ladder_scores_read_the_bots_decision_and_options():
+    """benchmarks/ladder.py scores the ladder from Answer.decision / .options, and today's chain without them."""
+    from types import SimpleNamespace
+
+    from benchmarks import ladder
+
+    def msg(kind: str, *gold: str) -> ladder.Message:
+        return ladder.Message("x", "q", kind, frozenset(gold), "train")
+
+    hit = SimpleNamespace(entry=SimpleNamespace(id="k:right"))
+    option = SimpleNamespace(id="k:right", question="Q?")
+    assert ladder.reported(SimpleNamespace(hits=[hit])) is None  # before the ladder: no decision field
+    assert ladder.today(SimpleNamespace(hits=[])) == ladder.Turn("fallback")
+    clarify = ladder.reported(SimpleNamespace(hits=[], decision="clarify", options=(option,)))
+    assert clarify == ladder.Turn("clarify", None, ("k:right",))
+    messages = [msg("answerable", "k:right"), msg("answerable", "k:right"), msg("chitchat"), msg("lookalike")]
+    turns = [ladder.Turn("answer", "k:wrong"), clarify, ladder.Turn("chitchat"), ladder.Turn("handoff")]
+    s = ladder.scores(messages, turns)
+    assert (s["wrong"], s["right"], s["asked"], s["in_options"]) == (25.0, 0.0, 25.0, 1.0)
+    assert (s["cc_p"], s["cc_r"], s["ho_p"], s["ho_r"], s["misread"]) == (1.0, 1.0, 0.0, None, 1)

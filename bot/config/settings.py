@@ -416,6 +416,57 @@ class SplittingSettings(Strict):
     max_parts: int = Field(default=4, ge=2)
 
 
+class ChitChatSettings(Strict):
+    """Small talk matched before the knowledge (bot/chat/chitchat.py): greetings, thanks, "are you a robot"..."""
+
+    enabled: bool = True
+    # Score in [0, 1] a whole message needs to be read as small talk (1 = a known phrasing, less = a typo of one).
+    # Calibrated on tests/data/chitchat_labelled.jsonl, split "train"; checked on its "heldout" split.
+    threshold: float = Field(default=0.78, ge=0.0, le=1.0)
+    # A JSON file of {scenario: {"reply": ..., "phrasings": [...]}} used instead of the shipped one (null = shipped).
+    path: str | None = None
+    # Per-scenario reply overrides; "" turns that scenario off.
+    replies: dict[str, str] = Field(default_factory=dict)
+
+
+class HandoffWebhookSettings(Strict):
+    """Where a hand-off posts the transcript as JSON; the secret comes only from the environment variable named."""
+
+    url: str | None = None
+    timeout: float = Field(default=5.0, gt=0)
+    retries: int = Field(default=2, ge=0, le=10)
+    # Sent as an HMAC-SHA256 signature of the body (X-Kbbot-Signature: sha256=<hex>) when the variable is set.
+    secret_env: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    def secret(self) -> str | None:
+        """The signing secret from the environment variable named by ``secret_env``, or None."""
+        value = os.environ.get(self.secret_env, "").strip() if self.secret_env else ""
+        return value or None
+
+
+class HandoffSettings(Strict):
+    """Handing a conversation to a person: on request ("转人工", "talk to a human"), after misses, or a "no"."""
+
+    enabled: bool = True
+    # Placeholders in <> for the deployer to fill: a phone number, a link, office hours.
+    reply: str = (
+        "正在为您转接人工服务。您也可以直接联系我们：电话 <电话>，网址 <链接>，服务时间 <时间>。\n"
+        "Connecting you with a person. You can also reach us directly: phone <phone>, <link>, hours <hours>."
+    )
+    # Hand off after this many consecutive misses in one conversation (0 = never).
+    after_misses: int = Field(default=2, ge=0)
+    # Hand off when the user says "no" to a confirmation question ("您是想问「X」吗？").
+    on_confirm_no: bool = False
+    webhook: HandoffWebhookSettings = Field(default_factory=HandoffWebhookSettings)
+
+
 class AuthSettings(Strict):
     """Optional login for the browser app; the credentials come only from the environment."""
 
@@ -579,6 +630,8 @@ class Settings(Strict):
     fallback: FallbackSettings
     conversation: ConversationSettings = Field(default_factory=ConversationSettings)
     splitting: SplittingSettings = Field(default_factory=SplittingSettings)
+    chitchat: ChitChatSettings = Field(default_factory=ChitChatSettings)
+    handoff: HandoffSettings = Field(default_factory=HandoffSettings)
     ui: UISettings = Field(default_factory=UISettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     api: APISettings = Field(default_factory=APISettings)
@@ -626,6 +679,8 @@ def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
         raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None
     settings.base_dir = path.resolve().parent
     settings.source = path.resolve()
+    if settings.chitchat.path:  # relative to the config file, like every path in it
+        settings.chitchat.path = str(settings.resolve(settings.chitchat.path))
     # The environment beats the file, so one config.yaml can serve several modes; CLI flags beat both.
     env_mode = os.environ.get(MODE_ENV, "").strip()
     if env_mode:

@@ -1,0 +1,279 @@
+"""The decision ladder on visitor-style messages, beside today's chain — one run, one BENCHMARKS.md section.
+
+    .venv/bin/python -m benchmarks.ladder [--sets sysu,starter] [--modes sparse,hybrid-e5] [--split all] [--no-write]
+
+Messages: benchmarks/data/ladder_sysu.jsonl (over ../shared/data/sysu, or $KBBOT_DATA; skipped when absent) and
+ladder_starter.jsonl (over knowledge/), each answerable, unanswerable, chit-chat, hand-off and look-alike messages
+(benchmarks/data/README.md). Every message goes through the product's Bot.answer, retrieval-only (no LLM), in a
+fresh conversation. Three chains are compared:
+
+- today: answer the top passing hit, else fall back (what Bot.stream did before issue 21);
+- today + rungs 1-2: the hand-off matcher, then the chit-chat matcher (bot/chat/handoff.py, chitchat.py) in front
+  of today's chain — measurable before the ladder is merged;
+- ladder: ``Answer.decision`` and ``Answer.options`` as the bot itself reports them (only when the bot has them).
+
+Per 100 messages: wrong answers (answered from a non-gold entry, or answered when no entry should be), right answers,
+clarify + confirm; gold-in-options = share of clarify/confirm turns on a message with gold whose options hold a gold
+entry; precision/recall of the chit-chat and hand-off decisions; look-alikes read as chit-chat or hand-off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import data_dir, write_section
+from bot.chat.chitchat import ChitChat
+from bot.chat.handoff import Handoff
+from bot.config.settings import load_settings
+from bot.knowledge.entries import Entry, load_entries, write_entries
+
+STATE = ROOT / ".state" / "bench" / "ladder"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One labelled message of a ladder set."""
+
+    id: str
+    question: str
+    kind: str
+    gold: frozenset[str]
+    split: str
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a chain decided for one message: the decision, the entry answered from, the entries offered."""
+
+    decision: str
+    answered: str | None = None
+    options: tuple[str, ...] = ()
+
+
+def load_messages(path: Path) -> list[Message]:
+    """The labelled messages of one ladder file."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [Message(r["id"], r["question"], r["kind"], frozenset(r["gold_ids"]), r["split"]) for r in rows]
+
+
+def knowledge_sets(names: list[str]) -> list[tuple[str, list[Entry], list[Message]]]:
+    """(name, entries, messages) of each requested set whose knowledge is present."""
+    out = []
+    for name in names:
+        folder = data_dir() / "sysu" if name == "sysu" else ROOT / "knowledge"
+        if not folder.is_dir():
+            print(f"{name} skipped: {folder} not found", file=sys.stderr)
+            continue
+        out.append((name, load_entries(folder), load_messages(ROOT / "benchmarks" / "data" / f"ladder_{name}.jsonl")))
+    return out
+
+
+def build(entries: list[Entry], work: Path, mode: str):
+    """A retrieval-only Bot over ``entries`` in ``mode`` ("sparse", "hybrid-e5", "dense-fasttext"...)."""
+    from bot.factory import build_bot
+
+    knowledge = work / "knowledge"
+    if knowledge.exists():
+        shutil.rmtree(knowledge)
+    write_entries(entries, knowledge)
+    settings = load_settings(ROOT / "config.yaml")
+    settings.knowledge.path, settings.state_dir = str(knowledge), str(work / "state")
+    kind, _, encoder = mode.partition("-")
+    settings.retrieval.mode = kind  # type: ignore[assignment]
+    if encoder:
+        settings.retrieval.dense.encoder = encoder  # type: ignore[assignment]
+    return build_bot(settings, llm=None), settings
+
+
+def today(answer) -> Turn:
+    """Today's chain: the top passing hit answers, else the fallback."""
+    return Turn("answer", answer.hits[0].entry.id) if answer.hits else Turn("fallback")
+
+
+def reported(answer) -> Turn | None:
+    """The ladder's own decision, when the bot reports one (``Answer.decision`` / ``Answer.options``)."""
+    decision = getattr(answer, "decision", None)
+    if decision is None:
+        return None
+    decision = getattr(decision, "value", decision)
+    options = tuple(str(getattr(o, "id", o)) for o in getattr(answer, "options", ()) or ())
+    answered = answer.hits[0].entry.id if decision == "answer" and answer.hits else None
+    return Turn(str(decision), answered, options)
+
+
+def with_rungs(handoff: Handoff, chitchat: ChitChat) -> Callable[[str, Turn], Turn]:
+    """Today's chain behind the hand-off, then the chit-chat matcher (a request for a person wins: "有人工吗")."""
+
+    def decide(message: str, fallback: Turn) -> Turn:
+        if handoff.is_request(message):
+            return Turn("handoff")
+        if chitchat.match(message) is not None:
+            return Turn("chitchat")
+        return fallback
+
+    return decide
+
+
+def scores(messages: list[Message], turns: list[Turn]) -> dict[str, float | None]:
+    """The table's numbers for one chain over ``messages``."""
+    n = len(messages)
+    answered = [(m, t) for m, t in zip(messages, turns) if t.decision == "answer"]
+    wrong = sum(t.answered not in m.gold for m, t in answered)
+    asked = [(m, t) for m, t in zip(messages, turns) if t.decision in ("clarify", "confirm")]
+    with_gold = [(m, t) for m, t in asked if m.gold]
+
+    def pr(kind: str) -> tuple[float | None, float | None]:
+        predicted = [m for m, t in zip(messages, turns) if t.decision == kind]
+        actual = [m for m in messages if m.kind == kind]
+        hit = sum(m.kind == kind for m in predicted)
+        return (hit / len(predicted) if predicted else None, hit / len(actual) if actual else None)
+
+    cc_p, cc_r = pr("chitchat")
+    ho_p, ho_r = pr("handoff")
+    return {
+        "wrong": 100 * wrong / n,
+        "right": 100 * (len(answered) - wrong) / n,
+        "asked": 100 * len(asked) / n,
+        "in_options": sum(bool(m.gold & set(t.options)) for m, t in with_gold) / len(with_gold) if with_gold else None,
+        "cc_p": cc_p,
+        "cc_r": cc_r,
+        "ho_p": ho_p,
+        "ho_r": ho_r,
+        "misread": sum(
+            m.kind == "lookalike" and t.decision in ("chitchat", "handoff") for m, t in zip(messages, turns)
+        ),
+        "lookalikes": sum(m.kind == "lookalike" for m in messages),
+    }
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    """A number for the table; "–" when there is nothing to measure."""
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def row(label: str, s: dict[str, float | None]) -> str:
+    """One table row from ``scores``."""
+    return (
+        f"| {label} | {fmt(s['wrong'], 1)} | {fmt(s['right'], 1)} | {fmt(s['asked'], 1)} | {fmt(s['in_options'])} "
+        f"| {fmt(s['cc_p'])} / {fmt(s['cc_r'])} | {fmt(s['ho_p'])} / {fmt(s['ho_r'])} "
+        f"| {s['misread']:.0f} of {s['lookalikes']:.0f} |"
+    )
+
+
+def wrong_by_kind(messages: list[Message], turns: list[Turn]) -> str:
+    """How many wrong answers each kind of message got, e.g. "answerable 15, unanswerable 10"."""
+    kinds = [m.kind for m, t in zip(messages, turns) if t.decision == "answer" and t.answered not in m.gold]
+    return ", ".join(f"{k} {kinds.count(k)}" for k in dict.fromkeys(sorted(kinds))) or "none"
+
+
+WRONG_NOTES: list[str] = []  # per knowledge base and mode: what the wrong answers left after rungs 1-2 were
+
+
+def run(name: str, entries: list[Entry], messages: list[Message], mode: str, split: str) -> list[str]:
+    """Table rows for one knowledge base and mode."""
+    work = STATE / name / mode
+    bot, settings = build(entries, work, mode)
+    rungs = with_rungs(Handoff.from_settings(settings.handoff), ChitChat.from_settings(settings.chitchat))
+    chosen = [m for m in messages if split == "all" or m.split == split]
+    before, after, ladder = [], [], []
+    start = time.perf_counter()
+    for m in chosen:
+        answer = bot.answer(m.question, mode=settings.retrieval.mode)
+        base = today(answer)
+        before.append(base)
+        after.append(rungs(m.question, base))
+        ladder.append(reported(answer))
+    per = (time.perf_counter() - start) / max(1, len(chosen)) * 1000
+    print(f"{name} {mode}: {len(chosen)} messages, {per:.0f} ms each", file=sys.stderr)
+    WRONG_NOTES.append(f"{name} · {mode}: {wrong_by_kind(chosen, after)}")
+    rows = [row(f"{name} · {mode} · today", scores(chosen, before))]
+    rows.append(row(f"{name} · {mode} · today + hand-off + chit-chat", scores(chosen, after)))
+    if all(t is not None for t in ladder):
+        rows.append(row(f"{name} · {mode} · **ladder**", scores(chosen, ladder)))  # type: ignore[arg-type]
+    return rows
+
+
+def heldout_matchers(sets: list[tuple[str, list[Entry], list[Message]]]) -> str:
+    """Chit-chat and hand-off precision / recall of the matchers alone on each set's held-out split."""
+    settings = load_settings(ROOT / "config.yaml")
+    rungs = with_rungs(Handoff.from_settings(settings.handoff), ChitChat.from_settings(settings.chitchat))
+    parts = []
+    for name, _, messages in sets:
+        held = [m for m in messages if m.split == "heldout"]
+        s = scores(held, [rungs(m.question, Turn("fallback")) for m in held])
+        parts.append(
+            f"{name} ({len(held)} messages): chit-chat P {fmt(s['cc_p'])} R {fmt(s['cc_r'])}, hand-off P "
+            f"{fmt(s['ho_p'])} R {fmt(s['ho_r'])}, look-alikes misread {s['misread']:.0f} of {s['lookalikes']:.0f}"
+        )
+    return (
+        "Matchers alone on the held-out split (the chit-chat threshold was chosen on tests/data/chitchat_labelled.jsonl, split train): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+HEADER = (
+    "| knowledge · mode · chain | wrong / 100 | right / 100 | clarify + confirm / 100 | gold in options "
+    "| chit-chat P / R | hand-off P / R | look-alikes misread |\n|---|---|---|---|---|---|---|---|"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sets and modes asked for, print the table, and (unless --no-write) update BENCHMARKS.md."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default="sysu,starter")
+    parser.add_argument("--modes", default="sparse,hybrid-e5")
+    parser.add_argument("--split", default="all", choices=("all", "train", "heldout"))
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="sparse only")
+    args = parser.parse_args(argv)
+    modes = ["sparse"] if args.quick else args.modes.split(",")
+    sets = knowledge_sets(args.sets.split(","))
+    if not sets:
+        print("no ladder set has its knowledge here; nothing to measure", file=sys.stderr)
+        return 0
+    rows = []
+    for name, entries, messages in sets:
+        for mode in modes:
+            rows.extend(run(name, entries, messages, mode, args.split))
+    counts = ", ".join(
+        f"{name} {len(ms)} ({', '.join(f'{k} {sum(m.kind == k for m in ms)}' for k in ('answerable', 'unanswerable', 'chitchat', 'handoff', 'lookalike'))})"
+        for name, _, ms in sets
+    )
+    body = "\n".join(
+        [
+            "## The decision ladder (issue 21)",
+            "",
+            f"`python -m benchmarks.ladder` — messages: {counts}; split: {args.split}. Retrieval-only (no LLM), "
+            "shipped thresholds. *today* answers the top passing hit or falls back; *+ hand-off + chit-chat* puts "
+            "the two matchers in front of it; *ladder* is the bot's own `Answer.decision` (a row only once the "
+            "ladder reports one). Wrong = answered from a non-gold entry or answered at all when nothing should be; "
+            "P / R = precision / recall of that decision.",
+            "",
+            HEADER,
+            *rows,
+            "",
+            "Wrong answers left with hand-off + chit-chat in front, by kind of message (what clarify, confirm and "
+            "negative examples are for): " + "; ".join(WRONG_NOTES) + ".",
+            "",
+            heldout_matchers(sets),
+        ]
+    )
+    print(body)
+    if not args.no_write:
+        write_section("ladder", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
