@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING
 
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
+from bot.chat.chitchat import ChitChat
 from bot.chat.conversation import QueryRewriter
+from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
+from bot.chat.handoff import Handoff
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import ChatModel, OpenAIChat
 from bot.chat.privacy import PrivacyPolicy
@@ -19,6 +22,7 @@ from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
+from bot.chat.steps import Ladder
 from bot.chat.turn_log import TurnLogError, turn_log_from_settings
 from bot.config.settings import Settings
 from bot.config.watch import ConfiguredMode
@@ -144,7 +148,10 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
 
 def thresholds(settings: Settings) -> dict[str, Cutoffs]:
     """Each retrieval system's thresholds, in relevance (the same unit for every backend of a system)."""
-    return {name: Cutoffs(name, c.answer, c.direct) for name, c in settings.retrieval.thresholds.items()}
+    return {
+        name: Cutoffs(name, c.answer, c.direct, c.clarify, c.confirm)
+        for name, c in settings.retrieval.thresholds.items()
+    }
 
 
 def build_llm(settings: Settings) -> ChatModel | None:
@@ -213,6 +220,16 @@ def build_recorder(settings: Settings, purge_every: float | None = None) -> Turn
     return recorder
 
 
+def build_ladder(settings: Settings) -> Ladder:
+    """The ladder's rungs before the fallback chain, with the small-talk set and the hand-off they use."""
+    return Ladder(
+        steps=tuple(settings.ladder.steps),
+        chitchat=ChitChat.from_settings(settings.chitchat) if settings.chitchat.enabled else None,
+        handoff=Handoff.from_settings(settings.handoff) if settings.handoff.enabled else None,
+        max_options=settings.ladder.max_options,
+    )
+
+
 def build_bot(
     settings: Settings,
     llm: ChatModel | None = None,
@@ -267,6 +284,8 @@ def build_bot(
         else None,
         recorder=build_recorder(settings, purge_every=PURGE_EVERY if background else None),
         privacy=PrivacyPolicy.from_settings(settings.privacy),
+        ladder=build_ladder(settings),
+        dont_know=DontKnowDetector(settings.ladder.dont_know_patterns),
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

@@ -79,7 +79,7 @@ def test_hyde_makes_the_right_entry_pass(llm_bot, llm_server):
 
 
 def test_hyde_that_finds_nothing_falls_to_fixed_last_resort(llm_bot, llm_server, llm_settings):
-    answer = llm_bot.answer("今天天气怎么样")
+    answer = llm_bot.answer("火星上有几座城市")
     assert answer.strategy is Strategy.LAST_RESORT and not answer.hits
     assert answer.text.startswith(llm_settings.fallback.last_resort.reply.strip()[:10])
     assert len(llm_server.requests) == 1  # only the HyDE call
@@ -89,16 +89,16 @@ def test_llm_last_resort_shows_notice(llm_settings, llm_server):
     llm_settings.fallback.last_resort.mode = "llm"
     set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted(answer="今天可能是晴天。")
-    answer = build_bot(llm_settings).answer("今天天气怎么样")
+    answer = build_bot(llm_settings).answer("火星上有几座城市")
     assert answer.strategy is Strategy.LAST_RESORT and answer.llm_used
     assert answer.text.startswith(llm_settings.fallback.last_resort.notice) and answer.text.endswith("今天可能是晴天。")
-    assert llm_server.requests[-1]["body"]["messages"][-1]["content"] == "今天天气怎么样"
+    assert llm_server.requests[-1]["body"]["messages"][-1]["content"] == "火星上有几座城市"
 
 
 def test_chain_without_hyde_skips_it(llm_settings, llm_server):
     llm_settings.fallback.chain = ["last_resort"]
     set_cutoffs(llm_settings, "sparse", 0.5)
-    assert build_bot(llm_settings).answer("今天天气怎么样").strategy is Strategy.LAST_RESORT
+    assert build_bot(llm_settings).answer("火星上有几座城市").strategy is Strategy.LAST_RESORT
     assert llm_server.requests == []
 
 

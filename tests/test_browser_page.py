@@ -186,3 +186,42 @@ def test_phone_width_keeps_tabs_visible_and_sources_under_the_answer(browser, ap
         assert path.is_file() and path.stat().st_size > 10_000
     finally:
         app.stop()
+
+
+def test_a_clarify_question_shows_buttons_and_a_click_answers_the_chosen_entry(browser, app_config):
+    import sqlite3
+
+    raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
+    kb = Path(raw["knowledge"]["path"])
+    write_knowledge(
+        kb,
+        {
+            "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》。", "metadata": "校歌"},
+            "second": {"query": "中大的第二校歌是什么？", "document": "第二校歌是《紫荆花开》。", "metadata": "校歌"},
+        },
+        name="songs.json",
+    )
+    raw["retrieval"]["thresholds"]["sparse"] = {"answer": 0.5, "direct": None, "clarify": 0.05, "confirm": None}
+    app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    app = App(app_config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        ask(page, "校歌是什么")
+        options = page.locator("#kb-chat button.option")
+        options.first.wait_for(timeout=30000)
+        assert set(options.all_inner_texts()) == {"中大的第二校歌是什么？", "中大的校歌是什么？"}
+        assert "您想问的是" in page.locator("#kb-chat .bot").last.inner_text()
+        shot(page, "chat-clarify")
+        options.get_by_text("中大的第二校歌是什么？", exact=True).click()
+        page.wait_for_function(
+            "() => document.querySelector('#kb-sources .kb-sources')?.dataset.q === '中大的第二校歌是什么？'",
+            timeout=30000,
+        )
+        assert "紫荆花开" in page.locator("#kb-chat .bot").last.inner_text()
+        assert "chosen option" in page.locator("#kb-sources").inner_text()
+    finally:
+        app.stop()
+    log = Path(raw["state_dir"]) / "log" / "turns.sqlite"
+    with sqlite3.connect(log) as db:
+        rows = db.execute("SELECT question, strategy FROM turns ORDER BY id").fetchall()
+    assert rows[-2:] == [("校歌是什么", "clarify"), ("中大的第二校歌是什么？", "chosen")]  # the choice is logged

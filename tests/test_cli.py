@@ -45,7 +45,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
 
 
 def test_ask_off_topic_is_last_resort(config_file):
-    out = json.loads(run(config_file, "ask", "今天天气怎么样", "--json").stdout)
+    out = json.loads(run(config_file, "ask", "火星上有几座城市", "--json").stdout)
     assert out["strategy"] == "last_resort" and out["hits"] == []
 
 

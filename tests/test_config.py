@@ -150,4 +150,10 @@ def test_system_of_a_mode_follows_the_encoder(tmp_path, raw):
 def test_cutoffs_describe_and_serialise():
     assert Cutoffs("hybrid-e5", 0.81).describe() == "hybrid-e5 ≥ 0.81"
     assert Cutoffs("sparse", 0.35, 0.9).describe() == "sparse ≥ 0.35 (direct ≥ 0.9)"
-    assert Cutoffs("sparse", 0.35, 0.9).to_dict() == {"system": "sparse", "answer": 0.35, "direct": 0.9}
+    assert Cutoffs("sparse", 0.35, 0.9).to_dict() == {
+        "system": "sparse",
+        "answer": 0.35,
+        "direct": 0.9,
+        "clarify": None,
+        "confirm": None,
+    }

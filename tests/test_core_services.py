@@ -94,8 +94,8 @@ def test_retrieval_only_answers_every_part(offline_bot):
     assert "↳ 怎么添加知识" in text and "knowledge 文件夹" in text
     assert "↳ 怎么切换检索模式" in text and "修改 retrieval.mode" in text
     assert text.index("knowledge 文件夹") < text.index("↳ 怎么切换检索模式") < text.index("修改 retrieval.mode")
-    partial = offline_bot.answer("怎么添加知识，今天天气怎么样？")
-    assert "knowledge 文件夹" in partial.text and f"↳ 今天天气怎么样\n\n{PART_NOT_FOUND}" in partial.text
+    partial = offline_bot.answer("怎么添加知识，火星上有几座城市？")
+    assert "knowledge 文件夹" in partial.text and f"↳ 火星上有几座城市\n\n{PART_NOT_FOUND}" in partial.text
     assert offline_bot.answer("怎么添加知识？").parts == ()
 
 

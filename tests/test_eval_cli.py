@@ -237,7 +237,7 @@ NEGATIVES = [
     {"question": "学校的校训是什么", "gold_ids": [], "kind": "unanswerable"},
     {"question": "宿舍可以养猫吗", "gold_ids": [], "kind": "unanswerable"},
     {"question": "你好呀", "gold_ids": [], "kind": "chitchat"},
-    {"question": "今天天气怎么样", "gold_ids": [], "kind": "chitchat"},
+    {"question": "火星上有几座城市", "gold_ids": [], "kind": "chitchat"},
 ]
 
 

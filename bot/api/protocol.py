@@ -148,7 +148,8 @@ def model_list(modes: Iterable[str], default_mode: str, created: int) -> dict[st
 
 
 def kbbot_extra(answer: Answer) -> dict[str, Any]:
-    """The extra top-level ``kbbot`` field: the sources behind the answer, its strategy, mode and thresholds."""
+    """The extra top-level ``kbbot`` field: the ladder's decision and the entries offered, the sources behind the
+    answer (with their confidence band), its strategy, mode and thresholds."""
     sources = []
     for hit in answer.hits:
         source = {
@@ -158,11 +159,15 @@ def kbbot_extra(answer: Answer) -> dict[str, Any]:
             "score": round(hit.score, 4),
             "searcher": hit.searcher,
         }
+        if answer.thresholds is not None:
+            source["band"] = answer.thresholds.band(hit).value
         if hit.subquestion:
             source["subquestion"] = hit.subquestion
         sources.append(source)
     return {
         "mode": answer.mode,
+        "decision": answer.decision.value,
+        "options": [o.to_dict() for o in answer.options],
         "strategy": answer.strategy.value,
         "thresholds": answer.thresholds.to_dict() if answer.thresholds else None,
         "sources": sources,

@@ -17,6 +17,59 @@ class Strategy(str, Enum):
     HYDE = "hyde"
     LAST_RESORT = "last_resort"
     REFUSED = "refused"  # the message held personal data and privacy.refuse is on: nothing searched or sent
+    CHOSEN = "chosen"  # a reply to a clarify or confirm question picked an offered entry ("2", "是的")
+    CLARIFY = "clarify"  # close candidates: "您想问的是：" with their questions as options
+    CONFIRM = "confirm"  # a near miss: "您是想问「X」吗？"
+    CHITCHAT = "chitchat"  # small talk, a persona reply
+    HANDOFF = "handoff"  # a person was asked for (or misses piled up): the configured hand-off reply
+    REPHRASE = "rephrase"  # "no" to a confirmation or "none of these": please ask in other words
+
+    @property
+    def decision(self) -> Decision:
+        """The rung of the ladder this strategy belongs to (the six words of the API)."""
+        return _DECISIONS.get(self, Decision.ANSWER)
+
+
+class Decision(str, Enum):
+    """What the turn did, as every front end reports it."""
+
+    ANSWER = "answer"
+    CLARIFY = "clarify"
+    CONFIRM = "confirm"
+    CHITCHAT = "chitchat"
+    HANDOFF = "handoff"
+    FALLBACK = "fallback"
+
+
+_DECISIONS = {
+    Strategy.CLARIFY: Decision.CLARIFY,
+    Strategy.CONFIRM: Decision.CONFIRM,
+    Strategy.CHITCHAT: Decision.CHITCHAT,
+    Strategy.HANDOFF: Decision.HANDOFF,
+    Strategy.LAST_RESORT: Decision.FALLBACK,
+    Strategy.REFUSED: Decision.FALLBACK,
+    Strategy.REPHRASE: Decision.FALLBACK,
+}
+
+
+class Band(str, Enum):
+    """How sure the calibration is of a hit: high, medium (passes the answer threshold) or low."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+@dataclass(frozen=True)
+class Option:
+    """An entry a reply offers (clarify, confirm, "did you mean"): its id and its question."""
+
+    id: str
+    question: str
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"id": self.id, "question": self.question}
 
 
 @dataclass(frozen=True)
@@ -26,10 +79,21 @@ class Cutoffs:
     system: str
     answer: float
     direct: float | None = None
+    clarify: float | None = None  # candidates within this of the top one are offered as options (None: never)
+    confirm: float | None = None  # a top hit this far below ``answer`` is offered for confirmation (None: never)
 
     def passes(self, hit: Hit) -> bool:
         """True when the hit is relevant enough to answer from."""
         return hit.relevance >= self.answer
+
+    def near_miss(self, hit: Hit) -> bool:
+        """True when the hit falls short of ``answer`` by less than the confirm band."""
+        return self.confirm is not None and self.answer - self.confirm <= hit.relevance < self.answer
+
+    def band(self, hit: Hit) -> Band:
+        """high: at least ``direct`` (without one, halfway from ``answer`` to 1), medium: passes, low: below."""
+        high = self.direct if self.direct is not None else (1.0 + self.answer) / 2
+        return Band.HIGH if hit.relevance >= high else Band.MEDIUM if self.passes(hit) else Band.LOW
 
     def is_direct(self, hit: Hit) -> bool:
         """True when the hit is so close that its document is the answer (never when ``direct`` is off)."""
@@ -42,7 +106,13 @@ class Cutoffs:
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
-        return {"system": self.system, "answer": self.answer, "direct": self.direct}
+        return {
+            "system": self.system,
+            "answer": self.answer,
+            "direct": self.direct,
+            "clarify": self.clarify,
+            "confirm": self.confirm,
+        }
 
 
 @dataclass(frozen=True)
@@ -81,10 +151,16 @@ class Answer:
     notices: tuple[str, ...] = ()
     knowledge_error: str | None = None
     suggestions: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()  # the entries offered (clarify, confirm, "did you mean"), best first
     parts: tuple[Part, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
     turn_id: int | None = None  # the conversation log's id of this turn, once recorded (Bot.turn)
+
+    @property
+    def decision(self) -> Decision:
+        """The ladder's decision: answer, clarify, confirm, chitchat, handoff or fallback."""
+        return self.strategy.decision
 
     @property
     def notice(self) -> str | None:
@@ -102,6 +178,8 @@ class Answer:
             "question": self.question,
             "answer": self.text,
             "strategy": self.strategy.value,
+            "decision": self.decision.value,
+            "options": [o.to_dict() for o in self.options],
             "mode": self.mode,
             "llm": self.llm,
             "llm_used": self.llm_used,
@@ -114,15 +192,15 @@ class Answer:
             "rewritten": self.rewritten,
             "suggestions": list(self.suggestions),
             "parts": [{"question": p.question, "id": p.hit.entry.id if p.hit else None} for p in self.parts],
-            "hits": [hit_dict(h) for h in self.hits],
-            "candidates": [hit_dict(h) for h in self.candidates],
+            "hits": [hit_dict(h, self.thresholds) for h in self.hits],
+            "candidates": [hit_dict(h, self.thresholds) for h in self.candidates],
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
         }
 
 
-def hit_dict(hit: Hit) -> dict:
-    """JSON-ready form of one hit."""
-    d = {
+def hit_dict(hit: Hit, cutoffs: Cutoffs | None = None) -> dict:
+    """JSON-ready form of one hit (with its confidence band when the thresholds are known)."""
+    d: dict = {
         "id": hit.entry.id,
         "query": hit.entry.query,
         "document": hit.entry.document,
@@ -132,6 +210,8 @@ def hit_dict(hit: Hit) -> dict:
         "searcher": hit.searcher,
         "signals": {k: round(v, 4) for k, v in hit.signals.items()},
     }
+    if cutoffs is not None:
+        d["band"] = cutoffs.band(hit).value
     if hit.subquestion:
         d["subquestion"] = hit.subquestion
     d.update(

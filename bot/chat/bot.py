@@ -12,20 +12,23 @@ from typing import Any
 from bot.chat import services
 from bot.chat.answer import Answer, Cutoffs, Part, Strategy
 from bot.chat.cleaning import TRUNCATED_NOTICE, clean_message  # noqa: F401 (re-exported)
-from bot.chat.compose import RETRIEVAL_ONLY_LABEL, compose  # noqa: F401 (re-exported)
+from bot.chat.compose import RETRIEVAL_ONLY_LABEL  # noqa: F401 (re-exported)
 from bot.chat.conversation import QueryRewriter, last_user_message
+from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import LONG_BUSY, ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.followup import followup_queries, reads_as_followup
-from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms, stream_reply  # noqa: F401 (notices re-exported)
+from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms  # noqa: F401 (notices re-exported)
 from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.privacy import NO_MASKING, PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
+from bot.chat.respond import VERBATIM_LABEL, Responder  # noqa: F401 (VERBATIM_LABEL re-exported)
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
+from bot.chat.steps import Ladder, Retrieval, Turn, build_steps
 from bot.errors import ConfigError, LLMError, SearchBackendError
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
@@ -34,7 +37,6 @@ from bot.search.index import KnowledgeIndex
 log = logging.getLogger(__name__)
 
 EMPTY_REPLY = "请输入您的问题。/ Please type a question."
-VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
 SEARCH_DOWN_NOTICE = (
     "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
 )
@@ -65,6 +67,8 @@ class Bot:
         privacy: PrivacyPolicy = NO_MASKING,
         max_search_chars: int | None = None,
         expensive: ExpensiveGate | None = None,
+        ladder: Ladder | None = None,
+        dont_know: DontKnowDetector | None = None,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -86,6 +90,17 @@ class Bot:
         self.privacy = privacy
         self.max_search_chars = max_search_chars  # text searched per search (limits.max_search_chars)
         self.expensive = expensive  # long messages' own concurrency limit (Bot.turn)
+        self.ladder = ladder or Ladder()
+        self.responder = Responder(prompt, last_resort, self.llm, splitter, max_answer_chars, dont_know)
+        self.steps = build_steps(
+            self.ladder,
+            self.chain,
+            self.responder,
+            self,
+            lambda: self.index.entries,
+            self.hyde,
+            rewrite=self.multi_query is not None,
+        )
 
     @property
     def retrieval_only(self) -> bool:
@@ -234,7 +249,7 @@ class Bot:
         return answer.noted(LONG_BUSY)
 
     def stream(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Iterator[Answer]:
-        """Yield snapshots of the answer as it is produced; the last one has ``finished=True``."""
+        """Yield snapshots of the answer as it goes down the ladder; the last one has ``finished=True``."""
         start = time.perf_counter()
         mode = mode or self.current_mode()
         timings: dict[str, float] = {}
@@ -249,87 +264,69 @@ class Bot:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)
             return
         if refused:  # not searched, not sent; the log stores it masked
-            yield self._finish(
+            yield finish(
                 dataclasses.replace(base, text=self.privacy.refusal, strategy=Strategy.REFUSED), timings, start
             )
             return
         self.index.refresh()
         if self.index.error:
             base = dataclasses.replace(base, knowledge_error=str(self.index.error))
-        rewritten = self._standalone(question, history, timings)
-        search_q = rewritten or question
-        t = time.perf_counter()
+        turn = Turn(base, history, timings, start, self._retrieval)
         try:
-            candidates, passed, parts, served = self._search(search_q, mode)
-            previous = last_user_message(history) if self.llm is None else None
-            previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
-            if previous and reads_as_followup(question):
-                # No LLM to rewrite it: the first standalone query that passes wins ("那深圳呢" after "珠海校区地址是什么"
-                # searches "深圳校区地址是什么"); a message with no subject of its own ("他是谁") that finds nothing is
-                # searched with the previous question (bot/chat/followup.py).
-                for combined in followup_queries(previous, question, answered=bool(passed)):
-                    more, more_passed = self.retrieve(combined, mode)
-                    if more_passed:
-                        candidates, passed, rewritten, parts = more, more_passed, combined, ()
-                        break
+            for step in self.steps:
+                for snapshot in step.run(turn):
+                    yield snapshot
+                    if snapshot.finished:
+                        return
         except SearchBackendError as exc:
             # The detail (hosts, index names) goes to the log, not to a possibly public chat page.
             log.error("search failed in mode %s: %s", mode, exc)
-            yield self._finish(
-                dataclasses.replace(base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT).noted(
-                    SEARCH_DOWN_NOTICE
-                ),
-                timings,
-                start,
-            )
-            return
+            down = dataclasses.replace(turn.base, text=SEARCH_DOWN_NOTICE, strategy=Strategy.LAST_RESORT)
+            yield finish(down.noted(SEARCH_DOWN_NOTICE), timings, start)
+
+    def _retrieval(self, turn: Turn) -> Retrieval:
+        """The knowledge search of a turn: a follow-up made standalone (LLM) or substituted (retrieval-only),
+        split parts, optional LLM grading, against the thresholds of the searcher that answered."""
+        question, history, mode, timings = turn.question, turn.history, turn.base.mode, turn.timings
+        rewritten = self._standalone(question, history, timings)
+        search_q = rewritten or question
+        t = time.perf_counter()
+        candidates, passed, parts, served = self._search(search_q, mode)
+        previous = last_user_message(history) if self.llm is None else None
+        previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
+        if previous and self.ladder.chitchat is not None and self.ladder.chitchat.match(previous):
+            previous = None  # "你好" then a question: nothing to follow up on
+        if previous and reads_as_followup(question):
+            # No LLM to rewrite it: the first standalone query that passes wins ("那深圳呢" after "珠海校区地址是什么"
+            # searches "深圳校区地址是什么"); a message with no subject of its own ("他是谁") that finds nothing is
+            # searched with the previous question (bot/chat/followup.py).
+            for combined in followup_queries(previous, question, answered=bool(passed)):
+                more, more_passed = self.retrieve(combined, mode)
+                if more_passed:
+                    candidates, passed, rewritten, parts = more, more_passed, combined, ()
+                    break
         timings["retrieve"] = ms(t)
         # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
         cutoffs = self.cutoffs(served.system)
         candidates, passed, parts = self._graded(search_q, candidates, passed, parts, cutoffs, timings)
-        base = dataclasses.replace(base, candidates=candidates, rewritten=rewritten, parts=parts, thresholds=cutoffs)
-        base = base.noted(*services.searcher_notices(served))
-        if passed:
-            yield from self._respond(dataclasses.replace(base, hits=passed), history, timings, start)
-            return
-        for step in self.chain:
-            if step == "hyde" and self.hyde is not None:
-                t = time.perf_counter()
-                try:
-                    hypothetical = self.hyde.hypothesize(search_q)
-                except LLMError as exc:
-                    log.warning("HyDE skipped: %s", exc)
-                    timings["hyde"] = ms(t)
-                    continue
-                timings["hyde"] = ms(t)
-                t = time.perf_counter()
-                found, passed, _, hyde_served = self._search(HydeFallback.search_text(search_q, hypothetical), mode)
-                timings["retrieve_hyde"] = ms(t)
-                # the thresholds of the searcher that answered this search (a stand-in's while an index builds)
-                _, passed, _ = self._graded(search_q, found, passed, (), self.cutoffs(hyde_served.system), timings)
-                if passed:
-                    base = dataclasses.replace(
-                        base, hits=passed, strategy=Strategy.HYDE, hypothetical=hypothetical, parts=()
-                    )
-                    yield from self._respond(base, history, timings, start)
-                    return
-                base = dataclasses.replace(base, hypothetical=hypothetical)
-            elif step == "rewrite" and self.multi_query is not None:
-                searcher = self.index.searcher(mode)
-                rewrites = self.multi_query.run(search_q, searcher, self.top_k, timings)
-                _, passed, _ = self._graded(search_q, rewrites.hits, None, (), self.cutoffs(searcher.system), timings)
-                base = dataclasses.replace(base, phrasings=rewrites.phrasings)
-                if passed:
-                    yield from self._respond(
-                        dataclasses.replace(base, hits=passed, strategy=Strategy.REWRITE, parts=()),
-                        history,
-                        timings,
-                        start,
-                    )
-                    return
-            elif step == "last_resort":
-                break
-        yield from self._last_resort(dataclasses.replace(base, strategy=Strategy.LAST_RESORT), history, timings, start)
+        turn.replace(candidates=candidates, rewritten=rewritten, parts=parts, thresholds=cutoffs)
+        turn.base = turn.base.noted(*services.searcher_notices(served))
+        return Retrieval(candidates, passed, parts, cutoffs)
+
+    def search_again(self, turn: Turn, text: str) -> list[Hit]:
+        """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded against the
+        thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
+        found, passed, _, served = self._search(text, turn.base.mode)
+        return self._graded(turn.search_text, found, passed, (), self.cutoffs(served.system), turn.timings)[1]
+
+    def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
+        """(the LLM's phrasings of the turn's question, the passing hits they found)."""
+        assert self.multi_query is not None  # the rewrite rung exists only with an LLM
+        searcher = self.index.searcher(turn.base.mode)
+        rewrites = self.multi_query.run(turn.search_text, searcher, self.top_k, turn.timings)
+        cutoffs = self.cutoffs(searcher.system)
+        passed = self._graded(turn.search_text, rewrites.hits, None, (), cutoffs, turn.timings)[1]
+        return rewrites.phrasings, passed
 
     def _graded(self, question: str, hits: list[Hit], passed: list[Hit] | None, parts, cutoffs: Cutoffs, timings):
         """(hits, passing hits, parts) after the optional LLM grading (``passed`` None: computed here), against
@@ -341,57 +338,6 @@ class Bot:
         timings["grade"] = timings.get("grade", 0.0) + ms(t)
         return graded
 
-    # -- producing text ----------------------------------------------------
-    def _respond(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
-        if self.llm is None:
-            yield self._finish(dataclasses.replace(base, text=self.compose(base.hits, base.parts)), timings, start)
-            return
-        best = base.hits[0]
-        # Not for a split message, even when its best hit came from the search for the whole message (no label).
-        split = self.splitter is not None and len(self.splitter.split(base.rewritten or base.question)) > 1
-        if (
-            base.strategy == Strategy.DIRECT
-            and not best.subquestion
-            and not split
-            and base.thresholds
-            and base.thresholds.is_direct(best)
-        ):
-            # So close to one entry that its document is the answer: no LLM call, and labelled as such.
-            text = f"{VERBATIM_LABEL}\n\n**{best.entry.query}**\n\n{best.entry.document}"
-            yield self._finish(
-                dataclasses.replace(base, text=text, strategy=Strategy.VERBATIM, hits=[best]), timings, start
-            )
-            return
-        t = time.perf_counter()
-        prompt = self.prompt.build(base.question, base.hits, history)
-        timings["prompt"] = ms(t)
-        base = dataclasses.replace(base, hits=prompt.used, llm_used=True)
-        yield from self._generate(
-            base, prompt.messages, history, timings, start, fallback=self.compose(prompt.used, base.parts)
-        )
-
-    def _last_resort(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
-        fixed = self.last_resort.fixed_reply(base.candidates)
-        if self.llm is not None and self.last_resort.uses_llm:
-            messages = self.prompt.build_plain(base.question, history)
-            base = dataclasses.replace(base, llm_used=True).noted(self.last_resort.notice)
-            yield from self._generate(
-                base, messages, history, timings, start, fallback=fixed, prefix=self.last_resort.notice + "\n\n"
-            )
-            return
-        suggestions = tuple(self.last_resort.suggestions(base.candidates))
-        yield self._finish(dataclasses.replace(base, text=fixed, suggestions=suggestions), timings, start)
-
-    def _generate(
-        self, base: Answer, messages, history, timings, start, fallback: str, prefix: str = ""
-    ) -> Iterator[Answer]:
-        """Stream the LLM; on failure degrade to ``fallback`` text with a notice, keeping any streamed part."""
-        assert self.llm is not None  # callers check that there is an LLM
-        yield from stream_reply(self.llm, messages, base, timings, start, fallback, prefix, self.max_answer_chars)
-
     def compose(self, hits: Sequence[Hit], parts: Sequence[Part] = ()) -> str:
         """Retrieval-only reply: each part's best entry (a split message) or the best hit's document, then titles."""
-        return compose(hits, parts, self.last_resort.fixed_reply([]), self.prompt.settings.max_hit_chars)
-
-    def _finish(self, answer: Answer, timings: dict[str, float], start: float) -> Answer:
-        return finish(answer, timings, start)
+        return self.responder.compose(hits, parts)

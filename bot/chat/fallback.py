@@ -40,13 +40,16 @@ class LastResort:
 
     def suggestions(self, candidates: Sequence[Hit]) -> list[str]:
         """The questions of up to ``suggestions`` closest entries below the threshold ("did you mean")."""
-        seen: list[str] = []
+        return [hit.entry.query for hit in self.suggested(candidates)]
+
+    def suggested(self, candidates: Sequence[Hit]) -> list[Hit]:
+        """The hits behind :meth:`suggestions`: the closest entries, one per distinct question."""
+        seen: dict[str, Hit] = {}
         for hit in candidates:
             if len(seen) >= self.settings.suggestions:
                 break
-            if hit.entry.query not in seen:
-                seen.append(hit.entry.query)
-        return seen
+            seen.setdefault(hit.entry.query, hit)
+        return list(seen.values())
 
     def fixed_reply(self, candidates: Sequence[Hit]) -> str:
         """The configured reply plus the "did you mean" suggestions."""

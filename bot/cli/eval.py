@@ -8,7 +8,7 @@ import json
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config.settings import MODES, Settings, check_mode
@@ -28,6 +28,8 @@ from bot.evaluation import (
     subsample,
     threshold_key,
 )
+from bot.evaluation.decisions import Decided, DecisionSummary, decide, summarize, write_details
+from bot.evaluation.ladder_tuning import Case
 from bot.evaluation.run import KS
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
 
@@ -44,6 +46,12 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--limit", type=int, default=None, help="a fixed random subset of N questions (seed 0)")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
     p.add_argument("--answers", action="store_true", help="also run the whole bot (needs an LLM) and score EM/F1")
+    p.add_argument(
+        "--details",
+        metavar="FILE",
+        default=None,
+        help='write one JSON line per question: {"id", "question", "decision", "entries"}',
+    )
     p.add_argument(
         "--self-check",
         action="store_true",
@@ -149,6 +157,12 @@ class ModeReport:
     exact_match: float | None = None
     f1: float | None = None
     scored_answers: int = 0
+    decided: list[Decided] = field(default_factory=list)
+
+    @property
+    def decisions(self) -> DecisionSummary:
+        """The ladder's decisions over the questions (retrieval-only: no LLM wording)."""
+        return summarize(self.decided)
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -168,6 +182,7 @@ class ModeReport:
             "exact_match": self.exact_match,
             "f1": self.f1,
             "scored_answers": self.scored_answers,
+            **self.decisions.to_dict(),
         }
 
 
@@ -175,6 +190,7 @@ def evaluate_mode(bot, mode: str, questions: list[EvalQuestion], top_k: int, ans
     """Run ``bot.retrieve`` (and with ``answers`` ``bot.answer``) over every question in ``mode``."""
     bot.index.searcher(mode)  # build/sync before the clock starts
     run = run_questions(lambda q: bot.retrieve(q, mode=mode, top_k=top_k), questions, mode)
+    decided = decide(bot, questions, mode)  # the whole ladder (with the LLM only under --answers)
     em, f1 = [], []
     for q in questions if answers else []:
         if q.answers:
@@ -187,6 +203,7 @@ def evaluate_mode(bot, mode: str, questions: list[EvalQuestion], top_k: int, ans
         _mean(em) if answers else None,
         _mean(f1) if answers else None,
         len(em),
+        decided,
     )
 
 
@@ -210,6 +227,9 @@ def eval_table(reports: list[ModeReport]) -> str:
         "p50 ms",
         "p95 ms",
         "threshold",
+        "wrong /100",
+        "right or resolved",
+        "answer / clarify / confirm / chit-chat / hand-off / fallback",
     ]
     answers = any(r.exact_match is not None for r in reports)
     head += ["EM", "F1"] if answers else []
@@ -226,6 +246,13 @@ def eval_table(reports: list[ModeReport]) -> str:
             f"{r.p50_ms:.2f}",
             f"{r.p95_ms:.2f}",
             f"{t['system']} ≥ {t['answer']:g}",
+            f"{report.decisions.per_100(report.decisions.wrong):.1f}",
+            _pct(
+                report.decisions.right_or_resolved / report.decisions.answerable
+                if report.decisions.answerable
+                else None
+            ),
+            " / ".join(str(v) for v in report.decisions.mix.values()),
         ]
         row += [_pct(report.exact_match), _pct(report.f1)] if answers else []
         lines.append("| " + " | ".join(row) + " |")
@@ -263,6 +290,8 @@ def run_eval(settings: Settings, args) -> int:
         return 2
     bot = _bot(s, modes[0], llm)  # one bot: hybrid reuses the sparse and dense indexes built for the other modes
     reports = [evaluate_mode(bot, m, questions, args.top_k, args.answers) for m in modes]
+    if args.details:
+        write_details(args.details, {r.run.system: r.decided for r in reports})
     if args.json:
         doc = {
             "questions_file": str(args.questions),
@@ -348,15 +377,17 @@ def _calibrate_once(
         results = []
         for mode in modes:
             system = bot.index.searcher(mode).system
-            best = {
-                o.question.question: o.best_relevance
-                for o in run_questions(
-                    functools.partial(bot.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]
-                ).outcomes
-            }
+            outcomes = run_questions(
+                functools.partial(bot.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]
+            ).outcomes
+            best = {o.question.question: o.best_relevance for o in outcomes}
+            cases = [Case(tuple(zip(o.ranked, o.relevances)), o.question.gold) for o in outcomes]
             results.append(
                 calibrate(
-                    system, [best[q.question] for q in split.answerable], [best[q.question] for q in split.unanswerable]
+                    system,
+                    [best[q.question] for q in split.answerable],
+                    [best[q.question] for q in split.unanswerable],
+                    cases,
                 )
             )
         return results
@@ -382,6 +413,9 @@ def _write(config: str, results: list[Calibration]) -> int:
     try:
         for r in results:
             text = set_scalar(text, threshold_key(r.system), r.chosen.threshold)
+            if r.ladder is not None:
+                text = set_scalar(text, threshold_key(r.system, "clarify"), r.ladder.margin)
+                text = set_scalar(text, threshold_key(r.system, "confirm"), r.ladder.band)
     except YamlEditError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2

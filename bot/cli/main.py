@@ -107,11 +107,14 @@ def _ask(settings, args) -> int:
         return 0
     print(answer.text)
     print(
-        f"\n[strategy: {answer.strategy.value} · mode: {answer.mode} · "
+        f"\n[decision: {answer.decision.value} · strategy: {answer.strategy.value} · mode: {answer.mode} · "
         f"{'LLM: ' + bot.llm.name if bot.llm else 'retrieval-only'}]"
     )
     for i, hit in enumerate(answer.hits, 1):
-        print(f"  [{i}] {hit.entry.query}  (relevance {hit.relevance:.3f}, {hit.searcher}, {hit.entry.id})")
+        band = f", {answer.thresholds.band(hit).value}" if answer.thresholds else ""
+        print(f"  [{i}] {hit.entry.query}  (relevance {hit.relevance:.3f}{band}, {hit.searcher}, {hit.entry.id})")
+    for i, option in enumerate(answer.options, 1):
+        print(f"  option {i}: {option.question}  ({option.id})")
         _print_passages(hit, "      ")
     return 0
 

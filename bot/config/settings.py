@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -204,6 +205,10 @@ class Cutoffs(Strict):
     answer: float = Field(ge=0.0, le=1.0)
     # null = never reply with an entry's document verbatim.
     direct: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Clarify: passing candidates within this relevance of the top one are offered as options (null = never).
+    clarify: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Confirm: a top hit at most this far below ``answer`` is offered as "您是想问「X」吗？" (null = never).
+    confirm: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 def check_template(template: str, **fields: object) -> str:
@@ -395,6 +400,45 @@ class FallbackSettings(Strict):
         repeated = sorted({step for step in value if value.count(step) > 1})
         if repeated:
             raise ValueError(f"fallback step(s) {', '.join(repeated)} listed more than once")
+        return value
+
+
+# The rungs before the fallback chain, in order: a reply to the previous clarify/confirm question, a request for a
+# person, small talk, close candidates, the answer, a near miss.
+LADDER_STEPS = ("choice", "handoff", "chitchat", "clarify", "answer", "confirm")
+
+
+class LadderSettings(Strict):
+    """The decision ladder before the fallback chain (bot/chat/steps/): which rungs run, in which order."""
+
+    steps: list[str] = Field(default_factory=lambda: list(LADDER_STEPS))
+    # At most this many entries are offered by a clarify question.
+    max_options: int = Field(default=3, ge=2, le=9)
+    # Extra regular expressions (case-insensitive) for an LLM reply that says it cannot answer from the references;
+    # such a reply is a miss and the ladder goes on (bot/chat/dont_know.py has the shipped ones).
+    dont_know_patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, value: list[str]) -> list[str]:
+        unknown = [step for step in value if step not in LADDER_STEPS]
+        if unknown:
+            raise ValueError(f"unknown ladder step(s) {', '.join(map(repr, unknown))}; use: {', '.join(LADDER_STEPS)}")
+        repeated = sorted({step for step in value if value.count(step) > 1})
+        if repeated:
+            raise ValueError(f"ladder step(s) {', '.join(repeated)} listed more than once")
+        if "answer" not in value:
+            raise ValueError("ladder.steps must include 'answer' (the rung that answers from the knowledge)")
+        return value
+
+    @field_validator("dont_know_patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"dont_know_patterns: {pattern!r} is not a regular expression: {exc}") from None
         return value
 
 
@@ -628,6 +672,7 @@ class Settings(Strict):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prompt: PromptSettings
     fallback: FallbackSettings
+    ladder: LadderSettings = Field(default_factory=LadderSettings)
     conversation: ConversationSettings = Field(default_factory=ConversationSettings)
     splitting: SplittingSettings = Field(default_factory=SplittingSettings)
     chitchat: ChitChatSettings = Field(default_factory=ChitChatSettings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from bot.evaluation.ladder_tuning import Case, LadderOutcome, tune
 from bot.evaluation.metrics import Point, best_threshold, point, round_threshold
 
 
@@ -22,6 +23,14 @@ class Calibration:
     neighbours: list[Point]
     positives: list[float] = field(default_factory=list, repr=False)
     negatives: list[float] = field(default_factory=list, repr=False)
+    cases: list[Case] = field(default_factory=list, repr=False)
+    ladder: LadderOutcome | None = None  # the clarify margin and confirm band chosen at this threshold
+
+    def with_ladder(self) -> Calibration:
+        """This calibration with the clarify margin and confirm band tuned on its cases at the chosen threshold."""
+        if self.cases:
+            self.ladder = tune(self.cases, self.chosen.threshold)
+        return self
 
     def headline(self) -> str:
         """One line: system, threshold and its precision/recall/F1."""
@@ -29,6 +38,7 @@ class Calibration:
         return (
             f"{self.system}: answer threshold {c.threshold:g} · precision {c.precision:.3f} · recall {c.recall:.3f}"
             f" · F1 {c.f1:.3f}  [{len(self.positives)} answerable / {len(self.negatives)} not]"
+            + (f"\n  {self.ladder.describe()}" if self.ladder else "")
         )
 
     def table(self) -> str:
@@ -48,6 +58,9 @@ class Calibration:
             "answerable": len(self.positives),
             "unanswerable": len(self.negatives),
             "neighbours": [asdict(p) for p in self.neighbours],
+            "clarify": self.ladder.margin if self.ladder else None,
+            "confirm": self.ladder.band if self.ladder else None,
+            "ladder": {**asdict(self.ladder), "asked": self.ladder.asked} if self.ladder else None,
         }
 
 
@@ -59,12 +72,13 @@ def neighbours(
     return [point(v, positives, negatives) for v in sorted(v for v in values if 0.0 <= v <= 1.0)]
 
 
-def calibrate(system: str, positives: list[float], negatives: list[float]) -> Calibration:
-    """Pick the best-F1 answer threshold (rounded) for one system's best-hit relevances."""
+def calibrate(system: str, positives: list[float], negatives: list[float], cases: Sequence[Case] = ()) -> Calibration:
+    """Pick the best-F1 answer threshold (rounded) for one system's best-hit relevances; with ``cases`` (each
+    question's ranked hits) also the clarify margin and confirm band at that threshold."""
     chosen = round_threshold(best_threshold(positives, negatives))
-    return Calibration(
-        system, point(chosen, positives, negatives), neighbours(chosen, positives, negatives), positives, negatives
-    )
+    point_ = point(chosen, positives, negatives)
+    found = Calibration(system, point_, neighbours(chosen, positives, negatives), positives, negatives, list(cases))
+    return found.with_ladder()
 
 
 def pool(runs: Sequence[Sequence[Calibration]]) -> list[Calibration]:
@@ -74,6 +88,7 @@ def pool(runs: Sequence[Sequence[Calibration]]) -> list[Calibration]:
             c.system,
             [v for run in runs for r in run if r.system == c.system for v in r.positives],
             [v for run in runs for r in run if r.system == c.system for v in r.negatives],
+            [case for run in runs for r in run if r.system == c.system for case in r.cases],
         )
         for c in runs[0]
     ]

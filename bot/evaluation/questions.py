@@ -28,6 +28,7 @@ class EvalQuestion:
     gold: frozenset[str]
     answers: tuple[str, ...] = ()
     kind: str = ANSWERABLE
+    id: str = ""  # the file's "id", else the line number
 
     @property
     def answerable(self) -> bool:
@@ -82,7 +83,11 @@ def load_questions(path: str | Path, entries: Sequence[Entry]) -> list[EvalQuest
             refs = d.get("answers") or ([d["answer"]] if d.get("answer") else [])
             questions.append(
                 EvalQuestion(
-                    str(text), frozenset(resolve_gold(g, ids, stems) for g in gold), tuple(str(a) for a in refs), kind
+                    str(text),
+                    frozenset(resolve_gold(g, ids, stems) for g in gold),
+                    tuple(str(a) for a in refs),
+                    kind,
+                    str(d.get("id") or n),
                 )
             )
     return questions

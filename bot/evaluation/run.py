@@ -24,6 +24,7 @@ class Outcome:
     best_relevance: float
     passed: bool
     ms: float
+    relevances: tuple[float, ...] = ()  # of ``ranked``, in the same order
 
     @property
     def rank(self) -> int | None:
@@ -81,5 +82,6 @@ def run_questions(retrieve: Retrieve, questions: Sequence[EvalQuestion], system:
         hits, passed = retrieve(q.question)
         ms = (time.perf_counter() - start) * 1000
         best = max((h.relevance for h in hits), default=0.0)
-        run.outcomes.append(Outcome(q, [h.entry.id for h in hits], best, bool(passed), ms))
+        ranked, relevances = [h.entry.id for h in hits], tuple(h.relevance for h in hits)
+        run.outcomes.append(Outcome(q, ranked, best, bool(passed), ms, relevances))
     return run

@@ -9,7 +9,7 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.answer import Answer
+from bot.chat.answer import Answer, Decision
 from bot.chat.bot import Bot
 from bot.chat.prompt import message_text
 from bot.config.settings import Settings
@@ -67,10 +67,20 @@ def override(mode: str | None) -> str | None:
     return None if mode in (None, "", FOLLOW) else mode
 
 
+CONFIRM_BUTTONS = [{"value": "是", "label": "是 / Yes"}, {"value": "不是", "label": "不是 / No"}]
+
+
 def reply_message(answer: Answer) -> dict[str, Any]:
-    """The chat message of an answer: escaped text, and its "did you mean" questions as clickable options."""
+    """The chat message of an answer: escaped text, and what it offers (clarify options, yes / no to a
+    confirmation, "did you mean" questions) as buttons; a click sends the button's value as the next message."""
     message: dict[str, Any] = {"role": "assistant", "content": safe_markdown(answer.text)}
-    if answer.finished and answer.suggestions:
+    if not answer.finished:
+        return message
+    if answer.decision is Decision.CONFIRM:
+        message["options"] = list(CONFIRM_BUTTONS)
+    elif answer.options:
+        message["options"] = [{"value": o.question, "label": o.question} for o in answer.options]
+    elif answer.suggestions:
         message["options"] = [{"value": q, "label": q} for q in answer.suggestions]
     return message
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
-from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.chat.answer import Answer, Band, Cutoffs, Strategy
 from bot.chat.services import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, ModeRetrieval, Status
 from bot.search.base import Hit
 
@@ -17,7 +17,15 @@ STRATEGY_LABELS = {
     Strategy.REWRITE: "改写问题检索 / multi-query rewrite",
     Strategy.HYDE: "HyDE 假设答案检索 / HyDE",
     Strategy.LAST_RESORT: "兜底回复 / last resort",
+    Strategy.REFUSED: "含个人信息，已拒绝 / refused (personal data)",
+    Strategy.CHOSEN: "用户选择的条目 / chosen option",
+    Strategy.CLARIFY: "请用户澄清 / clarify",
+    Strategy.CONFIRM: "请用户确认 / confirm",
+    Strategy.CHITCHAT: "闲聊 / chit-chat",
+    Strategy.HANDOFF: "转人工 / hand-off",
+    Strategy.REPHRASE: "请用户换个说法 / rephrase",
 }
+BAND_LABELS = {Band.HIGH: "高 / high", Band.MEDIUM: "中 / medium", Band.LOW: "低 / low"}
 
 
 def warn(text: str) -> str:
@@ -86,10 +94,12 @@ def _passages(hit: Hit) -> str:
     )
 
 
-def _scores(hit: Hit) -> str:
-    """Relevance first (the thresholded number), then the signals behind it, raw BM25 included."""
+def _scores(hit: Hit, cutoffs: Cutoffs | None = None) -> str:
+    """Relevance first (the thresholded number) with its confidence band, then the signals behind it."""
     extra = " · ".join(f"{e(SIGNAL_LABELS.get(k, k))} {v:.3g}" for k, v in hit.signals.items())
-    return f"<b>{hit.relevance:.3f}</b>" + (f" <small>({extra})</small>" if extra else "")
+    band = cutoffs.band(hit) if cutoffs else None
+    badge = f" <span class='kb-band kb-band-{band.value}'>{BAND_LABELS[band]}</span>" if band else ""
+    return f"<b>{hit.relevance:.3f}</b>{badge}" + (f" <small>({extra})</small>" if extra else "")
 
 
 def _cutoffs(cutoffs: Cutoffs | None) -> str:
@@ -124,12 +134,16 @@ def sources_html(answer: Answer) -> str:
             "<details class='kb-reasoning'><summary>模型的思考过程 / The model's reasoning</summary>"
             f"<pre style='white-space:pre-wrap'>{e(answer.reasoning)}</pre></details>"
         )
-    if answer.hits:
+    offered = {o.id for o in answer.options}
+    shown = answer.hits or [h for h in answer.candidates if h.entry.id in offered]
+    if shown:
+        if not answer.hits:
+            parts.append("<p class='kb-offered'><b>提供的选项 / Offered:</b></p>")
         rows = "".join(
             f"<tr><td>[{i}]</td><td title='{e(h.entry.id)}'>{e(h.entry.query)}"
             f"{'<br><small>↳ ' + e(h.subquestion) + '</small>' if h.subquestion else ''}{_passages(h)}</td>"
-            f"<td>{_scores(h)}</td><td>{e(searcher_label(h.searcher))}</td></tr>"
-            for i, h in enumerate(answer.hits, 1)
+            f"<td>{_scores(h, answer.thresholds)}</td><td>{e(searcher_label(h.searcher))}</td></tr>"
+            for i, h in enumerate(shown, 1)
         )
         parts.append(
             "<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>相关度 / Relevance</th>"

@@ -1,0 +1,168 @@
+"""Clarify and confirm questions as text, and a reply to one read back from the previous assistant message alone.
+
+The API is stateless (the client sends the history), so the offer must be recoverable from what the bot said:
+the clarify question lists its options as numbered lines under ``CLARIFY_HEAD``, the confirm question quotes one
+entry question in 「」. A reply is a pick (a number, 第二个, the option's text, or "是" to a confirmation), a "no"
+(不是, 都不是, none), or neither: then it is a new question and goes down the ladder as usual.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.chat.prompt import normalize_history
+
+CLARIFY_HEAD = "您想问的是：/ Did you mean:"
+CLARIFY_TAIL = "请回复序号或点选一项。/ Reply with a number or pick one."
+CONFIRM_HEAD = "您是想问"
+CONFIRM_TEMPLATE = "您是想问「{question}」吗？请回复“是”或“不是”。/ Did you mean “{question}”? Reply yes or no."
+REPHRASE_REPLY = (
+    "好的，请换个说法再问一次，说得具体一些会更容易找到答案。/ All right, please ask again in other words; more "
+    "detail makes the answer easier to find."
+)
+_OPTION_LINE = re.compile(r"^\s*(\d{1,2})[.．、)]\s*(.+?)\s*$")
+_CONFIRMED = re.compile(re.escape(CONFIRM_HEAD) + r"「(.+?)」吗？")
+_YES = frozenset(
+    [
+        "是",
+        "是的",
+        "是啊",
+        "是呀",
+        "对",
+        "对的",
+        "对啊",
+        "对呀",
+        "没错",
+        "嗯",
+        "嗯嗯",
+        "好",
+        "好的",
+        "可以",
+        "就是",
+        "就是这个",
+        "是这个",
+        "对就是这个",
+        "正确",
+        "yes",
+        "y",
+        "yeah",
+        "yep",
+        "yup",
+        "correct",
+        "right",
+        "sure",
+        "ok",
+        "okay",
+        "exactly",
+    ]
+)
+_NO = frozenset(
+    [
+        "不是",
+        "不",
+        "不对",
+        "不是的",
+        "都不是",
+        "都不对",
+        "没有",
+        "否",
+        "错了",
+        "不是这个",
+        "不是这些",
+        "no",
+        "n",
+        "nope",
+        "neither",
+        "none",
+        "wrong",
+        "nothing",
+    ]
+)
+_CN_NUMBERS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_PICK = re.compile(r"^(?:选|选择|第|#|no\.?|number|option)?\s*([0-9]{1,2}|[一二两三四五六七八九])\s*(?:个|项|条|号)?$")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What the previous assistant message offered: ``kind`` "clarify" or "confirm", and the entry questions."""
+
+    kind: str
+    questions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A message read as a reply to an offer: a pick (``index`` into the offer's questions) or a "no"."""
+
+    index: int | None  # None: "no" / none of these
+
+
+def clarify_text(questions: Sequence[str]) -> str:
+    """The clarify question: the head, one numbered line per entry question, the tail."""
+    lines = [f"{n}. {_one_line(q)}" for n, q in enumerate(questions, 1)]
+    return "\n".join([CLARIFY_HEAD, *lines, "", CLARIFY_TAIL])
+
+
+def confirm_text(question: str) -> str:
+    """The confirm question for one entry question."""
+    return CONFIRM_TEMPLATE.format(question=_one_line(question).replace("」", "”"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def previous_offer(history: Sequence[Any] | None) -> Offer | None:
+    """The offer made by the last assistant message of ``history``, if it was a clarify or confirm question."""
+    turns = normalize_history(history, 1000)
+    if not turns or turns[-1]["role"] != "assistant":
+        return None
+    return read_offer(turns[-1]["content"])
+
+
+def read_offer(text: str) -> Offer | None:
+    """The offer in one assistant message's text, or None."""
+    if CLARIFY_HEAD in text:
+        after = text.split(CLARIFY_HEAD, 1)[1].splitlines()
+        found = [m for m in (_OPTION_LINE.match(line) for line in after) if m]
+        numbered = [m.group(2) for n, m in enumerate(found, 1) if int(m.group(1)) == n]
+        return Offer("clarify", tuple(numbered)) if len(numbered) >= 2 else None
+    confirmed = _CONFIRMED.search(text)
+    return Offer("confirm", (confirmed.group(1),)) if confirmed else None
+
+
+def squeeze(text: str) -> str:
+    """Letters and digits only, NFKC, lower-case: the form replies and options are compared in."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
+
+
+def read_reply(message: str, offer: Offer) -> Reply | None:
+    """``message`` as a reply to ``offer``; None when it is a question of its own."""
+    said = squeeze(message)
+    if not said:
+        return None
+    if said in _NO:
+        return Reply(None)
+    if offer.kind == "confirm" and said in _YES:
+        return Reply(0)
+    number = _number(unicodedata.normalize("NFKC", message).strip().strip("。.!！").lower())
+    if number is not None:
+        return Reply(number - 1) if 1 <= number <= len(offer.questions) else None
+    options = [squeeze(q) for q in offer.questions]
+    if said in options:
+        return Reply(options.index(said))
+    inside = [i for i, o in enumerate(options) if len(said) >= 2 and said in o]
+    return Reply(inside[0]) if len(inside) == 1 else None
+
+
+def _number(text: str) -> int | None:
+    found = _PICK.match(text)
+    if not found:
+        return None
+    digit = found.group(1)
+    return int(digit) if digit.isdigit() else _CN_NUMBERS[digit]

@@ -1,0 +1,56 @@
+"""The decision ladder as rungs (steps) assembled from config: ``ladder.steps`` then ``fallback.chain``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bot.chat.chitchat import ChitChat
+from bot.chat.fallback import HydeFallback
+from bot.chat.handoff import Handoff
+from bot.chat.respond import Responder
+from bot.chat.steps.base import Retrieval, Step, Turn
+from bot.chat.steps.fallbacks import HydeStep, LastResortStep, Research, RewriteStep
+from bot.chat.steps.knowledge import AnswerStep, ClarifyStep, ConfirmStep
+from bot.chat.steps.talk import ChitChatStep, ChoiceStep, HandoffStep
+from bot.config.settings import LADDER_STEPS
+from bot.knowledge.entries import Entry
+
+__all__ = ["Ladder", "Retrieval", "Step", "Turn", "build_steps"]
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """The rungs before the fallback chain and what they need (small talk and hand-off are off without theirs)."""
+
+    steps: tuple[str, ...] = LADDER_STEPS
+    chitchat: ChitChat | None = None
+    handoff: Handoff | None = None
+    max_options: int = 3
+
+
+def build_steps(
+    ladder: Ladder,
+    chain: Sequence[str],
+    responder: Responder,
+    research: Research,
+    entries: Callable[[], list[Entry]],
+    hyde: HydeFallback | None = None,
+    rewrite: bool = False,
+) -> list[Step]:
+    """The steps named by ``ladder.steps`` then ``chain``; a rung whose part is not configured (no LLM for HyDE,
+    no chit-chat set) is left out, and the last resort always ends the ladder."""
+    made: dict[str, Callable[[], Step | None]] = {
+        "choice": lambda: ChoiceStep(entries, responder, ladder.handoff),
+        "handoff": lambda: HandoffStep(ladder.handoff) if ladder.handoff is not None else None,
+        "chitchat": lambda: ChitChatStep(ladder.chitchat) if ladder.chitchat is not None else None,
+        "clarify": lambda: ClarifyStep(ladder.max_options),
+        "answer": lambda: AnswerStep(responder),
+        "confirm": lambda: ConfirmStep(),
+        "rewrite": lambda: RewriteStep(research, responder) if rewrite else None,
+        "hyde": lambda: HydeStep(hyde, research, responder) if hyde is not None else None,
+        "last_resort": lambda: LastResortStep(responder, ladder.handoff),
+    }
+    fallbacks = list(chain)[: list(chain).index("last_resort")] if "last_resort" in chain else list(chain)
+    names = [*ladder.steps, *fallbacks, "last_resort"]  # steps listed after last_resort never run
+    return [step for step in (made[name]() for name in names) if step is not None]

@@ -1,0 +1,121 @@
+"""The fallback rungs: other phrasings (multi-query rewrite), a hypothetical answer searched (HyDE), the last
+resort, which hands off instead when the conversation keeps missing."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from bot.chat.answer import Answer, Strategy
+from bot.chat.fallback import HydeFallback
+from bot.chat.generate import ms
+from bot.chat.handoff import Handoff
+from bot.chat.offers import REPHRASE_REPLY
+from bot.chat.prompt import normalize_history
+from bot.chat.respond import Responder
+from bot.chat.steps.base import Turn
+from bot.chat.steps.knowledge import answer_from
+from bot.chat.steps.talk import hand_off
+from bot.errors import LLMError
+from bot.search.base import Hit
+
+log = logging.getLogger(__name__)
+
+
+class Research(Protocol):
+    """Searching again for a turn (the Bot): with another text, or with the LLM's alternative phrasings."""
+
+    def search_again(self, turn: Turn, text: str) -> list[Hit]:
+        """The passing hits (graded, with the answering searcher's thresholds) for ``text``."""
+        ...
+
+    def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
+        """(the LLM's phrasings of the question, the passing hits they found)."""
+        ...
+
+
+class RewriteStep:
+    """The LLM writes other phrasings of the question; each is searched and the results merged."""
+
+    name = "rewrite"
+
+    def __init__(self, research: Research, responder: Responder):
+        self.research = research
+        self.responder = responder
+
+    def run(self, turn: Turn) -> Iterator[Answer]:
+        """Answer from what the phrasings found, if anything passes."""
+        phrasings, passed = self.research.search_rephrased(turn)
+        turn.replace(phrasings=phrasings)
+        if passed:
+            base = turn.replace(hits=passed, strategy=Strategy.REWRITE, parts=())
+            yield from answer_from(self.responder, turn, base)
+
+
+class HydeStep:
+    """The LLM writes a hypothetical answer; the question with it is searched again."""
+
+    name = "hyde"
+
+    def __init__(self, hyde: HydeFallback, research: Research, responder: Responder):
+        self.hyde = hyde
+        self.research = research
+        self.responder = responder
+
+    def run(self, turn: Turn) -> Iterator[Answer]:
+        """Answer from what the hypothetical answer found, if anything passes."""
+        t = time.perf_counter()
+        try:
+            hypothetical = self.hyde.hypothesize(turn.search_text)
+        except LLMError as exc:
+            log.warning("HyDE skipped: %s", exc)
+            turn.timings["hyde"] = ms(t)
+            return
+        turn.timings["hyde"] = ms(t)
+        t = time.perf_counter()
+        passed = self.research.search_again(turn, HydeFallback.search_text(turn.search_text, hypothetical))
+        turn.timings["retrieve_hyde"] = ms(t)
+        turn.replace(hypothetical=hypothetical)
+        if passed:
+            base = turn.replace(hits=passed, strategy=Strategy.HYDE, parts=())
+            yield from answer_from(self.responder, turn, base)
+
+
+class LastResortStep:
+    """The end of the ladder: the fixed reply with "did you mean" options, or the LLM alone with a notice; after
+    ``handoff.after_misses`` misses in a row (this one included) the configured hand-off instead."""
+
+    name = "last_resort"
+
+    def __init__(self, responder: Responder, handoff: Handoff | None = None):
+        self.responder = responder
+        self.handoff = handoff
+
+    def run(self, turn: Turn) -> Iterator[Answer]:
+        """Hand off when the misses pile up, else the last resort."""
+        h = self.handoff
+        if h is not None and h.enabled and h.after_misses and misses(turn.history, self.markers) + 1 >= h.after_misses:
+            yield hand_off(turn, h, "misses")
+            return
+        base = turn.replace(strategy=Strategy.LAST_RESORT, hits=[], llm_used=False)
+        yield from self.responder.last(base, turn.history, turn.timings, turn.start)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """How the bot's own misses begin: the last resort's reply or notice, the request to rephrase."""
+        settings = self.responder.last_resort.settings
+        return tuple(m[:24] for m in (settings.reply.strip(), settings.notice.strip(), REPHRASE_REPLY) if m)
+
+
+def misses(history: Sequence[Any] | None, markers: Sequence[str]) -> int:
+    """How many of the latest assistant messages in a row were misses (read from their text: stateless)."""
+    count = 0
+    for message in reversed(normalize_history(history, 1000)):
+        if message["role"] != "assistant":
+            continue
+        if not message["content"].strip().startswith(tuple(markers)):
+            break
+        count += 1
+    return count

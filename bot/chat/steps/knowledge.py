@@ -1,0 +1,87 @@
+"""The rungs that decide from the knowledge search: clarify between close candidates, answer, confirm a near miss."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from bot.chat.answer import Answer, Option, Strategy
+from bot.chat.generate import finish
+from bot.chat.offers import clarify_text, confirm_text, squeeze
+from bot.chat.respond import Responder
+from bot.chat.steps.base import Turn
+from bot.search.base import Hit
+
+
+def _asked_verbatim(question: str, hit: Hit) -> bool:
+    """True when the message is the entry's own question or one of its phrasings (e.g. a clicked option)."""
+    said = squeeze(question)
+    return any(squeeze(q) == said for q in (hit.entry.query, *hit.entry.questions))
+
+
+class ClarifyStep:
+    """Two or three passing candidates within the calibrated margin: ask which one is meant."""
+
+    name = "clarify"
+
+    def __init__(self, max_options: int = 3):
+        self.max_options = max_options
+
+    def run(self, turn: Turn) -> Iterator[Answer]:
+        """Offer the close candidates' questions as numbered options."""
+        found = turn.retrieved()
+        margin = found.cutoffs.clarify
+        if margin is None or len(found.passed) < 2 or found.parts or _asked_verbatim(turn.search_text, found.passed[0]):
+            return
+        top = found.passed[0].relevance
+        close: dict[str, Hit] = {}
+        for hit in found.passed:
+            if top - hit.relevance <= margin and len(close) < self.max_options:
+                close.setdefault(" ".join(hit.entry.query.split()), hit)
+        if len(close) < 2:
+            return
+        options = tuple(Option(h.entry.id, q) for q, h in close.items())
+        answer = turn.replace(
+            text=clarify_text([o.question for o in options]), strategy=Strategy.CLARIFY, options=options
+        )
+        yield finish(answer, turn.timings, turn.start)
+
+
+class AnswerStep:
+    """Answer from the passing hits (the LLM over them, or the retrieval-only text)."""
+
+    name = "answer"
+
+    def __init__(self, responder: Responder):
+        self.responder = responder
+
+    def run(self, turn: Turn) -> Iterator[Answer]:
+        """Answer when a hit passes; an LLM reply that declines to answer is a miss and passes."""
+        found = turn.retrieved()
+        if found.passed:
+            yield from answer_from(self.responder, turn, turn.replace(hits=found.passed))
+
+
+def answer_from(responder: Responder, turn: Turn, base: Answer) -> Iterator[Answer]:
+    """The responder's snapshots for ``base``; an LLM reply that declines marks the turn a miss and passes."""
+    declined = yield from responder.respond(base, turn.history, turn.timings, turn.start)
+    if declined:
+        turn.declined = True
+        turn.replace(hits=[], llm_used=False)
+
+
+class ConfirmStep:
+    """Nothing passes but the top hit falls just short: "您是想问「X」吗？"."""
+
+    name = "confirm"
+
+    def run(self, turn: Turn) -> Iterator[Answer]:
+        """Ask whether the near miss is what was meant."""
+        found = turn.retrieved()
+        if found.passed or not found.candidates or found.parts or turn.declined:
+            return
+        top = found.candidates[0]
+        if not found.cutoffs.near_miss(top):
+            return
+        option = Option(top.entry.id, " ".join(top.entry.query.split()))
+        answer = turn.replace(text=confirm_text(option.question), strategy=Strategy.CONFIRM, options=(option,))
+        yield finish(answer, turn.timings, turn.start)

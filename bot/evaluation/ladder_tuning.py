@@ -1,0 +1,103 @@
+"""Choosing the clarify margin and the confirm band from labelled questions, given the answer threshold.
+
+Each question's ranked hits are replayed through the two middle rungs exactly as bot/chat/steps/knowledge.py
+runs them: passing candidates within the margin of the top one → clarify (resolved when a gold entry is among
+the options); nothing passes but the top hit is within the band below the threshold → confirm (resolved when it
+is gold); otherwise answer the top passing hit or fall back. The pair chosen has the lowest cost (a wrong answer
+1, an answerable question that falls back ``MISS_COST``, a question asked back ``ASK_COST``, or ``BLIND_ASK_COST``
+when no gold entry is among its options) among those that ask back at most ``MAX_ASKED`` of the questions; either
+rung may come out off (None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+ASK_COST = 0.35  # a question asked back costs the user a click: about a third of a wrong answer
+BLIND_ASK_COST = 0.6  # asked back with no right option: a click, then still no answer
+MISS_COST = 0.5  # an answerable question that gets the fallback
+MAX_ASKED = 0.25  # clarify + confirm on at most a quarter of messages (issue 21)
+MAX_OPTIONS = 3
+MARGINS: tuple[float | None, ...] = (None, *(round(0.005 * k, 3) for k in range(0, 21)))  # off, 0 … 0.10
+BANDS: tuple[float | None, ...] = (None, *(round(0.01 * k, 2) for k in range(1, 16)))  # off, 0.01 … 0.15
+
+
+@dataclass(frozen=True)
+class Case:
+    """One labelled question: its hits as (entry id, relevance), best first, and its gold ids (empty: none)."""
+
+    hits: tuple[tuple[str, float], ...]
+    gold: frozenset[str]
+
+
+@dataclass(frozen=True)
+class LadderOutcome:
+    """Counts over a question set for one (margin, band)."""
+
+    margin: float | None
+    band: float | None
+    right: int
+    wrong: int
+    clarified: int
+    confirmed: int
+    resolved: int  # clarify/confirm turns whose options hold a gold entry
+    total: int
+    missed: int = 0  # answerable questions that fell back
+
+    @property
+    def asked(self) -> float:
+        """Share of questions asked back (clarify + confirm)."""
+        return (self.clarified + self.confirmed) / self.total if self.total else 0.0
+
+    @property
+    def cost(self) -> float:
+        """Wrong answers, plus the misses and the questions asked back at their costs."""
+        blind = self.clarified + self.confirmed - self.resolved
+        return self.wrong + MISS_COST * self.missed + ASK_COST * self.resolved + BLIND_ASK_COST * blind
+
+    def describe(self) -> str:
+        """One line for the calibrate report."""
+        n = self.total or 1
+        asked = self.clarified + self.confirmed
+        return (
+            f"clarify margin {_off(self.margin)} · confirm band {_off(self.band)}: wrong {100 * self.wrong / n:.1f}/100, "
+            f"right {100 * self.right / n:.1f}/100, asked back {100 * self.asked:.1f}% "
+            f"(gold in options {self.resolved}/{asked})"
+        )
+
+
+def replay(cases: Sequence[Case], answer: float, margin: float | None, band: float | None) -> LadderOutcome:
+    """The rungs' decisions on ``cases`` with these thresholds (None: that rung off)."""
+    right = wrong = clarified = confirmed = resolved = missed = 0
+    for case in cases:
+        passed = [(i, r) for i, r in case.hits if r >= answer]
+        if passed:
+            top = passed[0][1]
+            close = list(dict.fromkeys(i for i, r in passed if margin is not None and top - r <= margin))
+            if len(close) >= 2:
+                clarified += 1
+                resolved += bool(case.gold & set(close[:MAX_OPTIONS]))
+            elif passed[0][0] in case.gold:
+                right += 1
+            else:
+                wrong += 1
+        elif case.hits and band is not None and case.hits[0][1] >= answer - band:
+            confirmed += 1
+            resolved += case.hits[0][0] in case.gold
+        elif not case.gold:
+            right += 1
+        else:
+            missed += 1
+    return LadderOutcome(margin, band, right, wrong, clarified, confirmed, resolved, len(cases), missed)
+
+
+def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:
+    """The (margin, band) with the lowest cost that asks back at most ``MAX_ASKED`` of the questions."""
+    outcomes = [replay(cases, answer, m, b) for m in MARGINS for b in BANDS]
+    allowed = [o for o in outcomes if o.asked <= MAX_ASKED] or [replay(cases, answer, None, None)]
+    return min(allowed, key=lambda o: (o.cost, (o.margin or 0.0) + (o.band or 0.0)))
+
+
+def _off(value: float | None) -> str:
+    return "off" if value is None else f"{value:g}"

@@ -1,0 +1,165 @@
+"""The decision ladder through the core: hand-off, small talk, clarify, confirm, replies read statelessly from
+the previous assistant message, misses that escalate, and the LLM's "I don't know" (local test LLM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.chat.answer import Decision, Strategy
+from bot.chat.offers import REPHRASE_REPLY, read_offer
+from bot.config.settings import Cutoffs
+from bot.factory import build_bot
+from tests.conftest import write_knowledge
+from tests.test_handoff import Hook
+
+SONGS = {
+    "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》，1924 年创作。", "metadata": "校歌"},
+    "second": {"query": "中大的第二校歌是什么？", "document": "第二校歌是《紫荆花开》。", "metadata": "校歌,第二校歌"},
+    "library": {
+        "query": "图书馆开放时间",
+        "document": "图书馆每天早上八点到晚上十点开放。",
+        "metadata": "图书馆,开放时间",
+    },
+    "canteen": {"query": "食堂在哪里？", "document": "第一食堂在南门旁边。", "metadata": "食堂"},
+}
+
+
+@pytest.fixture
+def ladder_settings(settings, kb_dir):
+    write_knowledge(kb_dir, SONGS)
+    settings.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, clarify=0.05, confirm=0.3)
+    return settings
+
+
+def history(*pairs: tuple[str, str]) -> list[dict]:
+    return [m for q, a in pairs for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+
+
+def test_a_request_for_a_person_is_handed_off_and_a_lookalike_is_not(ladder_settings):
+    hook = Hook()
+    try:
+        ladder_settings.handoff.webhook.url = hook.url
+        bot = build_bot(ladder_settings)
+        answer = bot.answer("转人工")
+        assert answer.decision is Decision.HANDOFF and answer.text == ladder_settings.handoff.reply
+        assert answer.to_dict()["decision"] == "handoff" and not answer.hits
+        assert bot.ladder.handoff is not None and bot.ladder.handoff.wait(5)
+        ((body, _),) = hook.received
+        assert body["reason"] == "request" and body["transcript"][-1] == {"role": "user", "content": "转人工"}
+        assert bot.answer("人工智能学院在哪？").decision is not Decision.HANDOFF
+    finally:
+        hook.close()
+
+
+def test_small_talk_gets_a_persona_reply_and_a_question_with_a_greeting_does_not(ladder_settings):
+    bot = build_bot(ladder_settings)
+    hello = bot.answer("你好")
+    assert hello.decision is Decision.CHITCHAT and hello.strategy is Strategy.CHITCHAT
+    assert hello.text.startswith("你好") and not hello.hits and not hello.candidates  # never searched
+    assert bot.answer("你好，食堂在哪里？").decision is Decision.ANSWER
+
+
+def test_close_candidates_are_clarified_and_a_number_answers_the_chosen_one(ladder_settings):
+    bot = build_bot(ladder_settings)
+    asked = bot.answer("校歌是什么")
+    assert asked.decision is Decision.CLARIFY and len(asked.options) == 2
+    assert {o.id for o in asked.options} == {"faq:anthem", "faq:second"}
+    offer = read_offer(asked.text)
+    assert offer is not None and offer.questions == tuple(o.question for o in asked.options)
+    assert asked.to_dict()["options"] == [o.to_dict() for o in asked.options]
+    second = asked.options[1]
+    for reply in ("2", "第二个", second.question):
+        chosen = bot.answer(reply, history(("校歌是什么", asked.text)))
+        assert chosen.strategy is Strategy.CHOSEN and chosen.decision is Decision.ANSWER, reply
+        assert chosen.hits[0].entry.id == second.id and chosen.rewritten == second.question
+    none = bot.answer("都不是", history(("校歌是什么", asked.text)))
+    assert none.strategy is Strategy.REPHRASE and none.text == REPHRASE_REPLY and none.decision is Decision.FALLBACK
+
+
+def test_asking_an_entry_question_verbatim_answers_without_clarifying(ladder_settings):
+    answer = build_bot(ladder_settings).answer("中大的第二校歌是什么？")
+    assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:second"
+
+
+def test_a_near_miss_is_confirmed_yes_answers_and_no_asks_to_rephrase(ladder_settings):
+    hits, _ = build_bot(ladder_settings).retrieve("图书馆周末几点关门")
+    assert hits[0].entry.id == "faq:library" and hits[0].relevance < 0.95
+    # the top hit falls just short of the answer threshold, inside the confirm band
+    ladder_settings.retrieval.thresholds["sparse"] = Cutoffs(answer=hits[0].relevance + 0.04, confirm=0.05)
+    bot = build_bot(ladder_settings)
+    asked = bot.answer("图书馆周末几点关门")
+    assert asked.decision is Decision.CONFIRM and [o.id for o in asked.options] == ["faq:library"]
+    assert "您是想问「图书馆开放时间」吗？" in asked.text
+    past = history(("图书馆周末几点关门", asked.text))
+    yes = bot.answer("是的", past)
+    assert yes.strategy is Strategy.CHOSEN and yes.hits[0].entry.id == "faq:library" and "八点" in yes.text
+    no = bot.answer("不是", past)
+    assert no.strategy is Strategy.REPHRASE
+    ladder_settings.handoff.on_confirm_no = True
+    assert build_bot(ladder_settings).answer("不是", past).decision is Decision.HANDOFF
+
+
+def test_a_reply_that_is_a_new_question_goes_down_the_ladder(ladder_settings):
+    bot = build_bot(ladder_settings)
+    asked = bot.answer("校歌是什么")
+    answer = bot.answer("食堂在哪里？", history(("校歌是什么", asked.text)))
+    assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:canteen"
+    assert bot.answer("2").decision is not Decision.ANSWER  # no offer before it: a "2" alone is not a choice
+
+
+def test_the_second_miss_in_a_row_hands_off(ladder_settings):
+    ladder_settings.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5)
+    bot = build_bot(ladder_settings)
+    first = bot.answer("火星上有几座城市")
+    assert first.decision is Decision.FALLBACK and first.strategy is Strategy.LAST_RESORT
+    second = bot.answer("木星有几颗卫星", history(("火星上有几座城市", first.text)))
+    assert second.decision is Decision.HANDOFF
+    ladder_settings.handoff.after_misses = 0
+    assert build_bot(ladder_settings).answer("木星有几颗卫星", history(("火星上有几座城市", first.text))).decision is (
+        Decision.FALLBACK
+    )
+
+
+def test_rungs_can_be_dropped_in_config(ladder_settings):
+    ladder_settings.ladder.steps = ["answer"]
+    bot = build_bot(ladder_settings)
+    assert [s.name for s in bot.steps] == ["answer", "last_resort"]
+    assert bot.answer("你好").decision is not Decision.CHITCHAT
+    assert bot.answer("校歌是什么").decision is Decision.ANSWER
+
+
+def test_unknown_or_missing_rungs_are_config_errors(tmp_path):
+    from bot.config.settings import LadderSettings
+
+    with pytest.raises(ValueError, match="unknown ladder step"):
+        LadderSettings(steps=["answer", "greet"])
+    with pytest.raises(ValueError, match="must include 'answer'"):
+        LadderSettings(steps=["chitchat"])
+    with pytest.raises(ValueError, match="not a regular expression"):
+        LadderSettings(dont_know_patterns=["(unclosed"])
+
+
+def test_confidence_band_on_every_source(ladder_settings):
+    answer = build_bot(ladder_settings).answer("食堂在哪里？")
+    bands = {h["band"] for h in answer.to_dict()["hits"]}
+    assert bands <= {"high", "medium"} and answer.to_dict()["candidates"][-1]["band"] in {"high", "medium", "low"}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["根据已知信息无法回答该问题。", "参考资料中没有提到图书馆周末的安排。", "I don't know based on the references."],
+)
+def test_the_llm_saying_it_does_not_know_is_a_miss(ladder_settings, llm_settings, llm_server, reply):
+    llm_settings.fallback.chain = ["last_resort"]
+    llm_server.reply = lambda body: reply
+    bot = build_bot(llm_settings)
+    answer = bot.answer("食堂在哪里？")
+    assert answer.decision is Decision.FALLBACK and answer.strategy is Strategy.LAST_RESORT
+    assert reply not in answer.text and not answer.hits
+
+
+def test_a_long_answer_mentioning_one_unknown_detail_still_answers(ladder_settings, llm_settings, llm_server):
+    text = "第一食堂在南门旁边，步行五分钟即可到达，二楼有清真窗口和夜宵档口。" * 6 + "具体营业时间没有相关信息。"
+    llm_server.reply = lambda body: text
+    answer = build_bot(llm_settings).answer("食堂在哪里？")
+    assert answer.decision is Decision.ANSWER and answer.text == text
