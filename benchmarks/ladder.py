@@ -10,7 +10,8 @@ fresh conversation. Three chains are compared:
 - today: answer the top passing hit, else fall back (what Bot.stream did before issue 21);
 - today + rungs 1-2: the hand-off matcher, then the chit-chat matcher (bot/chat/handoff.py, chitchat.py) in front
   of today's chain — measurable before the ladder is merged;
-- ladder: ``Answer.decision`` and ``Answer.options`` as the bot itself reports them (only when the bot has them).
+- ladder: ``Answer.decision`` and ``Answer.options`` as the bot itself reports them, with the shipped ladder
+  (``ladder.steps``); *today* is the same bot with ``ladder.steps: [answer]``.
 
 Per 100 messages: wrong answers (answered from a non-gold entry, or answered when no entry should be), right answers,
 clarify + confirm; gold-in-options = share of clarify/confirm turns on a message with gold whose options hold a gold
@@ -183,16 +184,20 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str, spl
     """Table rows for one knowledge base and mode."""
     work = STATE / name / mode
     bot, settings = build(entries, work, mode)
+    from bot.factory import build_bot
+
+    plain = settings.model_copy(deep=True)
+    plain.ladder.steps = ["answer"]  # today's chain: no rung before or around the answer
+    today_bot = build_bot(plain, llm=None, index=bot.index, load=False)
     rungs = with_rungs(Handoff.from_settings(settings.handoff), ChitChat.from_settings(settings.chitchat))
     chosen = [m for m in messages if split == "all" or m.split == split]
     before, after, ladder = [], [], []
     start = time.perf_counter()
     for m in chosen:
-        answer = bot.answer(m.question, mode=settings.retrieval.mode)
-        base = today(answer)
+        base = today(today_bot.answer(m.question, mode=settings.retrieval.mode))
         before.append(base)
         after.append(rungs(m.question, base))
-        ladder.append(reported(answer))
+        ladder.append(reported(bot.answer(m.question, mode=settings.retrieval.mode)))
     per = (time.perf_counter() - start) / max(1, len(chosen)) * 1000
     print(f"{name} {mode}: {len(chosen)} messages, {per:.0f} ms each", file=sys.stderr)
     WRONG_NOTES.append(f"{name} · {mode}: {wrong_by_kind(chosen, after)}")
