@@ -23,6 +23,7 @@ from bot.chat.recorder import TurnRecorder
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
 from bot.chat.steps import Ladder
+from bot.chat.steps.translate import Translator
 from bot.chat.turn_log import TurnLogError, turn_log_from_settings
 from bot.config.settings import Settings
 from bot.config.watch import ConfiguredMode
@@ -286,6 +287,7 @@ def build_bot(
         privacy=PrivacyPolicy.from_settings(settings.privacy),
         ladder=build_ladder(settings),
         dont_know=DontKnowDetector(settings.ladder.dont_know_patterns),
+        translator=Translator(llm, settings.fallback.translate) if llm is not None else None,
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

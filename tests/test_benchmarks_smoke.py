@@ -258,7 +258,7 @@ def test_ladder_scores_read_the_bots_decision_and_options():
     hit = SimpleNamespace(entry=SimpleNamespace(id="k:right"))
     option = SimpleNamespace(id="k:right", question="Q?")
     assert ladder.reported(SimpleNamespace(hits=[hit])) is None  # before the ladder: no decision field
-    assert ladder.today(SimpleNamespace(hits=[])) == ladder.Turn("fallback")
+    assert ladder.today(SimpleNamespace(hits=[], options=())) == ladder.Turn("fallback")
     clarify = ladder.reported(SimpleNamespace(hits=[], decision="clarify", options=(option,)))
     assert clarify == ladder.Turn("clarify", None, ("k:right",))
     messages = [msg("answerable", "k:right"), msg("answerable", "k:right"), msg("chitchat"), msg("lookalike")]

@@ -121,7 +121,10 @@ def test_rewrite_is_skipped_without_an_llm(settings, llm_server):
 @pytest.mark.parametrize(
     "chain, message",
     [
-        (["rewrite", "hyd", "last_resort"], "unknown fallback step(s) 'hyd'; use: rewrite, hyde, last_resort"),
+        (
+            ["rewrite", "hyd", "last_resort"],
+            "unknown fallback step(s) 'hyd'; use: translate, rewrite, hyde, last_resort",
+        ),
         (["hyde", "hyde", "last_resort"], "fallback step(s) hyde listed more than once"),
     ],
 )

@@ -15,6 +15,7 @@ class Strategy(str, Enum):
     VERBATIM = "verbatim"  # an entry so close to the question that its document is the reply (no LLM call)
     REWRITE = "rewrite"  # an alternative phrasing of the question written by the LLM found it
     HYDE = "hyde"
+    TRANSLATE = "translate"  # the question translated into the knowledge's language by the LLM found it
     LAST_RESORT = "last_resort"
     REFUSED = "refused"  # the message held personal data and privacy.refuse is on: nothing searched or sent
     CHOSEN = "chosen"  # a reply to a clarify or confirm question picked an offered entry ("2", "是的")

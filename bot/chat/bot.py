@@ -29,6 +29,7 @@ from bot.chat.respond import VERBATIM_LABEL, Responder  # noqa: F401 (VERBATIM_L
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.chat.steps import Ladder, Retrieval, Turn, build_steps
+from bot.chat.steps.translate import Translator
 from bot.errors import ConfigError, LLMError, SearchBackendError
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
@@ -69,6 +70,7 @@ class Bot:
         expensive: ExpensiveGate | None = None,
         ladder: Ladder | None = None,
         dont_know: DontKnowDetector | None = None,
+        translator: Translator | None = None,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -100,6 +102,7 @@ class Bot:
             lambda: self.index.entries,
             self.hyde,
             rewrite=self.multi_query is not None,
+            translator=translator if llm is not None else None,
         )
 
     @property

@@ -412,7 +412,7 @@ def _write(config: str, results: list[Calibration]) -> int:
     text = path.read_text(encoding="utf-8")
     try:
         for r in results:
-            text = set_scalar(text, threshold_key(r.system), r.chosen.threshold)
+            text = set_scalar(text, threshold_key(r.system), r.ladder.answer if r.ladder else r.chosen.threshold)
             if r.ladder is not None:
                 text = set_scalar(text, threshold_key(r.system, "clarify"), r.ladder.margin)
                 text = set_scalar(text, threshold_key(r.system, "confirm"), r.ladder.band)
@@ -422,7 +422,6 @@ def _write(config: str, results: list[Calibration]) -> int:
     with open(path, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
     for r in results:
-        print(
-            f"已写入 / wrote {'.'.join(threshold_key(r.system))} = {r.chosen.threshold:g} → {config}", file=sys.stderr
-        )
+        answer = r.ladder.answer if r.ladder else r.chosen.threshold
+        print(f"已写入 / wrote {'.'.join(threshold_key(r.system))} = {answer:g} → {config}", file=sys.stderr)
     return 0

@@ -348,6 +348,23 @@ class HydeSettings(Strict):
     max_tokens: int = 200
 
 
+DEFAULT_TRANSLATE_TEMPLATE = (
+    "Translate the question into {language}. Reply with the translation only, on one line.\nQuestion: {question}"
+)
+
+
+class TranslateSettings(Strict):
+    """The translate step: a question in another language than the knowledge's is translated and searched again."""
+
+    template: str = DEFAULT_TRANSLATE_TEMPLATE
+    max_tokens: int = Field(default=120, ge=10)
+
+    @field_validator("template")
+    @classmethod
+    def _fields(cls, value: str) -> str:
+        return check_template(value, question="q", language="l")
+
+
 class LastResortSettings(Strict):
     """What the bot says when no knowledge matched."""
 
@@ -378,13 +395,14 @@ class RewriteSettings(Strict):
         return check_template(value, question="", count=3)
 
 
-FALLBACK_STEPS = ("rewrite", "hyde", "last_resort")
+FALLBACK_STEPS = ("translate", "rewrite", "hyde", "last_resort")
 
 
 class FallbackSettings(Strict):
     """The ordered fallback chain run when no hit passes the threshold."""
 
-    chain: list[str] = Field(default_factory=lambda: ["hyde", "last_resort"])
+    chain: list[str] = Field(default_factory=lambda: ["translate", "hyde", "last_resort"])
+    translate: TranslateSettings = Field(default_factory=TranslateSettings)
     rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
     hyde: HydeSettings
     last_resort: LastResortSettings

@@ -24,7 +24,7 @@ class Calibration:
     positives: list[float] = field(default_factory=list, repr=False)
     negatives: list[float] = field(default_factory=list, repr=False)
     cases: list[Case] = field(default_factory=list, repr=False)
-    ladder: LadderOutcome | None = None  # the clarify margin and confirm band chosen at this threshold
+    ladder: LadderOutcome | None = None  # the ladder's answer threshold (≥ chosen), clarify margin and confirm band
 
     def with_ladder(self) -> Calibration:
         """This calibration with the clarify margin and confirm band tuned on its cases at the chosen threshold."""
@@ -58,6 +58,7 @@ class Calibration:
             "answerable": len(self.positives),
             "unanswerable": len(self.negatives),
             "neighbours": [asdict(p) for p in self.neighbours],
+            "ladder_answer": self.ladder.answer if self.ladder else None,
             "clarify": self.ladder.margin if self.ladder else None,
             "confirm": self.ladder.band if self.ladder else None,
             "ladder": {**asdict(self.ladder), "asked": self.ladder.asked} if self.ladder else None,

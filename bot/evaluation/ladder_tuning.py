@@ -1,4 +1,4 @@
-"""Choosing the clarify margin and the confirm band from labelled questions, given the answer threshold.
+"""Choosing the clarify margin, the confirm band and the ladder's answer threshold from labelled questions.
 
 Each question's ranked hits are replayed through the two middle rungs exactly as bot/chat/steps/knowledge.py
 runs them: passing candidates within the margin of the top one → clarify (resolved when a gold entry is among
@@ -6,7 +6,8 @@ the options); nothing passes but the top hit is within the band below the thresh
 is gold); otherwise answer the top passing hit or fall back. The pair chosen has the lowest cost (a wrong answer
 1, an answerable question that falls back ``MISS_COST``, a question asked back ``ASK_COST``, or ``BLIND_ASK_COST``
 when no gold entry is among its options) among those that ask back at most ``MAX_ASKED`` of the questions; either
-rung may come out off (None).
+rung may come out off (None). The answer threshold may rise above the best-F1 one by up to ``MAX_RAISE``: with
+"did you mean" options and a confirmation below it, answering less often costs less than answering wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ BLIND_ASK_COST = 0.6  # asked back with no right option: a click, then still no 
 MISS_COST = 0.5  # an answerable question that gets the fallback
 MAX_ASKED = 0.25  # clarify + confirm on at most a quarter of messages (issue 21)
 MAX_OPTIONS = 3
+MAX_RAISE = 6  # hundredths the answer threshold may rise above the best-F1 threshold
 MARGINS: tuple[float | None, ...] = (None, *(round(0.005 * k, 3) for k in range(0, 21)))  # off, 0 … 0.10
 BANDS: tuple[float | None, ...] = (None, *(round(0.01 * k, 2) for k in range(1, 16)))  # off, 0.01 … 0.15
 
@@ -33,8 +35,9 @@ class Case:
 
 @dataclass(frozen=True)
 class LadderOutcome:
-    """Counts over a question set for one (margin, band)."""
+    """Counts over a question set for one (answer threshold, margin, band)."""
 
+    answer: float
     margin: float | None
     band: float | None
     right: int
@@ -61,7 +64,7 @@ class LadderOutcome:
         n = self.total or 1
         asked = self.clarified + self.confirmed
         return (
-            f"clarify margin {_off(self.margin)} · confirm band {_off(self.band)}: wrong {100 * self.wrong / n:.1f}/100, "
+            f"answer {self.answer:g} · clarify margin {_off(self.margin)} · confirm band {_off(self.band)}: wrong {100 * self.wrong / n:.1f}/100, "
             f"right {100 * self.right / n:.1f}/100, asked back {100 * self.asked:.1f}% "
             f"(gold in options {self.resolved}/{asked})"
         )
@@ -89,14 +92,16 @@ def replay(cases: Sequence[Case], answer: float, margin: float | None, band: flo
             right += 1
         else:
             missed += 1
-    return LadderOutcome(margin, band, right, wrong, clarified, confirmed, resolved, len(cases), missed)
+    return LadderOutcome(answer, margin, band, right, wrong, clarified, confirmed, resolved, len(cases), missed)
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:
-    """The (margin, band) with the lowest cost that asks back at most ``MAX_ASKED`` of the questions."""
-    outcomes = [replay(cases, answer, m, b) for m in MARGINS for b in BANDS]
+    """The (answer threshold ≥ ``answer``, margin, band) with the lowest cost that asks back at most
+    ``MAX_ASKED`` of the questions."""
+    answers = [round(answer + k / 100, 3) for k in range(MAX_RAISE + 1)]
+    outcomes = [replay(cases, a, m, b) for a in answers for m in MARGINS for b in BANDS]
     allowed = [o for o in outcomes if o.asked <= MAX_ASKED] or [replay(cases, answer, None, None)]
-    return min(allowed, key=lambda o: (o.cost, (o.margin or 0.0) + (o.band or 0.0)))
+    return min(allowed, key=lambda o: (round(o.cost, 6), o.answer, (o.margin or 0.0) + (o.band or 0.0)))
 
 
 def _off(value: float | None) -> str:

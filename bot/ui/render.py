@@ -16,6 +16,7 @@ STRATEGY_LABELS = {
     Strategy.VERBATIM: "知识库原文 / verbatim entry",
     Strategy.REWRITE: "改写问题检索 / multi-query rewrite",
     Strategy.HYDE: "HyDE 假设答案检索 / HyDE",
+    Strategy.TRANSLATE: "翻译后检索 / translated question",
     Strategy.LAST_RESORT: "兜底回复 / last resort",
     Strategy.REFUSED: "含个人信息，已拒绝 / refused (personal data)",
     Strategy.CHOSEN: "用户选择的条目 / chosen option",

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from bot.chat.chitchat import ChitChat
 from bot.chat.fallback import HydeFallback
 from bot.chat.handoff import Handoff
+from bot.chat.language import KnowledgeLanguage
 from bot.chat.respond import Responder
 from bot.chat.steps.base import Retrieval, Step, Turn
 from bot.chat.steps.fallbacks import HydeStep, LastResortStep, Research, RewriteStep
 from bot.chat.steps.knowledge import AnswerStep, ClarifyStep, ConfirmStep
 from bot.chat.steps.talk import ChitChatStep, ChoiceStep, HandoffStep
+from bot.chat.steps.translate import TranslateStep, Translator
 from bot.config.settings import LADDER_STEPS
 from bot.knowledge.entries import Entry
 
@@ -37,9 +39,11 @@ def build_steps(
     entries: Callable[[], list[Entry]],
     hyde: HydeFallback | None = None,
     rewrite: bool = False,
+    translator: Translator | None = None,
 ) -> list[Step]:
     """The steps named by ``ladder.steps`` then ``chain``; a rung whose part is not configured (no LLM for HyDE,
     no chit-chat set) is left out, and the last resort always ends the ladder."""
+    language = KnowledgeLanguage()
     made: dict[str, Callable[[], Step | None]] = {
         "choice": lambda: ChoiceStep(entries, responder, ladder.handoff),
         "handoff": lambda: HandoffStep(ladder.handoff) if ladder.handoff is not None else None,
@@ -47,9 +51,12 @@ def build_steps(
         "clarify": lambda: ClarifyStep(ladder.max_options),
         "answer": lambda: AnswerStep(responder),
         "confirm": lambda: ConfirmStep(),
+        "translate": lambda: (
+            TranslateStep(translator, research, responder, entries, language) if translator is not None else None
+        ),
         "rewrite": lambda: RewriteStep(research, responder) if rewrite else None,
         "hyde": lambda: HydeStep(hyde, research, responder) if hyde is not None else None,
-        "last_resort": lambda: LastResortStep(responder, ladder.handoff),
+        "last_resort": lambda: LastResortStep(responder, ladder.handoff, entries, language),
     }
     fallbacks = list(chain)[: list(chain).index("last_resort")] if "last_resort" in chain else list(chain)
     names = [*ladder.steps, *fallbacks, "last_resort"]  # steps listed after last_resort never run

@@ -3,15 +3,17 @@ resort, which hands off instead when the conversation keeps missing."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from bot.chat.answer import Answer, Strategy
 from bot.chat.fallback import HydeFallback
 from bot.chat.generate import ms
 from bot.chat.handoff import Handoff
+from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage
 from bot.chat.offers import REPHRASE_REPLY
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
@@ -19,6 +21,7 @@ from bot.chat.steps.base import Turn
 from bot.chat.steps.knowledge import answer_from
 from bot.chat.steps.talk import hand_off
 from bot.errors import LLMError
+from bot.knowledge.entries import Entry
 from bot.search.base import Hit
 
 log = logging.getLogger(__name__)
@@ -89,9 +92,17 @@ class LastResortStep:
 
     name = "last_resort"
 
-    def __init__(self, responder: Responder, handoff: Handoff | None = None):
+    def __init__(
+        self,
+        responder: Responder,
+        handoff: Handoff | None = None,
+        entries: Callable[[], list[Entry]] | None = None,
+        language: KnowledgeLanguage | None = None,
+    ):
         self.responder = responder
         self.handoff = handoff
+        self.entries = entries
+        self.language = language
 
     def run(self, turn: Turn) -> Iterator[Answer]:
         """Hand off when the misses pile up, else the last resort."""
@@ -100,7 +111,20 @@ class LastResortStep:
             yield hand_off(turn, h, "misses")
             return
         base = turn.replace(strategy=Strategy.LAST_RESORT, hits=[], llm_used=False)
-        yield from self.responder.last(base, turn.history, turn.timings, turn.start)
+        tip = self._language_tip(turn)
+        for snapshot in self.responder.last(base, turn.history, turn.timings, turn.start):
+            yield (
+                dataclasses.replace(snapshot, text=f"{snapshot.text}\n\n{tip}")
+                if tip and snapshot.finished
+                else snapshot
+            )
+
+    def _language_tip(self, turn: Turn) -> str | None:
+        """Without an LLM to translate: a tip to ask in the knowledge's language, when the question is in another."""
+        if self.responder.llm is not None or self.entries is None or self.language is None:
+            return None
+        target = self.language.mismatch(turn.search_text, self.entries())
+        return LANGUAGE_TIP[target] if target else None
 
     @property
     def markers(self) -> tuple[str, ...]:

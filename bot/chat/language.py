@@ -1,0 +1,58 @@
+"""Which language a message and the knowledge are written in: Chinese or English, from the script used."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.knowledge.entries import Entry
+
+LANGUAGE_NAMES = {"zh": "简体中文 (Simplified Chinese)", "en": "English"}
+LANGUAGE_TIP = {
+    "zh": (
+        "提示：本知识库主要是中文内容，用中文提问更容易找到答案。/ Tip: this knowledge base is written in Chinese; "
+        "asking in Chinese finds more."
+    ),
+    "en": (
+        "提示：本知识库主要是英文内容，用英文提问更容易找到答案。/ Tip: this knowledge base is written in English; "
+        "asking in English finds more."
+    ),
+}
+SAMPLE = 200  # entries looked at to tell the knowledge's language
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
+
+
+def language_of(text: str) -> str | None:
+    """ "zh" when CJK characters make up at least a fifth of the letters, "en" when Latin letters dominate, else None."""
+    cjk = sum(_is_cjk(ch) for ch in text)
+    latin = sum(ch.isascii() and ch.isalpha() for ch in text)
+    if cjk + latin == 0:
+        return None
+    # One Chinese character carries about a word: compare characters with words (~5 letters each).
+    return "zh" if cjk >= (latin / 5) else "en"
+
+
+class KnowledgeLanguage:
+    """The knowledge's main language, recomputed when the loaded entries change (a cheap sample of questions)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] | None = None
+        self._language: str | None = None
+
+    def of(self, entries: Sequence[Entry]) -> str | None:
+        """The language most entry questions are in (None for empty knowledge)."""
+        key = (id(entries), len(entries))
+        if key != self._key:
+            step = max(1, len(entries) // SAMPLE)
+            votes = [language_of(e.query) for e in entries[::step]]
+            zh, en = votes.count("zh"), votes.count("en")
+            self._language = None if zh + en == 0 else "zh" if zh >= en else "en"
+            self._key = key
+        return self._language
+
+    def mismatch(self, question: str, entries: Sequence[Entry]) -> str | None:
+        """The knowledge's language when ``question`` is written in another one, else None."""
+        knowledge, asked = self.of(entries), language_of(question)
+        return knowledge if knowledge and asked and asked != knowledge else None

@@ -1,0 +1,50 @@
+"""Choosing the ladder's answer threshold, clarify margin and confirm band by replaying labelled questions."""
+
+from __future__ import annotations
+
+from bot.evaluation.calibration import calibrate
+from bot.evaluation.ladder_tuning import MAX_ASKED, Case, replay, tune
+
+
+def case(gold: str | None, *hits: tuple[str, float]) -> Case:
+    return Case(tuple(hits), frozenset({gold} if gold else ()))
+
+
+TIE = case("b", ("a", 0.900), ("b", 0.898))  # a near tie the top hit gets wrong
+CLEAR = case("a", ("a", 0.95), ("b", 0.80))
+NEAR_MISS = case("a", ("a", 0.79), ("b", 0.70))
+NONE = case(None, ("a", 0.60))
+
+
+def test_replay_counts_each_rung():
+    off = replay([TIE, CLEAR, NEAR_MISS, NONE], 0.8, None, None)
+    assert (off.right, off.wrong, off.clarified, off.confirmed, off.missed) == (2, 1, 0, 0, 1)
+    on = replay([TIE, CLEAR, NEAR_MISS, NONE], 0.8, 0.01, 0.02)
+    assert (on.right, on.wrong, on.clarified, on.confirmed, on.resolved) == (2, 0, 1, 1, 2)
+    assert on.asked == 0.5 and on.cost < off.cost
+
+
+def test_tune_turns_near_ties_into_clarify_and_keeps_clear_answers():
+    cases = [TIE] * 3 + [CLEAR] * 20 + [NONE] * 5
+    chosen = tune(cases, 0.8)
+    assert chosen.margin is not None and 0.002 <= chosen.margin < 0.05
+    assert chosen.wrong == 0 and chosen.right == 25 and chosen.asked <= MAX_ASKED
+
+
+def test_tune_never_asks_back_more_than_a_quarter():
+    cases = [TIE] * 10 + [CLEAR] * 10
+    assert tune(cases, 0.8).asked <= MAX_ASKED
+
+
+def test_tune_raises_the_answer_threshold_over_wrong_answers_just_above_it():
+    wrong_low = case("b", ("a", 0.81))  # answered wrong just above the F1 threshold
+    chosen = tune([wrong_low] * 4 + [CLEAR] * 20, 0.8)
+    assert chosen.answer > 0.81 and chosen.wrong == 0 and chosen.right == 20
+
+
+def test_calibrate_reports_the_ladder_beside_the_f1_threshold():
+    result = calibrate("hybrid-e5", [0.95] * 20 + [0.9] * 3, [0.6] * 5, [TIE] * 3 + [CLEAR] * 20 + [NONE] * 5)
+    assert result.ladder is not None and result.ladder.answer >= result.chosen.threshold
+    data = result.to_dict()
+    assert data["clarify"] == result.ladder.margin and data["ladder_answer"] == result.ladder.answer
+    assert "clarify margin" in result.headline()
