@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,3 +27,29 @@ def write_section(name: str, body: str, path: Path = BENCHMARKS_MD) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     path.write_text(text, encoding="utf-8")
+
+
+def publish(name: str, title: str, intro: str, lines: list[str], write: bool = True) -> int:
+    """Print a section (title, intro paragraph, table lines) and, with ``write``, put it into BENCHMARKS.md."""
+    body = "\n".join([f"## {title}", "", intro, "", *lines])
+    print(body)
+    if write:
+        write_section(name, body)
+    return 0
+
+
+def mode_arguments(argv: list[str] | None, default: str = "sparse,hybrid-e5") -> argparse.Namespace:
+    """``--modes`` (comma-separated) and ``--no-write``, the options of the per-mode benchmark scripts."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--modes", default=default)
+    parser.add_argument("--no-write", action="store_true")
+    return parser.parse_args(argv)
+
+
+def shared_folder(name: str) -> Path | None:
+    """``../shared/data/<name>`` (or $KBBOT_DATA's), or None with a note on stderr when it is absent."""
+    folder = data_dir() / name
+    if not folder.is_dir():
+        print(f"skipped: {folder} not found", file=sys.stderr)
+        return None
+    return folder

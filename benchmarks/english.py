@@ -11,7 +11,6 @@ we did: an upper bound). Shipped thresholds; right = the first passing hit is go
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import data_dir, write_section
+from benchmarks.common import mode_arguments, publish, shared_folder
 from benchmarks.ladder import STATE, build
 from bot.chat.language import KnowledgeLanguage
 from bot.knowledge.entries import load_entries
@@ -44,13 +43,9 @@ def measure(bot, mode: str, rows: list[dict], field: str) -> tuple[float, float,
 
 def main(argv: list[str] | None = None) -> int:
     """Run the modes asked for, print the table and (unless --no-write) update BENCHMARKS.md."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--modes", default="sparse,hybrid-e5")
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
-    folder = data_dir() / "sysu"
-    if not folder.is_dir():
-        print(f"skipped: {folder} not found", file=sys.stderr)
+    args = mode_arguments(argv)
+    folder = shared_folder("sysu")
+    if folder is None:
         return 0
     entries = load_entries(folder)
     rows = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -65,25 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         for label, field in (("English (as asked)", "question"), ("Chinese (translated)", "question_zh")):
             r1, r3, right, wrong = measure(bot, settings.retrieval.mode, rows, field)
             lines.append(f"| {mode} | {label} | {r1:.3f} | {r3:.3f} | {right:.3f} | {wrong:.3f} |")
-    body = "\n".join(
-        [
-            "## English questions on a Chinese knowledge base",
-            "",
-            f"`python -m benchmarks.english` · {len(rows)} English questions we wrote over ../shared/data/sysu "
-            "(benchmarks/data/sysu_english.jsonl), each also in our own Chinese translation; no LLM weights here, "
-            "so *translated* (what the `translate` fallback step searches) uses our translation in place of the "
-            "LLM's. Shipped thresholds; right / wrong answers = the first passing hit is / is not gold (an English "
-            "question answered wrongly never reaches the fallback step). "
-            f"The language check reads {mismatched} of {len(rows)} questions as not in the knowledge's language "
-            "(the step and the retrieval-only tip apply to those).",
-            "",
-            *lines,
-        ]
+    intro = (
+        f"`python -m benchmarks.english` · {len(rows)} English questions we wrote over ../shared/data/sysu "
+        "(benchmarks/data/sysu_english.jsonl), each also in our own Chinese translation; no LLM weights here, "
+        "so *translated* (what the `translate` fallback step searches) uses our translation in place of the "
+        "LLM's. Shipped thresholds; right / wrong answers = the first passing hit is / is not gold (an English "
+        "question answered wrongly never reaches the fallback step). "
+        f"The language check reads {mismatched} of {len(rows)} questions as not in the knowledge's language "
+        "(the step and the retrieval-only tip apply to those)."
     )
-    print(body)
-    if not args.no_write:
-        write_section("english", body)
-    return 0
+    return publish("english", "English questions on a Chinese knowledge base", intro, lines, write=not args.no_write)
 
 
 if __name__ == "__main__":

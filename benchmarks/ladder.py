@@ -272,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"`python -m benchmarks.ladder` — messages: {counts}; split: {args.split}. Retrieval-only (no LLM), "
             "shipped thresholds. *today* answers the top passing hit or falls back, at the answer thresholds shipped "
-            "before the ladder (sparse 0.34, hybrid-e5 0.81); *+ hand-off + chit-chat* puts the two matchers in front "
+            "before the ladder (sparse 0.34, hybrid-e5 0.81; sparse relevance as it is now, following the BM25 "
+            "ranking: with the coverage-only relevance of before, today's sparse rows read 20.7 and 20.3 wrong per "
+            "100); *+ hand-off + chit-chat* puts the two matchers in front "
             "of it; *ladder* is the bot's own `Answer.decision` with the shipped ladder and thresholds (hybrid-e5: "
             "answer 0.838, clarify 0.005, tuned by `python -m bot calibrate` on benchmarks/data/sysu_eval.jsonl, "
             "not on these sets). Wrong = answered from a non-gold entry or answered at all when nothing should be; "

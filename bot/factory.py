@@ -17,6 +17,7 @@ from bot.chat.grading import RelevanceGrader
 from bot.chat.handoff import Handoff
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import ChatModel, OpenAIChat
+from bot.chat.negatives import NegativeExamples
 from bot.chat.privacy import PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
@@ -288,6 +289,7 @@ def build_bot(
         ladder=build_ladder(settings),
         dont_know=DontKnowDetector(settings.ladder.dont_know_patterns),
         translator=Translator(llm, settings.fallback.translate) if llm is not None else None,
+        negatives=NegativeExamples(settings.knowledge.negative_similarity),
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

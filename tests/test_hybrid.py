@@ -96,7 +96,7 @@ def test_word_overlap_that_the_dense_side_finds_unrelated_does_not_pass(hybrid):
 def test_relevance_is_the_weighted_sum_of_what_each_side_says_alone(sides, hybrid, entries):
     sparse, dense = sides
     for question in ["怎么添加知识？", "附近有什么好吃的", "文件夹的颜色", "今天天气怎么样", "knowledge 检索"]:
-        coverage = {h.entry.id: h.relevance for h in sparse.search(question, len(entries))}
+        coverage = {h.entry.id: h.signals["coverage"] for h in sparse.search(question, len(entries))}
         cosine = {h.entry.id: h.relevance for h in dense.search(question, len(entries))}
         hits = hybrid.search(question, len(entries))
         assert {h.entry.id for h in hits} == coverage.keys() | cosine.keys()

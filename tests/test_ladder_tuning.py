@@ -48,3 +48,10 @@ def test_calibrate_reports_the_ladder_beside_the_f1_threshold():
     data = result.to_dict()
     assert data["clarify"] == result.ladder.margin and data["ladder_answer"] == result.ladder.answer
     assert "clarify margin" in result.headline()
+
+
+def test_the_ladder_can_be_tuned_from_a_configured_answer_threshold():
+    cases = [TIE] * 3 + [CLEAR] * 20 + [NONE] * 5
+    result = calibrate("sparse", [0.95] * 20, [0.6] * 5, cases, ladder_base=0.85)
+    assert result.ladder is not None and 0.85 <= result.ladder.answer <= 0.91 + 1e-9
+    assert result.chosen.threshold < 0.85  # the file's own best-F1 cut is reported beside it, not used

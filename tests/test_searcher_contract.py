@@ -142,14 +142,21 @@ def test_best_match_first_and_hits_in_the_searchers_order(searcher):
         assert order == sorted(order, reverse=True), question
 
 
-def test_sparse_hits_keep_bm25_order_where_coverage_disagrees(searcher):
+def test_sparse_hits_keep_bm25_order_and_relevance_follows_it_where_coverage_disagrees(searcher):
     if not isinstance(searcher, SparseSearcher):
         pytest.skip("dense and hybrid hits are ordered by relevance (previous test)")
     # "检索" three times in faq:mode's query field outscores "knowledge" once in faq:add's document, but
-    # "knowledge" is the rarer word, so faq:add covers more of the question.
+    # "knowledge" is the rarer word, so faq:add covers more of the question: its relevance is capped at the top's.
     first, second = searcher.search(DISAGREE, 2)
     assert (first.entry.id, second.entry.id) == ("faq:mode", "faq:add")
-    assert first.score > second.score and first.relevance < second.relevance
+    assert first.score > second.score and first.signals["coverage"] < second.signals["coverage"]
+    assert first.relevance == first.signals["coverage"] and second.relevance <= first.relevance
+
+
+def test_relevance_never_rises_down_the_ranking(searcher):
+    for question in [*QUESTIONS, DISAGREE]:
+        relevances = [h.relevance for h in searcher.search(question, 10)]
+        assert relevances == sorted(relevances, reverse=True), question
 
 
 def test_relevance_lies_between_0_and_1_for_every_question(searcher):
@@ -162,8 +169,9 @@ def test_relevance_is_what_the_signals_say(searcher):
     for question in QUESTIONS:
         for hit in searcher.search(question, 10):
             s = hit.signals
-            if isinstance(searcher, SparseSearcher):  # coverage; the BM25 score orders the hits
-                assert s == {"bm25": hit.score, "coverage": hit.relevance}
+            if isinstance(searcher, SparseSearcher):  # the BM25 score orders the hits, coverage caps the relevance
+                assert set(s) == {"bm25", "coverage"} and s["bm25"] == hit.score
+                assert hit.relevance <= s["coverage"] + 1e-12
             elif searcher.name == "faiss":  # weighted question and passage cosines
                 assert hit.score == hit.relevance == pytest.approx(dense_relevance(s), abs=1e-6)
             else:  # hybrid: both sides' signals for every hit, whichever side proposed it

@@ -175,8 +175,8 @@ def test_elasticsearch_applies_the_groups_as_tantivy_does(tmp_path):
         searcher.sync(kb)
         searcher.synonyms = synonyms
     for question in ("中大校训", "学费怎么退钱", "中大北校区在哪", "图书馆几点开门"):
-        ours = {h.entry.id: round(h.relevance, 9) for h in es.search(question, 10)}
-        assert ours == {h.entry.id: round(h.relevance, 9) for h in tantivy.search(question, 10)}, question
+        ours = {h.entry.id: round(h.signals["coverage"], 9) for h in es.search(question, 10)}
+        assert ours == {h.entry.id: round(h.signals["coverage"], 9) for h in tantivy.search(question, 10)}, question
     assert es.search("中大北校区在哪", 1)[0].entry.id == "faq:north"
 
 

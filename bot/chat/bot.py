@@ -22,6 +22,7 @@ from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms  # noqa: F
 from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
+from bot.chat.negatives import NegativeExamples
 from bot.chat.privacy import NO_MASKING, PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
@@ -71,6 +72,7 @@ class Bot:
         ladder: Ladder | None = None,
         dont_know: DontKnowDetector | None = None,
         translator: Translator | None = None,
+        negatives: NegativeExamples | None = None,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -93,6 +95,7 @@ class Bot:
         self.max_search_chars = max_search_chars  # text searched per search (limits.max_search_chars)
         self.expensive = expensive  # long messages' own concurrency limit (Bot.turn)
         self.ladder = ladder or Ladder()
+        self.negatives = negatives or NegativeExamples()
         self.responder = Responder(prompt, last_resort, self.llm, splitter, max_answer_chars, dont_know)
         self.steps = build_steps(
             self.ladder,
@@ -169,15 +172,20 @@ class Bot:
         query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         parts = self.splitter.split(query) if self.splitter else [query]
         found: tuple[Part, ...] = ()
+        entries = self.index.entries
+
+        def search(text: str) -> list[Hit]:  # an entry's negative questions keep it from similar questions
+            return self.negatives.filter(text, searcher.search(text, top_k), entries, searcher)
+
         if len(parts) > 1:
-            lists = [(p, searcher.search(p, top_k)) for p in parts]
-            hits = merge_hits([("", searcher.search(query, top_k))] + lists, top_k * len(parts))
+            lists = [(p, search(p)) for p in parts]
+            hits = merge_hits([("", search(query))] + lists, top_k * len(parts))
             found = tuple(
                 Part(p, next((dataclasses.replace(h, subquestion=p) for h in part_hits if cutoffs.passes(h)), None))
                 for p, part_hits in lists
             )
         else:
-            hits = searcher.search(query, top_k)
+            hits = search(query)
         if getattr(searcher, "failed", False):
             return None
         return hits, [h for h in hits if cutoffs.passes(h)], found, searcher

@@ -30,6 +30,7 @@ from bot.evaluation import (
 )
 from bot.evaluation.decisions import Decided, DecisionSummary, decide, summarize, write_details
 from bot.evaluation.ladder_tuning import Case
+from bot.evaluation.questions import UNANSWERABLE
 from bot.evaluation.run import KS
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
 
@@ -71,6 +72,12 @@ def add_calibrate_arguments(p) -> None:
     p.add_argument("--limit", type=int, default=None, help="a fixed random subset of N questions (seed 0)")
     p.add_argument("--write", action="store_true", help="write the chosen thresholds into the --config file")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of the tables")
+    p.add_argument(
+        "--keep-answer",
+        action="store_true",
+        help="tune the ladder (answer raise, clarify margin, confirm band) from the configured answer threshold "
+        "instead of this file's best-F1 one (e.g. one chosen on several knowledge bases)",
+    )
 
 
 def _common(p) -> None:
@@ -328,10 +335,16 @@ def run_calibrate(settings: Settings, args) -> int:
             f"--seed 须为整数或逗号分隔的整数 / --seed must be an integer or a comma-separated list: {args.seed}"
         ) from None
     s, questions, entries = _load(settings, args)
+    # Entries' negative questions are questions nothing should answer: calibration counts them as unanswerable.
+    questions += [
+        EvalQuestion(q, frozenset(), (), UNANSWERABLE, f"negative:{e.id}")
+        for e in entries
+        for q in e.negative_questions
+    ]
     runs, summaries = [], []
     for seed in seeds:
         split = make_split(questions, seed)
-        runs.append(_calibrate_once(s, entries, split, modes, args.no_split))
+        runs.append(_calibrate_once(s, entries, split, modes, args.no_split, args.keep_answer))
         summaries.append(
             f"{split.how}: {len(entries) - len(split.removed)} of {len(entries)} entries indexed · "
             f"{len(split.answerable)} answerable, {len(split.unanswerable)} not"
@@ -369,7 +382,7 @@ def run_calibrate(settings: Settings, args) -> int:
 
 
 def _calibrate_once(
-    s: Settings, entries: list[Entry], split: Split, modes: list[str], no_split: bool
+    s: Settings, entries: list[Entry], split: Split, modes: list[str], no_split: bool, keep_answer: bool = False
 ) -> list[Calibration]:
     """Index the knowledge without ``split.removed`` (in a temporary state when anything is removed) and calibrate."""
 
@@ -388,6 +401,7 @@ def _calibrate_once(
                     [best[q.question] for q in split.answerable],
                     [best[q.question] for q in split.unanswerable],
                     cases,
+                    ladder_base=bot.cutoffs(system).answer if keep_answer else None,
                 )
             )
         return results

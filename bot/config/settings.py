@@ -44,6 +44,9 @@ class KnowledgeSettings(Strict):
     # Re-read when it changes (no re-index): a question word of a group also matches the group's other words.
     synonyms: str | None = None
     lint: LintSettings = Field(default_factory=LintSettings)
+    # An entry's negative_questions block it for a message that overlaps one by at least this (character-bigram
+    # Dice) and more than any of the entry's own phrasings (bot/chat/negatives.py).
+    negative_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
     # Earlier versions kept per knowledge file by every edit (under state_dir/history); 0 keeps none.
     history_versions: int = Field(default=20, ge=0)
 

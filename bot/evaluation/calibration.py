@@ -26,10 +26,10 @@ class Calibration:
     cases: list[Case] = field(default_factory=list, repr=False)
     ladder: LadderOutcome | None = None  # the ladder's answer threshold (≥ chosen), clarify margin and confirm band
 
-    def with_ladder(self) -> Calibration:
-        """This calibration with the clarify margin and confirm band tuned on its cases at the chosen threshold."""
+    def with_ladder(self, base: float | None = None) -> Calibration:
+        """This calibration with the ladder tuned on its cases from ``base`` (default: the chosen threshold)."""
         if self.cases:
-            self.ladder = tune(self.cases, self.chosen.threshold)
+            self.ladder = tune(self.cases, self.chosen.threshold if base is None else base)
         return self
 
     def headline(self) -> str:
@@ -73,13 +73,19 @@ def neighbours(
     return [point(v, positives, negatives) for v in sorted(v for v in values if 0.0 <= v <= 1.0)]
 
 
-def calibrate(system: str, positives: list[float], negatives: list[float], cases: Sequence[Case] = ()) -> Calibration:
+def calibrate(
+    system: str,
+    positives: list[float],
+    negatives: list[float],
+    cases: Sequence[Case] = (),
+    ladder_base: float | None = None,
+) -> Calibration:
     """Pick the best-F1 answer threshold (rounded) for one system's best-hit relevances; with ``cases`` (each
-    question's ranked hits) also the clarify margin and confirm band at that threshold."""
+    question's ranked hits) also the ladder, tuned from that threshold or from ``ladder_base``."""
     chosen = round_threshold(best_threshold(positives, negatives))
     point_ = point(chosen, positives, negatives)
     found = Calibration(system, point_, neighbours(chosen, positives, negatives), positives, negatives, list(cases))
-    return found.with_ladder()
+    return found.with_ladder(ladder_base)
 
 
 def pool(runs: Sequence[Sequence[Calibration]]) -> list[Calibration]:

@@ -20,6 +20,7 @@ class Entry:
     """One piece of knowledge: a title-like ``query``, its ``document``, keyword ``metadata`` and ``questions``.
 
     ``questions`` are other phrasings of ``query`` (optional); every searcher matches them as it matches the query.
+    ``negative_questions`` are questions it must not answer (bot/chat/negatives.py).
     """
 
     id: str
@@ -28,6 +29,8 @@ class Entry:
     metadata: tuple[str, ...] = ()
     source: str = field(default="", compare=False)
     questions: tuple[str, ...] = ()
+    # Questions this entry must never answer (nor close paraphrases of them); not indexed, so not in content_hash.
+    negative_questions: tuple[str, ...] = ()
 
     @property
     def phrasings(self) -> tuple[str, ...]:
@@ -60,6 +63,8 @@ def entry_record(entry: Entry) -> dict:
     }
     if entry.questions:
         record["questions"] = list(entry.questions)
+    if entry.negative_questions:
+        record["negative_questions"] = list(entry.negative_questions)
     return record
 
 
@@ -72,6 +77,7 @@ def entry_from_record(record: dict) -> Entry:
         tuple(record.get("metadata", ())),
         record.get("source", ""),
         tuple(record.get("questions", ())),
+        tuple(record.get("negative_questions", ())),
     )
 
 
@@ -84,6 +90,8 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
         data = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
         if e.questions:
             data["questions"] = list(e.questions)
+        if e.negative_questions:
+            data["negative_questions"] = list(e.negative_questions)
         files.setdefault(stem, {})[key] = data
     for stem, records in files.items():
         (folder / f"{stem}.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
@@ -152,23 +160,12 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
     if not (isinstance(meta, str) or (isinstance(meta, list) and all(isinstance(m, str) for m in meta))):
         problems.append(KnowledgeProblem(file, key, "'metadata' must be a comma-separated string or a list of strings"))
         ok = False
-    questions = raw.get("questions")
-    if questions is not None:
-        if not isinstance(questions, list):
-            wrong = type(questions).__name__
-        else:
-            wrong = next((f"a list holding {type(q).__name__}" for q in questions if not isinstance(q, str)), "")
-        if wrong:
-            problems.append(
-                KnowledgeProblem(
-                    file, key, f"'questions' must be a list of strings (other phrasings of the query), got {wrong}"
-                )
-            )
-            ok = False
-        elif any(not q.strip() for q in questions):
-            problems.append(KnowledgeProblem(file, key, "'questions' contains an empty string"))
-            ok = False
-    for name in ("query", "document", "metadata", "questions"):
+    for name, what in (
+        ("questions", "other phrasings of the query"),
+        ("negative_questions", "questions it must not answer"),
+    ):
+        ok = _check_strings(file, key, name, what, raw.get(name), problems) and ok
+    for name in ("query", "document", "metadata", "questions", "negative_questions"):
         value = raw.get(name)
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
@@ -183,6 +180,23 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
             )
             ok = False
     return raw if ok else None
+
+
+def _check_strings(file: str, key: str, name: str, what: str, value: Any, problems: list[KnowledgeProblem]) -> bool:
+    """True when ``value`` is absent or a list of non-empty strings; else the problem is recorded."""
+    if value is None:
+        return True
+    if not isinstance(value, list):
+        wrong = type(value).__name__
+    else:
+        wrong = next((f"a list holding {type(q).__name__}" for q in value if not isinstance(q, str)), "")
+    if wrong:
+        problems.append(KnowledgeProblem(file, key, f"{name!r} must be a list of strings ({what}), got {wrong}"))
+        return False
+    if any(not q.strip() for q in value):
+        problems.append(KnowledgeProblem(file, key, f"{name!r} contains an empty string"))
+        return False
+    return True
 
 
 def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProblem]) -> list[Entry]:
@@ -208,6 +222,7 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
                     metadata=parse_keywords(checked.get("metadata") or ""),
                     source=file,
                     questions=parse_questions(checked.get("questions"), checked["query"]),
+                    negative_questions=parse_questions(checked.get("negative_questions")),
                 )
             )
     return entries

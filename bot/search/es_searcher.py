@@ -348,10 +348,12 @@ class ElasticsearchSearcher(SparseSearcher):
                 aggs=self._stats_aggs(terms),
             )
         stats = self._stats(resp, terms)
-        return [
-            self.sparse_hit(entry_from_record(h["_source"]["entry"]), units, stats, float(h["_score"]))
-            for h in resp["hits"]["hits"]
-        ]
+        return self.follow_ranking(
+            [
+                self.sparse_hit(entry_from_record(h["_source"]["entry"]), units, stats, float(h["_score"]))
+                for h in resp["hits"]["hits"]
+            ]
+        )
 
 
 def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> SparseSearcher:

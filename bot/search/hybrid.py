@@ -55,7 +55,8 @@ class HybridSearcher(Searcher):
         hits = []
         for entry_id, entry in entries.items():
             sparse = sparse_hits.get(entry_id)
-            coverage = sparse.relevance if sparse else coverages.get(entry_id, 0.0)
+            # coverage itself: the sparse mode's rank-following relevance is for its own list, not for fusion
+            coverage = sparse.signals.get("coverage", sparse.relevance) if sparse else coverages.get(entry_id, 0.0)
             dense = dense_hits.get(entry_id) or (
                 self.dense.hit(entry, cosines[entry_id]) if entry_id in cosines else None
             )

@@ -19,7 +19,7 @@ from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Searcher
@@ -172,6 +172,27 @@ class SparseSearcher(Searcher):
             {"bm25": score, "coverage": relevance},
             matched_question=self.matched_question(words, entry, stats),
         )
+
+    @staticmethod
+    def follow_ranking(hits: Sequence[Hit]) -> list[Hit]:
+        """``hits`` (BM25 order) with relevance that never rises down the ranking, so the sources read in order
+        and a small gap between two hits means they are close (the clarify margin).
+
+        The top hit keeps its coverage (the answer decision is calibrated on it); each next one gets at most its
+        own coverage, the previous hit's relevance, and the top's relevance scaled by its share of the top BM25
+        score: two entries covering the whole question stay apart by how much better one matches. Coverage stays
+        in the signals (hybrid fuses it, not this).
+        """
+        if not hits:
+            return []
+        top, out = hits[0], [hits[0]]
+        previous = top.relevance
+        for hit in hits[1:]:
+            share = hit.score / top.score if top.score > 0 else 1.0
+            relevance = min(hit.relevance, previous, top.relevance * share)
+            out.append(replace(hit, relevance=relevance))
+            previous = relevance
+        return out
 
     def relevances(self, question: str, entries: Sequence[Entry]) -> list[float]:
         """Coverage of each entry for ``question`` (used by hybrid for entries only the dense side found)."""

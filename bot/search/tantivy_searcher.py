@@ -317,9 +317,11 @@ class TantivySearcher(SparseSearcher):
         terms = [(tantivy.Occur.Should, clause(u)) for u in words]
         result = searcher.search(tantivy.Query.boolean_query(terms), limit=top_k)
         stats = self._live_stats(index, searcher, unit_terms(words))
-        return [
-            self.sparse_hit(
-                entry_from_record(json.loads(searcher.doc(address)["entry"][0])), words, stats, float(score)
-            )
-            for score, address in result.hits
-        ]
+        return self.follow_ranking(
+            [
+                self.sparse_hit(
+                    entry_from_record(json.loads(searcher.doc(address)["entry"][0])), words, stats, float(score)
+                )
+                for score, address in result.hits
+            ]
+        )

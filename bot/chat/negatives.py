@@ -1,0 +1,122 @@
+"""Negative examples: an entry is never answered for one of its ``negative_questions``, nor for a question closer
+to one of them than to any of the entry's own phrasings ("南校园图书馆几点开门？" is not what 图书馆简介 answers).
+
+Closeness is measured the way the answering searcher sees text: with a dense encoder (dense and hybrid modes) the
+cosine of the question's vector with each text's; else (sparse) the share of the question's character bigrams
+(words for Latin text) found in each text, the entry's document counting as its own text. The rule is relative,
+so a negative cannot block questions about the entry's own subject; with the lexical measure a question must also
+share at least ``min_similarity`` with the negative.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from bot.chat.offers import squeeze
+from bot.knowledge.entries import Entry
+from bot.search.base import Hit
+
+_LATIN_WORD = re.compile(r"[a-z0-9]+")
+VECTOR_CACHE = 4096  # texts of negatives and phrasings whose vectors are kept
+
+
+def grams(text: str) -> frozenset[str]:
+    """Character bigrams of the CJK text and the Latin words of ``text`` (squeezed)."""
+    lower = text.lower()
+    words = set(_LATIN_WORD.findall(lower))
+    cjk = squeeze(_LATIN_WORD.sub(" ", lower))
+    pairs = {cjk[i : i + 2] for i in range(len(cjk) - 1)} or ({cjk} if cjk else set())
+    return frozenset(words | pairs)
+
+
+def lexical(question: str, texts: Sequence[str]) -> list[float]:
+    """The share of the question's bigrams (and Latin words) found in each text, in [0, 1]."""
+    asked = grams(question)
+    return [len(asked & grams(text)) / len(asked) if asked else 0.0 for text in texts]
+
+
+class DenseCloseness:
+    """Cosines of a question with texts through a searcher's encoder (text vectors cached)."""
+
+    def __init__(self, query_vector: Callable[[str], Any], embed: Callable[[Sequence[str]], Any]):
+        self.query_vector = query_vector
+        self.embed = embed
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, question: str, texts: Sequence[str]) -> list[float] | None:
+        """The cosines, or None when the question has no vector (the lexical measure decides then)."""
+        vector = self.query_vector(question)
+        if vector is None:
+            return None
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            rows = np.asarray(self.embed(missing), dtype=np.float32)
+            with self._lock:
+                if len(self._vectors) > VECTOR_CACHE:
+                    self._vectors.clear()
+                self._vectors.update(zip(missing, rows))
+        with self._lock:
+            return [float(self._vectors[t] @ vector) for t in texts]
+
+
+def closeness_for(searcher: Any) -> DenseCloseness | None:
+    """The dense measure of a dense or hybrid searcher (its encoder), None for a sparse one."""
+    dense = getattr(searcher, "dense", searcher)
+    encoder = getattr(dense, "encoder", None)
+    if encoder is None or not hasattr(dense, "query_vector"):
+        return None
+    return DenseCloseness(dense.query_vector, encoder.embed_questions)
+
+
+class NegativeExamples:
+    """Drops hits whose entry has a negative question closer to the message than the entry's own phrasings."""
+
+    def __init__(self, min_similarity: float = 0.3):
+        self.min_similarity = min_similarity
+        self._key: tuple[int, int] | None = None
+        self._by_id: dict[str, Entry] = {}
+        self._dense: dict[int, DenseCloseness | None] = {}
+
+    def _refresh(self, entries: Sequence[Entry]) -> None:
+        key = (id(entries), len(entries))
+        if key != self._key:  # the loaded knowledge changed: a new list object
+            self._by_id = {e.id: e for e in entries if e.negative_questions}
+            self._key = key
+
+    def blocks(self, question: str, entry: Entry, searcher: Any = None) -> bool:
+        """True when ``question`` is closer to one of ``entry``'s negatives than to any of its phrasings."""
+        texts = [*entry.negative_questions, *entry.phrasings]
+        count = len(entry.negative_questions)
+        dense = self._dense_measure(searcher)
+        sims = dense(question, texts) if dense is not None else None
+        floor = -1.0
+        if sims is None:  # words only: the document counts as the entry's own text too
+            sims, floor = lexical(question, [*texts, entry.document]), self.min_similarity
+        worst = max(sims[:count])
+        return worst >= floor and worst > max(sims[count:])
+
+    def _dense_measure(self, searcher: Any) -> DenseCloseness | None:
+        if searcher is None:
+            return None
+        key = id(searcher)
+        if key not in self._dense:
+            self._dense[key] = closeness_for(searcher)
+        return self._dense[key]
+
+    def filter(self, question: str, hits: Sequence[Hit], entries: Sequence[Entry], searcher: Any = None) -> list[Hit]:
+        """``hits`` without those the question must not get (entries as loaded now, by id)."""
+        self._refresh(entries)
+        if not self._by_id:
+            return list(hits)
+        return [
+            h
+            for h in hits
+            if h.entry.id not in self._by_id or not self.blocks(question, self._by_id[h.entry.id], searcher)
+        ]
