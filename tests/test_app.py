@@ -51,7 +51,8 @@ def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
     assert "怎么添加知识？" in sources and "direct" in sources
     # The panel shows the relevance the threshold compares, then the signals behind it.
     assert "sparse ≥ 0.5" in sources and "相关度 / Relevance" in sources
-    assert "<b>1.000</b> <small>(BM25 " in sources and "覆盖 coverage 1)" in sources
+    assert "<b>1.000</b> <span class='kb-band kb-band-high'>高 / high</span> <small>(BM25 " in sources
+    assert "覆盖 coverage 1)" in sources
 
 
 def test_off_topic_gets_last_resort(served):

@@ -227,6 +227,6 @@ def test_bot_answers_with_the_e5_encoder(settings):
     answer = bot.answer("怎么添加知识？")
     assert answer.hits[0].entry.id == "faq:add" and answer.hits[0].relevance >= 0.9
     assert answer.thresholds.system == "dense-e5" and answer.hits[0].searcher == "faiss"
-    assert bot.answer("今天天气怎么样").strategy.value == "last_resort"
+    assert bot.answer("火星上有几座城市").strategy.value == "last_resort"
     assert bot.index.searcher("dense").encoder.signature().startswith("e5:original:")
     assert bot.retrieve("？！", "dense")[0] == []

@@ -42,6 +42,7 @@ def test_a_request_for_a_person_is_handed_off_and_a_lookalike_is_not(ladder_sett
         bot = build_bot(ladder_settings)
         answer = bot.answer("转人工")
         assert answer.decision is Decision.HANDOFF and answer.text == ladder_settings.handoff.reply
+        assert answer.strategy is Strategy.HANDOFF  # a request, not a miss: not for the Unanswered inbox
         assert answer.to_dict()["decision"] == "handoff" and not answer.hits
         assert bot.ladder.handoff is not None and bot.ladder.handoff.wait(5)
         ((body, _),) = hook.received
@@ -96,7 +97,8 @@ def test_a_near_miss_is_confirmed_yes_answers_and_no_asks_to_rephrase(ladder_set
     no = bot.answer("不是", past)
     assert no.strategy is Strategy.REPHRASE
     ladder_settings.handoff.on_confirm_no = True
-    assert build_bot(ladder_settings).answer("不是", past).decision is Decision.HANDOFF
+    escalated = build_bot(ladder_settings).answer("不是", past)
+    assert escalated.decision is Decision.HANDOFF and escalated.strategy is Strategy.ESCALATE
 
 
 def test_a_reply_that_is_a_new_question_goes_down_the_ladder(ladder_settings):
@@ -113,7 +115,7 @@ def test_the_second_miss_in_a_row_hands_off(ladder_settings):
     first = bot.answer("火星上有几座城市")
     assert first.decision is Decision.FALLBACK and first.strategy is Strategy.LAST_RESORT
     second = bot.answer("木星有几颗卫星", history(("火星上有几座城市", first.text)))
-    assert second.decision is Decision.HANDOFF
+    assert second.decision is Decision.HANDOFF and second.strategy is Strategy.ESCALATE  # listed in the inbox
     ladder_settings.handoff.after_misses = 0
     assert build_bot(ladder_settings).answer("木星有几颗卫星", history(("火星上有几座城市", first.text))).decision is (
         Decision.FALLBACK
@@ -163,3 +165,16 @@ def test_a_long_answer_mentioning_one_unknown_detail_still_answers(ladder_settin
     llm_server.reply = lambda body: text
     answer = build_bot(llm_settings).answer("食堂在哪里？")
     assert answer.decision is Decision.ANSWER and answer.text == text
+
+
+def test_an_escalated_turn_reaches_the_unanswered_inbox_and_a_request_does_not(ladder_settings):
+    ladder_settings.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5)
+    bot = build_bot(ladder_settings)
+    first = bot.answer("火星上有几座城市", session="s1", source="api")
+    bot.answer("木星有几颗卫星", history(("火星上有几座城市", first.text)), session="s1", source="api")
+    bot.answer("转人工", session="s2", source="api")
+    assert bot.recorder.log is not None
+    groups = bot.recorder.log.unanswered()
+    questions = {q for g in groups for q in g.questions}
+    assert {"火星上有几座城市", "木星有几颗卫星"} <= questions and "转人工" not in questions
+    assert any("escalate" in g.strategies for g in groups)

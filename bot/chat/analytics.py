@@ -19,7 +19,7 @@ from bot.chat.tiles import Stats, StatsFilter, Tile
 from bot.chat.turn_log import TurnLog, utc_iso
 
 # Strategies that mean the knowledge had no answer (the inbox's fallbacks, and the ladder's hand-off to a person).
-UNANSWERED_STRATEGIES = ("hyde", "last_resort", "handoff")
+UNANSWERED_STRATEGIES = ("hyde", "last_resort", "handoff", "escalate")
 WEEK, DAY, HOUR = timedelta(days=7), timedelta(days=1), timedelta(hours=1)
 
 

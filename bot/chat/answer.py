@@ -22,7 +22,8 @@ class Strategy(str, Enum):
     CLARIFY = "clarify"  # close candidates: "您想问的是：" with their questions as options
     CONFIRM = "confirm"  # a near miss: "您是想问「X」吗？"
     CHITCHAT = "chitchat"  # small talk, a persona reply
-    HANDOFF = "handoff"  # a person was asked for (or misses piled up): the configured hand-off reply
+    HANDOFF = "handoff"  # a person was asked for: the configured hand-off reply
+    ESCALATE = "escalate"  # misses piled up (or "no" to a confirmation): the hand-off reply; unanswered (inbox)
     REPHRASE = "rephrase"  # "no" to a confirmation or "none of these": please ask in other words
 
     @property
@@ -47,6 +48,7 @@ _DECISIONS = {
     Strategy.CONFIRM: Decision.CONFIRM,
     Strategy.CHITCHAT: Decision.CHITCHAT,
     Strategy.HANDOFF: Decision.HANDOFF,
+    Strategy.ESCALATE: Decision.HANDOFF,
     Strategy.LAST_RESORT: Decision.FALLBACK,
     Strategy.REFUSED: Decision.FALLBACK,
     Strategy.REPHRASE: Decision.FALLBACK,

@@ -26,7 +26,7 @@ from bot.errors import BotError
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2  # 2: turns.top_relevance and the analytics indexes
-UNANSWERED = "(strategy IN ('hyde', 'last_resort') OR rating = -1)"
+UNANSWERED = "(strategy IN ('hyde', 'last_resort', 'escalate') OR rating = -1)"
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS turns (
@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS turns (
     rating INTEGER, reason TEXT, rated_at TEXT, top_relevance REAL);
 CREATE INDEX IF NOT EXISTS turns_time ON turns(time);
 CREATE INDEX IF NOT EXISTS turns_session ON turns(session);
-CREATE INDEX IF NOT EXISTS turns_unanswered ON turns(id) WHERE {UNANSWERED};
+DROP INDEX IF EXISTS turns_unanswered;
+CREATE INDEX IF NOT EXISTS turns_unanswered_2 ON turns(id) WHERE {UNANSWERED};
 CREATE TABLE IF NOT EXISTS used (
     turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE, entry_id TEXT NOT NULL, time TEXT NOT NULL,
     source TEXT, mode TEXT);

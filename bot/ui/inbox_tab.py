@@ -12,6 +12,7 @@ from typing import Any
 
 import gradio as gr
 
+from bot.chat.answer import Strategy
 from bot.chat.bot import Bot
 from bot.chat.inbox import Group
 from bot.chat.knowledge_edit import KnowledgeEditor
@@ -30,15 +31,7 @@ LOG_OFF = (
     "/ The conversation log is off (log.enabled in config.yaml) or could not be opened; see the server log.</div>"
 )
 SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count")]
-STRATEGIES = [
-    ("全部 / All", ""),
-    ("direct", "direct"),
-    ("verbatim", "verbatim"),
-    ("rewrite", "rewrite"),
-    ("HyDE", "hyde"),
-    ("last resort", "last_resort"),
-    ("refused", "refused"),
-]
+STRATEGIES = [("全部 / All", ""), *((s.value.replace("_", " "), s.value) for s in Strategy)]
 RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]
 
 

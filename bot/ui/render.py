@@ -24,6 +24,7 @@ STRATEGY_LABELS = {
     Strategy.CONFIRM: "请用户确认 / confirm",
     Strategy.CHITCHAT: "闲聊 / chit-chat",
     Strategy.HANDOFF: "转人工 / hand-off",
+    Strategy.ESCALATE: "多次未找到，转人工 / hand-off after misses",
     Strategy.REPHRASE: "请用户换个说法 / rephrase",
 }
 BAND_LABELS = {Band.HIGH: "高 / high", Band.MEDIUM: "中 / medium", Band.LOW: "低 / low"}

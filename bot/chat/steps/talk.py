@@ -24,7 +24,9 @@ def hand_off(turn: Turn, handoff: Handoff, reason: str) -> Answer:
     """The finished hand-off answer; the transcript goes to the webhook in the background (never blocks)."""
     transcript = [*normalize_history(turn.history, 1000), {"role": "user", "content": turn.question}]
     handoff.notify(transcript, reason)
-    answer = turn.replace(text=handoff.reply, strategy=Strategy.HANDOFF, hits=[], options=())
+    # asked for a person: HANDOFF; sent there by misses or a "no": ESCALATE, which the Unanswered inbox lists
+    strategy = Strategy.HANDOFF if reason == "request" else Strategy.ESCALATE
+    answer = turn.replace(text=handoff.reply, strategy=strategy, hits=[], options=())
     return finish(answer, turn.timings, turn.start)
 
 
