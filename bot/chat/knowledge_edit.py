@@ -145,6 +145,37 @@ class KnowledgeEditor:
         result = self.save(file, key, query, document, metadata, expected_version=ABSENT, questions=questions)
         return dataclasses.replace(result, done=result.done.replace("已保存 / Saved", "已新增 / Added", 1))
 
+    def locate(self, entry_id: str) -> tuple[str, str] | None:
+        """(file, key) of an entry id '<stem>:<key>' among the knowledge files, or None."""
+        stem, sep, key = (entry_id or "").strip().partition(":")
+        if not sep or not key:
+            return None
+        file = next((f for f in self.files() if PurePosixPath(f).stem == stem), None)
+        return (file, key) if file else None
+
+    def add_phrasing(self, entry_id: str, question: str) -> EditResult:
+        """Add ``question`` to an entry's phrasings (its ``questions``), as a page edit would: locked, versioned,
+        with history, indexed at once; BotError when the entry or the question is missing."""
+        question = (question or "").strip()
+        where = self.locate(entry_id)
+        fields = self.entry(*where) if where else None
+        if where is None or fields is None or not question:
+            raise KnowledgeWriteError(
+                f"请选择一个条目并填写问法 / Choose an entry and type the phrasing (entry {entry_id!r} not found)"
+                if question
+                else "请填写问法 / Type the phrasing"
+            )
+        questions = [*fields.questions, question] if question not in fields.questions else list(fields.questions)
+        return self.save(
+            where[0],
+            where[1],
+            fields.query,
+            fields.document,
+            fields.metadata,
+            expected_version=fields.version,
+            questions=questions,
+        )
+
     def delete(self, file: str | None, key: str | None, *, expected_version: str | None = None) -> EditResult:
         """Delete one entry (refused when ``expected_version`` is given and the entry changed); raises BotError."""
         file = file_name(file)

@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS used (
 CREATE INDEX IF NOT EXISTS used_entry ON used(entry_id, time);
 CREATE INDEX IF NOT EXISTS used_turn ON used(turn_id);
 CREATE TABLE IF NOT EXISTS dismissals (norm TEXT PRIMARY KEY, dismissed_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rejected_suggestions (
+    norm TEXT NOT NULL, entry_id TEXT NOT NULL, rejected_at TEXT NOT NULL, PRIMARY KEY (norm, entry_id));
 """
 # The analytics page (bot/chat/analytics.py) aggregates a million turns in well under a second only from covering
 # indexes: one over the filter columns and what the counts read, one over norm for top and trending questions.
@@ -360,6 +362,26 @@ class TurnLog:
         sql = "SELECT * FROM turns" + (" WHERE " + " AND ".join(where) if where else "")
         rows = self._conn().execute(sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, int(limit), int(offset)))
         return [_decode(r) for r in rows]
+
+    def session_turns(self, scan: int = 5000) -> list[dict]:
+        """The newest ``scan`` turns that belong to a conversation (id, time, session, question, strategy, hits),
+        oldest first: what suggestions from traffic read (bot/chat/suggestions.py)."""
+        rows = self._conn().execute(
+            "SELECT id, time, session, question, strategy, hits FROM turns WHERE session IS NOT NULL "
+            "ORDER BY id DESC LIMIT ?",
+            (int(scan),),
+        )
+        return [dict(r, hits=json.loads(r["hits"])) for r in reversed(rows.fetchall())]
+
+    def reject_suggestion(self, norm: str, entry_id: str, now: datetime | None = None) -> None:
+        """Never suggest this question (normal form) for this entry again."""
+        when = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+        with self._write() as c:
+            c.execute("INSERT OR REPLACE INTO rejected_suggestions VALUES (?, ?, ?)", (norm, entry_id, when))
+
+    def rejected_suggestions(self) -> set[tuple[str, str]]:
+        """(normal form, entry id) of every rejected suggestion."""
+        return {(r[0], r[1]) for r in self._conn().execute("SELECT norm, entry_id FROM rejected_suggestions")}
 
     def count(self) -> int:
         """How many turns the log holds."""

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from bot.cli.lint import add_lint_arguments, run_lint
+from bot.cli.suggestions import add_suggestions_arguments, run_suggestions
 from bot.errors import BotError
 from bot.knowledge.store import (
     ABSENT,
@@ -49,6 +50,11 @@ def add_knowledge_arguments(parser: argparse.ArgumentParser, common: list[argpar
     add_lint_arguments(
         sub.add_parser("lint", parents=common, help="flag knowledge defects (exit 1 when any); --mode: searcher")
     )
+    add_suggestions_arguments(
+        sub.add_parser(
+            "suggestions", parents=common, help="phrasings suggested by traffic: list, --accept N, --reject N"
+        )
+    )
     export = sub.add_parser("export", parents=common, help="write every entry to a CSV file (Excel-friendly)")
     export.add_argument("--csv", required=True, metavar="OUT.csv", help="the CSV file to write")
     show = sub.add_parser("show", parents=common, help="list a file's entries with their versions, or show one")
@@ -75,6 +81,12 @@ def run_knowledge(settings, args) -> int:
 
     if args.action == "lint":
         return run_lint(settings, args)
+    if args.action == "suggestions":
+        try:
+            return run_suggestions(settings, args)
+        except BotError as exc:
+            print(f"错误 / error: {exc}", file=sys.stderr)
+            return 2
     args.near_duplicate = settings.knowledge.lint.near_duplicate  # for import --dry-run
     store = build_store(settings)
     try:

@@ -7,7 +7,6 @@ through the core's KnowledgeEditor, so the index serves a new entry at the next 
 from __future__ import annotations
 
 import html
-from pathlib import PurePosixPath
 from typing import Any
 
 import gradio as gr
@@ -24,6 +23,7 @@ from bot.ui.admin import fill_for_admins
 from bot.ui.analytics_tab import analytics_page
 from bot.ui.events import PRIVATE
 from bot.ui.knowledge_tab import result_html
+from bot.ui.suggestions_tab import suggestions_section
 
 e = html.escape
 LOG_OFF = (
@@ -119,15 +119,6 @@ def error_html(exc: BotError) -> str:
     return f"<div class='kb-notice'>❌ 未保存，请修正 / Not saved, please fix: {detail}</div>"
 
 
-def entry_file(editor: KnowledgeEditor, entry_id: str) -> tuple[str, str] | None:
-    """(file, key) of an entry id '<stem>:<key>' among the knowledge files, or None."""
-    stem, sep, key = (entry_id or "").strip().partition(":")
-    if not sep or not key:
-        return None
-    file = next((f for f in editor.files() if PurePosixPath(f).stem == stem), None)
-    return (file, key) if file else None
-
-
 class InboxHandlers:
     """Callbacks of the inbox and log tabs (admins only: registered inside AdminBlocks.admin_only)."""
 
@@ -177,27 +168,8 @@ class InboxHandlers:
 
     def add_phrasing(self, key: str | None, entry_id: str | None, question: str, sort: str | None):
         """Add the question to an entry as another phrasing (its ``questions`` list), and file the group."""
-        question = (question or "").strip()
-        where = entry_file(self.editor, entry_id or "")
-        fields = self.editor.entry(*where) if where else None
-        if fields is None or not question:
-            return (
-                gr.skip(),
-                gr.skip(),
-                ("<div class='kb-notice'>❌ 请选择一个条目并填写问法 / Choose an entry and type the phrasing</div>"),
-            )
-        assert where is not None  # fields was found through it
-        questions = [*fields.questions, question] if question not in fields.questions else list(fields.questions)
         try:
-            result = self.editor.save(
-                where[0],
-                where[1],
-                fields.query,
-                fields.document,
-                fields.metadata,
-                expected_version=fields.version,
-                questions=questions,
-            )
+            result = self.editor.add_phrasing(entry_id or "", question)
         except BotError as exc:
             return gr.skip(), gr.skip(), error_html(exc)
         return self._done(key, sort, result_html(result))
@@ -296,9 +268,11 @@ def admin_tabs(demo: Any, bot: Bot, store: KnowledgeStore, log: LogSettings | No
     with demo.admin_only():
         with gr.Tab("待解决问题 / Unanswered", id="inbox", visible=False) as inbox:
             h, sort, listed = inbox_tab(bot, store)
+            suggested, suggested_out = suggestions_section(h.log, h.editor)
         with gr.Tab("对话日志 / Log", id="log", visible=False) as turns:
             filters, table = log_tab(h)
         inbox.select(h.refresh, [sort], listed, **PRIVATE)
+        inbox.select(suggested.refresh, None, suggested_out, **PRIVATE)
         turns.select(h.turns, filters, [table], **PRIVATE)
         stats = analytics_page(demo, bot, log.analytics_top, log.analytics_sample)
     return [inbox, turns, stats]
