@@ -18,6 +18,7 @@ from bot.chat.handoff import Handoff
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
+from bot.chat.popular import PopularEntries
 from bot.chat.privacy import PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
@@ -253,6 +254,7 @@ def build_bot(
     index = index or build_index(settings, background)
     llm = llm if llm is not None else build_llm(settings)
     mode = settings.mode
+    recorder = build_recorder(settings, purge_every=PURGE_EVERY if background else None)
     bot = Bot(
         index=index,
         thresholds=thresholds(settings),
@@ -284,12 +286,13 @@ def build_bot(
         grader=RelevanceGrader(llm, settings.retrieval.grading)
         if llm is not None and settings.retrieval.grading.enabled
         else None,
-        recorder=build_recorder(settings, purge_every=PURGE_EVERY if background else None),
+        recorder=recorder,
         privacy=PrivacyPolicy.from_settings(settings.privacy),
         ladder=build_ladder(settings),
         dont_know=DontKnowDetector(settings.ladder.dont_know_patterns),
         translator=Translator(llm, settings.fallback.translate) if llm is not None else None,
         negatives=NegativeExamples(settings.knowledge.negative_similarity),
+        popular=PopularEntries(recorder.log),
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

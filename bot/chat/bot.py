@@ -23,6 +23,7 @@ from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
+from bot.chat.popular import PopularEntries
 from bot.chat.privacy import NO_MASKING, PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
@@ -73,6 +74,7 @@ class Bot:
         dont_know: DontKnowDetector | None = None,
         translator: Translator | None = None,
         negatives: NegativeExamples | None = None,
+        popular: PopularEntries | None = None,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
@@ -96,6 +98,7 @@ class Bot:
         self.expensive = expensive  # long messages' own concurrency limit (Bot.turn)
         self.ladder = ladder or Ladder()
         self.negatives = negatives or NegativeExamples()
+        self.popular = popular or PopularEntries(None)  # the most used entries (examples, "did you mean")
         self.responder = Responder(prompt, last_resort, self.llm, splitter, max_answer_chars, dont_know)
         self.steps = build_steps(
             self.ladder,
@@ -106,6 +109,7 @@ class Bot:
             self.hyde,
             rewrite=self.multi_query is not None,
             translator=translator if llm is not None else None,
+            popular=lambda n: self.popular.top(self.index.entries, n),
         )
 
     @property
@@ -127,9 +131,13 @@ class Bot:
         """Every mode's hits for ``query`` without the LLM (the retrieval-test tab); errors per mode as text."""
         return services.retrieve_all_modes(self, query)
 
-    def examples(self, configured: Sequence[str] = ()) -> list[str]:
-        """Example questions: the configured ones found in the loaded knowledge, else some of its entries'."""
-        return services.example_questions(self.index.entries, configured, max(len(configured), services.EXAMPLES))
+    def examples(self, configured: Sequence[str] = (), source: str = "fixed") -> list[str]:
+        """Example questions (``ui.examples_source``): the configured ones found in the loaded knowledge (fixed),
+        the most used entries' (popular), or both in that order; else some of the knowledge's entries'."""
+        limit = max(len(configured), services.EXAMPLES)
+        entries = self.index.entries
+        popular = [e.query for e in self.popular.top(entries, limit)] if source != "fixed" else []
+        return services.example_questions(entries, configured if source != "popular" else (), limit, popular)
 
     def editor(self, store: KnowledgeStore) -> KnowledgeEditor:
         """Knowledge edits through ``store`` that refresh this bot's index at once."""

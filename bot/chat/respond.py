@@ -72,17 +72,20 @@ class Responder:
             yield snapshot
         return False
 
-    def last(self, base: Answer, history, timings: dict[str, float], start: float) -> Iterator[Answer]:
-        """The last resort: the fixed reply with "did you mean" options, or the LLM alone with a notice."""
-        fixed = self.last_resort.fixed_reply(base.candidates)
+    def last(
+        self, base: Answer, history, timings: dict[str, float], start: float, offered: Sequence[Hit] | None = None
+    ) -> Iterator[Answer]:
+        """The last resort: the fixed reply with "did you mean" options (from ``offered``, default the turn's
+        candidates), or the LLM alone with a notice."""
+        offered = base.candidates if offered is None else offered
+        fixed = self.last_resort.fixed_reply(offered)
         if self.llm is not None and self.last_resort.uses_llm:
             messages = self.prompt.build_plain(base.question, history)
             base = dataclasses.replace(base, llm_used=True).noted(self.last_resort.notice)
             prefix = self.last_resort.notice + "\n\n"
             yield from self._generate(base, messages, timings, start, fixed, prefix)
             return
-        offered = self.last_resort.suggested(base.candidates)
-        options = tuple(Option(h.entry.id, h.entry.query) for h in offered)
+        options = tuple(Option(h.entry.id, h.entry.query) for h in self.last_resort.suggested(offered))
         suggestions = tuple(o.question for o in options)
         yield finish(dataclasses.replace(base, text=fixed, suggestions=suggestions, options=options), timings, start)
 

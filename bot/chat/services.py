@@ -125,13 +125,17 @@ def _key(text: str) -> str:
     return re.sub(r"[\s?？!！。.]+", "", text.casefold())
 
 
-def example_questions(entries: Sequence[Entry], configured: Sequence[str], limit: int = EXAMPLES) -> list[str]:
-    """The configured examples that are questions of loaded entries; when none is, up to ``limit`` entry questions.
+def example_questions(
+    entries: Sequence[Entry], configured: Sequence[str], limit: int = EXAMPLES, popular: Sequence[str] = ()
+) -> list[str]:
+    """The configured examples that are questions of loaded entries, then ``popular`` ones (most used entries'
+    questions) up to ``limit``; when there are none, up to ``limit`` entry questions.
 
     Picked evenly across the knowledge in loading order, so a replaced knowledge base shows its own questions.
     """
     known = {_key(e.query) for e in entries}
     kept = [q for q in configured if _key(q) in known]
+    kept += [q for q in popular if q not in kept][: max(0, limit - len(kept))]
     if kept or not entries:
         return kept
     step = len(entries) / min(limit, len(entries))

@@ -375,6 +375,9 @@ class LastResortSettings(Strict):
     reply: str
     notice: str
     suggestions: int = Field(default=3, ge=0, le=10)
+    # "Did you mean" options: the closest entries (candidates), the most used ones (popular), or both (the closer
+    # half of the slots, then popular ones, then the other closest).
+    suggestions_source: Literal["candidates", "popular", "both"] = "candidates"
 
 
 DEFAULT_REWRITE_TEMPLATE = (
@@ -573,6 +576,9 @@ class UISettings(Strict):
     host: str = "127.0.0.1"
     port: int = 7860
     examples: list[str] = Field(default_factory=list)
+    # Where the welcome examples come from: the examples above (fixed), the entries most used in answers (popular,
+    # from the conversation log), or the fixed ones first, then popular ones (both).
+    examples_source: Literal["fixed", "popular", "both"] = "both"
     retrieval_only_label: str = "仅检索模式（未配置 LLM）/ Retrieval-only (no LLM configured)"
     auth: AuthSettings = Field(default_factory=AuthSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)

@@ -211,7 +211,7 @@ class ChatHandlers:
 
     def examples(self) -> list[list[str]]:
         """Example questions as samples: the configured ones in the loaded knowledge, else some of its entries'."""
-        return [[q] for q in self.bot.examples(self.settings.ui.examples)]
+        return [[q] for q in self.bot.examples(self.settings.ui.examples, self.settings.ui.examples_source)]
 
     def page_defaults(self):
         """(header, mode selector, examples) for a newly opened page: follow the configured mode as it is now."""

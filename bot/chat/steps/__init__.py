@@ -40,6 +40,7 @@ def build_steps(
     hyde: HydeFallback | None = None,
     rewrite: bool = False,
     translator: Translator | None = None,
+    popular: Callable[[int], list[Entry]] | None = None,
 ) -> list[Step]:
     """The steps named by ``ladder.steps`` then ``chain``; a rung whose part is not configured (no LLM for HyDE,
     no chit-chat set) is left out, and the last resort always ends the ladder."""
@@ -56,7 +57,7 @@ def build_steps(
         ),
         "rewrite": lambda: RewriteStep(research, responder) if rewrite else None,
         "hyde": lambda: HydeStep(hyde, research, responder) if hyde is not None else None,
-        "last_resort": lambda: LastResortStep(responder, ladder.handoff, entries, language),
+        "last_resort": lambda: LastResortStep(responder, ladder.handoff, entries, language, popular),
     }
     fallbacks = list(chain)[: list(chain).index("last_resort")] if "last_resort" in chain else list(chain)
     names = [*ladder.steps, *fallbacks, "last_resort"]  # steps listed after last_resort never run

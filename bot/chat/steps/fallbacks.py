@@ -98,11 +98,13 @@ class LastResortStep:
         handoff: Handoff | None = None,
         entries: Callable[[], list[Entry]] | None = None,
         language: KnowledgeLanguage | None = None,
+        popular: Callable[[int], list[Entry]] | None = None,
     ):
         self.responder = responder
         self.handoff = handoff
         self.entries = entries
         self.language = language
+        self.popular = popular
 
     def run(self, turn: Turn) -> Iterator[Answer]:
         """Hand off when the misses pile up, else the last resort."""
@@ -112,12 +114,24 @@ class LastResortStep:
             return
         base = turn.replace(strategy=Strategy.LAST_RESORT, hits=[], llm_used=False)
         tip = self._language_tip(turn)
-        for snapshot in self.responder.last(base, turn.history, turn.timings, turn.start):
+        for snapshot in self.responder.last(base, turn.history, turn.timings, turn.start, self._offered(base)):
             yield (
                 dataclasses.replace(snapshot, text=f"{snapshot.text}\n\n{tip}")
                 if tip and snapshot.finished
                 else snapshot
             )
+
+    def _offered(self, base: Answer) -> list[Hit]:
+        """What "did you mean" picks from (``fallback.last_resort.suggestions_source``): the closest candidates,
+        the most used entries, or both (the closer half of the slots first, then popular, then the other closest)."""
+        settings = self.responder.last_resort.settings
+        source = settings.suggestions_source
+        closest = list(base.candidates) if source != "popular" else []
+        if source == "candidates" or self.popular is None:
+            return closest
+        popular = [Hit(e, 0.0, 0.0, "popular") for e in self.popular(settings.suggestions)]
+        half = (settings.suggestions + 1) // 2
+        return [*closest[:half], *popular, *closest[half:]]
 
     def _language_tip(self, turn: Turn) -> str | None:
         """Without an LLM to translate: a tip to ask in the knowledge's language, when the question is in another."""
