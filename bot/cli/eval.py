@@ -182,6 +182,7 @@ class ModeReport:
             "recall": {k: r.recall(k) for k in KS},
             "mrr": r.mrr,
             "pass_rate": r.pass_rate(True),
+            "decision_f1": r.decision_f1,
             "not_answerable_pass_rate": r.pass_rate(False),
             "p50_ms": r.p50_ms,
             "p95_ms": r.p95_ms,

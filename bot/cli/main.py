@@ -13,6 +13,7 @@ from bot.chat.answer import hit_dict
 from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
 from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
 from bot.cli.log import add_log_arguments, run_log
+from bot.cli.testset import add_testset_arguments, run_testset
 from bot.config.settings import MODES, load_settings
 from bot.errors import BotError, KnowledgeError
 
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     add_calibrate_arguments(
         sub.add_parser("calibrate", parents=common, help="choose each searcher's threshold from a question file")
     )
+    add_testset_arguments(
+        sub.add_parser("testset", parents=common, help="labelled test sets: add, run on the current knowledge, history")
+    )
     add_knowledge_arguments(
         sub.add_parser(
             "knowledge",
@@ -86,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "index": _index,
             "eval": run_eval,
             "calibrate": run_calibrate,
+            "testset": run_testset,
             "knowledge": run_knowledge,
             "log": run_log,
         }[args.command](settings, args)

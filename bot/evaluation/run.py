@@ -64,6 +64,15 @@ class Run:
         return sum(flags) / len(flags) if flags else None
 
     @property
+    def decision_f1(self) -> float:
+        """F1 of the decision to answer: precision = answerable among the questions something passed for,
+        recall = the answerable pass rate."""
+        passed = [o for o in self.outcomes if o.passed]
+        precision = sum(o.question.answerable for o in passed) / len(passed) if passed else 0.0
+        recall = self.pass_rate(True) or 0.0
+        return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+    @property
     def p50_ms(self) -> float:
         """Median latency."""
         return statistics.median(o.ms for o in self.outcomes) if self.outcomes else 0.0

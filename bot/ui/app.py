@@ -22,6 +22,7 @@ from bot.ui.guard import TOO_MANY, ClientLimits, client_key, safe_markdown
 from bot.ui.inbox_tab import admin_tabs
 from bot.ui.knowledge_tab import knowledge_tab
 from bot.ui.render import header_markdown, retrieval_html, sources_html
+from bot.ui.testsets_tab import testsets_page
 
 INTERNAL_ERROR = "⚠️ 内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
 RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."
@@ -289,7 +290,7 @@ def build_demo(
         if store is not None and admin.enabled:
             with demo.admin_only(), gr.Tab("知识管理 / Knowledge", id="knowledge", visible=False) as knowledge:
                 knowledge_tab(bot, store, limits=h.limits)
-            admin_pages = [knowledge, *admin_tabs(demo, bot, store, settings.log)]
+            admin_pages = [knowledge, *admin_tabs(demo, bot, store, settings.log), testsets_page(demo, bot, settings)]
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
         turn_out = [chatbot, message, sources, header, mode, turns]
