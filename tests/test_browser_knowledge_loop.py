@@ -43,9 +43,10 @@ def test_a_clarify_pick_is_suggested_accepted_and_a_test_set_runs(browser, app_c
         shot(page, "suggested-phrasings")
         page.locator("#kb-suggestions-accept").click()
         page.locator("#kb-suggestions-status").get_by_text("index updated").wait_for(timeout=30000)
-        assert "校歌是什么" in yaml.safe_load((knowledge / "songs.json").read_text(encoding="utf-8"))["second"][
-            "questions"
-        ]
+        assert (
+            "校歌是什么"
+            in yaml.safe_load((knowledge / "songs.json").read_text(encoding="utf-8"))["second"]["questions"]
+        )
 
         cases = tmp_path / "songs.csv"
         cases.write_text("question,expected\n第二校歌是什么,songs:second\n火星上有几座城市,none\n", encoding="utf-8")
