@@ -159,7 +159,8 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
     # 8 of 10 answerable questions have their gold first; the 2 with unrelated gold never find it.
     assert r["recall"] == {"1": 0.8, "3": 0.8, "5": 0.8} and r["mrr"] == pytest.approx(0.8)
     assert r["pass_rate"] == 1.0
-    assert r["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": None, "confirm": None}
+    # the fixture pins the answer threshold; the clarify margin is config.yaml's
+    assert r["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": 0.005, "confirm": None}
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
     assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
 
@@ -193,7 +194,7 @@ def test_eval_modes_side_by_side(config, questions, capsys):
     assert [m["mode"] for m in doc["modes"]] == ["sparse", "dense", "hybrid"]
     assert [m["thresholds"] for m in doc["modes"]] == [
         {"system": s, "answer": a, "direct": None, "clarify": c, "confirm": None}
-        for s, a, c in [("sparse", 0.5, None), ("dense-e5", 0.87, None), ("hybrid-e5", 0.81, 0.005)]
+        for s, a, c in [("sparse", 0.5, 0.005), ("dense-e5", 0.87, None), ("hybrid-e5", 0.81, 0.005)]
     ]
     for m in (dense, hybrid):
         # The 8 questions that are an entry's own query find it first in every mode; the other 2 cannot.
@@ -338,12 +339,15 @@ def test_calibrate_write_changes_exactly_the_threshold_line(config, tmp_path):
     qs = write_jsonl(tmp_path / "c.jsonl", answerable_rows())
     r = run_cli("--config", str(config), "calibrate", "--questions", qs, "--write")
     assert r.returncode == 0, r.stderr
-    chosen = r.stdout.split("sparse: answer threshold ")[1].split(" ")[0]
-    assert f"wrote retrieval.thresholds.sparse.answer = {chosen}" in r.stderr
+    f1_cut = float(r.stdout.split("sparse: answer threshold ")[1].split(" ")[0])
+    chosen = r.stderr.split("wrote retrieval.thresholds.sparse.answer = ")[1].split(" ")[0]
+    assert f1_cut <= float(chosen) <= f1_cut + 0.06 + 1e-9  # the ladder may raise the best-F1 cut a little
     after = config.read_text(encoding="utf-8")
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
-    assert len(before.splitlines()) == len(after.splitlines()) and len(changed) == 1
-    assert changed == [("      answer: 0.99", f"      answer: {chosen}")] and float(chosen) < 0.99
+    assert len(before.splitlines()) == len(after.splitlines())
+    assert changed[0] == ("      answer: 0.99", f"      answer: {chosen}") and float(chosen) < 0.99
+    # the rest: only sparse's clarify margin and confirm band, the two lines below its direct
+    assert all(a.startswith(("      clarify: ", "      confirm: ")) for a, _ in changed[1:]) and len(changed) <= 3
     assert "answer: 0.87" in after and "answer: 0.81" in after  # dense and hybrid were not calibrated
     assert [line for line in before.splitlines() if line.lstrip().startswith("#")] == [
         line for line in after.splitlines() if line.lstrip().startswith("#")
