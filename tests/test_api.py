@@ -459,3 +459,24 @@ def test_a_clarify_question_is_answered_statelessly_from_the_history_the_client_
         model="kbbot", messages=[*messages[:2], {"role": "user", "content": "都不是"}]
     )
     assert no.kbbot["decision"] == "fallback" and no.kbbot["strategy"] == "rephrase"
+
+
+def test_a_confirmation_is_answered_statelessly_yes_and_no(settings, kb_dir, serve_api):
+    from bot.config.settings import Cutoffs
+
+    write_knowledge(kb_dir, SONGS)
+    probe = build_bot(set_cutoffs(settings, "sparse", 0.5))
+    hits, _ = probe.retrieve("第二首校歌")
+    top = hits[0]
+    settings.retrieval.thresholds["sparse"] = Cutoffs(answer=top.relevance + 0.04, confirm=0.05)
+    url = serve_api(settings)
+    first = ask(url, "第二首校歌")
+    assert first.kbbot["decision"] == "confirm" and [o["id"] for o in first.kbbot["options"]] == [top.entry.id]
+    asked = [
+        {"role": "user", "content": "第二首校歌"},
+        {"role": "assistant", "content": first.choices[0].message.content},
+    ]
+    yes = client(url).chat.completions.create(model="kbbot", messages=[*asked, {"role": "user", "content": "是的"}])
+    assert yes.kbbot["strategy"] == "chosen" and yes.kbbot["sources"][0]["id"] == top.entry.id
+    no = client(url).chat.completions.create(model="kbbot", messages=[*asked, {"role": "user", "content": "不是"}])
+    assert no.kbbot["decision"] == "fallback" and no.kbbot["strategy"] == "rephrase"

@@ -61,3 +61,19 @@ def test_a_clarify_pick_is_suggested_accepted_and_a_test_set_runs(browser, app_c
         shot(page, "test-sets")
     finally:
         app.stop()
+
+
+def test_the_admin_login_page_is_styled_on_desktop_and_phone(browser, app_config):
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        for width, height, name in ((1400, 1000, "admin-login"), (390, 844, "admin-login-390px")):
+            page = browser.new_page(viewport={"width": width, "height": height}, locale="zh-CN")
+            page.goto(app.url + "admin/login", wait_until="domcontentloaded")
+            button = page.locator("#kb-admin-submit")
+            assert button.evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(249, 115, 22)"
+            card = page.locator("main").bounding_box()
+            assert card is not None and card["width"] <= min(width, 440) and card["x"] >= 0
+            shot(page, name)
+            page.close()
+    finally:
+        app.stop()

@@ -225,3 +225,21 @@ def test_a_clarify_question_shows_buttons_and_a_click_answers_the_chosen_entry(b
     with sqlite3.connect(log) as db:
         rows = db.execute("SELECT question, strategy FROM turns ORDER BY id").fetchall()
     assert rows[-2:] == [("校歌是什么", "clarify"), ("中大的第二校歌是什么？", "chosen")]  # the choice is logged
+
+
+def test_the_flag_reasons_of_the_last_answer_open_inside_the_chat_box(browser, app_config):
+    app = App(app_config, offline_env())
+    try:
+        page = open_page(browser, app.url)
+        for question in ("怎么添加知识？", "怎么切换检索模式？", "阈值是什么意思？", "图书馆开放时间"):
+            ask(page, question)
+        page.locator("#kb-chat .bot").last.hover()
+        page.locator("#kb-chat").get_by_label("Feedback", exact=True).last.click()
+        chat = page.locator("#kb-chat").bounding_box()
+        assert chat is not None
+        for reason in ("不相关 / Irrelevant", "错误 / Wrong", "不完整 / Incomplete"):
+            box = page.locator("#kb-chat").get_by_text(reason, exact=True).last.bounding_box()
+            assert box is not None and chat["y"] <= box["y"] and box["y"] + box["height"] <= chat["y"] + chat["height"]
+        shot(page, "chat-flag-reasons")
+    finally:
+        app.stop()

@@ -39,15 +39,21 @@ COOKIE = "kbbot_admin"
 NOT_ADMIN = "需要管理员登录 / Admin login required"
 LOGIN_PAGE = """<!doctype html><html lang="zh"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1"><title>管理员登录 / Admin login</title>
-<style>body{{font-family:sans-serif;max-width:360px;margin:10vh auto;padding:0 16px}}
-input,button{{display:block;width:100%;margin:6px 0 14px;padding:8px;font-size:16px;box-sizing:border-box}}
-.err{{color:#b91c1c}}</style></head><body>
+<style>body{{font-family:"Source Sans Pro","WenQuanYi Micro Hei","PingFang SC","Microsoft YaHei",sans-serif;
+background:#f7f7f8;color:#1f2937;margin:0;padding:10vh 16px}}
+main{{max-width:380px;margin:0 auto;background:#fff;border:1px solid #e5e7eb;border-radius:12px;padding:24px 28px;
+box-shadow:0 1px 3px rgba(0,0,0,.06)}}h2{{margin:0 0 18px;font-size:20px}}label{{font-size:14px;color:#4b5563}}
+input{{display:block;width:100%;margin:6px 0 16px;padding:9px 10px;font-size:16px;box-sizing:border-box;
+border:1px solid #d1d5db;border-radius:8px}}input:focus{{outline:2px solid #fdba74;border-color:#f97316}}
+button{{width:100%;padding:10px;font-size:16px;border:0;border-radius:8px;background:#f97316;color:#fff;
+cursor:pointer}}button:hover{{background:#ea580c}}a{{color:#ea580c;font-size:14px}}
+.err{{color:#b91c1c;background:#fef2f2;border-radius:8px;padding:8px 10px}}</style></head><body><main>
 <h2>管理员登录 / Admin login</h2>{message}
 <form method="post" action="login"><label>用户名 / Username<input name="username" id="kb-admin-user"
  autocomplete="username" required></label><label>密码 / Password<input name="password" id="kb-admin-password"
  type="password" autocomplete="current-password" required></label>
 <button type="submit" id="kb-admin-submit">登录 / Log in</button></form>
-<p><a href="../">← 返回对话 / Back to the chat</a></p></body></html>"""
+<p><a href="../">← 返回对话 / Back to the chat</a></p></main></body></html>"""
 
 
 class AdminAuth:

@@ -44,6 +44,9 @@ CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;borde
 #kb-inbox-table,#kb-log-table,#kb-rt-results{overflow-x:auto!important}
 /* The chat's label and toolbar float over its top: the scrolling messages start below them, never under them. */
 #kb-chat .bubble-wrap{margin-top:30px;height:calc(100% - 30px)!important}
+/* The flag's reasons open upward, over the answer, on a card: downward the scrolling box cut off the last ones. */
+#kb-chat .extra-feedback-options{top:auto!important;bottom:100%;z-index:20;background:var(--background-fill-primary);
+  border:1px solid var(--border-color-primary);border-radius:6px;padding:2px}
 @media (max-width: 640px){
   #kb-main{flex-direction:column}
   #kb-main>div{min-width:100%!important}
