@@ -18,6 +18,7 @@ from bot.chat.handoff import Handoff
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
+from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.popular import PopularEntries
 from bot.chat.privacy import PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
@@ -223,10 +224,42 @@ def build_recorder(settings: Settings, purge_every: float | None = None) -> Turn
     return recorder
 
 
+def turn_limits(settings: Settings) -> TurnLimits:
+    """How much work one turn may do (``limits.*``, ``retrieval.top_k``)."""
+    limits = settings.limits
+    return TurnLimits(
+        top_k=settings.retrieval.top_k,
+        max_message_chars=limits.max_message_chars,
+        max_answer_chars=limits.max_answer_chars,
+        max_search_chars=limits.max_search_chars,
+        expensive=ExpensiveGate(
+            limits.long_message_chars, limits.long_message_concurrency, limits.long_message_wait_seconds
+        ),
+    )
+
+
+def llm_steps(settings: Settings, llm: ChatModel | None) -> LLMSteps:
+    """The LLM's jobs besides answering, as configured (all None without an LLM, but the "I don't know" check)."""
+    dont_know = DontKnowDetector(settings.ladder.dont_know_patterns)
+    if llm is None:
+        return LLMSteps(dont_know=dont_know)
+    return LLMSteps(
+        hyde=HydeFallback(llm, settings.fallback.hyde),
+        rewriter=QueryRewriter(llm, settings.conversation.rewrite_template, settings.prompt.max_history_turns)
+        if settings.conversation.rewrite
+        else None,
+        multi_query=MultiQueryRewrite(llm, settings.fallback.rewrite),
+        grader=RelevanceGrader(llm, settings.retrieval.grading) if settings.retrieval.grading.enabled else None,
+        translator=Translator(llm, settings.fallback.translate),
+        dont_know=dont_know,
+    )
+
+
 def build_ladder(settings: Settings) -> Ladder:
-    """The ladder's rungs before the fallback chain, with the small-talk set and the hand-off they use."""
+    """The ladder's rungs before the fallback chain, the chain, and the small-talk set and hand-off they use."""
     return Ladder(
         steps=tuple(settings.ladder.steps),
+        chain=tuple(settings.fallback.chain),
         chitchat=ChitChat.from_settings(settings.chitchat) if settings.chitchat.enabled else None,
         handoff=Handoff.from_settings(settings.handoff) if settings.handoff.enabled else None,
         max_options=settings.ladder.max_options,
@@ -260,39 +293,23 @@ def build_bot(
         thresholds=thresholds(settings),
         prompt=PromptBuilder(settings.prompt),
         last_resort=LastResort(settings.fallback.last_resort),
+        limits=turn_limits(settings),
         llm=llm,
-        hyde=HydeFallback(llm, settings.fallback.hyde) if llm is not None else None,
-        chain=settings.fallback.chain,
-        mode=mode,
-        top_k=settings.retrieval.top_k,
-        max_message_chars=settings.limits.max_message_chars,
-        max_answer_chars=settings.limits.max_answer_chars,
-        max_search_chars=settings.limits.max_search_chars,
-        expensive=ExpensiveGate(
-            settings.limits.long_message_chars,
-            settings.limits.long_message_concurrency,
-            settings.limits.long_message_wait_seconds,
+        llm_steps=llm_steps(settings, llm),
+        aids=KnowledgeAids(
+            splitter=QuestionSplitter(
+                settings.splitting.conjunctions, settings.splitting.min_part_chars, settings.splitting.max_parts
+            )
+            if settings.splitting.enabled
+            else None,
+            negatives=NegativeExamples(settings.knowledge.negative_similarity),
+            popular=PopularEntries(recorder.log),
         ),
-        rewriter=QueryRewriter(llm, settings.conversation.rewrite_template, settings.prompt.max_history_turns)
-        if llm is not None and settings.conversation.rewrite
-        else None,
-        splitter=QuestionSplitter(
-            settings.splitting.conjunctions, settings.splitting.min_part_chars, settings.splitting.max_parts
-        )
-        if settings.splitting.enabled
-        else None,
+        ladder=build_ladder(settings),
+        mode=mode,
         mode_source=ConfiguredMode(settings.source, mode) if watch_config and settings.source else None,
-        multi_query=MultiQueryRewrite(llm, settings.fallback.rewrite) if llm is not None else None,
-        grader=RelevanceGrader(llm, settings.retrieval.grading)
-        if llm is not None and settings.retrieval.grading.enabled
-        else None,
         recorder=recorder,
         privacy=PrivacyPolicy.from_settings(settings.privacy),
-        ladder=build_ladder(settings),
-        dont_know=DontKnowDetector(settings.ladder.dont_know_patterns),
-        translator=Translator(llm, settings.fallback.translate) if llm is not None else None,
-        negatives=NegativeExamples(settings.knowledge.negative_similarity),
-        popular=PopularEntries(recorder.log),
     )
     if mode not in index.modes:
         from bot.errors import ConfigError

@@ -13,25 +13,22 @@ from bot.chat import services
 from bot.chat.answer import Answer, Cutoffs, Part, Strategy
 from bot.chat.cleaning import TRUNCATED_NOTICE, clean_message  # noqa: F401 (re-exported)
 from bot.chat.compose import RETRIEVAL_ONLY_LABEL  # noqa: F401 (re-exported)
-from bot.chat.conversation import QueryRewriter, last_user_message
-from bot.chat.dont_know import DontKnowDetector
-from bot.chat.expensive import LONG_BUSY, ExpensiveGate
-from bot.chat.fallback import HydeFallback, LastResort
+from bot.chat.conversation import last_user_message
+from bot.chat.expensive import LONG_BUSY
+from bot.chat.fallback import LastResort
 from bot.chat.followup import followup_queries, reads_as_followup
 from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms  # noqa: F401 (notices re-exported)
-from bot.chat.grading import RelevanceGrader
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
+from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.popular import PopularEntries
 from bot.chat.privacy import NO_MASKING, PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
 from bot.chat.respond import VERBATIM_LABEL, Responder  # noqa: F401 (VERBATIM_LABEL re-exported)
-from bot.chat.rewrite import MultiQueryRewrite
-from bot.chat.splitter import QuestionSplitter, merge_hits
+from bot.chat.splitter import merge_hits
 from bot.chat.steps import Ladder, Retrieval, Turn, build_steps
-from bot.chat.steps.translate import Translator
 from bot.errors import ConfigError, LLMError, SearchBackendError
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
@@ -45,6 +42,10 @@ SEARCH_DOWN_NOTICE = (
 )
 
 
+NO_LLM_STEPS = LLMSteps()
+NO_AIDS = KnowledgeAids()
+
+
 class Bot:
     """Answers questions from the knowledge index, with an LLM when one is configured, retrieval-only otherwise."""
 
@@ -54,52 +55,46 @@ class Bot:
         thresholds: Mapping[str, Cutoffs],
         prompt: PromptBuilder,
         last_resort: LastResort,
+        *,
+        limits: TurnLimits,
         llm: ChatModel | None = None,
-        hyde: HydeFallback | None = None,
-        chain: Sequence[str] = ("hyde", "last_resort"),
+        llm_steps: LLMSteps = NO_LLM_STEPS,
+        aids: KnowledgeAids = NO_AIDS,
+        ladder: Ladder | None = None,
         mode: str = "sparse",
-        top_k: int = 5,
-        max_message_chars: int = 2000,
-        max_answer_chars: int = 8000,
-        rewriter: QueryRewriter | None = None,
-        splitter: QuestionSplitter | None = None,
         mode_source: Callable[[], str] | None = None,
-        multi_query: MultiQueryRewrite | None = None,
-        grader: RelevanceGrader | None = None,
         recorder: TurnRecorder | None = None,
         privacy: PrivacyPolicy = NO_MASKING,
-        max_search_chars: int | None = None,
-        expensive: ExpensiveGate | None = None,
-        ladder: Ladder | None = None,
-        dont_know: DontKnowDetector | None = None,
-        translator: Translator | None = None,
-        negatives: NegativeExamples | None = None,
-        popular: PopularEntries | None = None,
     ):
         self.index = index
         self.thresholds = dict(thresholds)
         self.prompt = prompt
         self.last_resort = last_resort
         self.llm = llm
-        self.hyde = hyde if llm is not None else None
-        self.chain = list(chain)
         self.mode = mode
-        self.top_k = top_k
-        self.max_message_chars = max_message_chars
-        self.max_answer_chars = max_answer_chars
-        self.rewriter = rewriter if llm is not None else None
-        self.splitter = splitter
-        self.mode_source = mode_source
-        self.multi_query = multi_query if llm is not None else None  # the "rewrite" step
-        self.grader = grader if llm is not None else None
+        self.mode_source = mode_source  # the config file's mode now (ConfiguredMode), when the app follows it
         self.recorder = recorder or TurnRecorder(None)  # the conversation log (Bot.turn)
         self.privacy = privacy
-        self.max_search_chars = max_search_chars  # text searched per search (limits.max_search_chars)
-        self.expensive = expensive  # long messages' own concurrency limit (Bot.turn)
         self.ladder = ladder or Ladder()
-        self.negatives = negatives or NegativeExamples()
-        self.popular = popular or PopularEntries(None)  # the most used entries (examples, "did you mean")
-        self.responder = Responder(prompt, last_resort, self.llm, splitter, max_answer_chars, dont_know)
+        self.chain = list(self.ladder.chain)
+        # limits.*: bounded work per turn
+        self.top_k = limits.top_k
+        self.max_message_chars = limits.max_message_chars
+        self.max_answer_chars = limits.max_answer_chars
+        self.max_search_chars = limits.max_search_chars  # text searched per search
+        self.expensive = limits.expensive  # long messages' own concurrency limit (Bot.turn)
+        # the LLM's other jobs: none without an LLM
+        helpers = llm_steps if llm is not None else LLMSteps(dont_know=llm_steps.dont_know)
+        self.hyde = helpers.hyde
+        self.rewriter = helpers.rewriter
+        self.multi_query = helpers.multi_query  # the "rewrite" step
+        self.grader = helpers.grader
+        self.splitter = aids.splitter
+        self.negatives = aids.negatives or NegativeExamples()
+        self.popular = aids.popular or PopularEntries(None)  # the most used entries (examples, "did you mean")
+        self.responder = Responder(
+            prompt, last_resort, self.llm, self.splitter, self.max_answer_chars, helpers.dont_know
+        )
         self.steps = build_steps(
             self.ladder,
             self.chain,
@@ -108,7 +103,7 @@ class Bot:
             lambda: self.index.entries,
             self.hyde,
             rewrite=self.multi_query is not None,
-            translator=translator if llm is not None else None,
+            translator=helpers.translator,
             popular=lambda n: self.popular.top(self.index.entries, n),
         )
 

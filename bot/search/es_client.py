@@ -32,7 +32,7 @@ def plain_json_node_class() -> type:
     class PlainJsonNode(Urllib3HttpNode):
         """Rewrites application/vnd.elasticsearch+json; compatible-with=N back to application/json."""
 
-        def perform_request(self, method, target, body=None, headers=None, **kwargs):
+        def perform_request(self, method, target, body=None, headers=None, **kwargs):  # type: ignore[override]
             """Send the request with the compat media types replaced by their plain forms."""
             if headers:
                 headers = headers.copy()

@@ -248,8 +248,8 @@ def knowledge_tab(
     bot's conversation log (``bot.recorder.log``) when it records, else they show "—".
     """
     k = KnowledgeHandlers(bot.editor(store))
-    log = getattr(getattr(bot, "recorder", None), "log", None)  # the conversation log, when recording
-    browser = EntryBrowser(k.editor, hit_counts or getattr(log, "hit_counts", None))
+    # the hit counts of the conversation log, when it records
+    browser = EntryBrowser(k.editor, hit_counts or getattr(getattr(bot.recorder, "log", None), "hit_counts", None))
     gr.Markdown(
         "在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
         "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/)."

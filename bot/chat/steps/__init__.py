@@ -23,9 +23,11 @@ __all__ = ["Ladder", "Retrieval", "Step", "Turn", "build_steps"]
 
 @dataclass(frozen=True)
 class Ladder:
-    """The rungs before the fallback chain and what they need (small talk and hand-off are off without theirs)."""
+    """The rungs before the fallback chain, the chain, and what they need (small talk and hand-off are off without
+    theirs)."""
 
     steps: tuple[str, ...] = LADDER_STEPS
+    chain: tuple[str, ...] = ("hyde", "last_resort")  # fallback.chain
     chitchat: ChitChat | None = None
     handoff: Handoff | None = None
     max_options: int = 3
