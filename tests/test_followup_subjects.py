@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat import bot as bot_module
+from bot.chat import turn_search as bot_module  # where a turn searches (Bot mixes it in)
 from bot.chat.followup import followup_queries, followup_subject
 from bot.config.settings import load_settings
 from bot.factory import build_bot

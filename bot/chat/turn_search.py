@@ -1,0 +1,172 @@
+"""How a turn searches the knowledge: split parts, entries' negative examples, a failed searcher healed and the
+search repeated, follow-ups (the LLM's standalone rewrite, or the retrieval-only substitution), optional LLM grading,
+and the thresholds of the searcher that answered. Mixed into :class:`bot.chat.bot.Bot`, which holds the parts."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from bot.chat import services
+from bot.chat.answer import Cutoffs, Part
+from bot.chat.conversation import QueryRewriter, last_user_message
+from bot.chat.followup import followup_queries, reads_as_followup
+from bot.chat.generate import ms
+from bot.chat.grading import RelevanceGrader
+from bot.chat.llm import ChatModel
+from bot.chat.negatives import NegativeExamples
+from bot.chat.rewrite import MultiQueryRewrite
+from bot.chat.splitter import QuestionSplitter, merge_hits
+from bot.chat.steps import Ladder, Retrieval, Turn
+from bot.errors import ConfigError, LLMError
+from bot.search.base import Hit
+from bot.search.index import KnowledgeIndex
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+
+class TurnSearch:
+    """The searching half of a Bot (the attributes below are the Bot's)."""
+
+    index: KnowledgeIndex
+    thresholds: dict[str, Cutoffs]
+    llm: ChatModel | None
+    rewriter: QueryRewriter | None
+    multi_query: MultiQueryRewrite | None
+    grader: RelevanceGrader | None
+    splitter: QuestionSplitter | None
+    negatives: NegativeExamples
+    ladder: Ladder
+    top_k: int
+    max_message_chars: int
+    max_search_chars: int | None
+    current_mode: Callable[[], str]
+
+    def retrieve(self, query: str, mode: str | None = None, top_k: int | None = None) -> tuple[list[Hit], list[Hit]]:
+        """(all hits, hits that pass the mode's threshold) for ``query``, split into parts when it asks several things."""
+        hits, passed, _, _ = self._search(query, mode, top_k)
+        return hits, passed
+
+    def _search(self, query: str, mode: str | None = None, top_k: int | None = None, retry: bool = True):
+        """(hits, passing hits, parts, the searcher that answered): a split message also gets each part's best
+        passing hit, labelled.
+
+        A searcher that fails mid-turn (a damaged index, found by the search itself) is healed in the background;
+        the turn is searched once more with what the mode serves now (another mode standing in, with its notice).
+        """
+        mode = mode or self.current_mode()
+        top_k = top_k or self.top_k
+        found_parts = self._search_once(query, mode, top_k)
+        if retry and found_parts is None:
+            return self._search(query, mode, top_k, retry=False)
+        return found_parts or ([], [], (), self.index.searcher(mode))
+
+    def _search_once(self, query: str, mode: str, top_k: int):
+        """Like :meth:`_search`, or None when the searcher failed during the search."""
+        searcher = self.index.searcher(mode)
+        cutoffs = self.cutoffs(searcher.system)
+        query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
+        parts = self.splitter.split(query) if self.splitter else [query]
+        found: tuple[Part, ...] = ()
+        entries = self.index.entries
+
+        def search(text: str) -> list[Hit]:  # an entry's negative questions keep it from similar questions
+            return self.negatives.filter(text, searcher.search(text, top_k), entries, searcher)
+
+        if len(parts) > 1:
+            lists = [(p, search(p)) for p in parts]
+            hits = merge_hits([("", search(query))] + lists, top_k * len(parts))
+            found = tuple(
+                Part(p, next((dataclasses.replace(h, subquestion=p) for h in part_hits if cutoffs.passes(h)), None))
+                for p, part_hits in lists
+            )
+        else:
+            hits = search(query)
+        if getattr(searcher, "failed", False):
+            return None
+        return hits, [h for h in hits if cutoffs.passes(h)], found, searcher
+
+    def cutoffs(self, system: str) -> Cutoffs:
+        """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
+        if system not in self.thresholds:
+            raise ConfigError(
+                f"retrieval.thresholds has no entry for {system!r}; add e.g. "
+                f'`{system}: {{answer: 0.8, direct: null}}` (README "Scores and thresholds")'
+            )
+        return self.thresholds[system]
+
+    def mode_thresholds(self, mode: str | None = None) -> Cutoffs:
+        """The thresholds that apply in ``mode``."""
+        return self.cutoffs(self.index.searcher(mode or self.current_mode()).system)
+
+    def _standalone(self, question: str, history, timings: dict[str, float]) -> str | None:
+        """The follow-up rewritten into a standalone question by the LLM, or None when not needed."""
+        if not history or self.rewriter is None:
+            return None
+        t = time.perf_counter()
+        try:
+            rewritten = self.rewriter.rewrite(question, history)
+        except LLMError as exc:
+            log.warning("follow-up not rewritten: %s", exc)
+            rewritten = question
+        timings["rewrite"] = ms(t)
+        return None if rewritten == question else rewritten
+
+    def _retrieval(self, turn: Turn) -> Retrieval:
+        """The knowledge search of a turn: a follow-up made standalone (LLM) or substituted (retrieval-only),
+        split parts, optional LLM grading, against the thresholds of the searcher that answered."""
+        question, history, mode, timings = turn.question, turn.history, turn.base.mode, turn.timings
+        rewritten = self._standalone(question, history, timings)
+        search_q = rewritten or question
+        t = time.perf_counter()
+        candidates, passed, parts, served = self._search(search_q, mode)
+        previous = last_user_message(history) if self.llm is None else None
+        previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
+        if previous and self.ladder.chitchat is not None and self.ladder.chitchat.match(previous):
+            previous = None  # "你好" then a question: nothing to follow up on
+        if previous and reads_as_followup(question):
+            # No LLM to rewrite it: the first standalone query that passes wins ("那深圳呢" after "珠海校区地址是什么"
+            # searches "深圳校区地址是什么"); a message with no subject of its own ("他是谁") that finds nothing is
+            # searched with the previous question (bot/chat/followup.py).
+            for combined in followup_queries(previous, question, answered=bool(passed)):
+                more, more_passed = self.retrieve(combined, mode)
+                if more_passed:
+                    candidates, passed, rewritten, parts = more, more_passed, combined, ()
+                    break
+        timings["retrieve"] = ms(t)
+        # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
+        cutoffs = self.cutoffs(served.system)
+        candidates, passed, parts = self._graded(search_q, candidates, passed, parts, cutoffs, timings)
+        turn.replace(candidates=candidates, rewritten=rewritten, parts=parts, thresholds=cutoffs)
+        turn.base = turn.base.noted(*services.searcher_notices(served))
+        return Retrieval(candidates, passed, parts, cutoffs)
+
+    def search_again(self, turn: Turn, text: str) -> list[Hit]:
+        """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded against the
+        thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
+        found, passed, _, served = self._search(text, turn.base.mode)
+        return self._graded(turn.search_text, found, passed, (), self.cutoffs(served.system), turn.timings)[1]
+
+    def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
+        """(the LLM's phrasings of the turn's question, the passing hits they found)."""
+        assert self.multi_query is not None  # the rewrite rung exists only with an LLM
+        searcher = self.index.searcher(turn.base.mode)
+        rewrites = self.multi_query.run(turn.search_text, searcher, self.top_k, turn.timings)
+        cutoffs = self.cutoffs(searcher.system)
+        passed = self._graded(turn.search_text, rewrites.hits, None, (), cutoffs, turn.timings)[1]
+        return rewrites.phrasings, passed
+
+    def _graded(self, question: str, hits: list[Hit], passed: list[Hit] | None, parts, cutoffs: Cutoffs, timings):
+        """(hits, passing hits, parts) after the optional LLM grading (``passed`` None: computed here), against
+        ``cutoffs``: the thresholds of the searcher that found the hits."""
+        if self.grader is None or not hits:
+            return hits, passed if passed is not None else [h for h in hits if cutoffs.passes(h)], parts
+        t = time.perf_counter()
+        graded = self.grader.apply(question, hits, parts, cutoffs)
+        timings["grade"] = timings.get("grade", 0.0) + ms(t)
+        return graded
