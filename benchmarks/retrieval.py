@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "--passages",
         choices=("config", "on", "off"),
         default="config",
-        help='long documents cut into passages (README "Long documents"): as config.yaml says, or forced',
+        help='long documents cut into passages (docs/retrieval-and-decision.md "Long documents"): as config.yaml says, or forced',
     )
     args = parser.parse_args(argv)
     global PASSAGES

@@ -134,7 +134,7 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         if weight is None:
             raise ConfigError(
                 f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
-                'encoder; add one (README "Scores and thresholds")'
+                'encoder; add one (docs/retrieval-and-decision.md "Scores and thresholds")'
             )
         sparse_searcher = factories["sparse"]()
         assert isinstance(sparse_searcher, SparseSearcher)  # built by sparse()

@@ -1,4 +1,4 @@
-"""Every config key the starter knowledge and the README name exists in the settings model, so the bot's own help
+"""Every config key the starter knowledge, the README and docs/ name exists in the settings model, so the bot's own help
 cannot drift from config.yaml again (issue 22 item 4: it told users to set keys the config now rejects)."""
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ def named_keys(text: str) -> set[str]:
 
 
 def documents() -> dict[str, str]:
-    """README and every string of the starter knowledge files, by where they come from."""
+    """README, docs/*.md and every string of the starter knowledge files, by where they come from."""
     texts = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8")}
+    texts.update({f"docs/{p.name}": p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))})
     for path in sorted((ROOT / "knowledge").glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         for key, entry in data.items() if isinstance(data, dict) else enumerate(data):
@@ -81,7 +82,7 @@ def test_the_resolver_tells_settings_from_made_up_names():
 def test_every_config_key_named_in_the_knowledge_and_readme_exists():
     texts = documents()
     found = {(where, name) for where, text in texts.items() for name in named_keys(text)}
-    assert len(found) > 50  # the scan does find the names (README alone names dozens)
+    assert len(found) > 50  # the scan does find the names (the docs alone name dozens)
     wrong = sorted(
         f"{where}: {name}: {why}" for where, name in found if (why := resolve(name)) and name not in DELIBERATE_TYPOS
     )

@@ -3,7 +3,7 @@
 To add a backend, add a builder to ``BUILDERS``: ``(path, tokenizer) -> Searcher`` that reopens the
 same on-disk (or remote) index when called twice with the same path.
 
-What every searcher promises about relevance (README "Scores and thresholds"): it lies in [0, 1] whatever the
+What every searcher promises about relevance (docs/retrieval-and-decision.md "Scores and thresholds"): it lies in [0, 1] whatever the
 question; it is what the hit's signals say it is; the exact question of an entry gives that entry a relevance at
 least as high as any other entry's. Ranking differs by kind, and the suite checks each: sparse searchers return
 hits in BM25 order (``score``; relevance = coverage does not reorder them), dense and hybrid ones by relevance.

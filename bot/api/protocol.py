@@ -13,7 +13,7 @@ from bot.chat.answer import Answer
 
 MODEL = "kbbot"
 OWNER = "kbbot"
-# Roles the OpenAI API defines; only user and assistant messages reach the bot (README "OpenAI-compatible API").
+# Roles the OpenAI API defines; only user and assistant messages reach the bot (docs/api.md "OpenAI-compatible API").
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 CONVERSATION_ROLES = ("user", "assistant")
 

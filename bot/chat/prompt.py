@@ -99,7 +99,7 @@ class PromptBuilder:
     def references(self, hits: Sequence[Hit]) -> tuple[str, list[Hit]]:
         """Reference text within max_context_chars, dropping the least relevant hits first.
 
-        Each hit shows at most max_hit_chars of its document: a long entry its best passages (README "Long
+        Each hit shows at most max_hit_chars of its document: a long entry its best passages (docs/retrieval-and-decision.md "Long
         documents"), with "…" where text was skipped.
         """
         kept = sorted(hits, key=lambda h: h.relevance, reverse=True)

@@ -96,7 +96,7 @@ class TurnSearch:
         if system not in self.thresholds:
             raise ConfigError(
                 f"retrieval.thresholds has no entry for {system!r}; add e.g. "
-                f'`{system}: {{answer: 0.8, direct: null}}` (README "Scores and thresholds")'
+                f'`{system}: {{answer: 0.8, direct: null}}` (docs/retrieval-and-decision.md "Scores and thresholds")'
             )
         return self.thresholds[system]
 

@@ -2,7 +2,7 @@
 
 Every write of the knowledge store holds it, so the cross-file checks (duplicate ids) and the write are one
 step for every writer: threads of this process, other processes, and external scripts that take the same
-lock (README "Knowledge"). Readers never take it: writes replace files atomically.
+lock (docs/knowledge.md "Knowledge"). Readers never take it: writes replace files atomically.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class KnowledgeStore:
 
     @property
     def lock_path(self) -> Path:
-        """The file every writer of this folder flocks (README "Knowledge")."""
+        """The file every writer of this folder flocks (docs/knowledge.md "Knowledge")."""
         return self.lock.path
 
     def files(self) -> list[str]:

@@ -28,11 +28,11 @@ class Hit:
     """One search result.
 
     ``relevance`` in [0, 1] is what thresholds compare; its meaning does not depend on the knowledge's size
-    (README "Scores and thresholds"). ``score`` is the engine's own score (BM25, cosine), ``signals`` the named
+    (docs/retrieval-and-decision.md "Scores and thresholds"). ``score`` is the engine's own score (BM25, cosine), ``signals`` the named
     parts behind the relevance (coverage, question/passage cosine, BM25), ``subquestion`` the part of a
     split message this hit was found for, and ``matched_question`` the entry's alternative question (one of
     ``entry.questions``) that matched better than its ``query``, if one did. ``passages`` are the parts of a long
-    document that matched, best first (empty for a document searched whole: README "Long documents").
+    document that matched, best first (empty for a document searched whole: docs/retrieval-and-decision.md "Long documents").
     """
 
     entry: Entry

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 SPARSE = "sparse"  # the mode built first in the background: it stands in for the others until they are ready
 RETRY_FAILED_BUILD = 30.0  # seconds a mode whose build failed reports that error before it is tried again
 # Seconds the message that notices an edit on disk waits for it (the reload and the index syncs it starts): a small
-# edit is in the index within that, so the README's "the next message" holds; a longer rebuild goes on behind the
+# edit is in the index within that, so docs/knowledge.md's "the next message" holds; a longer rebuild goes on behind the
 # last good snapshot.
 FRESH_WAIT = 2.0
 
