@@ -85,7 +85,16 @@ class LocalLLMServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                self._leave()
                 self.wfile.write(data)
+
+            def _leave(self) -> None:
+                """No longer in flight: called before the last bytes go out, since a client that has read them may
+                send its next request before this thread gets further (the bound it keeps would look broken)."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
+                    with server_self._count_lock:
+                        server_self.in_flight -= 1
 
             def _raw(self, data: bytes, content_type: str) -> None:
                 self.send_response(200)
@@ -101,11 +110,11 @@ class LocalLLMServer:
                 with server_self._count_lock:
                     server_self.in_flight += 1
                     server_self.max_in_flight = max(server_self.max_in_flight, server_self.in_flight)
+                self._counted = True
                 try:
                     self._post()
                 finally:
-                    with server_self._count_lock:
-                        server_self.in_flight -= 1
+                    self._leave()
 
             def _post(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -169,6 +178,7 @@ class LocalLLMServer:
                     self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                     if server_self.chunk_delay:
                         time.sleep(server_self.chunk_delay)
+                self._leave()
                 self._chunk(b"data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
