@@ -311,3 +311,39 @@ def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
     history, _box, *_ = list(handlers.chat("怎么添加知识？", []))[-1]
     assert history[-1]["content"] == INTERNAL_ERROR and "boom" not in INTERNAL_ERROR
     assert any("chat turn failed" in r.getMessage() for r in caplog.records)
+
+
+def test_python_m_bot_serve_starts_the_same_server(app_config, tmp_path):
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    from tests.test_browser import ROOT, offline_env
+
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve", "--config", str(app_config), "--port", str(port)],
+            cwd=ROOT,
+            env=offline_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline, page = time.time() + 90, None
+            while time.time() < deadline and page is None:
+                assert proc.poll() is None, log.read_text()[-2000:]
+                try:
+                    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).read().decode()
+                except OSError:
+                    time.sleep(0.3)
+            assert page is not None and "gradio" in page.lower()
+            with pytest.raises(urllib.error.HTTPError) as refused:  # the API is there, locked without a token
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5)
+            assert refused.value.code == 401
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)

@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     add_calibrate_arguments(
         sub.add_parser("calibrate", parents=common, help="choose each searcher's threshold from a question file")
     )
+    serve = sub.add_parser("serve", parents=common, help="serve the chat in the browser and the API at /v1 (as app.py)")
+    serve.add_argument("--host", help="address to bind (default from config: 127.0.0.1, this machine only)")
+    serve.add_argument("--port", type=int, help="port (default from config: 7860)")
+    serve.add_argument("--share", action="store_true", help="also create a public Gradio share link")
     add_testset_arguments(
         sub.add_parser("testset", parents=common, help="labelled test sets: add, run on the current knowledge, history")
     )
@@ -91,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": run_eval,
             "calibrate": run_calibrate,
             "testset": run_testset,
+            "serve": _serve,
             "knowledge": run_knowledge,
             "log": run_log,
         }[args.command](settings, args)
@@ -100,6 +105,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2 if exc.__class__.__name__ == "ConfigError" else 1
+
+
+def _serve(settings, args) -> int:
+    """``serve``: the browser app and the API, as ``python app.py`` with the same options; blocks until stopped."""
+    from bot.ui.server import main as serve_main
+
+    options = ["--config", args.config]
+    options += ["--host", args.host] if args.host else []
+    options += ["--port", str(args.port)] if args.port else []
+    serve_main([*options, "--share"] if args.share else options)
+    return 0
 
 
 def _ask(settings, args) -> int:

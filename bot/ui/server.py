@@ -1,0 +1,90 @@
+"""The server: the knowledge-base chat in the browser and the OpenAI-compatible API at /v1 on one port.
+
+``python -m bot serve [--config PATH] [--host H] [--port P] [--share]`` (or ``python app.py …``, the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from bot.config.settings import load_settings
+from bot.errors import BotError
+from bot.logfilter import limit_repeated_logs
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """Command-line options; host and port default to config.yaml's ui section (127.0.0.1:7860)."""
+    p = argparse.ArgumentParser(description="知识库问答网页 / Knowledge-base chat in the browser")
+    p.add_argument("--config", default="config.yaml")
+    p.add_argument("--host", help="address to bind (default from config: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, help="port (default from config: 7860)")
+    p.add_argument("--share", action="store_true", help="also create a public Gradio share link (off by default)")
+    return p.parse_args(argv)
+
+
+def build_server(settings, bot=None):
+    """The Gradio Blocks and, when ``api.enabled``, the OpenAI-compatible API routes of one Bot: (demo, routes)."""
+    from bot.api import api_router
+    from bot.factory import build_bot, build_store
+    from bot.ui.app import build_demo
+    from bot.ui.guard import ServerGuard
+
+    if bot is None:
+        bot = build_bot(settings, watch_config=True, keep_last_good=True)
+    demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=settings.ui.concurrency)
+    routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
+    if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
+        routes += demo.admin.router().routes
+    # serve() adds its CSP, upload cap, rate and admin check, and the throttled login
+    demo.kb_guard = ServerGuard(settings, may_upload=demo.admin.allows)
+    return demo, routes
+
+
+def create_app(config: str = "config.yaml"):
+    """Build the Bot and its Gradio Blocks from a config file; returns (demo, settings). With the API: build_server."""
+    settings = load_settings(config)
+    demo, _ = build_server(settings)
+    return demo, settings
+
+
+def serve(demo, routes, **launch_kwargs):
+    """Launch the browser app with the API routes on the same FastAPI app and port (blocks unless prevent_thread_lock).
+
+    Gradio builds its FastAPI app at launch; ``app_kwargs`` passes our routes to it, ahead of Gradio's own, so
+    ``--share``, the login and the queue work as before. (``gr.mount_gradio_app`` + uvicorn would lose ``--share``.)
+    """
+    from bot.ui.app import CSS
+
+    launch_kwargs["app_kwargs"] = {**launch_kwargs.get("app_kwargs", {}), "routes": routes}
+    guard = getattr(demo, "kb_guard", None)
+    if guard is not None:
+        launch_kwargs = guard.launch_options(launch_kwargs)
+    return demo.launch(css=CSS, **launch_kwargs)
+
+
+def main(argv=None) -> None:
+    """Parse options, build the app and serve it until interrupted."""
+    from bot.ui.guard import use_own_upload_folder
+
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(args.config)
+        auth = settings.ui.auth.credentials()  # fail before the slow index build
+        limit_repeated_logs(settings.limits.log_repeats_per_minute, max_chars=settings.limits.max_log_chars)
+        use_own_upload_folder(settings)  # files a previous run received are deleted
+        demo, routes = build_server(settings)
+    except BotError as exc:
+        print(f"错误 / error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    serve(
+        demo,
+        routes,
+        server_name=args.host or settings.ui.host,
+        server_port=args.port or settings.ui.port,
+        share=args.share,
+        auth=auth,
+        auth_message="请登录 / Please log in",
+    )
