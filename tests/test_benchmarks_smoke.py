@@ -266,3 +266,13 @@ def test_ladder_scores_read_the_bots_decision_and_options():
     s = ladder.scores(messages, turns)
     assert (s["wrong"], s["right"], s["asked"], s["in_options"]) == (25.0, 0.0, 25.0, 1.0)
     assert (s["cc_p"], s["cc_r"], s["ho_p"], s["ho_r"], s["misread"]) == (1.0, 1.0, 0.0, None, 1)
+
+
+def test_the_filters_benchmark_finds_nothing_outside_its_filters(tmp_path, monkeypatch, capsys):
+    from benchmarks import filters
+
+    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))  # the starter knowledge and its ladder messages
+    monkeypatch.setattr(filters, "STATE", tmp_path / "state")
+    assert filters.main(["--modes", "sparse", "--queries", "20", "--no-write"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| sparse"))
+    assert row.split("|")[3].strip() == "0" and row.split("|")[4].strip() == "1.000"

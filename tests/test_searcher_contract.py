@@ -279,3 +279,52 @@ def test_editing_an_alternative_question_reindexes_the_entry(searcher, entries):
     assert all(h.matched_question != "宿舍上不了网怎么办" for h in old)  # its words and vector are gone
     if isinstance(searcher, SparseSearcher):  # (a dense searcher still finds the wifi entry close in meaning)
         assert ids(old)[0] != "faq:wifi"
+
+
+CATEGORIES = {
+    "add": ("guide",),
+    "mode": ("guide",),
+    "threshold": ("guide", "scores"),
+    "ollama": ("llm",),
+    "library": ("campus",),
+    "canteen": ("campus",),
+}
+FILTERS = [("guide",), ("campus",), ("llm",), ("scores",), ("campus", "llm"), ("nowhere",)]
+
+
+@pytest.fixture
+def categorised(searcher, entries) -> list[Entry]:
+    """The tiny knowledge with categories, synced into the searcher as an edit (each entry's hash changes)."""
+    tagged = [dataclasses.replace(e, categories=CATEGORIES[e.id.split(":", 1)[1]]) for e in entries]
+    report = searcher.sync(tagged)
+    assert report.added + report.updated == len(tagged)
+    return tagged
+
+
+@pytest.mark.parametrize("top_k", [1, 2, 10])
+def test_a_filter_returns_only_its_entries_in_the_unfiltered_order(searcher, categorised, top_k):
+    from bot.knowledge.filters import entry_filter
+
+    for names in FILTERS:
+        within = entry_filter(names)
+        assert within is not None
+        for question in [*QUESTIONS, DISAGREE]:
+            hits = searcher.search(question, top_k, within)
+            assert all(set(h.entry.categories) & set(names) for h in hits), (names, question, ids(hits))
+            unfiltered = [h for h in searcher.search(question, len(categorised)) if within.admits(h.entry)]
+            assert ids(hits) == ids(unfiltered)[:top_k], (names, question)
+            assert [ranking(searcher, h) for h in hits] == pytest.approx(
+                [ranking(searcher, h) for h in unfiltered[:top_k]]
+            )
+            relevances = [h.relevance for h in hits]
+            assert relevances == sorted(relevances, reverse=True)
+
+
+def test_no_filter_and_a_filter_on_every_category_give_the_same_hits(searcher, categorised):
+    from bot.knowledge.filters import entry_filter
+
+    everything = entry_filter(sorted({c for cs in CATEGORIES.values() for c in cs}))
+    for question in QUESTIONS:
+        plain, filtered = searcher.search(question, 5), searcher.search(question, 5, everything)
+        assert ids(plain) == ids(filtered), question
+        assert [h.relevance for h in plain] == pytest.approx([h.relevance for h in filtered])

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.chat.answer import Answer
+from bot.knowledge.filters import EntryFilter, FilterError, parse_filter
 
 MODEL = "kbbot"
 OWNER = "kbbot"
@@ -56,6 +57,7 @@ class ChatRequest:
     question: str
     history: list[dict[str, str]] = field(default_factory=list)
     stream: bool = False
+    within: EntryFilter | None = None  # ``kbbot.filter``: the categories to search
 
 
 def content_text(content: Any, param: str) -> str:
@@ -126,7 +128,25 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     question = turns[users[-1]]["content"]
     if not question.strip():
         raise bad_request("最后一条用户消息是空的 / The last user message is empty", "messages")
-    return ChatRequest(model=model.strip(), question=question, history=turns[: users[-1]], stream=bool(stream))
+    history, within = turns[: users[-1]], request_filter(body.get(MODEL))
+    return ChatRequest(model=model.strip(), question=question, history=history, stream=bool(stream), within=within)
+
+
+def request_filter(extra: Any) -> EntryFilter | None:
+    """The ``filter`` of the request's ``kbbot`` object (``{"kbbot": {"filter": {"categories": [...]}}}``)."""
+    if extra is None:
+        return None
+    if not isinstance(extra, dict):
+        raise bad_request(
+            'kbbot 必须是对象 / \'kbbot\' must be an object, e.g. {"filter": {"categories": ["招生"]}}', MODEL
+        )
+    unknown = sorted(set(extra) - {"filter"})
+    if unknown:
+        raise bad_request(f"kbbot 中有未知字段 / Unknown field(s) in 'kbbot': {', '.join(unknown)}", MODEL)
+    try:
+        return parse_filter(extra.get("filter"))
+    except FilterError as exc:
+        raise bad_request(f"filter 无效 / Invalid filter: {exc}", f"{MODEL}.filter") from None
 
 
 def model_ids(modes: Iterable[str]) -> dict[str, str | None]:
@@ -166,6 +186,7 @@ def kbbot_extra(answer: Answer) -> dict[str, Any]:
         sources.append(source)
     return {
         "mode": answer.mode,
+        "filter": {"categories": sorted(answer.within.categories)} if answer.within else None,
         "decision": answer.decision.value,
         "options": [o.to_dict() for o in answer.options],
         "strategy": answer.strategy.value,

@@ -151,11 +151,13 @@ class ChatAPI:
         reply = Reply(model=req.model)
         if not req.stream:
             try:
-                answer = await run_in_threadpool(self.bot.answer, req.question, req.history, mode, source="api")
+                answer = await run_in_threadpool(
+                    self.bot.answer, req.question, req.history, mode, source="api", within=req.within
+                )
             except Exception as exc:
                 raise bot_failure(exc) from None
             return JSONResponse(reply.completion(answer))
-        snapshots = self.bot.turn(req.question, req.history, mode, source="api")  # recorded in the log
+        snapshots = self.bot.turn(req.question, req.history, mode, source="api", within=req.within)  # logged
         # The first snapshot comes after retrieval: most failures surface here, still as a proper HTTP status.
         try:
             first = await run_in_threadpool(next, snapshots, None)

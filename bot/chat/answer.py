@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
 
 
@@ -159,6 +160,7 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
     turn_id: int | None = None  # the conversation log's id of this turn, once recorded (Bot.turn)
+    within: EntryFilter | None = None  # the categories the search was restricted to (None: the whole knowledge)
 
     @property
     def decision(self) -> Decision:
@@ -184,6 +186,7 @@ class Answer:
             "decision": self.decision.value,
             "options": [o.to_dict() for o in self.options],
             "mode": self.mode,
+            "filter": {"categories": sorted(self.within.categories)} if self.within else None,
             "llm": self.llm,
             "llm_used": self.llm_used,
             "thresholds": self.thresholds.to_dict() if self.thresholds else None,

@@ -28,6 +28,7 @@ from bot.chat.respond import VERBATIM_LABEL, Responder  # noqa: F401 (VERBATIM_L
 from bot.chat.steps import Ladder, Turn, build_steps
 from bot.chat.turn_search import TurnSearch
 from bot.errors import SearchBackendError
+from bot.knowledge.filters import EntryFilter, categories_of
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
 from bot.search.index import KnowledgeIndex
@@ -120,9 +121,13 @@ class Bot(TurnSearch):
         """Mode, modes, entry count, LLM, notice and knowledge error; never builds or refreshes an index."""
         return services.status(self, mode)
 
-    def retrieve_all_modes(self, query: str) -> dict[str, services.ModeRetrieval]:
+    def retrieve_all_modes(self, query: str, within: EntryFilter | None = None) -> dict[str, services.ModeRetrieval]:
         """Every mode's hits for ``query`` without the LLM (the retrieval-test tab); errors per mode as text."""
-        return services.retrieve_all_modes(self, query)
+        return services.retrieve_all_modes(self, query, within)
+
+    def categories(self) -> list[str]:
+        """The categories the loaded entries list, sorted (what a category selector offers)."""
+        return categories_of(self.index.entries)
 
     def examples(self, configured: Sequence[str] = (), source: str = "fixed") -> list[str]:
         """Example questions (``ui.examples_source``): the configured ones found in the loaded knowledge (fixed),
@@ -155,13 +160,14 @@ class Bot(TurnSearch):
         *,
         session: str | None = None,
         source: str | None = None,
+        within: EntryFilter | None = None,
     ) -> Answer:
         """The complete answer (the last snapshot of :meth:`stream`); with a ``source`` recorded, as :meth:`turn` does."""
         final = None
         for snapshot in (
-            self.turn(message, history, mode, session=session, source=source)
+            self.turn(message, history, mode, session=session, source=source, within=within)
             if source
-            else self.stream(message, history, mode)
+            else self.stream(message, history, mode, within=within)
         ):
             final = snapshot
         assert final is not None
@@ -175,13 +181,17 @@ class Bot(TurnSearch):
         *,
         session: str | None = None,
         source: str | None = None,
+        within: EntryFilter | None = None,
     ) -> Iterator[Answer]:
         """A front end's turn: :meth:`stream`, the finished answer recorded in the conversation log (``turn_id``).
 
         ``session`` is an opaque id the front end chose, ``source`` "web" or "api"; a failing log never breaks it.
+        ``within`` restricts the search to some categories (bot/knowledge/filters.py).
         """
         with self.expensive.slot(message) if self.expensive else nullcontext(True) as admitted:
-            turns = self.stream(message, history, mode) if admitted else iter([self._busy(message, mode)])
+            turns = (
+                self.stream(message, history, mode, within=within) if admitted else iter([self._busy(message, mode)])
+            )
             for answer in turns:
                 yield self.recorder.record(answer, session, source) if answer.finished else answer
 
@@ -190,8 +200,16 @@ class Bot(TurnSearch):
         answer = Answer(question, LONG_BUSY, Strategy.LAST_RESORT, mode or self.current_mode(), llm=self.llm_name)
         return answer.noted(LONG_BUSY)
 
-    def stream(self, message: str, history: Sequence[Any] | None = None, mode: str | None = None) -> Iterator[Answer]:
-        """Yield snapshots of the answer as it goes down the ladder; the last one has ``finished=True``."""
+    def stream(
+        self,
+        message: str,
+        history: Sequence[Any] | None = None,
+        mode: str | None = None,
+        *,
+        within: EntryFilter | None = None,
+    ) -> Iterator[Answer]:
+        """Yield snapshots of the answer as it goes down the ladder; the last one has ``finished=True``. With
+        ``within``, every search of the turn keeps to the entries it admits."""
         start = time.perf_counter()
         mode = mode or self.current_mode()
         timings: dict[str, float] = {}
@@ -200,7 +218,13 @@ class Bot(TurnSearch):
         if not refused:  # with privacy.mask_llm the search and the LLM see the masked text only
             question, history = self.privacy.for_search(question), self.privacy.for_history(history)
         base = Answer(
-            question=question, text="", strategy=Strategy.DIRECT, mode=mode, llm=self.llm_name, finished=False
+            question=question,
+            text="",
+            strategy=Strategy.DIRECT,
+            mode=mode,
+            llm=self.llm_name,
+            finished=False,
+            within=within,
         ).noted(truncated)
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from bot.chat.llm import ChatModel
 from bot.config.settings import RewriteSettings
 from bot.errors import LLMError
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Searcher
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,16 @@ class MultiQueryRewrite:
         reply = self.llm.complete([{"role": "user", "content": prompt}], max_tokens=self.settings.max_tokens)
         return parse_phrasings(reply, question, self.settings.count)
 
-    def run(self, question: str, searcher: Searcher, top_k: int, timings: dict[str, float]) -> Rewrites:
-        """Write the phrasings and search each with ``searcher``; nothing (a log line) if the LLM fails or writes none."""
+    def run(
+        self,
+        question: str,
+        searcher: Searcher,
+        top_k: int,
+        timings: dict[str, float],
+        within: EntryFilter | None = None,
+    ) -> Rewrites:
+        """Write the phrasings and search each with ``searcher`` (among the entries ``within`` admits); nothing (a
+        log line) if the LLM fails or writes none."""
         t = time.perf_counter()
         try:
             phrasings = self.phrasings(question)
@@ -80,6 +89,6 @@ class MultiQueryRewrite:
         if not phrasings:
             return Rewrites()
         t = time.perf_counter()
-        hits = merge_by_entry([(p, searcher.search(p, top_k)) for p in phrasings], top_k)
+        hits = merge_by_entry([(p, searcher.search(p, top_k, within)) for p in phrasings], top_k)
         timings["retrieve_rewrite"] = (time.perf_counter() - t) * 1000
         return Rewrites(tuple(phrasings), hits)

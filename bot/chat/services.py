@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from bot.chat.answer import Cutoffs
 from bot.errors import BotError
 from bot.knowledge.entries import Entry
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Searcher
 from bot.search.healing import ServedSearcher
 from bot.search.progress import Snapshot
@@ -99,8 +100,9 @@ def status(bot: Bot, mode: str | None = None) -> Status:
     )
 
 
-def retrieve_all_modes(bot: Bot, query: str) -> dict[str, ModeRetrieval]:
-    """Every mode's hits for ``query`` (no LLM); a mode that cannot run gets its error text instead."""
+def retrieve_all_modes(bot: Bot, query: str, within: EntryFilter | None = None) -> dict[str, ModeRetrieval]:
+    """Every mode's hits for ``query`` (among the entries ``within`` admits; no LLM); a mode that cannot run gets
+    its error text instead."""
     bot.index.refresh()
     results: dict[str, ModeRetrieval] = {}
     for mode in bot.index.modes:
@@ -111,7 +113,7 @@ def retrieve_all_modes(bot: Bot, query: str) -> dict[str, ModeRetrieval]:
             ):  # a server's index still building: not this mode's hits
                 results[mode] = ModeRetrieval([], [], None, BUILDING_RESULTS.format(mode=mode))
                 continue
-            hits, passed = bot.retrieve(query, mode)
+            hits, passed = bot.retrieve(query, mode, within=within)
             results[mode] = ModeRetrieval(hits, passed, bot.mode_thresholds(mode))
         except BotError as exc:  # e.g. a mode whose optional package is missing: the message says the fix
             results[mode] = ModeRetrieval([], [], None, str(exc))

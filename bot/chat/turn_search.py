@@ -21,6 +21,7 @@ from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.chat.steps import Ladder, Retrieval, Turn
 from bot.errors import ConfigError, LLMError
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
 from bot.search.index import KnowledgeIndex
 
@@ -47,12 +48,22 @@ class TurnSearch:
     max_search_chars: int | None
     current_mode: Callable[[], str]
 
-    def retrieve(self, query: str, mode: str | None = None, top_k: int | None = None) -> tuple[list[Hit], list[Hit]]:
-        """(all hits, hits that pass the mode's threshold) for ``query``, split into parts when it asks several things."""
-        hits, passed, _, _ = self._search(query, mode, top_k)
+    def retrieve(
+        self, query: str, mode: str | None = None, top_k: int | None = None, within: EntryFilter | None = None
+    ) -> tuple[list[Hit], list[Hit]]:
+        """(all hits, hits that pass the mode's threshold) for ``query`` (among the entries ``within`` admits), split
+        into parts when it asks several things."""
+        hits, passed, _, _ = self._search(query, mode, top_k, within=within)
         return hits, passed
 
-    def _search(self, query: str, mode: str | None = None, top_k: int | None = None, retry: bool = True):
+    def _search(
+        self,
+        query: str,
+        mode: str | None = None,
+        top_k: int | None = None,
+        retry: bool = True,
+        within: EntryFilter | None = None,
+    ):
         """(hits, passing hits, parts, the searcher that answered): a split message also gets each part's best
         passing hit, labelled.
 
@@ -61,12 +72,12 @@ class TurnSearch:
         """
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
-        found_parts = self._search_once(query, mode, top_k)
+        found_parts = self._search_once(query, mode, top_k, within)
         if retry and found_parts is None:
-            return self._search(query, mode, top_k, retry=False)
+            return self._search(query, mode, top_k, retry=False, within=within)
         return found_parts or ([], [], (), self.index.searcher(mode))
 
-    def _search_once(self, query: str, mode: str, top_k: int):
+    def _search_once(self, query: str, mode: str, top_k: int, within: EntryFilter | None):
         """Like :meth:`_search`, or None when the searcher failed during the search."""
         searcher = self.index.searcher(mode)
         cutoffs = self.cutoffs(searcher.system)
@@ -76,7 +87,7 @@ class TurnSearch:
         entries = self.index.entries
 
         def search(text: str) -> list[Hit]:  # an entry's negative questions keep it from similar questions
-            return self.negatives.filter(text, searcher.search(text, top_k), entries, searcher)
+            return self.negatives.filter(text, searcher.search(text, top_k, within), entries, searcher)
 
         if len(parts) > 1:
             lists = [(p, search(p)) for p in parts]
@@ -124,7 +135,7 @@ class TurnSearch:
         rewritten = self._standalone(question, history, timings)
         search_q = rewritten or question
         t = time.perf_counter()
-        candidates, passed, parts, served = self._search(search_q, mode)
+        candidates, passed, parts, served = self._search(search_q, mode, within=turn.base.within)
         previous = last_user_message(history) if self.llm is None else None
         previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
         if previous and self.ladder.chitchat is not None and self.ladder.chitchat.match(previous):
@@ -134,7 +145,7 @@ class TurnSearch:
             # searches "深圳校区地址是什么"); a message with no subject of its own ("他是谁") that finds nothing is
             # searched with the previous question (bot/chat/followup.py).
             for combined in followup_queries(previous, question, answered=bool(passed)):
-                more, more_passed = self.retrieve(combined, mode)
+                more, more_passed = self.retrieve(combined, mode, within=turn.base.within)
                 if more_passed:
                     candidates, passed, rewritten, parts = more, more_passed, combined, ()
                     break
@@ -149,14 +160,14 @@ class TurnSearch:
     def search_again(self, turn: Turn, text: str) -> list[Hit]:
         """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded against the
         thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
-        found, passed, _, served = self._search(text, turn.base.mode)
+        found, passed, _, served = self._search(text, turn.base.mode, within=turn.base.within)
         return self._graded(turn.search_text, found, passed, (), self.cutoffs(served.system), turn.timings)[1]
 
     def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
         """(the LLM's phrasings of the turn's question, the passing hits they found)."""
         assert self.multi_query is not None  # the rewrite rung exists only with an LLM
         searcher = self.index.searcher(turn.base.mode)
-        rewrites = self.multi_query.run(turn.search_text, searcher, self.top_k, turn.timings)
+        rewrites = self.multi_query.run(turn.search_text, searcher, self.top_k, turn.timings, turn.base.within)
         cutoffs = self.cutoffs(searcher.system)
         passed = self._graded(turn.search_text, rewrites.hits, None, (), cutoffs, turn.timings)[1]
         return rewrites.phrasings, passed

@@ -16,6 +16,7 @@ from bot.cli.log import add_log_arguments, run_log
 from bot.cli.testset import add_testset_arguments, run_testset
 from bot.config.settings import MODES, load_settings
 from bot.errors import BotError, KnowledgeError
+from bot.knowledge.filters import entry_filter
 
 
 def _global_options(defaults: bool) -> argparse.ArgumentParser:
@@ -42,10 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="answer a question (uses the LLM when a key is set)", parents=common)
     ask.add_argument("question")
     ask.add_argument("--json", action="store_true", help="print the answer, strategy and hits as JSON")
+    ask.add_argument("--category", action="append", help="search only entries of this category (repeatable)")
     search = sub.add_parser("search", help="show the hits and scores for a query, without the LLM", parents=common)
     search.add_argument("query")
     search.add_argument("--top-k", type=int, default=None)
     search.add_argument("--json", action="store_true")
+    search.add_argument("--category", action="append", help="search only entries of this category (repeatable)")
     index = sub.add_parser("index", help="build or update the index from the knowledge folder", parents=common)
     index.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
     add_eval_arguments(
@@ -122,7 +125,7 @@ def _ask(settings, args) -> int:
     from bot.factory import build_bot
 
     bot = build_bot(settings)
-    answer = bot.answer(args.question)
+    answer = bot.answer(args.question, within=entry_filter(args.category))
     if args.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0
@@ -134,9 +137,9 @@ def _ask(settings, args) -> int:
     for i, hit in enumerate(answer.hits, 1):
         band = f", {answer.thresholds.band(hit).value}" if answer.thresholds else ""
         print(f"  [{i}] {hit.entry.query}  (relevance {hit.relevance:.3f}{band}, {hit.searcher}, {hit.entry.id})")
+        _print_passages(hit, "      ")
     for i, option in enumerate(answer.options, 1):
         print(f"  option {i}: {option.question}  ({option.id})")
-        _print_passages(hit, "      ")
     return 0
 
 
@@ -150,7 +153,8 @@ def _search(settings, args) -> int:
     from bot.factory import build_bot
 
     bot = build_bot(settings, llm=None)
-    hits, passed = bot.retrieve(args.query, top_k=args.top_k)
+    within = entry_filter(args.category)
+    hits, passed = bot.retrieve(args.query, top_k=args.top_k, within=within)
     cutoffs = bot.mode_thresholds()
     if args.json:
         print(
@@ -158,6 +162,7 @@ def _search(settings, args) -> int:
                 {
                     "query": args.query,
                     "mode": bot.mode,
+                    "filter": {"categories": sorted(within.categories)} if within else None,
                     "thresholds": cutoffs.to_dict(),
                     "hits": [dict(hit_dict(h), passed=h in passed) for h in hits],
                 },

@@ -2,12 +2,13 @@
 
 Columns: ``file`` (knowledge file, e.g. faq.json; empty = the import's default file), ``key`` (entry key; empty =
 the next number), ``query``, ``document``, ``metadata`` (comma-separated keywords) and ``questions`` (other
-phrasings of the question, separated by ``|`` or line breaks). Rows are numbered like a spreadsheet: the header
+phrasings of the question, separated by ``|`` or line breaks) and ``categories`` (comma-separated: what a search
+can be restricted to, bot/knowledge/filters.py). Rows are numbered like a spreadsheet: the header
 is row 1. Files are written UTF-8 with a BOM so Excel shows Chinese; a BOM on import is accepted.
 
 Imports also take the headers people's FAQ sheets have, in either language (HEADER_ALIASES: question/问题/标准问题
-→ query, answer/答案 → document, keywords/关键词 → metadata, 相似问题 → questions; a 分类/category column becomes one
-more keyword), and Excel ``.xlsx`` files (the first sheet; row numbers in errors as Excel shows them).
+→ query, answer/答案 → document, keywords/关键词 → metadata, 相似问题 → questions; a 分类/category column gives the
+entry's categories and stays one more keyword, as it was before categories existed), and Excel ``.xlsx`` files (the first sheet; row numbers in errors as Excel shows them).
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ from bot.knowledge.entries import Entry, parse_keywords
 from bot.knowledge.files import entry_file
 from bot.knowledge.store import KnowledgeStore
 
-COLUMNS = ("file", "key", "query", "document", "metadata", "questions")
-CATEGORY = "category"  # not a field: its value joins the row's keywords
+COLUMNS = ("file", "key", "query", "document", "metadata", "questions", "categories")
+CATEGORY = "categories"  # the entry's categories; its value also joins the row's keywords
 # Header names as people write them (compared case-folded, spaces and underscores ignored) -> our column.
 HEADER_ALIASES = {
     **{name: "query" for name in ("question", "title", "问题", "标准问题", "标题", "问")},
     **{name: "document" for name in ("answer", "content", "reply", "答案", "回答", "答复", "内容", "标准答案")},
     **{name: "metadata" for name in ("keywords", "keyword", "tags", "tag", "关键词", "关键字", "标签")},
     **{name: "questions" for name in ("phrasings", "similarquestions", "相似问题", "相似问法", "其他问法", "问法")},
-    **{name: CATEGORY for name in ("category", "分类", "类别", "类目")},
+    **{name: CATEGORY for name in ("category", "categories", "分类", "类别", "类目")},
     **{name: "file" for name in ("文件",)},
     **{name: "key" for name in ("id", "键", "编号")},
 }
@@ -48,8 +49,9 @@ TEMPLATE_ROWS = (
         "图书馆每天早上八点开门，晚上十点关门。",
         "图书馆,开放时间",
         "图书馆开放时间 | 图书馆什么时候开",
+        "校园设施",
     ),
-    ("faq.json", "parking", "How much is parking?", "Parking on campus costs 5 yuan an hour.", "parking,fees", ""),
+    ("faq.json", "parking", "How much is parking?", "Parking on campus costs 5 yuan an hour.", "parking,fees", "", ""),
 )
 
 
@@ -99,6 +101,7 @@ def export_csv(entries: Iterable[Entry], folder: Path | str | None = None) -> st
             e.document,
             e.keywords,
             " | ".join(getattr(e, "questions", ()) or ()),
+            ",".join(e.categories),
         )
         for e in entries
     )
@@ -213,6 +216,9 @@ def read_rows(rows: list[tuple[int, list[str]]], default_file: str, source: str)
         phrasings = [p.strip() for p in _PHRASING_SPLIT.split(row.get("questions", "")) if p.strip()]
         if phrasings:
             raw["questions"] = phrasings
+        categories = parse_keywords(row.get(CATEGORY, ""))
+        if categories:
+            raw["categories"] = list(categories)
         target = files.setdefault(file, CsvFile())
         if key:
             target.keyed[key] = raw

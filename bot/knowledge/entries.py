@@ -20,7 +20,8 @@ class Entry:
     """One piece of knowledge: a title-like ``query``, its ``document``, keyword ``metadata`` and ``questions``.
 
     ``questions`` are other phrasings of ``query`` (optional); every searcher matches them as it matches the query.
-    ``negative_questions`` are questions it must not answer (bot/chat/negatives.py).
+    ``negative_questions`` are questions it must not answer (bot/chat/negatives.py). ``categories`` are the
+    groups it belongs to, which a search can be restricted to (bot/knowledge/filters.py).
     """
 
     id: str
@@ -31,6 +32,7 @@ class Entry:
     questions: tuple[str, ...] = ()
     # Questions this entry must never answer (nor close paraphrases of them); not indexed, so not in content_hash.
     negative_questions: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
 
     @property
     def phrasings(self) -> tuple[str, ...]:
@@ -45,9 +47,11 @@ class Entry:
     @property
     def content_hash(self) -> str:
         """A hash of everything searchable, so an index can tell a changed entry from an unchanged one."""
-        fields = [self.id, self.query, self.document, list(self.metadata)]
+        fields: list[object] = [self.id, self.query, self.document, list(self.metadata)]
         if self.questions:  # absent questions leave the hash of older entries (and their indexes) as they were
             fields.append(list(self.questions))
+        if self.categories:  # indexes keep the entry's record, and a filter reads its categories from the hit
+            fields.append({"categories": list(self.categories)})
         blob = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -65,6 +69,8 @@ def entry_record(entry: Entry) -> dict:
         record["questions"] = list(entry.questions)
     if entry.negative_questions:
         record["negative_questions"] = list(entry.negative_questions)
+    if entry.categories:
+        record["categories"] = list(entry.categories)
     return record
 
 
@@ -78,6 +84,7 @@ def entry_from_record(record: dict) -> Entry:
         record.get("source", ""),
         tuple(record.get("questions", ())),
         tuple(record.get("negative_questions", ())),
+        tuple(record.get("categories", ())),
     )
 
 
@@ -92,6 +99,8 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
             data["questions"] = list(e.questions)
         if e.negative_questions:
             data["negative_questions"] = list(e.negative_questions)
+        if e.categories:
+            data["categories"] = list(e.categories)
         files.setdefault(stem, {})[key] = data
     for stem, records in files.items():
         (folder / f"{stem}.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
@@ -154,18 +163,19 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
         elif not value.strip():
             problems.append(KnowledgeProblem(file, key, f"{name!r} is empty"))
             ok = False
-    meta = raw.get("metadata", "")
-    if meta is None:
-        meta = ""
-    if not (isinstance(meta, str) or (isinstance(meta, list) and all(isinstance(m, str) for m in meta))):
-        problems.append(KnowledgeProblem(file, key, "'metadata' must be a comma-separated string or a list of strings"))
-        ok = False
+    for name in ("metadata", "categories"):
+        value = raw.get(name) or ""
+        if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(m, str) for m in value))):
+            problems.append(
+                KnowledgeProblem(file, key, f"{name!r} must be a comma-separated string or a list of strings")
+            )
+            ok = False
     for name, what in (
         ("questions", "other phrasings of the query"),
         ("negative_questions", "questions it must not answer"),
     ):
         ok = _check_strings(file, key, name, what, raw.get(name), problems) and ok
-    for name in ("query", "document", "metadata", "questions", "negative_questions"):
+    for name in ("query", "document", "metadata", "questions", "negative_questions", "categories"):
         value = raw.get(name)
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
@@ -223,6 +233,7 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
                     source=file,
                     questions=parse_questions(checked.get("questions"), checked["query"]),
                     negative_questions=parse_questions(checked.get("negative_questions")),
+                    categories=parse_keywords(checked.get("categories") or ""),
                 )
             )
     return entries

@@ -55,4 +55,5 @@ def _entry(entry_id: str, raw: dict) -> Entry:
         parse_keywords(raw.get("metadata", "")),
         "",
         parse_questions(raw.get("questions"), query),
+        categories=parse_keywords(raw.get("categories") or ""),
     )

@@ -6,11 +6,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from bot.knowledge.entries import Entry
+from bot.knowledge.filters import EntryFilter
 from bot.search.progress import announce
 
 Progress = Callable[[int], None]
+T = TypeVar("T")
+FILTER_DEPTH = 4  # a filtered search asks the engine for this many times more results each round
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,10 @@ class Searcher(ABC):
     stale_reason: str = "no index yet"
 
     @abstractmethod
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        """The best ``top_k`` hits for ``query``, best first; an empty or word-less query gives []."""
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The best ``top_k`` hits for ``query``, best first; an empty or word-less query gives []. With ``within``,
+        only entries it admits, in the unfiltered ranking's order (:func:`top_within`).
+        """
 
     @abstractmethod
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
@@ -129,3 +135,24 @@ class Searcher(ABC):
             seconds=time.perf_counter() - start,
             reason=reason,
         )
+
+
+def top_within(
+    fetch: Callable[[int], list[T]], entry_of: Callable[[T], Entry], within: EntryFilter | None, top_k: int, total: int
+) -> list[T]:
+    """The first ``top_k`` of an engine's ranked results whose entries ``within`` admits.
+
+    ``fetch(n)`` returns the engine's best ``n`` results in its order; ``total`` is how many it holds. Unfiltered,
+    one fetch of ``top_k``. Filtered, the depth grows by ``FILTER_DEPTH`` until ``top_k`` are admitted or the engine
+    has nothing more, so the admitted results are exactly the top of the engine's ranking restricted to the filter
+    (scores that do not depend on the other results: BM25, cosines), before any rank-based relevance is applied.
+    """
+    if within is None:
+        return fetch(top_k)
+    depth = min(max(top_k * FILTER_DEPTH, top_k), max(total, top_k))
+    while True:
+        found = fetch(depth)
+        admitted = [r for r in found if within.admits(entry_of(r))]
+        if len(admitted) >= top_k or len(found) < depth or depth >= total:
+            return admitted[:top_k]
+        depth = min(depth * FILTER_DEPTH, total)

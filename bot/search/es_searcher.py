@@ -10,7 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
-from bot.search.base import Hit, Progress
+from bot.knowledge.filters import EntryFilter
+from bot.search.base import FILTER_DEPTH, Hit, Progress, top_within
 from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_json_node_class  # noqa: F401 - re-exported
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
 from bot.search.synonyms import Unit
@@ -329,31 +330,45 @@ class ElasticsearchSearcher(SparseSearcher):
             resp = self.client.search(index=self.index, size=0, track_total_hits=False, aggs=self._stats_aggs(words))
         return self._stats(resp, words)
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        """BM25 top_k over the weighted field, each hit with its coverage as relevance; [] for a word-less query.
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """BM25 top_k over the weighted field (of the entries ``within`` admits), each hit with its coverage as
+        relevance; [] for a word-less query.
 
-        One request: the hits and, in a global aggregation, the statistics coverage needs.
+        One request (unfiltered): the hits and, in a global aggregation, the statistics coverage needs.
         """
         units = self.question_units(query)
         if not units or top_k <= 0:
             return []
         terms = unit_terms(units)
-        with self._guard("search"):
-            resp = self.client.search(
-                index=self.index,
-                size=top_k,
-                source=["entry"],
-                track_total_hits=False,
-                query={"bool": {"should": [self._unit_query(u) for u in units]}},
-                aggs=self._stats_aggs(terms),
-            )
-        stats = self._stats(resp, terms)
-        return self.follow_ranking(
-            [
-                self.sparse_hit(entry_from_record(h["_source"]["entry"]), units, stats, float(h["_score"]))
-                for h in resp["hits"]["hits"]
-            ]
-        )
+        responses: list[Any] = []
+
+        def ranked(size: int) -> list[tuple[float, Entry]]:
+            with self._guard("search"):
+                resp = self.client.search(
+                    index=self.index,
+                    size=size,
+                    source=["entry"],
+                    track_total_hits=within is not None,
+                    query={"bool": {"should": [self._unit_query(u) for u in units]}},
+                    aggs=self._stats_aggs(terms),
+                )
+            responses.append(resp)
+            return [(float(h["_score"]), entry_from_record(h["_source"]["entry"])) for h in resp["hits"]["hits"]]
+
+        found = ranked(top_k) if within is None else []
+        if within is not None:
+            first = ranked(top_k * FILTER_DEPTH)
+            total = _total_hits(responses[0], len(first))
+            found = top_within(lambda n: first if n <= len(first) else ranked(n), lambda r: r[1], within, top_k, total)
+        stats = self._stats(responses[-1], terms)
+        return self.follow_ranking([self.sparse_hit(entry, units, stats, score) for score, entry in found])
+
+
+def _total_hits(resp: Any, seen: int) -> int:
+    """How many documents matched, from a response asked to track them (``seen`` when the server did not say)."""
+    total = resp["hits"].get("total")
+    value = total.get("value") if isinstance(total, dict) else total
+    return int(value) if isinstance(value, int) else seen
 
 
 def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> SparseSearcher:

@@ -32,7 +32,8 @@ import numpy as np
 from bot.errors import ConfigError
 from bot.fsutil import write_text_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
-from bot.search.base import Hit, Progress, Searcher, SyncReport
+from bot.knowledge.filters import EntryFilter
+from bot.search.base import Hit, Progress, Searcher, SyncReport, top_within
 from bot.search.encoders import DENSE_HINT, Encoder
 from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.search.healing import file_digest
@@ -468,8 +469,9 @@ class FaissSearcher(Searcher):
             matched_question=cosines.matched_question,
         )
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        """Top ``top_k`` entries by dense relevance; [] for a word-less query or one the model cannot place."""
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """Top ``top_k`` entries (of those ``within`` admits) by dense relevance; [] for a word-less query or one
+        the model cannot place."""
         if top_k <= 0:
             return []
         generation = self._generation
@@ -478,14 +480,25 @@ class FaissSearcher(Searcher):
             return []
         with self._lock:
             if generation != self._generation:  # the model was swapped while the question was embedded
-                return self.search(query, top_k)
+                return self.search(query, top_k, within)
             if not self._ensure() or self._index is None or not self._owner:
                 return []
-            k = min(CANDIDATES * top_k + len(self._tombstones), int(self._index.ntotal))
-            if self.kind == "hnsw":
-                _import_faiss().downcast_index(self._index.index).hnsw.efSearch = max(HNSW_EF_SEARCH, k)
-            _, ids = _search_one_thread(self._index, vector[None, :], k)
-            found = list(dict.fromkeys(self._owner[i][0] for i in ids[0].tolist() if i in self._owner))
+            index = self._index
+            total = int(index.ntotal)
+
+            def nearest(k: int) -> list[int]:  # the live vectors among the k nearest, nearest first
+                if self.kind == "hnsw":
+                    _import_faiss().downcast_index(index.index).hnsw.efSearch = max(HNSW_EF_SEARCH, k)
+                _, ids = _search_one_thread(index, vector[None, :], k)
+                return [i for i in ids[0].tolist() if i in self._owner]
+
+            if within is None:
+                vectors = nearest(min(CANDIDATES * top_k + len(self._tombstones), total))
+            else:
+                vectors = top_within(
+                    nearest, lambda i: self._entries[self._owner[i][0]], within, CANDIDATES * top_k, total
+                )
+            found = list(dict.fromkeys(self._owner[i][0] for i in vectors))
             scored = self.similarities(vector, found)
             hits = [self.hit(self._entries[e], scored[e]) for e in found]
         hits.sort(key=lambda h: -h.relevance)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from bot.errors import ConfigError
 from bot.knowledge.entries import Entry
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, Searcher
 
 log = logging.getLogger(__name__)
@@ -170,12 +171,12 @@ class ServedSearcher(Searcher):
             raise AttributeError(name)
         return getattr(target, name)
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """The target's hits; [] (and the healing notice) when it has none or fails."""
         if self.target is None:
             return []
         try:
-            return self.target.search(query, top_k)
+            return self.target.search(query, top_k, within)
         except (KeyboardInterrupt, SystemExit, ConfigError):
             raise
         except BaseException as exc:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from bot.knowledge.entries import Entry
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, Searcher, SyncReport
 from bot.search.faiss_searcher import FaissSearcher
 from bot.search.relevance import SparseSearcher
@@ -39,13 +40,14 @@ class HybridSearcher(Searcher):
         """The fused searchers."""
         return [self.sparse, self.dense]
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        """Top ``top_k`` of both sides' candidates by fused relevance; each hit's signals hold every part."""
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """Top ``top_k`` of both sides' candidates (of the entries ``within`` admits) by fused relevance; each
+        hit's signals hold every part."""
         if top_k <= 0:
             return []
         depth = max(self.candidates, top_k)
-        sparse_hits = {h.entry.id: h for h in self.sparse.search(query, depth)}
-        dense_hits = {h.entry.id: h for h in self.dense.search(query, depth)}
+        sparse_hits = {h.entry.id: h for h in self.sparse.search(query, depth, within)}
+        dense_hits = {h.entry.id: h for h in self.dense.search(query, depth, within)}
         entries = {i: h.entry for i, h in {**dense_hits, **sparse_hits}.items()}
         only_sparse = [i for i in sparse_hits if i not in dense_hits]
         only_dense = [entries[i] for i in dense_hits if i not in sparse_hits]

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from bot.knowledge.entries import Entry
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Passage, Progress, Searcher, SyncReport
 
 # Separates an entry's id from a passage number in a unit's id; a control character, so no id typed in a knowledge
@@ -209,13 +210,13 @@ class PassageSearcher(Searcher):
         """Why the inner searcher's index is not usable."""
         return self.inner.stale_reason
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        """The best ``top_k`` entries, each with the passages that matched."""
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The best ``top_k`` entries (of those ``within`` admits), each with the passages that matched."""
         if top_k <= 0:
             return []
         depth = top_k * self.DEPTH
         while True:
-            hits = self.inner.search(query, depth)
+            hits = self.inner.search(query, depth, within)
             rolled = self.passages.rollup(hits, top_k)
             if len(rolled) >= top_k or len(hits) < depth or depth >= top_k * self.DEPTH**3:
                 return rolled

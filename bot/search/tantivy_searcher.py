@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from bot.errors import SearchBackendError
 from bot.fsutil import write_json_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
-from bot.search.base import Hit, Progress
+from bot.knowledge.filters import EntryFilter
+from bot.search.base import Hit, Progress, top_within
 from bot.search.healing import tantivy_problem
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
 from bot.search.synonyms import Unit
@@ -288,8 +289,9 @@ class TantivySearcher(SparseSearcher):
             return TermStats(0, {})
         return self._live_stats(index, index.searcher(), words)
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        """BM25 top_k over the index, each hit with its coverage as relevance; [] when the query has no words."""
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """BM25 top_k over the index (of the entries ``within`` admits), each hit with its coverage as relevance;
+        [] when the query has no words."""
         import tantivy
 
         words = self.question_units(query)
@@ -314,14 +316,14 @@ class TantivySearcher(SparseSearcher):
                 ]
             )
 
-        terms = [(tantivy.Occur.Should, clause(u)) for u in words]
-        result = searcher.search(tantivy.Query.boolean_query(terms), limit=top_k)
-        stats = self._live_stats(index, searcher, unit_terms(words))
-        return self.follow_ranking(
-            [
-                self.sparse_hit(
-                    entry_from_record(json.loads(searcher.doc(address)["entry"][0])), words, stats, float(score)
-                )
-                for score, address in result.hits
+        question = tantivy.Query.boolean_query([(tantivy.Occur.Should, clause(u)) for u in words])
+
+        def ranked(limit: int) -> list[tuple[float, Entry]]:
+            return [
+                (float(score), entry_from_record(json.loads(searcher.doc(address)["entry"][0])))
+                for score, address in searcher.search(question, limit=limit).hits
             ]
-        )
+
+        found = top_within(ranked, lambda r: r[1], within, top_k, searcher.num_docs)
+        stats = self._live_stats(index, searcher, unit_terms(words))
+        return self.follow_ranking([self.sparse_hit(entry, words, stats, score) for score, entry in found])

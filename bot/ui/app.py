@@ -14,6 +14,7 @@ from bot.chat.bot import Bot
 from bot.chat.prompt import message_text
 from bot.config.settings import Settings
 from bot.errors import BotError
+from bot.knowledge.filters import entry_filter
 from bot.knowledge.store import KnowledgeStore
 from bot.ui.admin import AdminAuth, AdminBlocks, admin_view
 from bot.ui.events import PRIVATE
@@ -139,11 +140,15 @@ class ChatHandlers:
         history: list[dict[str, Any]] | None,
         mode: str | None = None,
         turns: dict[int, int] | None = None,
+        categories: list[str] | None = None,
         request: gr.Request | None = None,
     ):
-        """Stream one answer, recorded in the log; yields (history, textbox, sources html, header, mode, turn ids)."""
+        """Stream one answer, recorded in the log; yields (history, textbox, sources html, header, mode, turn ids).
+
+        ``categories`` (the page's selector) restrict the search; none selected searches the whole knowledge."""
         past = _plain_history(history)
         chosen = override(mode)
+        within = entry_filter(categories or None)
         shown = list(history or []) + [
             {"role": "user", "content": safe_markdown(message or "")},
             {"role": "assistant", "content": ""},
@@ -155,7 +160,7 @@ class ChatHandlers:
         session = getattr(request, "session_hash", None)
         try:
             first = True
-            for answer in self.bot.turn(message, past, chosen, session=session, source="web"):
+            for answer in self.bot.turn(message, past, chosen, session=session, source="web", within=within):
                 shown[-1] = reply_message(answer)
                 if answer.finished:
                     yield (
@@ -181,17 +186,19 @@ class ChatHandlers:
         history: list[dict[str, Any]] | None,
         mode: str | None,
         turns: dict[int, int] | None,
+        categories: list[str] | None,
         evt: gr.SelectData,
         request: gr.Request | None = None,
     ):
         """Ask the question of a clicked "did you mean" suggestion."""
-        yield from self.chat(str(evt.value), history, mode, turns, request)
+        yield from self.chat(str(evt.value), history, mode, turns, categories, request)
 
     def retry(
         self,
         history: list[dict[str, Any]] | None,
         mode: str | None = None,
         turns: dict[int, int] | None = None,
+        categories: list[str] | None = None,
         request: gr.Request | None = None,
     ):
         """Ask the last user message again."""
@@ -202,7 +209,7 @@ class ChatHandlers:
             yield history, "", "", gr.skip(), gr.skip(), {}
             return
         last = html.unescape(message_text(history.pop()["content"]))
-        yield from self.chat(last, history, mode, turns, request)
+        yield from self.chat(last, history, mode, turns, categories, request)
 
     @staticmethod
     def undo(history: list[dict[str, Any]] | None):
@@ -218,19 +225,42 @@ class ChatHandlers:
         return [[q] for q in self.bot.examples(self.settings.ui.examples, self.settings.ui.examples_source)]
 
     def page_defaults(self):
-        """(header, mode selector, examples) for a newly opened page: follow the configured mode as it is now."""
+        """(header, mode selector, examples, two category selectors) for a newly opened page: follow the configured
+        mode as it is now; the category selectors offer the knowledge's categories now (hidden when it has none)."""
         samples = self.examples()
         return (
             self.header(None),
             gr.update(choices=self.mode_choices(), value=FOLLOW),
             gr.Dataset(samples=samples, visible=bool(samples)),
+            *[self.category_choices()] * 2,
         )
 
-    def retrieval_test(self, query: str, request: gr.Request | None = None) -> str:
-        """Hits of every mode for ``query``, without the LLM (limited per client address)."""
+    def category_choices(self):
+        """A category selector's update: the knowledge's categories, nothing selected, shown only when there are some."""
+        names = self.bot.categories()
+        return gr.update(choices=names, value=[], visible=bool(names))
+
+    def retrieval_test(self, query: str, categories: list[str] | None = None, request: gr.Request | None = None) -> str:
+        """Hits of every mode for ``query`` (in ``categories``, when some are chosen), without the LLM (limited per
+        client address)."""
         if not self.limits.retrieval.allow(client_key(request)):
             return f"<p class='kb-notice'>⚠️ {TOO_MANY}</p>"
-        return retrieval_html(query, self.bot.retrieve_all_modes(query))
+        within = entry_filter(categories or None)
+        return retrieval_html(query, self.bot.retrieve_all_modes(query, within), within)
+
+
+def category_selector(h: ChatHandlers, elem_id: str) -> gr.Dropdown:
+    """A multi-select of the knowledge's categories (hidden when it has none): the search keeps to those chosen."""
+    names = h.bot.categories()
+    return gr.Dropdown(
+        names,
+        value=[],
+        multiselect=True,
+        label="分类（不选 = 全部）/ Categories (none = all)",
+        elem_id=elem_id,
+        visible=bool(names),
+        interactive=True,
+    )
 
 
 def build_demo(
@@ -254,6 +284,7 @@ def build_demo(
                 elem_id="kb-mode",
                 interactive=True,
             )
+            categories = category_selector(h, "kb-categories")
             with gr.Row(elem_id="kb-main", equal_height=False):
                 with gr.Column(scale=3, min_width=320):
                     chatbot = gr.Chatbot(
@@ -287,6 +318,7 @@ def build_demo(
             )
         with gr.Tab("检索测试 / Retrieval test", id="retrieval"):
             query = gr.Textbox(label="查询（不调用大模型）/ Query (no LLM)", elem_id="kb-rt-query")
+            rt_categories = category_selector(h, "kb-rt-categories")
             run = gr.Button("检索 / Search", elem_id="kb-rt-run")
             table = gr.HTML(elem_id="kb-rt-results")
         admin_pages = []  # shown to admins only; without admin credentials there are none
@@ -301,12 +333,12 @@ def build_demo(
         ticker = gr.Timer(2.0, active=True)
         ticker.tick(h.header_tick, [mode], [header, ticker], **PRIVATE)
         for answered in (
-            message.submit(h.chat, [message, chatbot, mode, turns], turn_out, api_name="chat"),
-            send.click(h.chat, [message, chatbot, mode, turns], turn_out, **PRIVATE),
+            message.submit(h.chat, [message, chatbot, mode, turns, categories], turn_out, api_name="chat"),
+            send.click(h.chat, [message, chatbot, mode, turns, categories], turn_out, **PRIVATE),
         ):
             answered.then(h.arm, [mode], [ticker], **PRIVATE).then(None, js=SHOW_ANSWER_START, **PRIVATE)
-        chatbot.option_select(h.suggestion, [chatbot, mode, turns], turn_out, **PRIVATE)
-        retry.click(h.retry, [chatbot, mode, turns], turn_out, api_name="retry")
+        chatbot.option_select(h.suggestion, [chatbot, mode, turns, categories], turn_out, **PRIVATE)
+        retry.click(h.retry, [chatbot, mode, turns, categories], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(
             lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE
         )
@@ -314,7 +346,7 @@ def build_demo(
         examples.click(lambda sample: sample[0] if sample else "", [examples], [message], **PRIVATE)
         mode.input(h.header, [mode], [header], **PRIVATE)
         # A new page follows the configured mode now (config.yaml may have changed since start); nothing is built.
-        demo.load(h.page_defaults, None, [header, mode, examples], **PRIVATE)
-        query.submit(h.retrieval_test, [query], [table], api_name="retrieval_test")
-        run.click(h.retrieval_test, [query], [table], **PRIVATE)
+        demo.load(h.page_defaults, None, [header, mode, examples, categories, rt_categories], **PRIVATE)
+        query.submit(h.retrieval_test, [query, rt_categories], [table], api_name="retrieval_test")
+        run.click(h.retrieval_test, [query, rt_categories], [table], **PRIVATE)
     return demo

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from bot.chat.answer import Answer, Band, Cutoffs, Strategy
 from bot.chat.services import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, ModeRetrieval, Status
+from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
 
 e = html.escape
@@ -120,6 +121,8 @@ def sources_html(answer: Answer) -> str:
         f"<b>阈值 / Threshold:</b> {_cutoffs(answer.thresholds)}</p>"
     )
     parts = [head]
+    if answer.within is not None:
+        parts.append(f"<p class='kb-filter'><b>分类 / Categories:</b> {e(answer.within.describe())}</p>")
     if answer.notice:
         parts.append(f"<p class='kb-notice'>{warn(answer.notice)}</p>")
     if answer.rewritten:
@@ -184,9 +187,11 @@ def health_html(status: Status) -> str:
     return knowledge_error_html(status.knowledge_error) + config_error_html(status.config_error)
 
 
-def retrieval_html(query: str, results: Mapping[str, ModeRetrieval]) -> str:
+def retrieval_html(query: str, results: Mapping[str, ModeRetrieval], within: EntryFilter | None = None) -> str:
     """Hits of every mode, one table each, with ✓ for hits that pass that mode's threshold."""
     out = [f"<div class='kb-retrieval'><p><b>查询 / Query:</b> {e(query)}</p>"]
+    if within is not None:
+        out.append(f"<p class='kb-filter'><b>分类 / Categories:</b> {e(within.describe())}</p>")
     for mode, r in results.items():
         out.append(f"<h4 class='kb-mode'>{e(mode)} · 阈值 / threshold {_cutoffs(r.thresholds)}</h4>")
         if r.error:

@@ -129,7 +129,10 @@ class LastResortStep:
         closest = list(base.candidates) if source != "popular" else []
         if source == "candidates" or self.popular is None:
             return closest
-        popular = [Hit(e, 0.0, 0.0, "popular") for e in self.popular(settings.suggestions)]
+        within = base.within  # a filtered turn suggests only entries of its categories
+        wanted = settings.suggestions if within is None else settings.suggestions * 10
+        popular = [Hit(e, 0.0, 0.0, "popular") for e in self.popular(wanted) if within is None or within.admits(e)]
+        popular = popular[: settings.suggestions]
         half = (settings.suggestions + 1) // 2
         return [*closest[:half], *popular, *closest[half:]]
 
