@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from bot.chat.handoff import SIGNATURE_HEADER, Handoff
+from bot.chat.handoff import SIGNATURE_HEADER, Handoff, unfilled_placeholders
 from bot.config.settings import HandoffSettings, HandoffWebhookSettings, load_settings
 from tests.conftest import ROOT
 
@@ -184,9 +184,22 @@ def test_settings_reach_the_object():
     assert h.last_error is None and h.last_error_at is None
 
 
-def test_default_reply_is_bilingual_with_placeholders():
+def test_default_reply_is_bilingual_and_holds_no_placeholder_a_user_would_read():
     zh, en = HandoffSettings().reply.split("\n")
-    assert "人工" in zh and "<电话>" in zh and "person" in en and "<phone>" in en
+    assert "人工" in zh and "person" in en
+    assert unfilled_placeholders(zh + en) == []
+
+
+def test_a_reply_with_the_examples_placeholders_left_in_is_reported_at_start(caplog):
+    example = "正在为您转接人工服务。电话 <电话>，网址 <链接>。/ phone <phone>, <link>"
+    with caplog.at_level("WARNING", logger="bot.chat.handoff"):
+        Handoff.from_settings(HandoffSettings(reply=example))
+    assert "<电话>, <链接>, <phone>, <link>" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bot.chat.handoff"):
+        Handoff.from_settings(HandoffSettings(reply="请拨打 020-1234，或访问 <https://example.org/help>。"))
+        Handoff.from_settings(HandoffSettings(reply=example, enabled=False))
+    assert caplog.text == ""
 
 
 def test_config_yaml_handoff_block(tmp_path):

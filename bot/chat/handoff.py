@@ -127,6 +127,14 @@ def _host(url: str) -> str:
         return "(invalid URL)"
 
 
+def unfilled_placeholders(text: str) -> list[str]:
+    """The ``<...>`` placeholders of a copied example left in ``text`` (short, without spaces or markup)."""
+    return list(dict.fromkeys(_PLACEHOLDER.findall(text)))
+
+
+_PLACEHOLDER = re.compile(r"<[^<>\s/=\"']{1,12}>")
+
+
 class Handoff:
     """The configured hand-off: request detection, the reply, when to escalate, and the webhook."""
 
@@ -145,7 +153,11 @@ class Handoff:
 
     @classmethod
     def from_settings(cls, s: HandoffSettings) -> Handoff:
-        """The hand-off described by the ``handoff`` settings block."""
+        """The hand-off described by the ``handoff`` settings block (a warning when its reply still holds the
+        example's <placeholders>: users would read "电话 <电话>")."""
+        left = unfilled_placeholders(s.reply) if s.enabled else []
+        if left:
+            log.warning("handoff.reply still holds placeholders to fill in: %s", ", ".join(left))
         return cls(s)
 
     def is_request(self, message: str) -> bool:

@@ -523,10 +523,12 @@ class HandoffSettings(Strict):
     """Handing a conversation to a person: on request ("转人工", "talk to a human"), after misses, or a "no"."""
 
     enabled: bool = True
-    # Placeholders in <> for the deployer to fill: a phone number, a link, office hours.
+    # What the user reads. The default promises only what the bot does: the request reaches the Unanswered inbox
+    # (and the webhook, when set). Put your phone number, link and hours here (config.yaml shows an example).
     reply: str = (
-        "正在为您转接人工服务。您也可以直接联系我们：电话 <电话>，网址 <链接>，服务时间 <时间>。\n"
-        "Connecting you with a person. You can also reach us directly: phone <phone>, <link>, hours <hours>."
+        "好的，已为您记录转人工的请求，工作人员会尽快跟进。如有急事，请通过本网站公布的联系方式联系我们。\n"
+        "OK, your request for a person has been recorded and a member of staff will follow up. "
+        "For anything urgent, please use the contact details published on this site."
     )
     # Hand off after this many consecutive misses in one conversation (0 = never).
     after_misses: int = Field(default=2, ge=0)
