@@ -30,9 +30,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (see :func:`write_text_atomic`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     # Hidden name: knowledge_files skips it, so a temp file left by a crash never breaks loading.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = temp_beside(path)
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -40,6 +39,26 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         if path.exists():
             shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def temp_beside(path: Path) -> Path:
+    """A hidden temporary name next to ``path`` (same folder, so :func:`commit_file` is a rename) for a writer
+    that needs a path of its own (faiss.write_index, fastText training)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def commit_file(tmp: Path, path: Path) -> None:
+    """Make the finished file ``tmp`` become ``path`` durably: its data synced, renamed over ``path`` (readers see
+    the old file or the new one), the rename synced. ``tmp`` is removed if that fails."""
+    try:
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

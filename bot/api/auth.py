@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-import os
 
 from bot.api.protocol import APIError
+from bot.config.secrets import env_secret
 from bot.config.settings import Settings
 from bot.ui.guard import ThrottledLogin, locked_message
 
@@ -47,7 +47,7 @@ class TokenGuard:
 
     def expected(self) -> str | None:
         """The configured token, or None when the variable is unset or blank."""
-        return os.environ.get(self.token_env, "").strip() or None
+        return env_secret(self.token_env) or None
 
     def check(self, authorization: str | None, address: str = "unknown") -> str | None:
         """A stable client key derived from the presented token (None when the API is open); raises APIError 401,

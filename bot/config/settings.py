@@ -10,6 +10,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.config.secrets import env_secret
 from bot.errors import ConfigError
 
 MODE_ENV = "KBBOT_MODE"
@@ -74,12 +75,12 @@ class ElasticsearchSettings(Strict):
 
     def credentials(self) -> dict[str, object]:
         """Client auth keyword arguments read from the named environment variables (empty when unset)."""
-        api_key = os.environ.get(self.api_key_env, "").strip()
+        api_key = env_secret(self.api_key_env)
         if api_key:
             return {"api_key": api_key}
-        user = os.environ.get(self.username_env, "").strip()
+        user = env_secret(self.username_env)
         if user:
-            return {"basic_auth": (user, os.environ.get(self.password_env, ""))}
+            return {"basic_auth": (user, env_secret(self.password_env, strip=False))}
         return {}
 
 
@@ -154,7 +155,7 @@ class DenseSettings(Strict):
 
         def api_key(self) -> str | None:
             """The key from the environment variable named by ``api_key_env``, or None."""
-            value = os.environ.get(self.api_key_env, "").strip()
+            value = env_secret(self.api_key_env)
             return value or None
 
     class E5(Strict):
@@ -315,7 +316,7 @@ class LLMSettings(Strict):
 
     def api_key(self) -> str | None:
         """The key from the environment variable named by ``api_key_env``, or None."""
-        value = os.environ.get(self.api_key_env, "").strip()
+        value = env_secret(self.api_key_env)
         return value or None
 
 
@@ -515,7 +516,7 @@ class HandoffWebhookSettings(Strict):
 
     def secret(self) -> str | None:
         """The signing secret from the environment variable named by ``secret_env``, or None."""
-        value = os.environ.get(self.secret_env, "").strip() if self.secret_env else ""
+        value = env_secret(self.secret_env)
         return value or None
 
 
@@ -548,7 +549,7 @@ class AuthSettings(Strict):
         """(username, password) when login is enabled; raises ConfigError naming missing variables."""
         if not self.enabled:
             return None
-        user, password = os.environ.get(self.username_env, ""), os.environ.get(self.password_env, "")
+        user, password = env_secret(self.username_env, strip=False), env_secret(self.password_env, strip=False)
         if not user or not password:
             raise ConfigError(
                 f"ui.auth.enabled is true but {self.username_env} and/or {self.password_env} "
@@ -567,7 +568,7 @@ class AdminSettings(Strict):
 
     def credentials(self) -> tuple[str, str] | None:
         """(username, password) when both variables are set, else None: the admin tabs are off."""
-        user, password = os.environ.get(self.username_env, ""), os.environ.get(self.password_env, "")
+        user, password = env_secret(self.username_env, strip=False), env_secret(self.password_env, strip=False)
         return (user, password) if user and password else None
 
 
@@ -633,7 +634,7 @@ class APISettings(Strict):
 
     def token(self) -> str | None:
         """The bearer token from the environment variable named by ``token_env``, or None."""
-        value = os.environ.get(self.token_env, "").strip()
+        value = env_secret(self.token_env)
         return value or None
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from bot.errors import ConfigError
-from bot.fsutil import write_text_atomic
+from bot.fsutil import commit_file, temp_beside, write_text_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, Searcher, SyncReport, top_within
@@ -231,10 +230,10 @@ class FaissSearcher(Searcher):
         ntotal = 0 if self._index is None else int(self._index.ntotal)
         checksum = None
         if ntotal:
-            tmp = self.path / f".{INDEX_FILE}.{os.getpid()}.tmp"
+            tmp = temp_beside(self.path / INDEX_FILE)
             faiss.write_index(self._index, str(tmp))
             checksum = file_digest(tmp)
-            os.replace(tmp, self.path / INDEX_FILE)
+            commit_file(tmp, self.path / INDEX_FILE)
         write_text_atomic(
             self.path / STATE_FILE,
             json_by_item(

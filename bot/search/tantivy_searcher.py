@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.errors import SearchBackendError
-from bot.fsutil import write_json_atomic
+from bot.fsutil import commit_file, temp_beside, write_json_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, top_within
@@ -158,11 +157,11 @@ class TantivySearcher(SparseSearcher):
         return out, lines
 
     def _write_tokens(self, tokens: dict[str, list[str]]) -> None:
-        tmp = self.path / f".{TOKENS_FILE}.{os.getpid()}.tmp"
+        tmp = temp_beside(self.path / TOKENS_FILE)
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(json.dumps({"key": self.tokenizer.state_key()}) + "\n")
             fh.writelines(json.dumps([h, *f], ensure_ascii=False) + "\n" for h, f in tokens.items())
-        os.replace(tmp, self.path / TOKENS_FILE)
+        commit_file(tmp, self.path / TOKENS_FILE)
 
     def _append_tokens(self, tokens: dict[str, list[str]]) -> None:
         file = self.path / TOKENS_FILE

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import atexit
 import functools
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from bot.fsutil import commit_file, temp_beside
 from bot.knowledge.csv_io import CSV_ENCODING, template_csv
 
 
@@ -27,9 +27,9 @@ def _folder() -> Path:
 
 def _write(name: str, text: str) -> str:
     path = _folder() / name
-    part = path.with_name(f".{name}.{os.getpid()}.{id(text)}.part")
+    part = temp_beside(path)
     part.write_text(text, encoding=CSV_ENCODING, newline="")
-    os.replace(part, path)
+    commit_file(part, path)
     return str(path)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bot.errors import ConfigError, SearchBackendError
-from bot.fsutil import write_json_atomic
+from bot.fsutil import commit_file, temp_beside, write_json_atomic
 from bot.knowledge.entries import Entry, fingerprint
 from bot.search.encoders.base import Encoder, normalize_rows
 from bot.search.encoders.fasttext_training import (
@@ -313,7 +313,7 @@ class FastTextEncoder(Encoder):
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write("\n".join(lines) + "\n")
-            tmp = self.model_dir / f".{MODEL_FILE}.{os.getpid()}.tmp"
+            tmp = temp_beside(self.model_dir / MODEL_FILE)
             if not _train_skipgram(corpus, p, tmp):
                 # NaN: subsampling left no training pairs (a very small corpus); train on every token.
                 log.info("fastText found too few words to subsample; training again without subsampling")
@@ -322,7 +322,7 @@ class FastTextEncoder(Encoder):
         finally:
             os.unlink(corpus)
         model = _import_fasttext().load_model(str(tmp))
-        os.replace(tmp, self.model_dir / MODEL_FILE)
+        commit_file(tmp, self.model_dir / MODEL_FILE)
         # The state is written last: a crash before it leaves a model that the next sync retrains.
         self._set_model(model, key)
         self._common = self.common_direction([line.split() for line in lines])
