@@ -249,10 +249,13 @@ class ChatHandlers:
         return retrieval_html(query, self.bot.retrieve_all_modes(query, within), within)
 
 
-def category_selector(h: ChatHandlers, elem_id: str) -> gr.Dropdown:
-    """A multi-select of the knowledge's categories (hidden when it has none): the search keeps to those chosen."""
+def category_selector(h: ChatHandlers, elem_id: str) -> tuple[gr.Dropdown, gr.State]:
+    """A multi-select of the knowledge's categories (hidden when it has none), and the state that holds its choice.
+
+    Events read the state, not the dropdown: the page's /chat and /retrieval_test API endpoints keep the inputs
+    they had before categories existed (a Gradio state needs no value from a client)."""
     names = h.bot.categories()
-    return gr.Dropdown(
+    selector = gr.Dropdown(
         names,
         value=[],
         multiselect=True,
@@ -261,6 +264,9 @@ def category_selector(h: ChatHandlers, elem_id: str) -> gr.Dropdown:
         visible=bool(names),
         interactive=True,
     )
+    chosen = gr.State([])
+    selector.change(lambda value: list(value or []), [selector], [chosen], **PRIVATE)
+    return selector, chosen
 
 
 def build_demo(
@@ -284,7 +290,7 @@ def build_demo(
                 elem_id="kb-mode",
                 interactive=True,
             )
-            categories = category_selector(h, "kb-categories")
+            selector, categories = category_selector(h, "kb-categories")
             with gr.Row(elem_id="kb-main", equal_height=False):
                 with gr.Column(scale=3, min_width=320):
                     chatbot = gr.Chatbot(
@@ -318,7 +324,7 @@ def build_demo(
             )
         with gr.Tab("检索测试 / Retrieval test", id="retrieval"):
             query = gr.Textbox(label="查询（不调用大模型）/ Query (no LLM)", elem_id="kb-rt-query")
-            rt_categories = category_selector(h, "kb-rt-categories")
+            rt_selector, rt_categories = category_selector(h, "kb-rt-categories")
             run = gr.Button("检索 / Search", elem_id="kb-rt-run")
             table = gr.HTML(elem_id="kb-rt-results")
         admin_pages = []  # shown to admins only; without admin credentials there are none
@@ -346,7 +352,7 @@ def build_demo(
         examples.click(lambda sample: sample[0] if sample else "", [examples], [message], **PRIVATE)
         mode.input(h.header, [mode], [header], **PRIVATE)
         # A new page follows the configured mode now (config.yaml may have changed since start); nothing is built.
-        demo.load(h.page_defaults, None, [header, mode, examples, categories, rt_categories], **PRIVATE)
+        demo.load(h.page_defaults, None, [header, mode, examples, selector, rt_selector], **PRIVATE)
         query.submit(h.retrieval_test, [query, rt_categories], [table], api_name="retrieval_test")
         run.click(h.retrieval_test, [query, rt_categories], [table], **PRIVATE)
     return demo
