@@ -44,7 +44,7 @@ def test_editing_the_mode_switches_the_running_bot_and_new_pages(config_path):
     answer = bot.answer("怎么添加知识？")
     assert answer.mode == "dense" and answer.hits and answer.hits[0].searcher == "faiss"
     # A new page follows the config: the selector's default is "follow" (no override), its label names the mode.
-    header, selector, _ = ChatHandlers(bot, load_settings(config_path)).page_defaults()
+    header, selector, *_ = ChatHandlers(bot, load_settings(config_path)).page_defaults()
     assert "`dense`" in header and "following config" in header and selector["value"] == FOLLOW
     assert ("跟随配置 / Follow config (dense)", FOLLOW) in selector["choices"]
     set_mode(config_path, "hybrid")
