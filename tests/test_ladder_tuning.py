@@ -18,10 +18,19 @@ NONE = case(None, ("a", 0.60))
 
 def test_replay_counts_each_rung():
     off = replay([TIE, CLEAR, NEAR_MISS, NONE], 0.8, None, None)
-    assert (off.right, off.wrong, off.clarified, off.confirmed, off.missed) == (2, 1, 0, 0, 1)
+    # NEAR_MISS falls back with its gold entry first among the "did you mean": offered, not missed
+    assert (off.right, off.wrong, off.clarified, off.confirmed, off.missed, off.offered) == (2, 1, 0, 0, 0, 1)
     on = replay([TIE, CLEAR, NEAR_MISS, NONE], 0.8, 0.01, 0.02)
     assert (on.right, on.wrong, on.clarified, on.confirmed, on.resolved) == (2, 0, 1, 1, 2)
     assert on.asked == 0.5 and on.cost < off.cost
+
+
+def test_a_fallback_costs_less_when_its_did_you_mean_holds_the_gold_entry():
+    far = case("d", ("a", 0.5), ("b", 0.4), ("c", 0.3), ("d", 0.2))  # gold fourth: not among the three offered
+    near = case("c", ("a", 0.5), ("b", 0.4), ("c", 0.3))
+    missed, offered = replay([far], 0.8, None, None), replay([near], 0.8, None, None)
+    assert (missed.missed, missed.offered, offered.missed, offered.offered) == (1, 0, 0, 1)
+    assert 0 < offered.cost < missed.cost < 1  # either beats a wrong answer
 
 
 def test_tune_turns_near_ties_into_clarify_and_keeps_clear_answers():

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 ASK_COST = 0.35  # a question asked back costs the user a click: about a third of a wrong answer
 BLIND_ASK_COST = 0.6  # asked back with no right option: a click, then still no answer
-MISS_COST = 0.5  # an answerable question that gets the fallback
+MISS_COST = 0.5  # an answerable question that gets the fallback with no right "did you mean"
+OFFERED_COST = ASK_COST  # ... with its entry among the fallback's "did you mean" (a click, as for a clarify option)
+SUGGESTED = 3  # the fallback's "did you mean" entries: the closest ones (fallback.last_resort.suggestions)
 MAX_ASKED = 0.25  # clarify + confirm on at most a quarter of messages (issue 21)
 MAX_OPTIONS = 3
-MAX_RAISE = 6  # hundredths the answer threshold may rise above the best-F1 threshold
+MAX_RAISE = 15  # hundredths the answer threshold may rise above the best-F1 (or configured) threshold
 MARGINS: tuple[float | None, ...] = (None, *(round(0.005 * k, 3) for k in range(0, 21)))  # off, 0 … 0.10
 BANDS: tuple[float | None, ...] = (None, *(round(0.01 * k, 2) for k in range(1, 16)))  # off, 0.01 … 0.15
 
@@ -46,7 +48,8 @@ class LadderOutcome:
     confirmed: int
     resolved: int  # clarify/confirm turns whose options hold a gold entry
     total: int
-    missed: int = 0  # answerable questions that fell back
+    missed: int = 0  # answerable questions that fell back with no right "did you mean"
+    offered: int = 0  # answerable questions that fell back with a gold entry among the "did you mean"
 
     @property
     def asked(self) -> float:
@@ -57,7 +60,13 @@ class LadderOutcome:
     def cost(self) -> float:
         """Wrong answers, plus the misses and the questions asked back at their costs."""
         blind = self.clarified + self.confirmed - self.resolved
-        return self.wrong + MISS_COST * self.missed + ASK_COST * self.resolved + BLIND_ASK_COST * blind
+        return (
+            self.wrong
+            + MISS_COST * self.missed
+            + OFFERED_COST * self.offered
+            + ASK_COST * self.resolved
+            + BLIND_ASK_COST * blind
+        )
 
     def describe(self) -> str:
         """One line for the calibrate report."""
@@ -72,7 +81,7 @@ class LadderOutcome:
 
 def replay(cases: Sequence[Case], answer: float, margin: float | None, band: float | None) -> LadderOutcome:
     """The rungs' decisions on ``cases`` with these thresholds (None: that rung off)."""
-    right = wrong = clarified = confirmed = resolved = missed = 0
+    right = wrong = clarified = confirmed = resolved = missed = offered = 0
     for case in cases:
         passed = [(i, r) for i, r in case.hits if r >= answer]
         if passed:
@@ -90,9 +99,13 @@ def replay(cases: Sequence[Case], answer: float, margin: float | None, band: flo
             resolved += case.hits[0][0] in case.gold
         elif not case.gold:
             right += 1
+        elif case.gold & {i for i, _ in case.hits[:SUGGESTED]}:
+            offered += 1
         else:
             missed += 1
-    return LadderOutcome(answer, margin, band, right, wrong, clarified, confirmed, resolved, len(cases), missed)
+    return LadderOutcome(
+        answer, margin, band, right, wrong, clarified, confirmed, resolved, len(cases), missed, offered
+    )
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:
