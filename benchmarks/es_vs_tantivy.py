@@ -24,8 +24,7 @@ from benchmarks.common import data_dir, write_section
 from bot.config.settings import load_settings
 from bot.evaluation import percentile
 
-_SPARSE = load_settings(ROOT / "config.yaml").retrieval.sparse.tantivy
-BOOSTS, TIE = _SPARSE.boosts, _SPARSE.tie_breaker  # the product's field weights, for both engines
+WEIGHTS = load_settings(ROOT / "config.yaml").retrieval.sparse.field_weights  # the product's, for both engines
 
 
 def measure(searcher, entries, questions, gold) -> dict:
@@ -60,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=0, help="use only the first N questions (0 = all)")
     ap.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     args = ap.parse_args(argv)
-    from tests.es_server import client_for, osmem_available
+    from tests.support.es_server import client_for, osmem_available
 
     if not osmem_available():
         print("skipped: osmem-server is not installed (pip install osmem-server)")
@@ -92,12 +91,10 @@ def main(argv=None) -> int:
             tokenizer.tokenize(e.query), tokenizer.tokenize(e.document)
         tokenize_s = time.perf_counter() - t
         results = {
-            "tantivy": measure(TantivySearcher(Path(tmp) / "tantivy", tokenizer, BOOSTS, TIE), entries, questions, gold)
+            "tantivy": measure(TantivySearcher(Path(tmp) / "tantivy", tokenizer, WEIGHTS), entries, questions, gold)
         }
         with OsmemServer.start(japanese=False) as server:
-            es = ElasticsearchSearcher(
-                client_for(server.url, request_timeout=30), "bench", tokenizer, BOOSTS, tie_breaker=TIE
-            )
+            es = ElasticsearchSearcher(client_for(server.url, request_timeout=30), "bench", tokenizer, WEIGHTS)
             results["elasticsearch (osmem-server)"] = measure(es, entries, questions, gold)
             pings = []
             for _ in range(200):  # the floor under every ES query: one HTTP round trip through the client

@@ -39,7 +39,7 @@ from bot.search.healing import clean_stale_temp, file_digest
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from tests.conftest import TINY, write_knowledge
-from tests.fault_injection import plant_stale_temp, save_same_id, scramble, segment_files
+from tests.support.fault_injection import plant_stale_temp, save_same_id, scramble, segment_files
 
 # The tiny knowledge base of tests/conftest.py (copied: a benchmark does not import the test suite).
 Q = "怎么添加知识？"
@@ -573,7 +573,7 @@ def main(argv=None) -> None:
             "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
             "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); rows 11-19 attack "
             "the real served app over HTTP (benchmarks/faults_leaks.py), rows 20-22 use the local test LLM "
-            "(tests/llm_server.py). "
+            "(tests/support/llm_server.py). "
             '"As intended" is computed from the observations. Times include the shared-CPU noise.'
         )
         write_section("faults", header + "\n\n" + table)

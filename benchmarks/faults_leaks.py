@@ -1,7 +1,7 @@
 """Issue 28's adversarial scenarios as rows of the faults table (benchmarks/faults.py imports :func:`leak_rows`).
 
 Each attack goes to the real app (``app.build_server`` + ``app.serve`` on a loopback port, as ``python app.py``)
-or the local test LLM (tests/llm_server.py) over HTTP, the outcome is measured, and "as intended" is computed.
+or the local test LLM (tests/support/llm_server.py) over HTTP, the outcome is measured, and "as intended" is computed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.gradio_http import api_call, queue_call
+from tests.support.gradio_http import api_call, queue_call
 
 Row = tuple[str, str, str, bool]  # (name, injected how, observed outcome, as intended)
 ADMIN_USER, ADMIN_PASSWORD, TOKEN = "admin", "admin-password-0123", "kbbot-bench-token-0123456789"
@@ -167,7 +167,7 @@ def llm_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
     from bot.chat.bot import LLM_DOWN_NOTICE
     from bot.config.settings import Cutoffs
     from bot.factory import build_bot
-    from tests.llm_server import Fault, LocalLLMServer
+    from tests.support.llm_server import Fault, LocalLLMServer
 
     rows: dict[int, Row] = {}
     server = LocalLLMServer().start()

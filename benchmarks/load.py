@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.load [--sessions 50] [--seconds 60] [--concurrency 16] [--quick] [--no-write]
 
 Everything runs on 127.0.0.1 in this process: the app (build_bot + build_demo, queued like app.py) over the
-starter knowledge with state in a temp folder, and the scripted LLM server from tests/llm_server.py. The LLM
+starter knowledge with state in a temp folder, and the scripted LLM server from tests/support/llm_server.py. The LLM
 echoes the session token of the question it answers, how many earlier user turns of the same conversation
 reached it, and which sessions those turns came from, so every reply can be checked for cross-talk between
 sessions. Writes its table into BENCHMARKS.md between the load markers (other sections are left alone).
@@ -32,7 +32,7 @@ from bot.config.settings import Settings, load_settings
 from bot.evaluation import percentile
 from bot.factory import build_bot, build_store
 from bot.ui.app import RATE_LIMITED
-from tests.llm_server import LocalLLMServer
+from tests.support.llm_server import LocalLLMServer
 
 QUESTIONS = [
     "这个机器人是什么？",
@@ -254,7 +254,7 @@ def section(results: list[dict]) -> str:
         f"{r['sessions']} concurrent sessions for {r['seconds']:g} s, each with its own `gradio_client.Client` and its "
         "own growing history, asking the starter-knowledge questions through `/chat` (mode sparse, LLM used: "
         "follow-ups also go through the rewrite call). The app is served in-process on 127.0.0.1 with "
-        f"`.queue(default_concurrency_limit=N)`; the LLM is tests/llm_server.py streaming 4-character chunks (the "
+        f"`.queue(default_concurrency_limit=N)`; the LLM is tests/support/llm_server.py streaming 4-character chunks (the "
         "delay between chunks is a column; about 20 chunks per answer, 7 per rewrite). Latency is one whole streamed turn as the client sees it. Cross-talk = replies "
         "that do not name their own session and turn, or that carry history of another session or of the wrong "
         f"length. Python {platform.python_version()}, Gradio {gradio.__version__}, {os.cpu_count()} CPUs. "

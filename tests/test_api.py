@@ -14,7 +14,7 @@ import pytest
 import app
 from bot.factory import build_bot
 from tests.conftest import set_cutoffs, write_knowledge
-from tests.test_app import free_port
+from tests.support.ports import free_port
 
 TOKEN = "kbbot-test-token-0123456789abcdef"
 MODES = ("sparse", "dense", "hybrid")

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
 from bot.factory import build_bot, build_store
 from bot.ui.app import build_demo
 from tests.conftest import TINY, set_cutoffs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -320,7 +314,8 @@ def test_python_m_bot_serve_starts_the_same_server(app_config, tmp_path):
     import urllib.error
     import urllib.request
 
-    from tests.test_browser import ROOT, offline_env
+    from tests.conftest import ROOT
+    from tests.support.browser import offline_env
 
     port = free_port()
     log = tmp_path / "serve.log"

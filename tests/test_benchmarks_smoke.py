@@ -276,3 +276,11 @@ def test_the_filters_benchmark_finds_nothing_outside_its_filters(tmp_path, monke
     assert filters.main(["--modes", "sparse", "--queries", "20", "--no-write"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| sparse"))
     assert row.split("|")[3].strip() == "0" and row.split("|")[4].strip() == "1.000"
+
+
+def test_every_benchmark_script_imports():
+    """A script that no longer imports (a setting renamed under it) fails here, not on the next `make bench`."""
+    import importlib
+
+    for name in run_all.scripts():
+        assert callable(importlib.import_module(f"benchmarks.{name}").main), name

@@ -10,7 +10,7 @@ from bot.chat.answer import Strategy
 from bot.chat.bot import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.factory import build_bot
 from tests.conftest import set_cutoffs
-from tests.llm_server import Fault
+from tests.support.llm_server import Fault
 
 HYDE_MARK = "Answer the question below"
 REWRITE_MARK = "Standalone question:"

@@ -5,131 +5,16 @@ Screenshots go to test-artifacts/screenshots/. Skipped, with the reason shown, w
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT, TINY, config_dict, write_knowledge
-
-CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "test-artifacts" / "screenshots"
-
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"browser tests need Debian chromium at {CHROMIUM} (apt-get install chromium fonts-wqy-microhei; "
-        "`make test` does this as root)",
-        allow_module_level=True,
-    )
-playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class App:
-    """`python app.py` on a free loopback port with its own config; stop() kills it."""
-
-    def __init__(self, config: Path, env: dict[str, str]):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self.log = open(config.parent / f"app-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "app.py", "--config", str(config), "--port", str(self.port)],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"app exited: {(config.parent / f'app-{self.port}.log').read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(self.url, timeout=1)
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("app did not start within 90 s")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=20)
-        self.log.close()
-
-
-def write_app_config(tmp_path: Path) -> Path:
-    """A config file for the tiny knowledge base in ``tmp_path`` (the sparse mode; dense/hybrid tested elsewhere)."""
-    write_knowledge(tmp_path / "knowledge", TINY)
-    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.5)
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    return path
-
-
-@contextlib.contextmanager
-def chromium():
-    """Headless Debian Chromium, closed on exit."""
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield b
-        b.close()
-
-
-def offline_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-
-
-def open_page(browser, url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
-    page.goto(url, wait_until="domcontentloaded")
-    page.locator("#kb-input textarea").wait_for(timeout=30000)
-    return page
-
-
-def ask(page, text: str) -> None:
-    """Type a question, press Enter, and wait until its answer is finished (its sources panel rendered)."""
-    box = page.locator("#kb-input textarea")
-    box.fill(text)
-    box.press("Enter")
-    page.wait_for_function(
-        """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)""",
-        arg=[text],
-        timeout=30000,
-    )
-
-
-def shot(page, name: str) -> Path:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
+from tests.conftest import ROOT
+from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
+from tests.support.ports import free_port
 
 
 def test_chat_answers_a_chinese_question_with_its_source(browser, app_config):
@@ -217,7 +102,7 @@ def test_retrieval_test_tab_shows_every_mode(browser, app_config):
 
 
 def test_chat_through_elasticsearch_backend(browser, app_config):
-    from tests.es_server import shared_server
+    from tests.support.es_server import shared_server
 
     url = shared_server().url  # skips when osmem-server is not installed
     raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
@@ -237,24 +122,6 @@ def test_chat_through_elasticsearch_backend(browser, app_config):
         shot(page, "chat-elasticsearch")
     finally:
         app.stop()
-
-
-ADMIN_ENV = {"KBBOT_ADMIN_USER": "admin", "KBBOT_ADMIN_PASSWORD": "test-admin-password"}
-
-
-def open_knowledge_tab(browser, app):
-    """A page with the knowledge tab open, logged in as admin first when the app has an admin login."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
-    login = page.goto(app.url + "admin/login", wait_until="domcontentloaded")
-    if login is not None and login.ok and page.locator("#kb-admin-user").count():
-        page.locator("#kb-admin-user").fill(ADMIN_ENV["KBBOT_ADMIN_USER"])
-        page.locator("#kb-admin-password").fill(ADMIN_ENV["KBBOT_ADMIN_PASSWORD"])
-        page.locator("#kb-admin-submit").click()
-        page.wait_for_load_state("domcontentloaded")
-    page.goto(app.url, wait_until="domcontentloaded")
-    page.locator("#kb-input textarea").wait_for(timeout=30000)
-    page.get_by_role("tab", name="知识管理 / Knowledge").click()
-    return page
 
 
 def test_knowledge_tab_adds_two_entries_in_a_row_and_delete_asks_first(browser, app_config):

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.test_browser import (
+from tests.support.browser import (
     ADMIN_ENV,
     App,
     ask,

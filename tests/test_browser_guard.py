@@ -9,9 +9,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from tests import test_browser
 from tests.conftest import TINY, config_dict, write_knowledge
-from tests.test_browser import App, chromium, offline_env, shot
+from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,7 +36,7 @@ def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_se
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     llm_server.reply = lambda body: f"回答 [1]：{BAIT}"
-    admin = getattr(test_browser, "ADMIN_ENV", {})  # the knowledge tab is for admins only
+    admin = ADMIN_ENV  # the knowledge tab is for admins only
     app = App(config, dict(offline_env(), OPENAI_API_KEY="sk-test", **admin))
     remote: list[str] = []
     try:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.conftest import write_knowledge
-from tests.test_browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, shot
+from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import TINY, config_dict, write_knowledge
-from tests.test_browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
+from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

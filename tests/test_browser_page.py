@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import TINY, write_knowledge
-from tests.test_browser import (
+from tests.support.browser import (
     App,
     ask,
     offline_env,

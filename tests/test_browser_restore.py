@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

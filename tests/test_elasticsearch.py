@@ -26,7 +26,7 @@ from bot.search.es_searcher import (
     mapping,
 )
 from tests.conftest import TINY, set_cutoffs, write_knowledge
-from tests.es_server import (
+from tests.support.es_server import (
     FIELD_WEIGHTS,
     RequestLog,
     client_for,

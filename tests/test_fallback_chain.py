@@ -16,7 +16,7 @@ from bot.config.settings import load_settings
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from tests.conftest import config_dict, set_cutoffs
-from tests.llm_server import Fault
+from tests.support.llm_server import Fault
 
 REWRITE_MARK = "Rephrase the question below"
 HYDE_MARK = "Answer the question below"

@@ -28,7 +28,7 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from tests.conftest import ROOT, set_cutoffs
-from tests.llm_server import Fault
+from tests.support.llm_server import Fault
 
 TANTIVY_LOG = "bot.search.tantivy_searcher"
 WEIGHTS = {"query": 3, "metadata": 2, "document": 1}

@@ -26,7 +26,7 @@ from bot.ui.guard import (
     safe_markdown,
 )
 from tests.conftest import set_cutoffs
-from tests.test_app import free_port
+from tests.support.ports import free_port
 
 ADMIN: dict[str, str] = {}  # the Cookie header of an admin session of the app started last
 

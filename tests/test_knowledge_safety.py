@@ -21,7 +21,7 @@ from bot.knowledge.store import (
     StaleEditError,
 )
 from tests.conftest import TINY, write_knowledge
-from tests.fault_injection import save_same_id
+from tests.support.fault_injection import save_same_id
 
 CTX = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 LIST = [{"query": f"q{i}", "document": f"d{i}"} for i in range(4)]

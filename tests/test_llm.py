@@ -6,7 +6,7 @@ import pytest
 
 from bot.chat.llm import OpenAIChat
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
-from tests.llm_server import Fault
+from tests.support.llm_server import Fault
 
 
 def chat(server, **kw) -> OpenAIChat:

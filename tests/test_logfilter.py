@@ -19,7 +19,7 @@ import yaml
 
 from bot.logfilter import GRADIO_FAILED, GRADIO_MODULES, RepeatFilter, log_gradio_tracebacks
 from tests.conftest import ROOT, TINY, config_dict, write_knowledge
-from tests.test_app import free_port
+from tests.support.ports import free_port
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def test_elasticsearch_applies_the_groups_as_tantivy_does(tmp_path):
     from bot.knowledge.entries import load_entries
     from bot.search.es_searcher import ElasticsearchSearcher
     from bot.search.tantivy_searcher import TantivySearcher
-    from tests.es_server import FIELD_WEIGHTS, client_for, index_name, shared_server
+    from tests.support.es_server import FIELD_WEIGHTS, client_for, index_name, shared_server
 
     tokenizer = Tokenizer()
     path = tmp_path / "synonyms.txt"

@@ -60,7 +60,7 @@ def test_a_question_in_the_knowledge_language_is_never_translated(llm_settings, 
 
 
 def test_a_failing_translation_falls_through_to_the_last_resort(llm_settings, llm_server):
-    from tests.llm_server import Fault
+    from tests.support.llm_server import Fault
 
     set_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings.fallback.chain = ["translate", "last_resort"]

@@ -14,7 +14,7 @@ from bot.chat.turn_log import TurnLogError
 from bot.factory import build_bot
 from bot.ui.admin import COOKIE, AdminAuth
 from tests.conftest import set_cutoffs
-from tests.test_app import free_port
+from tests.support.ports import free_port
 
 TOKEN = "kbbot-test-token-0123456789abcdef"
 ADMIN = ("boss", "s3cret-pass")
