@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.conftest import TINY, config_dict, write_knowledge
-from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, shot
+from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, open_as_admin, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,8 +36,7 @@ def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_se
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     llm_server.reply = lambda body: f"回答 [1]：{BAIT}"
-    admin = ADMIN_ENV  # the knowledge tab is for admins only
-    app = App(config, dict(offline_env(), OPENAI_API_KEY="sk-test", **admin))
+    app = App(config, dict(offline_env(), OPENAI_API_KEY="sk-test", **ADMIN_ENV))  # the knowledge tab: admins only
     remote: list[str] = []
     try:
         with chromium() as browser:
@@ -51,15 +50,7 @@ def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_se
                     r.abort()
 
             context.route("**/*", route)
-            page = context.new_page()
-            login = page.goto(app.url + "admin/login", wait_until="domcontentloaded")
-            if admin and login is not None and login.ok and page.locator("#kb-admin-user").count():
-                page.locator("#kb-admin-user").fill(admin["KBBOT_ADMIN_USER"])
-                page.locator("#kb-admin-password").fill(admin["KBBOT_ADMIN_PASSWORD"])
-                page.locator("#kb-admin-submit").click()
-                page.wait_for_load_state("domcontentloaded")
-            page.goto(app.url, wait_until="domcontentloaded")
-            page.locator("#kb-input textarea").wait_for(timeout=30000)
+            page = open_as_admin(context.new_page(), app)
             headers = page.request.get(app.url).headers
             assert "img-src 'self' data: blob:" in headers["content-security-policy"]
             box = page.locator("#kb-input textarea")

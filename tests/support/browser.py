@@ -126,9 +126,8 @@ def shot(page, name: str) -> Path:
 ADMIN_ENV = {"KBBOT_ADMIN_USER": "admin", "KBBOT_ADMIN_PASSWORD": "test-admin-password"}
 
 
-def open_knowledge_tab(browser, app):
-    """A page with the knowledge tab open, logged in as admin first when the app has an admin login."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
+def open_as_admin(page, app):
+    """Log ``page`` in as admin (when the app has an admin login), then open the chat page."""
     login = page.goto(app.url + "admin/login", wait_until="domcontentloaded")
     if login is not None and login.ok and page.locator("#kb-admin-user").count():
         page.locator("#kb-admin-user").fill(ADMIN_ENV["KBBOT_ADMIN_USER"])
@@ -137,5 +136,11 @@ def open_knowledge_tab(browser, app):
         page.wait_for_load_state("domcontentloaded")
     page.goto(app.url, wait_until="domcontentloaded")
     page.locator("#kb-input textarea").wait_for(timeout=30000)
+    return page
+
+
+def open_knowledge_tab(browser, app):
+    """A page with the knowledge tab open, logged in as admin first when the app has an admin login."""
+    page = open_as_admin(browser.new_page(viewport={"width": 1400, "height": 1000}, locale="zh-CN"), app)
     page.get_by_role("tab", name="知识管理 / Knowledge").click()
     return page
