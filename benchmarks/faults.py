@@ -38,8 +38,8 @@ from bot.knowledge.store import KnowledgeStore, StaleEditError
 from bot.search.healing import clean_stale_temp, file_digest
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
-from tests.conftest import TINY, write_knowledge
 from tests.support.fault_injection import plant_stale_temp, save_same_id, scramble, segment_files
+from tests.support.knowledge import TINY, write_knowledge
 
 # The tiny knowledge base of tests/conftest.py (copied: a benchmark does not import the test suite).
 Q = "怎么添加知识？"

@@ -8,8 +8,8 @@ import json
 
 import httpx
 
-from tests.conftest import write_knowledge
 from tests.support.gradio_http import queue_call
+from tests.support.knowledge import write_knowledge
 from tests.test_guard import ADMIN, call, serve_app  # noqa: F401  (fixture)
 
 BROKEN = '{"oops": {"query": "断了的条目'  # a knowledge file with a JSON error: its detail is for admins only

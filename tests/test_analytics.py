@@ -22,7 +22,7 @@ from bot.chat.turn_log import SCHEMA_VERSION, TurnLog, turn_log_from_settings
 from bot.config.settings import load_settings
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
-from tests.conftest import ROOT, config_dict
+from tests.support.knowledge import ROOT, config_dict
 from tests.test_turn_recording import call, login, served  # noqa: F401  (served: a fixture)
 
 NOW = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)

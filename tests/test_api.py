@@ -13,7 +13,7 @@ import pytest
 
 import app
 from bot.factory import build_bot
-from tests.conftest import set_cutoffs, write_knowledge
+from tests.support.knowledge import set_cutoffs, write_knowledge
 from tests.support.ports import free_port
 
 TOKEN = "kbbot-test-token-0123456789abcdef"

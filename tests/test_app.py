@@ -8,7 +8,7 @@ import pytest
 
 from bot.factory import build_bot, build_store
 from bot.ui.app import build_demo
-from tests.conftest import TINY, set_cutoffs
+from tests.support.knowledge import TINY, set_cutoffs
 from tests.support.ports import free_port
 
 
@@ -93,7 +93,7 @@ def test_app_binds_loopback_by_default():
     args = app.parse_args([])
     assert args.host is None and not args.share
     from bot.config.settings import load_settings
-    from tests.conftest import ROOT
+    from tests.support.knowledge import ROOT
 
     assert load_settings(ROOT / "config.yaml").ui.host == "127.0.0.1"
 
@@ -236,7 +236,7 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
 
     import yaml
 
-    from tests.conftest import ROOT, config_dict, write_knowledge
+    from tests.support.knowledge import ROOT, config_dict, write_knowledge
 
     write_knowledge(tmp_path / "knowledge", TINY)
     raw = config_dict(tmp_path, tmp_path / "knowledge")
@@ -314,8 +314,8 @@ def test_python_m_bot_serve_starts_the_same_server(app_config, tmp_path):
     import urllib.error
     import urllib.request
 
-    from tests.conftest import ROOT
     from tests.support.browser import offline_env
+    from tests.support.knowledge import ROOT
 
     port = free_port()
     log = tmp_path / "serve.log"

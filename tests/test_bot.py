@@ -9,7 +9,7 @@ import pytest
 from bot.chat.answer import Strategy
 from bot.chat.bot import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.factory import build_bot
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 from tests.support.llm_server import Fault
 
 HYDE_MARK = "Answer the question below"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import config_dict, write_knowledge
 from tests.support.browser import App, ask, offline_env, open_page, shot
+from tests.support.knowledge import config_dict, write_knowledge
 from tests.test_filters import OFFICES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from tests.conftest import TINY, config_dict, write_knowledge
 from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, open_as_admin, shot
+from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import write_knowledge
 from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, shot
+from tests.support.knowledge import write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

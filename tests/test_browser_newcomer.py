@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import TINY, config_dict, write_knowledge
 from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
+from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import TINY, write_knowledge
 from tests.support.browser import (
     App,
     ask,
@@ -18,6 +17,7 @@ from tests.support.browser import (
     open_page,
     shot,
 )
+from tests.support.knowledge import TINY, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

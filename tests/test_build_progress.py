@@ -16,8 +16,8 @@ from bot.factory import build_bot
 from bot.search.progress import BuildProgress
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.ui.render import header_markdown, sources_html
-from tests.conftest import TINY, config_dict, set_cutoffs, write_knowledge
-from tests.test_cli import run
+from tests.support.cli import run
+from tests.support.knowledge import TINY, config_dict, set_cutoffs, write_knowledge
 
 LONG = "。".join(f"第{i}段讲的是图书馆的第{i}条规定，读者需要遵守这条规定" for i in range(40)) + "。"
 

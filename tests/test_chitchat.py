@@ -13,7 +13,7 @@ import pytest
 from bot.chat.chitchat import DATA_FILE, ChitChat, ChitChatMatch, load_scenarios
 from bot.config.settings import ChitChatSettings, load_settings
 from bot.errors import ConfigError
-from tests.conftest import ROOT
+from tests.support.knowledge import ROOT
 
 LABELLED = Path(__file__).parent / "data" / "chitchat_labelled.jsonl"
 CJK = re.compile(r"[\u4e00-\u9fff]")

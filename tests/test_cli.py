@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import ROOT, config_dict
+from tests.support.cli import run
+from tests.support.knowledge import ROOT, config_dict
 
 
 @pytest.fixture
@@ -19,18 +20,6 @@ def config_file(tmp_path, kb_dir):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
-
-
-def run(config, *args):
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    return subprocess.run(
-        [sys.executable, "-m", "bot", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
 
 
 def test_ask_json_names_strategy_and_hits(config_file):

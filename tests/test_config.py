@@ -13,7 +13,7 @@ from bot.chat.answer import Cutoffs
 from bot.config.settings import SYSTEMS, load_settings
 from bot.errors import ConfigError
 from bot.factory import build_bot
-from tests.conftest import ROOT, config_dict
+from tests.support.knowledge import ROOT, config_dict
 
 
 def write(tmp_path, raw: dict, name: str = "config.yaml"):

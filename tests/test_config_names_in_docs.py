@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from bot.config.settings import SYSTEMS, Settings
-from tests.conftest import ROOT
+from tests.support.knowledge import ROOT
 
 TOP = "|".join(Settings.model_fields)
 # A dotted name that starts with a top-level section: "retrieval.thresholds.hybrid-e5.answer", not "bot/log.py".

@@ -11,7 +11,7 @@ import yaml
 from bot.config.settings import load_settings
 from bot.factory import build_bot
 from bot.ui.app import FOLLOW, ChatHandlers
-from tests.conftest import config_dict
+from tests.support.knowledge import config_dict
 
 
 @pytest.fixture

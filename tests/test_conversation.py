@@ -6,7 +6,7 @@ from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 from tests.test_bot import REWRITE_MARK, scripted
 
 HISTORY = [{"role": "user", "content": "图书馆开放时间"}, {"role": "assistant", "content": "每天八点到十点。"}]

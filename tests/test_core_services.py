@@ -13,7 +13,7 @@ from bot.errors import BotError
 from bot.factory import build_bot, build_store
 from bot.knowledge.entries import Entry
 from bot.ui.render import header_markdown, sources_html
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 
 
 @pytest.fixture

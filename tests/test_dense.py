@@ -18,7 +18,7 @@ from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.search.faiss_searcher import FaissSearcher
-from tests.conftest import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 
 # Fast on the tiny knowledge (~0.3 s to train): 50 epochs flat. The epoch budget (target_tokens) would give the
 # tiny knowledge 1,000 epochs; it has tests of its own below. Output vectors are on, as shipped.

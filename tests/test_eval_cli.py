@@ -24,7 +24,7 @@ from bot.evaluation import (
 )
 from bot.knowledge.entries import load_entries
 from bot.search.tantivy_searcher import TantivySearcher
-from tests.conftest import ROOT, write_knowledge
+from tests.support.knowledge import ROOT, write_knowledge
 
 KB = {
     "library": ("图书馆开放时间", "图书馆每天早上八点到晚上十点开放。", "图书馆,开放时间"),

@@ -8,7 +8,7 @@ import time
 
 from bot.chat.expensive import LONG_BUSY
 from bot.factory import build_bot
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 from tests.support.llm_server import Fault
 
 LONG = "怎么添加知识？" + "请详细说明每一个步骤" * 200  # 2,007 characters

@@ -15,7 +15,7 @@ from bot.chat.rewrite import parse_phrasings
 from bot.config.settings import load_settings
 from bot.errors import ConfigError
 from bot.factory import build_bot
-from tests.conftest import config_dict, set_cutoffs
+from tests.support.knowledge import config_dict, set_cutoffs
 from tests.support.llm_server import Fault
 
 REWRITE_MARK = "Rephrase the question below"

@@ -14,8 +14,8 @@ from bot.errors import KnowledgeError
 from bot.knowledge.csv_io import import_csv, import_xlsx, read_csv
 from bot.knowledge.store import KnowledgeStore
 from tests import test_app
-from tests.conftest import TINY, config_dict, write_knowledge
-from tests.test_knowledge_cli import cli
+from tests.support.cli import knowledge as cli
+from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 
 def xlsx(path, rows, blank_rows_above: int = 0):

@@ -27,7 +27,7 @@ from bot.factory import build_bot, build_index
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
 from bot.search.tokenizer import Tokenizer
-from tests.conftest import ROOT, set_cutoffs
+from tests.support.knowledge import ROOT, set_cutoffs
 from tests.support.llm_server import Fault
 
 TANTIVY_LOG = "bot.search.tantivy_searcher"

@@ -19,9 +19,9 @@ from bot.factory import build_bot
 from bot.knowledge.entries import load_entries
 from bot.knowledge.filters import FilterError, entry_filter, parse_filter
 from bot.ui.app import ChatHandlers
-from tests.conftest import config_dict, set_cutoffs, write_knowledge
+from tests.support.cli import run
+from tests.support.knowledge import config_dict, set_cutoffs, write_knowledge
 from tests.test_api import TOKEN, client, serve_api  # noqa: F401 (fixture)
-from tests.test_cli import run
 
 # Two offices answer the same question differently; a filter picks whose answer a visitor gets.
 OFFICES = {

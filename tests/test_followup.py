@@ -11,7 +11,7 @@ import pytest
 
 from bot.chat.followup import is_small_talk, reads_as_followup
 from bot.factory import build_bot
-from tests.conftest import set_cutoffs, write_knowledge
+from tests.support.knowledge import set_cutoffs, write_knowledge
 
 CAMPUS = {
     "hospitals": {

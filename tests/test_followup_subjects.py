@@ -18,7 +18,7 @@ from bot.chat import turn_search as bot_module  # where a turn searches (Bot mix
 from bot.chat.followup import followup_queries, followup_subject
 from bot.config.settings import load_settings
 from bot.factory import build_bot
-from tests.conftest import ROOT
+from tests.support.knowledge import ROOT
 
 SYSU = ROOT.parent / "shared" / "data" / "sysu"
 if not SYSU.exists():  # a worktree sits one level deeper than the main checkout

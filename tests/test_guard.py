@@ -25,7 +25,7 @@ from bot.ui.guard import (
     credentials_check,
     safe_markdown,
 )
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 from tests.support.ports import free_port
 
 ADMIN: dict[str, str] = {}  # the Cookie header of an admin session of the app started last

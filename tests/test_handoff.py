@@ -15,7 +15,7 @@ import pytest
 
 from bot.chat.handoff import SIGNATURE_HEADER, Handoff, unfilled_placeholders
 from bot.config.settings import HandoffSettings, HandoffWebhookSettings, load_settings
-from tests.conftest import ROOT
+from tests.support.knowledge import ROOT
 
 # A webhook thread that dies with a traceback is a failure, not a warning.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")

@@ -21,8 +21,8 @@ from bot.search.encoders.base import Encoder, normalize_rows
 from bot.search.healing import BUILDING_ALONE, HEALING_ALONE, clean_stale_temp
 from bot.search.index import KnowledgeIndex
 from bot.search.tantivy_searcher import TantivySearcher
-from tests.conftest import TINY, set_cutoffs, write_knowledge
 from tests.support.fault_injection import plant_stale_temp, scramble, segment_files
+from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 
 WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 BUILDING = "Index building"

@@ -8,7 +8,7 @@ import pytest
 
 from bot.errors import KnowledgeError
 from bot.knowledge.entries import fingerprint, folder_signature, load_entries, parse_keywords
-from tests.conftest import TINY, write_knowledge
+from tests.support.knowledge import TINY, write_knowledge
 
 
 def test_object_form_ids_and_keywords(tmp_path):
@@ -113,7 +113,7 @@ def test_fingerprint_and_signature_change_with_content(tmp_path):
 
 
 def test_starter_knowledge_is_valid():
-    from tests.conftest import ROOT
+    from tests.support.knowledge import ROOT
 
     entries = load_entries(ROOT / "knowledge")
     assert len(entries) >= 80

@@ -14,7 +14,7 @@ from bot.knowledge.csv_io import export_csv, import_csv, read_csv, template_csv
 from bot.knowledge.entries import Entry, load_entries
 from bot.knowledge.store import ABSENT, KnowledgeStore, StaleEditError
 from tests import test_app
-from tests.conftest import TINY, write_knowledge
+from tests.support.knowledge import TINY, write_knowledge
 
 
 def synthetic(n: int) -> list[Entry]:
@@ -125,7 +125,10 @@ def test_csv_errors_name_the_row_and_bom_is_accepted(tmp_path):
 
 
 def test_cli_exports_and_imports_csv(tmp_path, kb_dir):
-    from tests.test_knowledge_cli import cli, config_dict, yaml
+    import yaml
+
+    from tests.support.cli import knowledge as cli
+    from tests.support.knowledge import config_dict
 
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(config_dict(tmp_path, kb_dir), allow_unicode=True), encoding="utf-8")

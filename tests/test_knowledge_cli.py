@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -14,7 +13,9 @@ import yaml
 
 from bot.knowledge.entries import load_entries
 from bot.knowledge.store import ABSENT, KnowledgeStore, StaleEditError
-from tests.conftest import ROOT, TINY, config_dict
+from tests.support.cli import cli_env
+from tests.support.cli import knowledge as cli
+from tests.support.knowledge import ROOT, TINY, config_dict
 
 
 @pytest.fixture
@@ -23,24 +24,6 @@ def config_file(tmp_path, kb_dir):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config_dict(tmp_path, kb_dir), allow_unicode=True), encoding="utf-8")
     return path
-
-
-def _env() -> dict:
-    """The environment without an LLM key or a mode override."""
-    return {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-
-
-def cli(config: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run ``python -m bot knowledge ARGS`` with ``config``."""
-    return subprocess.run(
-        [sys.executable, "-m", "bot", "knowledge", *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=_env(),
-        timeout=120,
-        check=False,
-    )
 
 
 def read(path: Path):
@@ -171,7 +154,7 @@ def test_threads_cli_and_an_external_script_at_once_lose_nothing(config_file, kb
                 str(config_file),
             ],
             cwd=ROOT,
-            env=_env(),
+            env=cli_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

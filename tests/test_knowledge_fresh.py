@@ -9,8 +9,8 @@ import yaml
 from bot.chat.answer import Strategy
 from bot.config.settings import load_settings
 from bot.factory import build_bot
-from tests.conftest import config_dict
-from tests.test_knowledge_cli import cli
+from tests.support.cli import knowledge as cli
+from tests.support.knowledge import config_dict
 
 PARKING = "停车场怎么收费？"
 

@@ -20,8 +20,8 @@ from bot.knowledge.store import (
     KnowledgeWriteError,
     StaleEditError,
 )
-from tests.conftest import TINY, write_knowledge
 from tests.support.fault_injection import save_same_id
+from tests.support.knowledge import TINY, write_knowledge
 
 CTX = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 LIST = [{"query": f"q{i}", "document": f"d{i}"} for i in range(4)]

@@ -12,7 +12,7 @@ import pytest
 from bot.errors import KnowledgeError
 from bot.knowledge.entries import load_entries
 from bot.knowledge.store import KnowledgeStore, KnowledgeWriteError
-from tests.conftest import TINY, write_knowledge
+from tests.support.knowledge import TINY, write_knowledge
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from bot.chat.answer import Decision, Strategy
 from bot.chat.offers import REPHRASE_REPLY, read_offer
 from bot.config.settings import Cutoffs
 from bot.factory import build_bot
-from tests.conftest import write_knowledge
+from tests.support.knowledge import write_knowledge
 from tests.test_handoff import Hook
 
 SONGS = {

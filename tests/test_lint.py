@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +24,8 @@ from bot.evaluation.lint import (
     similar_pairs,
 )
 from bot.knowledge.entries import Entry
-from tests.conftest import ROOT, config_dict, write_knowledge
+from tests.support.cli import run
+from tests.support.knowledge import ROOT, config_dict, write_knowledge
 
 CLEAN = {
     "library": {
@@ -177,31 +175,17 @@ def _config(tmp_path: Path, folder: Path) -> Path:
     return path
 
 
-def run_cli(config: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "KBBOT_MODE")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=180,
-        check=False,
-    )
-
-
 def test_cli_lint_exits_1_with_json_findings_and_0_when_clean(tmp_path, seeded, kb_dir):
     probes = tmp_path / "probes.txt"
     probes.write_text("\n".join(PROBES), encoding="utf-8")
-    r = run_cli(_config(tmp_path, seeded), "knowledge", "lint", "--json", "--probes", str(probes))
+    r = run(_config(tmp_path, seeded), "knowledge", "lint", "--json", "--probes", str(probes))
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     found = {(f["kind"], tuple(f["entry_ids"])) for f in doc["findings"]}
     assert found >= EXPECTED and doc["mode"] == "sparse" and doc["probe_source"] == "log"
     clean = tmp_path / "clean"
     write_knowledge(clean, CLEAN, "a.json")
-    r = run_cli(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
+    r = run(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "5 entries · mode sparse" in r.stdout and "nothing flagged" in r.stdout
 
@@ -221,25 +205,25 @@ def test_cli_import_dry_run_lists_duplicates_and_writes_nothing(tmp_path, kb_dir
         ),
         encoding="utf-8",
     )
-    r = run_cli(config, "knowledge", "import", str(upload), "--dry-run")
+    r = run(config, "knowledge", "import", str(upload), "--dry-run")
     assert r.returncode == 1, r.stderr
     assert "new:1 ↔ faq:canteen" in r.stdout and "new:3 ↔ new:2" in r.stdout and "nothing written" in r.stdout
     assert {p.name: p.read_bytes() for p in kb_dir.iterdir()} == before
     csv = tmp_path / "rows.csv"
     csv.write_text("file,key,query,document\nfaq.json,,操场几点关门？,晚上十点。\n", encoding="utf-8")
-    r = run_cli(config, "knowledge", "import", str(csv), "--dry-run")
+    r = run(config, "knowledge", "import", str(csv), "--dry-run")
     assert r.returncode == 0 and "0 duplicate(s)" in r.stdout, r.stdout + r.stderr
     assert {p.name: p.read_bytes() for p in kb_dir.iterdir()} == before
 
 
 def test_cli_self_check_lists_collisions(tmp_path, seeded, kb_dir):
-    r = run_cli(_config(tmp_path, kb_dir), "eval", "--self-check", "--knowledge", str(seeded))
+    r = run(_config(tmp_path, kb_dir), "eval", "--self-check", "--knowledge", str(seeded))
     assert r.returncode == 1, r.stderr
     assert "a:card_lost '补办校园卡' → a:card_fee" in r.stdout
-    r = run_cli(_config(tmp_path, kb_dir), "eval", "--self-check")
+    r = run(_config(tmp_path, kb_dir), "eval", "--self-check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "6/6 phrasings retrieve their own entry first; 0 collide" in r.stdout
-    r = run_cli(_config(tmp_path, kb_dir), "eval")
+    r = run(_config(tmp_path, kb_dir), "eval")
     assert r.returncode == 2 and "--questions FILE is required" in r.stderr
 
 
@@ -254,9 +238,9 @@ def test_cli_lint_probes_magnets_with_the_conversation_log_of_its_own_knowledge(
     for question in PROBES:
         log.record(answered(question), "s1", source="web")
     log.close()
-    doc = json.loads(run_cli(config, "knowledge", "lint", "--json").stdout)
+    doc = json.loads(run(config, "knowledge", "lint", "--json").stdout)
     assert doc["probe_source"] == "log" and doc["probes"] == len(PROBES)
     assert [MAGNET, ["a:pharmacy"]] in [[f["kind"], f["entry_ids"]] for f in doc["findings"]]
     # The log belongs to the configured knowledge: other knowledge is probed with its own phrasings.
-    doc = json.loads(run_cli(config, "knowledge", "lint", "--json", "--knowledge", str(kb_dir)).stdout)
+    doc = json.loads(run(config, "knowledge", "lint", "--json", "--knowledge", str(kb_dir)).stdout)
     assert doc["probe_source"] == "sample" and doc["findings"] == []

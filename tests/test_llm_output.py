@@ -14,7 +14,7 @@ import pytest
 from bot.chat.bot import LLM_DOWN_NOTICE
 from bot.chat.reasoning import ThinkFilter, strip_reasoning
 from bot.factory import build_bot
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 from tests.support.llm_server import Fault
 from tests.test_api import ask, serve_api, streamed  # noqa: F401  (fixture)
 from tests.test_fallback_chain import HARD, grade_by_title, kind

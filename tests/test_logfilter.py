@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from bot.logfilter import GRADIO_FAILED, GRADIO_MODULES, RepeatFilter, log_gradio_tracebacks
-from tests.conftest import ROOT, TINY, config_dict, write_knowledge
+from tests.support.knowledge import ROOT, TINY, config_dict, write_knowledge
 from tests.support.ports import free_port
 
 

@@ -12,7 +12,7 @@ from bot.chat.answer import Decision
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_store
 from bot.knowledge.entries import load_entries
-from tests.conftest import set_cutoffs, write_knowledge
+from tests.support.knowledge import set_cutoffs, write_knowledge
 
 KB = {
     "english": {

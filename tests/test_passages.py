@@ -22,7 +22,7 @@ from bot.search.passages import (
     excerpt,
     split_passages,
 )
-from tests.conftest import TINY, write_knowledge
+from tests.support.knowledge import TINY, write_knowledge
 from tests.test_searcher_contract import BUILDERS
 
 PARAGRAPHS = [

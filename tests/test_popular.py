@@ -8,7 +8,7 @@ import pytest
 from bot.chat.answer import Strategy
 from bot.factory import build_bot, build_store
 from bot.ui.app import ChatHandlers
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 
 
 @pytest.fixture

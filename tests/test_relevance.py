@@ -15,8 +15,8 @@ import pytest
 from bot.knowledge.entries import load_entries
 from bot.search.relevance import TermStats, coverage, weighted_text
 from bot.search.tantivy_searcher import TantivySearcher
-from tests.conftest import TINY, write_knowledge
 from tests.support.es_server import FIELD_WEIGHTS, client_for, index_name, shared_server
+from tests.support.knowledge import TINY, write_knowledge
 
 STATS = TermStats(10, {"怎么": 8, "图书馆": 1, "开放": 2})  # "天气": never used by the knowledge
 

@@ -10,7 +10,7 @@ import time
 from bot.factory import build_bot, build_store
 from bot.ui.indexing import IndexingProgress
 from bot.ui.knowledge_tab import KnowledgeHandlers
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 
 
 def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb_dir):

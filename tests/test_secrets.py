@@ -23,7 +23,7 @@ import yaml
 from bot.chat.bot import LLM_DOWN_NOTICE
 from bot.errors import BotError, SearchBackendError
 from bot.factory import build_bot, build_store
-from tests.conftest import ROOT, config_dict, set_cutoffs
+from tests.support.knowledge import ROOT, config_dict, set_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
 
 OPENAI_KEY = f"sk-SECRET-{uuid.uuid4().hex}"

@@ -63,7 +63,7 @@ def test_csv_export_neutralises_formulas_and_the_import_restores_them(tmp_path):
     from bot.knowledge.csv_io import export_csv, import_csv
     from bot.knowledge.entries import load_entries
     from bot.knowledge.store import KnowledgeStore
-    from tests.conftest import write_knowledge
+    from tests.support.knowledge import write_knowledge
 
     src = tmp_path / "src"
     data = {f"f{n}": {"query": f"问题{n} {f}", "document": f, "metadata": f} for n, f in enumerate(FORMULAS)}

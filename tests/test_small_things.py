@@ -13,7 +13,7 @@ from bot.factory import build_bot
 from bot.knowledge.store import KnowledgeStore
 from bot.search.healing import ServedSearcher
 from bot.ui.render import header_markdown, sources_html
-from tests.conftest import ROOT, TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import ROOT, TINY, set_cutoffs, write_knowledge
 
 LLM_NOTICE = "⚠️ 知识库中没有匹配的内容，以下回答仅来自大模型，请注意核实。/ No knowledge matched."
 

@@ -15,7 +15,7 @@ from bot.chat.turn_log import TurnLog
 from bot.cli.main import main
 from bot.config.settings import Cutoffs
 from bot.factory import build_bot, build_store
-from tests.conftest import write_knowledge
+from tests.support.knowledge import write_knowledge
 
 SONGS = {
     "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》。", "metadata": "校歌"},

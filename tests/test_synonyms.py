@@ -13,8 +13,8 @@ from bot.errors import ConfigError
 from bot.search.relevance import TermStats, coverage
 from bot.search.synonyms import SynonymError, Synonyms, parse_synonyms
 from bot.search.tokenizer import Tokenizer
-from tests.conftest import TINY, config_dict, write_knowledge
-from tests.test_lint import run_cli
+from tests.support.cli import run as run_cli
+from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 CAMPUS = {
     **TINY,

@@ -14,7 +14,7 @@ from bot.errors import ConfigError
 from bot.evaluation.testsets import TestSetStore, parse_cases
 from bot.factory import build_bot, build_store
 from bot.ui.testsets_tab import TestSetHandlers
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 
 CSV = "question,expected\n怎么添加知识？,faq:add\n图书馆几点开门,faq:library\n火星上有几座城市,none\n怎么切换模式,faq:mode\n"
 

@@ -7,7 +7,7 @@ from bot.chat.answer import Strategy
 from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage, language_of
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 
 TRANSLATE_MARK = "Translate the question into"
 

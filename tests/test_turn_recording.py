@@ -13,7 +13,7 @@ import app
 from bot.chat.turn_log import TurnLogError
 from bot.factory import build_bot
 from bot.ui.admin import COOKIE, AdminAuth
-from tests.conftest import set_cutoffs
+from tests.support.knowledge import set_cutoffs
 from tests.support.ports import free_port
 
 TOKEN = "kbbot-test-token-0123456789abcdef"

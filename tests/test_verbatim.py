@@ -12,7 +12,7 @@ from bot.chat.answer import Strategy
 from bot.chat.bot import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
 from bot.factory import build_bot
 from bot.ui.render import sources_html
-from tests.conftest import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.test_bot import scripted
 
 LLM_REPLY = "根据参考资料 [1]，这是回答。"

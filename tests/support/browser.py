@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, TINY, config_dict, write_knowledge
+from tests.support.knowledge import ROOT, TINY, config_dict, write_knowledge
 from tests.support.ports import free_port
 
 CHROMIUM = "/usr/bin/chromium"

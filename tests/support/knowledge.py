@@ -1,0 +1,67 @@
+"""The tiny knowledge base the tests share, writing knowledge files, and settings helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.config.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY = {
+    "add": {
+        "query": "怎么添加知识？",
+        "document": "把 JSON 条目放进 knowledge 文件夹，下一条消息时索引会自动更新。",
+        "metadata": "添加知识,知识库",
+    },
+    "mode": {
+        "query": "怎么切换检索模式？",
+        "document": "在 config.yaml 中修改 retrieval.mode，然后重启应用。",
+        "metadata": "检索模式,配置",
+    },
+    "threshold": {
+        "query": "阈值是什么意思？",
+        "document": "只有分数达到阈值的检索结果才会被当作参考资料。",
+        "metadata": "阈值,分数",
+    },
+    "ollama": {
+        "query": "How do I connect Ollama?",
+        "document": "Set llm.base_url to http://localhost:11434/v1 and export OPENAI_API_KEY=ollama.",
+        "metadata": "ollama,llm,endpoint",
+    },
+    "library": {
+        "query": "图书馆开放时间",
+        "document": "图书馆每天早上八点到晚上十点开放，节假日另行通知。",
+        "metadata": "图书馆,开放时间",
+    },
+    "canteen": {"query": "食堂在哪里？", "document": "学生食堂位于校园东区，靠近体育馆。", "metadata": "食堂,餐饮"},
+}
+
+
+def write_knowledge(folder: Path, data: dict | list, name: str = "faq.json") -> Path:
+    """Write one knowledge file and return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    return path
+
+
+def set_cutoffs(settings: Settings, system: str, answer: float, direct: float | None = None) -> Settings:
+    """Set one retrieval system's thresholds (relevance in [0, 1]) on ``settings``."""
+    from bot.config.settings import Cutoffs
+
+    settings.retrieval.thresholds[system] = Cutoffs(answer=answer, direct=direct)
+    return settings
+
+
+def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dict:
+    """The repository's config.yaml as a dict, with knowledge and state in temp folders and the sparse mode."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw["knowledge"]["path"], raw["state_dir"] = str(kb_dir), str(tmp_path / "state")
+    raw["retrieval"]["mode"] = "sparse"
+    if sparse is not None:
+        raw["retrieval"]["thresholds"]["sparse"] = {"answer": sparse, "direct": None}
+    return raw
