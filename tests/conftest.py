@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+import app
 from bot.config.settings import Settings, load_settings
+from bot.factory import build_bot, build_store
 from bot.search.tokenizer import Tokenizer
-from tests.support.knowledge import ROOT, TINY, write_knowledge
+from bot.ui.app import build_demo
+from tests.support.knowledge import ROOT, TINY, set_cutoffs, write_knowledge
+from tests.support.ports import free_port
+from tests.support.serving import ADMIN_COOKIE, ADMIN_LOGIN, TOKEN
 
 
 @pytest.fixture(scope="session")
@@ -104,3 +109,100 @@ def browser():
 
     with chromium() as b:
         yield b
+
+
+# -- the app served in-process (helpers to talk to it: tests/support/serving.py) -----------------------------------
+@pytest.fixture
+def serve_api(monkeypatch):
+    """Start the real app (Gradio + API) for some settings; returns its /v1 base URL. Stopped after the test."""
+    demos = []
+
+    def start(settings, bot=None, token: str | None = TOKEN, warm: tuple[str, ...] = (), **launch) -> str:
+        if token is None:
+            monkeypatch.delenv(settings.api.token_env, raising=False)
+        else:
+            monkeypatch.setenv(settings.api.token_env, token)
+        if bot is None:  # as app.py builds it: indexes build in the background; these tests want them ready
+            from bot.factory import build_bot
+
+            bot = build_bot(settings, watch_config=True, keep_last_good=True)
+            for mode in warm:
+                bot.index.searcher(mode)
+            assert bot.index.wait_idle(120)
+        demo, routes = app.build_server(settings, bot)
+        port = free_port()
+        app.serve(
+            demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch
+        )
+        demos.append(demo)
+        return f"http://127.0.0.1:{port}/v1"
+
+    yield start
+    for demo in demos:
+        demo.close()
+
+
+@pytest.fixture
+def serve_app(settings, monkeypatch):
+    """Start the real app (app.build_server + app.serve) in-process, with an admin login (the knowledge tab is for
+    admins only); returns its base URL. Stopped after the test."""
+    demos = []
+    monkeypatch.setenv(settings.ui.admin.username_env, "admin")
+    monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
+
+    def start(**launch) -> str:
+        from bot.ui.admin import COOKIE
+
+        set_cutoffs(settings, "sparse", 0.5)
+        demo, routes = app.build_server(settings)
+        ADMIN_COOKIE["Cookie"] = f"{COOKIE}={demo.admin.token()}"
+        port = free_port()
+        app.serve(
+            demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch
+        )
+        demos.append(demo)
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for demo in demos:
+        demo.close()
+
+
+@pytest.fixture
+def served(settings, monkeypatch):
+    """The real server (Gradio page + API + admin login) on a free port, with admin credentials; yields (url, bot)."""
+    monkeypatch.setenv(settings.api.token_env, TOKEN)
+    monkeypatch.setenv(settings.ui.admin.username_env, ADMIN_LOGIN[0])
+    monkeypatch.setenv(settings.ui.admin.password_env, ADMIN_LOGIN[1])
+    set_cutoffs(settings, "sparse", 0.5)
+    bot = build_bot(settings)
+    demo, routes = app.build_server(settings, bot)
+    port = free_port()
+    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/", bot
+    finally:
+        demo.close()
+
+
+@pytest.fixture
+def app_client(settings, monkeypatch):
+    """The app for the tiny knowledge base, served in-process; yields (client logged in as admin, bot)."""
+    from gradio_client import Client
+
+    from bot.ui.admin import COOKIE
+
+    monkeypatch.setenv(settings.ui.admin.username_env, "admin")  # the knowledge tab is for admins only
+    monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
+    set_cutoffs(settings, "sparse", 0.5)
+    bot = build_bot(settings)
+    demo = build_demo(bot, settings, build_store(settings)).queue()
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield (
+            Client(f"http://127.0.0.1:{port}/", verbose=False, headers={"Cookie": f"{COOKIE}={demo.admin.token()}"}),
+            bot,
+        )
+    finally:
+        demo.close()

@@ -10,7 +10,8 @@ import httpx
 
 from tests.support.gradio_http import queue_call
 from tests.support.knowledge import write_knowledge
-from tests.test_guard import ADMIN, call, serve_app  # noqa: F401  (fixture)
+from tests.support.serving import ADMIN_COOKIE as ADMIN
+from tests.support.serving import admin_call as call
 
 BROKEN = '{"oops": {"query": "断了的条目'  # a knowledge file with a JSON error: its detail is for admins only
 
@@ -20,7 +21,7 @@ def secrets_of(settings, kb_dir) -> list[str]:
     return ["faq.json", "broken.json", "断了的条目", settings.state_dir, str(kb_dir), "page 1 of"]
 
 
-def test_no_admin_data_in_config_or_in_any_event_without_the_admin_cookie(settings, kb_dir, serve_app):  # noqa: F811
+def test_no_admin_data_in_config_or_in_any_event_without_the_admin_cookie(settings, kb_dir, serve_app):
     write_knowledge(kb_dir, {"p": {"query": "停车场怎么收费？", "document": "五元。"}}, "parking.json")
     base = serve_app()
     (kb_dir / "broken.json").write_text(BROKEN, encoding="utf-8")
@@ -49,7 +50,7 @@ def folders(root) -> int:
     return sum(1 for p in root.rglob("*") if p.is_dir())
 
 
-def test_page_loads_and_exports_do_not_grow_the_temp_folder(settings, serve_app, tmp_path, monkeypatch):  # noqa: F811
+def test_page_loads_and_exports_do_not_grow_the_temp_folder(settings, serve_app, tmp_path, monkeypatch):
     import tempfile
 
     temp = tmp_path / "tmp"

@@ -23,7 +23,8 @@ from bot.config.settings import load_settings
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
 from tests.support.knowledge import ROOT, config_dict
-from tests.test_turn_recording import call, login, served  # noqa: F401  (served: a fixture)
+from tests.support.serving import call_event as call
+from tests.support.serving import login
 
 NOW = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)
 ENTRIES = ["faq:a", "faq:b", "faq:c", "faq:never"]
@@ -311,7 +312,7 @@ def test_log_stats_json_equals_the_core(tmp_path):
     assert bad.returncode == 2 and "ISO" in bad.stderr
 
 
-def test_the_analytics_tab_refuses_requests_without_the_admin_cookie(served):  # noqa: F811
+def test_the_analytics_tab_refuses_requests_without_the_admin_cookie(served):
     url, _ = served
     call(url, "chat", ["怎么添加知识？", [], "follow"])
     for api_name, data in (("analytics", ["", "", "", ""]), ("analytics_export", ["", "", "", ""])):

@@ -14,62 +14,9 @@ import pytest
 import app
 from bot.factory import build_bot
 from tests.support.knowledge import set_cutoffs, write_knowledge
-from tests.support.ports import free_port
+from tests.support.serving import TOKEN, ask, client, streamed
 
-TOKEN = "kbbot-test-token-0123456789abcdef"
 MODES = ("sparse", "dense", "hybrid")
-
-
-@pytest.fixture
-def serve_api(monkeypatch):
-    """Start the real app (Gradio + API) for some settings; returns its /v1 base URL. Stopped after the test."""
-    demos = []
-
-    def start(settings, bot=None, token: str | None = TOKEN, warm: tuple[str, ...] = (), **launch) -> str:
-        if token is None:
-            monkeypatch.delenv(settings.api.token_env, raising=False)
-        else:
-            monkeypatch.setenv(settings.api.token_env, token)
-        if bot is None:  # as app.py builds it: indexes build in the background; these tests want them ready
-            from bot.factory import build_bot
-
-            bot = build_bot(settings, watch_config=True, keep_last_good=True)
-            for mode in warm:
-                bot.index.searcher(mode)
-            assert bot.index.wait_idle(120)
-        demo, routes = app.build_server(settings, bot)
-        port = free_port()
-        app.serve(
-            demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch
-        )
-        demos.append(demo)
-        return f"http://127.0.0.1:{port}/v1"
-
-    yield start
-    for demo in demos:
-        demo.close()
-
-
-def client(base_url: str, token: str = TOKEN) -> openai.OpenAI:
-    """The openai client pointed at the app, without retries (a 429 or 5xx must surface at once)."""
-    return openai.OpenAI(base_url=base_url, api_key=token, max_retries=0, timeout=60)
-
-
-def ask(base_url: str, question: str, model: str = "kbbot", **kwargs):
-    """One non-streamed completion."""
-    return client(base_url).chat.completions.create(
-        model=model, messages=[{"role": "user", "content": question}], **kwargs
-    )
-
-
-def streamed(base_url: str, question: str, model: str = "kbbot", messages=None):
-    """(chunks, joined content) of one streamed completion."""
-    chunks = list(
-        client(base_url).chat.completions.create(
-            model=model, messages=messages or [{"role": "user", "content": question}], stream=True
-        )
-    )
-    return chunks, "".join(c.choices[0].delta.content or "" for c in chunks)
 
 
 @pytest.fixture

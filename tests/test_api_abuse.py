@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.test_api import TOKEN, serve_api  # noqa: F401  (fixture)
+from tests.support.serving import TOKEN
 
 
 def post(base: str, token: str, content: bytes | None = None) -> httpx.Response:
@@ -18,7 +18,7 @@ def post(base: str, token: str, content: bytes | None = None) -> httpx.Response:
     )
 
 
-def test_wrong_tokens_lock_the_address_out_even_for_the_right_token(settings, serve_api):  # noqa: F811
+def test_wrong_tokens_lock_the_address_out_even_for_the_right_token(settings, serve_api):
     settings.limits.login_failures = 5
     settings.limits.login_lockout_seconds = 30
     base = serve_api(settings)
@@ -30,7 +30,7 @@ def test_wrong_tokens_lock_the_address_out_even_for_the_right_token(settings, se
     assert error["code"] == "too_many_wrong_tokens" and "try again in" in error["message"]
 
 
-def test_deeply_nested_json_is_an_openai_style_400(settings, serve_api):  # noqa: F811
+def test_deeply_nested_json_is_an_openai_style_400(settings, serve_api):
     base = serve_api(settings)
     deep = b"[" * 100_000 + b"]" * 100_000
     for body in (deep, b'{"model": "kbbot", "messages": ' + deep + b"}"):

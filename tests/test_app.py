@@ -6,37 +6,14 @@ import json
 
 import pytest
 
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot
 from bot.ui.app import build_demo
-from tests.support.knowledge import TINY, set_cutoffs
+from tests.support.knowledge import TINY
 from tests.support.ports import free_port
 
 
-@pytest.fixture
-def served(settings, monkeypatch):
-    """The app for the tiny knowledge base, served in-process; yields (client logged in as admin, bot)."""
-    from gradio_client import Client
-
-    from bot.ui.admin import COOKIE
-
-    monkeypatch.setenv(settings.ui.admin.username_env, "admin")  # the knowledge tab is for admins only
-    monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
-    set_cutoffs(settings, "sparse", 0.5)
-    bot = build_bot(settings)
-    demo = build_demo(bot, settings, build_store(settings)).queue()
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield (
-            Client(f"http://127.0.0.1:{port}/", verbose=False, headers={"Cookie": f"{COOKIE}={demo.admin.token()}"}),
-            bot,
-        )
-    finally:
-        demo.close()
-
-
-def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
-    client, _bot = served
+def test_chat_answers_with_source_and_escapes_html(app_client, kb_dir):
+    client, _bot = app_client
     history, box, sources, header, _ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
     assert box == "" and "`sparse`" in header and "this session's choice" in header
     reply = history[-1]["content"]
@@ -49,16 +26,16 @@ def test_chat_answers_with_source_and_escapes_html(served, kb_dir):
     assert "覆盖 coverage 1)" in sources
 
 
-def test_off_topic_gets_last_resort(served):
-    client, _ = served
+def test_off_topic_gets_last_resort(app_client):
+    client, _ = app_client
     _, _, sources, *_ = client.predict("火星上有几座城市", [], "sparse", api_name="/chat")
     assert "last resort" in sources
 
 
-def test_knowledge_html_is_rendered_escaped(served, kb_dir):
+def test_knowledge_html_is_rendered_escaped(app_client, kb_dir):
     import json
 
-    client, bot = served
+    client, bot = app_client
     bot.index.check_interval = 0
     (kb_dir / "xss.json").write_text(
         json.dumps(
@@ -103,8 +80,8 @@ def reply_text(history) -> str:
     return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
 
 
-def test_retrieval_tab_shows_every_mode_with_pass_marks(served):
-    client, bot = served
+def test_retrieval_tab_shows_every_mode_with_pass_marks(app_client):
+    client, bot = app_client
     html_out = client.predict("怎么添加知识", api_name="/retrieval_test")
     for mode in bot.index.modes:
         assert f"<h4 class='kb-mode'>{mode} · 阈值 / threshold {bot.mode_thresholds(mode).describe()}</h4>" in html_out
@@ -113,8 +90,8 @@ def test_retrieval_tab_shows_every_mode_with_pass_marks(served):
     assert "<td>1</td><td>✓</td><td><b>1.000</b>" in sparse_table and "<td>✗</td>" in sparse_table
 
 
-def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir, settings):
-    client, _bot = served
+def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(app_client, kb_dir, settings):
+    client, _bot = app_client
     status, *_ = client.predict(
         "faq.json", "", "停车场怎么收费？", "校内停车每小时五元。", "停车,收费", api_name="/save_entry"
     )
@@ -132,16 +109,16 @@ def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(served, kb_dir,
     assert again.retrieve("停车场怎么收费")[1][0].entry.id == "faq:1"
 
 
-def test_knowledge_tab_rejects_invalid_entry_inline(served, kb_dir):
-    client, _ = served
+def test_knowledge_tab_rejects_invalid_entry_inline(app_client, kb_dir):
+    client, _ = app_client
     before = (kb_dir / "faq.json").read_text(encoding="utf-8")
     status, *_ = client.predict("faq.json", "bad", "  ", "内容", "", api_name="/save_entry")
     assert "Not saved" in status and "&#x27;bad&#x27;" in status and "&#x27;query&#x27; is empty" in status
     assert (kb_dir / "faq.json").read_text(encoding="utf-8") == before
 
 
-def test_knowledge_tab_edit_and_delete(served, kb_dir):
-    client, bot = served
+def test_knowledge_tab_edit_and_delete(app_client, kb_dir):
+    client, bot = app_client
     # Without loading it first, a save under an existing key is a new entry: refused, nothing overwritten.
     status, *_ = client.predict("faq.json", "canteen", "食堂在哪里？", "覆盖！", "食堂", api_name="/save_entry")
     assert "该条目已存在" in status and "Nothing was written" in status
@@ -156,10 +133,10 @@ def test_knowledge_tab_edit_and_delete(served, kb_dir):
     assert all(h.entry.id != "faq:canteen" for h in bot.retrieve("食堂在哪里")[0])
 
 
-def test_knowledge_tab_upload(served, kb_dir, tmp_path):
+def test_knowledge_tab_upload(app_client, kb_dir, tmp_path):
     from gradio_client import handle_file
 
-    client, bot = served
+    client, bot = app_client
     upload = tmp_path / "campus.json"
     upload.write_text(
         json.dumps(
@@ -177,8 +154,8 @@ def test_knowledge_tab_upload(served, kb_dir, tmp_path):
     assert "invalid JSON at line 1" in status and not (kb_dir / "broken.json").exists()
 
 
-def test_retry_and_undo(served):
-    client, _ = served
+def test_retry_and_undo(app_client):
+    client, _ = app_client
     history, *_ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
     retried, _, sources, *_ = client.predict(history, "sparse", api_name="/retry")
     assert len(retried) == 2 and "怎么添加知识？" in sources

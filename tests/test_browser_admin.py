@@ -21,7 +21,7 @@ from tests.support.browser import (
     open_page,
     shot,
 )
-from tests.test_turn_recording import call
+from tests.support.serving import call_event as call
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -13,7 +13,6 @@ from openpyxl import Workbook
 from bot.errors import KnowledgeError
 from bot.knowledge.csv_io import import_csv, import_xlsx, read_csv
 from bot.knowledge.store import KnowledgeStore
-from tests import test_app
 from tests.support.cli import knowledge as cli
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
@@ -117,13 +116,10 @@ def test_the_old_header_still_imports_and_unknown_columns_are_named():
         read_csv("问题,答案,备注\n问,答,x\n", "faq.json")
 
 
-served = test_app.served  # the app fixture, served in-process
-
-
-def test_the_knowledge_tab_imports_an_excel_upload(served, kb_dir, tmp_path):
+def test_the_knowledge_tab_imports_an_excel_upload(app_client, kb_dir, tmp_path):
     from gradio_client import handle_file
 
-    client, bot = served
+    client, bot = app_client
     sheet = xlsx(
         tmp_path / "gym.xlsx", [("问题", "答案", "分类"), ("体育馆几点关门？", "体育馆晚上九点关门。", "体育")]
     )

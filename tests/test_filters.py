@@ -21,7 +21,7 @@ from bot.knowledge.filters import FilterError, entry_filter, parse_filter
 from bot.ui.app import ChatHandlers
 from tests.support.cli import run
 from tests.support.knowledge import config_dict, set_cutoffs, write_knowledge
-from tests.test_api import TOKEN, client, serve_api  # noqa: F401 (fixture)
+from tests.support.serving import TOKEN, client
 
 # Two offices answer the same question differently; a filter picks whose answer a visitor gets.
 OFFICES = {
@@ -151,7 +151,7 @@ def test_the_retrieval_test_tab_and_the_chat_agree_for_the_same_filter(offices):
         assert "分类 / Categories:</b> " + category in sources and "分类 / Categories:</b> " + category in table
 
 
-def test_the_api_keeps_to_the_kbbot_filter_and_echoes_it(offices, serve_api):  # noqa: F811
+def test_the_api_keeps_to_the_kbbot_filter_and_echoes_it(offices, serve_api):
     base = serve_api(offices)
     for category, expected in (("招生", "本科生学费"), ("研究生", "研究生学费")):
         reply = client(base).chat.completions.create(
@@ -177,7 +177,7 @@ def test_the_api_keeps_to_the_kbbot_filter_and_echoes_it(offices, serve_api):  #
         ("招生", "kbbot"),
     ],
 )
-def test_a_bad_api_filter_is_a_400_naming_the_field(offices, serve_api, extra, param):  # noqa: F811
+def test_a_bad_api_filter_is_a_400_naming_the_field(offices, serve_api, extra, param):
     base = serve_api(offices)
     body = {"model": "kbbot", "messages": [{"role": "user", "content": "学费是多少？"}], "kbbot": extra}
     response = httpx.post(f"{base}/chat/completions", json=body, headers={"Authorization": f"Bearer {TOKEN}"})

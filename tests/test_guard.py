@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-import app
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import OpenAIChat
 from bot.errors import LLMTimeoutError
@@ -25,45 +24,8 @@ from bot.ui.guard import (
     credentials_check,
     safe_markdown,
 )
-from tests.support.knowledge import set_cutoffs
-from tests.support.ports import free_port
-
-ADMIN: dict[str, str] = {}  # the Cookie header of an admin session of the app started last
-
-
-@pytest.fixture
-def serve_app(settings, monkeypatch):
-    """Start the real app (app.build_server + app.serve) in-process, with an admin login (the knowledge tab is for
-    admins only); returns its base URL. Stopped after the test."""
-    demos = []
-    monkeypatch.setenv(settings.ui.admin.username_env, "admin")
-    monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
-
-    def start(**launch) -> str:
-        from bot.ui.admin import COOKIE
-
-        set_cutoffs(settings, "sparse", 0.5)
-        demo, routes = app.build_server(settings)
-        ADMIN["Cookie"] = f"{COOKIE}={demo.admin.token()}"
-        port = free_port()
-        app.serve(
-            demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch
-        )
-        demos.append(demo)
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for demo in demos:
-        demo.close()
-
-
-def call(base: str, api_name: str, *data):
-    """One call of a Gradio endpoint over plain HTTP (``/gradio_api/call/<name>``), as a fresh client would: its data."""
-    with httpx.Client(base_url=base, timeout=60, headers=ADMIN) as http:
-        event = http.post(f"/gradio_api/call/{api_name}", json={"data": list(data)}).json()["event_id"]
-        text = http.get(f"/gradio_api/call/{api_name}/{event}").text
-    events = [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
-    return json.loads(events[-1])
+from tests.support.serving import ADMIN_COOKIE as ADMIN
+from tests.support.serving import admin_call as call
 
 
 # -- content that cannot reach out -----------------------------------------------------

@@ -13,7 +13,6 @@ from bot.errors import KnowledgeError
 from bot.knowledge.csv_io import export_csv, import_csv, read_csv, template_csv
 from bot.knowledge.entries import Entry, load_entries
 from bot.knowledge.store import ABSENT, KnowledgeStore, StaleEditError
-from tests import test_app
 from tests.support.knowledge import TINY, write_knowledge
 
 
@@ -146,13 +145,10 @@ def test_cli_exports_and_imports_csv(tmp_path, kb_dir):
     assert list(saved) == [*TINY, "1"]
 
 
-served = test_app.served  # the app fixture, served in-process
-
-
-def test_knowledge_tab_csv_upload_export_and_table(served, kb_dir, tmp_path):
+def test_knowledge_tab_csv_upload_export_and_table(app_client, kb_dir, tmp_path):
     from gradio_client import handle_file
 
-    client, bot = served
+    client, bot = app_client
     rows, info, page = client.predict("食堂", api_name="/entry_table")
     assert page == 1 and "1 entries" in info and rows["data"][0][:3] == ["faq.json", "canteen", "食堂在哪里？"]
     rows, info, page = client.predict("no-such-text", api_name="/entry_table")

@@ -16,7 +16,7 @@ from bot.chat.reasoning import ThinkFilter, strip_reasoning
 from bot.factory import build_bot
 from tests.support.knowledge import set_cutoffs
 from tests.support.llm_server import Fault
-from tests.test_api import ask, serve_api, streamed  # noqa: F401  (fixture)
+from tests.support.serving import ask, streamed
 from tests.test_fallback_chain import HARD, grade_by_title, kind
 
 ANSWER = "根据参考资料 [1]，放进 knowledge 文件夹即可。"
@@ -44,7 +44,7 @@ def test_a_200_that_is_not_an_answer_degrades_to_retrieval_with_a_notice(answeri
     assert answer.text.startswith(LLM_DOWN_NOTICE) and "knowledge 文件夹" in answer.text
 
 
-def test_a_200_web_page_degrades_in_the_api_too(answering, llm_server, serve_api):  # noqa: F811
+def test_a_200_web_page_degrades_in_the_api_too(answering, llm_server, serve_api):
     base = serve_api(answering)
     llm_server.fail(NOT_AN_ANSWER[0], NOT_AN_ANSWER[0])
     content = ask(base, "怎么添加知识？").choices[0].message.content

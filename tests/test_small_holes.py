@@ -6,8 +6,6 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.test_guard import serve_app  # noqa: F401  (fixture)
-
 
 def login_failures(base: str, spoof: bool) -> list[int]:
     """Status codes of 8 wrong admin passwords, each claiming a new address in X-Forwarded-For when ``spoof``."""
@@ -27,21 +25,21 @@ def forwarded_env(monkeypatch):
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
 
-def test_x_forwarded_for_from_an_untrusted_client_does_not_escape_the_lockout(settings, serve_app, forwarded_env):  # noqa: F811
+def test_x_forwarded_for_from_an_untrusted_client_does_not_escape_the_lockout(settings, serve_app, forwarded_env):
     settings.limits.login_failures = 3
     base = serve_app()
     assert login_failures(base, spoof=True)[2:] == [429] * 6  # main: every spoofed address started afresh (401s)
 
 
-def test_x_forwarded_for_from_a_configured_proxy_names_the_client(settings, serve_app, forwarded_env):  # noqa: F811
+def test_x_forwarded_for_from_a_configured_proxy_names_the_client(settings, serve_app, forwarded_env):
     settings.limits.login_failures = 3
     settings.limits.trusted_proxies = ["127.0.0.1"]
     base = serve_app()
     assert login_failures(base, spoof=True) == [401] * 8  # eight clients, one failure each
 
 
-def test_only_admins_upload(serve_app):  # noqa: F811
-    from tests.test_guard import ADMIN
+def test_only_admins_upload(serve_app):
+    from tests.support.serving import ADMIN_COOKIE as ADMIN
 
     base = serve_app()
     files = {"files": ("faq.json", b'{"a": {"query": "q", "document": "d"}}')}
@@ -84,8 +82,8 @@ def test_csv_export_neutralises_formulas_and_the_import_restores_them(tmp_path):
 BAD_NAMES = ["evil\n2026-11-25 INFO admin logged in.json", "invoice\u202enosj.json", "/".join(["d"] * 60) + "/x.json"]
 
 
-def test_saves_refuse_control_characters_rtl_overrides_and_deep_folders(settings, serve_app, kb_dir):  # noqa: F811
-    from tests.test_guard import call
+def test_saves_refuse_control_characters_rtl_overrides_and_deep_folders(settings, serve_app, kb_dir):
+    from tests.support.serving import admin_call as call
 
     base = serve_app()
     before = sorted(p.relative_to(kb_dir) for p in kb_dir.rglob("*"))
@@ -140,8 +138,8 @@ def test_a_huge_validation_error_is_logged_cut_to_the_configured_size(settings):
     assert "characters cut" in written and "ValidationError: 20000 validation errors for Chat" in written
 
 
-def test_an_admin_restores_an_overwritten_file_in_the_page_and_can_undo_it(settings, serve_app, kb_dir):  # noqa: F811
-    from tests.test_guard import call
+def test_an_admin_restores_an_overwritten_file_in_the_page_and_can_undo_it(settings, serve_app, kb_dir):
+    from tests.support.serving import admin_call as call
 
     base = serve_app()
     original = (kb_dir / "faq.json").read_bytes()

@@ -9,56 +9,13 @@ import logging
 import httpx
 import pytest
 
-import app
 from bot.chat.turn_log import TurnLogError
 from bot.factory import build_bot
 from bot.ui.admin import COOKIE, AdminAuth
 from tests.support.knowledge import set_cutoffs
-from tests.support.ports import free_port
-
-TOKEN = "kbbot-test-token-0123456789abcdef"
-ADMIN = ("boss", "s3cret-pass")
-
-
-@pytest.fixture
-def served(settings, monkeypatch):
-    """The real server (Gradio page + API + admin login) on a free port, with admin credentials; yields (url, bot)."""
-    monkeypatch.setenv(settings.api.token_env, TOKEN)
-    monkeypatch.setenv(settings.ui.admin.username_env, ADMIN[0])
-    monkeypatch.setenv(settings.ui.admin.password_env, ADMIN[1])
-    set_cutoffs(settings, "sparse", 0.5)
-    bot = build_bot(settings)
-    demo, routes = app.build_server(settings, bot)
-    port = free_port()
-    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/", bot
-    finally:
-        demo.close()
-
-
-def call(url: str, api_name: str, data: list, cookies: dict | None = None) -> tuple[str, object]:
-    """POST /gradio_api/call/<api_name>, then read its event stream: (last event name, its data)."""
-    with httpx.Client(base_url=url, cookies=cookies, timeout=60) as http:
-        r = http.post(f"gradio_api/call/{api_name}", json={"data": data})
-        r.raise_for_status()
-        event, payload = "", None
-        with http.stream("GET", f"gradio_api/call/{api_name}/{r.json()['event_id']}") as stream:
-            for line in stream.iter_lines():
-                if line.startswith("event:"):
-                    event = line.split(":", 1)[1].strip()
-                elif line.startswith("data:"):
-                    payload = json.loads(line.split(":", 1)[1]) if line.split(":", 1)[1].strip() else None
-                    if event in ("complete", "error"):
-                        return event, payload
-    return event, payload
-
-
-def login(url: str) -> dict:
-    """The admin cookie from POST /admin/login."""
-    r = httpx.post(f"{url}admin/login", data={"username": ADMIN[0], "password": ADMIN[1]})
-    assert r.status_code == 303 and COOKIE in r.cookies
-    return {COOKIE: r.cookies[COOKIE]}
+from tests.support.serving import ADMIN_LOGIN as ADMIN
+from tests.support.serving import TOKEN, login
+from tests.support.serving import call_event as call
 
 
 def test_every_web_and_api_turn_is_recorded(served):

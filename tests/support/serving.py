@@ -1,0 +1,70 @@
+"""Talking to a served app as its clients do: the OpenAI client on /v1, Gradio events over plain HTTP, the admin
+login. The fixtures that start the app are in tests/conftest.py (serve_api, serve_app, served, app_client)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+
+from bot.ui.admin import COOKIE
+
+TOKEN = "kbbot-test-token-0123456789abcdef"  # the API token the served apps are given
+ADMIN_LOGIN = ("boss", "s3cret-pass")  # the admin of the `served` app
+ADMIN_COOKIE: dict[str, str] = {}  # the Cookie header of an admin session of the app `serve_app` started last
+
+
+def client(base_url: str, token: str = TOKEN) -> openai.OpenAI:
+    """The openai client pointed at the app, without retries (a 429 or 5xx must surface at once)."""
+    return openai.OpenAI(base_url=base_url, api_key=token, max_retries=0, timeout=60)
+
+
+def ask(base_url: str, question: str, model: str = "kbbot", **kwargs):
+    """One non-streamed completion."""
+    return client(base_url).chat.completions.create(
+        model=model, messages=[{"role": "user", "content": question}], **kwargs
+    )
+
+
+def streamed(base_url: str, question: str, model: str = "kbbot", messages=None):
+    """(chunks, joined content) of one streamed completion."""
+    chunks = list(
+        client(base_url).chat.completions.create(
+            model=model, messages=messages or [{"role": "user", "content": question}], stream=True
+        )
+    )
+    return chunks, "".join(c.choices[0].delta.content or "" for c in chunks)
+
+
+def call_event(url: str, api_name: str, data: list, cookies: dict | None = None) -> tuple[str, object]:
+    """POST /gradio_api/call/<api_name>, then read its event stream: (last event name, its data)."""
+    with httpx.Client(base_url=url, cookies=cookies, timeout=60) as http:
+        r = http.post(f"gradio_api/call/{api_name}", json={"data": data})
+        r.raise_for_status()
+        event, payload = "", None
+        with http.stream("GET", f"gradio_api/call/{api_name}/{r.json()['event_id']}") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:"):
+                    payload = json.loads(line.split(":", 1)[1]) if line.split(":", 1)[1].strip() else None
+                    if event in ("complete", "error"):
+                        return event, payload
+    return event, payload
+
+
+def admin_call(base: str, api_name: str, *data):
+    """One call of a Gradio endpoint over plain HTTP (``/gradio_api/call/<name>``), as a fresh client would: its data."""
+    with httpx.Client(base_url=base, timeout=60, headers=ADMIN_COOKIE) as http:
+        event = http.post(f"/gradio_api/call/{api_name}", json={"data": list(data)}).json()["event_id"]
+        text = http.get(f"/gradio_api/call/{api_name}/{event}").text
+    events = [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
+    return json.loads(events[-1])
+
+
+def login(url: str) -> dict:
+    """The admin cookie from POST /admin/login."""
+    r = httpx.post(f"{url}admin/login", data={"username": ADMIN_LOGIN[0], "password": ADMIN_LOGIN[1]})
+    assert r.status_code == 303 and COOKIE in r.cookies
+    return {COOKIE: r.cookies[COOKIE]}
