@@ -36,48 +36,13 @@ from tests.support.es_server import (
     start_server,
 )
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
-from tests.test_searcher_contract import (  # noqa: F401 - the contract suite, re-collected here for ES_URL
-    QUESTIONS,
-    entries,
-    searcher,
-    test_add_replace_remove,
-    test_best_match_first_and_hits_in_the_searchers_order,
-    test_chinese_english_mix,
-    test_empty_and_punctuation_only_query,
-    test_paraphrase_with_shared_words,
-    test_persistence_round_trip,
-    test_relevance_is_what_the_signals_say,
-    test_relevance_lies_between_0_and_1_for_every_question,
-    test_relevance_never_rises_down_the_ranking,
-    test_sparse_hits_keep_bm25_order_and_relevance_follows_it_where_coverage_disagrees,
-    test_sync_touches_only_changes,
-    test_system_names_a_thresholds_key,
-    test_the_exact_question_of_an_entry_is_at_least_as_relevant_as_any_other,
-    test_top_k_larger_than_corpus,
-    test_top_k_limits,
-    test_unknown_words_never_beat_a_real_match,
-)
+from tests.support.searchers import QUESTIONS, tantivy_builder
 
 ES_URL = os.environ.get("ES_URL", "").strip()
 
 
 def ids(hits) -> list[str]:
     return [h.entry.id for h in hits]
-
-
-# -- the contract suite on a real cluster (opt-in) -------------------------
-@pytest.fixture
-def make(tmp_path, tokenizer):
-    """Contract builder on the real cluster at ES_URL; each test gets its own index, deleted afterwards."""
-    if not ES_URL:
-        pytest.skip("set ES_URL=http://localhost:9200 to run the Searcher contract against a real Elasticsearch")
-    from elasticsearch import Elasticsearch
-
-    api_key = os.environ.get("ES_API_KEY") or None
-    client = Elasticsearch(ES_URL, api_key=api_key, request_timeout=10)
-    name = f"kbbot-test-{uuid.uuid4().hex[:10]}"
-    yield lambda: ElasticsearchSearcher(client, name, tokenizer, FIELD_WEIGHTS, replicas=0)
-    client.indices.delete(index=name, ignore_unavailable=True)
 
 
 # -- osmem-server fixtures ---------------------------------------------------
@@ -218,8 +183,6 @@ def test_field_weights_repeat_each_fields_jieba_tokens_in_one_field(es, client):
 
 
 def test_coverage_is_the_same_as_tantivys(es, tmp_path, tokenizer, kb):
-    from tests.test_searcher_contract import tantivy_builder
-
     tantivy = tantivy_builder(tmp_path, tokenizer)
     tantivy.sync(kb)
     compared = 0

