@@ -81,3 +81,43 @@ def test_public_api_names_resolve():
         assert getattr(bot, name) is not None, name
     with pytest.raises(AttributeError):
         bot.NoSuchName  # noqa: B018
+
+
+# -- the tests themselves: shared code lives in tests/support/, fixtures in conftest.py ---------------------------
+ROOT = BOT.parent
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules (``tests.test_*``) a file imports, however it spells the import."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        found += [".".join(n.split(".")[:2]) for n in names if n.startswith("tests.test_")]
+    return sorted(set(found))
+
+
+def test_no_test_module_or_benchmark_imports_a_test_module():
+    files = sorted(p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
+    offenders = {str(p.relative_to(ROOT)): imported_test_modules(p) for p in files}
+    assert {k: v for k, v in offenders.items() if v} == {}, "move what they share into tests/support/"
+
+
+def test_the_check_sees_both_spellings_of_importing_a_test_module(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from tests import test_app\nfrom tests.test_api import TOKEN\n", encoding="utf-8")
+    assert imported_test_modules(bad) == ["tests.test_api", "tests.test_app"]
+
+
+def test_conftest_holds_fixtures_only():
+    tree = ast.parse((ROOT / "tests" / "conftest.py").read_text(encoding="utf-8"))
+    not_fixtures = [
+        getattr(node, "name", type(node).__name__)
+        for node in tree.body
+        if not isinstance(node, (ast.Import, ast.ImportFrom, ast.Expr))
+        and not (isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list))
+    ]
+    assert not_fixtures == [], "helpers and constants belong in tests/support/"

@@ -10,24 +10,8 @@ from bot.chat.answer import Strategy
 from bot.chat.bot import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.factory import build_bot
 from tests.support.knowledge import set_cutoffs
+from tests.support.llm_scripts import HYDE_MARK, scripted
 from tests.support.llm_server import Fault
-
-HYDE_MARK = "Answer the question below"
-REWRITE_MARK = "Standalone question:"
-
-
-def scripted(hyde: str = "不知道", answer: str = "根据参考资料 [1]，这是回答。", rewrite: str | None = None):
-    """Reply function for the local server: HyDE and rewrite prompts get their own replies, the rest ``answer``."""
-
-    def reply(body):
-        last = body["messages"][-1]["content"]
-        if HYDE_MARK in last:
-            return hyde
-        if REWRITE_MARK in last:
-            return rewrite or last.split("Last question: ")[1].splitlines()[0]
-        return answer
-
-    return reply
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ import pytest
 import yaml
 
 from tests.support.browser import App, ask, offline_env, open_page, shot
-from tests.support.knowledge import config_dict, write_knowledge
-from tests.test_filters import OFFICES
+from tests.support.knowledge import OFFICES, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

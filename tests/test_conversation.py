@@ -7,7 +7,8 @@ from bot.factory import build_bot
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
 from tests.support.knowledge import set_cutoffs
-from tests.test_bot import REWRITE_MARK, scripted
+from tests.support.llm_scripts import FOLLOWUP_MARK as REWRITE_MARK
+from tests.support.llm_scripts import scripted
 
 HISTORY = [{"role": "user", "content": "图书馆开放时间"}, {"role": "assistant", "content": "每天八点到十点。"}]
 

@@ -16,22 +16,8 @@ from bot.config.settings import load_settings
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from tests.support.knowledge import config_dict, set_cutoffs
+from tests.support.llm_scripts import ANSWER, HARD, grade_by_title, kind
 from tests.support.llm_server import Fault
-
-REWRITE_MARK = "Rephrase the question below"
-HYDE_MARK = "Answer the question below"
-GRADE_MARK = "Grade how useful each reference"
-ANSWER = "根据参考资料 [1]，这是回答。"
-HARD = "我想把资料放进机器人"  # finds faq:add, but below the threshold (see test_bot.py)
-
-
-def kind(body: dict) -> str:
-    """Which of the bot's requests this is: rewrite, hyde, grade or answer."""
-    last = body["messages"][-1]["content"]
-    for mark, name in ((REWRITE_MARK, "rewrite"), (HYDE_MARK, "hyde"), (GRADE_MARK, "grade")):
-        if mark in last:
-            return name
-    return "answer"
 
 
 def scripted(rewrite: str = "今天的天气如何\n天气预报", hyde: str = "不知道", grade=None):
@@ -148,20 +134,6 @@ def test_template_with_an_unknown_field_is_a_config_error(tmp_path, kb_dir):
 
 
 # -- grading ---------------------------------------------------------------------------------------------------
-
-
-def grade_by_title(good: str, bad: float = 0.0):
-    """Grade 1 for the reference titled ``good``, ``bad`` for the others, read from the request's list."""
-
-    def grade(body):
-        listed = re.findall(r'^\[(\d+)\] "(.*?)":', body["messages"][-1]["content"], re.MULTILINE)
-        return (
-            "好的：\n```json\n"
-            + json.dumps({"grades": [{"n": int(n), "grade": 1.0 if title == good else bad} for n, title in listed]})
-            + "\n```"
-        )
-
-    return grade
 
 
 @pytest.fixture

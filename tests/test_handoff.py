@@ -7,15 +7,14 @@ import hmac
 import json
 import logging
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from bot.chat.handoff import SIGNATURE_HEADER, Handoff, unfilled_placeholders
 from bot.config.settings import HandoffSettings, HandoffWebhookSettings, load_settings
 from tests.support.knowledge import ROOT
+from tests.support.webhook import Hook
 
 # A webhook thread that dies with a traceback is a failure, not a warning.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -213,42 +212,6 @@ def test_config_yaml_handoff_block(tmp_path):
     cfg.write_text((ROOT / "config.yaml").read_text(encoding="utf-8") + "\nhandoff:\n  webhook:\n    secret: x\n")
     with pytest.raises(Exception, match=r"handoff\.webhook\.secret"):
         load_settings(cfg)
-
-
-class Hook:
-    """A local webhook receiver: records each JSON body and its headers; scripted statuses and hangs per request."""
-
-    def __init__(self, script: list[object] | None = None):
-        self.script = list(script or [])  # per request: an HTTP status, or "hang"
-        self.received: list[tuple[dict, dict]] = []
-        self.release = threading.Event()
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                step = hook.script.pop(0) if hook.script else 200
-                hook.received.append((json.loads(body), {**dict(self.headers), "raw": body}))
-                if step == "hang":
-                    hook.release.wait(10)
-                    return
-                self.send_response(int(step))  # type: ignore[call-overload]
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/secret-path-token"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

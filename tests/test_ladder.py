@@ -10,7 +10,7 @@ from bot.chat.offers import REPHRASE_REPLY, read_offer
 from bot.config.settings import Cutoffs
 from bot.factory import build_bot
 from tests.support.knowledge import write_knowledge
-from tests.test_handoff import Hook
+from tests.support.webhook import Hook
 
 SONGS = {
     "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》，1924 年创作。", "metadata": "校歌"},

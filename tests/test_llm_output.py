@@ -15,9 +15,9 @@ from bot.chat.bot import LLM_DOWN_NOTICE
 from bot.chat.reasoning import ThinkFilter, strip_reasoning
 from bot.factory import build_bot
 from tests.support.knowledge import set_cutoffs
+from tests.support.llm_scripts import HARD, grade_by_title, kind
 from tests.support.llm_server import Fault
 from tests.support.serving import ask, streamed
-from tests.test_fallback_chain import HARD, grade_by_title, kind
 
 ANSWER = "根据参考资料 [1]，放进 knowledge 文件夹即可。"
 NOT_AN_ANSWER = [

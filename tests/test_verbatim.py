@@ -13,7 +13,7 @@ from bot.chat.bot import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
 from bot.factory import build_bot
 from bot.ui.render import sources_html
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
-from tests.test_bot import scripted
+from tests.support.llm_scripts import scripted
 
 LLM_REPLY = "根据参考资料 [1]，这是回答。"
 

@@ -65,3 +65,24 @@ def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dic
     if sparse is not None:
         raw["retrieval"]["thresholds"]["sparse"] = {"answer": sparse, "direct": None}
     return raw
+
+
+# Two offices answer the same question differently; a filter picks whose answer a visitor gets.
+OFFICES = {
+    "undergrad_fee": {
+        "query": "学费是多少？",
+        "document": "本科生学费每年五千元。",
+        "metadata": "学费",
+        "categories": ["招生"],
+    },
+    "graduate_fee": {
+        "query": "学费是多少？",
+        "document": "研究生学费每年八千元。",
+        "metadata": "学费,研究生",
+        "categories": "研究生",
+    },
+    "report_day": {"query": "什么时候报到？", "document": "新生九月一日报到。", "categories": ["招生", "研究生"]},
+    "wifi": {"query": "校园网怎么连接？", "document": "连接 SYSU-WiFi，用学号登录。", "categories": ["IT"]},
+    "password": {"query": "怎么重置密码？", "document": "在统一身份认证页面重置密码。", "categories": ["IT"]},
+    "hello": {"query": "学校在哪里？", "document": "学校在广州。"},
+}
