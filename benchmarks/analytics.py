@@ -23,11 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from benchmarks.common import write_section
-from bot.chat import rollup
-from bot.chat.analytics import Analytics
-from bot.chat.tiles import StatsFilter
-from bot.chat.turn_log import TurnLog, utc_iso
 from bot.config.settings import LogSettings
+from bot.conversations import rollup
+from bot.conversations.analytics import Analytics
+from bot.conversations.tiles import StatsFilter
+from bot.conversations.turn_log import TurnLog, utc_iso
 
 END = datetime(2026, 11, 1, tzinfo=UTC)
 STRATEGIES = ["direct", "verbatim", "rewrite", "hyde", "last_resort", "refused"]

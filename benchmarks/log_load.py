@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
 from bot.chat.answer import Answer, Cutoffs, Strategy
-from bot.chat.turn_log import TurnLog
+from bot.conversations.turn_log import TurnLog
 from bot.evaluation import percentile
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit

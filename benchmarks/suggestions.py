@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import mode_arguments, publish, shared_folder
 from benchmarks.ladder import STATE, build
 from bot.chat.knowledge_edit import KnowledgeEditor
-from bot.chat.suggestions import suggestions
+from bot.conversations.suggestions import suggestions
 from bot.factory import build_store
 from bot.knowledge.entries import load_entries
 

@@ -19,17 +19,17 @@ from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
-from bot.chat.popular import PopularEntries
-from bot.chat.privacy import PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
-from bot.chat.recorder import TurnRecorder
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
 from bot.chat.steps import Ladder
 from bot.chat.steps.translate import Translator
-from bot.chat.turn_log import TurnLogError, turn_log_from_settings
 from bot.config.settings import Settings
 from bot.config.watch import ConfiguredMode
+from bot.conversations.popular import PopularEntries
+from bot.conversations.privacy import PrivacyPolicy
+from bot.conversations.recorder import TurnRecorder
+from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Searcher

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.chat.analytics import Analytics
 from bot.chat.answer import Answer, Cutoffs, Strategy
-from bot.chat.tiles import StatsFilter
-from bot.chat.turn_log import SCHEMA_VERSION, TurnLog, turn_log_from_settings
 from bot.config.settings import load_settings
+from bot.conversations.analytics import Analytics
+from bot.conversations.tiles import StatsFilter
+from bot.conversations.turn_log import SCHEMA_VERSION, TurnLog, turn_log_from_settings
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
 from tests.support.knowledge import ROOT, config_dict

@@ -18,6 +18,8 @@ LAYERS = [
     {"bot.config"},
     {"bot.knowledge"},
     {"bot.search"},
+    {"bot.chat.answer"},  # the result types a turn produces and the conversation log stores
+    {"bot.conversations"},
     {"bot.chat"},
     {"bot.factory", "bot.evaluation"},
     {"bot.ui", "bot.api", "bot.cli", "bot.__main__", "bot"},

@@ -228,8 +228,8 @@ def test_cli_self_check_lists_collisions(tmp_path, seeded, kb_dir):
 
 
 def test_cli_lint_probes_magnets_with_the_conversation_log_of_its_own_knowledge(tmp_path, seeded, kb_dir):
-    from bot.chat.turn_log import turn_log_from_settings
     from bot.config.settings import load_settings
+    from bot.conversations.turn_log import turn_log_from_settings
     from tests.support.answers import answered
 
     config = _config(tmp_path, seeded)

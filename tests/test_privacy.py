@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from bot.chat.answer import Answer, Strategy
-from bot.chat.privacy import PersonalData, PrivacyPolicy
-from bot.chat.turn_log import TurnLog, turn_log_from_settings
 from bot.config.settings import PrivacySettings, load_settings
+from bot.conversations.privacy import PersonalData, PrivacyPolicy
+from bot.conversations.turn_log import TurnLog, turn_log_from_settings
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.ui.inbox_tab import InboxHandlers
@@ -199,7 +199,7 @@ def test_retention_runs_on_its_own_and_the_page_reports_it(tmp_path):
     turn_log = TurnLog(tmp_path / "log.sqlite", retention_days=5, retention_rows=0, clock=lambda: clock[0])
     turn_log.record(_turn("很久以前的问题"), "s")
     clock[0] = datetime.now(UTC)
-    from bot.chat.recorder import TurnRecorder
+    from bot.conversations.recorder import TurnRecorder
 
     recorder = TurnRecorder(turn_log)
     recorder.purge_every(0.05)

@@ -10,10 +10,10 @@ import pytest
 
 from bot.chat.answer import Strategy
 from bot.chat.knowledge_edit import KnowledgeEditor
-from bot.chat.suggestions import suggestions
-from bot.chat.turn_log import TurnLog
 from bot.cli.main import main
 from bot.config.settings import Cutoffs
+from bot.conversations.suggestions import suggestions
+from bot.conversations.turn_log import TurnLog
 from bot.factory import build_bot, build_store
 from tests.support.knowledge import write_knowledge
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.chat.answer import Answer, Strategy
-from bot.chat.inbox import group_turns, normalise, similar_pairs
-from bot.chat.turn_log import TurnLog, TurnLogError, turn_log_from_settings
+from bot.conversations.inbox import group_turns, normalise, similar_pairs
+from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
 from tests.support.answers import CANTEEN, CUT, LIBRARY, answered, hit
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
@@ -151,7 +151,7 @@ def test_normalise_and_the_similarity_join():
     # Same result as comparing every pair, on a few thousand generated questions.
     import random
 
-    from bot.chat.inbox import bigrams, jaccard
+    from bot.conversations.inbox import bigrams, jaccard
 
     rng = random.Random(7)
     words = "图书馆食堂几点开门在哪里怎么去宿舍教室考试成绩报名"

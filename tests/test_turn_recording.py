@@ -9,7 +9,7 @@ import logging
 import httpx
 import pytest
 
-from bot.chat.turn_log import TurnLogError
+from bot.conversations.turn_log import TurnLogError
 from bot.factory import build_bot
 from bot.ui.admin import COOKIE, AdminAuth
 from tests.support.knowledge import set_cutoffs
@@ -46,7 +46,7 @@ def test_a_failing_log_does_not_break_the_chat(settings, caplog):
         raise TurnLogError("disk full")
 
     bot.recorder.log.record = broken
-    with caplog.at_level(logging.ERROR, logger="bot.chat.recorder"):
+    with caplog.at_level(logging.ERROR, logger="bot.conversations.recorder"):
         for _ in range(3):
             answer = bot.answer("怎么添加知识？", source="web")
             assert "knowledge 文件夹" in answer.text and answer.turn_id is None

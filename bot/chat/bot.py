@@ -20,13 +20,13 @@ from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
-from bot.chat.popular import PopularEntries
-from bot.chat.privacy import NO_MASKING, PrivacyPolicy
 from bot.chat.prompt import PromptBuilder
-from bot.chat.recorder import TurnRecorder
 from bot.chat.respond import VERBATIM_LABEL, Responder  # noqa: F401 (VERBATIM_LABEL re-exported)
 from bot.chat.steps import Ladder, Turn, build_steps
 from bot.chat.turn_search import TurnSearch
+from bot.conversations.popular import PopularEntries
+from bot.conversations.privacy import NO_MASKING, PrivacyPolicy
+from bot.conversations.recorder import TurnRecorder
 from bot.errors import SearchBackendError
 from bot.knowledge.filters import EntryFilter, categories_of
 from bot.knowledge.store import KnowledgeStore

@@ -10,10 +10,10 @@ from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback
 from bot.chat.grading import RelevanceGrader
 from bot.chat.negatives import NegativeExamples
-from bot.chat.popular import PopularEntries
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
 from bot.chat.steps.translate import Translator
+from bot.conversations.popular import PopularEntries
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def _index(settings: Settings, knowledge: str | None, mode: str):
 
 def _log_questions(settings: Settings, knowledge: str | None, limit: int) -> list[str]:
     """The newest questions of the conversation log, when it exists and belongs to the knowledge linted."""
-    from bot.chat.turn_log import turn_log_from_settings
+    from bot.conversations.turn_log import turn_log_from_settings
 
     own = settings.resolve(settings.knowledge.path).resolve()
     if knowledge and Path(knowledge).resolve() != own:

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from bot.chat.analytics import analytics_from_settings
-from bot.chat.tiles import Stats, StatsFilter, Tile, parse_time
-from bot.chat.turn_log import TurnLog, TurnLogError, turn_log_from_settings
+from bot.conversations.analytics import analytics_from_settings
+from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
 from bot.errors import KnowledgeError
 
 

@@ -1,4 +1,4 @@
-"""``python -m bot knowledge suggestions``: phrasings suggested by traffic, to accept or reject (bot/chat/suggestions.py)."""
+"""``python -m bot knowledge suggestions``: phrasings suggested by traffic, to accept or reject (bot/conversations/suggestions.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def add_suggestions_arguments(p) -> None:
 def run_suggestions(settings, args) -> int:
     """List the pending suggestions, or accept / reject one; 2 when the log is off or N is not listed."""
     from bot.chat.knowledge_edit import KnowledgeEditor
-    from bot.chat.suggestions import suggestions
-    from bot.chat.turn_log import turn_log_from_settings
+    from bot.conversations.suggestions import suggestions
+    from bot.conversations.turn_log import turn_log_from_settings
     from bot.factory import build_index, build_store
 
     log = turn_log_from_settings(settings, prune_on_open=False)

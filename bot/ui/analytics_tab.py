@@ -1,6 +1,6 @@
 """The admin "统计 / Analytics" tab: charts and tables of the conversation log, filters, and a CSV of every tile.
 
-The numbers come from the core (bot/chat/analytics.py); this module only draws them. Charts are Gradio's own
+The numbers come from the core (bot/conversations/analytics.py); this module only draws them. Charts are Gradio's own
 gr.LinePlot / gr.BarPlot over pandas DataFrames: no extra dependency (pandas ships with Gradio), they render in the
 page without loading anything from another origin (the CSP allows it), and they update like any other output.
 Every component starts empty; the tab's select (an admin event) fills it, so nothing leaks through a load event.
@@ -18,11 +18,11 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from bot.chat.analytics import Analytics
 from bot.chat.bot import Bot
-from bot.chat.tiles import Stats, StatsFilter, Tile, parse_time
-from bot.chat.turn_log import TurnLog
 from bot.config.settings import MODES
+from bot.conversations.analytics import Analytics
+from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.conversations.turn_log import TurnLog
 from bot.ui.events import PRIVATE
 
 ALL = ("全部 / All", "")

@@ -13,10 +13,10 @@ import gradio as gr
 
 from bot.chat.answer import Strategy
 from bot.chat.bot import Bot
-from bot.chat.inbox import Group
 from bot.chat.knowledge_edit import KnowledgeEditor
-from bot.chat.turn_log import TurnLog
 from bot.config.settings import LogSettings
+from bot.conversations.inbox import Group
+from bot.conversations.turn_log import TurnLog
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
 from bot.ui.admin import fill_for_admins

@@ -9,8 +9,8 @@ from typing import Any
 import gradio as gr
 
 from bot.chat.knowledge_edit import KnowledgeEditor
-from bot.chat.suggestions import Suggestion, suggestions
-from bot.chat.turn_log import TurnLog
+from bot.conversations.suggestions import Suggestion, suggestions
+from bot.conversations.turn_log import TurnLog
 from bot.errors import BotError
 from bot.ui.knowledge_tab import result_html
 

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from bot.chat.turn_log import TurnLog
+from bot.conversations.turn_log import TurnLog
 from bot.knowledge.entries import Entry
 
 TTL_SECONDS = 60.0

@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.chat import rollup
-from bot.chat.inbox import AskedTurn, Group, group_turns, normalise, stored_hits
+from bot.conversations import rollup
+from bot.conversations.inbox import AskedTurn, Group, group_turns, normalise, stored_hits
 from bot.errors import BotError
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS dismissals (norm TEXT PRIMARY KEY, dismissed_at TEXT 
 CREATE TABLE IF NOT EXISTS rejected_suggestions (
     norm TEXT NOT NULL, entry_id TEXT NOT NULL, rejected_at TEXT NOT NULL, PRIMARY KEY (norm, entry_id));
 """
-# The analytics page (bot/chat/analytics.py) aggregates a million turns in well under a second only from covering
+# The analytics page (bot/conversations/analytics.py) aggregates a million turns in well under a second only from covering
 # indexes: one over the filter columns and what the counts read, one over norm for top and trending questions.
 # Created after the migration below, since an older file lacks top_relevance until then.
 INDEXES = """
@@ -107,7 +107,7 @@ class TurnLog:
         prune_on_open: bool = True,
     ):
         self.path = Path(path)
-        # Personal data is masked before anything is stored (bot/chat/privacy.py); None stores text as given.
+        # Personal data is masked before anything is stored (bot/conversations/privacy.py); None stores text as given.
         self.mask: Callable[[str | None], str | None] = mask or (lambda text: text)
         self.masking = mask is not None
         self.retention_days, self.retention_rows, self.prune_every = retention_days, retention_rows, prune_every
@@ -365,7 +365,7 @@ class TurnLog:
 
     def session_turns(self, scan: int = 5000) -> list[dict]:
         """The newest ``scan`` turns that belong to a conversation (id, time, session, question, strategy, hits),
-        oldest first: what suggestions from traffic read (bot/chat/suggestions.py)."""
+        oldest first: what suggestions from traffic read (bot/conversations/suggestions.py)."""
         rows = self._conn().execute(
             "SELECT id, time, session, question, strategy, hits FROM turns WHERE session IS NOT NULL "
             "ORDER BY id DESC LIMIT ?",
@@ -510,7 +510,7 @@ def turn_log_from_settings(settings: Any, prune_on_open: bool = True) -> TurnLog
     path = Path(cfg.path).expanduser()
     if not path.is_absolute():
         path = settings.resolve(settings.state_dir) / path
-    from bot.chat.privacy import PrivacyPolicy
+    from bot.conversations.privacy import PrivacyPolicy
 
     privacy = getattr(settings, "privacy", None)
     mask = PrivacyPolicy.from_settings(privacy).stored.mask if privacy is not None and privacy.mask else None

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from bot.chat.answer import Answer
-from bot.chat.turn_log import TurnLog
+from bot.conversations.turn_log import TurnLog
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.chat.turn_log import utc_iso
+from bot.conversations.turn_log import utc_iso
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The analytics page's numbers: every tile an SQL aggregate over the conversation log, filtered by time, mode, source.
 
-Whole hours and days are summed from the log's rollup tables (bot/chat/rollup.py), the partial ones at the edges of
+Whole hours and days are summed from the log's rollup tables (bot/conversations/rollup.py), the partial ones at the edges of
 a time filter counted from the turns, so filters stay exact; top and trending questions use covering indexes; only
 the latency percentiles read per-turn JSON, from the newest ``sample`` turns in range. A million turns take under a
 second (BENCHMARKS.md). Times are UTC. Decisions are whatever values the log's decision column holds
@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.chat.rollup import BIN_SQL, BINS, DECISION
-from bot.chat.tiles import Stats, StatsFilter, Tile
-from bot.chat.turn_log import TurnLog, utc_iso
+from bot.conversations.rollup import BIN_SQL, BINS, DECISION
+from bot.conversations.tiles import Stats, StatsFilter, Tile
+from bot.conversations.turn_log import TurnLog, utc_iso
 
 # Strategies that mean the knowledge had no answer (the inbox's fallbacks, and the ladder's hand-off to a person).
 UNANSWERED_STRATEGIES = ("hyde", "last_resort", "handoff", "escalate")

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.chat.inbox import normalise
-from bot.chat.turn_log import TurnLog
+from bot.conversations.inbox import normalise
+from bot.conversations.turn_log import TurnLog
 from bot.knowledge.entries import Entry
 
 OFFERS = {"clarify": "clarify", "confirm": "confirm"}
