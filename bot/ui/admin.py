@@ -1,6 +1,6 @@
 """Admins apart from chat users: a login at ``/admin/login`` (credentials from the environment) that sets a signed
 cookie, and Blocks whose admin events refuse, server-side, every request without it. The login is throttled as the
-chat login is (:class:`bot.ui.guard.ThrottledLogin`: a lockout per username + address, a cap per address).
+chat login is (:class:`bot.chat.logins.ThrottledLogin`: a lockout per username + address, a cap per address).
 
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
@@ -29,9 +29,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from gradio.context import Context
 
+from bot.chat.logins import ThrottledLogin, locked_message
 from bot.config.settings import Settings
 from bot.ui.events import PRIVATE
-from bot.ui.guard import ThrottledLogin, locked_message
 
 log = logging.getLogger(__name__)
 
