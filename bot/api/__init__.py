@@ -20,3 +20,10 @@ def api_router(bot: Bot, settings: Settings) -> APIRouter:
     from bot.api.routes import ChatAPI
 
     return ChatAPI(bot, settings).router()
+
+
+def widget_router(bot: Bot, settings: Settings) -> APIRouter:
+    """The chat widget's routes (``/widget.js``, ``/widget/chat``, ``/widget/demo``) for one Bot."""
+    from bot.api.widget import WidgetAPI
+
+    return WidgetAPI(bot, settings).router()

@@ -638,6 +638,34 @@ class APISettings(Strict):
         return value or None
 
 
+class WidgetSettings(Strict):
+    """The embeddable chat widget (one <script> tag on another site; docs/widget.md). Off by default."""
+
+    enabled: bool = False
+    # The widget token the page's script tag carries (data-token): public by nature, it names this widget; read
+    # from the environment like every credential so it is never committed with the config.
+    token_env: str = "KBBOT_WIDGET_TOKEN"
+    # Origins (scheme://host[:port]) whose pages may use the widget; the app's own origin (its demo page) always may.
+    allowed_origins: list[str] = Field(default_factory=list)
+    # Messages per widget session (a page visit) and per client address per day (UTC); 0 = no limit.
+    max_messages_per_session: int = Field(default=50, ge=0)
+    max_messages_per_day: int = Field(default=500, ge=0)
+    # Show the entries an answer came from under it.
+    show_sources: bool = False
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        bad = [o for o in value if not re.fullmatch(r"https?://[^/\s]+", o)]
+        if bad:
+            raise ValueError(f"origins look like https://www.example.org (no path, no trailing slash); got {bad}")
+        return value
+
+    def token(self) -> str | None:
+        """The widget token from the environment variable named by ``token_env``, or None."""
+        return env_secret(self.token_env) or None
+
+
 class LogSettings(Strict):
     """The conversation log (questions, hits, answers, feedback) in a SQLite file under ``state_dir``."""
 
@@ -710,6 +738,7 @@ class Settings(Strict):
     ui: UISettings = Field(default_factory=UISettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     api: APISettings = Field(default_factory=APISettings)
+    widget: WidgetSettings = Field(default_factory=WidgetSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     base_dir: Path = Field(default=Path("."), exclude=True)

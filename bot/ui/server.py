@@ -26,7 +26,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_server(settings, bot=None):
     """The Gradio Blocks and, when ``api.enabled``, the OpenAI-compatible API routes of one Bot: (demo, routes)."""
-    from bot.api import api_router
+    from bot.api import api_router, widget_router
     from bot.factory import build_bot, build_store
     from bot.ui.app import build_demo
     from bot.ui.guard import ServerGuard
@@ -35,6 +35,8 @@ def build_server(settings, bot=None):
         bot = build_bot(settings, watch_config=True, keep_last_good=True)
     demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=settings.ui.concurrency)
     routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
+    if settings.widget.enabled:  # the embeddable chat widget (docs/widget.md)
+        routes += widget_router(bot, settings).routes
     if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += demo.admin.router().routes
     # serve() adds its CSP, upload cap, rate and admin check, and the throttled login

@@ -86,3 +86,10 @@ OFFICES = {
     "password": {"query": "怎么重置密码？", "document": "在统一身份认证页面重置密码。", "categories": ["IT"]},
     "hello": {"query": "学校在哪里？", "document": "学校在广州。"},
 }
+
+# Two entries "学费是多少？" matches equally (the ladder asks which one), and one it does not.
+FEES = {
+    "undergrad": {"query": "本科生学费是多少？", "document": "本科生学费每年五千元。"},
+    "graduate": {"query": "研究生学费是多少？", "document": "研究生学费每年八千元。"},
+    "wifi": {"query": "校园网怎么连接？", "document": "连接 SYSU-WiFi，用学号登录。"},
+}

@@ -1,0 +1,134 @@
+/* kbbot chat widget: <script src="https://kb.example.org/widget.js" data-token="..."></script>
+ * A bubble at the bottom right opens a chat panel (in a shadow root, so the page's styles do not leak in).
+ * Everything shown is set as text, never as HTML: an answer cannot run script or load remote content.
+ * The conversation lives in this page only (sessionStorage); each message sends its history to /widget/chat.
+ */
+(function () {
+  "use strict";
+  var script = document.currentScript;
+  if (!script || window.__kbbotWidget) return;
+  window.__kbbotWidget = true;
+  var base = new URL(script.src, location.href).origin;
+  var token = script.getAttribute("data-token") || "";
+  var title = script.getAttribute("data-title") || "知识库小助手 / KB Assistant";
+  var key = "kbbot-widget:" + base;
+  var state = {};
+  try { state = JSON.parse(sessionStorage.getItem(key) || "{}"); } catch (e) { state = {}; }
+  if (!state.session) {
+    var bytes = new Uint8Array(12);
+    crypto.getRandomValues(bytes);
+    state.session = Array.prototype.map.call(bytes, function (b) { return ("0" + b.toString(16)).slice(-2); }).join("");
+    state.history = [];
+  }
+  function save() { try { sessionStorage.setItem(key, JSON.stringify(state)); } catch (e) { /* private mode */ } }
+
+  var host = document.createElement("div");
+  host.id = "kbbot-widget";
+  document.body.appendChild(host);
+  var root = host.attachShadow({ mode: "open" });
+  var style = document.createElement("style");
+  style.textContent = [
+    ":host{all:initial}",
+    ".bubble{position:fixed;right:20px;bottom:20px;width:56px;height:56px;border-radius:50%;border:0;",
+    "background:#f97316;color:#fff;font-size:26px;cursor:pointer;box-shadow:0 4px 12px rgba(0,0,0,.25);z-index:2147483646}",
+    ".panel{position:fixed;right:20px;bottom:88px;width:360px;max-width:calc(100vw - 40px);height:480px;",
+    "max-height:calc(100vh - 120px);background:#fff;border-radius:12px;box-shadow:0 8px 30px rgba(0,0,0,.3);",
+    "display:none;flex-direction:column;font:14px/1.5 system-ui,'WenQuanYi Micro Hei',sans-serif;color:#222;z-index:2147483647}",
+    ".panel.open{display:flex}",
+    ".head{padding:10px 14px;background:#f97316;color:#fff;border-radius:12px 12px 0 0;font-weight:600}",
+    ".log{flex:1;overflow:auto;padding:10px}",
+    ".msg{margin:6px 0;padding:8px 10px;border-radius:10px;white-space:pre-wrap;word-break:break-word;max-width:85%}",
+    ".user{background:#ffedd5;margin-left:auto}",
+    ".bot{background:#f3f4f6}",
+    ".error{background:#fee2e2;color:#991b1b}",
+    ".options{display:flex;flex-wrap:wrap;gap:6px;margin:4px 0}",
+    ".options button{border:1px solid #f97316;background:#fff;color:#c2410c;border-radius:14px;padding:4px 10px;cursor:pointer}",
+    ".sources{font-size:12px;color:#555;margin:2px 0 8px}",
+    "form{display:flex;border-top:1px solid #eee}",
+    "input{flex:1;border:0;padding:12px;font:inherit;outline:none}",
+    "form button{border:0;background:#f97316;color:#fff;padding:0 16px;cursor:pointer;border-radius:0 0 12px 0}",
+  ].join("");
+  root.appendChild(style);
+
+  var bubble = el("button", "bubble", "💬");
+  bubble.setAttribute("aria-label", "打开聊天 / Open chat");
+  var panel = el("div", "panel");
+  panel.setAttribute("role", "dialog");
+  var head = el("div", "head", title);
+  var log = el("div", "log");
+  log.setAttribute("aria-live", "polite");
+  var form = el("form");
+  var input = el("input");
+  input.placeholder = "输入问题 / Ask a question";
+  input.maxLength = 2000;
+  var send = el("button", null, "发送 / Send");
+  send.type = "submit";
+  form.appendChild(input);
+  form.appendChild(send);
+  panel.appendChild(head);
+  panel.appendChild(log);
+  panel.appendChild(form);
+  root.appendChild(panel);
+  root.appendChild(bubble);
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text != null) node.textContent = text;
+    return node;
+  }
+  function plain(text) { return String(text || "").replace(/\*\*(.+?)\*\*/g, "$1").replace(/^#+\s*/gm, ""); }
+  function show(role, text) {
+    log.appendChild(el("div", "msg " + role, role === "bot" ? plain(text) : text));
+    log.scrollTop = log.scrollHeight;
+  }
+  function showReply(data) {
+    show("bot", data.reply);
+    if (data.options && data.options.length) {
+      var row = el("div", "options");
+      data.options.forEach(function (option, i) {
+        var b = el("button", null, (i + 1) + ". " + option.question);
+        b.type = "button";
+        b.addEventListener("click", function () { ask(option.question); });
+        row.appendChild(b);
+      });
+      log.appendChild(row);
+    }
+    if (data.sources && data.sources.length) {
+      log.appendChild(el("div", "sources", "来源 / Sources: " + data.sources.map(function (s) { return s.query; }).join(" · ")));
+    }
+    log.scrollTop = log.scrollHeight;
+  }
+  (state.history || []).forEach(function (m) { show(m.role === "user" ? "user" : "bot", m.content); });
+
+  function ask(text) {
+    text = String(text || "").trim();
+    if (!text) return;
+    show("user", text);
+    input.value = "";
+    send.disabled = true;
+    var history = (state.history || []).slice(-20);
+    fetch(base + "/widget/chat", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ message: text, history: history, session: state.session, token: token }),
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (data) {
+        if (!response.ok) throw new Error(data.error || "HTTP " + response.status);
+        state.history = history.concat([{ role: "user", content: text }, { role: "assistant", content: data.reply }]);
+        save();
+        showReply(data);
+      });
+    }).catch(function (error) {
+      var message = error && error.message && error.message !== "Failed to fetch" ? error.message
+        : "无法连接到知识库 / Cannot reach the knowledge base.";
+      log.appendChild(el("div", "msg error", message));
+    }).then(function () { send.disabled = false; input.focus(); });
+  }
+
+  bubble.addEventListener("click", function () {
+    panel.classList.toggle("open");
+    if (panel.classList.contains("open")) input.focus();
+  });
+  form.addEventListener("submit", function (event) { event.preventDefault(); ask(input.value); });
+})();

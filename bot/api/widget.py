@@ -1,0 +1,193 @@
+"""The embeddable chat widget: ``/widget.js`` puts a chat bubble on any page that loads it with
+``<script src="https://kb.example.org/widget.js" data-token="…"></script>``, and talks to ``/widget/chat``.
+
+The widget's requests come from other sites, so ``/widget/chat`` answers only browsers on an allowed origin
+(``widget.allowed_origins``, plus the app's own origin for its demo page); any other ``Origin`` (or none) gets 403
+without the bot being asked (with CORS headers, so the widget can show why). The widget token names the widget (401 when wrong), and each session and each
+client address per day have their own limits (429). Replies are plain JSON the script renders as text: the
+ladder's decision, its options as buttons, sources only when ``widget.show_sources``. Conversations are stateless
+like the API's: the script sends the history, and a reply to a clarify or confirm question is read from it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
+from starlette.responses import Response
+
+from bot.chat.limits import chat_per_minute
+from bot.chat.ratelimit import SlidingWindowLimiter
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from bot.chat.bot import Bot
+    from bot.config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DAY = 86_400.0
+MAX_BODY_BYTES = 64_000
+MAX_HISTORY = 20  # messages of history a widget request may carry
+FOREIGN = "此网站未获准使用本聊天窗口 / This site may not use this chat widget."
+BAD_TOKEN = "聊天窗口的令牌无效 / The widget token is not valid."
+SESSION_FULL = "本次对话的消息已达上限，请刷新页面后再试。/ This conversation has reached its limit; reload the page."
+DAY_FULL = "今天的消息已达上限，请明天再试。/ Today's limit of messages is reached; please try again tomorrow."
+TOO_FAST = "发送太频繁，请稍等一分钟。/ Too many messages; please wait a minute."
+BAD_REQUEST = "请求无效 / Bad request"
+
+
+def widget_script() -> str:
+    """The widget's JavaScript (bot/api/static/widget.js)."""
+    return resources.files("bot.api").joinpath("static/widget.js").read_text(encoding="utf-8")
+
+
+class WidgetAPI:
+    """``/widget.js``, ``/widget/chat`` (CORS, token, limits) and ``/widget/demo`` for one Bot."""
+
+    def __init__(self, bot: Bot, settings: Settings):
+        self.bot = bot
+        self.settings = settings.widget
+        self.allowed = set(self.settings.allowed_origins)
+        self.per_session = SlidingWindowLimiter(self.settings.max_messages_per_session, DAY)
+        self.per_day = SlidingWindowLimiter(self.settings.max_messages_per_day, DAY)
+        self.per_minute = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
+        if self.settings.token() is None:
+            log.warning("the chat widget refuses every message until %s is set", self.settings.token_env)
+
+    def router(self) -> APIRouter:
+        """The widget's routes."""
+        from fastapi import APIRouter
+
+        router = APIRouter()
+        router.add_api_route("/widget.js", self.script, methods=["GET"], include_in_schema=False)
+        router.add_api_route("/widget/chat", self.chat, methods=["POST", "OPTIONS"], include_in_schema=False)
+        router.add_api_route("/widget/demo", self.demo, methods=["GET"], include_in_schema=False)
+        return router
+
+    # -- origins ---------------------------------------------------------------
+    def origin_allowed(self, request: Request) -> str | None:
+        """The request's Origin when it may use the widget (an allowed origin, or this app's own), else None."""
+        origin = request.headers.get("origin")
+        if not origin:
+            return None
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        return origin if origin in self.allowed or origin == own else None
+
+    @staticmethod
+    def cors(origin: str) -> dict[str, str]:
+        """The CORS headers that let ``origin`` read the reply (and send its JSON)."""
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Allow-Methods": "POST, OPTIONS",
+            "Access-Control-Allow-Headers": "Content-Type",
+            "Access-Control-Max-Age": "600",
+            "Vary": "Origin",
+        }
+
+    # -- routes ----------------------------------------------------------------
+    async def script(self, request: Request) -> Response:
+        """The widget's script; any page may load it (it is useless where the origin is not allowed)."""
+        from starlette.responses import Response
+
+        return Response(
+            widget_script(), media_type="text/javascript; charset=utf-8", headers={"Cache-Control": "max-age=300"}
+        )
+
+    async def demo(self, request: Request) -> Response:
+        """A page of this app showing the widget as a visitor sees it (the app's own origin is always allowed)."""
+        from starlette.responses import HTMLResponse
+
+        token = json.dumps(self.settings.token() or "")[1:-1].replace("<", "\\u003c").replace('"', "&quot;")
+        return HTMLResponse(
+            "<!doctype html><html lang='zh'><meta charset='utf-8'><title>kbbot widget demo</title>"
+            "<body style='font-family:sans-serif;max-width:40em;margin:3em auto'>"
+            "<h1>聊天窗口演示 / Widget demo</h1><p>右下角的按钮打开聊天窗口。/ The button at the bottom right opens"
+            ' the chat.</p><pre>&lt;script src="…/widget.js" data-token="…"&gt;&lt;/script&gt;</pre>'
+            f'<script src="/widget.js" data-token="{token}"></script></body></html>'
+        )
+
+    async def chat(self, request: Request) -> Response:
+        """One message from a widget: the bot's reply as JSON, for an allowed origin with the right token."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse, Response
+
+        origin = request.headers.get("origin")
+        if not origin:  # not a browser on some page: nothing to answer
+            return JSONResponse({"error": FOREIGN}, status_code=403)
+        # Every page may ask (and read the refusal: a deployer sees why the widget is silent); only an allowed
+        # origin gets an answer.
+        headers = self.cors(origin)
+        if request.method == "OPTIONS":
+            return Response(status_code=204, headers=headers)
+        if self.origin_allowed(request) is None:
+            log.info("widget message from a foreign origin %s refused", origin[:200])
+            return JSONResponse({"error": FOREIGN}, status_code=403, headers=headers)
+        body = await request.body()
+        try:
+            message, history, session, token = parse_widget_request(body)
+        except ValueError as exc:
+            return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
+        expected = self.settings.token()
+        if expected is None or token != expected:
+            return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
+        address = request.client.host if request.client else "unknown"
+        refused = self.refused(session, address)
+        if refused:
+            return JSONResponse({"error": refused}, status_code=429, headers=headers)
+        answer = await run_in_threadpool(self.bot.answer, message, history, None, session=session, source="widget")
+        reply: dict[str, Any] = {
+            "reply": answer.text,
+            "decision": answer.decision.value,
+            "options": [o.to_dict() for o in answer.options],
+            "notice": answer.notice,
+        }
+        if self.settings.show_sources:
+            reply["sources"] = [{"id": h.entry.id, "query": h.entry.query} for h in answer.hits]
+        return JSONResponse(reply, headers=headers)
+
+    def refused(self, session: str, address: str) -> str | None:
+        """Why this message is over a limit (per minute, per session, per day), or None."""
+        if not self.per_minute.allow(f"widget:{address}"):
+            return TOO_FAST
+        if not self.per_session.allow(session):
+            return SESSION_FULL
+        if not self.per_day.allow(address):
+            return DAY_FULL
+        return None
+
+
+def parse_widget_request(body: bytes) -> tuple[str, list[dict[str, str]], str, str]:
+    """(message, history, session, token) of a widget request, or ValueError saying what is wrong."""
+    if len(body) > MAX_BODY_BYTES:
+        raise ValueError(f"body over {MAX_BODY_BYTES} bytes")
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ValueError("not JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    message, session, token = data.get("message"), data.get("session"), data.get("token")
+    if not isinstance(message, str) or not message.strip():
+        raise ValueError("'message' must be a non-empty string")
+    if not isinstance(session, str) or not 8 <= len(session) <= 64:
+        raise ValueError("'session' must be a string of 8 to 64 characters")
+    if not isinstance(token, str):
+        raise ValueError("'token' must be a string")
+    history = data.get("history") or []
+    if not isinstance(history, list) or len(history) > MAX_HISTORY:
+        raise ValueError(f"'history' must be a list of at most {MAX_HISTORY} messages")
+    turns = []
+    for turn in history:
+        if not (
+            isinstance(turn, dict)
+            and turn.get("role") in ("user", "assistant")
+            and isinstance(turn.get("content"), str)
+        ):
+            raise ValueError("each history message is {'role': 'user'|'assistant', 'content': '...'}")
+        turns.append({"role": turn["role"], "content": turn["content"]})
+    return message, turns, session, token

@@ -1,0 +1,98 @@
+"""The chat widget in headless Chromium, embedded by a page on a second local origin (another port): the bubble
+opens, a question is answered, clarify options are buttons and a click answers; a page on a foreign origin gets
+the refusal. Fixtures as in test_browser."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from bot.api.widget import FOREIGN
+from tests.support.browser import shot
+from tests.support.knowledge import FEES, write_knowledge
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+WIDGET_TOKEN = "widget-token-for-browser-tests"
+
+
+class HostPage:
+    """Somebody else's site: one page that embeds the widget with a script tag, on its own port (origin)."""
+
+    def __init__(self):
+        self.app_url = ""  # set once the app runs (its config must name this page's origin first)
+        host = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                html = (
+                    "<!doctype html><html><meta charset='utf-8'><title>host</title><body><h1>Host page</h1>"
+                    f'<script src="{host.app_url}/widget.js" data-token="{WIDGET_TOKEN}"></script></body></html>'
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(html)))
+                self.end_headers()
+                self.wfile.write(html)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def ask(page, text: str) -> None:
+    before = page.locator("#kbbot-widget .msg").count()
+    page.locator("#kbbot-widget input").fill(text)
+    page.locator("#kbbot-widget input").press("Enter")
+    page.wait_for_function(
+        "n => document.querySelector('#kbbot-widget').shadowRoot.querySelectorAll('.msg').length >= n + 2",
+        arg=before,
+        timeout=30000,
+    )
+
+
+def test_the_widget_on_another_origin_answers_and_clarifies(browser, settings, serve_api, monkeypatch, tmp_path):
+    allowed, foreign = HostPage(), HostPage()
+    try:
+        write_knowledge(tmp_path / "fees", FEES)
+        monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
+        settings.knowledge.path = str(tmp_path / "fees")
+        settings.widget.enabled, settings.widget.allowed_origins = True, [allowed.origin]
+        settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
+            update={"answer": 0.3, "clarify": 0.05}
+        )
+        allowed.app_url = foreign.app_url = serve_api(settings).removesuffix("/v1")
+
+        page = browser.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN")
+        page.goto(allowed.origin, wait_until="domcontentloaded")
+        page.locator("#kbbot-widget .bubble").click()
+        ask(page, "校园网怎么连接？")
+        assert "SYSU-WiFi" in page.locator("#kbbot-widget .msg.bot").last.inner_text()
+        ask(page, "学费是多少？")
+        buttons = page.locator("#kbbot-widget .options button")
+        assert buttons.count() == 2 and "研究生学费是多少？" in buttons.nth(1).inner_text()
+        shot(page, "widget-clarify")
+        buttons.nth(1).click()
+        page.locator("#kbbot-widget .msg.bot", has_text="研究生学费每年八千元").wait_for(timeout=30000)
+        shot(page, "widget")
+
+        other = browser.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN")
+        other.goto(foreign.origin, wait_until="domcontentloaded")
+        other.locator("#kbbot-widget .bubble").click()
+        other.locator("#kbbot-widget input").fill("校园网怎么连接？")
+        other.locator("#kbbot-widget input").press("Enter")
+        other.locator("#kbbot-widget .msg.error").wait_for(timeout=30000)
+        assert other.locator("#kbbot-widget .msg.error").inner_text() == FOREIGN
+        assert other.locator("#kbbot-widget .msg.bot").count() == 0
+    finally:
+        allowed.close()
+        foreign.close()
