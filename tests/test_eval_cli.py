@@ -22,6 +22,7 @@ from bot.evaluation import (
     make_split,
     removal_split,
 )
+from bot.evaluation.ladder_tuning import MAX_RAISE
 from bot.knowledge.entries import load_entries
 from bot.search.tantivy_searcher import TantivySearcher
 from tests.support.knowledge import ROOT, write_knowledge
@@ -160,7 +161,7 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
     assert r["recall"] == {"1": 0.8, "3": 0.8, "5": 0.8} and r["mrr"] == pytest.approx(0.8)
     assert r["pass_rate"] == 1.0
     # the fixture pins the answer threshold; the clarify margin is config.yaml's
-    assert r["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": 0.005, "confirm": None}
+    assert r["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": None, "confirm": None}
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
     assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
 
@@ -194,7 +195,7 @@ def test_eval_modes_side_by_side(config, questions, capsys):
     assert [m["mode"] for m in doc["modes"]] == ["sparse", "dense", "hybrid"]
     assert [m["thresholds"] for m in doc["modes"]] == [
         {"system": s, "answer": a, "direct": None, "clarify": c, "confirm": None}
-        for s, a, c in [("sparse", 0.5, 0.005), ("dense-e5", 0.87, None), ("hybrid-e5", 0.81, 0.005)]
+        for s, a, c in [("sparse", 0.5, None), ("dense-e5", 0.87, None), ("hybrid-e5", 0.81, 0.005)]
     ]
     for m in (dense, hybrid):
         # The 8 questions that are an entry's own query find it first in every mode; the other 2 cannot.
@@ -341,7 +342,7 @@ def test_calibrate_write_changes_exactly_the_threshold_line(config, tmp_path):
     assert r.returncode == 0, r.stderr
     f1_cut = float(r.stdout.split("sparse: answer threshold ")[1].split(" ")[0])
     chosen = r.stderr.split("wrote retrieval.thresholds.sparse.answer = ")[1].split(" ")[0]
-    assert f1_cut <= float(chosen) <= f1_cut + 0.06 + 1e-9  # the ladder may raise the best-F1 cut a little
+    assert f1_cut <= float(chosen) <= f1_cut + MAX_RAISE / 100 + 1e-9  # the ladder may raise the best-F1 cut
     after = config.read_text(encoding="utf-8")
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert len(before.splitlines()) == len(after.splitlines())
