@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bot.api.widget import BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, parse_widget_request
+from bot.api.widget import BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, WidgetAPI, parse_widget_request
 from bot.conversations.turn_log import turn_log_from_settings
 from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
 
@@ -77,15 +77,13 @@ def test_a_wrong_token_is_401(widget):
 
 def test_limits_per_session_and_per_day(widget):
     base, settings = widget
-    settings.widget.max_messages_per_session = 2  # read by the limiter built at start: rebuild below
-    from bot.api import widget as module
-
     assert post(base, "怎么添加知识？").status_code == 200
-    api = module.WidgetAPI.__new__(module.WidgetAPI)  # the limits alone, as the served instance applies them
-    module.WidgetAPI.__init__(api, _FakeBot(), settings)
+    # the limits alone, as the served instance applies them (its limiters are built from settings at start)
+    settings.widget.max_messages_per_session = 2
+    api = WidgetAPI(None, settings)  # type: ignore[arg-type]  # the limit checks never ask the bot
     assert [api.refused(SESSION, "1.2.3.4") for _ in range(3)] == [None, None, SESSION_FULL]
     settings.widget.max_messages_per_day = 3
-    module.WidgetAPI.__init__(api, _FakeBot(), settings)
+    api = WidgetAPI(None, settings)  # type: ignore[arg-type]
     sessions = [f"session-{i:04d}" for i in range(4)]
     assert [api.refused(s, "1.2.3.4") for s in sessions] == [None, None, None, DAY_FULL]
     assert api.refused("session-9999", "5.6.7.8") is None  # another address has its own day
@@ -152,7 +150,3 @@ def test_origins_in_config_must_be_bare_origins():
     with pytest.raises(ValidationError, match="no path"):
         WidgetSettings(allowed_origins=["https://example.org/"])
     assert WidgetSettings(allowed_origins=["https://example.org", "http://127.0.0.1:8000"]).allowed_origins
-
-
-class _FakeBot:
-    """Nothing to answer: the limit checks alone."""

@@ -186,7 +186,7 @@ def kbbot_extra(answer: Answer) -> dict[str, Any]:
         sources.append(source)
     return {
         "mode": answer.mode,
-        "filter": {"categories": sorted(answer.within.categories)} if answer.within else None,
+        "filter": answer.within.to_dict() if answer.within else None,
         "decision": answer.decision.value,
         "options": [o.to_dict() for o in answer.options],
         "strategy": answer.strategy.value,

@@ -11,6 +11,7 @@ like the API's: the script sends the history, and a reply to a clarify or confir
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 from importlib import resources
@@ -70,13 +71,9 @@ class WidgetAPI:
         return router
 
     # -- origins ---------------------------------------------------------------
-    def origin_allowed(self, request: Request) -> str | None:
-        """The request's Origin when it may use the widget (an allowed origin, or this app's own), else None."""
-        origin = request.headers.get("origin")
-        if not origin:
-            return None
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        return origin if origin in self.allowed or origin == own else None
+    def origin_allowed(self, request: Request, origin: str) -> bool:
+        """True when ``origin`` may use the widget: an allowed origin, or this app's own (its demo page)."""
+        return origin in self.allowed or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
 
     @staticmethod
     def cors(origin: str) -> dict[str, str]:
@@ -102,7 +99,7 @@ class WidgetAPI:
         """A page of this app showing the widget as a visitor sees it (the app's own origin is always allowed)."""
         from starlette.responses import HTMLResponse
 
-        token = json.dumps(self.settings.token() or "")[1:-1].replace("<", "\\u003c").replace('"', "&quot;")
+        token = html.escape(self.settings.token() or "", quote=True)
         return HTMLResponse(
             "<!doctype html><html lang='zh'><meta charset='utf-8'><title>kbbot widget demo</title>"
             "<body style='font-family:sans-serif;max-width:40em;margin:3em auto'>"
@@ -124,7 +121,7 @@ class WidgetAPI:
         headers = self.cors(origin)
         if request.method == "OPTIONS":
             return Response(status_code=204, headers=headers)
-        if self.origin_allowed(request) is None:
+        if not self.origin_allowed(request, origin):
             log.info("widget message from a foreign origin %s refused", origin[:200])
             return JSONResponse({"error": FOREIGN}, status_code=403, headers=headers)
         body = await request.body()

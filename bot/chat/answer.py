@@ -186,7 +186,7 @@ class Answer:
             "decision": self.decision.value,
             "options": [o.to_dict() for o in self.options],
             "mode": self.mode,
-            "filter": {"categories": sorted(self.within.categories)} if self.within else None,
+            "filter": self.within.to_dict() if self.within else None,
             "llm": self.llm,
             "llm_used": self.llm_used,
             "thresholds": self.thresholds.to_dict() if self.thresholds else None,

@@ -127,12 +127,12 @@ def _host(url: str) -> str:
         return "(invalid URL)"
 
 
+_PLACEHOLDER = re.compile(r"<[^<>\s/=\"']{1,12}>")
+
+
 def unfilled_placeholders(text: str) -> list[str]:
     """The ``<...>`` placeholders of a copied example left in ``text`` (short, without spaces or markup)."""
     return list(dict.fromkeys(_PLACEHOLDER.findall(text)))
-
-
-_PLACEHOLDER = re.compile(r"<[^<>\s/=\"']{1,12}>")
 
 
 class Handoff:

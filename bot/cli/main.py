@@ -162,7 +162,7 @@ def _search(settings, args) -> int:
                 {
                     "query": args.query,
                     "mode": bot.mode,
-                    "filter": {"categories": sorted(within.categories)} if within else None,
+                    "filter": within.to_dict() if within else None,
                     "thresholds": cutoffs.to_dict(),
                     "hits": [dict(hit_dict(h), passed=h in passed) for h in hits],
                 },

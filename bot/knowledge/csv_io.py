@@ -207,7 +207,8 @@ def read_rows(rows: list[tuple[int, list[str]]], default_file: str, source: str)
         if key and (file, key) in seen:
             bad(number, f"与第 {seen[file, key]} 行重复 / same file and key as row {seen[file, key]}: {file} {key!r}")
         seen[file, key] = number
-        keywords = parse_keywords(row.get("metadata", "")) + parse_keywords(row.get(CATEGORY, ""))
+        categories = parse_keywords(row.get(CATEGORY, ""))
+        keywords = parse_keywords(row.get("metadata", "")) + categories
         raw: dict = {
             "query": row["query"].strip(),
             "document": row["document"].strip(),
@@ -216,7 +217,6 @@ def read_rows(rows: list[tuple[int, list[str]]], default_file: str, source: str)
         phrasings = [p.strip() for p in _PHRASING_SPLIT.split(row.get("questions", "")) if p.strip()]
         if phrasings:
             raw["questions"] = phrasings
-        categories = parse_keywords(row.get(CATEGORY, ""))
         if categories:
             raw["categories"] = list(categories)
         target = files.setdefault(file, CsvFile())

@@ -31,6 +31,10 @@ class EntryFilter:
         """True when ``entry`` lists one of the filter's categories."""
         return not self.categories.isdisjoint(entry.categories)
 
+    def to_dict(self) -> dict[str, list[str]]:
+        """The JSON form the API, the CLI and ``Answer.to_dict`` report (and the API accepts)."""
+        return {"categories": sorted(self.categories)}
+
     def describe(self) -> str:
         """The categories, sorted and comma-separated (for logs, notices and the sources panel)."""
         return ", ".join(sorted(self.categories))

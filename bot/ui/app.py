@@ -148,7 +148,7 @@ class ChatHandlers:
         ``categories`` (the page's selector) restrict the search; none selected searches the whole knowledge."""
         past = _plain_history(history)
         chosen = override(mode)
-        within = entry_filter(categories or None)
+        within = entry_filter(categories)
         shown = list(history or []) + [
             {"role": "user", "content": safe_markdown(message or "")},
             {"role": "assistant", "content": ""},
@@ -245,7 +245,7 @@ class ChatHandlers:
         client address)."""
         if not self.limits.retrieval.allow(client_key(request)):
             return f"<p class='kb-notice'>⚠️ {TOO_MANY}</p>"
-        within = entry_filter(categories or None)
+        within = entry_filter(categories)
         return retrieval_html(query, self.bot.retrieve_all_modes(query, within), within)
 
 
