@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-import app
 from bot.config.settings import Settings, load_settings
 from bot.factory import build_bot, build_store
 from bot.search.tokenizer import Tokenizer
 from bot.ui.app import build_demo
 from tests.support.knowledge import ROOT, TINY, set_cutoffs, write_knowledge
 from tests.support.ports import free_port
-from tests.support.serving import ADMIN_COOKIE, ADMIN_LOGIN, TOKEN
+from tests.support.serving import ADMIN_COOKIE, ADMIN_LOGIN, TOKEN, serve_in_process
 
 
 @pytest.fixture(scope="session")
@@ -129,13 +128,9 @@ def serve_api(monkeypatch):
             for mode in warm:
                 bot.index.searcher(mode)
             assert bot.index.wait_idle(120)
-        demo, routes = app.build_server(settings, bot)
-        port = free_port()
-        app.serve(
-            demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch
-        )
+        demo, url = serve_in_process(settings, bot, **launch)
         demos.append(demo)
-        return f"http://127.0.0.1:{port}/v1"
+        return f"{url}/v1"
 
     yield start
     for demo in demos:
@@ -154,14 +149,10 @@ def serve_app(settings, monkeypatch):
         from bot.ui.admin import COOKIE
 
         set_cutoffs(settings, "sparse", 0.5)
-        demo, routes = app.build_server(settings)
+        demo, url = serve_in_process(settings, **launch)
         ADMIN_COOKIE["Cookie"] = f"{COOKIE}={demo.admin.token()}"
-        port = free_port()
-        app.serve(
-            demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch
-        )
         demos.append(demo)
-        return f"http://127.0.0.1:{port}"
+        return url
 
     yield start
     for demo in demos:
@@ -176,11 +167,9 @@ def served(settings, monkeypatch):
     monkeypatch.setenv(settings.ui.admin.password_env, ADMIN_LOGIN[1])
     set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
-    demo, routes = app.build_server(settings, bot)
-    port = free_port()
-    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo, url = serve_in_process(settings, bot)
     try:
-        yield f"http://127.0.0.1:{port}/", bot
+        yield f"{url}/", bot
     finally:
         demo.close()
 

@@ -4,11 +4,14 @@ login. The fixtures that start the app are in tests/conftest.py (serve_api, serv
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import openai
 
+import app
 from bot.ui.admin import COOKIE
+from tests.support.ports import free_port
 
 TOKEN = "kbbot-test-token-0123456789abcdef"  # the API token the served apps are given
 ADMIN_LOGIN = ("boss", "s3cret-pass")  # the admin of the `served` app
@@ -68,3 +71,11 @@ def login(url: str) -> dict:
     r = httpx.post(f"{url}admin/login", data={"username": ADMIN_LOGIN[0], "password": ADMIN_LOGIN[1]})
     assert r.status_code == 303 and COOKIE in r.cookies
     return {COOKIE: r.cookies[COOKIE]}
+
+
+def serve_in_process(settings: Any, bot: Any = None, **launch: Any) -> tuple[Any, str]:
+    """``app.build_server`` + ``app.serve`` on a free loopback port, not blocking: (demo, base URL without "/")."""
+    demo, routes = app.build_server(settings, bot)
+    port = free_port()
+    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
+    return demo, f"http://127.0.0.1:{port}"
