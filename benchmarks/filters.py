@@ -53,17 +53,17 @@ def questions() -> tuple[str, list[str]]:
     return "starter", [json.loads(x)["question"] for x in starter.read_text(encoding="utf-8").splitlines() if x]
 
 
-def shown(answer) -> list[Entry]:
-    """Every entry a turn shows or offers: its hits, its candidates, its options."""
-    ids = {o.id for o in answer.options}
-    entries = [h.entry for h in [*answer.hits, *answer.candidates]]
-    return entries + [h.entry for h in answer.candidates if h.entry.id in ids]
+def shown(answer, by_id: dict[str, Entry]) -> list[Entry]:
+    """Every entry a turn shows or offers: its hits, its candidates, its options (looked up by id: an option need
+    not be a candidate, e.g. a popular entry in the "did you mean")."""
+    return [h.entry for h in [*answer.hits, *answer.candidates]] + [by_id[o.id] for o in answer.options]
 
 
 def run(mode: str, entries: list[Entry], asked: list[str], count: int, seed: int) -> dict[str, float]:
     """The counts and timings of ``count`` random filtered questions in ``mode``."""
     bot, settings = build(entries, STATE / "filters" / mode, mode)
     m = settings.retrieval.mode
+    by_id = {e.id: e for e in entries}
     rng = random.Random(seed)
     outside = same = total = answered = 0
     plain_ms: list[float] = []
@@ -79,7 +79,7 @@ def run(mode: str, entries: list[Entry], asked: list[str], count: int, seed: int
         hits, _ = bot.retrieve(question, mode=m, within=within)
         filtered_ms.append((time.perf_counter() - t) * 1000)
         answer = bot.answer(question, mode=m, within=within)
-        outside += sum(not within.admits(e) for e in [*(h.entry for h in hits), *shown(answer)])
+        outside += sum(not within.admits(e) for e in [*(h.entry for h in hits), *shown(answer, by_id)])
         answered += answer.decision.value == "answer"
         # The searcher's contract: its filtered top 5 are the unfiltered ranking's first 5 admitted entries (a
         # split message's parts are merged by the turn, at a depth that depends on top_k: not compared here).
