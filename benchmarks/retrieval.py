@@ -52,7 +52,7 @@ from bot.evaluation import (
     subsample,
 )
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
-from bot.search.base import Hit
+from bot.search.base import Hit, dense_leaf
 
 SYSTEMS = ("sparse", "dense-fasttext", "dense-e5", "hybrid-fasttext", "hybrid-e5", "rank_bm25")
 SEEDS = (0, 1, 2)
@@ -197,7 +197,7 @@ def runs_on(
         start = time.perf_counter()
         bot = build(entries, work / encoder, encoder)
         if encoder == "e5":
-            remember_question_vectors(bot.index.searcher("dense").encoder, serve=label != data_label(label))
+            remember_question_vectors(dense_leaf(bot.index.searcher("dense")).encoder, serve=label != data_label(label))
         for system in wanted:
             mode = system.split("-")[0]
             searcher = bot.index.searcher(mode)  # build before the clock starts

@@ -30,7 +30,7 @@ from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import PrivacyPolicy
 from bot.conversations.recorder import TurnRecorder
 from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
-from bot.errors import ConfigError, KnowledgeError
+from bot.errors import ConfigError, KnowledgeError, SearchBackendError
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Searcher
 from bot.search.index import KnowledgeIndex
@@ -59,22 +59,33 @@ def build_synonyms(settings: Settings, tokenizer: Tokenizer) -> Synonyms | None:
     return Synonyms(settings.resolve(settings.knowledge.synonyms), tokenizer)
 
 
+def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:
+    """The configured sparse engine: embedded tantivy, or Elasticsearch checked reachable; with
+    ``fallback_to_embedded``, an unreachable Elasticsearch is replaced by tantivy built with a visible notice."""
+    from bot.search.tantivy_searcher import TantivySearcher
+
+    path = settings.resolve(settings.state_dir) / "tantivy"
+    weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
+    if settings.retrieval.sparse.backend != "elasticsearch":
+        return TantivySearcher(path, tokenizer, weights)
+    from bot.search.es_searcher import FALLBACK_NOTICE, build_elasticsearch_searcher
+
+    try:
+        return build_elasticsearch_searcher(settings, tokenizer)
+    except SearchBackendError as exc:
+        if not settings.retrieval.sparse.elasticsearch.fallback_to_embedded:
+            raise
+        log.warning("Elasticsearch unavailable, falling back to the embedded engine: %s", exc)
+        return TantivySearcher(path, tokenizer, weights, notice=FALLBACK_NOTICE, fallback_reason=str(exc))
+
+
 def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], Searcher]]:
     """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
     state = settings.resolve(settings.state_dir)
     synonyms = build_synonyms(settings, tokenizer)  # one file for every mode, read now: a bad line stops the start
 
     def sparse() -> SparseSearcher:
-        searcher: SparseSearcher
-        if settings.retrieval.sparse.backend == "elasticsearch":
-            from bot.search.es_searcher import build_elasticsearch_searcher
-
-            searcher = build_elasticsearch_searcher(settings, tokenizer)
-        else:
-            from bot.search.tantivy_searcher import TantivySearcher
-
-            weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
-            searcher = TantivySearcher(state / "tantivy", tokenizer, weights)
+        searcher = sparse_searcher(settings, tokenizer)
         searcher.synonyms = synonyms
         return searcher
 

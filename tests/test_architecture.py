@@ -76,6 +76,23 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
     assert "bot.ui.app" in imports(bad) and layer_of("bot.ui.app") > layer_of("bot.search.index")
 
 
+CONCRETE_BACKENDS = {
+    "bot.search.tantivy_searcher",
+    "bot.search.es_searcher",
+    "bot.search.faiss_searcher",
+    "bot.search.hybrid",
+}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(BOT.parent)))
+def test_only_the_factory_and_the_search_package_name_a_concrete_backend(path):
+    name = module_name(path)
+    if name == "bot.factory" or name.startswith("bot.search"):
+        return
+    named = sorted(imports(path) & CONCRETE_BACKENDS)
+    assert not named, f"{name} imports {named}: take the role (bot.search.base) and let bot.factory build it"
+
+
 def test_public_api_names_resolve():
     import bot
 

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from bot.errors import SearchBackendError
+from bot.factory import sparse_searcher
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.es_searcher import (
     DOCKER_HINT,
@@ -25,6 +26,7 @@ from bot.search.es_searcher import (
     build_elasticsearch_searcher,
     mapping,
 )
+from bot.search.tantivy_searcher import TantivySearcher
 from tests.support.es_server import (
     FIELD_WEIGHTS,
     RequestLog,
@@ -238,8 +240,8 @@ def test_credentials_never_appear_in_errors(settings, monkeypatch):
 
 def test_fallback_to_embedded_flags_a_notice(settings, tokenizer, kb):
     es_settings(settings, f"http://127.0.0.1:{closed_port()}", fallback_to_embedded=True)
-    s = build_elasticsearch_searcher(settings, tokenizer)
-    assert s.name == "tantivy" and s.notice == FALLBACK_NOTICE and "docker run" in s.fallback_reason
+    s = sparse_searcher(settings, tokenizer)
+    assert isinstance(s, TantivySearcher) and s.notice == FALLBACK_NOTICE and "docker run" in s.fallback_reason
     s.sync(kb)
     assert ids(s.search("怎么添加知识", 1)) == ["faq:add"]
 

@@ -77,6 +77,19 @@ def test_close_candidates_are_clarified_and_a_number_answers_the_chosen_one(ladd
     assert none.strategy is Strategy.REPHRASE and none.text == REPHRASE_REPLY and none.decision is Decision.FALLBACK
 
 
+def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(ladder_settings, kb_dir):
+    lyrics = {"query": "校歌的歌词是什么？", "document": "校歌歌词由邹鲁作。", "metadata": "校歌,歌词"}
+    write_knowledge(kb_dir, {**SONGS, "lyrics": lyrics})
+    # anthem 1.000 and lyrics 0.994 tie within 0.01; second passes 0.04 below: the tie decides to ask, and the
+    # ranking under a tie is no surer, so the passing third is offered too
+    ladder_settings.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, clarify=0.01, confirm=0.3)
+    asked = build_bot(ladder_settings).answer("校歌是什么")
+    assert asked.decision is Decision.CLARIFY
+    assert [o.id for o in asked.options] == ["faq:anthem", "faq:lyrics", "faq:second"]
+    ladder_settings.ladder.max_options = 2
+    assert [o.id for o in build_bot(ladder_settings).answer("校歌是什么").options] == ["faq:anthem", "faq:lyrics"]
+
+
 def test_asking_an_entry_question_verbatim_answers_without_clarifying(ladder_settings):
     answer = build_bot(ladder_settings).answer("中大的第二校歌是什么？")
     assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:second"

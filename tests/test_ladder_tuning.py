@@ -25,6 +25,15 @@ def test_replay_counts_each_rung():
     assert on.asked == 0.5 and on.cost < off.cost
 
 
+def test_a_clarify_question_offers_the_passing_candidates_beyond_the_margin():
+    third = case("c", ("a", 0.95), ("b", 0.949), ("c", 0.93), ("d", 0.92), ("e", 0.70))
+    below = case("e", ("a", 0.95), ("b", 0.949), ("c", 0.93), ("d", 0.92), ("e", 0.70))
+    asked = replay([third, below], 0.8, 0.005, None)
+    assert (asked.clarified, asked.resolved) == (2, 1)  # c passes and is third: offered; e is fifth and fails
+    alone = case("c", ("a", 0.95), ("c", 0.93))
+    assert replay([alone], 0.8, 0.005, None).clarified == 0  # nothing within the margin: no question asked
+
+
 def test_a_fallback_costs_less_when_its_did_you_mean_holds_the_gold_entry():
     far = case("d", ("a", 0.5), ("b", 0.4), ("c", 0.3), ("d", 0.2))  # gold fourth: not among the three offered
     near = case("c", ("a", 0.5), ("b", 0.4), ("c", 0.3))

@@ -257,3 +257,40 @@ def test_no_filter_and_a_filter_on_every_category_give_the_same_hits(searcher, c
         plain, filtered = searcher.search(question, 5), searcher.search(question, 5, everything)
         assert ids(plain) == ids(filtered), question
         assert [h.relevance for h in plain] == pytest.approx([h.relevance for h in filtered])
+
+
+def test_served_the_search_reports_what_answered_it(searcher):
+    from bot.search.healing import ServedSearcher
+
+    found = ServedSearcher("sparse", searcher, None, lambda s, exc: None).find(QUESTIONS[0], 3)
+    assert ids(found.hits) == ids(searcher.search(QUESTIONS[0], 3)) and not found.failed and found.notices == ()
+    assert (found.system, found.searcher) == (searcher.system, searcher.name)
+
+
+class Broken(Searcher):
+    """An index that fails mid-search (a damaged file)."""
+
+    def search(self, query, top_k, within=None):
+        raise OSError("segment unreadable")
+
+    def upsert(self, entries, progress=None):
+        pass
+
+    def remove(self, ids):
+        pass
+
+    def indexed_hashes(self):
+        return {}
+
+
+def test_a_failed_search_is_reported_in_its_result_and_changes_nothing_stored():
+    from bot.search.healing import HEALING_ALONE, ServedSearcher
+
+    healed: list[str] = []
+    broken = Broken()
+    served = ServedSearcher("sparse", broken, None, lambda s, exc: healed.append(str(exc)))
+    failed = served.find("校歌", 3)
+    assert failed.failed and failed.hits == () and HEALING_ALONE in failed.notices and healed == ["segment unreadable"]
+    assert served.notices() == () and served.standing_in is False  # nothing was written on the shared searcher
+    with pytest.raises(OSError):  # without a healer (scripts, the CLI) the error reaches the caller
+        ServedSearcher("sparse", broken).find("校歌", 3)

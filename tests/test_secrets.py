@@ -247,8 +247,10 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     headers = client.transport.node_pool.all()[0].config.headers if auth == "basic_in_url" else client._headers
     assert headers  # the credentials really are in play (as an Authorization header)
     if fallback:
-        searcher = build_elasticsearch_searcher(settings, tokenizer)
-        assert searcher.notice and "Elasticsearch" in searcher.fallback_reason
+        from bot.factory import sparse_searcher
+
+        searcher = sparse_searcher(settings, tokenizer)
+        assert searcher.notice and "Elasticsearch" in (searcher.fallback_reason or "")
         assert_clean(searcher.notice, searcher.fallback_reason, repr(searcher))
     else:
         with pytest.raises(SearchBackendError) as caught:

@@ -19,7 +19,7 @@ import numpy as np
 
 from bot.chat.offers import squeeze
 from bot.knowledge.entries import Entry
-from bot.search.base import Hit
+from bot.search.base import Hit, Searcher, dense_leaf
 
 _LATIN_WORD = re.compile(r"[a-z0-9]+")
 VECTOR_CACHE = 4096  # texts of negatives and phrasings whose vectors are kept
@@ -66,15 +66,6 @@ class DenseCloseness:
             return [float(self._vectors[t] @ vector) for t in texts]
 
 
-def closeness_for(searcher: Any) -> DenseCloseness | None:
-    """The dense measure of a dense or hybrid searcher (its encoder), None for a sparse one."""
-    dense = getattr(searcher, "dense", searcher)
-    encoder = getattr(dense, "encoder", None)
-    if encoder is None or not hasattr(dense, "query_vector"):
-        return None
-    return DenseCloseness(dense.query_vector, encoder.embed_questions)
-
-
 class NegativeExamples:
     """Drops hits whose entry has a negative question closer to the message than the entry's own phrasings."""
 
@@ -90,7 +81,7 @@ class NegativeExamples:
             self._by_id = {e.id: e for e in entries if e.negative_questions}
             self._key = key
 
-    def blocks(self, question: str, entry: Entry, searcher: Any = None) -> bool:
+    def blocks(self, question: str, entry: Entry, searcher: Searcher | None = None) -> bool:
         """True when ``question`` is closer to one of ``entry``'s negatives than to any of its phrasings."""
         texts = [*entry.negative_questions, *entry.phrasings]
         count = len(entry.negative_questions)
@@ -102,15 +93,19 @@ class NegativeExamples:
         worst = max(sims[:count])
         return worst >= floor and worst > max(sims[count:])
 
-    def _dense_measure(self, searcher: Any) -> DenseCloseness | None:
-        if searcher is None:
+    def _dense_measure(self, searcher: Searcher | None) -> DenseCloseness | None:
+        # keyed by the index that holds the vectors: a served searcher is a new object on every request
+        dense = dense_leaf(searcher) if searcher is not None else None
+        if dense is None:
             return None
-        key = id(searcher)
+        key = id(dense)
         if key not in self._dense:
-            self._dense[key] = closeness_for(searcher)
+            self._dense[key] = DenseCloseness(dense.query_vector, dense.encoder.embed_questions)
         return self._dense[key]
 
-    def filter(self, question: str, hits: Sequence[Hit], entries: Sequence[Entry], searcher: Any = None) -> list[Hit]:
+    def filter(
+        self, question: str, hits: Sequence[Hit], entries: Sequence[Entry], searcher: Searcher | None = None
+    ) -> list[Hit]:
         """``hits`` without those the question must not get (entries as loaded now, by id)."""
         self._refresh(entries)
         if not self._by_id:

@@ -74,7 +74,7 @@ def searcher_notices(searcher: Searcher | None) -> list[str]:
     """Notices a built searcher carries (e.g. Elasticsearch down, the embedded engine serving instead)."""
     if searcher is None:
         return []
-    found = [getattr(s, "notice", None) for s in [searcher, *searcher.leaves()]]
+    found = [s.notice for s in [searcher, *searcher.leaves()]]
     return [n for n in dict.fromkeys(found) if n]
 
 

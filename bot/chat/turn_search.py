@@ -9,7 +9,6 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from bot.chat import services
 from bot.chat.answer import Cutoffs, Part
 from bot.chat.conversation import QueryRewriter, last_user_message
 from bot.chat.followup import followup_queries, reads_as_followup
@@ -22,7 +21,7 @@ from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.chat.steps import Ladder, Retrieval, Turn
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Hit
+from bot.search.base import Found, Hit
 from bot.search.index import KnowledgeIndex
 
 if TYPE_CHECKING:
@@ -63,44 +62,49 @@ class TurnSearch:
         top_k: int | None = None,
         retry: bool = True,
         within: EntryFilter | None = None,
-    ):
-        """(hits, passing hits, parts, the searcher that answered): a split message also gets each part's best
-        passing hit, labelled.
+    ) -> tuple[list[Hit], list[Hit], tuple[Part, ...], Found]:
+        """(hits, passing hits, parts, what answered): a split message also gets each part's best passing hit,
+        labelled; what answered is the whole message's :class:`Found` (its system, notices).
 
         A searcher that fails mid-turn (a damaged index, found by the search itself) is healed in the background;
         the turn is searched once more with what the mode serves now (another mode standing in, with its notice).
         """
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
-        found_parts = self._search_once(query, mode, top_k, within)
-        if retry and found_parts is None:
+        searched = self._search_once(query, mode, top_k, within)
+        if retry and searched[3].failed:
             return self._search(query, mode, top_k, retry=False, within=within)
-        return found_parts or ([], [], (), self.index.searcher(mode))
+        return searched
 
-    def _search_once(self, query: str, mode: str, top_k: int, within: EntryFilter | None):
-        """Like :meth:`_search`, or None when the searcher failed during the search."""
-        searcher = self.index.searcher(mode)
-        cutoffs = self.cutoffs(searcher.system)
+    def _search_once(
+        self, query: str, mode: str, top_k: int, within: EntryFilter | None
+    ) -> tuple[list[Hit], list[Hit], tuple[Part, ...], Found]:
+        """Like :meth:`_search`, without the second try; a failure of any part's search marks the whole one failed."""
+        searcher = self.index.served(mode)
         query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         parts = self.splitter.split(query) if self.splitter else [query]
-        found: tuple[Part, ...] = ()
         entries = self.index.entries
+        results: list[Found] = []
 
         def search(text: str) -> list[Hit]:  # an entry's negative questions keep it from similar questions
-            return self.negatives.filter(text, searcher.search(text, top_k, within), entries, searcher)
+            found = searcher.find(text, top_k, within)
+            results.append(found)
+            return self.negatives.filter(text, found.hits, entries, searcher)
 
+        hits = search(query)
+        whole = results[0]
+        cutoffs = self.cutoffs(whole.system)
+        labelled: tuple[Part, ...] = ()
         if len(parts) > 1:
             lists = [(p, search(p)) for p in parts]
-            hits = merge_hits([("", search(query))] + lists, top_k * len(parts))
-            found = tuple(
+            hits = merge_hits([("", hits)] + lists, top_k * len(parts))
+            labelled = tuple(
                 Part(p, next((dataclasses.replace(h, subquestion=p) for h in part_hits if cutoffs.passes(h)), None))
                 for p, part_hits in lists
             )
-        else:
-            hits = search(query)
-        if getattr(searcher, "failed", False):
-            return None
-        return hits, [h for h in hits if cutoffs.passes(h)], found, searcher
+        if any(f.failed for f in results):
+            whole = dataclasses.replace(whole, failed=True)
+        return hits, [h for h in hits if cutoffs.passes(h)], labelled, whole
 
     def cutoffs(self, system: str) -> Cutoffs:
         """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
@@ -135,7 +139,7 @@ class TurnSearch:
         rewritten = self._standalone(question, history, timings)
         search_q = rewritten or question
         t = time.perf_counter()
-        candidates, passed, parts, served = self._search(search_q, mode, within=turn.base.within)
+        candidates, passed, parts, found = self._search(search_q, mode, within=turn.base.within)
         previous = last_user_message(history) if self.llm is None else None
         previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
         if previous and self.ladder.chitchat is not None and self.ladder.chitchat.match(previous):
@@ -151,17 +155,17 @@ class TurnSearch:
                     break
         timings["retrieve"] = ms(t)
         # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
-        cutoffs = self.cutoffs(served.system)
+        cutoffs = self.cutoffs(found.system)
         candidates, passed, parts = self._graded(search_q, candidates, passed, parts, cutoffs, timings)
         turn.replace(candidates=candidates, rewritten=rewritten, parts=parts, thresholds=cutoffs)
-        turn.base = turn.base.noted(*services.searcher_notices(served))
+        turn.base = turn.base.noted(*found.notices)
         return Retrieval(candidates, passed, parts, cutoffs)
 
     def search_again(self, turn: Turn, text: str) -> list[Hit]:
         """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded against the
         thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
-        found, passed, _, served = self._search(text, turn.base.mode, within=turn.base.within)
-        return self._graded(turn.search_text, found, passed, (), self.cutoffs(served.system), turn.timings)[1]
+        hits, passed, _, found = self._search(text, turn.base.mode, within=turn.base.within)
+        return self._graded(turn.search_text, hits, passed, (), self.cutoffs(found.system), turn.timings)[1]
 
     def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
         """(the LLM's phrasings of the turn's question, the passing hits they found)."""

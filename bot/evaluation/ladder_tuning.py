@@ -1,9 +1,9 @@
 """Choosing the clarify margin, the confirm band and the ladder's answer threshold from labelled questions.
 
 Each question's ranked hits are replayed through the two middle rungs exactly as bot/chat/steps/knowledge.py
-runs them: passing candidates within the margin of the top one → clarify (resolved when a gold entry is among
-the options); nothing passes but the top hit is within the band below the threshold → confirm (resolved when it
-is gold); otherwise answer the top passing hit or fall back. The pair chosen has the lowest cost (a wrong answer
+runs them: two passing candidates within the margin of the top one → clarify, offering the passing candidates
+up to ``MAX_OPTIONS`` (resolved when a gold entry is among them); nothing passes but the top hit is within the
+band below the threshold → confirm (resolved when it is gold); otherwise answer the top passing hit or fall back. The pair chosen has the lowest cost (a wrong answer
 1, an answerable question that falls back ``MISS_COST``, a question asked back ``ASK_COST``, or ``BLIND_ASK_COST``
 when no gold entry is among its options) among those that ask back at most ``MAX_ASKED`` of the questions; either
 rung may come out off (None). The answer threshold may rise above the best-F1 one by up to ``MAX_RAISE``: with
@@ -87,9 +87,9 @@ def replay(cases: Sequence[Case], answer: float, margin: float | None, band: flo
         if passed:
             top = passed[0][1]
             close = list(dict.fromkeys(i for i, r in passed if margin is not None and top - r <= margin))
-            if len(close) >= 2:
+            if len(close) >= 2:  # asked: the options are the passing candidates, up to MAX_OPTIONS
                 clarified += 1
-                resolved += bool(case.gold & set(close[:MAX_OPTIONS]))
+                resolved += bool(case.gold & set(list(dict.fromkeys(i for i, _ in passed))[:MAX_OPTIONS]))
             elif passed[0][0] in case.gold:
                 right += 1
             else:

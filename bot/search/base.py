@@ -6,7 +6,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
@@ -66,12 +66,38 @@ class SyncReport:
         return bool(self.added or self.updated or self.removed or self.rebuilt)
 
 
+@dataclass(frozen=True)
+class Found:
+    """What one search of a served mode returned, and what answered it.
+
+    ``system`` names the thresholds that apply to the hits' relevance (the searcher that answered, which is another
+    mode's while the mode's own index builds or heals); ``notices`` are what the user is told about that (a stand-in,
+    Elasticsearch down); ``failed`` is True when the search raised (the index is being healed: search again for
+    what serves now). Built per search, never stored on a searcher: two turns cannot see each other's state.
+    """
+
+    hits: tuple[Hit, ...]
+    system: str
+    searcher: str
+    notices: tuple[str, ...] = ()
+    failed: bool = False
+
+
 class Searcher(ABC):
-    """Base of every searcher: subclasses store and score; the base does the diffing for sync."""
+    """Base of every searcher: subclasses store and score; the base does the diffing for sync.
+
+    The contract every backend keeps (tests/test_searcher_contract.py): ``search`` ranks best first with relevance in
+    [0, 1] that orders the hits as the ranking does, returns [] for a word-less query and never more than ``top_k``;
+    ``sync`` makes the index hold exactly the given entries, touching only what changed; ``indexed_hashes`` is None
+    when no usable index exists, with the reason in ``stale_reason``. Per-search facts (which searcher answered, its
+    notices, a failure) travel in :class:`Found`, built by :class:`bot.search.healing.ServedSearcher`.
+    """
 
     name: str = "searcher"
     # The retrieval system whose thresholds apply to this searcher's relevance ("sparse", "dense-e5", ...).
     system: str = "sparse"
+    # Fixed when the searcher is built: why it stands in for the configured engine (e.g. Elasticsearch unreachable).
+    notice: str | None = None
     # Why the last look at the on-disk index found nothing usable; subclasses set it when they open it.
     stale_reason: str = "no index yet"
 
@@ -156,3 +182,20 @@ def top_within(
         if len(admitted) >= top_k or len(found) < depth or depth >= total:
             return admitted[:top_k]
         depth = min(depth * FILTER_DEPTH, total)
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """An index that holds vectors (the dense searchers): what the negative examples measure closeness with."""
+
+    encoder: Any
+
+    def query_vector(self, query: str) -> Any:
+        """The question's vector, or None when it has none."""
+        ...
+
+
+def dense_leaf(searcher: Searcher) -> VectorIndex | None:
+    """The index of ``searcher`` that holds vectors (a dense mode's, a hybrid's dense half, under passages or a
+    served stand-in), None for a sparse one."""
+    return next((leaf for leaf in searcher.leaves() if isinstance(leaf, VectorIndex)), None)

@@ -371,29 +371,17 @@ def _total_hits(resp: Any, seen: int) -> int:
     return int(value) if isinstance(value, int) else seen
 
 
-def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> SparseSearcher:
-    """The Elasticsearch searcher, checked reachable; with fallback_to_embedded, a TantivySearcher with ``.notice``."""
+def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> ElasticsearchSearcher:
+    """The Elasticsearch searcher, checked reachable (SearchBackendError naming the fix when it is not)."""
     es = settings.retrieval.sparse.elasticsearch
-    weights = settings.retrieval.sparse.field_weights
-    try:
-        searcher = ElasticsearchSearcher(
-            client if client is not None else build_client(settings, es),
-            es.index,
-            tokenizer,
-            weights,
-            analyzer=es.analyzer,
-            shards=es.shards,
-            replicas=es.replicas,
-        )
-        searcher.check()
-        return searcher
-    except SearchBackendError as exc:
-        if not es.fallback_to_embedded:
-            raise
-        from bot.search.tantivy_searcher import TantivySearcher
-
-        log.warning("Elasticsearch unavailable, falling back to the embedded engine: %s", exc)
-        fallback = TantivySearcher(settings.resolve(settings.state_dir) / "tantivy", tokenizer, weights)
-        fallback.notice = FALLBACK_NOTICE
-        fallback.fallback_reason = str(exc)
-        return fallback
+    searcher = ElasticsearchSearcher(
+        client if client is not None else build_client(settings, es),
+        es.index,
+        tokenizer,
+        settings.retrieval.sparse.field_weights,
+        analyzer=es.analyzer,
+        shards=es.shards,
+        replicas=es.replicas,
+    )
+    searcher.check()
+    return searcher

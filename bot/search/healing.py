@@ -26,7 +26,7 @@ from pathlib import Path
 from bot.errors import ConfigError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Hit, Progress, Searcher
+from bot.search.base import Found, Hit, Progress, Searcher
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,9 @@ def clean_stale_temp(folders: Iterable[Path]) -> int:
 class ServedSearcher(Searcher):
     """What a mode serves now: its own searcher, or a stand-in (another mode's searcher, or none) with a notice.
 
-    Resolved once per request, so the thresholds (``system``) and the hits of a turn come from the same searcher.
-    A search error is reported through ``on_error`` (which schedules the healing) and answered with no hits.
+    Resolved once per request and never changed after: :meth:`find` reports each search's facts (the system whose
+    thresholds apply, the notices, a failure) in a :class:`Found`. A search error is reported through ``on_error``
+    (which schedules the healing) and answered with no hits.
     """
 
     def __init__(
@@ -156,7 +157,6 @@ class ServedSearcher(Searcher):
         on_error: Callable[[Searcher, BaseException], None] | None = None,
     ):
         self.mode, self.target, self.notice, self._on_error = mode, target, notice, on_error
-        self.failed = False  # set when a search raised: the caller may ask the index again for a stand-in
         self.name = target.name if target is not None else "none"
         self.system = target.system if target is not None else "sparse"
 
@@ -165,31 +165,36 @@ class ServedSearcher(Searcher):
         """True when this is not the mode's own searcher (building, healing or missing)."""
         return self.notice is not None
 
-    def __getattr__(self, name: str):
-        target = self.__dict__.get("target")
-        if target is None:
-            raise AttributeError(name)
-        return getattr(target, name)
+    def notices(self) -> tuple[str, ...]:
+        """The stand-in notice and those its indexes were built with (e.g. Elasticsearch down), once each."""
+        built = [self.target, *self.leaves()] if self.target is not None else []
+        found = [self.notice, *(s.notice for s in built)]
+        return tuple(n for n in dict.fromkeys(found) if n)
 
-    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
-        """The target's hits; [] (and the healing notice) when it has none or fails."""
+    def find(self, query: str, top_k: int, within: EntryFilter | None = None) -> Found:
+        """The target's hits and what answered them; no hits and ``failed`` (healing scheduled) when it raised."""
         if self.target is None:
-            return []
+            return Found((), self.system, self.name, self.notices())
         try:
-            return self.target.search(query, top_k, within)
+            hits = self.target.search(query, top_k, within)
         except (KeyboardInterrupt, SystemExit, ConfigError):
             raise
         except BaseException as exc:
+            if self._on_error is None:  # nothing heals it (scripts, the CLI): the caller sees the error
+                raise
             log.error(
                 "search failed in mode %s (%s): %s; healing the index in the background",
                 self.mode,
                 type(exc).__name__,
                 exc,
             )
-            self.notice, self.failed = HEALING_ALONE, True
-            if self._on_error is not None:
-                self._on_error(self.target, exc)
-            return []
+            self._on_error(self.target, exc)
+            return Found((), self.system, self.name, (*self.notices(), HEALING_ALONE), failed=True)
+        return Found(tuple(hits), self.system, self.name, self.notices())
+
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The hits of :meth:`find` (for callers that only rank, e.g. the linter and the rewrite rung)."""
+        return list(self.find(query, top_k, within).hits)
 
     def leaves(self) -> list[Searcher]:
         """The target's leaves (their notices show too)."""

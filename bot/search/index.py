@@ -369,6 +369,12 @@ class KnowledgeIndex:
                 self._builder.submit(mode, lambda: self._build(mode))
         return self._served(mode)
 
+    def served(self, mode: str) -> ServedSearcher:
+        """What ``mode`` serves now, as :meth:`searcher`, always wrapped so that :meth:`ServedSearcher.find` reports
+        what answered each search (scripts and the CLI get the mode's own searcher, whose errors are raised)."""
+        searcher = self.searcher(mode)
+        return searcher if isinstance(searcher, ServedSearcher) else ServedSearcher(mode, searcher)
+
     def _build(self, mode: str) -> None:
         """Create ``mode``'s searcher, serve what its indexes hold on disk, and schedule their syncs."""
         try:

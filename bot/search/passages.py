@@ -199,12 +199,6 @@ class PassageSearcher(Searcher):
         self.inner, self.passages = inner, passages
         self.name, self.system = inner.name, inner.system
 
-    def __getattr__(self, name: str):
-        """Anything else (a dense searcher's ``encoder``, ...) is the inner searcher's."""
-        if name == "inner":  # not set yet (unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
     @property
     def stale_reason(self) -> str:  # type: ignore[override]
         """Why the inner searcher's index is not usable."""

@@ -52,11 +52,17 @@ class TantivySearcher(SparseSearcher):
     """BM25 (tantivy) over one field of all an entry's words, each field's words repeated by its weight."""
 
     name = "tantivy"
-    # Set when this engine stands in for an unreachable Elasticsearch (es_searcher.build_elasticsearch_searcher).
-    notice: str | None = None
-    fallback_reason: str | None = None
 
-    def __init__(self, path: str | Path, tokenizer: Tokenizer, field_weights: Mapping[str, int]):
+    def __init__(
+        self,
+        path: str | Path,
+        tokenizer: Tokenizer,
+        field_weights: Mapping[str, int],
+        notice: str | None = None,
+        fallback_reason: str | None = None,
+    ):
+        # notice / fallback_reason: set when this engine stands in for an unreachable Elasticsearch (the factory)
+        self.notice, self.fallback_reason = notice, fallback_reason
         self.path = Path(path)
         self.tokenizer = tokenizer
         self.field_weights = {f: int(field_weights.get(f, 1)) for f in FIELDS}

@@ -19,7 +19,8 @@ def _asked_verbatim(question: str, hit: Hit) -> bool:
 
 
 class ClarifyStep:
-    """Two or three passing candidates within the calibrated margin: ask which one is meant."""
+    """The top two passing candidates within the calibrated margin: ask which one is meant, offering the passing
+    candidates up to ``max_options``."""
 
     name = "clarify"
 
@@ -35,10 +36,14 @@ class ClarifyStep:
         top = found.passed[0].relevance
         close: dict[str, Hit] = {}
         for hit in found.passed:
-            if top - hit.relevance <= margin and len(close) < self.max_options:
-                close.setdefault(" ".join(hit.entry.query.split()), hit)
-        if len(close) < 2:
+            close.setdefault(" ".join(hit.entry.query.split()), hit)
+        within = [h for h in close.values() if top - h.relevance <= margin]
+        if len(within) < 2:
             return
+        # The margin decides whether to ask; once asking, every passing candidate up to max_options is offered:
+        # when the top two tie the ranking below them is no surer (sysu: the gold of "学一食堂电话" came third, 0.01
+        # under two tied look-alikes).
+        close = dict(list(close.items())[: self.max_options])
         options = tuple(Option(h.entry.id, q) for q, h in close.items())
         answer = turn.replace(
             text=clarify_text([o.question for o in options]), strategy=Strategy.CLARIFY, options=options
