@@ -104,7 +104,15 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
                 )
             o = d.openai
             encoder = OpenAIEncoder(
-                o.base_url, o.model, key, state / "embeddings", o.batch_size, o.timeout, o.max_retries, o.input_type
+                o.base_url,
+                o.model,
+                key,
+                state / "embeddings",
+                o.batch_size,
+                o.timeout,
+                o.max_retries,
+                o.input_type,
+                key_env=o.api_key_env,
             )
         elif d.encoder == "e5":
             e = d.e5

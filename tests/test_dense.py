@@ -19,6 +19,7 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.search.faiss_searcher import FaissSearcher
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.ports import free_port
 
 # Fast on the tiny knowledge (~0.3 s to train): 50 epochs flat. The epoch budget (target_tokens) would give the
 # tiny knowledge 1,000 epochs; it has tests of its own below. Output vectors are on, as shipped.
@@ -304,13 +305,21 @@ def test_bot_answers_with_fasttext_in_dense_and_hybrid_mode(settings, mode):
 class EmbeddingServer:
     """A local /v1/embeddings endpoint: hashed bag of characters, and a log of every request's inputs."""
 
-    def __init__(self, dim: int = 64):
+    def __init__(self, dim: int = 64, key: str | None = None):
         self.requests: list[list[str]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
+                    out = json.dumps({"error": {"message": "Incorrect API key", "type": "invalid_request_error"}})
+                    self.send_response(401)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out.encode())))
+                    self.end_headers()
+                    self.wfile.write(out.encode())
+                    return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 server.requests.append(inputs)
                 data = [
@@ -352,6 +361,25 @@ def embedding_server():
     yield server
     server.httpd.shutdown()
     server.httpd.server_close()
+
+
+def test_embedding_errors_say_what_to_check_as_the_llm_errors_do(tmp_path):
+    from bot.errors import SearchBackendError
+
+    locked = EmbeddingServer(key="sk-right")
+    try:
+        wrong = OpenAIEncoder(locked.url, "emb", "sk-wrong", tmp_path / "a", max_retries=0, key_env="KBBOT_EMBED_KEY")
+        with pytest.raises(SearchBackendError, match="rejected the API key \\(401\\); check the KBBOT_EMBED_KEY"):
+            wrong.embed_questions(["图书馆"])
+        right = OpenAIEncoder(locked.url, "emb", "sk-right", tmp_path / "b", max_retries=0)
+        assert right.embed_questions(["图书馆"]).shape == (1, 64)
+    finally:
+        locked.httpd.shutdown()
+        locked.httpd.server_close()
+    down = OpenAIEncoder(f"http://127.0.0.1:{free_port()}/v1", "emb", "sk-secret-7", tmp_path / "c", max_retries=0)
+    with pytest.raises(SearchBackendError, match="cannot connect .* retrieval.dense.openai.base_url") as err:
+        down.embed_questions(["图书馆"])
+    assert "sk-secret-7" not in str(err.value)
 
 
 def test_openai_encoder_embeds_only_what_changed(tmp_path, entries, embedding_server):

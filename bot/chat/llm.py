@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from bot.chat.reasoning import SHOWN_CHARS, ThinkFilter, Thought
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
+from bot.openai_compat import Endpoint, advice, is_timeout, openai_client
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -71,43 +72,22 @@ class OpenAIChat(ChatModel):
         key_env: str = "OPENAI_API_KEY",
         max_reasoning_chars: int = 32000,
     ):
-        import openai
-
         self.base_url = base_url
         self.model = model
         self.name = model
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = timeout
-        self._key_env = key_env
         self.max_reasoning_chars = max_reasoning_chars
-        # The openai client retries 408/409/429/5xx/timeouts itself, with exponential backoff and jitter.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        self.endpoint = Endpoint(base_url, model, timeout, max_retries, key_env, "llm")
+        self._client = openai_client(self.endpoint, api_key)
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
 
     def _translate(self, exc: Exception) -> LLMError:
-        import openai
-
-        where = f"the LLM at {self.base_url} (model {self.model})"
-        if isinstance(exc, openai.APITimeoutError):
-            return LLMTimeoutError(
-                f"{where} did not answer within {self.timeout:g}s; raise llm.timeout in config.yaml or check the server's load"
-            )
-        if isinstance(exc, openai.AuthenticationError):
-            return LLMError(f"{where} rejected the API key (401); check the {self._key_env} environment variable")
-        if isinstance(exc, openai.PermissionDeniedError):
-            return LLMError(f"{where} refused access (403); check that the key in {self._key_env} may use this model")
-        if isinstance(exc, openai.NotFoundError):
-            return LLMError(f"{where} answered 404; check llm.model and llm.base_url (it usually ends in /v1)")
-        if isinstance(exc, openai.RateLimitError):
-            return LLMError(f"{where} is rate limiting (429) even after retries; wait, or raise llm.max_retries")
-        if isinstance(exc, openai.APIStatusError):
-            return LLMError(f"{where} failed with HTTP {exc.status_code} after retries; check the server's logs")
-        if isinstance(exc, openai.APIConnectionError):
-            return LLMError(f"cannot connect to {where}; is the server running and llm.base_url right?")
-        return LLMError(f"{where} failed: {type(exc).__name__}: {exc}")
+        text = advice(exc, self.endpoint, "the LLM")
+        return LLMTimeoutError(text) if is_timeout(exc) else LLMError(text)
 
     def stream(self, messages: Sequence[Message], max_tokens: int | None = None) -> Iterator[str]:
         """Stream the reply over SSE; a break after some text raises LLMStreamBroken carrying that text."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.ports import free_port
 
 FIELD_WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 SKIP_REASON = "osmem-server is not installed (pip install 'kbbot[test]')"
@@ -45,9 +46,7 @@ def port_of(url: str) -> int:
 
 def closed_port() -> int:
     """A port nothing listens on (bound then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 def shared_server() -> Any:

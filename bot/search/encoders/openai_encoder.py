@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bot.errors import SearchBackendError
+from bot.openai_compat import Endpoint, advice, openai_client
 from bot.search.encoders.base import DOCUMENT, QUESTION, normalize_rows
 from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
 from bot.search.encoders.cached import CachedEncoder
@@ -43,10 +44,12 @@ class OpenAIEncoder(CachedEncoder):
         max_retries: int = 2,
         input_type: bool = False,
         max_cached: int = DEFAULT_MAX_ROWS,
+        key_env: str = "OPENAI_API_KEY",
     ):
         super().__init__(EmbeddingCache(Path(cache_dir) / CACHE_FILE, max_cached), batch_size)
         self.base_url, self.model, self.input_type = base_url, model, input_type
         self.api_key, self.timeout, self.max_retries = api_key, timeout, max_retries
+        self.endpoint = Endpoint(base_url, model, timeout, max_retries, key_env, "retrieval.dense.openai")
         self._client: openai.OpenAI | None = None
         self.requests = 0  # embedding calls made, so re-indexing cost is observable
 
@@ -60,20 +63,13 @@ class OpenAIEncoder(CachedEncoder):
 
     def _encode(self, texts: list[str], role: str) -> np.ndarray:
         if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(
-                base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
-            )
+            self._client = openai_client(self.endpoint, self.api_key)
         extra_body = {"input_type": INPUT_TYPES[role]} if self.input_type else None  # None: the SDK's default
         try:
             self.requests += 1
             response = self._client.embeddings.create(model=self.model, input=texts, extra_body=extra_body)
-        except Exception as exc:  # the SDK has many error types; all mean "no vectors", with this advice
-            raise SearchBackendError(
-                f"embedding request to {self.base_url} (model {self.model}) failed: {exc}; "
-                "check retrieval.dense.openai settings and the API key"
-            ) from exc
+        except Exception as exc:  # the SDK has many error types; all mean "no vectors", each with its advice
+            raise SearchBackendError(advice(exc, self.endpoint, "the embeddings server")) from exc
         rows = sorted(response.data, key=lambda d: d.index)
         try:
             return normalize_rows(np.array([d.embedding for d in rows], dtype=np.float32))
