@@ -164,9 +164,9 @@ def app_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
 
 def llm_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
     """Rows 20-22: the local test LLM misbehaving."""
-    from bot.chat.bot import LLM_DOWN_NOTICE
     from bot.config.settings import Cutoffs
     from bot.factory import build_bot
+    from bot.texts import LLM_DOWN_NOTICE
     from tests.support.llm_server import Fault, LocalLLMServer
 
     rows: dict[int, Row] = {}

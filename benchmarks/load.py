@@ -31,7 +31,7 @@ from bot.chat.llm import OpenAIChat
 from bot.config.settings import Settings, load_settings
 from bot.evaluation import percentile
 from bot.factory import build_bot, build_store
-from bot.ui.app import RATE_LIMITED
+from bot.texts import RATE_LIMITED
 from tests.support.llm_server import LocalLLMServer
 
 QUESTIONS = [

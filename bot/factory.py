@@ -68,7 +68,8 @@ def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:
     weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
     if settings.retrieval.sparse.backend != "elasticsearch":
         return TantivySearcher(path, tokenizer, weights)
-    from bot.search.es_searcher import FALLBACK_NOTICE, build_elasticsearch_searcher
+    from bot.search.es_searcher import build_elasticsearch_searcher
+    from bot.texts import FALLBACK_NOTICE
 
     try:
         return build_elasticsearch_searcher(settings, tokenizer)

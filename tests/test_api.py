@@ -13,6 +13,7 @@ import pytest
 
 import app
 from bot.factory import build_bot
+from bot.texts import RATE_LIMITED
 from tests.support.knowledge import set_cutoffs, write_knowledge
 from tests.support.serving import TOKEN, ask, client, streamed
 
@@ -184,7 +185,7 @@ def test_rate_limit_per_token(settings, serve_api):
         ask(url, "怎么添加知识？")
     with pytest.raises(openai.RateLimitError) as err:
         ask(url, "怎么添加知识？")
-    assert err.value.body["code"] == "rate_limit_exceeded" and "Too many requests" in err.value.message
+    assert err.value.body["code"] == "rate_limit_exceeded" and err.value.body["message"] == RATE_LIMITED
     client(url).models.list()  # listing models is not a chat message
 
 

@@ -269,7 +269,8 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
 
 
 def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
-    from bot.ui.app import INTERNAL_ERROR, ChatHandlers
+    from bot.texts import INTERNAL_ERROR
+    from bot.ui.app import ChatHandlers
 
     bot = build_bot(settings)
     handlers = ChatHandlers(bot, settings)

@@ -14,7 +14,7 @@ import pytest
 
 BOT = Path(__file__).resolve().parents[1] / "bot"
 LAYERS = [
-    {"bot.errors", "bot.fsutil", "bot.optional", "bot.openai_compat"},
+    {"bot.errors", "bot.fsutil", "bot.optional", "bot.openai_compat", "bot.texts"},
     {"bot.config"},
     {"bot.knowledge"},
     {"bot.search"},

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from bot.chat.answer import Strategy
-from bot.chat.bot import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.factory import build_bot
+from bot.texts import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from tests.support.knowledge import set_cutoffs
 from tests.support.llm_scripts import HYDE_MARK, scripted
 from tests.support.llm_server import Fault

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from bot.api.widget import FOREIGN
+from bot.texts import FOREIGN
 from tests.support.browser import shot
 from tests.support.knowledge import FEES, write_knowledge
 

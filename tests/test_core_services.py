@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from bot.chat.compose import PART_NOT_FOUND
-from bot.chat.services import KNOWLEDGE_PROBLEM, example_questions
+from bot.chat.services import example_questions
 from bot.errors import BotError
 from bot.factory import build_bot, build_store
 from bot.knowledge.entries import Entry
+from bot.texts import KNOWLEDGE_PROBLEM, PART_NOT_FOUND
 from bot.ui.render import header_markdown, sources_html
 from tests.support.knowledge import set_cutoffs
 

@@ -19,14 +19,13 @@ from bot.factory import sparse_searcher
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.es_searcher import (
     DOCKER_HINT,
-    FALLBACK_NOTICE,
     INSTALL_HINT,
-    UNAVAILABLE,
     ElasticsearchSearcher,
     build_elasticsearch_searcher,
     mapping,
 )
 from bot.search.tantivy_searcher import TantivySearcher
+from bot.texts import FALLBACK_NOTICE, SEARCH_DOWN_NOTICE
 from tests.support.es_server import (
     FIELD_WEIGHTS,
     RequestLog,
@@ -262,7 +261,7 @@ def test_cluster_outage_mid_session_then_recovery(tmp_path, tokenizer, kb):
         start = time.perf_counter()
         with pytest.raises(SearchBackendError) as err:
             s.search("怎么添加知识", 3)
-        assert str(err.value).startswith(UNAVAILABLE) and f"127.0.0.1:{port}" in str(err.value)
+        assert str(err.value).startswith(SEARCH_DOWN_NOTICE) and f"127.0.0.1:{port}" in str(err.value)
         assert time.perf_counter() - start < 5
         server = start_server(port)  # same port; osmem keeps nothing in memory across restarts
         with pytest.raises(SearchBackendError, match="does not exist.*python -m bot index"):
@@ -309,7 +308,7 @@ def test_elasticsearch_threshold_key_is_rejected(tmp_path, kb_dir):
 
 
 def test_bot_says_search_is_down_then_recovers_without_restart(settings):
-    from bot.chat.bot import SEARCH_DOWN_NOTICE
+
     from bot.factory import build_bot
 
     server = start_server()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from bot.chat.expensive import LONG_BUSY
 from bot.factory import build_bot
+from bot.texts import LONG_BUSY
 from tests.support.knowledge import set_cutoffs
 from tests.support.llm_server import Fault
 

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from bot.chat.answer import Strategy
-from bot.chat.bot import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
 from bot.search.tokenizer import Tokenizer
+from bot.texts import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from tests.support.knowledge import ROOT, set_cutoffs
 from tests.support.llm_server import Fault
 

@@ -200,8 +200,8 @@ def test_llm_calls_in_flight_are_bounded(llm_server):
 
 
 def test_waiting_beyond_the_timeout_degrades_like_an_llm_error(llm_settings, llm_server):
-    from bot.chat.bot import LLM_DOWN_NOTICE
     from bot.factory import build_bot
+    from bot.texts import LLM_DOWN_NOTICE
 
     llm_settings.llm.max_concurrency = 1
     llm_settings.llm.timeout = 0.5

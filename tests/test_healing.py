@@ -18,9 +18,10 @@ import pytest
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
 from bot.search.encoders.base import Encoder, normalize_rows
-from bot.search.healing import BUILDING_ALONE, HEALING_ALONE, clean_stale_temp
+from bot.search.healing import clean_stale_temp
 from bot.search.index import KnowledgeIndex
 from bot.search.tantivy_searcher import TantivySearcher
+from bot.texts import BUILDING_ALONE, HEALING_ALONE
 from tests.support.fault_injection import plant_stale_temp, scramble, segment_files
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.answer import Decision, Strategy
-from bot.chat.offers import REPHRASE_REPLY, read_offer
+from bot.chat.offers import read_offer
 from bot.config.settings import Cutoffs
 from bot.factory import build_bot
+from bot.texts import REPHRASE_REPLY
 from tests.support.knowledge import write_knowledge
 from tests.support.webhook import Hook
 

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from bot.chat.bot import LLM_DOWN_NOTICE
 from bot.chat.reasoning import ThinkFilter, strip_reasoning
 from bot.factory import build_bot
+from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import set_cutoffs
 from tests.support.llm_scripts import HARD, grade_by_title, kind
 from tests.support.llm_server import Fault

@@ -284,7 +284,8 @@ class Broken(Searcher):
 
 
 def test_a_failed_search_is_reported_in_its_result_and_changes_nothing_stored():
-    from bot.search.healing import HEALING_ALONE, ServedSearcher
+    from bot.search.healing import ServedSearcher
+    from bot.texts import HEALING_ALONE
 
     healed: list[str] = []
     broken = Broken()

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.chat.bot import LLM_DOWN_NOTICE
 from bot.errors import BotError, SearchBackendError
 from bot.factory import build_bot, build_store
+from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import ROOT, config_dict, set_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
 

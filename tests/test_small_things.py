@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from bot import texts
 from bot.chat import services
 from bot.chat.answer import Answer, Strategy
 from bot.factory import build_bot
@@ -27,7 +28,7 @@ def test_a_notice_that_brings_its_own_warning_sign_shows_one(settings):
 
 
 def test_problem_lines_point_chat_users_to_an_admin_not_to_a_hidden_tab():
-    for line in (services.KNOWLEDGE_PROBLEM, services.CONFIG_PROBLEM):
+    for line in (texts.KNOWLEDGE_PROBLEM, texts.CONFIG_PROBLEM):
         assert "an admin sees the details" in line and "管理员" in line
 
 
@@ -43,7 +44,7 @@ def test_a_mode_still_building_says_so_in_the_retrieval_test(settings, monkeypat
 
     monkeypatch.setattr(bot.index, "searcher", building)
     results = bot.retrieve_all_modes("怎么添加知识？")
-    assert results["dense"].error == services.BUILDING_RESULTS.format(mode="dense")
+    assert results["dense"].error == texts.BUILDING_RESULTS.format(mode="dense")
     assert "answering from" not in results["dense"].error and results["sparse"].hits
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.answer import Strategy
-from bot.chat.bot import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
 from bot.factory import build_bot
+from bot.texts import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
 from bot.ui.render import sources_html
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.support.llm_scripts import scripted

@@ -6,8 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bot.api.widget import BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, WidgetAPI, parse_widget_request
+from bot.api.widget import WidgetAPI, parse_widget_request
 from bot.conversations.turn_log import turn_log_from_settings
+from bot.texts import BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL
 from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
 
 WIDGET_TOKEN = "widget-token-for-tests"

@@ -29,14 +29,13 @@ from bot.chat.limits import chat_per_minute
 from bot.chat.ratelimit import SlidingWindowLimiter
 from bot.config.settings import Settings
 from bot.errors import BotError
+from bot.texts import INTERNAL_ERROR, RATE_LIMITED
 
 log = logging.getLogger(__name__)
 
 # A request body larger than this is refused before it is parsed (the question itself is cut much earlier, at
 # limits.max_message_chars, by the Bot; the history is clipped to prompt.max_history_turns).
 MAX_BODY_BYTES = 1 << 20
-RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many requests; please wait a minute and try again."
-INTERNAL_ERROR = "内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 

@@ -22,6 +22,7 @@ from starlette.responses import Response
 
 from bot.chat.limits import chat_per_minute
 from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -34,12 +35,6 @@ log = logging.getLogger(__name__)
 DAY = 86_400.0
 MAX_BODY_BYTES = 64_000
 MAX_HISTORY = 20  # messages of history a widget request may carry
-FOREIGN = "此网站未获准使用本聊天窗口 / This site may not use this chat widget."
-BAD_TOKEN = "聊天窗口的令牌无效 / The widget token is not valid."
-SESSION_FULL = "本次对话的消息已达上限，请刷新页面后再试。/ This conversation has reached its limit; reload the page."
-DAY_FULL = "今天的消息已达上限，请明天再试。/ Today's limit of messages is reached; please try again tomorrow."
-TOO_FAST = "发送太频繁，请稍等一分钟。/ Too many messages; please wait a minute."
-BAD_REQUEST = "请求无效 / Bad request"
 
 
 def widget_script() -> str:

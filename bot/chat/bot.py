@@ -11,17 +11,15 @@ from typing import Any
 
 from bot.chat import services
 from bot.chat.answer import Answer, Cutoffs, Part, Strategy
-from bot.chat.cleaning import TRUNCATED_NOTICE, clean_message  # noqa: F401 (re-exported)
-from bot.chat.compose import RETRIEVAL_ONLY_LABEL  # noqa: F401 (re-exported)
-from bot.chat.expensive import LONG_BUSY
+from bot.chat.cleaning import clean_message
 from bot.chat.fallback import LastResort
-from bot.chat.generate import CUT_NOTICE, LLM_DOWN_NOTICE, finish, ms  # noqa: F401 (notices re-exported)
+from bot.chat.generate import finish
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder
-from bot.chat.respond import VERBATIM_LABEL, Responder  # noqa: F401 (VERBATIM_LABEL re-exported)
+from bot.chat.respond import Responder
 from bot.chat.steps import Ladder, Turn, build_steps
 from bot.chat.turn_search import TurnSearch
 from bot.conversations.popular import PopularEntries
@@ -32,13 +30,13 @@ from bot.knowledge.filters import EntryFilter, categories_of
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
 from bot.search.index import KnowledgeIndex
+from bot.texts import (
+    EMPTY_REPLY,
+    LONG_BUSY,
+    SEARCH_DOWN_NOTICE,
+)
 
 log = logging.getLogger(__name__)
-
-EMPTY_REPLY = "请输入您的问题。/ Please type a question."
-SEARCH_DOWN_NOTICE = (
-    "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
-)
 
 
 NO_LLM_STEPS = LLMSteps()

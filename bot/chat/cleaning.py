@@ -5,9 +5,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-TRUNCATED_NOTICE = (
-    "消息过长，只使用了前 {n} 个字符。/ The message was too long; only its first {n} characters were used."
-)
+from bot.texts import TRUNCATED_NOTICE
 
 
 def clean_message(message: Any, limit: int) -> tuple[str, str | None]:

@@ -7,10 +7,7 @@ from collections.abc import Sequence
 from bot.chat.answer import Part
 from bot.search.base import Hit
 from bot.search.passages import excerpt
-
-RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
-OTHERS_LABEL = "其他相关条目 / Other related entries:"
-PART_NOT_FOUND = "（没有找到足够相关的条目 / No entry matched this part well enough.）"
+from bot.texts import OTHERS_LABEL, PART_NOT_FOUND, RETRIEVAL_ONLY_LABEL
 
 
 def compose(hits: Sequence[Hit], parts: Sequence[Part], no_hits: str, max_hit_chars: int | None = None) -> str:

@@ -7,11 +7,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-LONG_BUSY = (
-    "长问题太多，正在排队处理，请稍后再试，或把问题写短一些。/ Too many long questions are being answered right now; "
-    "please try again shortly, or ask a shorter question."
-)
-
 
 class ExpensiveGate:
     """At most ``limit`` messages longer than ``min_chars`` in flight; one more waits up to ``wait`` s, then is

@@ -11,13 +11,9 @@ from bot.chat.answer import Answer
 from bot.chat.llm import ChatModel
 from bot.chat.reasoning import Thought
 from bot.errors import LLMError, LLMStreamBroken
+from bot.texts import CUT_NOTICE, LLM_DOWN_NOTICE
 
 log = logging.getLogger(__name__)
-
-LLM_DOWN_NOTICE = (
-    "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
-)
-CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
 
 
 def ms(start: float) -> float:

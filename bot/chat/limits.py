@@ -8,11 +8,7 @@ from collections.abc import Iterator, Sequence
 from bot.chat.llm import ChatModel, Message
 from bot.config.settings import Settings
 from bot.errors import LLMTimeoutError
-
-BUSY = (
-    "大模型繁忙，请稍后再试。/ The LLM is busy ({limit} calls in flight for {waited:g} s); "
-    "raise llm.max_concurrency or try again shortly."
-)
+from bot.texts import BUSY
 
 
 def chat_per_minute(settings: Settings) -> int:

@@ -15,15 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.chat.prompt import normalize_history
+from bot.texts import CLARIFY_HEAD, CLARIFY_TAIL, CONFIRM_TEMPLATE
 
-CLARIFY_HEAD = "您想问的是：/ Did you mean:"
-CLARIFY_TAIL = "请回复序号或点选一项。/ Reply with a number or pick one."
 CONFIRM_HEAD = "您是想问"
-CONFIRM_TEMPLATE = "您是想问「{question}」吗？请回复“是”或“不是”。/ Did you mean “{question}”? Reply yes or no."
-REPHRASE_REPLY = (
-    "好的，请换个说法再问一次，说得具体一些会更容易找到答案。/ All right, please ask again in other words; more "
-    "detail makes the answer easier to find."
-)
 _OPTION_LINE = re.compile(r"^\s*(\d{1,2})[.．、)]\s*(.+?)\s*$")
 _CONFIRMED = re.compile(re.escape(CONFIRM_HEAD) + r"「(.+?)」吗？")
 _YES = frozenset(

@@ -16,8 +16,7 @@ from bot.chat.llm import ChatModel
 from bot.chat.prompt import PromptBuilder
 from bot.chat.splitter import QuestionSplitter
 from bot.search.base import Hit
-
-VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
+from bot.texts import VERBATIM_LABEL
 
 
 class Responder:

@@ -18,28 +18,11 @@ from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Searcher
 from bot.search.healing import ServedSearcher
 from bot.search.progress import Snapshot
+from bot.texts import BUILDING_RESULTS, NOT_BUILT
 
 if TYPE_CHECKING:
     from bot.chat.bot import Bot
 
-NOT_BUILT = (
-    "{mode} 索引尚未建立，下一条消息会建立它（可能需要一些时间）。"
-    "/ The {mode} index is not built yet; the next message builds it (this may take a while)."
-)
-KNOWLEDGE_PROBLEM = (
-    "知识库有问题，仍在使用上一次有效的知识；管理员可在“知识管理”页或日志中查看详情。"
-    "/ The knowledge has a problem; the last good knowledge is still serving (an admin sees the details in the "
-    "Knowledge tab or the log)."
-)
-CONFIG_PROBLEM = (
-    "配置文件 config.yaml 的修改有错误，仍在使用之前的检索模式；管理员可在“知识管理”页或日志中查看详情。"
-    "/ The last edit of config.yaml has an error; the previous retrieval mode is still in use (an admin sees the "
-    "details in the Knowledge tab or the log)."
-)
-BUILDING_RESULTS = (
-    "{mode} 索引正在构建，完成后这里会显示它的结果（进度见页面顶部）。"
-    "/ The {mode} index is still building; its results show here once it is done (progress: top of the page)."
-)
 EXAMPLES = 4  # example questions picked from the knowledge when none of the configured ones is in it
 
 

@@ -33,11 +33,7 @@ from bot.evaluation.ladder_tuning import Case
 from bot.evaluation.questions import UNANSWERABLE
 from bot.evaluation.run import KS
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
-
-ANSWERS_NEED_LLM = (
-    "--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
-    "--answers needs an LLM: set the API key in the {env} environment variable."
-)
+from bot.texts import ANSWERS_NEED_LLM
 
 
 def add_eval_arguments(p) -> None:

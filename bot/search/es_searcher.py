@@ -16,6 +16,7 @@ from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_jso
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
 from bot.search.synonyms import Unit
 from bot.search.tokenizer import Tokenizer
+from bot.texts import SEARCH_DOWN_NOTICE
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +26,6 @@ DOCKER_HINT = (
     "docker run -d --name kbbot-es -p 9200:9200 -e discovery.type=single-node "
     "-e xpack.security.enabled=false -e ES_JAVA_OPTS='-Xms1g -Xmx1g' "
     "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
-)
-UNAVAILABLE = "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
-FALLBACK_NOTICE = (
-    "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
 )
 
 
@@ -109,7 +106,7 @@ class ElasticsearchSearcher(SparseSearcher):
         except (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout) as exc:
             tls = " — check verify_certs / ca_certs" if isinstance(exc, elastic_transport.TlsError) else ""
             raise SearchBackendError(
-                f"{UNAVAILABLE} (Elasticsearch at {self.hosts}, {what}: {type(exc).__name__}{tls})"
+                f"{SEARCH_DOWN_NOTICE} (Elasticsearch at {self.hosts}, {what}: {type(exc).__name__}{tls})"
             ) from exc
         except self._errors.AuthenticationException as exc:
             raise SearchBackendError(

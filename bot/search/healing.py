@@ -27,16 +27,10 @@ from bot.errors import ConfigError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Found, Hit, Progress, Searcher
+from bot.texts import HEALING_ALONE
 
 log = logging.getLogger(__name__)
 
-BUILDING_NOTICE = "索引构建中…暂由 {mode} 模式回答。/ Index building… answering from the {mode} mode meanwhile."
-BUILDING_ALONE = "索引构建中…暂无检索结果。/ Index building… no search results yet."
-HEALING_NOTICE = (
-    "索引已损坏，正在后台重建…暂由 {mode} 模式回答。"
-    "/ The index is damaged and being rebuilt… answering from the {mode} mode meanwhile."
-)
-HEALING_ALONE = "索引已损坏，正在后台重建…/ The index is damaged and being rebuilt in the background…"
 _STARTED = time.time()  # files named with our own pid but older than this were left by an earlier process
 _FOOTER_MAGIC = 1337
 # Temporary names we create: ".<file>.<pid>[.<thread>].tmp", ".corpus-<pid>-*.txt", ".kbbot-ft-<pid>-*" (folders).

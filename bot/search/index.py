@@ -22,18 +22,11 @@ from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.background import Worker
 from bot.search.base import Progress, Searcher, SyncReport
-from bot.search.healing import (
-    BUILDING_ALONE,
-    BUILDING_NOTICE,
-    HEALING_ALONE,
-    HEALING_NOTICE,
-    ServedSearcher,
-    probe,
-    tantivy_problem,
-)
+from bot.search.healing import ServedSearcher, probe, tantivy_problem
 from bot.search.passages import Passages, PassageSearcher
 from bot.search.progress import BuildProgress, Snapshot
 from bot.search.tokenizer import Tokenizer
+from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
 
 log = logging.getLogger(__name__)
 

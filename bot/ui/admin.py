@@ -31,12 +31,12 @@ from gradio.context import Context
 
 from bot.chat.logins import ThrottledLogin, locked_message
 from bot.config.settings import Settings
+from bot.texts import NOT_ADMIN
 from bot.ui.events import PRIVATE
 
 log = logging.getLogger(__name__)
 
 COOKIE = "kbbot_admin"
-NOT_ADMIN = "需要管理员登录 / Admin login required"
 LOGIN_PAGE = """<!doctype html><html lang="zh"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1"><title>管理员登录 / Admin login</title>
 <style>body{{font-family:"Source Sans Pro","WenQuanYi Micro Hei","PingFang SC","Microsoft YaHei",sans-serif;

@@ -23,14 +23,11 @@ from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
 from bot.conversations.turn_log import TurnLog
+from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
 
 ALL = ("全部 / All", "")
 SOURCES = [ALL, ("浏览器 / Browser", "web"), ("API", "api"), ("聊天窗口 / Widget", "widget"), ("命令行 / CLI", "cli")]
-LOG_OFF = (
-    "<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开。"
-    "/ The conversation log is off (log.enabled in config.yaml) or could not be opened.</div>"
-)
 ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly
 DAYS: dict[str, Any] = {"x_label_angle": -45}  # dates side by side overlap
 TABLES = ("top", "trending", "unanswered", "never_hit", "latency", "feedback")

@@ -16,17 +16,16 @@ from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.knowledge.filters import entry_filter
 from bot.knowledge.store import KnowledgeStore
+from bot.texts import INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
 from bot.ui.admin import AdminAuth, AdminBlocks, admin_view
 from bot.ui.events import PRIVATE
 from bot.ui.feedback import FEEDBACK_OPTIONS, feedback_controls, forget_after, remember
-from bot.ui.guard import TOO_MANY, ClientLimits, client_key, safe_markdown
+from bot.ui.guard import ClientLimits, client_key, safe_markdown
 from bot.ui.inbox_tab import admin_tabs
 from bot.ui.knowledge_tab import knowledge_tab
 from bot.ui.render import header_markdown, retrieval_html, sources_html
 from bot.ui.testsets_tab import testsets_page
 
-INTERNAL_ERROR = "⚠️ 内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
-RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."
 # After an answer: a long one shows from its start (Gradio scrolls to its end); a short one stays at the bottom.
 SHOW_ANSWER_START = """() => setTimeout(() => {
   const wrap = document.querySelector('#kb-chat .bubble-wrap');

@@ -10,12 +10,11 @@ from __future__ import annotations
 import gradio as gr
 
 from bot.chat.bot import Bot
+from bot.texts import NOT_STORED, THANKS
 from bot.ui.events import PRIVATE
 
 # "Like" and "Dislike" render as thumbs; the others sit under a flag and count as a thumbs down with that reason.
 FEEDBACK_OPTIONS = ("Like", "Dislike", "不相关 / Irrelevant", "错误 / Wrong", "不完整 / Incomplete")
-THANKS = "谢谢反馈！/ Thanks for the feedback!"
-NOT_STORED = "反馈未能保存（对话日志不可用）。/ The feedback was not stored (the conversation log is unavailable)."
 
 
 def remember(turns: dict[int, int] | None, index: int, turn_id: int | None) -> dict[int, int]:

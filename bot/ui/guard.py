@@ -27,15 +27,10 @@ from bot.chat.limits import chat_per_minute
 from bot.chat.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
 from bot.chat.ratelimit import SlidingWindowLimiter
 from bot.config.settings import Settings
+from bot.texts import TOO_MANY, UPLOAD_GONE, UPLOADS_ADMIN_ONLY, UPLOADS_LIMITED
 
 log = logging.getLogger(__name__)
 
-TOO_MANY = "操作太频繁，请稍等一分钟再试。/ Too many requests; please wait a minute and try again."
-UPLOAD_GONE = (
-    "上传的文件已处理或已过期，请重新选择文件。/ The uploaded file was already used or expired; choose it again."
-)
-UPLOADS_ADMIN_ONLY = "只有管理员可以上传文件 / Only a logged-in admin may upload files."
-UPLOADS_LIMITED = "上传太频繁，请稍等一分钟再试。/ Too many uploads; please wait a minute and try again."
 # Images, media and plugins only from this server (data:/blob: for Gradio's own icons and previews).
 CSP = "img-src 'self' data: blob:; media-src 'self' data: blob:; object-src 'none'; base-uri 'self'"
 

@@ -19,6 +19,7 @@ from bot.conversations.inbox import Group
 from bot.conversations.turn_log import TurnLog
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
+from bot.texts import LOG_OFF
 from bot.ui.admin import fill_for_admins
 from bot.ui.analytics_tab import analytics_page
 from bot.ui.events import PRIVATE
@@ -26,10 +27,6 @@ from bot.ui.knowledge_tab import result_html
 from bot.ui.suggestions_tab import suggestions_section
 
 e = html.escape
-LOG_OFF = (
-    "<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开，见服务器日志。"
-    "/ The conversation log is off (log.enabled in config.yaml) or could not be opened; see the server log.</div>"
-)
 SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count")]
 STRATEGIES = [("全部 / All", ""), *((s.value.replace("_", " "), s.value) for s in Strategy)]
 RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]

@@ -19,6 +19,7 @@ from bot.chat.entry_table import HitCounts
 from bot.chat.knowledge_edit import EditResult, KnowledgeEditor, file_name
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
+from bot.texts import NEW_MODE, NOT_LOADED
 from bot.ui.admin import fill_for_admins
 from bot.ui.downloads import export_file, template_file
 from bot.ui.entry_browser import EntryBrowser, entry_browser
@@ -30,13 +31,6 @@ from bot.ui.restore import restore_section
 
 e = html.escape
 MAX_KEY_CHOICES = 500  # a huge file's keys are found through the table instead
-NOT_LOADED = (
-    "<div class='kb-notice'>❌ 请先从键列表或表格载入要删除的条目 / Load the entry to delete first "
-    "(from the key list or the table)</div>"
-)
-NEW_MODE = (
-    "<div class='kb-mode'>🆕 新条目 / New entry — 保存时新增，不会覆盖已有条目 / saving adds it, never overwrites</div>"
-)
 
 
 def _error_html(exc: BotError) -> str:

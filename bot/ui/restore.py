@@ -10,9 +10,8 @@ import gradio as gr
 
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.errors import BotError
+from bot.texts import NONE_KEPT
 from bot.ui.events import PRIVATE
-
-NONE_KEPT = "<div class='kb-notice'>没有历史版本 / No kept versions of this file</div>"
 
 
 class RestoreHandlers:

@@ -14,7 +14,6 @@ from bot.chat.fallback import HydeFallback
 from bot.chat.generate import ms
 from bot.chat.handoff import Handoff
 from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage
-from bot.chat.offers import REPHRASE_REPLY
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
 from bot.chat.steps.base import Turn
@@ -23,6 +22,7 @@ from bot.chat.steps.talk import hand_off
 from bot.errors import LLMError
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
+from bot.texts import REPHRASE_REPLY
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,14 @@ from bot.chat.conversation import last_user_message
 from bot.chat.followup import reads_as_followup
 from bot.chat.generate import finish
 from bot.chat.handoff import Handoff
-from bot.chat.offers import REPHRASE_REPLY, previous_offer, read_reply
+from bot.chat.offers import previous_offer, read_reply
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
 from bot.chat.steps.base import Turn
 from bot.chat.steps.knowledge import answer_from
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
+from bot.texts import REPHRASE_REPLY
 
 
 def hand_off(turn: Turn, handoff: Handoff, reason: str) -> Answer:

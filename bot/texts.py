@@ -1,0 +1,138 @@
+"""Every bilingual text a chat user, a widget visitor or an admin reads (Chinese first), in one place, so that
+the same situation reads the same on every front end and a translation has one file to change. Config defaults
+that deployers edit (prompts, the privacy refusal, the hand-off reply) stay in bot/config/settings.py; log lines
+are English (bot/logfilter.py).
+"""
+
+from __future__ import annotations
+
+# -- bot/chat/bot.py -------------------------------------------------------------------------------
+EMPTY_REPLY = "请输入您的问题。/ Please type a question."
+SEARCH_DOWN_NOTICE = (
+    "检索服务暂时不可用，请稍后再试。/ The search service is unavailable right now; please try again shortly."
+)
+
+# -- bot/chat/cleaning.py --------------------------------------------------------------------------
+TRUNCATED_NOTICE = (
+    "消息过长，只使用了前 {n} 个字符。/ The message was too long; only its first {n} characters were used."
+)
+
+# -- bot/chat/compose.py ---------------------------------------------------------------------------
+RETRIEVAL_ONLY_LABEL = "【仅检索模式 / Retrieval-only】"
+OTHERS_LABEL = "其他相关条目 / Other related entries:"
+PART_NOT_FOUND = "（没有找到足够相关的条目 / No entry matched this part well enough.）"
+
+# -- bot/chat/expensive.py -------------------------------------------------------------------------
+LONG_BUSY = (
+    "长问题太多，正在排队处理，请稍后再试，或把问题写短一些。/ Too many long questions are being answered right now; "
+    "please try again shortly, or ask a shorter question."
+)
+
+# -- bot/chat/generate.py --------------------------------------------------------------------------
+LLM_DOWN_NOTICE = (
+    "大模型暂时不可用，以下是检索到的知识。/ The LLM is unavailable right now; here is the retrieved knowledge."
+)
+CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
+
+# -- bot/chat/limits.py ----------------------------------------------------------------------------
+BUSY = (
+    "大模型繁忙，请稍后再试。/ The LLM is busy ({limit} calls in flight for {waited:g} s); "
+    "raise llm.max_concurrency or try again shortly."
+)
+
+# -- bot/chat/offers.py ----------------------------------------------------------------------------
+CLARIFY_HEAD = "您想问的是：/ Did you mean:"
+CLARIFY_TAIL = "请回复序号或点选一项。/ Reply with a number or pick one."
+CONFIRM_TEMPLATE = "您是想问「{question}」吗？请回复“是”或“不是”。/ Did you mean “{question}”? Reply yes or no."
+REPHRASE_REPLY = (
+    "好的，请换个说法再问一次，说得具体一些会更容易找到答案。/ All right, please ask again in other words; more "
+    "detail makes the answer easier to find."
+)
+
+# -- bot/chat/respond.py ---------------------------------------------------------------------------
+VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
+
+# -- bot/chat/services.py --------------------------------------------------------------------------
+NOT_BUILT = (
+    "{mode} 索引尚未建立，下一条消息会建立它（可能需要一些时间）。"
+    "/ The {mode} index is not built yet; the next message builds it (this may take a while)."
+)
+KNOWLEDGE_PROBLEM = (
+    "知识库有问题，仍在使用上一次有效的知识；管理员可在“知识管理”页或日志中查看详情。"
+    "/ The knowledge has a problem; the last good knowledge is still serving (an admin sees the details in the "
+    "Knowledge tab or the log)."
+)
+CONFIG_PROBLEM = (
+    "配置文件 config.yaml 的修改有错误，仍在使用之前的检索模式；管理员可在“知识管理”页或日志中查看详情。"
+    "/ The last edit of config.yaml has an error; the previous retrieval mode is still in use (an admin sees the "
+    "details in the Knowledge tab or the log)."
+)
+BUILDING_RESULTS = (
+    "{mode} 索引正在构建，完成后这里会显示它的结果（进度见页面顶部）。"
+    "/ The {mode} index is still building; its results show here once it is done (progress: top of the page)."
+)
+
+# -- bot/search/es_searcher.py ---------------------------------------------------------------------
+FALLBACK_NOTICE = (
+    "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
+)
+
+# -- bot/search/healing.py -------------------------------------------------------------------------
+BUILDING_NOTICE = "索引构建中…暂由 {mode} 模式回答。/ Index building… answering from the {mode} mode meanwhile."
+BUILDING_ALONE = "索引构建中…暂无检索结果。/ Index building… no search results yet."
+HEALING_NOTICE = (
+    "索引已损坏，正在后台重建…暂由 {mode} 模式回答。"
+    "/ The index is damaged and being rebuilt… answering from the {mode} mode meanwhile."
+)
+HEALING_ALONE = "索引已损坏，正在后台重建…/ The index is damaged and being rebuilt in the background…"
+
+# -- bot/api/routes.py -----------------------------------------------------------------------------
+RATE_LIMITED = "消息太频繁，请稍等一分钟再试。/ Too many messages; please wait a minute and try again."
+INTERNAL_ERROR = "内部错误，请重试；问题已记录在日志中。/ Internal error; please try again. It was logged."
+
+# -- bot/api/widget.py -----------------------------------------------------------------------------
+FOREIGN = "此网站未获准使用本聊天窗口 / This site may not use this chat widget."
+BAD_TOKEN = "聊天窗口的令牌无效 / The widget token is not valid."
+SESSION_FULL = "本次对话的消息已达上限，请刷新页面后再试。/ This conversation has reached its limit; reload the page."
+DAY_FULL = "今天的消息已达上限，请明天再试。/ Today's limit of messages is reached; please try again tomorrow."
+TOO_FAST = "发送太频繁，请稍等一分钟。/ Too many messages; please wait a minute."
+BAD_REQUEST = "请求无效 / Bad request"
+
+# -- bot/ui/admin.py -------------------------------------------------------------------------------
+NOT_ADMIN = "需要管理员登录 / Admin login required"
+
+# -- bot/ui/analytics_tab.py -----------------------------------------------------------------------
+LOG_OFF = (
+    "<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开，见服务器日志。"
+    "/ The conversation log is off (log.enabled in config.yaml) or could not be opened; see the server log.</div>"
+)
+
+# -- bot/ui/feedback.py ----------------------------------------------------------------------------
+THANKS = "谢谢反馈！/ Thanks for the feedback!"
+NOT_STORED = "反馈未能保存（对话日志不可用）。/ The feedback was not stored (the conversation log is unavailable)."
+
+# -- bot/ui/guard.py -------------------------------------------------------------------------------
+TOO_MANY = "操作太频繁，请稍等一分钟再试。/ Too many requests; please wait a minute and try again."
+UPLOAD_GONE = (
+    "上传的文件已处理或已过期，请重新选择文件。/ The uploaded file was already used or expired; choose it again."
+)
+UPLOADS_ADMIN_ONLY = "只有管理员可以上传文件 / Only a logged-in admin may upload files."
+UPLOADS_LIMITED = "上传太频繁，请稍等一分钟再试。/ Too many uploads; please wait a minute and try again."
+
+# -- bot/ui/knowledge_tab.py -----------------------------------------------------------------------
+NOT_LOADED = (
+    "<div class='kb-notice'>❌ 请先从键列表或表格载入要删除的条目 / Load the entry to delete first "
+    "(from the key list or the table)</div>"
+)
+NEW_MODE = (
+    "<div class='kb-mode'>🆕 新条目 / New entry — 保存时新增，不会覆盖已有条目 / saving adds it, never overwrites</div>"
+)
+
+# -- bot/ui/restore.py -----------------------------------------------------------------------------
+NONE_KEPT = "<div class='kb-notice'>没有历史版本 / No kept versions of this file</div>"
+
+# -- bot/cli/eval.py -------------------------------------------------------------------------------
+ANSWERS_NEED_LLM = (
+    "--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
+    "--answers needs an LLM: set the API key in the {env} environment variable."
+)
