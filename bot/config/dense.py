@@ -94,7 +94,8 @@ class E5Settings(Strict):
 
 
 class DenseSettings(Strict):
-    """Dense retrieval: sentence vectors (fastText, e5 or an embeddings endpoint) in a FAISS index."""
+    """Dense retrieval: sentence vectors (fastText, e5 or an embeddings endpoint) in a FAISS index (pip install
+    'kbbot[dense]')."""
 
     encoder: Literal["fasttext", "openai", "e5"] = "e5"
     """e5 = multilingual-e5-small in process, offline (pip install 'kbbot[e5]', x86-64 Linux); fasttext = a small

@@ -191,7 +191,6 @@ class RetrievalSettings(Strict):
     """Hits a search returns."""
     sparse: SparseSettings = Field(default_factory=SparseSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
-    """Dense retrieval: sentence vectors in a FAISS index (pip install 'kbbot[dense]')."""
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
     thresholds: dict[str, Cutoffs] = Field(default_factory=dict)
     """Cutoffs per retrieval system (sparse, and dense-/hybrid- per encoder: their cosines differ), e.g.
