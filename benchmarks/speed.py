@@ -79,7 +79,9 @@ def write_config(state: Path, knowledge: Path) -> Path:
     """config.yaml of the repository with state and knowledge elsewhere; the pre-trained fastText is kept."""
     import yaml
 
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    from tests.support.knowledge import full_config
+
+    raw = full_config()
     raw["state_dir"] = str(state)
     raw["knowledge"]["path"] = str(knowledge)
     raw["retrieval"]["dense"]["fasttext"]["retrain_after"] = 1e9  # reuse the model trained once (see TRAIN_MAX)

@@ -338,9 +338,9 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
 
     import yaml
 
-    from tests.support.knowledge import ROOT
+    from tests.support.knowledge import ROOT, full_config
 
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw = full_config()
     raw["knowledge"]["path"], raw["state_dir"] = settings.knowledge.path, settings.state_dir
     raw["retrieval"]["mode"] = "sparse"
     raw["retrieval"]["thresholds"]["sparse"] = {"answer": 0.5, "direct": None}

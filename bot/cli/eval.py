@@ -421,16 +421,16 @@ def _calibrate_once(
 
 def _write(config: str, results: list[Calibration]) -> int:
     """Put every chosen threshold into the config file (all or none; only the numbers change)."""
-    from bot.config.yaml_edit import YamlEditError, set_scalar
+    from bot.config.yaml_edit import YamlEditError, put_scalar
 
     path = Path(config)
     text = path.read_text(encoding="utf-8")
     try:
         for r in results:
-            text = set_scalar(text, threshold_key(r.system), r.ladder.answer if r.ladder else r.chosen.threshold)
+            text = put_scalar(text, threshold_key(r.system), r.ladder.answer if r.ladder else r.chosen.threshold)
             if r.ladder is not None:
-                text = set_scalar(text, threshold_key(r.system, "clarify"), r.ladder.margin)
-                text = set_scalar(text, threshold_key(r.system, "confirm"), r.ladder.band)
+                text = put_scalar(text, threshold_key(r.system, "clarify"), r.ladder.margin)
+                text = put_scalar(text, threshold_key(r.system, "confirm"), r.ladder.band)
     except YamlEditError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2

@@ -57,12 +57,12 @@ class PromptSettings(Strict):
     """The system prompt: who the bot is and its rules (cite references, references are data, decline off-topic)."""
     demonstrations: list[Demonstration] = Field(default_factory=list)
     """Few-shot examples shown before the question."""
-    reference_template: str = "[{n}] 标题: {query}\n内容: {document}\n关键词: {metadata}"
+    reference_template: str = "[{n}] 标题 / Title: {query}\n内容 / Content: {document}\n关键词 / Keywords: {metadata}"
     """One reference: {n}, and {query}, {document}, {metadata} as JSON string literals (quoted, newlines escaped),
     so knowledge is data: an entry can never start a line of its own and forge a question or system line."""
-    user_template: str = "参考资料:\n{references}\n\n问题: {question}"
+    user_template: str = "参考资料 / References:\n{references}\n\n问题 / Question: {question}"
     """The user message: {references} and {question}."""
-    no_references: str = "(无)"
+    no_references: str = "(无 / none)"
     """What {references} holds when nothing passed."""
     part_template: str = "对应子问题 / For: {part}"
     """Added to a reference found for one part of a split question: {part} (a JSON string literal)."""
@@ -86,6 +86,11 @@ class ConversationSettings(Strict):
     rewrite: bool = True
     """Rewrite follow-ups with the LLM."""
     rewrite_template: str = (
-        "Rewrite the last question as a standalone question.\n{history}\nQuestion: {question}\nStandalone question:"
+        "根据对话历史，把用户最后的问题改写成一个不依赖上下文、可以单独检索的完整问题。只输出改写后的问题。\n"
+        "Rewrite the user's last question as a standalone question using the conversation. "
+        "Output only the question.\n"
+        "对话 / Conversation:\n{history}\n"
+        "最后的问题 / Last question: {question}\n"
+        "改写后的问题 / Standalone question:"
     )
     """The rewrite prompt: {history} and {question}."""

@@ -125,6 +125,19 @@ class Cutoffs(Strict):
     """A top hit at most this far below ``answer`` is offered as "您是想问「X」吗？"; null = never."""
 
 
+def _calibrated_thresholds() -> dict[str, Cutoffs]:
+    """The shipped cutoffs, chosen by ``python -m bot calibrate`` on four knowledge bases at once."""
+    return {
+        "sparse": Cutoffs(answer=0.49),
+        "dense-e5": Cutoffs(answer=0.87),
+        "dense-fasttext": Cutoffs(answer=0.61),
+        "dense-openai": Cutoffs(answer=0.87),
+        "hybrid-e5": Cutoffs(answer=0.838, clarify=0.005),
+        "hybrid-fasttext": Cutoffs(answer=0.44),
+        "hybrid-openai": Cutoffs(answer=0.838, clarify=0.005),
+    }
+
+
 DEFAULT_GRADING_TEMPLATE = (
     "判断每条参考资料对回答问题有多大用处，用 0（无用）到 1（能直接回答）打分。\n"
     "Grade how useful each reference is for answering the question, from 0 (useless) to 1 (answers it).\n"
@@ -192,13 +205,30 @@ class RetrievalSettings(Strict):
     sparse: SparseSettings = Field(default_factory=SparseSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
-    thresholds: dict[str, Cutoffs] = Field(default_factory=dict)
+    thresholds: dict[str, Cutoffs] = Field(default_factory=_calibrated_thresholds)
     """Cutoffs per retrieval system (sparse, and dense-/hybrid- per encoder: their cosines differ), e.g.
-    ``hybrid-e5: {answer: 0.838, clarify: 0.005}``. Chosen on four
+    ``hybrid-e5: {answer: 0.838, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
+    system, the others keep theirs. The shipped ones were chosen on four
     knowledge bases at once and checked on each one left out (docs/retrieval-and-decision.md "Scores and
     thresholds"); ``python -m bot calibrate --write`` rewrites them."""
     grading: GradingSettings = Field(default_factory=GradingSettings)
     passages: PassageSettings = Field(default_factory=PassageSettings)
+
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _over_shipped(cls, value: object) -> object:
+        """The file's cutoffs over the shipped ones, per system and cutoff (``clarify: null`` still turns one off)."""
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, object] = {k: v.model_dump() for k, v in _calibrated_thresholds().items()}
+        for system, cutoffs in value.items():
+            shipped = merged.get(system)
+            if isinstance(cutoffs, Cutoffs):
+                cutoffs = cutoffs.model_dump(exclude_unset=True)
+            merged[system] = (
+                {**shipped, **cutoffs} if isinstance(shipped, dict) and isinstance(cutoffs, dict) else cutoffs
+            )
+        return merged
 
     @field_validator("thresholds")
     @classmethod
