@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import data_dir, write_section
 from benchmarks.synth import RECIPE, source_entries, synthesize, write_knowledge
+from bot.config.variants import replace
 from bot.evaluation import percentile
 from bot.knowledge.entries import Entry
 
@@ -263,7 +264,7 @@ def bench_e5_query(entries: list[Entry], n: int, questions: list[str], repeats: 
 
     config = write_config(state, state / "knowledge")
     settings = load_settings(config)
-    settings.retrieval.dense.encoder = "e5"
+    settings = replace(settings, "retrieval.dense.encoder", "e5")
     searcher = searcher_factories(settings, tokenizer)["dense"]()
     encoder = searcher.encoder
     real_encode = encoder._encode
@@ -403,7 +404,7 @@ def worker_pipeline(config: Path, mode: str, questions: list[str], passes: int) 
 
     t = time.perf_counter()
     settings = load_settings(config)
-    settings.retrieval.mode = mode
+    settings = replace(settings, "retrieval.mode", mode)
     probe = _FirstCall()
     bot = build_bot(settings, llm=probe.model)
     load_s = time.perf_counter() - t

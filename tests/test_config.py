@@ -11,6 +11,7 @@ import yaml
 
 from bot.chat.answer import Cutoffs
 from bot.config.settings import SYSTEMS, load_settings
+from bot.config.variants import replace
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from tests.support.knowledge import ROOT, config_dict
@@ -90,9 +91,7 @@ def test_a_mode_whose_system_has_no_thresholds_names_the_key_to_add(tmp_path, ra
     raw["retrieval"]["dense"]["encoder"] = "e5"
     settings = load_settings(write(tmp_path, raw))
     thresholds = {k: v for k, v in settings.retrieval.thresholds.items() if k != "dense-e5"}
-    settings = settings.model_copy(
-        update={"retrieval": settings.retrieval.model_copy(update={"thresholds": thresholds})}
-    )
+    settings = replace(settings, "retrieval.thresholds", thresholds)
     bot = build_bot(settings)  # the sparse mode: fine
     assert bot.retrieve("怎么添加知识")[1]
     for call in (

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bot.config.settings import load_settings
+from bot.config.variants import replace
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
@@ -219,9 +220,9 @@ def test_e5_settings_reject_unknown_keys(tmp_path):
 
 
 def test_bot_answers_with_the_e5_encoder(settings):
-    settings.retrieval.mode = "dense"
-    settings.retrieval.dense.encoder = "e5"
-    settings.retrieval.dense.e5.batch_size = 4
+    settings = replace(settings, "retrieval.mode", "dense")
+    settings = replace(settings, "retrieval.dense.encoder", "e5")
+    settings = replace(settings, "retrieval.dense.e5.batch_size", 4)
     set_cutoffs(settings, "dense-e5", 0.9)
     bot = build_bot(settings)
     answer = bot.answer("怎么添加知识？")

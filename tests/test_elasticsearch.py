@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from bot.config.variants import update
 from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.es_searcher import (
@@ -70,15 +71,15 @@ def es(client, tmp_path, tokenizer, kb) -> ElasticsearchSearcher:
 
 def es_settings(settings, url: str, **overrides):
     """The test settings switched to the Elasticsearch backend at ``url`` (plain-JSON mode for osmem)."""
-    settings.retrieval.sparse.backend = "elasticsearch"
-    block = settings.retrieval.sparse.elasticsearch
-    block.hosts = [url]
-    block.index = f"kbbot-test-{uuid.uuid4().hex[:10]}"
-    block.compat_headers = False
-    block.request_timeout = 2.0
-    for key, value in overrides.items():
-        setattr(block, key, value)
-    return settings
+    block = {
+        "hosts": [url],
+        "index": f"kbbot-test-{uuid.uuid4().hex[:10]}",
+        "compat_headers": False,
+        "request_timeout": 2.0,
+        **overrides,
+    }
+    changes = {f"retrieval.sparse.elasticsearch.{key}": value for key, value in block.items()}
+    return update(settings, {"retrieval.sparse.backend": "elasticsearch", **changes})
 
 
 # -- incremental sync ----------------------------------------------------------

@@ -22,6 +22,7 @@ import pytest
 
 from bot.chat.answer import Strategy
 from bot.chat.bot import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
+from bot.config.variants import update
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import Entry, load_entries
@@ -430,9 +431,7 @@ def llm_bot_factory(llm_settings, llm_server):
     llm_server.reply = lambda body: "根据参考资料 [1]，放进 knowledge 文件夹即可。"
 
     def make(max_retries: int = 0, timeout: float = 5.0):
-        llm_settings.llm.max_retries = max_retries
-        llm_settings.llm.timeout = timeout
-        return build_bot(llm_settings)
+        return build_bot(update(llm_settings, {"llm.max_retries": max_retries, "llm.timeout": timeout}))
 
     return make
 

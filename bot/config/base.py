@@ -8,11 +8,12 @@ from pydantic import BaseModel, ConfigDict
 class Strict(BaseModel):
     """Base for every settings block: a typo in config.yaml is an error, not a silent default.
 
+    Frozen: a variant is a copy (``bot.config.variants.replace``), so no component sees settings change under it.
     Each field's description is the docstring under it (``use_attribute_docstrings``); docs/configuration.md is
     generated from them (``python -m bot.config.reference``).
     """
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
 
 def check_template(template: str, **fields: object) -> str:

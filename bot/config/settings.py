@@ -247,12 +247,13 @@ def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
             key = ".".join(str(p) for p in err["loc"])
             lines.append(f"  - {key}: {err['msg']}")
         raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None
-    settings.base_dir = path.resolve().parent
-    settings.source = path.resolve()
+    settings = settings.model_copy(update={"base_dir": path.resolve().parent, "source": path.resolve()})
     if settings.chitchat.path:  # relative to the config file, like every path in it
-        settings.chitchat.path = str(settings.resolve(settings.chitchat.path))
+        chitchat = settings.chitchat.model_copy(update={"path": str(settings.resolve(settings.chitchat.path))})
+        settings = settings.model_copy(update={"chitchat": chitchat})
     # The environment beats the file, so one config.yaml can serve several modes; CLI flags beat both.
     env_mode = os.environ.get(MODE_ENV, "").strip()
     if env_mode:
-        settings.retrieval.mode = check_mode(env_mode, MODE_ENV)
+        retrieval = settings.retrieval.model_copy(update={"mode": check_mode(env_mode, MODE_ENV)})
+        settings = settings.model_copy(update={"retrieval": retrieval})
     return settings
