@@ -73,7 +73,7 @@ def test_splitting_off_keeps_one_search(settings):
 
 
 def test_splitter_rules():
-    s = QuestionSplitter(["还有", "and also"], min_part_chars=2)
+    s = QuestionSplitter(["还有", "and also"], min_part_chars=2, max_parts=4)
     assert s.split("图书馆几点开门，食堂在哪里？") == ["图书馆几点开门", "食堂在哪里"]
     assert s.split("图书馆几点开门还有食堂在哪里") == ["图书馆几点开门", "食堂在哪里"]
     assert s.split("How to add AND ALSO how to delete") == ["How to add", "how to delete"]

@@ -36,7 +36,12 @@ def entries(tmp_path) -> list[Entry]:
 
 def encoder(path: Path, tokenizer, **kw) -> FastTextEncoder:
     return FastTextEncoder(
-        tokenizer, path / "fasttext", params=kw.pop("params", SMALL), sif_a=kw.pop("sif_a", 1.0), **kw
+        tokenizer,
+        path / "fasttext",
+        params=kw.pop("params", SMALL),
+        sif_a=kw.pop("sif_a", 1.0),
+        retrain_after=kw.pop("retrain_after", 0.0),
+        **kw,
     )
 
 
@@ -76,14 +81,16 @@ def test_zero_vector_guard(tmp_path, tokenizer, entries):
 def test_missing_pretrained_path_names_path_and_key(tmp_path, tokenizer):
     missing = tmp_path / "nope" / "cc.zh.300.bin"
     with pytest.raises(ConfigError) as err:
-        FastTextEncoder(tokenizer, tmp_path / "ft", pretrained=missing)
+        FastTextEncoder(tokenizer, tmp_path / "ft", pretrained=missing, retrain_after=0.0)
     assert str(missing) in str(err.value) and "retrieval.dense.fasttext.pretrained" in str(err.value)
 
 
 def test_pretrained_model_is_used_as_is(tmp_path, tokenizer, entries):
     trained = encoder(tmp_path / "train", tokenizer)
     trained.prepare(entries)
-    enc = FastTextEncoder(tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL)
+    enc = FastTextEncoder(
+        tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL, retrain_after=0.0
+    )
     assert enc.prepare(entries) is None and enc.signature().startswith("pretrained:")
     assert enc.embed_query("怎么添加知识").shape == (SMALL.dim,)
     assert not (tmp_path / "unused").exists()
@@ -161,7 +168,9 @@ def test_a_changed_training_parameter_retrains(tmp_path, tokenizer, entries, cha
 def test_pretrained_model_uses_input_vectors_only(tmp_path, tokenizer, entries):
     trained = encoder(tmp_path / "train", tokenizer)  # output_vectors on
     trained.prepare(entries)
-    enc = FastTextEncoder(tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL)
+    enc = FastTextEncoder(
+        tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL, retrain_after=0.0
+    )
     enc.prepare(entries)
     import fasttext
 

@@ -347,7 +347,9 @@ def dense(tmp_path, tokenizer, entries):
     from bot.search.faiss_searcher import FaissSearcher
 
     def make():
-        encoder = FastTextEncoder(tokenizer, tmp_path / "fasttext", params=FastTextParams(dim=16, epoch=5))
+        encoder = FastTextEncoder(
+            tokenizer, tmp_path / "fasttext", params=FastTextParams(dim=16, epoch=5), retrain_after=0.0
+        )
         return FaissSearcher(tmp_path / "faiss", encoder, "{query} {metadata}", 0.4, 50_000)
 
     make().sync(entries)

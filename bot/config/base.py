@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -14,6 +16,12 @@ class Strict(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+def default_of(model: type[BaseModel], name: str) -> Any:
+    """The settings default of ``model.name``: what a component's own default for a configured value must be (one
+    source of defaults: the factory passes the configured value, tests may lean on this one)."""
+    return model.model_fields[name].get_default(call_default_factory=True)
 
 
 def check_template(template: str, **fields: object) -> str:

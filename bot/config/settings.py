@@ -14,7 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from bot.config.base import Strict, check_template
+from bot.config.base import Strict, check_template, default_of
 from bot.config.dense import DenseSettings, E5Settings, FastTextSettings, OpenAIEmbeddingSettings
 from bot.config.knowledge import KnowledgeSettings, LintSettings
 from bot.config.ladder import (
@@ -117,6 +117,7 @@ __all__ = [
     "WidgetSettings",
     "check_mode",
     "check_template",
+    "default_of",
     "load_settings",
 ]
 

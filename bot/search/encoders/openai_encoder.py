@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bot.config.settings import OpenAIEmbeddingSettings, default_of
 from bot.errors import SearchBackendError
 from bot.search.encoders.base import DOCUMENT, QUESTION, normalize_rows
 from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
@@ -38,10 +39,10 @@ class OpenAIEncoder(CachedEncoder):
         model: str,
         api_key: str,
         cache_dir: str | Path,
-        batch_size: int = 64,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        input_type: bool = False,
+        batch_size: int = default_of(OpenAIEmbeddingSettings, "batch_size"),
+        timeout: float = default_of(OpenAIEmbeddingSettings, "timeout"),
+        max_retries: int = default_of(OpenAIEmbeddingSettings, "max_retries"),
+        input_type: bool = default_of(OpenAIEmbeddingSettings, "input_type"),
         max_cached: int = DEFAULT_MAX_ROWS,
     ):
         super().__init__(EmbeddingCache(Path(cache_dir) / CACHE_FILE, max_cached), batch_size)
