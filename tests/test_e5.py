@@ -211,8 +211,8 @@ def test_e5_settings_reject_unknown_keys(tmp_path):
     from tests.support.knowledge import ROOT
 
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
-    assert "    encoder: e5\n" in text
-    text = text.replace("    encoder: e5\n", "    encoder: e5\n    e5: {num_threads: 1, bogus: 2}\n")
+    assert "\nretrieval:\n" in text  # the shipped file leaves dense to its defaults: add the block under retrieval
+    text = text.replace("\nretrieval:\n", "\nretrieval:\n  dense:\n    e5: {num_threads: 1, bogus: 2}\n", 1)
     (tmp_path / "config.yaml").write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path / "config.yaml")
