@@ -38,6 +38,7 @@ lint: $(VENV)/.test-deps
 	$(PY) -m ruff check
 	$(PY) -m ruff format --check
 	$(PY) -m mypy
+	$(PY) -m bot.config.reference --check
 
 test: $(VENV)/.test-deps browser-deps lint
 	$(PY) -m pytest

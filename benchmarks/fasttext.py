@@ -104,7 +104,7 @@ class Variant:
         weight: float,
     ):
         shutil.rmtree(work, ignore_errors=True)
-        self.encoder = FastTextEncoder(tokenizer, work / "fasttext", params=params, sif_a=sif_a)
+        self.encoder = FastTextEncoder(tokenizer, work / "fasttext", params=params, sif_a=sif_a, retrain_after=0.0)
         start = time.perf_counter()
         self.encoder.prepare(entries)
         self.train_s = time.perf_counter() - start
@@ -219,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer = Tokenizer(cache_dir=STATE / "jieba")
         tokenizer.add_words(w for e in data.entries for w in e.metadata)  # as the product's index does
         tokens = sum(
-            len(line.split()) for line in FastTextEncoder(tokenizer, STATE / "unused").training_lines(data.entries)
+            len(line.split())
+            for line in FastTextEncoder(tokenizer, STATE / "unused", retrain_after=0.0).training_lines(data.entries)
         )
         done: dict[FastTextParams, tuple[str, Result]] = {}
         results[data.name] = {}

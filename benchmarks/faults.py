@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import write_section
 from benchmarks.faults_leaks import leak_rows
 from bot.config.settings import Cutoffs, Settings, load_settings
+from bot.config.variants import replace
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
@@ -73,9 +74,9 @@ def make_settings(tmp: Path, jieba: Path, name: str) -> Settings:
     cfg = base / "config.yaml"
     shutil.copy(ROOT / "config.yaml", cfg)
     s = load_settings(cfg)
-    s.knowledge.path = str(base / "knowledge")
-    s.state_dir = str(base / "state")
-    s.retrieval.mode = "sparse"
+    s = replace(s, "knowledge.path", str(base / "knowledge"))
+    s = replace(s, "state_dir", str(base / "state"))
+    s = replace(s, "retrieval.mode", "sparse")
     s.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, direct=None)
     shutil.copytree(jieba, base / "state" / "jieba")
     return s
@@ -83,10 +84,10 @@ def make_settings(tmp: Path, jieba: Path, name: str) -> Settings:
 
 def fasttext_settings(s: Settings) -> Settings:
     """The dense mode with a small, quick fastText model (tests/test_healing.py)."""
-    s.retrieval.mode = "dense"
-    s.retrieval.dense.encoder = "fasttext"
-    s.retrieval.dense.fasttext.dim = 16
-    s.retrieval.dense.fasttext.target_tokens = 0
+    s = replace(s, "retrieval.mode", "dense")
+    s = replace(s, "retrieval.dense.encoder", "fasttext")
+    s = replace(s, "retrieval.dense.fasttext.dim", 16)
+    s = replace(s, "retrieval.dense.fasttext.target_tokens", 0)
     s.retrieval.thresholds["dense-fasttext"] = Cutoffs(answer=0.3, direct=None)
     return s
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from bot.config.variants import replace, update
 from tests.support.gradio_http import api_call, queue_call
 
 Row = tuple[str, str, str, bool]  # (name, injected how, observed outcome, as intended)
@@ -45,7 +46,7 @@ def app_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
     os.environ["FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # what uvicorn trusted before issue 28.7
     s = make_settings("leaks")
     kb = Path(s.knowledge.path)
-    s.limits.login_failures = 3
+    s = replace(s, "limits.login_failures", 3)
     temp = Path(tempfile.mkdtemp(prefix="kbbot-leaks-tmp-"))
     old_temp = tempfile.tempdir
     tempfile.tempdir, os.environ["GRADIO_TEMP_DIR"] = str(temp), str(temp / "gradio")  # count what lands here
@@ -174,7 +175,7 @@ def llm_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
     try:
         s = make_settings("llm")
         os.environ["OPENAI_API_KEY"] = "sk-bench"
-        s.llm.base_url, s.llm.model, s.llm.max_retries, s.llm.timeout = server.url, "local", 0, 10
+        s = update(s, {"llm.base_url": server.url, "llm.model": "local", "llm.max_retries": 0, "llm.timeout": 10})
         server.reply = lambda body: "根据参考资料 [1]，放进 knowledge 文件夹即可。"
         bot = build_bot(s)
         server.fail(Fault(body=b"<html><h1>502 Bad Gateway</h1></html>"))
@@ -185,8 +186,8 @@ def llm_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
             f"answer starts with the LLM-down notice: {a.text.startswith(LLM_DOWN_NOTICE)}; llm_used {a.llm_used}",
             a.text.startswith(LLM_DOWN_NOTICE) and not a.llm_used,
         )
-        s.fallback.chain = ["rewrite", "hyde", "last_resort"]
-        s.retrieval.grading.enabled = True
+        s = replace(s, "fallback.chain", ["rewrite", "hyde", "last_resort"])
+        s = replace(s, "retrieval.grading.enabled", True)
         s.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, direct=None)
         server.piece_size = 4096
         marks = ("Rephrase the question below", "Answer the question below", "Grade how useful each reference")
@@ -204,7 +205,7 @@ def llm_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
             f"turn CPU {cpu:.2f} s; HyDE text {hyde:,} characters (limits.max_step_chars {s.limits.max_step_chars})",
             hyde <= s.limits.max_step_chars and cpu < 2,
         )
-        s.fallback.chain, s.retrieval.grading.enabled = ["hyde", "last_resort"], False
+        s = update(s, {"fallback.chain": ["hyde", "last_resort"], "retrieval.grading.enabled": False})
         server.piece_size = 4
         server.reply = lambda body: "<think>先想一想参考资料。</think>\n\n根据参考资料 [1]，放进文件夹。"
         server.reasoning = lambda body: "这是另一段思考。" * 100

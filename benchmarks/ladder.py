@@ -37,6 +37,7 @@ from benchmarks.common import data_dir, write_section
 from bot.chat.chitchat import ChitChat
 from bot.chat.handoff import Handoff
 from bot.config.settings import Cutoffs, load_settings
+from bot.config.variants import replace, update
 from bot.knowledge.entries import Entry, load_entries, write_entries
 
 STATE = ROOT / ".state" / "bench" / "ladder"
@@ -91,11 +92,11 @@ def build(entries: list[Entry], work: Path, mode: str):
         shutil.rmtree(knowledge)
     write_entries(entries, knowledge)
     settings = load_settings(ROOT / "config.yaml")
-    settings.knowledge.path, settings.state_dir = str(knowledge), str(work / "state")
+    settings = update(settings, {"knowledge.path": str(knowledge), "state_dir": str(work / "state")})
     kind, _, encoder = mode.partition("-")
-    settings.retrieval.mode = kind  # type: ignore[assignment]
+    settings = replace(settings, "retrieval.mode", kind)
     if encoder:
-        settings.retrieval.dense.encoder = encoder  # type: ignore[assignment]
+        settings = replace(settings, "retrieval.dense.encoder", encoder)
     return build_bot(settings, llm=None), settings
 
 
@@ -195,7 +196,9 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str, spl
     from bot.factory import build_bot
 
     plain = settings.model_copy(deep=True)
-    plain.ladder.steps = ["answer"]  # today's chain: no rung before or around the answer, today's thresholds
+    plain = replace(
+        plain, "ladder.steps", ["answer"]
+    )  # today's chain: no rung before or around the answer, today's thresholds
     system = bot.index.searcher(settings.retrieval.mode).system
     if system in TODAY_ANSWER:
         plain.retrieval.thresholds[system] = Cutoffs(answer=TODAY_ANSWER[system])

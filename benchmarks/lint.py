@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import data_dir, write_section
 from bot.config.settings import load_settings
+from bot.config.variants import update
 from bot.evaluation.lint import IMPORT_DUPLICATE, KINDS, LintReport, lint
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
 
@@ -41,7 +42,9 @@ def run(name: str, entries: list[Entry], probes: list[str]) -> tuple[LintReport,
         shutil.rmtree(work)
     write_entries(entries, work / "knowledge")
     s = load_settings(ROOT / "config.yaml")
-    s.knowledge.path, s.state_dir, s.knowledge.synonyms = str(work / "knowledge"), str(work / "state"), None
+    s = update(
+        s, {"knowledge.path": str(work / "knowledge"), "state_dir": str(work / "state"), "knowledge.synonyms": None}
+    )
     start = time.perf_counter()
     index = build_index(s)
     index.load()

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import write_section
 from bot.chat.llm import OpenAIChat
 from bot.config.settings import Settings, load_settings
+from bot.config.variants import replace
 from bot.evaluation import percentile
 from bot.factory import build_bot, build_store
 from bot.texts import RATE_LIMITED
@@ -140,9 +141,9 @@ def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limi
     from bot.ui.app import build_demo
 
     settings = base.model_copy(deep=True)
-    settings.state_dir = str(state)
-    settings.retrieval.mode = "sparse"
-    settings.ui.rate_limit_per_minute = rate_limit
+    settings = replace(settings, "state_dir", str(state))
+    settings = replace(settings, "retrieval.mode", "sparse")
+    settings = replace(settings, "ui.rate_limit_per_minute", rate_limit)
     llm = OpenAIChat(
         base_url=llm_url, model="local-load", api_key="sk-local-load-not-a-real-key", timeout=30, max_retries=0
     )

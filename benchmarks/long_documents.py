@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import BENCHMARKS_MD, data_dir, write_section
+from bot.config.variants import replace, update
 from bot.knowledge.entries import Entry, parse_text, write_entries
 from bot.search.base import Hit
 
@@ -290,12 +291,13 @@ def build(entries: list[Entry], work: Path, size: int, caches: Path):
     link(work, "embeddings", RETRIEVAL_STATE / "embeddings" if caches == STATE else caches / "embeddings")
     link(work, "jieba", caches / "jieba")
     settings = settings_for(work, knowledge, "e5")
-    settings.retrieval.mode = "sparse"  # nothing else is built until asked for
-    settings.retrieval.passages.enabled = size > 0
+    settings = replace(settings, "retrieval.mode", "sparse")  # nothing else is built until asked for
+    settings = replace(settings, "retrieval.passages.enabled", size > 0)
     if size:
-        settings.retrieval.passages.size = size
-    settings.prompt.max_context_chars = settings.prompt.max_hit_chars = BUDGET
-    settings.llm.api_key_env = "KBBOT_LONG_DOCUMENTS_NO_LLM"  # retrieval only, whatever the environment holds
+        settings = replace(settings, "retrieval.passages.size", size)
+    settings = update(settings, {"prompt.max_context_chars": BUDGET, "prompt.max_hit_chars": BUDGET})
+    # retrieval only, whatever the environment holds
+    settings = replace(settings, "llm.api_key_env", "KBBOT_LONG_DOCUMENTS_NO_LLM")
     return build_bot(settings, llm=None), settings
 
 

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import data_dir, write_section
 from bot.config.settings import Settings, load_settings
+from bot.config.variants import replace, update
 from bot.evaluation import (
     EvalQuestion,
     Run,
@@ -107,10 +108,10 @@ def load_sets(names: list[str], limit: int | None) -> list[DataSet]:
 def settings_for(work: Path, knowledge: Path, encoder: str) -> Settings:
     """config.yaml with the knowledge and state in ``work`` and the given dense encoder."""
     s = load_settings(ROOT / "config.yaml")
-    s.knowledge.path, s.state_dir = str(knowledge), str(work / "state")
-    s.retrieval.dense.encoder = encoder  # type: ignore[assignment]
+    s = update(s, {"knowledge.path": str(knowledge), "state_dir": str(work / "state")})
+    s = replace(s, "retrieval.dense.encoder", encoder)
     if PASSAGES is not None:
-        s.retrieval.passages.enabled = PASSAGES
+        s = replace(s, "retrieval.passages.enabled", PASSAGES)
     return s
 
 
@@ -133,7 +134,7 @@ def build(entries: list[Entry], work: Path, encoder: str):
     write_entries(entries, knowledge)
     shared_cache(work)
     settings = settings_for(work, knowledge, encoder)
-    settings.retrieval.mode = "sparse"
+    settings = replace(settings, "retrieval.mode", "sparse")
     return build_bot(settings, llm=None)
 
 

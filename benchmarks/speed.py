@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import data_dir, write_section
 from benchmarks.synth import RECIPE, source_entries, synthesize, write_knowledge
+from bot.config.variants import replace
 from bot.evaluation import percentile
 from bot.knowledge.entries import Entry
 
@@ -79,7 +80,9 @@ def write_config(state: Path, knowledge: Path) -> Path:
     """config.yaml of the repository with state and knowledge elsewhere; the pre-trained fastText is kept."""
     import yaml
 
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    from tests.support.knowledge import full_config
+
+    raw = full_config()
     raw["state_dir"] = str(state)
     raw["knowledge"]["path"] = str(knowledge)
     raw["retrieval"]["dense"]["fasttext"]["retrain_after"] = 1e9  # reuse the model trained once (see TRAIN_MAX)
@@ -261,7 +264,7 @@ def bench_e5_query(entries: list[Entry], n: int, questions: list[str], repeats: 
 
     config = write_config(state, state / "knowledge")
     settings = load_settings(config)
-    settings.retrieval.dense.encoder = "e5"
+    settings = replace(settings, "retrieval.dense.encoder", "e5")
     searcher = searcher_factories(settings, tokenizer)["dense"]()
     encoder = searcher.encoder
     real_encode = encoder._encode
@@ -401,7 +404,7 @@ def worker_pipeline(config: Path, mode: str, questions: list[str], passes: int) 
 
     t = time.perf_counter()
     settings = load_settings(config)
-    settings.retrieval.mode = mode
+    settings = replace(settings, "retrieval.mode", mode)
     probe = _FirstCall()
     bot = build_bot(settings, llm=probe.model)
     load_s = time.perf_counter() - t

@@ -16,6 +16,7 @@ import tempfile
 
 from benchmarks.common import ROOT, write_section
 from bot.config.settings import load_settings
+from bot.config.variants import replace
 from bot.factory import build_bot
 
 
@@ -60,8 +61,8 @@ def main(argv=None) -> int:
     lines = ["| mode | splitting | gold recall@5 | gold recall@10 | both@5 | both@10 |", "|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(ROOT / "config.yaml")
-        settings.state_dir = tmp
-        settings.knowledge.path = str(ROOT / "knowledge")
+        settings = replace(settings, "state_dir", tmp)
+        settings = replace(settings, "knowledge.path", str(ROOT / "knowledge"))
         bot = build_bot(settings, llm=None)
         splitter = bot.splitter
         for mode in args.modes.split(","):

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import data_dir, write_section
 from bot.config.settings import load_settings
+from bot.config.variants import update
 from bot.evaluation import EvalQuestion, load_eval_set, load_questions, subsample
 from bot.knowledge.entries import Entry, parse_text, write_entries
 from bot.search.faiss_searcher import FaissSearcher
@@ -75,9 +76,16 @@ def build(name: str, entries: list[Entry], encoder: str, mode: str):
     if not link.exists():
         link.symlink_to(cache, target_is_directory=True)
     s = load_settings(ROOT / "config.yaml")
-    s.knowledge.path, s.state_dir, s.knowledge.synonyms = str(knowledge), str(work / "state"), None
-    s.retrieval.dense.encoder = encoder  # type: ignore[assignment]
-    s.retrieval.mode = mode  # type: ignore[assignment]
+    s = update(
+        s,
+        {
+            "knowledge.path": str(knowledge),
+            "state_dir": str(work / "state"),
+            "knowledge.synonyms": None,
+            "retrieval.dense.encoder": encoder,
+            "retrieval.mode": mode,
+        },
+    )
     return build_bot(s, llm=None)
 
 

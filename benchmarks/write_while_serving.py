@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import data_dir, write_section
 from benchmarks.synth import source_entries, synthesize, write_knowledge
 from bot.config.settings import load_settings
+from bot.config.variants import update
 from bot.evaluation import percentile
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
@@ -157,8 +158,15 @@ def scenario(
     try:
         settings = load_settings(ROOT / "config.yaml")
         shutil.copytree(ROOT / "knowledge", tmp / "knowledge")
-        settings.knowledge.path, settings.state_dir = str(tmp / "knowledge"), str(tmp / "state")
-        settings.retrieval.mode, settings.retrieval.dense.encoder = "hybrid", "fasttext"
+        settings = update(
+            settings,
+            {
+                "knowledge.path": str(tmp / "knowledge"),
+                "state_dir": str(tmp / "state"),
+                "retrieval.mode": "hybrid",
+                "retrieval.dense.encoder": "fasttext",
+            },
+        )
         os.environ.pop(settings.llm.api_key_env, None)
         starter = load_entries(tmp / "knowledge")
         questions = [e.query for e in starter]

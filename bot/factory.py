@@ -138,7 +138,9 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
                 max_epoch=f.max_epoch,
             )
             pretrained = settings.resolve(f.pretrained) if f.pretrained else None
-            encoder = FastTextEncoder(tokenizer, state / "fasttext", pretrained, params, f.sif_a, f.retrain_after)
+            encoder = FastTextEncoder(
+                tokenizer, state / "fasttext", pretrained, params, f.sif_a, retrain_after=f.retrain_after
+            )
         searcher = FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
         searcher.synonyms, searcher.synonym_mode = synonyms, d.synonyms
         return searcher

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.config.settings import LimitSettings, default_of
+
 SUPPRESSING = "（后续相同日志将暂停记录 / further identical messages suppressed for {window:g} s）"
 SUPPRESSED = "（期间省略了 {n} 条相同日志 / {n} identical messages were suppressed）"
 LOGGER_SUPPRESSING = "（此来源的后续日志将暂停记录 / further messages from {name} suppressed for {window:g} s）"
@@ -57,12 +59,12 @@ class RepeatFilter(logging.Filter):
 
     def __init__(
         self,
-        per_window: int = 20,
+        per_window: int = default_of(LimitSettings, "log_repeats_per_minute"),
         window: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         per_logger: int | None = None,
         tracebacks: int = 1,
-        max_chars: int = 4000,
+        max_chars: int = default_of(LimitSettings, "max_log_chars"),
     ):
         """``max_chars``: a record's message and its traceback are each cut to this many characters."""
         super().__init__()
@@ -208,7 +210,9 @@ def log_gradio_tracebacks(modules: tuple[str, ...] = GRADIO_MODULES) -> list[str
 
 
 def limit_repeated_logs(
-    per_minute: int, loggers: tuple[str, ...] = OWN_HANDLER_LOGGERS, max_chars: int = 4000
+    per_minute: int,
+    loggers: tuple[str, ...] = OWN_HANDLER_LOGGERS,
+    max_chars: int = default_of(LimitSettings, "max_log_chars"),
 ) -> RepeatFilter:
     """Install one RepeatFilter (replacing one installed before) on the root logger's handlers and on ``loggers``
     (which keep their own handlers), and make Gradio log the tracebacks it prints; records are cut at

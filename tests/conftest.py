@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.config.settings import Settings, load_settings
+from bot.config.variants import replace
 from bot.factory import build_bot, build_store
 from bot.search.tokenizer import Tokenizer
 from bot.ui.app import build_demo
@@ -52,9 +53,9 @@ def settings(tmp_path: Path, kb_dir: Path, monkeypatch, jieba_cache) -> Settings
     cfg = tmp_path / "config.yaml"
     shutil.copy(ROOT / "config.yaml", cfg)
     s = load_settings(cfg)
-    s.knowledge.path = str(kb_dir)
-    s.state_dir = str(tmp_path / "state")
-    s.retrieval.mode = "sparse"
+    s = replace(s, "knowledge.path", str(kb_dir))
+    s = replace(s, "state_dir", str(tmp_path / "state"))
+    s = replace(s, "retrieval.mode", "sparse")
     shutil.copytree(jieba_cache, tmp_path / "state" / "jieba")
     return s
 
@@ -73,10 +74,10 @@ def llm_server():
 def llm_settings(settings, llm_server, monkeypatch) -> Settings:
     """Settings whose LLM is the local test server (a dummy key in the environment)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    settings.llm.base_url = llm_server.url
-    settings.llm.model = "local-test"
-    settings.llm.timeout = 5
-    settings.llm.max_retries = 0
+    settings = replace(settings, "llm.base_url", llm_server.url)
+    settings = replace(settings, "llm.model", "local-test")
+    settings = replace(settings, "llm.timeout", 5)
+    settings = replace(settings, "llm.max_retries", 0)
     return settings
 
 
@@ -140,16 +141,17 @@ def serve_api(monkeypatch):
 @pytest.fixture
 def serve_app(settings, monkeypatch):
     """Start the real app (app.build_server + app.serve) in-process, with an admin login (the knowledge tab is for
-    admins only); returns its base URL. Stopped after the test."""
+    admins only), for the ``settings`` fixture or a variant of it; returns its base URL. Stopped after the test."""
     demos = []
     monkeypatch.setenv(settings.ui.admin.username_env, "admin")
     monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
 
-    def start(**launch) -> str:
+    def start(variant: Settings | None = None, **launch) -> str:
+        """Serve ``variant`` (settings are frozen: a test's changed copy), else the ``settings`` fixture."""
         from bot.ui.admin import COOKIE
 
-        set_cutoffs(settings, "sparse", 0.5)
-        demo, url = serve_in_process(settings, **launch)
+        served = set_cutoffs(variant or settings, "sparse", 0.5)
+        demo, url = serve_in_process(served, **launch)
         ADMIN_COOKIE["Cookie"] = f"{COOKIE}={demo.admin.token()}"
         demos.append(demo)
         return url

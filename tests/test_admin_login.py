@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from bot.chat.logins import ADDRESS_FAILURES_PER_MINUTE, ThrottledLogin, locked_message
+from bot.config.variants import replace
 from bot.ui.admin import COOKIE, AdminAuth
 
 ADMIN = ("boss", "s3cret-pass")
@@ -86,8 +87,8 @@ def test_spraying_usernames_from_one_address_is_capped(admin):
 def test_the_admin_login_takes_the_chat_logins_settings(settings, monkeypatch):
     monkeypatch.setenv(settings.ui.admin.username_env, ADMIN[0])
     monkeypatch.setenv(settings.ui.admin.password_env, ADMIN[1])
-    settings.limits.login_failures = 2
-    settings.limits.login_lockout_seconds = 7
+    settings = replace(settings, "limits.login_failures", 2)
+    settings = replace(settings, "limits.login_lockout_seconds", 7)
     auth = AdminAuth.from_settings(settings)
     assert (auth.throttle.failures, auth.throttle.lockout) == (2, 7)
     http = client(auth)

@@ -12,10 +12,13 @@ import openai
 import pytest
 
 import app
+from bot.config.variants import replace, update
 from bot.factory import build_bot
 from bot.texts import RATE_LIMITED
 from tests.support.knowledge import set_cutoffs, write_knowledge
 from tests.support.serving import TOKEN, ask, client, streamed
+
+SMALL_FASTTEXT = {"dim": 32, "epoch": 50, "bucket": 20_000, "sif_a": 1.0}
 
 MODES = ("sparse", "dense", "hybrid")
 
@@ -107,7 +110,7 @@ def test_unset_token_variable_refuses_every_call_and_says_which(settings, serve_
 
 
 def test_require_token_false_opens_the_api_while_the_variable_is_unset(settings, serve_api):
-    settings.api.require_token = False
+    settings = replace(settings, "api.require_token", False)
     url = serve_api(settings, token=None)
     r = httpx.post(
         f"{url}/chat/completions", json={"model": "kbbot", "messages": [{"role": "user", "content": "怎么添加知识？"}]}
@@ -179,7 +182,7 @@ def test_text_parts_history_and_system_messages(sparse_url):
 
 
 def test_rate_limit_per_token(settings, serve_api):
-    settings.ui.rate_limit_per_minute = 2
+    settings = replace(settings, "ui.rate_limit_per_minute", 2)
     url = serve_api(settings)
     for _ in range(2):
         ask(url, "怎么添加知识？")
@@ -217,7 +220,7 @@ def test_bot_errors_become_openai_errors_before_and_during_a_stream(settings, se
 
 
 def test_api_can_be_disabled(settings):
-    settings.api.enabled = False
+    settings = replace(settings, "api.enabled", False)
     _, routes = app.build_server(settings)
     assert routes == []
 
@@ -232,11 +235,15 @@ def test_api_works_beside_the_browser_login(settings, serve_api):
 # -- dense and hybrid (small fastText model on the tiny knowledge) ----------
 def small_dense_settings(settings):
     """The fastText encoder, small and fast, with every mode's threshold pinned here."""
-    settings.retrieval.dense.encoder = "fasttext"
-    f = settings.retrieval.dense.fasttext
-    f.dim, f.epoch, f.bucket, f.sif_a = 32, 50, 20_000, 1.0
-    settings.retrieval.dense.embed_template = "{query} {metadata}"
-    settings.retrieval.hybrid.sparse_weight["fasttext"] = 0.5
+    settings = update(
+        settings,
+        {
+            "retrieval.dense.encoder": "fasttext",
+            **{f"retrieval.dense.fasttext.{k}": v for k, v in SMALL_FASTTEXT.items()},
+            "retrieval.dense.embed_template": "{query} {metadata}",
+            "retrieval.hybrid.sparse_weight": {**settings.retrieval.hybrid.sparse_weight, "fasttext": 0.5},
+        },
+    )
     for system in ("sparse", "dense-fasttext", "hybrid-fasttext"):
         set_cutoffs(settings, system, 0.5)
     return settings
@@ -292,7 +299,7 @@ PLACES = [
 def test_llm_answer_streams_in_pieces_with_history_and_without_the_client_system_prompt(
     llm_settings, llm_server, serve_api
 ):
-    llm_settings.conversation.rewrite = False
+    llm_settings = replace(llm_settings, "conversation.rewrite", False)
     set_cutoffs(llm_settings, "sparse", 0.5)
     url = serve_api(llm_settings)
     chunks, text = streamed(
@@ -322,7 +329,7 @@ def test_twenty_concurrent_streams_each_get_their_own_answer(llm_settings, llm_s
         },
         name="places.json",
     )
-    llm_settings.ui.rate_limit_per_minute = 0
+    llm_settings = replace(llm_settings, "ui.rate_limit_per_minute", 0)
     set_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.chunk_delay = 0.02
     url = serve_api(llm_settings)

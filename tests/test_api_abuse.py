@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx
 
+from bot.config.variants import replace
 from tests.support.serving import TOKEN
 
 
@@ -19,8 +20,8 @@ def post(base: str, token: str, content: bytes | None = None) -> httpx.Response:
 
 
 def test_wrong_tokens_lock_the_address_out_even_for_the_right_token(settings, serve_api):
-    settings.limits.login_failures = 5
-    settings.limits.login_lockout_seconds = 30
+    settings = replace(settings, "limits.login_failures", 5)
+    settings = replace(settings, "limits.login_lockout_seconds", 30)
     base = serve_api(settings)
     codes = [post(base, f"guess-{n}").status_code for n in range(30)]
     assert codes[:4] == [401] * 4 and set(codes[4:]) == {429}

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.ui.app import build_demo
 from tests.support.knowledge import TINY
@@ -171,7 +172,7 @@ def test_rate_limit_per_client_address_not_per_session(settings):
 
     from bot.ui.app import ChatHandlers
 
-    settings.limits.chat_per_minute = 2
+    settings = replace(settings, "limits.chat_per_minute", 2)
     bot = build_bot(settings)
     demo = build_demo(bot, settings).queue()
     port = free_port()
@@ -202,7 +203,7 @@ def test_deprecated_ui_rate_limit_still_wins(settings):
     from bot.chat.limits import chat_per_minute
 
     assert chat_per_minute(settings) == settings.limits.chat_per_minute == 20
-    settings.ui.rate_limit_per_minute = 0
+    settings = replace(settings, "ui.rate_limit_per_minute", 0)
     assert chat_per_minute(settings) == 0
 
 

@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from bot.config.variants import replace, update
 from bot.texts import FOREIGN
 from tests.support.browser import shot
 from tests.support.knowledge import FEES, write_knowledge
@@ -65,8 +66,8 @@ def test_the_widget_on_another_origin_answers_and_clarifies(browser, settings, s
     try:
         write_knowledge(tmp_path / "fees", FEES)
         monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
-        settings.knowledge.path = str(tmp_path / "fees")
-        settings.widget.enabled, settings.widget.allowed_origins = True, [allowed.origin]
+        settings = replace(settings, "knowledge.path", str(tmp_path / "fees"))
+        settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": [allowed.origin]})
         settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
             update={"answer": 0.3, "clarify": 0.05}
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.chat.splitter import QuestionSplitter, merge_hits
+from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
@@ -65,14 +66,14 @@ def test_split_message_finds_both_and_prompt_names_the_parts(llm_settings, llm_s
 
 
 def test_splitting_off_keeps_one_search(settings):
-    settings.splitting.enabled = False
+    settings = replace(settings, "splitting.enabled", False)
     set_cutoffs(settings, "sparse", 0.5)
     hits, _ = build_bot(settings).retrieve("怎么添加知识，图书馆几点开放？")
     assert hits and all(h.subquestion == "" for h in hits)
 
 
 def test_splitter_rules():
-    s = QuestionSplitter(["还有", "and also"], min_part_chars=2)
+    s = QuestionSplitter(["还有", "and also"], min_part_chars=2, max_parts=4)
     assert s.split("图书馆几点开门，食堂在哪里？") == ["图书馆几点开门", "食堂在哪里"]
     assert s.split("图书馆几点开门还有食堂在哪里") == ["图书馆几点开门", "食堂在哪里"]
     assert s.split("How to add AND ALSO how to delete") == ["How to add", "how to delete"]

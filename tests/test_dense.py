@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bot.chat.answer import Cutoffs, Strategy
+from bot.config.variants import replace, update
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
@@ -20,6 +21,8 @@ from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.search.faiss_searcher import FaissSearcher
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.support.ports import free_port
+
+SMALL_FASTTEXT = {"dim": 32, "epoch": 50, "bucket": 20_000, "sif_a": 1.0}
 
 # Fast on the tiny knowledge (~0.3 s to train): 50 epochs flat. The epoch budget (target_tokens) would give the
 # tiny knowledge 1,000 epochs; it has tests of its own below. Output vectors are on, as shipped.
@@ -34,7 +37,12 @@ def entries(tmp_path) -> list[Entry]:
 
 def encoder(path: Path, tokenizer, **kw) -> FastTextEncoder:
     return FastTextEncoder(
-        tokenizer, path / "fasttext", params=kw.pop("params", SMALL), sif_a=kw.pop("sif_a", 1.0), **kw
+        tokenizer,
+        path / "fasttext",
+        params=kw.pop("params", SMALL),
+        sif_a=kw.pop("sif_a", 1.0),
+        retrain_after=kw.pop("retrain_after", 0.0),
+        **kw,
     )
 
 
@@ -74,14 +82,16 @@ def test_zero_vector_guard(tmp_path, tokenizer, entries):
 def test_missing_pretrained_path_names_path_and_key(tmp_path, tokenizer):
     missing = tmp_path / "nope" / "cc.zh.300.bin"
     with pytest.raises(ConfigError) as err:
-        FastTextEncoder(tokenizer, tmp_path / "ft", pretrained=missing)
+        FastTextEncoder(tokenizer, tmp_path / "ft", pretrained=missing, retrain_after=0.0)
     assert str(missing) in str(err.value) and "retrieval.dense.fasttext.pretrained" in str(err.value)
 
 
 def test_pretrained_model_is_used_as_is(tmp_path, tokenizer, entries):
     trained = encoder(tmp_path / "train", tokenizer)
     trained.prepare(entries)
-    enc = FastTextEncoder(tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL)
+    enc = FastTextEncoder(
+        tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL, retrain_after=0.0
+    )
     assert enc.prepare(entries) is None and enc.signature().startswith("pretrained:")
     assert enc.embed_query("怎么添加知识").shape == (SMALL.dim,)
     assert not (tmp_path / "unused").exists()
@@ -159,7 +169,9 @@ def test_a_changed_training_parameter_retrains(tmp_path, tokenizer, entries, cha
 def test_pretrained_model_uses_input_vectors_only(tmp_path, tokenizer, entries):
     trained = encoder(tmp_path / "train", tokenizer)  # output_vectors on
     trained.prepare(entries)
-    enc = FastTextEncoder(tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL)
+    enc = FastTextEncoder(
+        tokenizer, tmp_path / "unused", pretrained=trained.model_file, params=SMALL, retrain_after=0.0
+    )
     enc.prepare(entries)
     import fasttext
 
@@ -171,9 +183,9 @@ def test_pretrained_model_uses_input_vectors_only(tmp_path, tokenizer, entries):
 def test_config_reaches_the_fasttext_encoder(settings, tokenizer):
     from bot.factory import searcher_factories
 
-    settings.retrieval.dense.encoder = "fasttext"
-    f = settings.retrieval.dense.fasttext
-    f.neg, f.output_vectors, f.target_tokens, f.max_epoch, f.ws, f.dim = 4, False, 1234, 56, 7, 8
+    settings = replace(settings, "retrieval.dense.encoder", "fasttext")
+    given = {"neg": 4, "output_vectors": False, "target_tokens": 1234, "max_epoch": 56, "ws": 7, "dim": 8}
+    settings = update(settings, {f"retrieval.dense.fasttext.{k}": v for k, v in given.items()})
     params = searcher_factories(settings, tokenizer)["dense"]().encoder.params
     assert (params.neg, params.output_vectors, params.target_tokens, params.max_epoch, params.ws, params.dim) == (
         4,
@@ -279,12 +291,16 @@ def test_relevance_weighs_the_question_and_passage_cosines_and_stays_in_0_1(tmp_
 
 def small_dense_settings(settings, mode: str = "dense"):
     """Settings for the fastText encoder on the tiny knowledge: a small model, thresholds pinned here."""
-    settings.retrieval.mode = mode
-    settings.retrieval.dense.encoder = "fasttext"
-    f = settings.retrieval.dense.fasttext
-    f.dim, f.epoch, f.bucket, f.sif_a = 32, 50, 20_000, 1.0
-    settings.retrieval.dense.embed_template = "{query} {metadata}"
-    settings.retrieval.hybrid.sparse_weight["fasttext"] = 0.5
+    settings = replace(settings, "retrieval.mode", mode)
+    settings = update(
+        settings,
+        {
+            "retrieval.dense.encoder": "fasttext",
+            **{f"retrieval.dense.fasttext.{k}": v for k, v in SMALL_FASTTEXT.items()},
+            "retrieval.dense.embed_template": "{query} {metadata}",
+            "retrieval.hybrid.sparse_weight": {**settings.retrieval.hybrid.sparse_weight, "fasttext": 0.5},
+        },
+    )
     set_cutoffs(settings, "sparse", 0.5)
     set_cutoffs(settings, "dense-fasttext", 0.5)
     set_cutoffs(settings, "hybrid-fasttext", 0.5)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bot.config.settings import load_settings
+from bot.config.variants import replace
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
@@ -211,8 +212,8 @@ def test_e5_settings_reject_unknown_keys(tmp_path):
     from tests.support.knowledge import ROOT
 
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
-    assert "    encoder: e5\n" in text
-    text = text.replace("    encoder: e5\n", "    encoder: e5\n    e5: {num_threads: 1, bogus: 2}\n")
+    assert "\nretrieval:\n" in text  # the shipped file leaves dense to its defaults: add the block under retrieval
+    text = text.replace("\nretrieval:\n", "\nretrieval:\n  dense:\n    e5: {num_threads: 1, bogus: 2}\n", 1)
     (tmp_path / "config.yaml").write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path / "config.yaml")
@@ -220,9 +221,9 @@ def test_e5_settings_reject_unknown_keys(tmp_path):
 
 
 def test_bot_answers_with_the_e5_encoder(settings):
-    settings.retrieval.mode = "dense"
-    settings.retrieval.dense.encoder = "e5"
-    settings.retrieval.dense.e5.batch_size = 4
+    settings = replace(settings, "retrieval.mode", "dense")
+    settings = replace(settings, "retrieval.dense.encoder", "e5")
+    settings = replace(settings, "retrieval.dense.e5.batch_size", 4)
     set_cutoffs(settings, "dense-e5", 0.9)
     bot = build_bot(settings)
     answer = bot.answer("怎么添加知识？")

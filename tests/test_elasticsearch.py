@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from bot.config.variants import update
 from bot.errors import SearchBackendError
 from bot.factory import sparse_searcher
 from bot.knowledge.entries import Entry, load_entries
@@ -71,15 +72,15 @@ def es(client, tmp_path, tokenizer, kb) -> ElasticsearchSearcher:
 
 def es_settings(settings, url: str, **overrides):
     """The test settings switched to the Elasticsearch backend at ``url`` (plain-JSON mode for osmem)."""
-    settings.retrieval.sparse.backend = "elasticsearch"
-    block = settings.retrieval.sparse.elasticsearch
-    block.hosts = [url]
-    block.index = f"kbbot-test-{uuid.uuid4().hex[:10]}"
-    block.compat_headers = False
-    block.request_timeout = 2.0
-    for key, value in overrides.items():
-        setattr(block, key, value)
-    return settings
+    block = {
+        "hosts": [url],
+        "index": f"kbbot-test-{uuid.uuid4().hex[:10]}",
+        "compat_headers": False,
+        "request_timeout": 2.0,
+        **overrides,
+    }
+    changes = {f"retrieval.sparse.elasticsearch.{key}": value for key, value in block.items()}
+    return update(settings, {"retrieval.sparse.backend": "elasticsearch", **changes})
 
 
 # -- incremental sync ----------------------------------------------------------
@@ -339,9 +340,9 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
 
     import yaml
 
-    from tests.support.knowledge import ROOT
+    from tests.support.knowledge import ROOT, full_config
 
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    raw = full_config()
     raw["knowledge"]["path"], raw["state_dir"] = settings.knowledge.path, settings.state_dir
     raw["retrieval"]["mode"] = "sparse"
     raw["retrieval"]["thresholds"]["sparse"] = {"answer": 0.5, "direct": None}

@@ -37,7 +37,11 @@ def fasttext_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
 
     def make() -> Encoder:  # the same trained model every time (trained once, reloaded from disk)
         enc = FastTextEncoder(
-            tokenizer, root / "fasttext", params=FastTextParams(dim=32, epoch=50, bucket=20_000), sif_a=1.0
+            tokenizer,
+            root / "fasttext",
+            params=FastTextParams(dim=32, epoch=50, bucket=20_000),
+            sif_a=1.0,
+            retrain_after=0.0,
         )
         enc.prepare(entries)
         return enc

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import LONG_BUSY
 from tests.support.knowledge import set_cutoffs
@@ -15,7 +16,7 @@ LONG = "怎么添加知识？" + "请详细说明每一个步骤" * 200  # 2,007
 
 
 def test_each_search_reads_at_most_the_configured_characters(settings, monkeypatch):
-    settings.limits.max_search_chars = 60
+    settings = replace(settings, "limits.max_search_chars", 60)
     set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     searched: list[str] = []
@@ -29,9 +30,9 @@ def test_each_search_reads_at_most_the_configured_characters(settings, monkeypat
 
 def test_long_messages_wait_for_their_own_slots_and_short_ones_do_not(llm_settings, llm_server):
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.limits.long_message_chars = 300
-    llm_settings.limits.long_message_concurrency = 1
-    llm_settings.limits.long_message_wait_seconds = 0.3
+    llm_settings = replace(llm_settings, "limits.long_message_chars", 300)
+    llm_settings = replace(llm_settings, "limits.long_message_concurrency", 1)
+    llm_settings = replace(llm_settings, "limits.long_message_wait_seconds", 0.3)
     llm_server.reply = lambda body: "根据参考资料 [1]，放进 knowledge 文件夹即可。"
     bot = build_bot(llm_settings)
     llm_server.fail(Fault(sleep=2.0))  # the first long message holds its slot for 2 s

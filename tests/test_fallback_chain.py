@@ -13,6 +13,7 @@ from bot.chat.answer import Strategy
 from bot.chat.grading import GradingFailed, parse_grades
 from bot.chat.rewrite import parse_phrasings
 from bot.config.settings import load_settings
+from bot.config.variants import replace
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from tests.support.knowledge import config_dict, set_cutoffs
@@ -40,7 +41,7 @@ def kinds(server) -> list[str]:
 @pytest.fixture
 def chain_settings(llm_settings):
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.fallback.chain = ["rewrite", "hyde", "last_resort"]
+    llm_settings = replace(llm_settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
     return llm_settings
 
 
@@ -78,7 +79,7 @@ def test_rewrite_shows_in_the_sources_panel(chain_settings, llm_server):
     ],
 )
 def test_chain_order_is_the_request_order(chain_settings, llm_server, chain, expected):
-    chain_settings.fallback.chain = chain
+    chain_settings = replace(chain_settings, "fallback.chain", chain)
     llm_server.reply = scripted()
     answer = build_bot(chain_settings).answer("火星上有几座城市")
     assert answer.strategy is Strategy.LAST_RESORT and not answer.hits
@@ -95,8 +96,8 @@ def test_rewrite_that_fails_moves_on_to_the_next_step(chain_settings, llm_server
 
 
 def test_rewrite_is_skipped_without_an_llm(settings, llm_server):
-    settings.llm.base_url = llm_server.url  # no key in the environment: retrieval-only
-    settings.fallback.chain = ["rewrite", "hyde", "last_resort"]
+    settings = replace(settings, "llm.base_url", llm_server.url)  # no key in the environment: retrieval-only
+    settings = replace(settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
     set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     answer = bot.answer(HARD)
@@ -139,10 +140,10 @@ def test_template_with_an_unknown_field_is_a_config_error(tmp_path, kb_dir):
 @pytest.fixture
 def grading_settings(llm_settings):
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.retrieval.grading.enabled = True
-    llm_settings.retrieval.grading.candidates = 3
-    llm_settings.retrieval.grading.weight = 0.5
-    llm_settings.fallback.chain = ["last_resort"]
+    llm_settings = replace(llm_settings, "retrieval.grading.enabled", True)
+    llm_settings = replace(llm_settings, "retrieval.grading.candidates", 3)
+    llm_settings = replace(llm_settings, "retrieval.grading.weight", 0.5)
+    llm_settings = replace(llm_settings, "fallback.chain", ["last_resort"])
     return llm_settings
 
 
@@ -169,7 +170,9 @@ def test_grading_lifts_a_useful_candidate_over_the_threshold(grading_settings, l
 
 
 def test_grading_can_sink_a_hit_below_the_threshold(grading_settings, llm_server):
-    grading_settings.retrieval.grading.weight = 0.6  # even a relevance of 1 ends below 0.5
+    grading_settings = replace(
+        grading_settings, "retrieval.grading.weight", 0.6
+    )  # even a relevance of 1 ends below 0.5
     llm_server.reply = scripted(grade=grade_by_title("no such title"))
     answer = build_bot(grading_settings).answer("怎么切换检索模式？")
     assert answer.strategy is Strategy.LAST_RESORT and not answer.hits
@@ -202,10 +205,10 @@ def test_broken_grading_keeps_the_retrieval_relevances(grading_settings, llm_ser
 
 
 def test_grading_is_off_by_default_and_without_an_llm(settings, llm_server):
-    settings.llm.base_url = llm_server.url
-    settings.retrieval.grading.enabled = True
+    settings = replace(settings, "llm.base_url", llm_server.url)
+    settings = replace(settings, "retrieval.grading.enabled", True)
     assert build_bot(settings).grader is None  # no key: retrieval-only
-    settings.retrieval.grading.enabled = False
+    settings = replace(settings, "retrieval.grading.enabled", False)
     assert load_settings(settings.source).retrieval.grading.enabled is False
 
 

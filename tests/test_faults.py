@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bot.chat.answer import Strategy
+from bot.config.variants import update
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import Entry, load_entries
@@ -346,7 +347,9 @@ def dense(tmp_path, tokenizer, entries):
     from bot.search.faiss_searcher import FaissSearcher
 
     def make():
-        encoder = FastTextEncoder(tokenizer, tmp_path / "fasttext", params=FastTextParams(dim=16, epoch=5))
+        encoder = FastTextEncoder(
+            tokenizer, tmp_path / "fasttext", params=FastTextParams(dim=16, epoch=5), retrain_after=0.0
+        )
         return FaissSearcher(tmp_path / "faiss", encoder, "{query} {metadata}", 0.4, 50_000)
 
     make().sync(entries)
@@ -430,9 +433,7 @@ def llm_bot_factory(llm_settings, llm_server):
     llm_server.reply = lambda body: "根据参考资料 [1]，放进 knowledge 文件夹即可。"
 
     def make(max_retries: int = 0, timeout: float = 5.0):
-        llm_settings.llm.max_retries = max_retries
-        llm_settings.llm.timeout = timeout
-        return build_bot(llm_settings)
+        return build_bot(update(llm_settings, {"llm.max_retries": max_retries, "llm.timeout": timeout}))
 
     return make
 

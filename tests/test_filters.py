@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from bot.config.variants import replace
 from bot.errors import KnowledgeError
 from bot.factory import build_bot
 from bot.knowledge.entries import load_entries
@@ -28,7 +29,7 @@ from tests.support.serving import TOKEN, client
 def offices(settings, tmp_path):
     folder = tmp_path / "offices"
     write_knowledge(folder, OFFICES)
-    settings.knowledge.path = str(folder)
+    settings = replace(settings, "knowledge.path", str(folder))
     set_cutoffs(settings, "sparse", 0.3)
     return settings
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.followup import is_small_talk, reads_as_followup
+from bot.config.variants import replace
 from bot.factory import build_bot
 from tests.support.knowledge import set_cutoffs, write_knowledge
 
@@ -95,7 +96,7 @@ def test_small_talk_detection():
 @pytest.fixture
 def campus_bot(settings, tmp_path):
     write_knowledge(tmp_path / "campus", CAMPUS)
-    settings.knowledge.path = str(tmp_path / "campus")
+    settings = replace(settings, "knowledge.path", str(tmp_path / "campus"))
     set_cutoffs(settings, "sparse", 0.35)
     return build_bot(settings)
 

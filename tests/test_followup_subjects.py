@@ -17,6 +17,7 @@ import pytest
 from bot.chat import turn_search as bot_module  # where a turn searches (Bot mixes it in)
 from bot.chat.followup import followup_queries, followup_subject
 from bot.config.settings import load_settings
+from bot.config.variants import update
 from bot.factory import build_bot
 from tests.support.knowledge import ROOT
 
@@ -83,10 +84,8 @@ def campus_bot(tmp_path: Path, folder: Path, monkeypatch):
     cfg = tmp_path / "config.yaml"
     shutil.copy(ROOT / "config.yaml", cfg)
     settings = load_settings(cfg)
-    settings.knowledge.path, settings.state_dir, settings.retrieval.mode = (
-        str(folder),
-        str(tmp_path / "state"),
-        "sparse",
+    settings = update(
+        settings, {"knowledge.path": str(folder), "state_dir": str(tmp_path / "state"), "retrieval.mode": "sparse"}
     )
     return build_bot(settings)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import httpx
 
+from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
 from tests.support.knowledge import FEES, write_knowledge
 from tests.support.serving import call_event, client
@@ -16,12 +17,12 @@ QUESTIONS = ["校园网怎么连接？", "学费是多少？", "转人工", "你
 
 def test_page_api_and_widget_decide_alike(settings, serve_api, monkeypatch, tmp_path):
     write_knowledge(tmp_path / "fees", FEES)
-    settings.knowledge.path = str(tmp_path / "fees")
+    settings = replace(settings, "knowledge.path", str(tmp_path / "fees"))
     settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
         update={"answer": 0.3, "clarify": 0.05}
     )
     monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
-    settings.widget.enabled, settings.widget.allowed_origins = True, ["http://127.0.0.1:9"]
+    settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": ["http://127.0.0.1:9"]})
     v1 = serve_api(settings)
     base = v1.removesuffix("/v1")
     for i, question in enumerate(QUESTIONS):

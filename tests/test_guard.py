@@ -16,6 +16,7 @@ import pytest
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import OpenAIChat
 from bot.chat.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
+from bot.config.variants import replace
 from bot.errors import LLMTimeoutError
 from bot.logfilter import RepeatFilter
 from bot.ui.guard import CSP, safe_markdown
@@ -42,9 +43,9 @@ def test_every_response_carries_a_csp_that_keeps_images_on_this_server(serve_app
 
 # -- limits per client address -----------------------------------------------------------
 def test_retrieval_test_and_knowledge_writes_are_limited_per_address_across_fresh_clients(settings, serve_app, kb_dir):
-    settings.limits.retrieval_test_per_minute = 2
-    settings.limits.writes_per_minute = 2
-    base = serve_app()
+    settings = replace(settings, "limits.retrieval_test_per_minute", 2)
+    settings = replace(settings, "limits.writes_per_minute", 2)
+    base = serve_app(settings)
     tables = [call(base, "retrieval_test", "怎么添加知识")[0] for _ in range(3)]
     assert "Too many requests" not in tables[1] and "Too many requests" in tables[2] and "sparse" in tables[0]
     statuses = [
@@ -56,8 +57,8 @@ def test_retrieval_test_and_knowledge_writes_are_limited_per_address_across_fres
 
 
 def test_upload_over_the_size_cap_is_refused_and_imported_uploads_are_deleted(settings, serve_app, tmp_path, kb_dir):
-    settings.limits.max_upload_mb = 0.01  # 10 KiB
-    base = serve_app()
+    settings = replace(settings, "limits.max_upload_mb", 0.01)  # 10 KiB
+    base = serve_app(settings)
     big = b'{"x": {"query": "q", "document": "' + b"a" * 20_000 + b'"}}'
     refused = httpx.post(base + "/gradio_api/upload", files={"files": ("big.json", big)}, headers=ADMIN, timeout=30)
     assert refused.status_code == 413
@@ -76,8 +77,8 @@ def test_upload_over_the_size_cap_is_refused_and_imported_uploads_are_deleted(se
 
 
 def test_uploads_are_limited_per_address(settings, serve_app):
-    settings.limits.writes_per_minute = 2
-    base = serve_app()
+    settings = replace(settings, "limits.writes_per_minute", 2)
+    base = serve_app(settings)
     codes = [
         httpx.post(
             base + "/gradio_api/upload", files={"files": ("a.json", b"{}")}, headers=ADMIN, timeout=30
@@ -89,8 +90,8 @@ def test_uploads_are_limited_per_address(settings, serve_app):
 
 # -- login -------------------------------------------------------------------------------
 def test_chat_and_admin_logins_are_throttled_alike_even_with_the_right_password(settings, serve_app):
-    settings.limits.login_failures = 5
-    base = serve_app(auth=("alice", "s3cret-pass"))
+    settings = replace(settings, "limits.login_failures", 5)
+    base = serve_app(settings, auth=("alice", "s3cret-pass"))
 
     def login(password: str) -> int:
         return httpx.post(base + "/login", data={"username": "alice", "password": password}, timeout=30).status_code
@@ -203,8 +204,8 @@ def test_waiting_beyond_the_timeout_degrades_like_an_llm_error(llm_settings, llm
     from bot.factory import build_bot
     from bot.texts import LLM_DOWN_NOTICE
 
-    llm_settings.llm.max_concurrency = 1
-    llm_settings.llm.timeout = 0.5
+    llm_settings = replace(llm_settings, "llm.max_concurrency", 1)
+    llm_settings = replace(llm_settings, "llm.timeout", 0.5)
     bot = build_bot(llm_settings)
     held = bot.llm.stream([{"role": "user", "content": "hold"}])  # a slow caller keeps the only slot
     llm_server.chunk_delay = 0.2

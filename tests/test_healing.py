@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from bot.config.variants import replace
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
 from bot.search.encoders.base import Encoder, normalize_rows
@@ -39,10 +40,10 @@ def fasttext_settings(settings, mode: str = "dense"):
     """A small, quick fastText model for the dense mode."""
     pytest.importorskip("faiss")
     pytest.importorskip("fasttext")
-    settings.retrieval.mode = mode
-    settings.retrieval.dense.encoder = "fasttext"
-    settings.retrieval.dense.fasttext.dim = 16
-    settings.retrieval.dense.fasttext.target_tokens = 0
+    settings = replace(settings, "retrieval.mode", mode)
+    settings = replace(settings, "retrieval.dense.encoder", "fasttext")
+    settings = replace(settings, "retrieval.dense.fasttext.dim", 16)
+    settings = replace(settings, "retrieval.dense.fasttext.target_tokens", 0)
     set_cutoffs(settings, "sparse", 0.5)
     set_cutoffs(settings, "dense-fasttext", 0.3)
     return settings

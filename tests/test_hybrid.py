@@ -16,6 +16,7 @@ import json
 import pytest
 
 from bot.chat.answer import Cutoffs
+from bot.config.variants import replace
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import Hit
 from bot.search.hybrid import HybridSearcher
@@ -138,10 +139,10 @@ def test_the_threshold_compares_the_fused_relevance_only():
 
 # -- through the bot -------------------------------------------------------------------------
 def hybrid_settings(settings):
-    settings.retrieval.mode = "hybrid"
-    settings.retrieval.dense.encoder = "e5"
-    settings.retrieval.dense.question_weight = QUESTION_WEIGHT
-    settings.retrieval.dense.embed_template = "{query} {metadata} {document}"
+    settings = replace(settings, "retrieval.mode", "hybrid")
+    settings = replace(settings, "retrieval.dense.encoder", "e5")
+    settings = replace(settings, "retrieval.dense.question_weight", QUESTION_WEIGHT)
+    settings = replace(settings, "retrieval.dense.embed_template", "{query} {metadata} {document}")
     settings.retrieval.hybrid.sparse_weight["e5"] = SPARSE_WEIGHT
     set_cutoffs(settings, "sparse", SPARSE)
     set_cutoffs(settings, "dense-e5", DENSE)
@@ -180,7 +181,7 @@ def test_reload_syncs_each_index_once_when_hybrid_shares_them(settings, kb_dir):
     from bot.factory import build_bot
 
     settings = hybrid_settings(settings)
-    settings.retrieval.mode = "sparse"
+    settings = replace(settings, "retrieval.mode", "sparse")
     bot = build_bot(settings)
     bot.index.searcher("hybrid")  # wraps the sparse index the default mode already serves, plus the dense one
     data = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))

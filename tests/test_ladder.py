@@ -8,6 +8,7 @@ import pytest
 from bot.chat.answer import Decision, Strategy
 from bot.chat.offers import read_offer
 from bot.config.settings import Cutoffs
+from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import REPHRASE_REPLY
 from tests.support.knowledge import write_knowledge
@@ -39,7 +40,7 @@ def history(*pairs: tuple[str, str]) -> list[dict]:
 def test_a_request_for_a_person_is_handed_off_and_a_lookalike_is_not(ladder_settings):
     hook = Hook()
     try:
-        ladder_settings.handoff.webhook.url = hook.url
+        ladder_settings = replace(ladder_settings, "handoff.webhook.url", hook.url)
         bot = build_bot(ladder_settings)
         answer = bot.answer("转人工")
         assert answer.decision is Decision.HANDOFF and answer.text == ladder_settings.handoff.reply
@@ -87,8 +88,8 @@ def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(la
     asked = build_bot(ladder_settings).answer("校歌是什么")
     assert asked.decision is Decision.CLARIFY
     assert [o.id for o in asked.options] == ["faq:anthem", "faq:lyrics", "faq:second"]
-    ladder_settings.ladder.max_options = 2
-    assert [o.id for o in build_bot(ladder_settings).answer("校歌是什么").options] == ["faq:anthem", "faq:lyrics"]
+    two = replace(ladder_settings, "ladder.max_options", 2)
+    assert [o.id for o in build_bot(two).answer("校歌是什么").options] == ["faq:anthem", "faq:lyrics"]
 
 
 def test_asking_an_entry_question_verbatim_answers_without_clarifying(ladder_settings):
@@ -110,7 +111,7 @@ def test_a_near_miss_is_confirmed_yes_answers_and_no_asks_to_rephrase(ladder_set
     assert yes.strategy is Strategy.CHOSEN and yes.hits[0].entry.id == "faq:library" and "八点" in yes.text
     no = bot.answer("不是", past)
     assert no.strategy is Strategy.REPHRASE
-    ladder_settings.handoff.on_confirm_no = True
+    ladder_settings = replace(ladder_settings, "handoff.on_confirm_no", True)
     escalated = build_bot(ladder_settings).answer("不是", past)
     assert escalated.decision is Decision.HANDOFF and escalated.strategy is Strategy.ESCALATE
 
@@ -130,14 +131,14 @@ def test_the_second_miss_in_a_row_hands_off(ladder_settings):
     assert first.decision is Decision.FALLBACK and first.strategy is Strategy.LAST_RESORT
     second = bot.answer("木星有几颗卫星", history(("火星上有几座城市", first.text)))
     assert second.decision is Decision.HANDOFF and second.strategy is Strategy.ESCALATE  # listed in the inbox
-    ladder_settings.handoff.after_misses = 0
+    ladder_settings = replace(ladder_settings, "handoff.after_misses", 0)
     assert build_bot(ladder_settings).answer("木星有几颗卫星", history(("火星上有几座城市", first.text))).decision is (
         Decision.FALLBACK
     )
 
 
 def test_rungs_can_be_dropped_in_config(ladder_settings):
-    ladder_settings.ladder.steps = ["answer"]
+    ladder_settings = replace(ladder_settings, "ladder.steps", ["answer"])
     bot = build_bot(ladder_settings)
     assert [s.name for s in bot.steps] == ["answer", "last_resort"]
     assert bot.answer("你好").decision is not Decision.CHITCHAT
@@ -166,7 +167,7 @@ def test_confidence_band_on_every_source(ladder_settings):
     ["根据已知信息无法回答该问题。", "参考资料中没有提到图书馆周末的安排。", "I don't know based on the references."],
 )
 def test_the_llm_saying_it_does_not_know_is_a_miss(ladder_settings, llm_settings, llm_server, reply):
-    llm_settings.fallback.chain = ["last_resort"]
+    llm_settings = replace(llm_settings, "fallback.chain", ["last_resort"])
     llm_server.reply = lambda body: reply
     bot = build_bot(llm_settings)
     answer = bot.answer("食堂在哪里？")

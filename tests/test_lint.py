@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from bot.config.settings import LintSettings
+from bot.config.variants import replace
 from bot.evaluation.lint import (
     EMPTY_DOCUMENT,
     IMPORT_DUPLICATE,
@@ -103,7 +104,7 @@ def seeded(tmp_path) -> Path:
 def _sparse_index(settings, folder: Path):
     from bot.factory import build_index
 
-    settings.knowledge.path = str(folder)
+    settings = replace(settings, "knowledge.path", str(folder))
     index = build_index(settings)
     index.load()
     index.sync("sparse")

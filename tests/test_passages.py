@@ -11,6 +11,7 @@ import pytest
 from bot.chat.answer import hit_dict
 from bot.chat.prompt import PromptBuilder
 from bot.config.settings import PassageSettings
+from bot.config.variants import replace
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
 from bot.search.base import Hit
@@ -159,7 +160,7 @@ def test_an_edit_of_a_long_entry_reindexes_only_its_passages(settings, kb_dir):
     other = LONG_DOCUMENT.replace("游泳馆", "体育馆").replace("快递驿站", "邮局")
     data = {**knowledge(), "other": {"query": "另一份指南", "document": other, "metadata": ""}}
     write_knowledge(kb_dir, data)
-    settings.retrieval.passages = PassageSettings(size=SIZE, overlap=OVERLAP)
+    settings = replace(settings, "retrieval.passages", PassageSettings(size=SIZE, overlap=OVERLAP))
     index = build_index(settings)
     index.load()
     leaf = index.searcher("sparse").leaves()[0]
@@ -182,7 +183,7 @@ def test_an_edit_of_a_long_entry_reindexes_only_its_passages(settings, kb_dir):
 
 def test_turning_passages_off_indexes_documents_whole(settings, kb_dir):
     write_knowledge(kb_dir, knowledge())
-    settings.retrieval.passages = PassageSettings(enabled=False)
+    settings = replace(settings, "retrieval.passages", PassageSettings(enabled=False))
     index = build_index(settings)
     index.load()
     hashes = index.searcher("sparse").indexed_hashes() or {}
@@ -216,7 +217,7 @@ def test_a_document_without_passages_is_cut_at_the_budget():
 
 
 def test_prompt_sends_the_passage_not_the_whole_document(long_searcher, settings):
-    settings.prompt.max_hit_chars = 200
+    settings = replace(settings, "prompt.max_hit_chars", 200)
     hits = long_searcher.search("自习室预约超时未签到会怎样？", 3)
     text, _used = PromptBuilder(settings.prompt).references(hits)
     assert "违约" in text and "游泳馆" not in text
@@ -226,8 +227,8 @@ def test_prompt_sends_the_passage_not_the_whole_document(long_searcher, settings
 
 def test_retrieval_only_reply_sources_and_json_show_the_passages(settings, kb_dir):
     write_knowledge(kb_dir, knowledge(LONG_DOCUMENT + "\n\n<img src=http://evil.example/x.png>会议室在三楼。"))
-    settings.retrieval.passages = PassageSettings(size=SIZE, overlap=OVERLAP)
-    settings.prompt.max_hit_chars = 300
+    settings = replace(settings, "retrieval.passages", PassageSettings(size=SIZE, overlap=OVERLAP))
+    settings = replace(settings, "prompt.max_hit_chars", 300)
     bot = build_bot(settings)
     answer = bot.answer("打印店彩色打印每页多少钱？")
     assert answer.hits and answer.hits[0].entry.id == "faq:guide"
@@ -246,8 +247,8 @@ def test_retrieval_only_reply_sources_and_json_show_the_passages(settings, kb_di
 
 def test_the_llm_request_carries_the_matching_passage(llm_settings, llm_server, kb_dir):
     write_knowledge(kb_dir, knowledge())
-    llm_settings.retrieval.passages = PassageSettings(size=SIZE, overlap=OVERLAP)
-    llm_settings.prompt.max_hit_chars = 150
+    llm_settings = replace(llm_settings, "retrieval.passages", PassageSettings(size=SIZE, overlap=OVERLAP))
+    llm_settings = replace(llm_settings, "prompt.max_hit_chars", 150)
     answer = build_bot(llm_settings).answer("校医院急诊几点关门？")
     assert answer.llm_used and answer.hits[0].entry.id == "faq:guide"
     question = llm_server.requests[-1]["body"]["messages"][-1]["content"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.answer import Strategy
+from bot.config.variants import replace, update
 from bot.factory import build_bot, build_store
 from bot.ui.app import ChatHandlers
 from tests.support.knowledge import set_cutoffs
@@ -31,7 +32,7 @@ def test_examples_popular_fixed_and_both(busy_bot):
 
 
 def test_the_page_uses_the_configured_source(busy_bot, settings):
-    settings.ui.examples, settings.ui.examples_source = [], "popular"
+    settings = update(settings, {"ui.examples": [], "ui.examples_source": "popular"})
     assert ChatHandlers(busy_bot, settings).examples()[0] == ["怎么添加知识？"]
 
 
@@ -41,14 +42,14 @@ def test_a_deleted_entry_leaves_the_examples_at_once(busy_bot, settings):
 
 
 def test_the_last_resort_can_suggest_popular_entries(busy_bot, settings):
-    settings.fallback.last_resort.suggestions_source = "popular"
+    settings = replace(settings, "fallback.last_resort.suggestions_source", "popular")
     bot = build_bot(settings)
     bot.popular.forget()
     missed = bot.answer("火星上有几座城市")
     assert missed.strategy is Strategy.LAST_RESORT
     assert [o.question for o in missed.options] == ["怎么添加知识？", "图书馆开放时间", "阈值是什么意思？"]
     assert "怎么添加知识？" in missed.text
-    settings.fallback.last_resort.suggestions_source = "both"
+    settings = replace(settings, "fallback.last_resort.suggestions_source", "both")
     set_cutoffs(settings, "sparse", 0.99)  # nothing passes: the closest entries are candidates
     both = build_bot(settings)
     both.popular.forget()
@@ -61,6 +62,6 @@ def test_the_last_resort_can_suggest_popular_entries(busy_bot, settings):
 
 
 def test_without_a_log_the_examples_are_the_fixed_ones(settings):
-    settings.log.enabled = False
+    settings = replace(settings, "log.enabled", False)
     bot = build_bot(settings)
     assert bot.examples(["怎么添加知识？"], "both") == ["怎么添加知识？"]

@@ -15,6 +15,7 @@ import yaml
 
 from bot.chat.answer import Answer, Strategy
 from bot.config.settings import PrivacySettings, load_settings
+from bot.config.variants import replace
 from bot.conversations.privacy import PersonalData, PrivacyPolicy
 from bot.conversations.turn_log import TurnLog, turn_log_from_settings
 from bot.errors import ConfigError
@@ -115,14 +116,14 @@ def test_the_llm_sees_what_the_user_typed_unless_configured(llm_settings, llm_se
     question = f"图书馆开放时间？我的手机号{MOBILE}"
     build_bot(llm_settings).answer(question)
     assert MOBILE in str(llm_server.requests[-1]["body"]["messages"])
-    llm_settings.privacy.mask_llm = True
+    llm_settings = replace(llm_settings, "privacy.mask_llm", True)
     build_bot(llm_settings).answer(question)
     sent = str(llm_server.requests[-1]["body"]["messages"])
     assert MOBILE not in sent and "[mobile]" in sent
 
 
 def test_refusal_answers_politely_sends_nothing_and_stays_out_of_the_inbox(llm_settings, llm_server):
-    llm_settings.privacy.refuse = True
+    llm_settings = replace(llm_settings, "privacy.refuse", True)
     bot = build_bot(llm_settings)
     answer = bot.answer(f"帮我查一下身份证 {ID_CARD} 的成绩", session="s", source="api")
     assert answer.strategy == Strategy.REFUSED
@@ -135,7 +136,7 @@ def test_refusal_answers_politely_sends_nothing_and_stays_out_of_the_inbox(llm_s
 
 
 def test_masking_off_stores_text_as_typed_and_the_page_says_so(settings):
-    settings.privacy.mask = False
+    settings = replace(settings, "privacy.mask", False)
     bot = build_bot(settings)
     bot.answer(f"手机号{MOBILE}", session="s", source="web")
     assert bot.recorder.log is not None

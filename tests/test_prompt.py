@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bot.chat.prompt import PromptBuilder, normalize_history
+from bot.config.variants import replace
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
 
@@ -30,7 +31,7 @@ def test_messages_hold_persona_demos_history_and_references(settings):
 
 
 def test_context_cap_drops_least_relevant_first(settings):
-    settings.prompt.max_context_chars = 400
+    settings = replace(settings, "prompt.max_context_chars", 400)
     builder = PromptBuilder(settings.prompt)
     # Relevance decides, not the engine's score (here the least relevant hit has the highest BM25).
     hits = [hit(1, 0.3, "低" * 100, bm25=30.0), hit(2, 0.9, "高" * 100, bm25=5.0), hit(3, 0.6, "中" * 100, bm25=8.0)]
@@ -40,7 +41,7 @@ def test_context_cap_drops_least_relevant_first(settings):
 
 
 def test_single_huge_reference_is_cut(settings):
-    settings.prompt.max_context_chars = 200
+    settings = replace(settings, "prompt.max_context_chars", 200)
     text, used = PromptBuilder(settings.prompt).references([hit(1, 0.9, "长" * 5000)])
     assert len(used) == 1 and len(text) <= 201
 
@@ -86,7 +87,7 @@ def test_an_entry_cannot_forge_a_question_or_system_line(settings):
 
 
 def test_a_cut_single_reference_stays_valid_json(settings):
-    settings.prompt.max_context_chars = 200
+    settings = replace(settings, "prompt.max_context_chars", 200)
     text = PromptBuilder(settings.prompt).build("q", [hit(1, 0.9, doc="长" * 5000 + '"\n尾')]).messages[-1]["content"]
     content = next(ln for ln in text.split("\n") if ln.startswith("内容 / Content: "))
     document = json.loads(content.removeprefix("内容 / Content: "))

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.config.variants import replace, update
 from bot.errors import BotError, SearchBackendError
 from bot.factory import build_bot, build_store
 from bot.texts import LLM_DOWN_NOTICE
@@ -102,10 +103,10 @@ def debug_logs(caplog):
 def secret_settings(settings, llm_server, monkeypatch):
     """Settings with the LLM at the local server; the conftest fixture removed the key, so set it again."""
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    settings.llm.base_url = llm_server.url
-    settings.llm.model = "local-test"
-    settings.llm.timeout = 0.5
-    settings.llm.max_retries = 0
+    settings = replace(settings, "llm.base_url", llm_server.url)
+    settings = replace(settings, "llm.model", "local-test")
+    settings = replace(settings, "llm.timeout", 0.5)
+    settings = replace(settings, "llm.max_retries", 0)
     set_cutoffs(settings, "sparse", 0.5)
     return settings
 
@@ -142,7 +143,7 @@ def test_llm_error_messages_do_not_leak_the_key(secret_settings, llm_server, deb
     from bot.factory import build_llm
 
     if fault is None:
-        secret_settings.llm.base_url = f"http://127.0.0.1:{closed_port()}/v1"
+        secret_settings = replace(secret_settings, "llm.base_url", f"http://127.0.0.1:{closed_port()}/v1")
     else:
         llm_server.fail(fault)
     llm = build_llm(secret_settings)
@@ -232,17 +233,25 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     pytest.importorskip("elasticsearch")
     from bot.search.es_searcher import build_client, build_elasticsearch_searcher
 
-    es = settings.retrieval.sparse.elasticsearch
     port = closed_port()
-    es.hosts = [f"http://127.0.0.1:{port}"]
-    es.request_timeout, es.max_retries, es.fallback_to_embedded = 1, 1, fallback
-    settings.retrieval.sparse.backend = "elasticsearch"
+    es_block = "retrieval.sparse.elasticsearch"
+    settings = update(
+        settings,
+        {
+            f"{es_block}.hosts": [f"http://127.0.0.1:{port}"],
+            f"{es_block}.request_timeout": 1,
+            f"{es_block}.max_retries": 1,
+            f"{es_block}.fallback_to_embedded": fallback,
+            "retrieval.sparse.backend": "elasticsearch",
+        },
+    )
     if auth != "api_key":
         monkeypatch.delenv("ES_API_KEY")
     if auth == "basic_in_url":  # against the docs, but people do it; the message must still hide it
         monkeypatch.delenv("ES_USERNAME")
         monkeypatch.delenv("ES_PASSWORD")
-        es.hosts = [f"http://{ES_USER}:{ES_PASSWORD}@127.0.0.1:{port}"]
+        settings = replace(settings, f"{es_block}.hosts", [f"http://{ES_USER}:{ES_PASSWORD}@127.0.0.1:{port}"])
+    es = settings.retrieval.sparse.elasticsearch
     client = build_client(settings, es)
     headers = client.transport.node_pool.all()[0].config.headers if auth == "basic_in_url" else client._headers
     assert headers  # the credentials really are in play (as an Authorization header)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from bot.config.variants import replace
+
 
 def login_failures(base: str, spoof: bool) -> list[int]:
     """Status codes of 8 wrong admin passwords, each claiming a new address in X-Forwarded-For when ``spoof``."""
@@ -26,15 +28,15 @@ def forwarded_env(monkeypatch):
 
 
 def test_x_forwarded_for_from_an_untrusted_client_does_not_escape_the_lockout(settings, serve_app, forwarded_env):
-    settings.limits.login_failures = 3
-    base = serve_app()
+    settings = replace(settings, "limits.login_failures", 3)
+    base = serve_app(settings)
     assert login_failures(base, spoof=True)[2:] == [429] * 6  # main: every spoofed address started afresh (401s)
 
 
 def test_x_forwarded_for_from_a_configured_proxy_names_the_client(settings, serve_app, forwarded_env):
-    settings.limits.login_failures = 3
-    settings.limits.trusted_proxies = ["127.0.0.1"]
-    base = serve_app()
+    settings = replace(settings, "limits.login_failures", 3)
+    settings = replace(settings, "limits.trusted_proxies", ["127.0.0.1"])
+    base = serve_app(settings)
     assert login_failures(base, spoof=True) == [401] * 8  # eight clients, one failure each
 
 

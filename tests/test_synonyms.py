@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.config.variants import replace
 from bot.errors import ConfigError
 from bot.search.relevance import TermStats, coverage
 from bot.search.synonyms import SynonymError, Synonyms, parse_synonyms
@@ -121,7 +122,7 @@ def test_sparse_search_uses_the_groups_and_follows_edits_without_a_reindex(setti
     write_knowledge(Path(settings.knowledge.path), CAMPUS)
     path = tmp_path / "synonyms.txt"
     _write(path, "退款, 退钱\n")
-    settings.knowledge.synonyms = str(path)
+    settings = replace(settings, "knowledge.synonyms", str(path))
     bot = build_bot(settings, llm=None)
     searcher = bot.index.searcher("sparse")
     (leaf,) = searcher.leaves()
@@ -187,9 +188,9 @@ def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(set
 
     path = tmp_path / "synonyms.txt"
     _write(path, GROUPS)
-    settings.knowledge.synonyms = str(path)
-    settings.retrieval.dense.encoder = "fasttext"
-    settings.retrieval.dense.synonyms = "append"
+    settings = replace(settings, "knowledge.synonyms", str(path))
+    settings = replace(settings, "retrieval.dense.encoder", "fasttext")
+    settings = replace(settings, "retrieval.dense.synonyms", "append")
     dense = searcher_factories(settings, build_tokenizer(settings))["dense"]()
     assert dense.synonyms is not None and dense.synonym_mode == "append"
     asked: list[str] = []

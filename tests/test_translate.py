@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bot.chat.answer import Strategy
 from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage, language_of
+from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
 from tests.support.knowledge import set_cutoffs
@@ -41,7 +42,7 @@ def reply_by_kind(translation: str):
 
 def test_an_english_question_is_translated_searched_and_answered(llm_settings, llm_server):
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.fallback.chain = ["translate", "last_resort"]
+    llm_settings = replace(llm_settings, "fallback.chain", ["translate", "last_resort"])
     llm_server.reply = reply_by_kind("怎么添加知识？")
     answer = build_bot(llm_settings).answer("How can I put new knowledge into the bot?")
     assert answer.strategy is Strategy.TRANSLATE and answer.decision.value == "answer"
@@ -52,7 +53,7 @@ def test_an_english_question_is_translated_searched_and_answered(llm_settings, l
 
 def test_a_question_in_the_knowledge_language_is_never_translated(llm_settings, llm_server):
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.fallback.chain = ["translate", "last_resort"]
+    llm_settings = replace(llm_settings, "fallback.chain", ["translate", "last_resort"])
     llm_server.reply = reply_by_kind("怎么添加知识？")
     answer = build_bot(llm_settings).answer("火星上有几座城市")
     assert answer.strategy is Strategy.LAST_RESORT
@@ -63,7 +64,7 @@ def test_a_failing_translation_falls_through_to_the_last_resort(llm_settings, ll
     from tests.support.llm_server import Fault
 
     set_cutoffs(llm_settings, "sparse", 0.5)
-    llm_settings.fallback.chain = ["translate", "last_resort"]
+    llm_settings = replace(llm_settings, "fallback.chain", ["translate", "last_resort"])
     llm_server.faults.append(Fault(status=500))
     answer = build_bot(llm_settings).answer("How can I put new knowledge into the bot?")
     assert answer.strategy is Strategy.LAST_RESORT and not answer.hits

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.chat.answer import Answer, Strategy
+from bot.config.variants import replace
 from bot.conversations.inbox import group_turns, normalise, similar_pairs
 from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
 from tests.support.answers import CANTEEN, CUT, LIBRARY, answered, hit
@@ -248,7 +249,7 @@ def test_built_from_settings_under_state_dir(settings):
     assert tl.path == settings.resolve(settings.state_dir) / "log" / "turns.sqlite" and tl.path.exists()
     assert (tl.retention_days, tl.retention_rows) == (90, 100_000)
     tl.close()
-    settings.log.enabled = False
+    settings = replace(settings, "log.enabled", False)
     assert turn_log_from_settings(settings) is None
 
 

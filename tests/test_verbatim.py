@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.answer import Strategy
+from bot.config.variants import update
 from bot.factory import build_bot
 from bot.texts import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
 from bot.ui.render import sources_html
@@ -25,9 +26,7 @@ def make_bot(llm_settings, llm_server):
 
     def make(direct: float | None, **retrieval):
         set_cutoffs(llm_settings, "sparse", 0.5, direct)
-        for key, value in retrieval.items():
-            setattr(llm_settings.retrieval, key, value)
-        return build_bot(llm_settings)
+        return build_bot(update(llm_settings, {f"retrieval.{k}": v for k, v in retrieval.items()}))
 
     return make
 

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from bot.api.widget import WidgetAPI, parse_widget_request
+from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.texts import BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL
 from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
@@ -20,8 +21,8 @@ SESSION = "s" * 16
 def widget(settings, serve_api, monkeypatch):
     """(app base URL, settings) with the widget on, one allowed origin, and the widget token set."""
     monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
-    settings.widget.enabled = True
-    settings.widget.allowed_origins = [ALLOWED]
+    settings = replace(settings, "widget.enabled", True)
+    settings = replace(settings, "widget.allowed_origins", [ALLOWED])
     set_cutoffs(settings, "sparse", 0.5)
     return serve_api(settings).removesuffix("/v1"), settings
 
@@ -80,10 +81,10 @@ def test_limits_per_session_and_per_day(widget):
     base, settings = widget
     assert post(base, "怎么添加知识？").status_code == 200
     # the limits alone, as the served instance applies them (its limiters are built from settings at start)
-    settings.widget.max_messages_per_session = 2
+    settings = replace(settings, "widget.max_messages_per_session", 2)
     api = WidgetAPI(None, settings)  # type: ignore[arg-type]  # the limit checks never ask the bot
     assert [api.refused(SESSION, "1.2.3.4") for _ in range(3)] == [None, None, SESSION_FULL]
-    settings.widget.max_messages_per_day = 3
+    settings = replace(settings, "widget.max_messages_per_day", 3)
     api = WidgetAPI(None, settings)  # type: ignore[arg-type]
     sessions = [f"session-{i:04d}" for i in range(4)]
     assert [api.refused(s, "1.2.3.4") for s in sessions] == [None, None, None, DAY_FULL]
@@ -92,8 +93,8 @@ def test_limits_per_session_and_per_day(widget):
 
 def test_the_session_limit_is_a_429_over_http(settings, serve_api, monkeypatch):
     monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
-    settings.widget.enabled, settings.widget.allowed_origins = True, [ALLOWED]
-    settings.widget.max_messages_per_session = 1
+    settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": [ALLOWED]})
+    settings = replace(settings, "widget.max_messages_per_session", 1)
     base = serve_api(settings).removesuffix("/v1")
     assert post(base, "怎么添加知识？").status_code == 200
     refused = post(base, "阈值是什么意思？")
@@ -103,11 +104,11 @@ def test_the_session_limit_is_a_429_over_http(settings, serve_api, monkeypatch):
 
 def test_clarify_options_come_as_a_list_and_a_reply_picks_one(settings, serve_api, monkeypatch, tmp_path):
     monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
-    settings.widget.enabled, settings.widget.allowed_origins = True, [ALLOWED]
-    settings.widget.show_sources = True
+    settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": [ALLOWED]})
+    settings = replace(settings, "widget.show_sources", True)
     folder = tmp_path / "fees"
     write_knowledge(folder, FEES)
-    settings.knowledge.path = str(folder)
+    settings = replace(settings, "knowledge.path", str(folder))
     settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
         update={"answer": 0.3, "clarify": 0.05}
     )

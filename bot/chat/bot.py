@@ -58,7 +58,7 @@ class Bot(TurnSearch):
         llm_steps: LLMSteps = NO_LLM_STEPS,
         aids: KnowledgeAids = NO_AIDS,
         ladder: Ladder | None = None,
-        mode: str = "sparse",
+        mode: str,
         mode_source: Callable[[], str] | None = None,
         recorder: TurnRecorder | None = None,
         privacy: PrivacyPolicy = NO_MASKING,
@@ -127,7 +127,7 @@ class Bot(TurnSearch):
         """The categories the loaded entries list, sorted (what a category selector offers)."""
         return categories_of(self.index.entries)
 
-    def examples(self, configured: Sequence[str] = (), source: str = "fixed") -> list[str]:
+    def examples(self, configured: Sequence[str], source: str) -> list[str]:
         """Example questions (``ui.examples_source``): the configured ones found in the loaded knowledge (fixed),
         the most used entries' (popular), or both in that order; else some of the knowledge's entries'."""
         limit = max(len(configured), services.EXAMPLES)

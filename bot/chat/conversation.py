@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.chat.llm import ChatModel
 from bot.chat.prompt import normalize_history
+from bot.config.settings import PromptSettings, default_of
 
 
 def last_user_message(history: Sequence[Any] | None) -> str | None:
@@ -20,7 +21,13 @@ def last_user_message(history: Sequence[Any] | None) -> str | None:
 class QueryRewriter:
     """Asks the LLM to turn a follow-up ("那珠海校区呢？") into a standalone question for retrieval."""
 
-    def __init__(self, llm: ChatModel, template: str, max_turns: int = 3, max_tokens: int = 100):
+    def __init__(
+        self,
+        llm: ChatModel,
+        template: str,
+        max_turns: int = default_of(PromptSettings, "max_history_turns"),
+        max_tokens: int = 100,
+    ):
         self.llm = llm
         self.template = template
         self.max_turns = max_turns

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from bot.chat.reasoning import SHOWN_CHARS, ThinkFilter, Thought
+from bot.config.settings import LLMSettings, default_of
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 from bot.openai_compat import Endpoint, advice, is_timeout, openai_client
 
@@ -65,12 +66,12 @@ class OpenAIChat(ChatModel):
         base_url: str,
         model: str,
         api_key: str,
-        temperature: float = 0.3,
-        max_tokens: int = 512,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        key_env: str = "OPENAI_API_KEY",
-        max_reasoning_chars: int = 32000,
+        temperature: float = default_of(LLMSettings, "temperature"),
+        max_tokens: int = default_of(LLMSettings, "max_tokens"),
+        timeout: float = default_of(LLMSettings, "timeout"),
+        max_retries: int = default_of(LLMSettings, "max_retries"),
+        key_env: str = default_of(LLMSettings, "api_key_env"),
+        max_reasoning_chars: int = default_of(LLMSettings, "max_reasoning_chars"),
     ):
         self.base_url = base_url
         self.model = model

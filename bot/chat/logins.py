@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.config.settings import Settings
+from bot.config.settings import LimitSettings, Settings, default_of
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class ThrottledLogin:
     def __init__(
         self,
         check: Callable[[str, str], bool],
-        failures: int = 5,
-        lockout: float = 30.0,
+        failures: int = default_of(LimitSettings, "login_failures"),
+        lockout: float = default_of(LimitSettings, "login_lockout_seconds"),
         clock: Callable[[], float] = time.monotonic,
         address_failures: int = ADDRESS_FAILURES_PER_MINUTE,
     ):

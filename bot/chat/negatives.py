@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bot.chat.offers import squeeze
+from bot.config.settings import KnowledgeSettings, default_of
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit, Searcher, dense_leaf
 
@@ -69,7 +70,7 @@ class DenseCloseness:
 class NegativeExamples:
     """Drops hits whose entry has a negative question closer to the message than the entry's own phrasings."""
 
-    def __init__(self, min_similarity: float = 0.3):
+    def __init__(self, min_similarity: float = default_of(KnowledgeSettings, "negative_similarity")):
         self.min_similarity = min_similarity
         self._key: tuple[int, int] | None = None
         self._by_id: dict[str, Entry] = {}

@@ -15,6 +15,7 @@ from bot.chat.generate import finish, ms, stream_reply
 from bot.chat.llm import ChatModel
 from bot.chat.prompt import PromptBuilder
 from bot.chat.splitter import QuestionSplitter
+from bot.config.settings import LimitSettings, default_of
 from bot.search.base import Hit
 from bot.texts import VERBATIM_LABEL
 
@@ -28,7 +29,7 @@ class Responder:
         last_resort: LastResort,
         llm: ChatModel | None = None,
         splitter: QuestionSplitter | None = None,
-        max_answer_chars: int = 8000,
+        max_answer_chars: int = default_of(LimitSettings, "max_answer_chars"),
         dont_know: DontKnowDetector | None = None,
     ):
         self.prompt = prompt

@@ -14,7 +14,7 @@ _PUNCT = r"[，,；;？?！!。\n]"
 class QuestionSplitter:
     """Splits on Chinese/English commas, semicolons, question marks and configurable conjunctions."""
 
-    def __init__(self, conjunctions: Sequence[str] = (), min_part_chars: int = 2, max_parts: int = 4):
+    def __init__(self, conjunctions: Sequence[str], min_part_chars: int, max_parts: int):
         words = sorted((re.escape(c) for c in conjunctions if c.strip()), key=len, reverse=True)
         self._pattern = re.compile(_PUNCT + ("|" + "|".join(words) if words else ""), re.IGNORECASE)
         self.min_part_chars = min_part_chars

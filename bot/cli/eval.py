@@ -11,7 +11,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config.settings import MODES, Settings, check_mode
+from bot.config.settings import MODES, Settings
+from bot.config.variants import update, with_mode
 from bot.errors import ConfigError, KnowledgeError
 from bot.evaluation import (
     Calibration,
@@ -103,10 +104,14 @@ def read_knowledge(path: Path) -> list[Entry]:
 
 def derived(settings: Settings, knowledge: Path, state: Path, no_split: bool) -> Settings:
     """A copy of ``settings`` that indexes ``knowledge`` (a folder) into ``state``."""
-    s = settings.model_copy(deep=True)
-    s.knowledge.path, s.state_dir = str(knowledge.resolve()), str(state.resolve())
-    s.splitting.enabled = s.splitting.enabled and not no_split
-    return s
+    return update(
+        settings,
+        {
+            "knowledge.path": str(knowledge.resolve()),
+            "state_dir": str(state.resolve()),
+            "splitting.enabled": settings.splitting.enabled and not no_split,
+        },
+    )
 
 
 def eval_settings(settings: Settings, knowledge: str | None, no_split: bool) -> Settings:
@@ -146,8 +151,7 @@ def parse_modes(arg: str | None, settings: Settings) -> list[str]:
 def _bot(settings: Settings, mode: str, llm=None):
     from bot.factory import build_bot
 
-    settings.retrieval.mode = check_mode(mode, "the mode")  # parse_modes has checked it already
-    return build_bot(settings, llm=llm)
+    return build_bot(with_mode(settings, mode), llm=llm)  # parse_modes has checked the mode already
 
 
 # -- eval ----------------------------------------------------------------------------
@@ -417,16 +421,16 @@ def _calibrate_once(
 
 def _write(config: str, results: list[Calibration]) -> int:
     """Put every chosen threshold into the config file (all or none; only the numbers change)."""
-    from bot.config.yaml_edit import YamlEditError, set_scalar
+    from bot.config.yaml_edit import YamlEditError, put_scalar
 
     path = Path(config)
     text = path.read_text(encoding="utf-8")
     try:
         for r in results:
-            text = set_scalar(text, threshold_key(r.system), r.ladder.answer if r.ladder else r.chosen.threshold)
+            text = put_scalar(text, threshold_key(r.system), r.ladder.answer if r.ladder else r.chosen.threshold)
             if r.ladder is not None:
-                text = set_scalar(text, threshold_key(r.system, "clarify"), r.ladder.margin)
-                text = set_scalar(text, threshold_key(r.system, "confirm"), r.ladder.band)
+                text = put_scalar(text, threshold_key(r.system, "clarify"), r.ladder.margin)
+                text = put_scalar(text, threshold_key(r.system, "confirm"), r.ladder.band)
     except YamlEditError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2

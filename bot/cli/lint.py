@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from bot.config.settings import MODES, Settings
+from bot.config.variants import with_mode
 from bot.errors import ConfigError
 from bot.evaluation.lint import KINDS, Collision, LintReport, lint, self_collisions
 
@@ -33,8 +34,7 @@ def _index(settings: Settings, knowledge: str | None, mode: str):
     from bot.cli.eval import eval_settings
     from bot.factory import build_index
 
-    s = eval_settings(settings, knowledge, no_split=True)
-    s.retrieval.mode = mode  # type: ignore[assignment]
+    s = with_mode(eval_settings(settings, knowledge, no_split=True), mode)
     index = build_index(s)
     index.load()
     index.sync(mode)

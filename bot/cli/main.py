@@ -15,6 +15,7 @@ from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
 from bot.cli.log import add_log_arguments, run_log
 from bot.cli.testset import add_testset_arguments, run_testset
 from bot.config.settings import MODES, load_settings
+from bot.config.variants import with_mode
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.filters import entry_filter
 
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(args.config)
         if args.mode:
-            settings.retrieval.mode = args.mode
+            settings = with_mode(settings, args.mode, "--mode")
         return {
             "ask": _ask,
             "search": _search,

@@ -86,6 +86,55 @@ def set_scalar(text: str, path: Sequence[str], value: object) -> str:
     return "".join(lines)
 
 
+def put_scalar(text: str, path: Sequence[str], value: object) -> str:
+    """``text`` with the scalar at ``path`` set to ``value``: replaced where the key is, added where it is not.
+
+    A missing key is added under the deepest of its parents the file has (a short config.yaml leaves most keys to
+    their defaults), one line per missing level, indented like that parent's other keys.
+    """
+    path = tuple(path)
+    lines = text.splitlines(keepends=True)
+    keys = list(_keys(lines))
+    if any(found == path for _, found, _ in keys):
+        return set_scalar(text, path, value)
+    depth = max((n for n in range(len(path)) if any(found == path[:n] for _, found, _ in keys)), default=0)
+    parents = [(i, rest) for i, found, rest in keys if found == path[:depth]] if depth else [(-1, "")]
+    dotted = ".".join(path[:depth])
+    if len(parents) != 1 or parents[0][1].strip()[:1] not in ("", "#"):
+        raise YamlEditError(
+            f"{dotted} 不是唯一的映射，无法添加 {'.'.join(path)}，未修改文件 / {dotted} is not one block mapping, so "
+            f"{'.'.join(path)} cannot be added; file not changed"
+        )
+    at = parents[0][0]
+    indent = _child_indent(lines, at)
+    newline = "\r\n" if text.endswith("\r\n") else "\n"
+    added = [
+        " " * (indent + 2 * n)
+        + key
+        + ":"
+        + (f" {format_scalar(value)}" if n == len(path) - depth - 1 else "")
+        + newline
+        for n, key in enumerate(path[depth:])
+    ]
+    if at < 0:
+        body = "".join(lines)
+        return body + ("" if not body or body.endswith("\n") else newline) + "".join(added)
+    return "".join(lines[: at + 1] + added + lines[at + 1 :])
+
+
+def _child_indent(lines: Sequence[str], at: int) -> int:
+    """The indentation of the keys under line ``at`` (-1: the top level), or two more than its own."""
+    if at < 0:
+        return 0
+    own = len(lines[at]) - len(lines[at].lstrip(" "))
+    for line in lines[at + 1 :]:
+        stripped = line.lstrip(" ")
+        if stripped.strip() and not stripped.startswith("#"):
+            indent = len(line) - len(stripped)
+            return indent if indent > own else own + 2
+    return own + 2
+
+
 def set_scalar_in_file(path: str | Path, keys: Sequence[str], value: object) -> None:
     """Rewrite one scalar of a YAML file in place (the rest of the file byte for byte as it was)."""
     path = Path(path)

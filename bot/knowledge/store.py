@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from bot.config.settings import KnowledgeSettings, default_of
 from bot.errors import BotError, KnowledgeError, KnowledgeProblem
 from bot.fsutil import write_bytes_atomic
 from bot.knowledge.entries import Entry, knowledge_files, parse_keywords, parse_text
@@ -25,7 +26,7 @@ from bot.knowledge.lock import FolderLock, LockTimeout
 from bot.knowledge.names import unsafe_characters, unsafe_path
 
 LOCK_TIMEOUT = 10.0
-HISTORY_VERSIONS = 20
+HISTORY_VERSIONS: int = default_of(KnowledgeSettings, "history_versions")
 ABSENT = "absent"  # expected_version of an entry that must not exist yet: an add that never overwrites
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from bot.config.settings import ElasticsearchSettings, default_of
 from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
@@ -67,9 +68,9 @@ class ElasticsearchSearcher(SparseSearcher):
         index: str,
         tokenizer: Tokenizer,
         field_weights: Mapping[str, int],
-        analyzer: str = "whitespace",
-        shards: int = 1,
-        replicas: int = 1,
+        analyzer: str = default_of(ElasticsearchSettings, "analyzer"),
+        shards: int = default_of(ElasticsearchSettings, "shards"),
+        replicas: int = default_of(ElasticsearchSettings, "replicas"),
         chunk_size: int = 500,
         page_size: int = 5000,
     ):

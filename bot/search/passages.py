@@ -82,7 +82,7 @@ def _sentences(text: str, size: int) -> list[tuple[int, int]]:
     return out
 
 
-def split_passages(text: str, size: int, overlap: int = 0) -> list[tuple[int, int]]:
+def split_passages(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     """Spans ``[start, end)`` of passages of at most ``size`` characters covering ``text``; one span when it fits."""
     if len(text) <= size:
         return [(0, len(text))]

@@ -30,7 +30,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from gradio.context import Context
 
 from bot.chat.logins import ThrottledLogin, locked_message
-from bot.config.settings import Settings
+from bot.config.settings import AdminSettings, Settings, default_of
 from bot.texts import NOT_ADMIN
 from bot.ui.events import PRIVATE
 
@@ -62,7 +62,7 @@ class AdminAuth:
     def __init__(
         self,
         credentials: tuple[str, str] | None,
-        session_hours: float = 12.0,
+        session_hours: float = default_of(AdminSettings, "session_hours"),
         clock=time.time,
         throttle: ThrottledLogin | None = None,
     ):

@@ -55,11 +55,21 @@ def set_cutoffs(settings: Settings, system: str, answer: float, direct: float | 
     return settings
 
 
-def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dict:
-    """The repository's config.yaml as a dict, with knowledge and state in temp folders and the sparse mode."""
-    import yaml
+def full_config() -> dict:
+    """The repository's config.yaml with every default filled in, as plain data: tests edit any key of it.
 
-    raw = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    config.yaml holds only what differs from the defaults, so a test that changes ``raw["retrieval"]["dense"]`` needs
+    the blocks the file leaves out.
+    """
+    from bot.config.settings import load_settings
+
+    return load_settings(ROOT / "config.yaml").model_dump(mode="json")
+
+
+def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dict:
+    """The repository's config.yaml as a dict (every default filled in), with knowledge and state in temp folders
+    and the sparse mode."""
+    raw = full_config()
     raw["knowledge"]["path"], raw["state_dir"] = str(kb_dir), str(tmp_path / "state")
     raw["retrieval"]["mode"] = "sparse"
     if sparse is not None:

@@ -33,7 +33,7 @@ def faiss_builder(path: Path, tokenizer) -> Searcher:
 
     # fastText trained on 6 entries: small dim, many epochs, and SIF a=1 (plain mean; with ~120 training
     # tokens a=1e-3 would weight every unseen word 10x a seen one). retrain_after keeps the model across
-    # the suite's one-entry edits, so sync stays incremental (the default retrains on any change = rebuild).
+    # the suite's one-entry edits, so sync stays incremental (0 would retrain on any change = rebuild).
     encoder = FastTextEncoder(
         tokenizer,
         path / "fasttext",

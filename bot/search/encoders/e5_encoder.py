@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bot.config.settings import E5Settings, default_of
 from bot.errors import ConfigError
 from bot.optional import optional_import
 from bot.search.encoders.base import QUESTION
@@ -63,9 +64,9 @@ class E5Encoder(CachedEncoder):
     def __init__(
         self,
         cache_dir: str | Path,
-        num_threads: int = 1,
-        batch_size: int = 16,
-        variant: str = "original",
+        num_threads: int = default_of(E5Settings, "num_threads"),
+        batch_size: int = default_of(E5Settings, "batch_size"),
+        variant: str = default_of(E5Settings, "variant"),
         max_cached: int = DEFAULT_MAX_ROWS,
     ):
         self._model, self.version = _load_model(max(1, num_threads), variant)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from bot.config.settings import FastTextSettings, default_of
 from bot.errors import ConfigError, SearchBackendError
 from bot.fsutil import commit_file, temp_beside, write_json_atomic
 from bot.knowledge.entries import Entry, fingerprint
@@ -84,8 +85,9 @@ class FastTextEncoder(Encoder):
         model_dir: str | Path,
         pretrained: str | Path | None = None,
         params: FastTextParams | None = None,
-        sif_a: float = 1e-3,
-        retrain_after: float = 0.0,
+        sif_a: float = default_of(FastTextSettings, "sif_a"),
+        *,
+        retrain_after: float,
     ):
         _import_fasttext()
         self.tokenizer = tokenizer
@@ -235,7 +237,7 @@ class FastTextEncoder(Encoder):
                         log.warning("fastText model in %s cannot be loaded (%s); retraining it", self.model_dir, exc)
                         reason = f"fastText model unreadable ({exc}): model retrained"
         folder = self.model_dir / f".kbbot-ft-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        copy = FastTextEncoder(self.tokenizer, folder, None, self.params, self.sif_a, self.retrain_after)
+        copy = FastTextEncoder(self.tokenizer, folder, None, self.params, self.sif_a, retrain_after=self.retrain_after)
         try:
             copy._train(entries, copy._training_key(fingerprint(entries)), config, sorted(hashes))
         except BaseException:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bot.config.settings import OpenAIEmbeddingSettings, default_of
 from bot.errors import SearchBackendError
 from bot.openai_compat import Endpoint, advice, openai_client
 from bot.search.encoders.base import DOCUMENT, QUESTION, normalize_rows
@@ -39,10 +40,10 @@ class OpenAIEncoder(CachedEncoder):
         model: str,
         api_key: str,
         cache_dir: str | Path,
-        batch_size: int = 64,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        input_type: bool = False,
+        batch_size: int = default_of(OpenAIEmbeddingSettings, "batch_size"),
+        timeout: float = default_of(OpenAIEmbeddingSettings, "timeout"),
+        max_retries: int = default_of(OpenAIEmbeddingSettings, "max_retries"),
+        input_type: bool = default_of(OpenAIEmbeddingSettings, "input_type"),
         max_cached: int = DEFAULT_MAX_ROWS,
         key_env: str = "OPENAI_API_KEY",
     ):

@@ -1,0 +1,45 @@
+"""Settings of the knowledge files: where they live, how their text is cut, and the knowledge linter."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from bot.config.base import Strict
+
+
+class LintSettings(Strict):
+    """Thresholds of ``python -m bot knowledge lint`` (measured in BENCHMARKS.md "Knowledge linter")."""
+
+    near_duplicate: float = Field(default=0.85, gt=0, le=1)
+    """Two entries whose query + document share at least this share of their character bigrams (Jaccard) are
+    reported as near duplicates."""
+    magnet_min_questions: int = Field(default=3, ge=1)
+    """A magnet tops at least this many unrelated probe questions (and at least ``magnet_share`` of them)."""
+    magnet_share: float = Field(default=0.02, ge=0, le=1)
+    """A magnet tops at least this share of the unrelated probe questions."""
+    magnet_max_coverage: float = Field(default=0.5, gt=0, le=1)
+    """A probe question is "unrelated" to its top hit when the hit covers less than this share of it (sparse
+    relevance)."""
+    probe_sample: int = Field(default=2000, ge=1)
+    """Probe questions: this many newest log questions, or (no log) a fixed sample of the entries' own phrasings."""
+
+
+class KnowledgeSettings(Strict):
+    """Where the knowledge JSON files live and how their text is cut."""
+
+    path: str = "knowledge"
+    """Folder of the knowledge: every ``*.json`` under it is loaded (object form ``{"id": {...}}`` or a list of
+    entries). Relative to the config file."""
+    user_dict: str | None = None
+    """Optional jieba user dictionary (one "word [freq] [tag]" per line) for domain terms; null = none."""
+    synonyms: str | None = None
+    """Synonym groups, one per line, comma-separated ("中大, 中山大学"), relative to the config file; a missing file
+    = none. A question word of a group also matches the group's other words (sparse), dense questions get the
+    group's first word (``retrieval.dense.synonyms``), and every word joins jieba's dictionary. Re-read when edited
+    (no re-index). BENCHMARKS.md "Synonyms"."""
+    lint: LintSettings = Field(default_factory=LintSettings)
+    negative_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
+    """An entry's ``negative_questions`` block it for a message that overlaps one of them by at least this
+    (character-bigram Dice) and more than any of the entry's own phrasings (bot/chat/negatives.py)."""
+    history_versions: int = Field(default=20, ge=0)
+    """Earlier versions kept per knowledge file by every edit (under ``state_dir``/history); 0 keeps none."""

@@ -1,0 +1,244 @@
+"""Settings of retrieval: the mode, sparse (BM25) and hybrid scoring, thresholds, LLM grading and long documents."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from bot.config.base import Strict, check_template
+from bot.config.dense import DenseSettings
+from bot.config.secrets import env_secret
+
+FIELD_NAMES = ("query", "metadata", "document")
+FieldName = Literal["query", "metadata", "document"]
+EncoderName = Literal["fasttext", "e5", "openai"]
+ENCODERS = ("fasttext", "e5", "openai")
+MODES = ("sparse", "dense", "hybrid")
+# The retrieval systems that have thresholds: sparse, and dense/hybrid per encoder (their cosines differ).
+SYSTEMS = ("sparse", *(f"{m}-{e}" for m in ("dense", "hybrid") for e in ENCODERS))
+Mode = Literal["sparse", "dense", "hybrid"]
+
+
+class ElasticsearchSettings(Strict):
+    """Elasticsearch backend of sparse retrieval (pip install 'kbbot[es]', docs/elasticsearch.md); credentials come
+    only from the environment variables named here."""
+
+    hosts: list[str] = Field(default_factory=lambda: ["http://localhost:9200"], min_length=1)
+    """The cluster's URLs."""
+    index: str = Field(default="kbbot", pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    """The index name."""
+    verify_certs: bool = True
+    """Verify the cluster's TLS certificate."""
+    ca_certs: str | None = None
+    """Path to the cluster's CA certificate (https)."""
+    api_key_env: str = "ES_API_KEY"
+    """The environment variable holding an API key (tried first)."""
+    username_env: str = "ES_USERNAME"
+    """The environment variable holding the basic-auth user name."""
+    password_env: str = "ES_PASSWORD"
+    """The environment variable holding the basic-auth password."""
+    request_timeout: float = Field(default=5.0, gt=0)
+    """Seconds per request: small on purpose, so a chat turn fails fast with a clear message instead of hanging."""
+    max_retries: int = Field(default=1, ge=0, le=10)
+    """Retries of a failed request."""
+    fallback_to_embedded: bool = False
+    """True: use tantivy (with a notice) when the cluster is down at start."""
+    analyzer: str = "whitespace"
+    """whitespace indexes our jieba tokens; ik_max_word / ik_smart / smartcn send raw text to the cluster's
+    analyzer."""
+    shards: int = Field(default=1, ge=1)
+    """Primary shards of a new index."""
+    replicas: int = Field(default=1, ge=0)
+    """Replicas of a new index."""
+    compat_headers: bool = True
+    """False sends plain application/json, for OpenSearch-compatible servers that reject the 9.x compat media
+    types."""
+
+    def credentials(self) -> dict[str, object]:
+        """Client auth keyword arguments read from the named environment variables (empty when unset)."""
+        api_key = env_secret(self.api_key_env)
+        if api_key:
+            return {"api_key": api_key}
+        user = env_secret(self.username_env)
+        if user:
+            return {"basic_auth": (user, env_secret(self.password_env, strip=False))}
+        return {}
+
+
+def _default_field_weights() -> dict[FieldName, int]:
+    return {"query": 3, "metadata": 2, "document": 1}
+
+
+def _default_sparse_weights() -> dict[EncoderName, float]:
+    return {"fasttext": 0.5, "e5": 0.1, "openai": 0.1}
+
+
+class SparseSettings(Strict):
+    """Sparse retrieval: BM25 over jieba tokens; the backend's own settings sit under its name."""
+
+    backend: Literal["tantivy", "elasticsearch"] = "tantivy"
+    """tantivy (embedded) or elasticsearch (a cluster, ``retrieval.sparse.elasticsearch``)."""
+    field_weights: dict[FieldName, int] = Field(default_factory=_default_field_weights)
+    """How many times each field's words count in the one indexed field (BM25F: statistics shared by all fields,
+    so a word common in the knowledge is common in every field); whole numbers 0-10. Also used by Elasticsearch.
+    BENCHMARKS.md "Sparse field weights"."""
+    elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
+
+    @field_validator("field_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, int]) -> dict[str, int]:
+        bad = {k: v for k, v in value.items() if not 0 <= v <= 10}
+        if bad or not any(value.get(f, 1) for f in FIELD_NAMES):
+            raise ValueError(f"weights must be whole numbers 0-10, not all 0 (got {value})")
+        return {f: value.get(f, 1) for f in FIELD_NAMES}
+
+
+class HybridSettings(Strict):
+    """Hybrid retrieval: one relevance fused from the sparse coverage and the dense relevance of each candidate."""
+
+    sparse_weight: dict[EncoderName, float] = Field(default_factory=_default_sparse_weights)
+    """Fused relevance = sparse_weight x coverage + the rest x dense relevance, per encoder (their cosines differ).
+    Chosen by benchmark: BENCHMARKS.md "Relevance"."""
+    candidates: int = Field(default=20, ge=1, le=1000)
+    """Entries each side proposes before all of them are scored on both sides."""
+
+    @field_validator("sparse_weight")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        if any(not 0.0 <= v <= 1.0 for v in value.values()):
+            raise ValueError(f"weights must lie in [0, 1] (got {value})")
+        return value
+
+
+class Cutoffs(Strict):
+    """The relevance in [0, 1] a hit needs: to be a reference (answer), and to be the reply itself (direct)."""
+
+    answer: float = Field(ge=0.0, le=1.0)
+    """A hit at least this relevant is used as a reference."""
+    direct: float | None = Field(default=None, ge=0.0, le=1.0)
+    """A hit at least this relevant is the reply itself (the entry's document, labelled, no LLM); null = never."""
+    clarify: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Passing candidates within this relevance of the top one are offered as options ("您想问的是："); null =
+    never."""
+    confirm: float | None = Field(default=None, ge=0.0, le=1.0)
+    """A top hit at most this far below ``answer`` is offered as "您是想问「X」吗？"; null = never."""
+
+
+def _calibrated_thresholds() -> dict[str, Cutoffs]:
+    """The shipped cutoffs, chosen by ``python -m bot calibrate`` on four knowledge bases at once."""
+    return {
+        "sparse": Cutoffs(answer=0.49),
+        "dense-e5": Cutoffs(answer=0.87),
+        "dense-fasttext": Cutoffs(answer=0.61),
+        "dense-openai": Cutoffs(answer=0.87),
+        "hybrid-e5": Cutoffs(answer=0.838, clarify=0.005),
+        "hybrid-fasttext": Cutoffs(answer=0.44),
+        "hybrid-openai": Cutoffs(answer=0.838, clarify=0.005),
+    }
+
+
+DEFAULT_GRADING_TEMPLATE = (
+    "判断每条参考资料对回答问题有多大用处，用 0（无用）到 1（能直接回答）打分。\n"
+    "Grade how useful each reference is for answering the question, from 0 (useless) to 1 (answers it).\n"
+    "问题 / Question: {question}\n参考资料 / References:\n{candidates}\n"
+    '只输出 JSON / Reply with JSON only: {{"grades": [{{"n": 1, "grade": 0.8}}, ...]}}，每条一个分数 / one grade per reference.'
+)
+
+
+class GradingSettings(Strict):
+    """Optional LLM relevance grading: the top candidates graded 0-1 in ONE call (a JSON reply), mixed into their
+    relevance before the threshold (also for the fallbacks' searches). A failed call or an unusable reply keeps the
+    retrieval relevances (a warning in the log); each hit's signals show llm_grade and retrieval. Needs an LLM and
+    costs one call per search."""
+
+    enabled: bool = False
+    """Grade the best hits with the LLM."""
+    candidates: int = Field(default=5, ge=1, le=20)
+    """How many of the best hits are graded (the rest keep their retrieval relevance)."""
+    weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    """relevance = (1 - weight) x retrieval relevance + weight x grade."""
+    template: str = DEFAULT_GRADING_TEMPLATE
+    """The grading prompt: {question} and {candidates} (numbered "[n] title: document", as JSON string literals);
+    literal braces doubled. The reply must hold a JSON object."""
+    document_chars: int = Field(default=300, ge=20)
+    """Characters of each entry's document shown to the grader."""
+    max_tokens: int = Field(default=300, ge=20)
+    """Most tokens of the grading reply."""
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        return check_template(value, question="", candidates="")
+
+
+class PassageSettings(Strict):
+    """Long documents cut into passages at index time: every passage is searched and the best one ranks its entry
+    (one hit per entry); the prompt and the sources show an entry's best passages within ``prompt.max_hit_chars``.
+    Shorter entries are indexed and scored exactly as without passages. docs/retrieval-and-decision.md "Long
+    documents"."""
+
+    enabled: bool = True
+    """Cut long documents into passages."""
+    size: int = Field(default=300, ge=50, le=20000)
+    """Documents longer than this many characters are cut into passages of at most this size, on paragraph and
+    sentence boundaries (a longer sentence is cut at a comma or, failing that, anywhere)."""
+    overlap: int = Field(default=60, ge=0)
+    """Characters of whole sentences the next passage repeats from the end of the previous one (at most; at most
+    half of ``size``)."""
+
+    @model_validator(mode="after")
+    def _overlap(self) -> PassageSettings:
+        if self.overlap * 2 > self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be at most half of size ({self.size})")
+        return self
+
+
+class RetrievalSettings(Strict):
+    """Which searcher answers, how many hits it returns, and the relevance each system's hits need."""
+
+    mode: Mode = "hybrid"
+    """sparse = BM25 over jieba tokens; dense = sentence vectors (FAISS); hybrid = one relevance fused from both.
+    The KBBOT_MODE environment variable overrides it; a running app follows edits of this key."""
+    top_k: int = Field(default=5, ge=1, le=100)
+    """Hits a search returns."""
+    sparse: SparseSettings = Field(default_factory=SparseSettings)
+    dense: DenseSettings = Field(default_factory=DenseSettings)
+    hybrid: HybridSettings = Field(default_factory=HybridSettings)
+    thresholds: dict[str, Cutoffs] = Field(default_factory=_calibrated_thresholds)
+    """Cutoffs per retrieval system (sparse, and dense-/hybrid- per encoder: their cosines differ), e.g.
+    ``hybrid-e5: {answer: 0.838, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
+    system, the others keep theirs. The shipped ones were chosen on four
+    knowledge bases at once and checked on each one left out (docs/retrieval-and-decision.md "Scores and
+    thresholds"); ``python -m bot calibrate --write`` rewrites them."""
+    grading: GradingSettings = Field(default_factory=GradingSettings)
+    passages: PassageSettings = Field(default_factory=PassageSettings)
+
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _over_shipped(cls, value: object) -> object:
+        """The file's cutoffs over the shipped ones, per system and cutoff (``clarify: null`` still turns one off)."""
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, object] = {k: v.model_dump() for k, v in _calibrated_thresholds().items()}
+        for system, cutoffs in value.items():
+            shipped = merged.get(system)
+            if isinstance(cutoffs, Cutoffs):
+                cutoffs = cutoffs.model_dump(exclude_unset=True)
+            merged[system] = (
+                {**shipped, **cutoffs} if isinstance(shipped, dict) and isinstance(cutoffs, dict) else cutoffs
+            )
+        return merged
+
+    @field_validator("thresholds")
+    @classmethod
+    def _systems(cls, value: dict[str, Cutoffs]) -> dict[str, Cutoffs]:
+        unknown = [k for k in value if k not in SYSTEMS]
+        if unknown:
+            raise ValueError(f"unknown system(s) {', '.join(unknown)}; use: {', '.join(SYSTEMS)}")
+        return value
+
+    def system(self, mode: str | None = None) -> str:
+        """The threshold key of a mode with the configured encoder ("sparse", "dense-e5", "hybrid-e5", ...)."""
+        mode = mode or self.mode
+        return mode if mode == "sparse" else f"{mode}-{self.dense.encoder}"

@@ -1,0 +1,171 @@
+"""Settings of the front ends: the browser app, its logins, the HTTP API, the widget, and the limits on input."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from bot.config.base import Strict
+from bot.config.secrets import env_secret
+from bot.errors import ConfigError
+
+
+class AuthSettings(Strict):
+    """Optional login for the browser app; the credentials come only from the environment."""
+
+    enabled: bool = False
+    """Ask for a login before the chat."""
+    username_env: str = "KBBOT_USERNAME"
+    """The environment variable holding the user name."""
+    password_env: str = "KBBOT_PASSWORD"
+    """The environment variable holding the password."""
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(username, password) when login is enabled; raises ConfigError naming missing variables."""
+        if not self.enabled:
+            return None
+        user, password = env_secret(self.username_env, strip=False), env_secret(self.password_env, strip=False)
+        if not user or not password:
+            raise ConfigError(
+                f"ui.auth.enabled is true but {self.username_env} and/or {self.password_env} "
+                "are not set in the environment; set both or disable ui.auth"
+            )
+        return user, password
+
+
+class AdminSettings(Strict):
+    """The admin login at /admin/login (knowledge, unanswered inbox and conversation log tabs); the credentials come
+    only from the environment. While either variable is unset the tabs are off and the chat works as before."""
+
+    username_env: str = "KBBOT_ADMIN_USER"
+    """The environment variable holding the admin user name."""
+    password_env: str = "KBBOT_ADMIN_PASSWORD"
+    """The environment variable holding the admin password."""
+    session_hours: float = Field(default=12, gt=0)
+    """How long an admin login lasts (hours); a restart of the app also logs admins out."""
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(username, password) when both variables are set, else None: the admin tabs are off."""
+        user, password = env_secret(self.username_env, strip=False), env_secret(self.password_env, strip=False)
+        return (user, password) if user and password else None
+
+
+class UISettings(Strict):
+    """The browser app."""
+
+    title: str = "知识库问答 / Knowledge-base chat"
+    """The page title."""
+    host: str = "127.0.0.1"
+    """Address to listen on: 127.0.0.1 keeps the app private to this machine (app.py --host 0.0.0.0 exposes it)."""
+    port: int = 7860
+    """Port to listen on (the HTTP API and the widget share it)."""
+    examples: list[str] = Field(default_factory=list)
+    """Fixed welcome examples (questions shown as buttons)."""
+    examples_source: Literal["fixed", "popular", "both"] = "both"
+    """Where the welcome examples come from: ``examples`` (fixed), the entries most used in answers (popular, from
+    the conversation log; a removed entry drops out at once), or the fixed ones first, then popular ones (both)."""
+    retrieval_only_label: str = "仅检索模式（未配置 LLM）/ Retrieval-only (no LLM configured)"
+    """Shown when no LLM key is set."""
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
+    rate_limit_per_minute: int | None = Field(default=None, ge=0)
+    """Deprecated: use ``limits.chat_per_minute``. When set it still wins (now per client address, not per
+    session)."""
+    concurrency: int = Field(default=16, ge=1)
+    """Chat requests handled at once (Gradio queue); more wait in the queue."""
+
+
+class LimitSettings(Strict):
+    """Guards on user input: sizes, rates, logins and log volume."""
+
+    max_message_chars: int = Field(default=2000, ge=10)
+    """Longer messages are cut to this many characters, with a notice."""
+    max_search_chars: int = Field(default=500, ge=20)
+    """Each search reads at most this many characters of the message (or HyDE text): bounded work per message."""
+    long_message_chars: int = Field(default=300, ge=10)
+    """Messages longer than this (the expensive ones) are answered at most ``long_message_concurrency`` at once;
+    short messages never wait for them."""
+    long_message_concurrency: int = Field(default=2, ge=1)
+    """Long messages answered at once."""
+    long_message_wait_seconds: float = Field(default=10.0, ge=0)
+    """One more long message waits up to this many seconds, then is asked to try again."""
+    max_answer_chars: int = Field(default=8000, ge=100)
+    """The LLM's reply is read up to this many characters, then the stream is closed and the answer marked cut."""
+    max_step_chars: int = Field(default=2000, ge=100)
+    """LLM text the bot reuses (HyDE, multi-query rewrites, grades, follow-up rewrites) is read up to this many
+    characters; the rest is never read (an endpoint that ignores max_tokens costs no more)."""
+    chat_per_minute: int = Field(default=20, ge=0)
+    """Chat messages per client address (browser) or API token, per minute; 0 = unlimited. Behind a reverse proxy
+    list it in ``trusted_proxies``, or every client has the proxy's address."""
+    retrieval_test_per_minute: int = Field(default=30, ge=0)
+    """Retrieval tests (admin) per client address per minute; 0 = unlimited."""
+    writes_per_minute: int = Field(default=10, ge=0)
+    """Knowledge saves, deletes and imports per minute; file uploads count separately against the same number."""
+    max_upload_mb: float = Field(default=5, gt=0)
+    """Larger uploads are refused (413); uploaded files are deleted after import and at start."""
+    login_failures: int = Field(default=5, ge=1)
+    """This many wrong passwords from one address for one username lock that pair out for
+    ``login_lockout_seconds`` (doubling)."""
+    login_lockout_seconds: float = Field(default=30, gt=0)
+    """The first lockout after ``login_failures`` wrong passwords, in seconds."""
+    log_repeats_per_minute: int = Field(default=20, ge=1)
+    """Identical log messages (per logger) written per minute; the rest are counted and summarised in one line."""
+    max_log_chars: int = Field(default=4000, ge=200)
+    """A log record's message and its traceback are each cut to this many characters (a huge bad request's
+    echo)."""
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """Reverse proxies (addresses or networks, e.g. [127.0.0.1] for nginx on this host) whose X-Forwarded-For names
+    the client for the per-address limits; from anyone else the header is ignored. Empty: every client is the
+    address it connects from."""
+
+
+class APISettings(Strict):
+    """The OpenAI-compatible HTTP API at /v1, on the browser app's host and port (docs/api.md); the token comes only
+    from the environment."""
+
+    enabled: bool = True
+    """Serve the API."""
+    token_env: str = "KBBOT_API_TOKEN"
+    """The environment variable holding the token clients send as "Authorization: Bearer <token>"."""
+    require_token: bool = True
+    """With the variable unset every API call is refused; false opens the API to anyone who can reach the port
+    (only while the variable is unset)."""
+
+    def token(self) -> str | None:
+        """The bearer token from the environment variable named by ``token_env``, or None."""
+        value = env_secret(self.token_env)
+        return value or None
+
+
+class WidgetSettings(Strict):
+    """The embeddable chat widget (docs/widget.md): ``<script src="https://your-host/widget.js" data-token="...">``
+    on another site puts a chat bubble there. Off by default."""
+
+    enabled: bool = False
+    """Serve the widget."""
+    token_env: str = "KBBOT_WIDGET_TOKEN"
+    """The environment variable holding the widget token the page's script tag carries (data-token): public by
+    nature, it names this widget; read from the environment like every credential, so it is never committed."""
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Origins (scheme://host[:port]) whose pages may use the widget (others get 403); the app's own origin (its
+    demo page /widget/demo) always may."""
+    max_messages_per_session: int = Field(default=50, ge=0)
+    """Messages per widget session (a page visit); 0 = no limit."""
+    max_messages_per_day: int = Field(default=500, ge=0)
+    """Messages per client address per day (UTC); 0 = no limit."""
+    show_sources: bool = False
+    """Show the entries an answer came from under it."""
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        bad = [o for o in value if not re.fullmatch(r"https?://[^/\s]+", o)]
+        if bad:
+            raise ValueError(f"origins look like https://www.example.org (no path, no trailing slash); got {bad}")
+        return value
+
+    def token(self) -> str | None:
+        """The widget token from the environment variable named by ``token_env``, or None."""
+        return env_secret(self.token_env) or None
