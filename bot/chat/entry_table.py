@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.knowledge.entries import Entry
+from bot.knowledge.entry_ids import key_of
 from bot.knowledge.files import entry_file
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def entry_page(
             EntryRow(
                 entry.id,
                 entry_file(entry, folder),
-                entry.id.split(":", 1)[-1],
+                key_of(entry.id),
                 entry.query,
                 doc,
                 entry.keywords,

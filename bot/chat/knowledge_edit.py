@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 from bot.chat.entry_table import EntryPage, HitCounts, entry_page
 from bot.errors import BotError
 from bot.knowledge import csv_io
+from bot.knowledge.entry_ids import EntryId
 from bot.knowledge.files import entry_version
 from bot.knowledge.history import FileVersion
 from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
@@ -147,11 +148,11 @@ class KnowledgeEditor:
 
     def locate(self, entry_id: str) -> tuple[str, str] | None:
         """(file, key) of an entry id '<stem>:<key>' among the knowledge files, or None."""
-        stem, sep, key = (entry_id or "").strip().partition(":")
-        if not sep or not key:
+        parsed = EntryId.parse(entry_id)
+        if parsed is None:
             return None
-        file = next((f for f in self.files() if PurePosixPath(f).stem == stem), None)
-        return (file, key) if file else None
+        file = next((f for f in self.files() if PurePosixPath(f).stem == parsed.stem), None)
+        return (file, parsed.key) if file else None
 
     def add_phrasing(self, entry_id: str, question: str) -> EditResult:
         """Add ``question`` to an entry's phrasings (its ``questions``), as a page edit would: locked, versioned,

@@ -15,6 +15,7 @@ from pathlib import Path
 from bot.cli.lint import add_lint_arguments, run_lint
 from bot.cli.suggestions import add_suggestions_arguments, run_suggestions
 from bot.errors import BotError
+from bot.knowledge.entry_ids import key_of
 from bot.knowledge.store import (
     ABSENT,
     KnowledgeStore,
@@ -113,7 +114,7 @@ def _file(name: str) -> str:
 def _add(store: KnowledgeStore, args) -> int:
     file = _file(args.file)
     entry_id = store.upsert_entry(file, args.key, args.query, args.document, args.metadata, expected_version=ABSENT)
-    key = entry_id.split(":", 1)[1] if args.key is None else args.key
+    key = key_of(entry_id) if args.key is None else args.key
     print(f"已添加 / Added {entry_id} to {file} (version {store.version(file, key)})")
     return 0
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bot.errors import KnowledgeError
 from bot.knowledge.entries import Entry, parse_text
+from bot.knowledge.entry_ids import entry_id, stem_of
 
 ANSWERABLE, UNANSWERABLE, CHITCHAT = "answerable", "unanswerable", "chitchat"
 KINDS = (ANSWERABLE, UNANSWERABLE, CHITCHAT)
@@ -50,7 +51,7 @@ def resolve_gold(gold: object, ids: set[str], stems: Sequence[str]) -> str:
     text = str(gold)
     if text in ids:
         return text
-    matches = [f"{stem}:{text}" for stem in stems if f"{stem}:{text}" in ids]
+    matches = [entry_id(stem, text) for stem in stems if entry_id(stem, text) in ids]
     if len(matches) == 1 or (not matches and len(stems) == 1):
         return matches[0] if matches else f"{stems[0]}:{text}"
     # Unknown or ambiguous: keep it as written so it simply never matches (a miss, not a crash).
@@ -60,7 +61,7 @@ def resolve_gold(gold: object, ids: set[str], stems: Sequence[str]) -> str:
 def load_questions(path: str | Path, entries: Sequence[Entry]) -> list[EvalQuestion]:
     """Read JSON lines of {"question", "gold_ids", "kind"?, "answer"?, "answers"?}, gold resolved against ``entries``."""
     ids = {e.id for e in entries}
-    stems = sorted({e.id.split(":", 1)[0] for e in entries})
+    stems = sorted({stem_of(e.id) for e in entries})
     questions = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bot.errors import KnowledgeError, KnowledgeProblem
 from bot.knowledge.entries import Entry, parse_keywords
+from bot.knowledge.entry_ids import entry_id, key_of
 from bot.knowledge.files import entry_file
 from bot.knowledge.store import KnowledgeStore
 
@@ -96,7 +97,7 @@ def export_csv(entries: Iterable[Entry], folder: Path | str | None = None) -> st
     return _write(
         (
             entry_file(e, folder),
-            e.id.split(":", 1)[-1],
+            key_of(e.id),
             e.query,
             e.document,
             e.keywords,
@@ -256,9 +257,9 @@ def import_rows(store: KnowledgeStore, grouped: dict[str, CsvFile]) -> list[str]
             continue
         if rows.keyed:
             store.import_file(name, json.dumps(rows.keyed, ensure_ascii=False), merge=True)
-            ids += [f"{stem}:{k}" for k in rows.keyed]
+            ids += [entry_id(stem, k) for k in rows.keyed]
         if rows.unkeyed:
-            before = {f"{stem}:{k}" for k, _ in store.entries(name)}
+            before = {entry_id(stem, k) for k, _ in store.entries(name)}
             after = store.import_file(name, json.dumps(rows.unkeyed, ensure_ascii=False), merge=True)
             ids += [i for i in after if i not in before]
     return ids

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import KnowledgeError, KnowledgeProblem
+from bot.knowledge.entry_ids import entry_id, key_of, stem_of
 
 _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
 
@@ -93,7 +94,7 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, dict[str, dict]] = {}
     for e in entries:
-        stem, key = e.id.split(":", 1)
+        stem, key = stem_of(e.id), key_of(e.id)
         data = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
         if e.questions:
             data["questions"] = list(e.questions)
@@ -226,7 +227,7 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
         if checked is not None:
             entries.append(
                 Entry(
-                    id=f"{stem}:{key}",
+                    id=entry_id(stem, key),
                     query=checked["query"].strip(),
                     document=checked["document"].strip(),
                     metadata=parse_keywords(checked.get("metadata") or ""),

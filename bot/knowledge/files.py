@@ -16,6 +16,7 @@ from bot.knowledge.entries import (
     knowledge_files,
     parse_text,
 )
+from bot.knowledge.entry_ids import stem_of
 
 INDEX = re.compile(r"0|[1-9][0-9]*")
 
@@ -135,4 +136,4 @@ def entry_file(entry: Entry, folder: Path | str | None) -> str:
             return source.resolve().relative_to(Path(folder).resolve()).as_posix()
         except ValueError:
             pass
-    return source.name if source is not None else entry.id.split(":", 1)[0] + ".json"
+    return source.name if source is not None else stem_of(entry.id) + ".json"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bot.errors import KnowledgeError, KnowledgeProblem
 from bot.knowledge.entries import Entry, load_entries, parse_keywords, parse_questions, parse_text
+from bot.knowledge.entry_ids import entry_id, stem_of
 from bot.knowledge.store import KnowledgeStore
 
 
@@ -34,7 +35,7 @@ def incoming_entries(
         for file, rows in grouped.items():
             stem = Path(file).stem
             raws = [*rows.keyed.items(), *((f"+{n}", raw) for n, raw in enumerate(rows.unkeyed, 1))]
-            incoming += [_entry(f"{stem}:{key}", raw) for key, raw in raws]
+            incoming += [_entry(entry_id(stem, key), raw) for key, raw in raws]
         return incoming, existing
     target = name or path.name
     problems: list[KnowledgeProblem] = []
@@ -42,7 +43,7 @@ def incoming_entries(
     if problems:
         raise KnowledgeError(problems)
     if overwrite:  # the file's current entries go away
-        existing = [e for e in existing if e.id.split(":", 1)[0] != Path(target).stem]
+        existing = [e for e in existing if stem_of(e.id) != Path(target).stem]
     return incoming, existing
 
 

@@ -12,6 +12,7 @@ from bot.config.settings import KnowledgeSettings, default_of
 from bot.errors import BotError, KnowledgeError, KnowledgeProblem
 from bot.fsutil import write_bytes_atomic
 from bot.knowledge.entries import Entry, knowledge_files, parse_keywords, parse_text
+from bot.knowledge.entry_ids import entry_id
 from bot.knowledge.files import (
     INDEX,
     dump_like,
@@ -157,7 +158,7 @@ class KnowledgeStore:
                 else:
                     data.append(entry)
             self._write(path, rel, data)
-        return f"{path.stem}:{key}"
+        return entry_id(path.stem, key)
 
     def delete_entry(self, file: str, key: str, *, expected_version: str | None = None) -> None:
         """Remove entry ``key`` from ``file`` (the file stays, possibly empty).
