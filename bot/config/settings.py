@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.config.secrets import env_secret
+from bot.config.storage import PostgresSettings
 from bot.errors import ConfigError
 
 MODE_ENV = "KBBOT_MODE"
@@ -667,9 +668,12 @@ class WidgetSettings(Strict):
 
 
 class LogSettings(Strict):
-    """The conversation log (questions, hits, answers, feedback) in a SQLite file under ``state_dir``."""
+    """The conversation log (questions, hits, answers, feedback): a SQLite file under ``state_dir``, or PostgreSQL."""
 
     enabled: bool = True
+    # sqlite: the file at ``path``; postgres: the server in ``postgres`` (shared by replicas; docs/deployment.md)
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
     # Relative to state_dir (an absolute path is used as is).
     path: str = "log/turns.sqlite"
     # Turns older than this many days, and beyond the newest retention_rows, are deleted (0 = no limit).

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from bot.chat.answer import Answer
-from bot.conversations.turn_log import TurnLog
+from bot.conversations.log_store import ConversationLog
 
 log = logging.getLogger(__name__)
 
@@ -16,9 +16,9 @@ RATINGS = {"Like": 1, "Dislike": -1}  # a chat front end's thumbs; any other lab
 
 
 class TurnRecorder:
-    """Records finished answers and feedback in a TurnLog (None: recording off); failures are logged, not raised."""
+    """Records finished answers and feedback in a ConversationLog (None: recording off); failures are logged, not raised."""
 
-    def __init__(self, turn_log: TurnLog | None):
+    def __init__(self, turn_log: ConversationLog | None):
         self.log = turn_log
         self._failing = False
         self._lock = threading.Lock()
