@@ -195,3 +195,45 @@ def app_client(settings, monkeypatch):
         )
     finally:
         demo.close()
+
+
+# -- PostgreSQL (tests/support/postgres.py): one real server per run, a fresh schema per test -------------------------
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server from the Debian packages for the whole run; skipped (with why) where it cannot start."""
+    from tests.support.postgres import PgServer, skip_reason
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        server = PgServer()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"cannot start PostgreSQL: {exc}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_dsn(pg_server) -> str:
+    """The DSN of a fresh, empty schema on the shared server."""
+    return pg_server.dsn(pg_server.new_schema())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_log(request, tmp_path):
+    """Opens fresh conversation logs of one backend (each test runs on both): ``open_log(**options)``."""
+    from bot.conversations.pg_log import PgTurnLog
+    from bot.conversations.turn_log import TurnLog
+
+    dsn = request.getfixturevalue("pg_dsn") if request.param == "postgres" else None
+    logs = []
+
+    def make(**options):
+        log = PgTurnLog(dsn, **options) if dsn else TurnLog(tmp_path / "log" / "turns.sqlite", **options)
+        logs.append(log)
+        return log
+
+    yield make
+    for log in logs:
+        log.close()

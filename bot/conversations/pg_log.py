@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -137,6 +138,9 @@ class PgTurnLog(SqlTurnLog):
         self._lock = threading.Lock()
         self._connections: list[Any] = []
         self._schema_ready = False
+        # After a failed connect, calls fail at once for this long: a server that does not answer costs a chat turn
+        # connect_timeout once per interval, not on every turn.
+        self.retry_after, self._down_until = 2.0, 0.0
         try:
             self._conn()
             if prune_on_open:
@@ -146,6 +150,10 @@ class PgTurnLog(SqlTurnLog):
 
     # -- connections ---------------------------------------------------------
     def _connect(self) -> Any:
+        if time.monotonic() < self._down_until:
+            raise TurnLogError(
+                f"the conversation log in {self.where} is unreachable (next try in {self.retry_after:g} s)"
+            )
         try:
             conn = self.psycopg.connect(
                 self._dsn,
@@ -155,6 +163,7 @@ class PgTurnLog(SqlTurnLog):
                 application_name="kbbot",
             )
         except self.psycopg.Error as exc:
+            self._down_until = time.monotonic() + self.retry_after
             raise TurnLogError(f"cannot connect to the conversation log in {self.where}: {exc}".strip()) from None
         conn.adapters.register_loader("numeric", _integral_loader(self.psycopg))
         with self._lock:
