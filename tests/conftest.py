@@ -237,3 +237,25 @@ def open_log(request, tmp_path):
     yield make
     for log in logs:
         log.close()
+
+
+@pytest.fixture
+def pg_settings(settings, pg_dsn, monkeypatch) -> Settings:
+    """``settings`` with the conversation log on a fresh PostgreSQL schema (ask for it before ``served``)."""
+    monkeypatch.setenv("KBBOT_TEST_PG_DSN", pg_dsn)
+    settings.log.backend = "postgres"
+    settings.log.postgres.dsn_env = "KBBOT_TEST_PG_DSN"
+    return settings
+
+
+@pytest.fixture
+def own_pg():
+    """A PostgreSQL server of the test's own, to stop and start again (the shared one serves other tests)."""
+    from tests.support.postgres import PgServer, skip_reason
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    server = PgServer()
+    yield server
+    server.close()

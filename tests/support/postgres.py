@@ -69,8 +69,9 @@ class PgServer:
     def start(self) -> None:
         """Start (or restart) the server and wait until it accepts connections."""
         options = (
+            # fsync off: fast, and a killed server (not a crashed machine) still keeps every committed turn
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "
-            "-c synchronous_commit=off -c max_connections=200"
+            "-c max_connections=200"
         )
         self._run(
             _bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options, "-w", "start"
