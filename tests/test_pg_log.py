@@ -64,6 +64,18 @@ def test_unknown_postgres_settings_are_refused():
         LogSettings.model_validate({"backend": "mysql"})
 
 
+def test_a_log_from_a_newer_kbbot_is_refused_with_the_fix(pg_dsn, caplog):
+    PgTurnLog(pg_dsn).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with caplog.at_level(logging.ERROR, logger="bot.conversations.pg_log"):
+        log = PgTurnLog(pg_dsn, dsn_env="KBBOT_PG_DSN")
+    assert "has schema version 99, newer than this version of kbbot understands (2); upgrade kbbot" in caplog.text
+    with pytest.raises(TurnLogError, match="schema version 99"):
+        log.record(answered(), "s")
+    log.close()
+
+
 def test_a_server_down_at_start_loses_turns_loudly_then_records_once_it_is_up(own_pg, caplog):
     own_pg.stop()
     with caplog.at_level(logging.DEBUG, logger="bot.conversations"):

@@ -273,6 +273,7 @@ def _integral_loader(psycopg: Any) -> type:
 
     class IntegralLoader(psycopg.adapt.Loader):
         def load(self, data: Any) -> int | float:
+            """One numeric value from its text form."""
             text = bytes(data).decode()
             return int(text) if text.lstrip("-").isdigit() else float(text)
 
