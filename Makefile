@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 
-.PHONY: run test test-fast lint index bench browser-deps clean
+.PHONY: run test test-fast lint index bench browser-deps pg-deps clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(VENV)/.run-deps: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.test-deps: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -e '.[dense,es,e5,test,bench]'
+	$(PIP) install -q -e '.[dense,es,e5,pg,test,bench]'
 	touch $@ $(VENV)/.run-deps
 
 # make run PORT=7870 HOST=0.0.0.0: another port or address (default: ui.port and ui.host in config.yaml)
@@ -34,13 +34,22 @@ browser-deps:
 		|| echo "WARNING: could not install chromium/fonts; browser tests will be skipped"; \
 	else echo "WARNING: not root and no chromium: browser tests will be skipped (apt-get install chromium fonts-wqy-microhei)"; fi
 
+# The PostgreSQL server the log's tests start (tests/support/postgres.py runs initdb + pg_ctl as nobody): Debian's
+# postgresql package; the cluster it may create is not used.
+pg-deps:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
+		|| echo "WARNING: could not install postgresql; the PostgreSQL log tests will be skipped"; \
+	else echo "WARNING: not root and no initdb: the PostgreSQL log tests will be skipped (apt-get install postgresql)"; fi
+
 lint: $(VENV)/.test-deps
 	$(PY) -m ruff check
 	$(PY) -m ruff format --check
 	$(PY) -m mypy
 	$(PY) -m bot.config.reference --check
 
-test: $(VENV)/.test-deps browser-deps lint
+test: $(VENV)/.test-deps browser-deps pg-deps lint
 	$(PY) -m pytest
 
 test-fast: $(VENV)/.test-deps

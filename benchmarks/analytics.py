@@ -27,7 +27,7 @@ from bot.config.settings import LogSettings
 from bot.conversations import rollup
 from bot.conversations.analytics import Analytics
 from bot.conversations.tiles import StatsFilter
-from bot.conversations.turn_log import TurnLog, utc_iso
+from bot.conversations.turn_log import SQLITE, TurnLog, utc_iso
 
 END = datetime(2026, 11, 1, tzinfo=UTC)
 STRATEGIES = ["direct", "verbatim", "rewrite", "hyde", "last_resort", "refused"]
@@ -84,7 +84,7 @@ def build(path: Path, turns: int, seed: int = 7) -> list[str]:
         if len(turn_rows) >= 50_000:
             _flush(conn, turn_rows, used_rows)
     _flush(conn, turn_rows, used_rows)
-    rollup.rebuild(conn)  # as the TurnLog's migration does for a log written before the rollup existed
+    rollup.rebuild(conn, SQLITE)  # as the TurnLog's migration does for a log written before the rollup existed
     conn.execute("COMMIT")
     conn.close()
     TurnLog(path, retention_days=0, retention_rows=0).close()  # opening creates the dropped indexes again

@@ -1,6 +1,10 @@
-"""Load test of the conversation log: concurrent writer threads recording turns into one SQLite TurnLog.
+"""Load test of the conversation log: concurrent writer threads recording turns into one log, SQLite and PostgreSQL.
 
     .venv/bin/python -m benchmarks.log_load [--threads 20] [--seconds 60] [--readers 1] [--pause 0] [--quick]
+        [--backend both|sqlite|postgres]
+
+PostgreSQL is the server in ``$KBBOT_PG_DSN`` when set, else a throwaway local one (tests/support/postgres.py, as
+the tests start it: Debian's initdb + pg_ctl, fsync off); without either only SQLite runs.
 
 Each writer records turns as fast as it can, or ``--pause`` seconds apart (every tenth one also gets a thumbs
 down), while ``--readers`` threads run the admin queries (recent, unanswered, hit counts) in a loop. At the end the log is reopened with a
@@ -18,6 +22,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
 from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.conversations.log_store import ConversationLog
+from bot.conversations.pg_log import PgTurnLog
 from bot.conversations.turn_log import TurnLog
 from bot.evaluation import percentile
 from bot.knowledge.entries import Entry
@@ -52,12 +60,14 @@ def make_answer(n: int, i: int) -> Answer:
     )
 
 
+Opener = Callable[[int, int], ConversationLog]  # (retention_days, retention_rows) -> a log on the same store
+
+
 def run(
-    threads: int, seconds: float, readers: int, folder: Path, retention_rows: int = 100_000, pause: float = 0.0
+    threads: int, seconds: float, readers: int, opener: Opener, retention_rows: int = 100_000, pause: float = 0.0
 ) -> dict:
-    """Hammer one TurnLog in ``folder``; the counts and latencies (turns pruned by ``retention_rows`` are not lost)."""
-    path = folder / "turns.sqlite"
-    turn_log = TurnLog(path, retention_days=90, retention_rows=retention_rows)
+    """Hammer one log from ``opener``; the counts and latencies (turns pruned by ``retention_rows`` are not lost)."""
+    turn_log = opener(90, retention_rows)
     ids: list[int] = []
     latencies: list[float] = []
     errors = {"locked": 0, "other": 0, "reads": 0}
@@ -109,7 +119,7 @@ def run(
         w.join()
     elapsed = time.perf_counter() - started
     turn_log.close()
-    fresh = TurnLog(path, retention_days=0, retention_rows=0)
+    fresh = opener(0, 0)
     stored = {t["id"] for t in fresh.recent(limit=len(ids) + 1)}
     fresh.close()
     expected = sorted(ids)[-retention_rows:] if retention_rows else ids
@@ -124,8 +134,47 @@ def run(
         "p95": percentile(latencies, 95),
         "p99": percentile(latencies, 99),
         "max": max(latencies, default=0.0),
-        "bytes": path.stat().st_size,
     }
+
+
+@contextmanager
+def postgres() -> Iterator[str | None]:
+    """A DSN: $KBBOT_PG_DSN, else a throwaway local server's (None when neither is possible)."""
+    if os.environ.get("KBBOT_PG_DSN"):
+        yield os.environ["KBBOT_PG_DSN"]
+        return
+    from tests.support.postgres import PgServer, skip_reason
+
+    reason = skip_reason()
+    if reason:
+        print(f"PostgreSQL skipped: {reason}")
+        yield None
+        return
+    server = PgServer()
+    try:
+        yield server.dsn(server.new_schema())
+    finally:
+        server.close()
+
+
+def measure(backends: list[str], args: argparse.Namespace, seconds: float) -> dict[str, dict]:
+    """backend -> the numbers of :func:`run` on it."""
+    out = {}
+    common = (args.threads, seconds, args.readers)
+    if "sqlite" in backends:
+        with tempfile.TemporaryDirectory(prefix="kbbot-log-load-") as tmp:
+            path = Path(tmp) / "turns.sqlite"
+            opener: Opener = lambda days, rows: TurnLog(path, retention_days=days, retention_rows=rows)
+            out["SQLite " + sqlite3.sqlite_version] = run(*common, opener, args.retention_rows, args.pause)
+    if "postgres" in backends:
+        with postgres() as dsn:
+            if dsn is not None:
+                pg: Opener = lambda days, rows: PgTurnLog(dsn, retention_days=days, retention_rows=rows)
+                log = pg(0, 0)
+                version = log.query("SHOW server_version")[0][0].split()[0]
+                log.close()
+                out["PostgreSQL " + version] = run(*common, pg, args.retention_rows, args.pause)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,46 +185,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readers", type=int, default=1, help="threads running the admin queries meanwhile")
     parser.add_argument("--retention-rows", type=int, default=100_000, help="log.retention_rows (0 = no limit)")
     parser.add_argument("--pause", type=float, default=0.0, help="seconds each writer waits between turns")
+    parser.add_argument("--backend", choices=("both", "sqlite", "postgres"), default="both")
     parser.add_argument("--quick", action="store_true", help="5 seconds, BENCHMARKS.md left alone")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     args = parser.parse_args(argv)
     seconds = 5.0 if args.quick else args.seconds
-    with tempfile.TemporaryDirectory(prefix="kbbot-log-load-") as tmp:
-        r = run(args.threads, seconds, args.readers, Path(tmp), args.retention_rows, args.pause)
+    results = measure(["sqlite", "postgres"] if args.backend == "both" else [args.backend], args, seconds)
     print(
         f"conversation log load: {args.threads} writer threads + {args.readers} reader(s) for {seconds:g} s, "
         f"{f'{args.pause:g} s between turns' if args.pause else 'no pause'} "
-        f"({platform.python_implementation()} {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-        f"{os.cpu_count()} CPUs)"
+        f"({platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs)"
     )
-    print(f"  turns written  {r['written']} ({r['written'] / r['elapsed']:.0f}/s), file {r['bytes'] / 1e6:.1f} MB")
-    print(f"  turns lost     {r['lost']}   kept after retention ({args.retention_rows or 'no limit'}) {r['kept']}")
-    print(f"  lock errors    {r['locked']}   other write errors {r['other']}   read errors {r['reads']}")
-    print(
-        f"  record latency p50 {r['p50']:.2f} ms  p95 {r['p95']:.2f} ms  p99 {r['p99']:.2f} ms  max {r['max']:.1f} ms"
-    )
-    for sample in r["samples"]:
-        print(f"  e.g. {sample}")
+    for backend, r in results.items():
+        print(f"  {backend}: turns written {r['written']} ({r['written'] / r['elapsed']:.0f}/s)")
+        print(
+            f"    turns lost     {r['lost']}   kept after retention ({args.retention_rows or 'no limit'}) {r['kept']}"
+        )
+        print(f"    lock errors    {r['locked']}   other write errors {r['other']}   read errors {r['reads']}")
+        print(
+            f"    record latency p50 {r['p50']:.2f} ms  p95 {r['p95']:.2f} ms  p99 {r['p99']:.2f} ms  max {r['max']:.1f} ms"
+        )
+        for sample in r["samples"]:
+            print(f"    e.g. {sample}")
     if not (args.quick or args.no_write):
+        rows = [
+            f"| {backend} | {r['written']:,} | {r['written'] / r['elapsed']:.0f} | {r['lost']} | {r['locked']} | "
+            f"{r['other']} | {r['p50']:.2f} / {r['p95']:.1f} / {r['p99']:.1f} / {r['max']:.0f} |"
+            for backend, r in results.items()
+        ]
         write_section(
             "log-load",
             "\n".join(
                 [
                     "## Conversation log under load",
                     "",
-                    f"`python -m benchmarks.log_load` ({time.strftime('%Y-%m-%d')}; SQLite {sqlite3.sqlite_version}, "
-                    f"{os.cpu_count()} CPUs): {args.threads} writer threads record synthetic turns as fast as they can into "
-                    f"one TurnLog (WAL) for {seconds:g} s while {args.readers} reader thread(s) run the admin queries; "
-                    f"retention {args.retention_rows or 'off'} rows.",
+                    f"`python -m benchmarks.log_load` ({time.strftime('%Y-%m-%d')}; {os.cpu_count()} CPUs shared with "
+                    f"other work, load average {os.getloadavg()[0]:.1f} at the end): "
+                    f"{args.threads} writer threads record synthetic turns as fast as they can into one log for "
+                    f"{seconds:g} s per backend while {args.readers} reader thread(s) run the admin queries; retention "
+                    f"{args.retention_rows or 'off'} rows. SQLite in WAL mode; PostgreSQL a local server on the same "
+                    "machine (fsync off, as the tests start it), one connection per writer thread.",
                     "",
-                    "| turns written | per second | lost | lock errors | other errors | record p50 / p95 / p99 / max ms |",
-                    "|---|---|---|---|---|---|",
-                    f"| {r['written']:,} | {r['written'] / r['elapsed']:.0f} | {r['lost']} | {r['locked']} | {r['other']} | "
-                    f"{r['p50']:.2f} / {r['p95']:.1f} / {r['p99']:.1f} / {r['max']:.0f} |",
+                    "| backend | turns written | per second | lost | lock errors | other errors | "
+                    "record p50 / p95 / p99 / max ms |",
+                    "|---|---|---|---|---|---|---|",
+                    *rows,
                 ]
             ),
         )
-    return 1 if r["lost"] or r["locked"] or r["other"] else 0
+    failed = any(r["lost"] or r["locked"] or r["other"] for r in results.values())
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.config.settings import Settings, load_settings
-from bot.config.variants import replace
+from bot.config.variants import replace, update
 from bot.factory import build_bot, build_store
 from bot.search.tokenizer import Tokenizer
 from bot.ui.app import build_demo
@@ -197,3 +197,65 @@ def app_client(settings, monkeypatch):
         )
     finally:
         demo.close()
+
+
+# -- PostgreSQL (tests/support/postgres.py): one real server per run, a fresh schema per test -------------------------
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server from the Debian packages for the whole run; skipped (with why) where it cannot start."""
+    from tests.support.postgres import PgServer, skip_reason
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        server = PgServer()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"cannot start PostgreSQL: {exc}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_dsn(pg_server) -> str:
+    """The DSN of a fresh, empty schema on the shared server."""
+    return pg_server.dsn(pg_server.new_schema())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_log(request, tmp_path):
+    """Opens fresh conversation logs of one backend (each test runs on both): ``open_log(**options)``."""
+    from bot.conversations.pg_log import PgTurnLog
+    from bot.conversations.turn_log import TurnLog
+
+    dsn = request.getfixturevalue("pg_dsn") if request.param == "postgres" else None
+    logs = []
+
+    def make(**options):
+        log = PgTurnLog(dsn, **options) if dsn else TurnLog(tmp_path / "log" / "turns.sqlite", **options)
+        logs.append(log)
+        return log
+
+    yield make
+    for log in logs:
+        log.close()
+
+
+@pytest.fixture
+def pg_settings(settings, pg_dsn, monkeypatch) -> Settings:
+    """``settings`` with the conversation log on a fresh PostgreSQL schema (ask for it before ``served``)."""
+    monkeypatch.setenv("KBBOT_TEST_PG_DSN", pg_dsn)
+    return update(settings, {"log.backend": "postgres", "log.postgres.dsn_env": "KBBOT_TEST_PG_DSN"})
+
+
+@pytest.fixture
+def own_pg():
+    """A PostgreSQL server of the test's own, to stop and start again (the shared one serves other tests)."""
+    from tests.support.postgres import PgServer, skip_reason
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    server = PgServer()
+    yield server
+    server.close()

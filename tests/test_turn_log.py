@@ -10,26 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.chat.answer import Answer, Strategy
+from bot.chat.answer import Strategy
 from bot.config.variants import replace
 from bot.conversations.inbox import group_turns, normalise, similar_pairs
 from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
-from tests.support.answers import CANTEEN, CUT, LIBRARY, answered, hit
+from tests.support.answers import answered, missed
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
-
-
-def unanswered_answer(question: str, near: float = 0.42) -> Answer:
-    """A last-resort answer: nothing passed, the library entry came closest."""
-    return Answer(
-        question=question,
-        text="抱歉，没有找到。",
-        strategy=Strategy.LAST_RESORT,
-        mode="sparse",
-        candidates=[hit(LIBRARY, near), hit(CANTEEN, 0.1)],
-        thresholds=CUT,
-        timings={"total": 5.0},
-    )
 
 
 @pytest.fixture
@@ -130,7 +117,7 @@ def test_near_duplicates_are_one_group_with_the_candidates_that_almost_passed(tu
     for i, q in enumerate(
         ["图书馆几点开门？", "图书馆几点开门", "图书馆 几点开门!", "图书馆几点开门呀", "ＷＨＥＲＥ is the canteen?"]
     ):
-        turn_log.record(unanswered_answer(q, near=0.40 + i / 100), f"s{i}", now=T0 + timedelta(minutes=i))
+        turn_log.record(missed(q, near=0.40 + i / 100), f"s{i}", now=T0 + timedelta(minutes=i))
     turn_log.record(answered(strategy=Strategy.HYDE, question="食堂有清真窗口吗"), "s9", now=T0 + timedelta(minutes=9))
     groups = turn_log.unanswered()
     assert [g.count for g in groups] == [1, 1, 4]  # newest first
@@ -170,12 +157,12 @@ def test_normalise_and_the_similarity_join():
 
 def test_dismissal_hides_a_group_until_it_is_asked_again(turn_log):
     for i, q in enumerate(["图书馆几点开门？", "图书馆几点开门呀"]):
-        turn_log.record(unanswered_answer(q), "s", now=T0 + timedelta(minutes=i))
-    turn_log.record(unanswered_answer("怎么报名考试"), "s", now=T0 + timedelta(minutes=2))
+        turn_log.record(missed(q), "s", now=T0 + timedelta(minutes=i))
+    turn_log.record(missed("怎么报名考试"), "s", now=T0 + timedelta(minutes=2))
     [_, library] = turn_log.unanswered()
     assert turn_log.dismiss(library.key, now=T0 + timedelta(minutes=5)) == 2
     assert [g.key for g in turn_log.unanswered()] == ["怎么报名考试"]
-    turn_log.record(unanswered_answer("图书馆几点开门呀！"), "s", now=T0 + timedelta(minutes=6))
+    turn_log.record(missed("图书馆几点开门呀！"), "s", now=T0 + timedelta(minutes=6))
     [again, _] = turn_log.unanswered()
     assert (again.key, again.count) == ("图书馆几点开门呀", 1)  # only the asks since the dismissal
 
@@ -183,7 +170,7 @@ def test_dismissal_hides_a_group_until_it_is_asked_again(turn_log):
 def test_hit_counts_count_only_entries_the_answer_used(turn_log):
     turn_log.record(answered(), "s", now=T0)
     turn_log.record(answered(), "s", now=T0 + timedelta(hours=1))
-    turn_log.record(unanswered_answer("什么都没有"), "s", now=T0 + timedelta(hours=2))
+    turn_log.record(missed("什么都没有"), "s", now=T0 + timedelta(hours=2))
     assert turn_log.hit_counts() == {"faq:library": (2, "2025-03-01T09:00:00.000000+00:00")}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def _index(settings: Settings, knowledge: str | None, mode: str):
 
 def _log_questions(settings: Settings, knowledge: str | None, limit: int) -> list[str]:
     """The newest questions of the conversation log, when it exists and belongs to the knowledge linted."""
-    from bot.conversations.turn_log import turn_log_from_settings
+    from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
 
     own = settings.resolve(settings.knowledge.path).resolve()
     if knowledge and Path(knowledge).resolve() != own:
@@ -52,15 +53,19 @@ def _log_questions(settings: Settings, knowledge: str | None, limit: int) -> lis
         return []
     path = Path(settings.log.path).expanduser()
     path = path if path.is_absolute() else settings.resolve(settings.state_dir) / path
-    if not path.is_file():
+    if settings.log.backend == "sqlite" and not path.is_file():
         return []  # opening would create an empty log
-    log = turn_log_from_settings(settings, prune_on_open=False)
-    if log is None:
-        return []
     try:
-        return [t["question"] for t in log.recent(limit=limit) if t.get("question")]
-    finally:
-        log.close()
+        log = turn_log_from_settings(settings, prune_on_open=False)
+        if log is None:
+            return []
+        try:
+            return [t["question"] for t in log.recent(limit=limit) if t.get("question")]
+        finally:
+            log.close()
+    except TurnLogError as exc:  # the lint still runs on the knowledge alone
+        print(f"warning: cannot read the conversation log ({exc}); its questions are left out", file=sys.stderr)
+        return []
 
 
 def run_lint(settings: Settings, args) -> int:

@@ -7,8 +7,9 @@ import json
 import sys
 
 from bot.conversations.analytics import analytics_from_settings
+from bot.conversations.log_store import ConversationLog, TurnLogError
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
-from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
+from bot.conversations.turn_log import turn_log_from_settings
 from bot.errors import KnowledgeError
 
 
@@ -46,7 +47,7 @@ def render_tile(tile: Tile) -> str:
     return "\n".join(lines)
 
 
-def _stats(settings, turn_log: TurnLog, args: argparse.Namespace) -> int:
+def _stats(settings, turn_log: ConversationLog, args: argparse.Namespace) -> int:
     try:
         flt = StatsFilter(parse_time(args.since), parse_time(args.until), args.mode, args.source)
     except ValueError as exc:

@@ -59,6 +59,7 @@ from bot.config.serving import (
     UISettings,
     WidgetSettings,
 )
+from bot.config.storage import PostgresSettings
 from bot.errors import ConfigError
 
 __all__ = [
@@ -125,10 +126,14 @@ MODE_ENV = "KBBOT_MODE"
 
 
 class LogSettings(Strict):
-    """The conversation log (questions, hits, answers, feedback) in a SQLite file under ``state_dir``."""
+    """The conversation log (questions, hits, answers, feedback): a SQLite file under ``state_dir``, or PostgreSQL."""
 
     enabled: bool = True
     """Log every turn (question, hits, strategy, answer, feedback); never keys, headers or logins."""
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    """sqlite: the file at ``path``; postgres: the server in ``postgres`` (shared by replicas; docs/web-app.md)."""
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    """The PostgreSQL server of ``backend: postgres``; its DSN only from the environment."""
     path: str = "log/turns.sqlite"
     """Relative to state_dir (an absolute path is used as is)."""
     retention_days: int = Field(default=90, ge=0)

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.conversations.rollup import BIN_SQL, BINS, DECISION
+from bot.conversations.log_store import ConversationLog, utc_iso
+from bot.conversations.rollup import BINS, DECISION, DOWN, UP, bin_sql
 from bot.conversations.tiles import Stats, StatsFilter, Tile
-from bot.conversations.turn_log import TurnLog, utc_iso
 
 # Strategies that mean the knowledge had no answer (the inbox's fallbacks, and the ladder's hand-off to a person).
 UNANSWERED_STRATEGIES = ("hyde", "last_resort", "handoff", "escalate")
@@ -57,19 +57,16 @@ def _split(flt: StatsFilter, unit: timedelta) -> tuple[tuple[str, str] | None, l
 
 
 class Analytics:
-    """Computes the tiles from one TurnLog; ``entry_ids`` of the loaded knowledge find the entries never hit.
+    """Computes the tiles from one conversation log (either backend: the SQL here runs on both); ``entry_ids`` of the loaded knowledge find the entries never hit.
 
     ``top`` rows per table and the latency ``sample`` come from settings (log.analytics_top, log.analytics_sample).
     """
 
-    def __init__(self, turn_log: TurnLog, top: int, sample: int):
+    def __init__(self, turn_log: ConversationLog, top: int, sample: int):
         self.log, self.top, self.sample = turn_log, top, sample
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
-        conn = self.log._conn()
-        # A 64 MiB page cache keeps the indexes the tiles scan in memory between tiles (the default is 2 MiB).
-        conn.execute("PRAGMA cache_size = -65536")
-        return [tuple(r) for r in conn.execute(sql, tuple(args))]
+        return self.log.query(sql, list(args))
 
     def compute(
         self, flt: StatsFilter | None = None, entry_ids: Iterable[str] = (), now: datetime | None = None
@@ -81,7 +78,7 @@ class Analytics:
             flt,
             HOUR,
             "SELECT hour, strategy, SUM(turns), SUM(up), SUM(down) FROM hourly WHERE {keys} GROUP BY 1, 2",
-            f"SELECT substr(time, 1, 13), {DECISION}, COUNT(*), SUM(rating = 1), SUM(rating = -1) FROM turns "
+            f"SELECT substr(time, 1, 13), {DECISION}, COUNT(*), SUM({UP}), SUM({DOWN}) FROM turns "
             "WHERE {where} GROUP BY 1, 2",
             "hour",
         )
@@ -166,8 +163,9 @@ class Analytics:
         since = max(start, flt.since) if flt.since else start
         where, args = StatsFilter(since, end, flt.mode, flt.source).where()
         rows = self._rows(
-            f"SELECT norm, SUM(time >= ?) AS recent, SUM(time < ?) AS before FROM turns WHERE {where} "
-            "GROUP BY norm HAVING recent > before ORDER BY recent - before DESC, recent DESC, norm LIMIT ?",
+            "SELECT norm, recent, earlier FROM (SELECT norm, SUM(CASE WHEN time >= ? THEN 1 ELSE 0 END) AS recent, "
+            f"SUM(CASE WHEN time < ? THEN 1 ELSE 0 END) AS earlier FROM turns WHERE {where} GROUP BY norm) AS counts "
+            "WHERE recent > earlier ORDER BY recent - earlier DESC, recent DESC, norm LIMIT ?",
             [utc_iso(mid), utc_iso(mid), *args, self.top],
         )
         return Tile(
@@ -207,7 +205,7 @@ class Analytics:
         cte, args = self._hits(flt)
         rows = self._rows(
             f"WITH {cte}, top AS (SELECT entry FROM hits GROUP BY entry ORDER BY SUM(n) DESC, entry LIMIT ?) "
-            "SELECT day, entry, SUM(n) FROM hits WHERE entry IN top GROUP BY 1, 2 ORDER BY 1, 2",
+            "SELECT day, entry, SUM(n) FROM hits WHERE entry IN (SELECT entry FROM top) GROUP BY 1, 2 ORDER BY 1, 2",
             [*args, self.top],
         )
         return Tile("entry_hits", "条目命中（按天）/ Hits per entry per day", ("day", "entry", "hits"), tuple(rows))
@@ -251,7 +249,8 @@ class Analytics:
             flt,
             DAY,
             "SELECT bin, SUM(turns) FROM daily_relevance WHERE {keys} GROUP BY 1",
-            f"SELECT {BIN_SQL}, COUNT(*) FROM turns WHERE {{where}} AND top_relevance IS NOT NULL GROUP BY 1",
+            f"SELECT {bin_sql(self.log.dialect)}, COUNT(*) FROM turns WHERE {{where}} AND top_relevance IS NOT NULL "
+            "GROUP BY 1",
             "day",
         )
         for b, n in rows:
@@ -277,6 +276,6 @@ class Analytics:
         return Tile("relevance", title, ("from", "to", "turns", "zone"), tuple(rows))
 
 
-def analytics_from_settings(turn_log: TurnLog, settings: Any) -> Analytics:
+def analytics_from_settings(turn_log: ConversationLog, settings: Any) -> Analytics:
     """An Analytics over ``turn_log`` sized by ``settings.log`` (analytics_top, analytics_sample)."""
     return Analytics(turn_log, top=settings.log.analytics_top, sample=settings.log.analytics_sample)

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from bot.conversations.turn_log import TurnLog
+from bot.conversations.log_store import ConversationLog
 from bot.knowledge.entries import Entry
 
 TTL_SECONDS = 60.0
@@ -20,7 +20,7 @@ TTL_SECONDS = 60.0
 class PopularEntries:
     """The most-hit entries of the knowledge, from the log's hit counts (cached for ``ttl`` seconds)."""
 
-    def __init__(self, log: TurnLog | None, ttl: float = TTL_SECONDS):
+    def __init__(self, log: ConversationLog | None, ttl: float = TTL_SECONDS):
         self.log = log
         self.ttl = ttl
         self._counts: dict[str, tuple[int, str]] = {}

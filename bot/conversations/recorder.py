@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from bot.chat.answer import Answer
-from bot.conversations.turn_log import TurnLog
+from bot.conversations.log_store import ConversationLog
 
 log = logging.getLogger(__name__)
 
@@ -16,11 +16,12 @@ RATINGS = {"Like": 1, "Dislike": -1}  # a chat front end's thumbs; any other lab
 
 
 class TurnRecorder:
-    """Records finished answers and feedback in a TurnLog (None: recording off); failures are logged, not raised."""
+    """Records finished answers and feedback in a ConversationLog (None: recording off); failures are logged, not raised."""
 
-    def __init__(self, turn_log: TurnLog | None):
+    def __init__(self, turn_log: ConversationLog | None):
         self.log = turn_log
         self._failing = False
+        self._lost = 0  # turns not recorded since the log failed
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -29,19 +30,25 @@ class TurnRecorder:
         """True when there is a log to write to."""
         return self.log is not None
 
-    def _failed(self, what: str, exc: BaseException) -> None:
+    def _failed(self, what: str, exc: BaseException, lost: bool = False) -> None:
         with self._lock:
             first, self._failing = not self._failing, True
-        if first:  # one error per outage, not one per turn
-            log.error("conversation log: %s failed (chats go on; logged once until it works again): %s", what, exc)
+            self._lost += lost
+        if first:  # one error per outage, not one per turn; the recovery line says how many turns were lost
+            log.error(
+                "conversation log: %s failed%s (chats go on; logged once until it works again): %s",
+                what,
+                "; this turn and the next ones are NOT recorded" if lost else "",
+                exc,
+            )
         else:
-            log.debug("conversation log: %s failed again: %s", what, exc)
+            log.debug("conversation log: %s failed again%s: %s", what, " (turn not recorded)" if lost else "", exc)
 
     def _worked(self) -> None:
         if self._failing:
             with self._lock:
-                self._failing = False
-            log.info("conversation log works again")
+                self._failing, lost, self._lost = False, self._lost, 0
+            log.info("conversation log works again; %d turns were not recorded while it failed", lost)
 
     def record(
         self, answer: Answer, session: str | None = None, source: str | None = None, client: str | None = None
@@ -52,7 +59,7 @@ class TurnRecorder:
         try:
             turn_id = self.log.record(answer, session, client, source=source)
         except Exception as exc:
-            self._failed("recording a turn", exc)
+            self._failed("recording a turn", exc, lost=True)
             return answer
         self._worked()
         return dataclasses.replace(answer, turn_id=turn_id)

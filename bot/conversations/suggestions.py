@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.conversations.inbox import normalise
-from bot.conversations.turn_log import TurnLog
+from bot.conversations.log_store import ConversationLog
 from bot.knowledge.entries import Entry
 
 OFFERS = {"clarify": "clarify", "confirm": "confirm"}
@@ -76,7 +76,7 @@ def resolutions(turns: Sequence[dict], entries: dict[str, Entry]) -> list[tuple[
     return found
 
 
-def suggestions(log: TurnLog, knowledge: Sequence[Entry], scan: int = 5000) -> list[Suggestion]:
+def suggestions(log: ConversationLog, knowledge: Sequence[Entry], scan: int = 5000) -> list[Suggestion]:
     """The pending suggestions, most resolved first (then newest), from the newest ``scan`` conversation turns."""
     entries = {e.id: e for e in knowledge}
     rejected = log.rejected_suggestions()

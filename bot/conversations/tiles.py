@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.conversations.turn_log import utc_iso
+from bot.conversations.log_store import utc_iso
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class StatsFilter:
     source: str | None = None
 
     def where(self, alias: str = "") -> tuple[str, list[Any]]:
-        """An SQL condition (``1`` for no filter) and its arguments."""
+        """An SQL condition (``1 = 1`` for no filter) and its arguments."""
         parts, args = [], []
         for column, op, value in (
             ("time", ">=", self.since),
@@ -32,10 +32,10 @@ class StatsFilter:
             if value is not None:
                 parts.append(f"{alias}{column} {op} ?")
                 args.append(utc_iso(value) if isinstance(value, datetime) else value)
-        return " AND ".join(parts) or "1", args
+        return " AND ".join(parts) or "1 = 1", args
 
     def turn_filters(self) -> dict[str, Any]:
-        """The same filter as TurnLog.recent / unanswered take it."""
+        """The same filter as ConversationLog.recent / unanswered take it."""
         return {"since": self.since, "until": self.until, "mode": self.mode, "source": self.source}
 
 

@@ -21,8 +21,8 @@ import pandas as pd
 from bot.chat.bot import Bot
 from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
+from bot.conversations.log_store import ConversationLog
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
-from bot.conversations.turn_log import TurnLog
 from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
 
@@ -41,7 +41,9 @@ def frame(tile: Tile) -> pd.DataFrame:
 class AnalyticsHandlers:
     """Callbacks of the analytics tab (admins only: registered inside AdminBlocks.admin_only)."""
 
-    def __init__(self, turn_log: TurnLog | None, bot: Bot, top: int, sample: int, export_dir: Path | None = None):
+    def __init__(
+        self, turn_log: ConversationLog | None, bot: Bot, top: int, sample: int, export_dir: Path | None = None
+    ):
         self.analytics = Analytics(turn_log, top=top, sample=sample) if turn_log is not None else None
         self.bot = bot
         # One private folder (0700, made on the first export) overwritten by every export and removed at exit: no

@@ -1,6 +1,6 @@
 """The admin tabs over the conversation log: the unanswered inbox (new entry, add as a phrasing, dismiss) and the log.
 
-Both only translate: the groups and turns come from the core's TurnLog (``bot.recorder.log``), knowledge edits go
+Both only translate: the groups and turns come from the core's ConversationLog (``bot.recorder.log``), knowledge edits go
 through the core's KnowledgeEditor, so the index serves a new entry at the next message. Every text is escaped.
 """
 
@@ -16,7 +16,7 @@ from bot.chat.bot import Bot
 from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.config.settings import LogSettings
 from bot.conversations.inbox import Group
-from bot.conversations.turn_log import TurnLog
+from bot.conversations.log_store import ConversationLog
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
 from bot.texts import LOG_OFF
@@ -92,7 +92,7 @@ def turns_html(turns: list[dict]) -> str:
     )
 
 
-def retention_html(turn_log: TurnLog) -> str:
+def retention_html(turn_log: ConversationLog) -> str:
     """What the log keeps and for how long, when retention last ran, and whether personal data is masked."""
     days = f"{turn_log.retention_days} 天 / days" if turn_log.retention_days else "不限天数 / no age limit"
     rows = f"{turn_log.retention_rows:,} 条 / turns" if turn_log.retention_rows else "不限条数 / no row limit"
@@ -119,7 +119,7 @@ def error_html(exc: BotError) -> str:
 class InboxHandlers:
     """Callbacks of the inbox and log tabs (admins only: registered inside AdminBlocks.admin_only)."""
 
-    def __init__(self, turn_log: TurnLog | None, editor: KnowledgeEditor):
+    def __init__(self, turn_log: ConversationLog | None, editor: KnowledgeEditor):
         self.log = turn_log
         self.editor = editor
 

@@ -9,8 +9,8 @@ from typing import Any
 import gradio as gr
 
 from bot.chat.knowledge_edit import KnowledgeEditor
+from bot.conversations.log_store import ConversationLog
 from bot.conversations.suggestions import Suggestion, suggestions
-from bot.conversations.turn_log import TurnLog
 from bot.errors import BotError
 from bot.ui.knowledge_tab import result_html
 
@@ -37,7 +37,7 @@ def suggestions_html(found: list[Suggestion]) -> str:
 class SuggestionHandlers:
     """Callbacks of the suggestions section (admins only)."""
 
-    def __init__(self, turn_log: TurnLog | None, editor: KnowledgeEditor):
+    def __init__(self, turn_log: ConversationLog | None, editor: KnowledgeEditor):
         self.log = turn_log
         self.editor = editor
 
@@ -73,7 +73,9 @@ class SuggestionHandlers:
         return self.refresh(f"<div class='kb-ok'>✅ 已拒绝 / Rejected: {e(found.question)}</div>")
 
 
-def suggestions_section(turn_log: TurnLog | None, editor: KnowledgeEditor) -> tuple[SuggestionHandlers, list[Any]]:
+def suggestions_section(
+    turn_log: ConversationLog | None, editor: KnowledgeEditor
+) -> tuple[SuggestionHandlers, list[Any]]:
     """Lay out and wire the section inside the current (admin-only) Blocks context; (handlers, outputs)."""
     h = SuggestionHandlers(turn_log, editor)
     with gr.Accordion("建议的问法 / Suggested phrasings", open=False, elem_id="kb-suggestions"):

@@ -32,3 +32,16 @@ def answered(question: str = "图书馆几点开门？", **kw) -> Answer:
         "timings": {"retrieve": 3.5, "llm": 120.0, "total": 130.25},
     }
     return Answer(**{**base, **kw})
+
+
+def missed(question: str, near: float = 0.42) -> Answer:
+    """A last-resort answer: nothing passed, the library entry came closest."""
+    return Answer(
+        question=question,
+        text="抱歉，没有找到。",
+        strategy=Strategy.LAST_RESORT,
+        mode="sparse",
+        candidates=[hit(LIBRARY, near), hit(CANTEEN, 0.1)],
+        thresholds=CUT,
+        timings={"total": 5.0},
+    )

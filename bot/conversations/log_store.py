@@ -1,0 +1,132 @@
+"""The conversation log's role, whatever holds it: what the recorder, the inbox, suggestions, the admin pages and
+analytics call (:class:`ConversationLog`), the SQL that differs between its backends (:class:`Dialect`), and the
+small types both backends share.
+
+Two backends implement it on one portable core (bot/conversations/log_sql.py): SQLite, the embedded default
+(bot/conversations/turn_log.py), and PostgreSQL for replicas that share one log (bot/conversations/pg_log.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from bot.conversations.inbox import Group
+from bot.errors import BotError
+
+
+class TurnLogError(BotError):
+    """The conversation log cannot be opened or written, or a turn id is unknown."""
+
+
+@dataclass(frozen=True)
+class Purge:
+    """One run of the retention purge: when (UTC ISO) and how many turns it removed."""
+
+    time: str
+    removed: int
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The SQL fragments that differ between backends; every other statement is written once, with ``?``."""
+
+    name: str
+    # the first occurrence of a text argument in a column ({col}): SQLite instr, PostgreSQL strpos
+    contains: str
+    # a non-negative number ({x}) rounded down to an integer: SQLite's CAST truncates, PostgreSQL's rounds
+    floor: str
+    # appended to the SELECT that reads a row about to be updated (PostgreSQL FOR UPDATE; SQLite locks the file)
+    lock_row: str = ""
+
+
+def utc_iso(moment: datetime | None = None) -> str:
+    """A moment (default: now) as a sortable UTC ISO string with microseconds."""
+    moment = moment or datetime.now(UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+class ConversationLog(Protocol):
+    """Every answered turn with its feedback, hit counts, the unanswered inbox and the analytics queries."""
+
+    retention_days: int
+    retention_rows: int
+    masking: bool
+    clock: Callable[[], datetime]
+    dialect: Dialect
+
+    def record(
+        self,
+        answer: Any,
+        session: str | None,
+        client: str | None = None,
+        *,
+        source: str | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Store one answered turn; its id."""
+        ...
+
+    def feedback(self, turn_id: int, rating: int, reason: str | None = None, now: datetime | None = None) -> None:
+        """Rate a turn +1 / -1; TurnLogError for an unknown id."""
+        ...
+
+    def prune(self, now: datetime | None = None) -> int:
+        """Apply retention; how many turns went."""
+        ...
+
+    def last_purge(self) -> Purge | None:
+        """When retention last ran (None: never)."""
+        ...
+
+    def mask_stored(self, batch: int = 500) -> int:
+        """Mask personal data in turns stored unmasked; rows changed."""
+        ...
+
+    def get(self, turn_id: int) -> dict:
+        """One turn as a dict; TurnLogError for an unknown id."""
+        ...
+
+    def recent(self, limit: int = 50, offset: int = 0, filters: Mapping[str, Any] | None = None) -> list[dict]:
+        """The newest turns first, filtered."""
+        ...
+
+    def session_turns(self, scan: int = 5000) -> list[dict]:
+        """The newest turns of conversations, oldest first."""
+        ...
+
+    def reject_suggestion(self, norm: str, entry_id: str, now: datetime | None = None) -> None:
+        """Never suggest this question for this entry again."""
+        ...
+
+    def rejected_suggestions(self) -> set[tuple[str, str]]:
+        """(normal form, entry id) of every rejected suggestion."""
+        ...
+
+    def count(self) -> int:
+        """How many turns the log holds."""
+        ...
+
+    def hit_counts(self) -> dict[str, tuple[int, str]]:
+        """entry id -> (turns that used it, time of the latest)."""
+        ...
+
+    def unanswered(
+        self, limit: int = 50, sort: str = "latest", scan: int = 5000, filters: Mapping[str, Any] | None = None
+    ) -> list[Group]:
+        """Groups of near-duplicate questions that were not answered."""
+        ...
+
+    def dismiss(self, group_key: str, now: datetime | None = None, scan: int = 5000) -> int:
+        """Hide a group until asked again; turns hidden."""
+        ...
+
+    def query(self, sql: str, args: tuple | list = ()) -> list[tuple]:
+        """Rows of a read-only statement written with ``?`` placeholders (the analytics tiles)."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection."""
+        ...
