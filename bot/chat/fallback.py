@@ -8,6 +8,8 @@ from bot.chat.llm import ChatModel
 from bot.config.settings import HydeSettings, LastResortSettings
 from bot.search.base import Hit
 
+DID_YOU_MEAN = "您是不是想问 / Did you mean:"  # heads the fixed reply's suggestions (a channel may renumber them)
+
 
 class HydeFallback:
     """Asks the LLM for a short hypothetical answer; the bot searches again with question + that answer."""
@@ -56,7 +58,7 @@ class LastResort:
         text = self.settings.reply.strip()
         seen = self.suggestions(candidates)
         if seen:
-            text += "\n\n您是不是想问 / Did you mean:\n" + "\n".join(f"- {q}" for q in seen)
+            text += f"\n\n{DID_YOU_MEAN}\n" + "\n".join(f"- {q}" for q in seen)
         return text
 
     @property

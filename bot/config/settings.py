@@ -10,6 +10,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.config.channels import WeComSettings
 from bot.config.secrets import env_secret
 from bot.errors import ConfigError
 
@@ -739,6 +740,7 @@ class Settings(Strict):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     api: APISettings = Field(default_factory=APISettings)
     widget: WidgetSettings = Field(default_factory=WidgetSettings)
+    wecom: WeComSettings = Field(default_factory=WeComSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     base_dir: Path = Field(default=Path("."), exclude=True)
