@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 SORRY = "抱歉，出了点问题，请稍后再问一次。/ Sorry, something went wrong; please ask again in a moment."
 TOO_FAST = "发送太频繁，请稍等一分钟。/ Too many messages; please wait a minute."
-NOT_CONFIGURED = "the WeCom channel is not configured: set the variables named by wecom.token_env and wecom.aes_key_env"
+NOT_CONFIGURED = "the WeCom channel is not configured on this server; its log says which variables to set"
 
 
 def refusal(status: int, reason: str) -> Response:
@@ -158,8 +158,8 @@ class WeComAPI:
         if not self.per_minute.allow(f"wecom:{message.user}"):
             return self.passive(request, message.user, TOO_FAST)
         job = self.answers.submit(self.answer, message)
-        done, _ = await asyncio.wait({asyncio.wrap_future(job)}, timeout=self.settings.reply_budget_seconds)
-        if done:
+        budget = self.settings.reply_budget_seconds
+        if budget > 0 and (await asyncio.wait({asyncio.wrap_future(job)}, timeout=budget))[0]:
             return self.passive(request, message.user, _result(job))
         # WeCom gives up at 5 s (and retries): answer it now, and send the answer when it is ready
         job.add_done_callback(lambda finished: self.sends.submit(self.deliver, message.user, finished))
