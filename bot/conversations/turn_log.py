@@ -223,7 +223,7 @@ class TurnLog:
         source: str | None = None,
         now: datetime | None = None,
     ) -> int:
-        """Store one answered turn (``source``: "web", "api", "widget", "cli"; ``client``: an opaque caller label); its id."""
+        """Store one answered turn (``source``: "web", "api", "widget", "wecom", "cli"; ``client``: an opaque caller label); its id."""
         get = lambda name, default=None: getattr(answer, name, default)  # fields the Answer may gain or lack
         cutoffs, timings = get("thresholds"), dict(get("timings") or {})
         when, hits = utc_iso(now or self.clock()), stored_hits(answer)

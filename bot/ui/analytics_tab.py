@@ -26,7 +26,14 @@ from bot.conversations.turn_log import TurnLog
 from bot.ui.events import PRIVATE
 
 ALL = ("全部 / All", "")
-SOURCES = [ALL, ("浏览器 / Browser", "web"), ("API", "api"), ("聊天窗口 / Widget", "widget"), ("命令行 / CLI", "cli")]
+SOURCES = [
+    ALL,
+    ("浏览器 / Browser", "web"),
+    ("API", "api"),
+    ("聊天窗口 / Widget", "widget"),
+    ("企业微信 / WeCom", "wecom"),
+    ("命令行 / CLI", "cli"),
+]
 LOG_OFF = (
     "<div class='kb-notice'>对话日志已关闭（config.yaml 的 log.enabled）或无法打开。"
     "/ The conversation log is off (log.enabled in config.yaml) or could not be opened.</div>"
