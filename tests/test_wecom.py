@@ -1,17 +1,19 @@
 """The WeCom callback over real HTTP, driven by a simulator that encrypts and signs WeCom's documented fixtures:
 URL verification, the passive reply, forged / stale / foreign / malformed callbacks refused before the bot is asked,
 retries answered once, events and non-text messages, a clarify question answered with "2", and slow answers sent
-through a local stand-in of the send API (down, expired token)."""
+through a local stand-in of the send API (a zero budget, a slow LLM, the API down, an expired token)."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
 from bot.api.wecom.render import ONLY_TEXT, PICK_HINT
 from bot.conversations.turn_log import turn_log_from_settings
 from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
+from tests.support.llm_server import Fault
 from tests.support.wecom import CORP_ID, SECRET, WeComSimulator, enter_agent, image_message, text_message
 
 
@@ -153,7 +155,7 @@ def test_the_send_api_down_is_logged_retried_and_never_crashes(wecom_settings, s
         for _ in range(200):
             if any("not delivered" in r.getMessage() for r in caplog.records):
                 break
-            __import__("time").sleep(0.05)
+            time.sleep(0.05)
     assert qyapi.calls.count("/cgi-bin/gettoken") == 3  # three attempts
     messages = [r.getMessage() for r in caplog.records if r.name.startswith("bot.api.wecom")]
     assert sum("failed:" in m for m in messages) == 3 and any("not delivered" in m for m in messages)
@@ -172,3 +174,18 @@ def test_without_its_secrets_in_the_environment_the_callback_refuses_with_503(
     assert wecom_settings.wecom.aes_key_env in caplog.text  # the log names what to set
     r = sim.post(text_message("怎么添加知识？"))
     assert r.status_code == 503 and "not configured" in r.text
+
+
+def test_a_slow_llm_misses_the_budget_and_its_answer_follows_through_the_send_api(
+    wecom_settings, llm_settings, llm_server, serve_api, qyapi
+):
+    set_cutoffs(wecom_settings, "sparse", 0.5)
+    wecom_settings.wecom.reply_budget_seconds = 0.5
+    sim = start(serve_api, wecom_settings)
+    llm_server.fail(Fault(sleep=2.0))  # the model takes 2 s: past the budget, within the LLM's timeout
+    began = time.monotonic()
+    r = sim.post(text_message("怎么添加知识？", user="sunqi"))
+    assert r.status_code == 200 and r.content == b"" and time.monotonic() - began < 1.5  # WeCom is not kept waiting
+    [sent] = qyapi.wait_sent(1)
+    assert sent["touser"] == "sunqi" and sent["text"]["content"].startswith("模型回答")  # the LLM's answer
+    assert len(llm_server.requests) == 1 and turns(wecom_settings)[0]["source"] == "wecom"
