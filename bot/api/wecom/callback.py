@@ -128,10 +128,11 @@ class WeComAPI:
 
     async def receive(self, request: Request) -> Response:
         """``POST``: one encrypted message or event; the passive reply, or an empty 200 and the send API later."""
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+        body = await _body(request)
+        if body is None:
             return refusal(413, f"the body is over {MAX_BODY_BYTES} bytes")
         try:
-            encrypt = envelope(await request.body())
+            encrypt = envelope(body)
         except MessageError as exc:
             return refusal(400, str(exc))
         refused = self.refused(request, encrypt)
@@ -199,6 +200,18 @@ def _result(job: Future[str]) -> str:
     except Exception:
         log.exception("WeCom turn failed")
         return SORRY
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request body, or None past MAX_BODY_BYTES (declared or streamed) without reading the rest."""
+    if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+        return None
+    body = bytearray()
+    async for part in request.stream():
+        body += part
+        if len(body) > MAX_BODY_BYTES:
+            return None
+    return bytes(body)
 
 
 def _client(request: Request) -> str:
