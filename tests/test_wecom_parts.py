@@ -15,6 +15,8 @@ from bot.chat.fallback import DID_YOU_MEAN
 from bot.chat.offers import CLARIFY_TAIL, clarify_text, read_offer
 from bot.config.channels import WeComSettings
 from bot.errors import ConfigError
+from bot.knowledge.entries import Entry
+from bot.search.base import Hit
 from tests.support import wecom as sim
 
 
@@ -102,6 +104,16 @@ def test_did_you_mean_suggestions_are_renumbered_so_a_number_picks_one():
     assert read_offer(shown).questions == ("甲？", "乙？")
     one = render(answer(f"没有找到答案。\n\n{DID_YOU_MEAN}\n- 甲？", Strategy.LAST_RESORT, (Option("a", "甲？"),)))
     assert read_offer(one).kind == "confirm"
+
+
+def test_sources_are_listed_only_when_asked_and_only_under_answers():
+    entry = Entry(id="faq:a", query="怎么连接校园网？", document="...")
+    hit = Hit(entry=entry, relevance=0.9, score=9.0, searcher="sparse")
+    answered = Answer(question="q", text="连接 SYSU-WiFi。", strategy=Strategy.VERBATIM, mode="sparse", hits=[hit])
+    assert render(answered, show_sources=True).endswith("来源 / Sources:\n- 怎么连接校园网？")
+    assert "来源" not in render(answered)
+    handed = Answer(question="q", text="转人工", strategy=Strategy.HANDOFF, mode="sparse", hits=[hit])
+    assert "来源" not in render(handed, show_sources=True)
 
 
 def test_long_answers_fit_in_one_text_message():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -176,8 +177,10 @@ class WeComAPI:
         return text
 
     def session_of(self, user: str) -> str:
-        """The conversation log's session of a WeCom user: a hash, so the log holds no UserID."""
-        return "wecom-" + hashlib.sha256(f"{self.settings.corp_id}/{user}".encode()).hexdigest()[:20]
+        """The conversation log's session of a WeCom user: an HMAC keyed with the callback token, so the log holds no
+        UserID and a guessed UserID ("zhangsan") cannot be matched to its turns without the token."""
+        key = self.crypto.token if self.crypto is not None else ""
+        return "wecom-" + hmac.new(key.encode(), user.encode(), hashlib.sha256).hexdigest()[:20]
 
     def passive(self, request: Request, user: str, content: str) -> Response:
         """The encrypted, signed passive reply carrying ``content`` to ``user``."""
