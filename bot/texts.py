@@ -136,3 +136,15 @@ ANSWERS_NEED_LLM = (
     "--answers 需要配置大模型（在环境变量 {env} 中设置 API key）。/ "
     "--answers needs an LLM: set the API key in the {env} environment variable."
 )
+
+# -- bot/chat/fallback.py ----------------------------------------------------------------------------
+DID_YOU_MEAN = "您是不是想问 / Did you mean:"  # heads the fixed reply's suggestions (a channel may renumber them)
+
+# -- bot/api/wecom ----------------------------------------------------------------------------------
+SORRY = "抱歉，出了点问题，请稍后再问一次。/ Sorry, something went wrong; please ask again in a moment."
+PICK_HINT = "回复序号选择。/ Reply with the number."
+SOURCES_HEAD = "来源 / Sources:"
+ONLY_TEXT = (
+    "目前只能回答文字消息，请用文字提问。/ Only text messages can be answered for now; please type your question."
+)
+CUT_SHORT = "…（内容过长，已截断 / cut short）"

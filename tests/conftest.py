@@ -259,3 +259,25 @@ def own_pg():
     server = PgServer()
     yield server
     server.close()
+
+
+@pytest.fixture
+def qyapi():
+    """A local stand-in for WeCom's send API (tests/support/wecom.py); stopped after the test."""
+    from tests.support.wecom import Qyapi
+
+    api = Qyapi()
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def wecom_settings(settings, monkeypatch, qyapi):
+    """The settings with the WeCom channel on, the test app's credentials in the environment and the send API
+    pointed at ``qyapi``."""
+    from tests.support.wecom import AES_KEY, AGENT_ID, CORP_ID, SECRET, TOKEN
+
+    for variable, value in [("token_env", TOKEN), ("aes_key_env", AES_KEY), ("secret_env", SECRET)]:
+        monkeypatch.setenv(getattr(settings.wecom, variable), value)
+    on = {"enabled": True, "corp_id": CORP_ID, "agent_id": AGENT_ID, "api_base": qyapi.url}
+    return update(settings, {f"wecom.{key}": value for key, value in on.items()})

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from bot.api.auth import TokenGuard
+from bot.api.bodies import read_capped
 from bot.api.protocol import (
     DONE,
     APIError,
@@ -117,14 +118,10 @@ class ChatAPI:
         too_large = APIError(
             413, f"请求体过大 / The request body exceeds {MAX_BODY_BYTES} bytes", code="request_too_large"
         )
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+        body = await read_capped(request, MAX_BODY_BYTES)
+        if body is None:
             raise too_large
-        body = bytearray()
-        async for part in request.stream():
-            body += part
-            if len(body) > MAX_BODY_BYTES:
-                raise too_large
-        return bytes(body)
+        return body
 
     # -- routes ---------------------------------------------------------------
     async def models(self, request: Request) -> Response:

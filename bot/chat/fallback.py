@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from bot.chat.llm import ChatModel
 from bot.config.settings import HydeSettings, LastResortSettings
 from bot.search.base import Hit
+from bot.texts import DID_YOU_MEAN
 
 
 class HydeFallback:
@@ -56,7 +57,7 @@ class LastResort:
         text = self.settings.reply.strip()
         seen = self.suggestions(candidates)
         if seen:
-            text += "\n\n您是不是想问 / Did you mean:\n" + "\n".join(f"- {q}" for q in seen)
+            text += f"\n\n{DID_YOU_MEAN}\n" + "\n".join(f"- {q}" for q in seen)
         return text
 
     @property

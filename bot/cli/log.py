@@ -34,7 +34,9 @@ def add_log_arguments(parser: argparse.ArgumentParser, common: list[argparse.Arg
     stats.add_argument("--json", action="store_true", help="machine-readable: tile name -> title, columns, rows")
     stats.add_argument("--since", help="only turns at or after this ISO date/time (UTC unless it says otherwise)")
     stats.add_argument("--until", help="only turns before this ISO date/time")
-    stats.add_argument("--source", choices=["web", "api", "widget", "cli"], help="only turns from this front end")
+    stats.add_argument(
+        "--source", choices=["web", "api", "widget", "wecom", "cli"], help="only turns from this front end"
+    )
 
 
 def render_tile(tile: Tile) -> str:

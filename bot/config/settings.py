@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from bot.config.base import Strict, check_template, default_of
+from bot.config.channels import WeComSettings
 from bot.config.dense import DenseSettings, E5Settings, FastTextSettings, OpenAIEmbeddingSettings
 from bot.config.knowledge import KnowledgeSettings, LintSettings
 from bot.config.ladder import (
@@ -211,6 +212,7 @@ class Settings(Strict):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     api: APISettings = Field(default_factory=APISettings)
     widget: WidgetSettings = Field(default_factory=WidgetSettings)
+    wecom: WeComSettings = Field(default_factory=WeComSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     base_dir: Path = Field(default=Path("."), exclude=True)

@@ -27,7 +27,14 @@ from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
 
 ALL = ("全部 / All", "")
-SOURCES = [ALL, ("浏览器 / Browser", "web"), ("API", "api"), ("聊天窗口 / Widget", "widget"), ("命令行 / CLI", "cli")]
+SOURCES = [
+    ALL,
+    ("浏览器 / Browser", "web"),
+    ("API", "api"),
+    ("聊天窗口 / Widget", "widget"),
+    ("企业微信 / WeCom", "wecom"),
+    ("命令行 / CLI", "cli"),
+]
 ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly
 DAYS: dict[str, Any] = {"x_label_angle": -45}  # dates side by side overlap
 TABLES = ("top", "trending", "unanswered", "never_hit", "latency", "feedback")

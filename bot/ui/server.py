@@ -37,6 +37,10 @@ def build_server(settings, bot=None):
     routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
     if settings.widget.enabled:  # the embeddable chat widget (docs/widget.md)
         routes += widget_router(bot, settings).routes
+    if settings.wecom.enabled:  # the WeCom app's message callback (docs/wecom.md)
+        from bot.api.wecom import wecom_router
+
+        routes += wecom_router(bot, settings).routes
     if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += demo.admin.router().routes
     # serve() adds its CSP, upload cap, rate and admin check, and the throttled login

@@ -1,0 +1,23 @@
+"""The WeCom (企业微信) channel: a self-built app's message callback in safe mode (docs/wecom.md).
+
+``crypto`` signs and encrypts as WXBizMsgCrypt does, ``messages`` reads and writes the callback XML, ``render``
+turns an Answer into plain text with numbered options, ``memory`` keeps each user's short history and the messages
+already taken, ``sender`` is the send API client, ``callback`` the routes. The core owns the turn; this translates.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from bot.chat.bot import Bot
+    from bot.config.settings import Settings
+
+
+def wecom_router(bot: Bot, settings: Settings) -> APIRouter:
+    """The WeCom callback's routes (``wecom.path``: GET to verify the URL, POST for messages) for one Bot."""
+    from bot.api.wecom.callback import WeComAPI
+
+    return WeComAPI(bot, settings).router()

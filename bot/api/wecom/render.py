@@ -1,0 +1,73 @@
+"""An Answer as a WeCom text message: plain text (WeCom shows Markdown as typed), offers as numbered lines the
+user answers by number, sources optionally as a short list, cut to the 2,048 bytes a text message may hold.
+
+The rendered text is also what the channel keeps as the assistant's message in the user's history, so the core
+reads a reply ("2", "是的") to a numbered list or a confirm question from it exactly as it does through the API.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.chat.answer import Answer, Decision
+from bot.chat.offers import CLARIFY_HEAD, CLARIFY_TAIL, clarify_text, confirm_text, read_offer
+from bot.texts import CUT_SHORT as CUT
+from bot.texts import DID_YOU_MEAN, PICK_HINT, SOURCES_HEAD
+
+MAX_BYTES = 2048  # WeCom's limit for the content of a text message
+
+_LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]+)[^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+", re.MULTILINE)
+_FENCE = re.compile(r"^\s*```.*$\n?", re.MULTILINE)
+_CODE = re.compile(r"`([^`]+)`")
+_BULLET = re.compile(r"^(\s*)[*+]\s+", re.MULTILINE)
+
+
+def plain(text: str) -> str:
+    """Markdown as plain text: links as "text (url)", no emphasis, heading or code marks."""
+    text = _FENCE.sub("", text)
+    text = _LINK.sub(lambda m: m.group(1) if m.group(0).startswith("!") else f"{m.group(1)} ({m.group(2)})", text)
+    text = _EMPHASIS.sub(lambda m: m.group(2) or m.group(3) or "", text)
+    text = _HEADING.sub("", text)
+    text = _CODE.sub(r"\1", text)
+    return _BULLET.sub(r"\1- ", text).strip()
+
+
+def with_offer(answer: Answer) -> str:
+    """The answer's text with its offer as numbered lines (the core's own numbering reused, its tail replaced)."""
+    text = answer.text
+    offer = read_offer(text)
+    if offer is not None and offer.kind == "clarify":
+        return text.replace(CLARIFY_TAIL, PICK_HINT) if CLARIFY_TAIL in text else f"{text}\n\n{PICK_HINT}"
+    if offer is not None or not answer.options:
+        return text
+    # "Did you mean" suggestions come as "- " bullets: renumbered under the clarify head so a number picks one.
+    text = text.split(f"\n\n{DID_YOU_MEAN}", 1)[0].rstrip()
+    questions = [o.question for o in answer.options]
+    if len(questions) == 1:
+        return f"{text}\n\n{confirm_text(questions[0])}"
+    return f"{text}\n\n{clarify_text(questions).replace(CLARIFY_TAIL, PICK_HINT)}"
+
+
+def render(answer: Answer, show_sources: bool = False) -> str:
+    """The text message for ``answer``."""
+    text = with_offer(answer)
+    head, found, offered = text.partition(CLARIFY_HEAD)
+    # the numbered lines stay exactly as the core will read them
+    text = (plain(head) + "\n" if head.strip() else "") + found + offered if found else plain(text)
+    notice = answer.notice
+    if notice and notice not in text:
+        text = f"（{notice}）\n\n{text}"
+    if show_sources and answer.decision is Decision.ANSWER and answer.hits:
+        seen = list(dict.fromkeys(h.entry.query for h in answer.hits))[:3]
+        text += f"\n\n{SOURCES_HEAD}\n" + "\n".join(f"- {q}" for q in seen)
+    return fit(text)
+
+
+def fit(text: str, limit: int = MAX_BYTES) -> str:
+    """``text`` cut (at a character boundary) so that it fits in ``limit`` UTF-8 bytes."""
+    if len(text.encode("utf-8")) <= limit:
+        return text
+    room = limit - len(CUT.encode("utf-8"))
+    return text.encode("utf-8")[:room].decode("utf-8", "ignore").rstrip() + CUT

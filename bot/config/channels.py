@@ -1,0 +1,84 @@
+"""Settings of the IM channels: the WeCom (企业微信) self-built app's callback (docs/wecom.md). Secrets (the callback
+token, the EncodingAESKey, the app secret) are named here by environment variable and read only from there."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from bot.config.base import Strict
+from bot.config.secrets import env_secret
+
+
+class WeComSettings(Strict):
+    """The WeCom self-built app channel: its callback URL, its credentials' variables, the reply budget. Off by default."""
+
+    enabled: bool = False
+    """Answer WeCom callbacks at ``path`` (needs corp_id, agent_id and the three secrets in the environment)."""
+    path: str = "/wecom/callback"
+    """The callback path ("接收消息服务器配置 → URL" is https://your-host + this path)."""
+    corp_id: str = ""
+    """我的企业 → 企业信息 → 企业ID: the receiveid of every encrypted message."""
+    agent_id: int = Field(default=0, ge=0)
+    """应用管理 → the app → AgentId."""
+    token_env: str = "KBBOT_WECOM_TOKEN"
+    """The environment variable holding the callback Token."""
+    aes_key_env: str = "KBBOT_WECOM_AES_KEY"
+    """The environment variable holding the 43-character EncodingAESKey."""
+    secret_env: str = "KBBOT_WECOM_SECRET"
+    """The environment variable holding the app's Secret (for the send API)."""
+    reply_budget_seconds: float = Field(default=4.0, ge=0, le=4.5)
+    """WeCom waits 5 s: an answer ready within this is the passive reply, a slower one is sent afterwards through
+    the send API (0 = always through the send API)."""
+    api_base: str = "https://qyapi.weixin.qq.com"
+    """The send API's base URL (tests point it at a local stand-in)."""
+    send_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    """Seconds a send API request may take."""
+    send_attempts: int = Field(default=3, ge=1, le=10)
+    """Attempts to deliver an answer through the send API."""
+    send_retry_seconds: float = Field(default=1.0, ge=0, le=60)
+    """The wait before a retry, doubled after each."""
+    max_clock_skew_seconds: int = Field(default=300, ge=10)
+    """A callback whose timestamp is further than this from now is refused as a replay."""
+    history_messages: int = Field(default=6, ge=0, le=40)
+    """WeCom sends no history: the last messages of each user are kept in memory (a reply "2" to a clarify
+    question)."""
+    history_ttl_seconds: int = Field(default=1800, ge=0)
+    """A user's kept messages are forgotten after this many seconds without a message."""
+    max_users: int = Field(default=10_000, ge=1)
+    """Users whose messages are kept at once (the least recent are forgotten first)."""
+    show_sources: bool = False
+    """List the entries an answer came from under it."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", value):
+            raise ValueError(f"the callback path looks like /wecom/callback (no trailing slash); got {value!r}")
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^/\s]+(/[^\s]*)?", value):
+            raise ValueError(f"api_base looks like https://qyapi.weixin.qq.com; got {value!r}")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _complete(self) -> WeComSettings:
+        if self.enabled and not (self.corp_id and self.agent_id):
+            raise ValueError("wecom.enabled needs corp_id (我的企业 → 企业ID) and agent_id (the app's AgentId)")
+        return self
+
+    def token(self) -> str:
+        """The callback Token from the environment ("" when unset)."""
+        return env_secret(self.token_env)
+
+    def aes_key(self) -> str:
+        """The EncodingAESKey from the environment ("" when unset)."""
+        return env_secret(self.aes_key_env)
+
+    def secret(self) -> str:
+        """The app's Secret (for the send API) from the environment ("" when unset)."""
+        return env_secret(self.secret_env)
