@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import typing
-
 from pydantic import BaseModel
 
 from bot.config.settings import Settings
-
-
-def blocks(model: type[BaseModel], prefix: str = "") -> typing.Iterator[tuple[str, type[BaseModel]]]:
-    """Every settings block under ``model`` (itself included), with its dotted path."""
-    yield prefix, model
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        inner = typing.get_args(annotation)[-1] if typing.get_origin(annotation) in (dict, list) else annotation
-        if isinstance(inner, type) and issubclass(inner, BaseModel):
-            yield from blocks(inner, f"{prefix}{name}.")
+from tests.support.config_keys import blocks
 
 
 def test_every_setting_and_block_has_a_description() -> None:

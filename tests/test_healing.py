@@ -210,7 +210,7 @@ def test_damaged_faiss_body_is_detected_and_rebuilt_never_served(tmp_path, kb_di
 
 
 def test_damaged_fasttext_model_the_app_starts_and_retrains(settings):
-    fasttext_settings(settings)
+    settings = fasttext_settings(settings)
     first = app_bot(settings)
     assert first.index.wait_idle(60)
     model_dir = settings.resolve(settings.state_dir) / "fasttext"

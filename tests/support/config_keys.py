@@ -32,6 +32,16 @@ def _block(annotation: object) -> type[BaseModel] | None:
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
+def blocks(model: type[BaseModel] = Settings, prefix: str = "") -> typing.Iterator[tuple[str, type[BaseModel]]]:
+    """Every settings block under ``model`` (itself included, and those held in lists and maps), with its path."""
+    yield prefix, model
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        inner = typing.get_args(annotation)[-1] if typing.get_origin(annotation) in (dict, list) else annotation
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            yield from blocks(inner, f"{prefix}{name}.")
+
+
 def set_keys(
     raw: dict, model: type[BaseModel] = Settings, loaded: BaseModel | None = None, prefix: str = ""
 ) -> list[SetKey]:
