@@ -21,10 +21,6 @@ NOT_SETTINGS = {
     ("bot/knowledge/csv_io.py", "import_csv", "source"),
     ("bot/knowledge/csv_io.py", "import_xlsx", "source"),
     ("bot/search/synonyms.py", "parse_synonyms", "source"),
-    # Equal to the setting today; left to the engineers working in these packages (issue 23 item 2 follow-up):
-    ("bot/chat/steps/knowledge.py", "__init__", "max_options"),
-    ("bot/conversations/turn_log.py", "__init__", "retention_days"),
-    ("bot/conversations/turn_log.py", "__init__", "retention_rows"),
 }
 
 

@@ -19,7 +19,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from bot.config.base import default_of
 from bot.config.secrets import env_secret
+from bot.config.settings import LogSettings
+from bot.config.storage import PostgresSettings
 from bot.conversations import rollup
 from bot.conversations.log_schema import INDEXES, SCHEMA, SCHEMA_VERSION
 from bot.conversations.log_sql import UNANSWERED, SqlTurnLog
@@ -122,14 +125,14 @@ class PgTurnLog(SqlTurnLog):
     def __init__(
         self,
         dsn: str,
-        retention_days: int = 90,
-        retention_rows: int = 100_000,
+        retention_days: int = default_of(LogSettings, "retention_days"),
+        retention_rows: int = default_of(LogSettings, "retention_rows"),
         prune_every: int = 200,
         clock: Callable[[], datetime] | None = None,
         mask: Callable[[str | None], str | None] | None = None,
         prune_on_open: bool = True,
-        connect_timeout: int = 5,
-        dsn_env: str = "the DSN",
+        connect_timeout: int = default_of(PostgresSettings, "connect_timeout"),
+        dsn_env: str = default_of(PostgresSettings, "dsn_env"),
     ):
         super().__init__(retention_days, retention_rows, prune_every, clock, mask)
         self.psycopg = _psycopg()

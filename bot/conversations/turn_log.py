@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.config.base import default_of
+from bot.config.settings import LogSettings
 from bot.conversations import rollup
 from bot.conversations.log_schema import INDEXES, SCHEMA, SCHEMA_VERSION
 from bot.conversations.log_sql import UNANSWERED, SqlTurnLog
@@ -48,8 +50,8 @@ class TurnLog(SqlTurnLog):
     def __init__(
         self,
         path: str | Path,
-        retention_days: int = 90,
-        retention_rows: int = 100_000,
+        retention_days: int = default_of(LogSettings, "retention_days"),
+        retention_rows: int = default_of(LogSettings, "retention_rows"),
         prune_every: int = 200,
         clock: Callable[[], datetime] | None = None,
         timeout: float = 30.0,

@@ -15,6 +15,8 @@ from bot.chat.steps.fallbacks import HydeStep, LastResortStep, Research, Rewrite
 from bot.chat.steps.knowledge import AnswerStep, ClarifyStep, ConfirmStep
 from bot.chat.steps.talk import ChitChatStep, ChoiceStep, HandoffStep
 from bot.chat.steps.translate import TranslateStep, Translator
+from bot.config.base import default_of
+from bot.config.ladder import LadderSettings
 from bot.config.settings import LADDER_STEPS
 from bot.knowledge.entries import Entry
 
@@ -30,7 +32,7 @@ class Ladder:
     chain: tuple[str, ...] = ("hyde", "last_resort")  # fallback.chain
     chitchat: ChitChat | None = None
     handoff: Handoff | None = None
-    max_options: int = 3
+    max_options: int = default_of(LadderSettings, "max_options")
 
 
 def build_steps(

@@ -9,6 +9,8 @@ from bot.chat.generate import finish
 from bot.chat.offers import clarify_text, confirm_text, squeeze
 from bot.chat.respond import Responder
 from bot.chat.steps.base import Turn
+from bot.config.base import default_of
+from bot.config.ladder import LadderSettings
 from bot.search.base import Hit
 
 
@@ -24,7 +26,7 @@ class ClarifyStep:
 
     name = "clarify"
 
-    def __init__(self, max_options: int = 3):
+    def __init__(self, max_options: int = default_of(LadderSettings, "max_options")):
         self.max_options = max_options
 
     def run(self, turn: Turn) -> Iterator[Answer]:
