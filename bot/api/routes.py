@@ -27,7 +27,7 @@ from bot.api.protocol import (
 from bot.chat.answer import Answer
 from bot.chat.bot import Bot
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.chat.ratelimit import rate_limiter
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED
@@ -78,7 +78,7 @@ class ChatAPI:
         self.bot = bot
         self.settings = settings
         self.guard = TokenGuard.from_settings(settings)
-        self.limiter = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
+        self.limiter = rate_limiter(settings, "api-chat", chat_per_minute(settings))
         self.created = int(time.time())  # the models' "created": when this API started
         if settings.api.require_token and self.guard.expected() is None:
             log.warning("API at /v1 refuses every call until %s is set in the environment", settings.api.token_env)

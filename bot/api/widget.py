@@ -21,7 +21,7 @@ from starlette.requests import Request  # at run time: FastAPI reads the handler
 from starlette.responses import Response
 
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.chat.ratelimit import rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
 
 if TYPE_CHECKING:
@@ -49,9 +49,9 @@ class WidgetAPI:
         self.bot = bot
         self.settings = settings.widget
         self.allowed = set(self.settings.allowed_origins)
-        self.per_session = SlidingWindowLimiter(self.settings.max_messages_per_session, DAY)
-        self.per_day = SlidingWindowLimiter(self.settings.max_messages_per_day, DAY)
-        self.per_minute = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
+        self.per_session = rate_limiter(settings, "widget-session", self.settings.max_messages_per_session, DAY)
+        self.per_day = rate_limiter(settings, "widget-day", self.settings.max_messages_per_day, DAY)
+        self.per_minute = rate_limiter(settings, "widget-chat", chat_per_minute(settings))
         if self.settings.token() is None:
             log.warning("the chat widget refuses every message until %s is set", self.settings.token_env)
 

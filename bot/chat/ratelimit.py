@@ -1,10 +1,31 @@
-"""A per-key sliding-window rate limit (one key per browser session)."""
+"""A per-key sliding-window rate limit (one key per browser session, token or client address), in this process's
+memory or, with ``limits.backend: postgres``, shared by every replica (bot/chat/shared_limits.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from typing import Any, Protocol
+
+
+class RateLimiter(Protocol):
+    """Counts events per key and says whether one more is within the limit."""
+
+    def allow(self, key: str) -> bool:
+        """Record one event for ``key`` and say whether it is within the limit."""
+        ...
+
+
+def rate_limiter(settings: Any, name: str, max_events: int, window: float = 60.0) -> RateLimiter:
+    """The limiter ``name`` (e.g. "api-chat": its counts are its own) as ``limits.backend`` says: this process's
+    memory, or the PostgreSQL database the replicas share."""
+    if settings.limits.backend == "postgres" and max_events > 0:
+        from bot.chat.shared_limits import SharedLimiter, rate_store
+
+        pg = settings.log.postgres
+        return SharedLimiter(rate_store(pg.dsn_env, pg.connect_timeout), name, max_events, window)
+    return SlidingWindowLimiter(max_events, window)
 
 
 class SlidingWindowLimiter:

@@ -25,7 +25,7 @@ import gradio as gr
 
 from bot.chat.limits import chat_per_minute
 from bot.chat.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
-from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.chat.ratelimit import RateLimiter, SlidingWindowLimiter, rate_limiter
 from bot.config.settings import Settings
 from bot.texts import TOO_MANY, UPLOAD_GONE, UPLOADS_ADMIN_ONLY, UPLOADS_LIMITED
 
@@ -55,13 +55,13 @@ class ClientLimits:
 
     def __init__(self, settings: Settings):
         per = settings.limits
-        self.chat = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
-        self.retrieval = SlidingWindowLimiter(per.retrieval_test_per_minute, 60.0)
-        self.writes = SlidingWindowLimiter(per.writes_per_minute, 60.0)
+        self.chat = rate_limiter(settings, "web-chat", chat_per_minute(settings))
+        self.retrieval = rate_limiter(settings, "web-retrieval-test", per.retrieval_test_per_minute)
+        self.writes = rate_limiter(settings, "web-writes", per.writes_per_minute)
 
 
 def limited(
-    fn: Callable[..., Any], limiter: SlidingWindowLimiter, refuse: Callable[[str], Any], discard_upload: bool = False
+    fn: Callable[..., Any], limiter: RateLimiter, refuse: Callable[[str], Any], discard_upload: bool = False
 ) -> Callable[..., Any]:
     """``fn`` as a Gradio callback that first counts one event for the caller's address; beyond the limit it returns
     ``refuse(message)``. With ``discard_upload`` its first argument, an uploaded file, is deleted afterwards."""
@@ -148,7 +148,7 @@ class GuardMiddleware:
     def __init__(
         self,
         app: Any,
-        uploads: SlidingWindowLimiter | None = None,
+        uploads: RateLimiter | None = None,
         csp: str = CSP,
         may_upload: Callable[[Any], bool] | None = None,
     ):
@@ -222,7 +222,7 @@ class ServerGuard:
         self.settings = settings
         self.may_upload = may_upload
         # Uploads reach Gradio's /upload route before any callback: they are checked and counted there.
-        self.uploads = SlidingWindowLimiter(settings.limits.writes_per_minute, 60.0)
+        self.uploads = rate_limiter(settings, "web-uploads", settings.limits.writes_per_minute)
 
     def launch_options(self, launch: dict[str, Any]) -> dict[str, Any]:
         """``launch`` (Gradio launch keyword arguments) with the guard's middleware, size cap and login added."""

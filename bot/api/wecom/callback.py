@@ -35,7 +35,7 @@ from bot.api.wecom.messages import (
 from bot.api.wecom.render import render
 from bot.api.wecom.sender import WeComSender
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import SlidingWindowLimiter
+from bot.chat.ratelimit import rate_limiter
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class WeComAPI:
         self.sender = WeComSender(s)
         self.histories = Histories(s.history_messages, s.history_ttl_seconds, s.max_users)
         self.seen = Seen(2.0 * s.max_clock_skew_seconds)
-        self.per_minute = SlidingWindowLimiter(chat_per_minute(settings), 60.0)
+        self.per_minute = rate_limiter(settings, "wecom-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
             max_workers=max(2, settings.ui.concurrency), thread_name_prefix="wecom-answer"
         )

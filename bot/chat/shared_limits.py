@@ -1,0 +1,141 @@
+"""Rate limits that hold across replicas: every limiter's events counted in PostgreSQL (``limits.backend: postgres``).
+
+Behind a load balancer each replica's in-memory limiter (bot/chat/ratelimit.py) counts only what reached it, so a
+client hitting three replicas gets three times its limit. Here the events of every replica are rows of one table
+in the conversation log's database (``log.postgres.dsn_env``): the same sliding window, exact, on the database's
+clock (replicas' clocks may differ). A key's check-and-count runs under a transaction-scoped advisory lock on that
+key, so two replicas cannot both take the last slot. Keys are stored hashed: they are tokens, sessions and client
+addresses. When the database cannot be reached the limiter lets the message through and logs it (the chat keeps
+working, as the conversation log does), retrying the connection at most every ``RETRY_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from typing import Any
+
+from bot.config.secrets import env_secret
+from bot.errors import ConfigError
+from bot.optional import optional_import
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 2.0  # after a failed connection, limiters let messages through this long before trying again
+PRUNE_EVERY = 500  # checks between deletions of events older than the longest window
+SCHEMA_LOCK = 7_402_417  # advisory lock id: replicas starting at once create the table one at a time
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS rate_events (limiter text NOT NULL, key text NOT NULL, "
+    "at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    "CREATE INDEX IF NOT EXISTS rate_events_key ON rate_events (limiter, key, at)",
+)
+
+
+def shared_dsn(dsn_env: str) -> str:
+    """The DSN of the shared limits (the conversation log's database); a ConfigError naming the variable if unset."""
+    dsn = env_secret(dsn_env)
+    if not dsn:
+        raise ConfigError(
+            f"limits.backend is postgres but the environment variable {dsn_env} is empty; set it to the "
+            "PostgreSQL DSN the replicas share (log.postgres.dsn_env names it), or set limits.backend: memory"
+        )
+    return dsn
+
+
+class RateStore:
+    """One PostgreSQL connection holding every shared limiter's events (one per process and DSN)."""
+
+    def __init__(self, dsn: str, where: str, connect_timeout: int):
+        self.psycopg = optional_import(
+            "psycopg", "limits.backend: postgres", "pip install 'kbbot[pg]' (or: pip install 'psycopg[binary]')"
+        )
+        self._dsn, self.where, self.connect_timeout = dsn, where, connect_timeout
+        self._conn: Any = None
+        self._lock = threading.Lock()
+        self._down_until = 0.0
+        self._checks = 0
+        self.longest = 60.0  # the longest window of a limiter using this store: older events are pruned
+
+    def _connection(self) -> Any:
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        self._conn = self.psycopg.connect(
+            self._dsn, autocommit=True, connect_timeout=self.connect_timeout, application_name="kbbot-limits"
+        )
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            for statement in SCHEMA:
+                self._conn.execute(statement)
+        return self._conn
+
+    def allow(self, limiter: str, key: str, max_events: int, window: float) -> bool:
+        """Count one event of ``key`` for ``limiter`` when fewer than ``max_events`` happened in the last ``window``
+        seconds on any replica; True when it was counted. True (and an error logged) when the database is down."""
+        hashed = hashlib.sha256(key.encode()).hexdigest()[:32]
+        with self._lock:
+            if time.monotonic() < self._down_until:
+                return True
+            try:
+                conn = self._connection()
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{limiter}/{hashed}",))
+                    (count,) = conn.execute(
+                        "SELECT count(*) FROM rate_events WHERE limiter = %s AND key = %s "
+                        "AND at > clock_timestamp() - make_interval(secs => %s)",
+                        (limiter, hashed, window),
+                    ).fetchone()
+                    if count >= max_events:
+                        return False
+                    conn.execute("INSERT INTO rate_events (limiter, key) VALUES (%s, %s)", (limiter, hashed))
+                self._prune(conn)
+                return True
+            except self.psycopg.Error as exc:
+                self._down_until = time.monotonic() + RETRY_SECONDS
+                log.error(
+                    "shared rate limits in %s unreachable (%s); messages are let through for %g s",
+                    self.where,
+                    type(exc).__name__,
+                    RETRY_SECONDS,
+                )
+                return True
+
+    def _prune(self, conn: Any) -> None:
+        self._checks += 1
+        if self._checks % PRUNE_EVERY == 0:
+            conn.execute(
+                "DELETE FROM rate_events WHERE at < clock_timestamp() - make_interval(secs => %s)", (self.longest,)
+            )
+
+    def close(self) -> None:
+        """Close the connection (a later check opens a new one)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+
+
+class SharedLimiter:
+    """A per-key sliding-window limit (the in-memory limiter's contract) counted in a :class:`RateStore`."""
+
+    def __init__(self, store: RateStore, name: str, max_events: int, window: float = 60.0):
+        self.store, self.name, self.max_events, self.window = store, name, max_events, window
+        store.longest = max(store.longest, window)
+
+    def allow(self, key: str) -> bool:
+        """Record one event for ``key`` and say whether it is within the limit (0 disables the limit)."""
+        return self.max_events <= 0 or self.store.allow(self.name, key, self.max_events, self.window)
+
+
+_stores: dict[str, RateStore] = {}
+_stores_lock = threading.Lock()
+
+
+def rate_store(dsn_env: str, connect_timeout: int) -> RateStore:
+    """The process's store for the DSN in ``dsn_env`` (opened on its first check)."""
+    dsn = shared_dsn(dsn_env)
+    with _stores_lock:
+        if dsn not in _stores:
+            _stores[dsn] = RateStore(dsn, f"PostgreSQL (${dsn_env})", connect_timeout)
+        return _stores[dsn]

@@ -1,0 +1,85 @@
+"""Rate limits shared by replicas (``limits.backend: postgres``): counted in one real PostgreSQL server, so a client
+cannot multiply its limit by hitting several replicas; keys stored hashed; a database that is down lets messages
+through (logged) instead of stopping the chat."""
+
+from __future__ import annotations
+
+import logging
+
+import openai
+import psycopg
+import pytest
+
+from bot.chat import shared_limits
+from bot.chat.ratelimit import SlidingWindowLimiter, rate_limiter
+from bot.chat.shared_limits import RateStore, SharedLimiter
+from bot.config.variants import update
+from bot.errors import ConfigError
+from tests.support.serving import client
+
+pytest.importorskip("psycopg")
+QUESTION = "怎么添加知识？"
+
+
+def replicas(dsn: str, name: str = "api-chat", max_events: int = 3) -> list[SharedLimiter]:
+    """The same limiter as two replicas hold it: each its own store and connection."""
+    return [SharedLimiter(RateStore(dsn, "test", 5), name, max_events, 60.0) for _ in range(2)]
+
+
+def test_two_replicas_share_one_limit_per_key_and_store_no_key(pg_dsn):
+    a, b = replicas(pg_dsn)
+    taken = [limiter.allow("token-secret-1") for limiter in (a, b, a, b, a, b)]
+    assert taken == [True, True, True, False, False, False]  # three in all, not three each
+    assert a.allow("another-client") and b.allow("another-client")  # keys are counted apart
+    other = SharedLimiter(a.store, "widget-chat", 3, 60.0)
+    assert other.allow("token-secret-1")  # so are limiters
+    with psycopg.connect(pg_dsn) as conn:
+        keys = [row[0] for row in conn.execute("SELECT key FROM rate_events")]
+    assert keys and not any("secret" in k or "client" in k for k in keys)  # tokens and addresses are hashed
+
+
+def test_a_zero_limit_is_off_and_memory_is_the_default(settings, pg_dsn):
+    (off, _) = replicas(pg_dsn, max_events=0)
+    assert all(off.allow("k") for _ in range(5))
+    assert isinstance(rate_limiter(settings, "api-chat", 2), SlidingWindowLimiter)
+
+
+def test_postgres_limits_without_a_dsn_are_a_config_error_naming_the_variable(settings, monkeypatch):
+    monkeypatch.delenv("KBBOT_PG_DSN", raising=False)
+    shared = update(settings, {"limits.backend": "postgres"})
+    with pytest.raises(ConfigError, match="KBBOT_PG_DSN is empty"):
+        rate_limiter(shared, "api-chat", 2)
+
+
+def test_a_database_that_is_down_lets_messages_through_and_is_tried_again(own_pg, monkeypatch, caplog):
+    monkeypatch.setattr(shared_limits, "RETRY_SECONDS", 0.0)
+    limiter = SharedLimiter(RateStore(own_pg.dsn(), "test", 2), "api-chat", 1, 60.0)
+    assert limiter.allow("k") and not limiter.allow("k")
+    own_pg.stop("immediate")
+    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
+        assert limiter.allow("k")  # let through, not refused: the chat keeps working
+    assert "unreachable" in caplog.text and own_pg.dsn() not in caplog.text
+    own_pg.start()
+    assert not limiter.allow("k")  # counted again once it is back: the earlier event is still in the window
+
+
+def ask(v1: str) -> None:
+    """One chat message through the OpenAI-compatible API at ``v1``."""
+    client(v1).chat.completions.create(model="kbbot", messages=[{"role": "user", "content": QUESTION}])
+
+
+def test_the_api_limit_holds_across_two_served_replicas(pg_settings, serve_api):
+    shared = update(pg_settings, {"limits.backend": "postgres", "limits.chat_per_minute": 2})
+    try:
+        first = serve_api(shared)
+        shared_limits._stores.clear()  # the second replica opens its own connection, as another process would
+        second = serve_api(shared)
+        ask(first)
+        ask(second)
+        for replica in (first, second):  # the third message of this token within a minute, whichever replica
+            with pytest.raises(openai.RateLimitError):
+                ask(replica)
+    finally:
+        for store in list(shared_limits._stores.values()):
+            store.close()
+        shared_limits._stores.clear()
