@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Literal
 
@@ -10,6 +11,8 @@ from pydantic import Field, field_validator
 from bot.config.base import Strict
 from bot.config.secrets import env_secret
 from bot.errors import ConfigError
+
+MIN_SESSION_KEY_CHARS = 32
 
 
 class AuthSettings(Strict):
@@ -44,7 +47,24 @@ class AdminSettings(Strict):
     password_env: str = "KBBOT_ADMIN_PASSWORD"
     """The environment variable holding the admin password."""
     session_hours: float = Field(default=12, gt=0)
-    """How long an admin login lasts (hours); a restart of the app also logs admins out."""
+    """How long an admin login lasts (hours); a restart of the app also logs admins out unless ``session_key_env``
+    is set."""
+    session_key_env: str = "KBBOT_SESSION_KEY"
+    """The environment variable holding the secret (32 characters or more) that signs admin session cookies: the
+    same one on every replica keeps an admin logged in whichever replica answers, and across restarts. Unset: a
+    random key per process."""
+
+    def session_key(self) -> bytes | None:
+        """The cookie-signing key from ``session_key_env`` (None when unset); a ConfigError when it is too short."""
+        secret = env_secret(self.session_key_env)
+        if not secret:
+            return None
+        if len(secret) < MIN_SESSION_KEY_CHARS:
+            raise ConfigError(
+                f"the environment variable {self.session_key_env} holds a session key shorter than "
+                f"{MIN_SESSION_KEY_CHARS} characters; use e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`"
+            )
+        return hashlib.sha256(b"kbbot admin session\n" + secret.encode()).digest()
 
     def credentials(self) -> tuple[str, str] | None:
         """(username, password) when both variables are set, else None: the admin tabs are off."""

@@ -5,7 +5,7 @@ chat login is (:class:`bot.chat.logins.ThrottledLogin`: a lockout per username +
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
 every event takes. The cookie is ``<expiry>.<session>.<HMAC-SHA256>`` under a key made at start (a restart logs
-admins out), HttpOnly and SameSite=Strict (no cross-site requests carry it). Logging out revokes the cookie on the
+admins out), or derived from ``ui.admin.session_key_env`` (shared by replicas), HttpOnly and SameSite=Strict (no cross-site requests carry it). Logging out revokes the cookie on the
 server (a copied cookie stops working too). Without admin credentials nobody is an admin.
 """
 
@@ -65,13 +65,15 @@ class AdminAuth:
         session_hours: float = default_of(AdminSettings, "session_hours"),
         clock=time.time,
         throttle: ThrottledLogin | None = None,
+        session_key: bytes | None = None,
     ):
         """``throttle``: the login lockout around :meth:`check_password` (the chat login's policy; built from
         ``limits`` by :meth:`from_settings`, ThrottledLogin's defaults without it)."""
         self.credentials = credentials
         self.lifetime = int(session_hours * 3600)
         self.clock = clock
-        self._key = secrets.token_bytes(32)
+        # one key on every replica (ui.admin.session_key_env) keeps a login valid on all of them
+        self._key = session_key or secrets.token_bytes(32)
         self._revoked: dict[str, int] = {}  # session -> expiry of cookies logged out before they expire
         self._revoked_lock = threading.Lock()
         self.throttle = throttle or ThrottledLogin(self.check_password)
@@ -81,7 +83,7 @@ class AdminAuth:
         """From ``ui.admin``: the credentials are read from its environment variables now; logins are throttled
         as the chat login is (``limits.login_failures``, ``limits.login_lockout_seconds``)."""
         cfg = settings.ui.admin
-        admin = cls(cfg.credentials(), cfg.session_hours)
+        admin = cls(cfg.credentials(), cfg.session_hours, session_key=cfg.session_key())
         admin.throttle = ThrottledLogin.from_settings(admin.check_password, settings)
         return admin
 
