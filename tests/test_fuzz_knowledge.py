@@ -24,8 +24,8 @@ def event(label: str) -> None:
 
 
 # Lone surrogates cannot be written as UTF-8 at all, so they are not something a file can contain.
-TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
-SHORT_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=30)
+SHORT_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=8)
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | TEXT,

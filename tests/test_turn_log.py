@@ -233,6 +233,7 @@ def test_a_newer_schema_is_a_clear_error(tmp_path):
 
 def test_built_from_settings_under_state_dir(settings):
     tl = turn_log_from_settings(settings)
+    assert isinstance(tl, TurnLog)
     assert tl.path == settings.resolve(settings.state_dir) / "log" / "turns.sqlite" and tl.path.exists()
     assert (tl.retention_days, tl.retention_rows) == (90, 100_000)
     tl.close()
