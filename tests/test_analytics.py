@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from bot.chat.answer import Answer, Cutoffs, Strategy
 from bot.config.settings import load_settings
 from bot.conversations.analytics import Analytics
 from bot.conversations.tiles import StatsFilter
+from bot.conversations.log_store import ConversationLog
 from bot.conversations.turn_log import SCHEMA_VERSION, TurnLog, turn_log_from_settings
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
@@ -91,14 +93,14 @@ def answer_of(seed: Seed) -> Answer:
     )
 
 
-def record(turn_log: TurnLog, seed: Seed) -> None:
+def record(turn_log: ConversationLog, seed: Seed) -> None:
     turn_id = turn_log.record(answer_of(seed), "s", source=seed.source, now=seed.time)
     if seed.rating is not None:
         turn_log.feedback(turn_id, seed.rating)
 
 
 @pytest.fixture
-def seeded(tmp_path) -> TurnLog:
+def seeded(tmp_path) -> Iterator[TurnLog]:
     turn_log = TurnLog(tmp_path / "log.sqlite", retention_days=0, retention_rows=0, clock=lambda: NOW)
     for seed in seeds():
         record(turn_log, seed)

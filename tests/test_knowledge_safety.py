@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -55,7 +55,7 @@ def test_same_id_into_two_files_at_once_exactly_one_wins(tmp_path, kind):
         args = (str(folder), str(tmp_path / "locks"))
         barrier: threading.Barrier | multiprocessing.synchronize.Barrier
         results: queue.Queue[tuple[str, str]] | multiprocessing.queues.Queue[tuple[str, str]]
-        workers: list[threading.Thread] | list[multiprocessing.process.BaseProcess]
+        workers: Sequence[threading.Thread | multiprocessing.process.BaseProcess]
         if kind == "processes":
             barrier, results = CTX.Barrier(2), CTX.Queue()
             workers = [

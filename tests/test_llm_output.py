@@ -77,6 +77,7 @@ def test_the_follow_up_rewrite_reads_no_more_than_the_cap(llm_settings, llm_serv
     llm_server.piece_size = 4096
     llm_server.reply = lambda body: "图书馆几点开门？" + "x" * 1_000_000
     bot = build_bot(llm_settings)
+    assert bot.llm is not None
     started = time.perf_counter()
     text = bot.llm.complete([{"role": "user", "content": "改写"}])
     assert len(text) == 300 and text.startswith("图书馆几点开门？")
@@ -116,7 +117,7 @@ def test_reasoning_is_kept_out_of_hyde_rewrites_and_grades(llm_settings, llm_ser
 
     def reply(body):
         name = kind(body)
-        real = {"rewrite": "怎么添加知识", "hyde": "把条目放进文件夹", "grade": None}.get(name, ANSWER)
+        real = {"rewrite": "怎么添加知识", "hyde": "把条目放进文件夹"}.get(name, ANSWER)
         return THINKING + (grade(body) if name == "grade" else real)
 
     llm_server.reply = reply
@@ -161,4 +162,5 @@ def test_the_reasoning_is_shown_folded_in_the_sources_panel_and_nowhere_else(ans
     assert answer.text == ANSWER and answer.reasoning == thinking
     panel = sources_html(answer)
     assert "<details class='kb-reasoning'>" in panel and "&lt;知识&gt;" in panel and "<知识>" not in panel
+    assert bot.llm is not None
     assert bot.llm.complete([{"role": "user", "content": "怎么添加知识？"}]) == ANSWER  # HyDE and co. never see it

@@ -53,8 +53,8 @@ def error_body(error: openai.APIError) -> dict[str, Any]:
     return error.body
 
 
-def call_event(url: str, api_name: str, data: list, cookies: dict | None = None) -> tuple[str, object]:
-    """POST /gradio_api/call/<api_name>, then read its event stream: (last event name, its data)."""
+def call_event(url: str, api_name: str, data: list, cookies: dict | None = None) -> tuple[str, Any]:
+    """POST /gradio_api/call/<api_name>, then read its event stream: (last event name, its JSON data)."""
     with httpx.Client(base_url=url, cookies=cookies, timeout=60) as http:
         r = http.post(f"gradio_api/call/{api_name}", json={"data": data})
         r.raise_for_status()
