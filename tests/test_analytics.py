@@ -19,8 +19,8 @@ import yaml
 from bot.chat.answer import Answer, Cutoffs, Strategy
 from bot.config.settings import load_settings
 from bot.conversations.analytics import Analytics
-from bot.conversations.tiles import StatsFilter
 from bot.conversations.log_store import ConversationLog
+from bot.conversations.tiles import StatsFilter
 from bot.conversations.turn_log import SCHEMA_VERSION, TurnLog, turn_log_from_settings
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit

@@ -152,7 +152,12 @@ def test_token_cache_survives_rebuild_and_voids_on_new_keywords(tmp_path, monkey
     s.sync(entries)
     calls = []
     real = tok.tokenize_many
-    monkeypatch.setattr(tok, "tokenize_many", lambda texts, *a: calls.append(list(texts)) or real(texts, *a))
+
+    def tokenize_many(texts, *a):
+        calls.append(list(texts))
+        return real(texts, *a)
+
+    monkeypatch.setattr(tok, "tokenize_many", tokenize_many)
     s.reset("rebuild requested")
     s.sync(entries)
     assert calls == [[]]  # everything came from the cache

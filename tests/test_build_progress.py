@@ -24,7 +24,7 @@ LONG = "。".join(f"第{i}段讲的是图书馆的第{i}条规定，读者需要
 
 def test_progress_counts_done_of_total_and_estimates_the_time_left():
     now = [100.0]
-    relayed = []
+    relayed: list[int] = []
     progress = BuildProgress("faiss", relay=relayed.append, clock=lambda: now[0])
     assert progress.snapshot().total == 0  # nothing announced yet: nothing to show
     progress.start(200)

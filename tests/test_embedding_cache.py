@@ -92,8 +92,10 @@ def test_threads_share_one_cache(tmp_path):
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert not errors and len(cache) == 200
 
 

@@ -148,7 +148,9 @@ def bad_request(base: str, port: int, kind: str, n: int) -> None:
             headers=headers,
             json={"data": [None, "x"], "fn_index": 0, "session_hash": f"s{n}", "trigger_id": 1},
         ),
-        "upload_garbage": lambda: httpx.post(base + "/gradio_api/upload", content=garbage_body, headers=garbage_headers),
+        "upload_garbage": lambda: httpx.post(
+            base + "/gradio_api/upload", content=garbage_body, headers=garbage_headers
+        ),
         "run_too_few_inputs": lambda: httpx.post(base + "/gradio_api/run/chat", json={"data": [1]}, headers=headers),
         "run_wrong_types": lambda: httpx.post(
             base + "/gradio_api/run/chat", headers=headers, json={"data": [{"a": 1}, "not a list", 5, None]}

@@ -27,7 +27,6 @@ AGENT_ID = 1000002
 SECRET = "wecom-app-secret-for-tests"
 
 
-
 class Sample(TypedDict):
     """WeCom's published sample: credentials, two signed requests (signature, timestamp, nonce) and their payloads."""
 
