@@ -28,6 +28,8 @@ from tests.support.knowledge import ROOT, config_dict
 from tests.support.serving import call_event as call
 from tests.support.serving import login
 
+pytestmark = pytest.mark.e2e
+
 NOW = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)
 ENTRIES = ["faq:a", "faq:b", "faq:c", "faq:never"]
 STRATS = ["direct", "verbatim", "rewrite", "hyde", "last_resort", "direct", "refused"]

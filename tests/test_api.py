@@ -19,6 +19,8 @@ from bot.texts import RATE_LIMITED
 from tests.support.knowledge import set_cutoffs, write_knowledge
 from tests.support.serving import TOKEN, ask, client, error_body, kbbot, streamed
 
+pytestmark = pytest.mark.e2e
+
 SMALL_FASTTEXT = {"dim": 32, "epoch": 50, "bucket": 20_000, "sif_a": 1.0}
 
 MODES = ("sparse", "dense", "hybrid")

@@ -12,6 +12,8 @@ from bot.ui.app import build_demo
 from tests.support.knowledge import TINY
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.e2e
+
 
 def test_chat_answers_with_source_and_escapes_html(app_client, kb_dir):
     client, _bot = app_client

@@ -11,6 +11,8 @@ from benchmarks import long_documents, run_all, speed, synth
 from benchmarks.common import write_section
 from bot.knowledge.entries import Entry
 
+pytestmark = pytest.mark.unit
+
 
 def test_synthesized_knowledge_is_deterministic_and_sized():
     source = [

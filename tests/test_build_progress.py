@@ -19,6 +19,8 @@ from bot.ui.render import header_markdown, sources_html
 from tests.support.cli import run
 from tests.support.knowledge import TINY, config_dict, set_cutoffs, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 LONG = "。".join(f"第{i}段讲的是图书馆的第{i}条规定，读者需要遵守这条规定" for i in range(40)) + "。"
 
 

@@ -15,6 +15,8 @@ from bot.factory import build_bot
 from bot.ui.app import FOLLOW, ChatHandlers
 from tests.support.knowledge import config_dict
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def config_path(tmp_path, kb_dir, monkeypatch):

@@ -16,6 +16,8 @@ from bot.texts import KNOWLEDGE_PROBLEM, PART_NOT_FOUND
 from bot.ui.render import header_markdown, sources_html
 from tests.support.knowledge import set_cutoffs
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def offline_bot(settings):

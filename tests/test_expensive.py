@@ -6,11 +6,15 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import LONG_BUSY
 from tests.support.knowledge import set_cutoffs
 from tests.support.llm_server import Fault
+
+pytestmark = pytest.mark.unit
 
 LONG = "怎么添加知识？" + "请详细说明每一个步骤" * 200  # 2,007 characters
 

@@ -31,6 +31,8 @@ from bot.texts import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from tests.support.knowledge import ROOT, set_cutoffs
 from tests.support.llm_server import Fault
 
+pytestmark = pytest.mark.e2e
+
 TANTIVY_LOG = "bot.search.tantivy_searcher"
 WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 FAISS_LOG = "bot.search.faiss_searcher"

@@ -24,6 +24,8 @@ from tests.support.cli import run
 from tests.support.knowledge import OFFICES, config_dict, set_cutoffs, write_knowledge
 from tests.support.serving import TOKEN, client, kbbot
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def offices(settings, tmp_path):

@@ -16,6 +16,8 @@ from bot.errors import BotError, KnowledgeError
 from bot.knowledge.entries import Entry, load_entries
 from bot.knowledge.store import KnowledgeStore
 
+pytestmark = pytest.mark.unit
+
 
 def event(label: str) -> None:
     """Record a hypothesis event when running under @given (the extreme cases call the property directly)."""

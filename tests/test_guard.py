@@ -24,6 +24,8 @@ from bot.ui.guard import CSP, safe_markdown
 from tests.support.serving import ADMIN_COOKIE as ADMIN
 from tests.support.serving import admin_call as call
 
+pytestmark = pytest.mark.e2e
+
 
 # -- content that cannot reach out -----------------------------------------------------
 def test_markdown_images_are_neutralised_and_the_text_round_trips():

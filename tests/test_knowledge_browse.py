@@ -16,6 +16,8 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.knowledge.store import ABSENT, KnowledgeStore, StaleEditError
 from tests.support.knowledge import TINY, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 
 def synthetic(n: int) -> list[Entry]:
     return [

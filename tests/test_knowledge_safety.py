@@ -28,6 +28,8 @@ from bot.knowledge.store import (
 from tests.support.fault_injection import save_same_id
 from tests.support.knowledge import TINY, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 CTX = (
     multiprocessing.get_context("fork")
     if "fork" in multiprocessing.get_all_start_methods()

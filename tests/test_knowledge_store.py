@@ -14,6 +14,8 @@ from bot.knowledge.entries import load_entries
 from bot.knowledge.store import KnowledgeStore, KnowledgeWriteError
 from tests.support.knowledge import TINY, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def store(kb_dir: Path, tmp_path: Path) -> KnowledgeStore:

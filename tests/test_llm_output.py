@@ -20,6 +20,8 @@ from tests.support.llm_scripts import HARD, grade_by_title, kind
 from tests.support.llm_server import Fault
 from tests.support.serving import ask, streamed
 
+pytestmark = pytest.mark.e2e
+
 ANSWER = "根据参考资料 [1]，放进 knowledge 文件夹即可。"
 NOT_AN_ANSWER = [
     Fault(body=b"<html><body><h1>502 Bad Gateway</h1></body></html>"),

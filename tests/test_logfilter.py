@@ -21,6 +21,8 @@ from bot.logfilter import GRADIO_FAILED, GRADIO_MODULES, RepeatFilter, log_gradi
 from tests.support.knowledge import ROOT, TINY, config_dict, write_knowledge
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def capture():

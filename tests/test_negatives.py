@@ -15,6 +15,8 @@ from bot.factory import build_bot, build_store
 from bot.knowledge.entries import load_entries
 from tests.support.knowledge import set_cutoffs, write_knowledge
 
+pytestmark = pytest.mark.unit
+
 KB: dict[str, dict[str, str | list[str]]] = {
     "english": {
         "query": "支持英文问题吗？",

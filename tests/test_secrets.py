@@ -27,6 +27,8 @@ from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import ROOT, config_dict, set_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
 
+pytestmark = pytest.mark.e2e
+
 OPENAI_KEY = f"sk-SECRET-{uuid.uuid4().hex}"
 ES_API_KEY = f"esk-SECRET-{uuid.uuid4().hex}"
 ES_USER = f"esuser-SECRET-{uuid.uuid4().hex}"

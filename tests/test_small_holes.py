@@ -8,6 +8,8 @@ import pytest
 
 from bot.config.variants import replace
 
+pytestmark = pytest.mark.e2e
+
 
 def login_failures(base: str, spoof: bool) -> list[int]:
     """Status codes of 8 wrong admin passwords, each claiming a new address in X-Forwarded-For when ``spoof``."""

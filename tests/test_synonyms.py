@@ -17,6 +17,8 @@ from bot.search.tokenizer import Tokenizer
 from tests.support.cli import run as run_cli
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 CAMPUS = {
     **TINY,
     "motto": {"query": "中山大学的校训", "document": "博学、审问、慎思、明辨、笃行。", "metadata": "校训"},

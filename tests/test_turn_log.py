@@ -16,6 +16,8 @@ from bot.conversations.inbox import group_turns, normalise, similar_pairs
 from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
 from tests.support.answers import answered, missed
 
+pytestmark = pytest.mark.unit
+
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 
 

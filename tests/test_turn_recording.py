@@ -17,6 +17,8 @@ from tests.support.serving import ADMIN_LOGIN as ADMIN
 from tests.support.serving import TOKEN, login
 from tests.support.serving import call_event as call
 
+pytestmark = pytest.mark.e2e
+
 
 def test_every_web_and_api_turn_is_recorded(served):
     url, bot = served

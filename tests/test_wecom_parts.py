@@ -19,6 +19,8 @@ from bot.search.base import Hit
 from bot.texts import DID_YOU_MEAN, PICK_HINT
 from tests.support import wecom as sim
 
+pytestmark = pytest.mark.unit
+
 
 def test_wecoms_own_sample_verifies_and_decrypts():
     crypto = WeComCrypto(sim.SAMPLE["token"], sim.SAMPLE["aes_key"], sim.SAMPLE["corp_id"])

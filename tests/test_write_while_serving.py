@@ -15,6 +15,8 @@ from bot.search import background
 from bot.search.background import Worker
 from bot.search.faiss_searcher import json_by_item
 
+pytestmark = pytest.mark.e2e
+
 
 def test_switch_interval_is_short_while_a_worker_runs_and_restored_after():
     before = sys.getswitchinterval()
