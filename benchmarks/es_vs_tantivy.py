@@ -24,7 +24,8 @@ from benchmarks.common import data_dir, write_section
 from bot.config.settings import load_settings
 from bot.evaluation import percentile
 
-WEIGHTS = load_settings(ROOT / "config.yaml").retrieval.sparse.field_weights  # the product's, for both engines
+# the product's, for both engines (as the factory passes them: field name -> weight)
+WEIGHTS: dict[str, int] = dict(load_settings(ROOT / "config.yaml").retrieval.sparse.field_weights.items())
 
 
 def measure(searcher, entries, questions, gold) -> dict:

@@ -32,6 +32,7 @@ from benchmarks.common import write_section
 from benchmarks.faults_leaks import leak_rows
 from bot.config.settings import Cutoffs, Settings, load_settings
 from bot.config.variants import replace
+from bot.conversations.turn_log import TurnLog
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
@@ -478,7 +479,7 @@ def fault_corrupt_log(tmp: Path, jieba: Path):
     bot = build_bot(s)
     answer = bot.answer(Q, session="s", source="web")
     tl = bot.recorder.log
-    aside = tl.moved_aside if tl is not None else None
+    aside = tl.moved_aside if isinstance(tl, TurnLog) else None
     kept = aside is not None and aside.read_bytes() == garbage
     count = tl.count() if tl is not None else -1
     recent = tl.recent(1) if tl is not None else []

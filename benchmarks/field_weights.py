@@ -24,6 +24,7 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 from benchmarks.common import ROOT, data_dir, write_section
@@ -52,6 +53,11 @@ LCQMC_QUESTIONS = 1500
 DEPTH = 10
 
 Ranker = Callable[[str], list[str]]  # question -> ids of the top DEPTH entries
+
+
+def top_ids(searcher: TantivySearcher, question: str) -> list[str]:
+    """The ids of ``searcher``'s top DEPTH hits for ``question``."""
+    return [h.entry.id for h in searcher.search(question, DEPTH)]
 
 
 class OldDisMaxSearcher:
@@ -159,13 +165,13 @@ def main(argv: list[str] | None = None) -> int:
             tokenizer = Tokenizer()
             tokenizer.add_words(w for e in entries for w in e.metadata)
             old = OldDisMaxSearcher(tokenizer, entries)
-            rankers: list[Ranker] = [lambda q, old=old: old.search_ids(q, DEPTH)]
+            rankers: list[Ranker] = [partial(old.search_ids, top_k=DEPTH)]
             for w in WEIGHTS:
                 searcher = TantivySearcher(
                     Path(tmp) / f"{name}-{''.join(map(str, w))}", tokenizer, dict(zip(FIELDS, w))
                 )
                 searcher.sync(entries)
-                rankers.append(lambda q, s=searcher: [h.entry.id for h in s.search(q, DEPTH)])
+                rankers.append(partial(top_ids, searcher))
             answerable = sum(q.answerable for q in questions)
             for i, rank in enumerate(rankers):
                 (r1, r5, mrr), top_pharmacy = measure(rank, questions)

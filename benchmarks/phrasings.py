@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         work = STATE / label
         if work.exists():
             shutil.rmtree(work)
-        sparse = TantivySearcher(work / "tantivy", tokenizer, settings.sparse.field_weights)
+        sparse = TantivySearcher(work / "tantivy", tokenizer, dict(settings.sparse.field_weights.items()))
         dense = FaissSearcher(work / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
         systems: list[tuple[str, Searcher]] = [("sparse", sparse), ("dense-e5", dense)]
         if label == "with":

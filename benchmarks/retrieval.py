@@ -30,6 +30,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,16 +199,16 @@ def runs_on(
         start = time.perf_counter()
         bot = build(entries, work / encoder, encoder)
         if encoder == "e5":
-            remember_question_vectors(dense_leaf(bot.index.searcher("dense")).encoder, serve=label != data_label(label))
+            leaf = dense_leaf(bot.index.searcher("dense"))
+            assert leaf is not None, "an e5 bot has a dense index"
+            remember_question_vectors(leaf.encoder, serve=label != data_label(label))
         for system in wanted:
             mode = system.split("-")[0]
             searcher = bot.index.searcher(mode)  # build before the clock starts
             for leaf in searcher.leaves():
                 getattr(leaf, "forget_queries", lambda: None)()  # every system pays for encoding its questions
             print(f"  {label}: {system} (indexed {time.perf_counter() - start:.0f} s) ...", flush=True)
-            out[system] = run_questions(
-                lambda q, b=bot, m=mode: b.retrieve(q, mode=m, top_k=10), questions, system, label
-            )
+            out[system] = run_questions(partial(bot.retrieve, mode=mode, top_k=10), questions, system, label)
     if "rank_bm25" in systems:
         bm25 = RankBM25(entries)
         out["rank_bm25"] = run_questions(bm25.retrieve, questions, "rank_bm25", label)
@@ -317,10 +318,9 @@ def tables(sets: list[DataSet], results: dict[str, dict[str, Measured]], systems
             cells = []
             for data in sets:
                 m = results[data.name].get(s)
-                chosen = [right for rel, right in (m.tops if m else []) if rel >= t]
-                cells.append(
-                    f"{len(chosen) / len(m.tops):.2f} / {sum(chosen) / len(chosen):.3f}" if chosen else "0 / —"
-                )
+                tops = m.tops if m else []
+                chosen = [right for rel, right in tops if rel >= t]
+                cells.append(f"{len(chosen) / len(tops):.2f} / {sum(chosen) / len(chosen):.3f}" if chosen else "0 / —")
             direct.append(f"| {s} | {t:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + "\n".join(transfer) + "\n\n" + "\n".join(direct)
 

@@ -24,7 +24,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
+from unittest.mock import patch
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -40,6 +43,7 @@ MODES = ("sparse", "dense", "hybrid")
 TRAIN_MAX = 10_000  # fastText is trained once on at most this many entries and reused for every size
 BM25_SLOW_AT = 100_000  # from this size rank_bm25 answers only BM25_SLOW_QUERIES questions, one pass
 BM25_SLOW_QUERIES = 100
+T = TypeVar("T")
 
 
 def ms_since(start: float) -> float:
@@ -48,6 +52,17 @@ def ms_since(start: float) -> float:
 
 def med(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def timed_builds(build: Callable[[], T], repeats: int) -> tuple[T, list[float]]:
+    """Call ``build`` ``repeats`` times (at least once), each timed after a gc: (the last result, the seconds)."""
+    seconds = []
+    for _ in range(max(1, repeats)):
+        gc.collect()
+        t = time.perf_counter()
+        built = build()
+        seconds.append(time.perf_counter() - t)
+    return built, seconds
 
 
 def timed_passes(fn: Callable[[str], object], questions: Sequence[str], passes: int) -> dict:
@@ -141,7 +156,7 @@ def bench_sparse(
 
     from bot.search.tantivy_searcher import TantivySearcher
 
-    boosts = {"query": 3.0, "metadata": 2.0, "document": 1.0}
+    boosts = {"query": 3, "metadata": 2, "document": 1}
     ents = entries[:n]
     out: dict = {"size": n}
 
@@ -157,6 +172,7 @@ def bench_sparse(
         builds.append(time.perf_counter() - t)
         if r < repeats - 1:
             shutil.rmtree(folder, ignore_errors=True)
+    assert searcher is not None, "repeats >= 1"
     out["ours_build"] = med(builds)
     out["ours_builds"] = builds
     # what `python -m bot index --rebuild` does: reset, then sync everything again (token cache, if any, warm)
@@ -175,7 +191,7 @@ def bench_sparse(
 
     # the baselines tokenize every entry once, serially, with the same Tokenizer
     texts = [entry_text(e) for e in ents]
-    toks_s, corpus = [], None
+    toks_s: list[float] = []
     for _ in range(repeats if n < 100_000 else 1):
         t = time.perf_counter()
         corpus = [tokenizer.tokenize(x) or [""] for x in texts]
@@ -189,34 +205,30 @@ def bench_sparse(
         return idx[np.argsort(-scores[idx])]
 
     # rank_bm25
-    rb, bm = [], None
-    for _ in range(repeats):
-        gc.collect()
-        t = time.perf_counter()
-        bm = BM25Okapi(corpus)
-        rb.append(time.perf_counter() - t)
+    bm, rb = timed_builds(lambda: BM25Okapi(corpus), repeats)
     out["rank_bm25_build"] = med(rb)
     slow = n >= BM25_SLOW_AT
     rq = questions[:BM25_SLOW_QUERIES] if slow else questions
-    out["rank_bm25_query"] = timed_passes(
-        lambda q: top(bm.get_scores(tokenizer.tokenize(q))), rq, 1 if slow else repeats
-    )
+
+    def rank_bm25_top(index: Any, q: str):
+        return top(index.get_scores(tokenizer.tokenize(q)))
+
+    out["rank_bm25_query"] = timed_passes(partial(rank_bm25_top, bm), rq, 1 if slow else repeats)
     adds = []
     for e in extra_entries(max(3, repeats) if not slow else 2):
         t = time.perf_counter()
         BM25Okapi(corpus + [tokenizer.tokenize(entry_text(e)) or [""]])
         adds.append(ms_since(t))
     out["rank_bm25_add_ms"] = med(adds)
-    bm = None  # free the index before the next library is measured
+    del bm  # free the index before the next library is measured
 
     # bm25s (numba-free default backend; scipy sparse matrix)
-    bs, retriever = [], None
-    for _ in range(repeats):
-        gc.collect()
-        t = time.perf_counter()
+    def bm25s_index() -> Any:
         retriever = bm25s.BM25()
         retriever.index(corpus, show_progress=False)
-        bs.append(time.perf_counter() - t)
+        return retriever
+
+    retriever, bs = timed_builds(bm25s_index, repeats)
     out["bm25s_build"] = med(bs)
 
     def bm25s_search(q: str):
@@ -241,11 +253,13 @@ def train_model(entries: list[Entry], work: Path, tokenizer) -> tuple[Path, floa
     """Train the product's fastText once (FastTextEncoder.prepare, config.yaml parameters); returns its folder."""
     from bot.config.settings import load_settings
     from bot.factory import searcher_factories
+    from bot.search.faiss_searcher import FaissSearcher
 
     n = min(TRAIN_MAX, len(entries))
     state = work / "model"
     settings = load_settings(write_config(state, work / "unused"))
     searcher = searcher_factories(settings, tokenizer)["dense"]()
+    assert isinstance(searcher, FaissSearcher), "retrieval.dense is a FAISS index"
     t = time.perf_counter()
     searcher.encoder.prepare(entries[:n])
     return state / "fasttext", time.perf_counter() - t, n
@@ -261,24 +275,24 @@ def bench_e5_query(entries: list[Entry], n: int, questions: list[str], repeats: 
 
     from bot.config.settings import load_settings
     from bot.factory import searcher_factories
+    from bot.search.encoders import E5Encoder
+    from bot.search.faiss_searcher import FaissSearcher
 
     config = write_config(state, state / "knowledge")
     settings = load_settings(config)
     settings = replace(settings, "retrieval.dense.encoder", "e5")
     searcher = searcher_factories(settings, tokenizer)["dense"]()
+    assert isinstance(searcher, FaissSearcher), "retrieval.dense is a FAISS index"
     encoder = searcher.encoder
-    real_encode = encoder._encode
+    assert isinstance(encoder, E5Encoder), "retrieval.dense.encoder is e5"
     rng = np.random.default_rng(0)
 
     def random_rows(texts, role):
         rows = rng.standard_normal((len(texts), encoder.dim)).astype(np.float32)
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
-    encoder._encode = random_rows  # benchmark-only: the entries' side, see the docstring
-    try:
+    with patch.object(encoder, "_encode", random_rows):  # benchmark-only: the entries' side, see the docstring
         searcher.sync(entries[:n])
-    finally:
-        encoder._encode = real_encode
     searcher.forget_queries()
     encoder.embed_query("预热 warm-up")  # the model loads once, outside the timing
     fresh = [f"{q}" for q in questions]  # embed_query never stores questions, and forget_queries clears the LRU
@@ -316,6 +330,7 @@ def bench_dense(
     from bot.config.settings import load_settings
     from bot.factory import searcher_factories
     from bot.search import faiss_searcher as fs
+    from bot.search.faiss_searcher import FaissSearcher
 
     ents = entries[:n]
     out: dict = {"size": n}
@@ -324,6 +339,7 @@ def bench_dense(
     shutil.copytree(model_dir, state / "fasttext")
     settings = load_settings(write_config(state, state / "knowledge"))
     searcher = searcher_factories(settings, tokenizer)["dense"]()
+    assert isinstance(searcher, FaissSearcher), "retrieval.dense is a FAISS index"
     encoder = searcher.encoder
     gc.collect()
     t = time.perf_counter()
@@ -334,6 +350,7 @@ def bench_dense(
 
     # the same vectors in bare FAISS indexes
     index = searcher._index  # benchmark-only peek at the stored vectors (no re-encoding)
+    assert index is not None, "synced above"
     vectors = np.ascontiguousarray(faiss.downcast_index(index.index).reconstruct_n(0, index.ntotal))
     dim = vectors.shape[1]
     qvecs = []
@@ -688,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.from_json:
-        results = json.loads(args.from_json.read_text(encoding="utf-8"))
+        results: dict = json.loads(args.from_json.read_text(encoding="utf-8"))
         if "pipeline" in results:
             results["pipeline"] = {int(k): v for k, v in results["pipeline"].items()}
         body = report(results, args)
@@ -722,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"knowledge: {max(sizes):,} entries from {source_desc}; {RECIPE}", flush=True)
     print(f"questions: {qdesc}; repeats: {repeats}", flush=True)
 
-    results: dict = {
+    results = {
         "sizes": sizes,
         "repeats": repeats,
         "questions": qdesc,

@@ -25,7 +25,8 @@ def pairs(n: int, seed: int = 0) -> list[tuple[str, set[str], set[str]]]:
     text = (ROOT / "benchmarks/data/starter_eval.jsonl").read_text(encoding="utf-8")
     rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     rows = [r for r in rows if r["gold_ids"]]
-    rng, out = random.Random(seed), []
+    rng = random.Random(seed)
+    out: list[tuple[str, set[str], set[str]]] = []
     while len(out) < n:
         a, b = rng.sample(rows, 2)
         if set(a["gold_ids"]) & set(b["gold_ids"]):

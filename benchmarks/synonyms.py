@@ -167,7 +167,7 @@ def main() -> None:
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for name, n, nq, system, before, after, _ in rows:
-        sub, app = after.get("substitute"), after.get("append")
+        sub, app = after["substitute"], after.get("append")
         body.append(
             f"| {name} | {n:,} | {nq:,} | {system} | {before:.3f} | {sub:.3f} | "
             f"{'—' if app is None else f'{app:.3f}'} | {100 * (sub - before):+.1f} pt |"

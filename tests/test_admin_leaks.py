@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 
 from tests.support.gradio_http import queue_call
 from tests.support.knowledge import write_knowledge
 from tests.support.serving import ADMIN_COOKIE as ADMIN
 from tests.support.serving import admin_call as call
+
+pytestmark = pytest.mark.e2e
 
 BROKEN = '{"oops": {"query": "断了的条目'  # a knowledge file with a JSON error: its detail is for admins only
 

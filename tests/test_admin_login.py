@@ -13,6 +13,8 @@ from bot.chat.logins import ADDRESS_FAILURES_PER_MINUTE, ThrottledLogin, locked_
 from bot.config.variants import replace
 from bot.ui.admin import COOKIE, AdminAuth
 
+pytestmark = pytest.mark.unit
+
 ADMIN = ("boss", "s3cret-pass")
 
 

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ import yaml
 from bot.chat.answer import Answer, Cutoffs, Strategy
 from bot.config.settings import load_settings
 from bot.conversations.analytics import Analytics
+from bot.conversations.log_store import ConversationLog
 from bot.conversations.tiles import StatsFilter
 from bot.conversations.turn_log import SCHEMA_VERSION, TurnLog, turn_log_from_settings
 from bot.knowledge.entries import Entry
@@ -25,6 +27,8 @@ from bot.search.base import Hit
 from tests.support.knowledge import ROOT, config_dict
 from tests.support.serving import call_event as call
 from tests.support.serving import login
+
+pytestmark = pytest.mark.e2e
 
 NOW = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)
 ENTRIES = ["faq:a", "faq:b", "faq:c", "faq:never"]
@@ -91,14 +95,14 @@ def answer_of(seed: Seed) -> Answer:
     )
 
 
-def record(turn_log: TurnLog, seed: Seed) -> None:
+def record(turn_log: ConversationLog, seed: Seed) -> None:
     turn_id = turn_log.record(answer_of(seed), "s", source=seed.source, now=seed.time)
     if seed.rating is not None:
         turn_log.feedback(turn_id, seed.rating)
 
 
 @pytest.fixture
-def seeded(tmp_path) -> TurnLog:
+def seeded(tmp_path) -> Iterator[TurnLog]:
     turn_log = TurnLog(tmp_path / "log.sqlite", retention_days=0, retention_rows=0, clock=lambda: NOW)
     for seed in seeds():
         record(turn_log, seed)

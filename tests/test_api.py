@@ -10,13 +10,16 @@ import time
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 import app
 from bot.config.variants import replace, update
 from bot.factory import build_bot
 from bot.texts import RATE_LIMITED
 from tests.support.knowledge import set_cutoffs, write_knowledge
-from tests.support.serving import TOKEN, ask, client, streamed
+from tests.support.serving import TOKEN, ask, client, error_body, kbbot, streamed
+
+pytestmark = pytest.mark.e2e
 
 SMALL_FASTTEXT = {"dim": 32, "epoch": 50, "bucket": 20_000, "sif_a": 1.0}
 
@@ -33,9 +36,9 @@ def sparse_url(settings, serve_api):
 def test_models_list_one_per_mode_and_the_default(sparse_url):
     models = {m.id: m for m in client(sparse_url).models.list()}
     assert set(models) == {"kbbot", *(f"kbbot-{m}" for m in MODES)}
-    assert models["kbbot"].kbbot == {"mode": "sparse"} and models["kbbot-hybrid"].kbbot == {"mode": "hybrid"}
+    assert kbbot(models["kbbot"]) == {"mode": "sparse"} and kbbot(models["kbbot-hybrid"]) == {"mode": "hybrid"}
     assert models["kbbot"].object == "model" and models["kbbot"].owned_by == "kbbot"
-    assert client(sparse_url).models.retrieve("kbbot-dense").kbbot == {"mode": "dense"}
+    assert kbbot(client(sparse_url).models.retrieve("kbbot-dense")) == {"mode": "dense"}
     with pytest.raises(openai.NotFoundError):
         client(sparse_url).models.retrieve("gpt-4o")
 
@@ -92,7 +95,7 @@ def test_token_is_required_and_checked(sparse_url):
         client(sparse_url, token="wrong-token").chat.completions.create(
             model="kbbot", messages=[{"role": "user", "content": "怎么添加知识？"}]
         )
-    assert err.value.status_code == 401 and err.value.body["code"] == "invalid_api_key"
+    assert err.value.status_code == 401 and error_body(err.value)["code"] == "invalid_api_key"
     assert TOKEN not in err.value.response.text
     with pytest.raises(openai.AuthenticationError):
         client(sparse_url, token=TOKEN + "x").models.list()
@@ -106,7 +109,7 @@ def test_unset_token_variable_refuses_every_call_and_says_which(settings, serve_
     ):
         with pytest.raises(openai.AuthenticationError) as err:
             call(client(url, token="anything"))
-        assert "KBBOT_API_TOKEN" in err.value.message and err.value.body["code"] == "api_token_not_configured"
+        assert "KBBOT_API_TOKEN" in err.value.message and error_body(err.value)["code"] == "api_token_not_configured"
 
 
 def test_require_token_false_opens_the_api_while_the_variable_is_unset(settings, serve_api):
@@ -156,10 +159,10 @@ def test_bad_requests_get_openai_style_errors(sparse_url):
 def test_bad_request_and_unknown_model_through_the_client(sparse_url):
     with pytest.raises(openai.BadRequestError) as err:
         client(sparse_url).chat.completions.create(model="kbbot", messages=[{"role": "assistant", "content": "hi"}])
-    assert err.value.body["param"] == "messages"
-    with pytest.raises(openai.NotFoundError) as err:
+    assert error_body(err.value)["param"] == "messages"
+    with pytest.raises(openai.NotFoundError) as missing:
         ask(sparse_url, "怎么添加知识？", model="gpt-4o")
-    assert err.value.body["code"] == "model_not_found" and "kbbot-sparse" in err.value.message
+    assert error_body(missing.value)["code"] == "model_not_found" and "kbbot-sparse" in missing.value.message
     big = httpx.post(
         f"{sparse_url}/chat/completions",
         headers={"Authorization": f"Bearer {TOKEN}"},
@@ -178,7 +181,7 @@ def test_text_parts_history_and_system_messages(sparse_url):
             {"role": "user", "content": [{"type": "text", "text": "怎么"}, {"type": "text", "text": "添加知识？"}]},
         ],
     )
-    assert completion.kbbot["question"] == "怎么添加知识？" and completion.kbbot["sources"][0]["id"] == "faq:add"
+    assert kbbot(completion)["question"] == "怎么添加知识？" and kbbot(completion)["sources"][0]["id"] == "faq:add"
 
 
 def test_rate_limit_per_token(settings, serve_api):
@@ -188,11 +191,11 @@ def test_rate_limit_per_token(settings, serve_api):
         ask(url, "怎么添加知识？")
     with pytest.raises(openai.RateLimitError) as err:
         ask(url, "怎么添加知识？")
-    assert err.value.body["code"] == "rate_limit_exceeded" and err.value.body["message"] == RATE_LIMITED
+    assert error_body(err.value)["code"] == "rate_limit_exceeded" and error_body(err.value)["message"] == RATE_LIMITED
     client(url).models.list()  # listing models is not a chat message
 
 
-def test_bot_errors_become_openai_errors_before_and_during_a_stream(settings, serve_api):
+def test_bot_errors_become_openai_errors_before_and_during_a_stream(settings, serve_api, monkeypatch):
     from bot.errors import SearchBackendError
 
     bot = build_bot(settings)
@@ -202,10 +205,10 @@ def test_bot_errors_become_openai_errors_before_and_during_a_stream(settings, se
         raise SearchBackendError("index unreadable: run `python -m bot index --rebuild`")
         yield  # pragma: no cover
 
-    bot.stream = fails_at_once
+    monkeypatch.setattr(bot, "stream", fails_at_once)
     with pytest.raises(openai.InternalServerError) as err:
         streamed(url, "怎么添加知识？")
-    assert "index unreadable" in err.value.message and err.value.body["code"] == "kbbot_error"
+    assert "index unreadable" in err.value.message and error_body(err.value)["code"] == "kbbot_error"
 
     def fails_midway(message, history=None, mode=None):
         from bot.chat.answer import Answer, Strategy
@@ -213,10 +216,10 @@ def test_bot_errors_become_openai_errors_before_and_during_a_stream(settings, se
         yield Answer(question=message, text="部分回答", strategy=Strategy.DIRECT, mode="sparse", finished=False)
         raise RuntimeError("secret detail")
 
-    bot.stream = fails_midway
-    with pytest.raises(openai.APIError) as err:
+    monkeypatch.setattr(bot, "stream", fails_midway)
+    with pytest.raises(openai.APIError) as midway:
         streamed(url, "怎么添加知识？")
-    assert "Internal error" in err.value.message and "secret detail" not in err.value.message
+    assert "Internal error" in midway.value.message and "secret detail" not in midway.value.message
 
 
 def test_api_can_be_disabled(settings):
@@ -268,7 +271,7 @@ def test_every_mode_answers_with_sources_and_kbbot_follows_the_config_file(setti
     )
     time.sleep(1.1)  # the config file is looked at (a stat) at most once a second
     assert ask(url, "怎么添加知识？").kbbot["mode"] == "dense"
-    assert {m.id: m.kbbot["mode"] for m in client(url).models.list()}["kbbot"] == "dense"
+    assert {m.id: kbbot(m)["mode"] for m in client(url).models.list()}["kbbot"] == "dense"
 
 
 # -- with an LLM, and many clients at once -----------------------------------
@@ -346,7 +349,7 @@ def test_twenty_concurrent_streams_each_get_their_own_answer(llm_settings, llm_s
             chunks = [next(iter(stream))]
             barrier.wait()
             chunks += list(stream)
-            results[n] = ("".join(c.choices[0].delta.content or "" for c in chunks), chunks[-1].kbbot)
+            results[n] = ("".join(c.choices[0].delta.content or "" for c in chunks), kbbot(chunks[-1]))
         except BaseException as exc:
             errors.append(exc)
             barrier.abort()
@@ -399,21 +402,21 @@ def test_a_clarify_question_is_answered_statelessly_from_the_history_the_client_
     assert extra["decision"] == "clarify" and {o["id"] for o in extra["options"]} == {"faq:anthem", "faq:second"}
     assert "1. " in text and "2. " in text  # a numbered list in the text for clients that ignore the extra field
     second_id = extra["options"][1]["id"]
-    messages = [
+    messages: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": "校歌是什么"},
         {"role": "assistant", "content": text},
         {"role": "user", "content": "2"},
     ]
     reply = client(url).chat.completions.create(model="kbbot", messages=messages)
-    assert reply.kbbot["decision"] == "answer" and reply.kbbot["strategy"] == "chosen"
-    assert reply.kbbot["sources"][0]["id"] == second_id
+    assert kbbot(reply)["decision"] == "answer" and kbbot(reply)["strategy"] == "chosen"
+    assert kbbot(reply)["sources"][0]["id"] == second_id
     # the same reply streamed, and a "no"
     chunks, _ = streamed(url, "", messages=messages)
     assert chunks[-1].kbbot["sources"][0]["id"] == second_id
     no = client(url).chat.completions.create(
         model="kbbot", messages=[*messages[:2], {"role": "user", "content": "都不是"}]
     )
-    assert no.kbbot["decision"] == "fallback" and no.kbbot["strategy"] == "rephrase"
+    assert kbbot(no)["decision"] == "fallback" and kbbot(no)["strategy"] == "rephrase"
 
 
 def test_a_confirmation_is_answered_statelessly_yes_and_no(settings, kb_dir, serve_api):
@@ -427,11 +430,11 @@ def test_a_confirmation_is_answered_statelessly_yes_and_no(settings, kb_dir, ser
     url = serve_api(settings)
     first = ask(url, "第二首校歌")
     assert first.kbbot["decision"] == "confirm" and [o["id"] for o in first.kbbot["options"]] == [top.entry.id]
-    asked = [
+    asked: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": "第二首校歌"},
         {"role": "assistant", "content": first.choices[0].message.content},
     ]
     yes = client(url).chat.completions.create(model="kbbot", messages=[*asked, {"role": "user", "content": "是的"}])
-    assert yes.kbbot["strategy"] == "chosen" and yes.kbbot["sources"][0]["id"] == top.entry.id
+    assert kbbot(yes)["strategy"] == "chosen" and kbbot(yes)["sources"][0]["id"] == top.entry.id
     no = client(url).chat.completions.create(model="kbbot", messages=[*asked, {"role": "user", "content": "不是"}])
-    assert no.kbbot["decision"] == "fallback" and no.kbbot["strategy"] == "rephrase"
+    assert kbbot(no)["decision"] == "fallback" and kbbot(no)["strategy"] == "rephrase"

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from bot.config.variants import replace
 from tests.support.serving import TOKEN
+
+pytestmark = pytest.mark.e2e
 
 
 def post(base: str, token: str, content: bytes | None = None) -> httpx.Response:

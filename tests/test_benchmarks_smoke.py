@@ -11,6 +11,8 @@ from benchmarks import long_documents, run_all, speed, synth
 from benchmarks.common import write_section
 from bot.knowledge.entries import Entry
 
+pytestmark = pytest.mark.unit
+
 
 def test_synthesized_knowledge_is_deterministic_and_sized():
     source = [
@@ -152,7 +154,12 @@ def test_token_cache_survives_rebuild_and_voids_on_new_keywords(tmp_path, monkey
     s.sync(entries)
     calls = []
     real = tok.tokenize_many
-    monkeypatch.setattr(tok, "tokenize_many", lambda texts, *a: calls.append(list(texts)) or real(texts, *a))
+
+    def tokenize_many(texts, *a):
+        calls.append(list(texts))
+        return real(texts, *a)
+
+    monkeypatch.setattr(tok, "tokenize_many", tokenize_many)
     s.reset("rebuild requested")
     s.sync(entries)
     assert calls == [[]]  # everything came from the cache

@@ -14,6 +14,8 @@ from tests.support.knowledge import set_cutoffs
 from tests.support.llm_scripts import HYDE_MARK, scripted
 from tests.support.llm_server import Fault
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def llm_bot(llm_settings, llm_server):

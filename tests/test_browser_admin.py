@@ -23,7 +23,7 @@ from tests.support.browser import (
 )
 from tests.support.serving import call_event as call
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 OFF_TOPIC = "停车场怎么收费？"
 ADMIN_TABS = ("知识管理 / Knowledge", "待解决问题 / Unanswered", "对话日志 / Log", "统计 / Analytics")

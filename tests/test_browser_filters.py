@@ -9,7 +9,7 @@ import yaml
 from tests.support.browser import App, ask, offline_env, open_page, shot
 from tests.support.knowledge import OFFICES, config_dict, write_knowledge
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 
 def choose(page, selector: str, category: str) -> None:

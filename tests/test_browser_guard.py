@@ -12,7 +12,7 @@ import yaml
 from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, open_as_admin, shot
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 TRACKER = "198.51.100.7"
 BAIT = f"看图 ![x](http://{TRACKER}/track.png) 和 <img src=http://{TRACKER}/x.png> 以及 [链接](http://{TRACKER}/page)"

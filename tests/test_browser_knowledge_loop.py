@@ -11,7 +11,7 @@ import yaml
 from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, shot
 from tests.support.knowledge import write_knowledge
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 SONGS = {
     "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》。", "metadata": "校歌"},

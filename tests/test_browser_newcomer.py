@@ -15,7 +15,7 @@ import yaml
 from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 # Five entries that all share the words of FIVE_HITS, so a question about them has five sources.
 LIBRARY = {

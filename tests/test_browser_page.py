@@ -19,7 +19,7 @@ from tests.support.browser import (
 )
 from tests.support.knowledge import TINY, write_knowledge
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 
 CAMPUS = [

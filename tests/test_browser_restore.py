@@ -11,7 +11,7 @@ import yaml
 
 from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 
 def test_an_admin_restores_the_version_before_a_save_in_the_page(browser, app_config):

@@ -14,7 +14,7 @@ from bot.texts import FOREIGN
 from tests.support.browser import shot
 from tests.support.knowledge import FEES, write_knowledge
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 WIDGET_TOKEN = "widget-token-for-browser-tests"
 

@@ -19,12 +19,14 @@ from bot.ui.render import header_markdown, sources_html
 from tests.support.cli import run
 from tests.support.knowledge import TINY, config_dict, set_cutoffs, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 LONG = "。".join(f"第{i}段讲的是图书馆的第{i}条规定，读者需要遵守这条规定" for i in range(40)) + "。"
 
 
 def test_progress_counts_done_of_total_and_estimates_the_time_left():
     now = [100.0]
-    relayed = []
+    relayed: list[int] = []
     progress = BuildProgress("faiss", relay=relayed.append, clock=lambda: now[0])
     assert progress.snapshot().total == 0  # nothing announced yet: nothing to show
     progress.start(200)

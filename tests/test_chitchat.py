@@ -15,6 +15,8 @@ from bot.config.settings import ChitChatSettings, load_settings
 from bot.errors import ConfigError
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.unit
+
 LABELLED = Path(__file__).parent / "data" / "chitchat_labelled.jsonl"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 

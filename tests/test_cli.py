@@ -13,6 +13,8 @@ import yaml
 from tests.support.cli import run
 from tests.support.knowledge import ROOT, config_dict
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def config_file(tmp_path, kb_dir):

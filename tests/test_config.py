@@ -16,6 +16,8 @@ from bot.errors import ConfigError
 from bot.factory import build_bot
 from tests.support.knowledge import ROOT, config_dict
 
+pytestmark = pytest.mark.e2e
+
 
 def write(tmp_path, raw: dict, name: str = "config.yaml"):
     path = tmp_path / name

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from pydantic import BaseModel
 
 from bot.config.settings import Settings
 from tests.support.config_keys import blocks
+
+pytestmark = pytest.mark.unit
 
 
 def test_every_setting_and_block_has_a_description() -> None:

@@ -14,6 +14,8 @@ from bot.config.yaml_edit import YamlEditError, put_scalar
 from tests.support.config_keys import set_keys
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.unit
+
 # Shown although they equal the default, because a deployer changes them first and should not have to look them up:
 # where the knowledge is, the retrieval mode, the LLM endpoint and model and where its key comes from, and where the
 # app listens. Keep this list short: every other key is in docs/configuration.md.

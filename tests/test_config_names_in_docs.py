@@ -13,6 +13,8 @@ from pydantic import BaseModel, ValidationError
 from bot.config.settings import SYSTEMS, Settings
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.unit
+
 TOP = "|".join(Settings.model_fields)
 # A dotted name that starts with a top-level section: "retrieval.thresholds.hybrid-e5.answer", not "bot/log.py".
 NAME = re.compile(rf"(?<![\w/.\-])(?:{TOP})\.[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*")

@@ -5,9 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from bot.config import reference
 from bot.config.settings import Settings
 from tests.support.knowledge import ROOT
+
+pytestmark = pytest.mark.e2e
 
 
 def test_the_committed_reference_is_current() -> None:

@@ -10,6 +10,8 @@ from bot.config.variants import replace, update, with_mode
 from bot.errors import ConfigError
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def shipped(monkeypatch) -> Settings:

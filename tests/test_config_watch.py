@@ -8,10 +8,14 @@ import time
 import pytest
 import yaml
 
+from bot.chat.bot import Bot
 from bot.config.settings import load_settings
+from bot.config.watch import ConfiguredMode
 from bot.factory import build_bot
 from bot.ui.app import FOLLOW, ChatHandlers
 from tests.support.knowledge import config_dict
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
@@ -28,6 +32,12 @@ def config_path(tmp_path, kb_dir, monkeypatch):
     return path
 
 
+def check_every_turn(bot: Bot) -> None:
+    """Make the bot's config watcher look at the file at every turn (it is there: the bot was built watching)."""
+    assert isinstance(bot.mode_source, ConfiguredMode)
+    bot.mode_source.check_interval = 0
+
+
 def set_mode(path, mode: str) -> None:
     text = path.read_text(encoding="utf-8")
     current = yaml.safe_load(text)["retrieval"]["mode"]
@@ -38,7 +48,7 @@ def set_mode(path, mode: str) -> None:
 
 def test_editing_the_mode_switches_the_running_bot_and_new_pages(config_path):
     bot = build_bot(load_settings(config_path), watch_config=True)
-    bot.mode_source.check_interval = 0
+    check_every_turn(bot)
     assert bot.answer("怎么添加知识？").mode == "sparse"
     set_mode(config_path, "dense")
     answer = bot.answer("怎么添加知识？")
@@ -49,12 +59,13 @@ def test_editing_the_mode_switches_the_running_bot_and_new_pages(config_path):
     assert ("跟随配置 / Follow config (dense)", FOLLOW) in selector["choices"]
     set_mode(config_path, "hybrid")
     answer = bot.answer("怎么添加知识？")
-    assert answer.mode == "hybrid" and answer.hits[0].searcher == "hybrid" and answer.thresholds.system == "hybrid-e5"
+    assert answer.mode == "hybrid" and answer.hits[0].searcher == "hybrid"
+    assert answer.thresholds is not None and answer.thresholds.system == "hybrid-e5"
 
 
 def test_a_broken_config_edit_keeps_the_last_mode(config_path, caplog):
     bot = build_bot(load_settings(config_path), watch_config=True)
-    bot.mode_source.check_interval = 0
+    check_every_turn(bot)
     config_path.write_text(config_path.read_text(encoding="utf-8") + "\nnot_a_key: 1\n", encoding="utf-8")
     time.sleep(0.01)
     assert bot.answer("怎么添加知识？").mode == "sparse"
@@ -72,12 +83,13 @@ def test_the_cli_mode_flag_is_not_overridden(config_path):
 def test_a_typo_in_the_mode_is_shown_in_the_page_until_fixed(config_path, kb_dir):
     settings = load_settings(config_path)
     bot = build_bot(settings, watch_config=True)
-    bot.mode_source.check_interval = 0
+    check_every_turn(bot)
     handlers = ChatHandlers(bot, settings)
     assert "config.yaml" not in handlers.header(None)
     set_mode(config_path, "hybird")
     assert bot.answer("怎么添加知识？").mode == "sparse"
     status = bot.status()
+    assert status.config_error is not None
     assert "retrieval.mode: Input should be" in status.config_error and "still using mode sparse" in status.config_error
     header = handlers.header(None)  # every page: one line, no detail (it names server paths)
     assert "The last edit of config.yaml has an error" in header and str(config_path) not in header

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from bot.config.settings import Settings
 from tests.support.config_keys import blocks
 from tests.support.knowledge import ROOT
+
+pytestmark = pytest.mark.unit
 
 # Named like a setting but not one, or left for now: (module, function, parameter) and why.
 NOT_SETTINGS = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.config.variants import replace
 from bot.factory import build_bot
@@ -10,6 +12,8 @@ from bot.search.base import Hit
 from tests.support.knowledge import set_cutoffs
 from tests.support.llm_scripts import FOLLOWUP_MARK as REWRITE_MARK
 from tests.support.llm_scripts import scripted
+
+pytestmark = pytest.mark.unit
 
 HISTORY = [{"role": "user", "content": "图书馆开放时间"}, {"role": "assistant", "content": "每天八点到十点。"}]
 

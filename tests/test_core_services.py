@@ -16,6 +16,8 @@ from bot.texts import KNOWLEDGE_PROBLEM, PART_NOT_FOUND
 from bot.ui.render import header_markdown, sources_html
 from tests.support.knowledge import set_cutoffs
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def offline_bot(settings):
@@ -30,6 +32,7 @@ def test_status_never_builds_an_index(settings):
     status = bot.status()
     assert {m: bot.index.built(m) for m in bot.index.modes} == before == {"sparse": None, "dense": None, "hybrid": None}
     assert status.mode == status.configured == "dense" and not status.built
+    assert status.notice is not None
     assert "not built yet" in status.notice and status.modes == ("sparse", "dense", "hybrid") and status.llm is None
 
 
@@ -73,16 +76,19 @@ def test_retrieve_all_modes_reports_a_missing_package_per_mode(offline_bot, sett
     results = bot.retrieve_all_modes("怎么添加知识")
     assert list(results) == ["sparse", "dense", "hybrid"]
     assert results["sparse"].error is None and results["sparse"].passed[0].entry.id == "faq:add"
-    assert results["sparse"].thresholds.system == "sparse"
+    thresholds = results["sparse"].thresholds
+    assert thresholds is not None and thresholds.system == "sparse"
     for mode in ("dense", "hybrid"):
         assert results[mode].hits == [] and results[mode].thresholds is None
-        assert "pip install 'kbbot[e5]'" in results[mode].error
+        error = results[mode].error
+        assert error is not None and "pip install 'kbbot[e5]'" in error
 
 
 def test_retrieve_all_modes_reports_a_missing_key(settings, monkeypatch):
     settings = replace(settings, "retrieval.dense.encoder", "openai")  # needs OPENAI_API_KEY, which the fixture removed
     results = build_bot(settings).retrieve_all_modes("怎么添加知识")
-    assert results["sparse"].hits and "OPENAI_API_KEY" in results["dense"].error
+    error = results["dense"].error
+    assert results["sparse"].hits and error is not None and "OPENAI_API_KEY" in error
 
 
 def test_retrieval_only_answers_every_part(offline_bot):

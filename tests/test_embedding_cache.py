@@ -17,6 +17,8 @@ from bot.search.encoders import cache as cache_module
 from bot.search.encoders.cache import CACHE_FILE, TABLE, EmbeddingCache, cache_key
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.e2e
+
 
 def keys(n: int, start: int = 0, role: str = "document") -> list[bytes]:
     return [cache_key("sig", role, f"text {i}") for i in range(start, start + n)]
@@ -92,8 +94,10 @@ def test_threads_share_one_cache(tmp_path):
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert not errors and len(cache) == 200
 
 

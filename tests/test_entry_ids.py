@@ -8,6 +8,8 @@ from bot.knowledge.entries import load_entries
 from bot.knowledge.entry_ids import EntryId, entry_id, key_of, stem_of
 from tests.support.knowledge import write_knowledge
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_key_may_hold_a_colon_and_round_trips():
     assert (stem_of("faq:a:b"), key_of("faq:a:b")) == ("faq", "a:b")

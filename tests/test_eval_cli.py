@@ -28,6 +28,8 @@ from bot.knowledge.entries import load_entries
 from bot.search.tantivy_searcher import TantivySearcher
 from tests.support.knowledge import ROOT, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 KB = {
     "library": ("图书馆开放时间", "图书馆每天早上八点到晚上十点开放。", "图书馆,开放时间"),
     "canteen": ("食堂在哪里", "学生食堂位于校园东区。", "食堂,餐饮"),

@@ -6,11 +6,15 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import LONG_BUSY
 from tests.support.knowledge import set_cutoffs
 from tests.support.llm_server import Fault
+
+pytestmark = pytest.mark.unit
 
 LONG = "怎么添加知识？" + "请详细说明每一个步骤" * 200  # 2,007 characters
 
@@ -22,7 +26,12 @@ def test_each_search_reads_at_most_the_configured_characters(settings, monkeypat
     searched: list[str] = []
     searcher = bot.index.searcher("sparse")
     real = searcher.search
-    monkeypatch.setattr(searcher, "search", lambda q, k, within=None: searched.append(q) or real(q, k, within))
+
+    def search(q, k, within=None):
+        searched.append(q)
+        return real(q, k, within)
+
+    monkeypatch.setattr(searcher, "search", search)
     answer = bot.answer(LONG)
     assert searched and max(len(q) for q in searched) <= 60  # main: 2,000 characters per search
     assert answer.hits and answer.hits[0].entry.id == "faq:add"  # the question's start still finds its entry

@@ -20,6 +20,8 @@ from tests.support.knowledge import config_dict, set_cutoffs
 from tests.support.llm_scripts import ANSWER, HARD, grade_by_title, kind
 from tests.support.llm_server import Fault
 
+pytestmark = pytest.mark.unit
+
 
 def scripted(rewrite: str = "今天的天气如何\n天气预报", hyde: str = "不知道", grade=None):
     """A reply function by request kind; ``grade`` maps the grading request's body to its reply."""

@@ -16,6 +16,8 @@ from bot.knowledge.store import KnowledgeStore
 from tests.support.cli import knowledge as cli
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 
 def xlsx(path, rows, blank_rows_above: int = 0):
     """An .xlsx file whose first sheet holds ``rows`` (under ``blank_rows_above`` empty rows)."""

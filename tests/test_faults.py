@@ -31,6 +31,8 @@ from bot.texts import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
 from tests.support.knowledge import ROOT, set_cutoffs
 from tests.support.llm_server import Fault
 
+pytestmark = pytest.mark.e2e
+
 TANTIVY_LOG = "bot.search.tantivy_searcher"
 WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 FAISS_LOG = "bot.search.faiss_searcher"
@@ -260,6 +262,7 @@ def test_kill_9_mid_upsert_then_sync_recovers_every_entry(tmp_path):
         if child.poll() is None:
             child.kill()
             child.wait()
+    assert child.stdout is not None
     assert child.returncode == -signal.SIGKILL and child.stdout.read() == b""
 
     tokenizer = Tokenizer()
@@ -272,7 +275,7 @@ def test_kill_9_mid_upsert_then_sync_recovers_every_entry(tmp_path):
     assert report.added + report.updated == len(entries) - sum(1 for i, h in before.items() if wanted.get(i) == h)
     assert report.removed == 0
     # Exactly one document per entry: a half-written batch left no duplicates behind.
-    assert searcher._index.searcher().num_docs == len(entries)
+    assert searcher._index is not None and searcher._index.searcher().num_docs == len(entries)
     for e in entries:
         assert e.id in {h.entry.id for h in searcher.search(e.metadata[-1], 3)}, e.id
     # And the state now on disk is trusted by the next start.

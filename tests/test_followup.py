@@ -14,6 +14,8 @@ from bot.config.variants import replace
 from bot.factory import build_bot
 from tests.support.knowledge import set_cutoffs, write_knowledge
 
+pytestmark = pytest.mark.unit
+
 CAMPUS = {
     "hospitals": {
         "query": "中山大学的附属医院",

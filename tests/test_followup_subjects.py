@@ -21,6 +21,8 @@ from bot.config.variants import update
 from bot.factory import build_bot
 from tests.support.knowledge import ROOT
 
+pytestmark = pytest.mark.unit
+
 SYSU = ROOT.parent / "shared" / "data" / "sysu"
 if not SYSU.exists():  # a worktree sits one level deeper than the main checkout
     SYSU = ROOT.parent.parent / "shared" / "data" / "sysu"

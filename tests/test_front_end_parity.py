@@ -5,12 +5,15 @@ where every front end records its turns."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
 from tests.support.knowledge import FEES, write_knowledge
 from tests.support.serving import call_event, client
 from tests.support.wecom import WeComSimulator, text_message
+
+pytestmark = pytest.mark.e2e
 
 WIDGET_TOKEN = "widget-token-for-parity"
 QUESTIONS = ["校园网怎么连接？", "学费是多少？", "转人工", "你好", "火星上有几座城市？"]

@@ -16,6 +16,8 @@ from bot.errors import BotError, KnowledgeError
 from bot.knowledge.entries import Entry, load_entries
 from bot.knowledge.store import KnowledgeStore
 
+pytestmark = pytest.mark.unit
+
 
 def event(label: str) -> None:
     """Record a hypothesis event when running under @given (the extreme cases call the property directly)."""
@@ -24,8 +26,8 @@ def event(label: str) -> None:
 
 
 # Lone surrogates cannot be written as UTF-8 at all, so they are not something a file can contain.
-TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
-SHORT_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=30)
+SHORT_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=8)
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | TEXT,

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Generator
 from types import SimpleNamespace
 
 import httpx
@@ -22,6 +23,8 @@ from bot.logfilter import RepeatFilter
 from bot.ui.guard import CSP, safe_markdown
 from tests.support.serving import ADMIN_COOKIE as ADMIN
 from tests.support.serving import admin_call as call
+
+pytestmark = pytest.mark.e2e
 
 
 # -- content that cannot reach out -----------------------------------------------------
@@ -207,7 +210,9 @@ def test_waiting_beyond_the_timeout_degrades_like_an_llm_error(llm_settings, llm
     llm_settings = replace(llm_settings, "llm.max_concurrency", 1)
     llm_settings = replace(llm_settings, "llm.timeout", 0.5)
     bot = build_bot(llm_settings)
+    assert bot.llm is not None
     held = bot.llm.stream([{"role": "user", "content": "hold"}])  # a slow caller keeps the only slot
+    assert isinstance(held, Generator)  # closed below to free the slot
     llm_server.chunk_delay = 0.2
     next(held)
     try:

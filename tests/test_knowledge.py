@@ -10,6 +10,8 @@ from bot.errors import KnowledgeError
 from bot.knowledge.entries import fingerprint, folder_signature, load_entries, parse_keywords
 from tests.support.knowledge import TINY, write_knowledge
 
+pytestmark = pytest.mark.unit
+
 
 def test_object_form_ids_and_keywords(tmp_path):
     write_knowledge(tmp_path, TINY, "faq.json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from bot.knowledge.csv_io import export_csv, import_csv, read_csv, template_csv
 from bot.knowledge.entries import Entry, load_entries
 from bot.knowledge.store import ABSENT, KnowledgeStore, StaleEditError
 from tests.support.knowledge import TINY, write_knowledge
+
+pytestmark = pytest.mark.e2e
 
 
 def synthetic(n: int) -> list[Entry]:
@@ -46,12 +49,17 @@ def test_entry_page_at_20k_entries_returns_one_page_quickly():
     assert entry_page(entries, "", 10_000, 50).page == 400 and entry_page(entries, "nothing-like-this").rows == []
 
 
+def unreadable_log() -> dict[str, tuple[int, str]]:
+    """A hit-count provider whose log cannot be read."""
+    raise sqlite3.OperationalError("unable to open database file")
+
+
 def test_entry_page_hits_and_missing_log():
     entries = synthetic(3)
     row = entry_page(entries, "", hits={"big:1": (4, "2024-05-01T10:00:00Z")}).rows
     assert (row[1].hits, row[1].last_hit) == (4, "2024-05-01T10:00:00Z") and (row[0].hits, row[0].last_hit) == (0, None)
     assert entry_page(entries, "").rows[0].hits is None
-    assert safe_hit_counts(None) is None and safe_hit_counts(lambda: 1 / 0) is None
+    assert safe_hit_counts(None) is None and safe_hit_counts(unreadable_log) is None
 
 
 def test_a_save_keeps_the_files_layout_and_key_order(tmp_path):

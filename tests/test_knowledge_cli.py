@@ -17,6 +17,8 @@ from tests.support.cli import cli_env
 from tests.support.cli import knowledge as cli
 from tests.support.knowledge import ROOT, TINY, config_dict
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def config_file(tmp_path, kb_dir):

@@ -12,6 +12,8 @@ from bot.factory import build_bot
 from tests.support.cli import knowledge as cli
 from tests.support.knowledge import config_dict
 
+pytestmark = pytest.mark.e2e
+
 PARKING = "停车场怎么收费？"
 
 

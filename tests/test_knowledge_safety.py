@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import multiprocessing.process
+import multiprocessing.queues
+import multiprocessing.synchronize
+import queue
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +28,13 @@ from bot.knowledge.store import (
 from tests.support.fault_injection import save_same_id
 from tests.support.knowledge import TINY, write_knowledge
 
-CTX = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+pytestmark = pytest.mark.e2e
+
+CTX = (
+    multiprocessing.get_context("fork")
+    if "fork" in multiprocessing.get_all_start_methods()
+    else multiprocessing.get_context("spawn")
+)
 LIST = [{"query": f"q{i}", "document": f"d{i}"} for i in range(4)]
 
 
@@ -44,6 +55,9 @@ def test_same_id_into_two_files_at_once_exactly_one_wins(tmp_path, kind):
         folder = tmp_path / f"kb{attempt}"
         write_knowledge(folder / "sub", {"other": {"query": "q", "document": "d"}}, "dup.json")
         args = (str(folder), str(tmp_path / "locks"))
+        barrier: threading.Barrier | multiprocessing.synchronize.Barrier
+        results: queue.Queue[tuple[str, str]] | multiprocessing.queues.Queue[tuple[str, str]]
+        workers: Sequence[threading.Thread | multiprocessing.process.BaseProcess]
         if kind == "processes":
             barrier, results = CTX.Barrier(2), CTX.Queue()
             workers = [
@@ -51,8 +65,6 @@ def test_same_id_into_two_files_at_once_exactly_one_wins(tmp_path, kind):
                 for f in ("dup.json", "sub/dup.json")
             ]
         else:
-            import queue
-
             barrier, results = threading.Barrier(2), queue.Queue()
             workers = [
                 threading.Thread(target=save_same_id, args=(*args, f, barrier, results))
@@ -71,9 +83,9 @@ def test_same_id_into_two_files_at_once_exactly_one_wins(tmp_path, kind):
 
 def test_every_kind_of_write_keeps_the_previous_version(store, kb_dir):
     path = kb_dir / "faq.json"
-    seen = []
+    seen: list[bytes] = []
 
-    def wrote(action) -> None:
+    def wrote(action: Callable[[], object]) -> None:
         before = path.read_bytes()
         action()
         versions = store.history("faq.json")
@@ -116,7 +128,9 @@ def test_history_is_bounded_to_the_newest_versions(kb_dir, tmp_path):
 
 def read_version(store: KnowledgeStore, version: str):
     """One kept version of faq.json, decoded."""
-    return json.loads(store._history.content("faq.json", version))
+    content = store._history.content("faq.json", version)
+    assert content is not None, f"no kept version {version}"
+    return json.loads(content)
 
 
 def test_restore_refuses_unknown_versions(store):
@@ -215,7 +229,7 @@ def test_an_external_script_taking_the_documented_lock_serialises_with_the_store
     proc = subprocess.Popen(
         [sys.executable, str(script), str(kb_dir), str(store.lock_path), "1.0"], stdout=subprocess.PIPE, text=True
     )
-    assert proc.stdout.readline().strip() == "locked"
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
     impatient = KnowledgeStore(kb_dir, store.lock_dir, timeout=0.2)
     with pytest.raises(KnowledgeWriteError, match="another edit"):
         impatient.upsert_entry("faq.json", "mine", "q", "d", "")

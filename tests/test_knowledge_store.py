@@ -14,6 +14,8 @@ from bot.knowledge.entries import load_entries
 from bot.knowledge.store import KnowledgeStore, KnowledgeWriteError
 from tests.support.knowledge import TINY, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def store(kb_dir: Path, tmp_path: Path) -> KnowledgeStore:
@@ -147,7 +149,7 @@ def _upsert_many(folder: str, lock_dir: str, prefix: str, count: int) -> None:
 
 def test_concurrent_processes_lose_no_entry(kb_dir, tmp_path):
     methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    ctx = multiprocessing.get_context("fork") if "fork" in methods else multiprocessing.get_context("spawn")
     args = [(str(kb_dir), str(tmp_path / "locks"), prefix, 25) for prefix in ("p", "q")]
     procs = [ctx.Process(target=_upsert_many, args=a) for a in args]
     for p in procs:

@@ -14,6 +14,8 @@ from bot.texts import REPHRASE_REPLY
 from tests.support.knowledge import write_knowledge
 from tests.support.webhook import Hook
 
+pytestmark = pytest.mark.unit
+
 SONGS = {
     "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》，1924 年创作。", "metadata": "校歌"},
     "second": {"query": "中大的第二校歌是什么？", "document": "第二校歌是《紫荆花开》。", "metadata": "校歌,第二校歌"},

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.evaluation.calibration import calibrate
 from bot.evaluation.ladder_tuning import MAX_ASKED, Case, replay, tune
+
+pytestmark = pytest.mark.unit
 
 
 def case(gold: str | None, *hits: tuple[str, float]) -> Case:

@@ -28,6 +28,8 @@ from bot.knowledge.entries import Entry
 from tests.support.cli import run
 from tests.support.knowledge import ROOT, config_dict, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 CLEAN = {
     "library": {
         "query": "图书馆几点开门？",

@@ -8,6 +8,8 @@ from bot.chat.llm import OpenAIChat
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 from tests.support.llm_server import Fault
 
+pytestmark = pytest.mark.unit
+
 
 def chat(server, **kw) -> OpenAIChat:
     opts = dict(base_url=server.url, model="local-test", api_key="sk-secret-value", timeout=5, max_retries=0)

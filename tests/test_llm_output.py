@@ -20,6 +20,8 @@ from tests.support.llm_scripts import HARD, grade_by_title, kind
 from tests.support.llm_server import Fault
 from tests.support.serving import ask, streamed
 
+pytestmark = pytest.mark.e2e
+
 ANSWER = "根据参考资料 [1]，放进 knowledge 文件夹即可。"
 NOT_AN_ANSWER = [
     Fault(body=b"<html><body><h1>502 Bad Gateway</h1></body></html>"),
@@ -77,6 +79,7 @@ def test_the_follow_up_rewrite_reads_no_more_than_the_cap(llm_settings, llm_serv
     llm_server.piece_size = 4096
     llm_server.reply = lambda body: "图书馆几点开门？" + "x" * 1_000_000
     bot = build_bot(llm_settings)
+    assert bot.llm is not None
     started = time.perf_counter()
     text = bot.llm.complete([{"role": "user", "content": "改写"}])
     assert len(text) == 300 and text.startswith("图书馆几点开门？")
@@ -116,7 +119,7 @@ def test_reasoning_is_kept_out_of_hyde_rewrites_and_grades(llm_settings, llm_ser
 
     def reply(body):
         name = kind(body)
-        real = {"rewrite": "怎么添加知识", "hyde": "把条目放进文件夹", "grade": None}.get(name, ANSWER)
+        real = {"rewrite": "怎么添加知识", "hyde": "把条目放进文件夹"}.get(name, ANSWER)
         return THINKING + (grade(body) if name == "grade" else real)
 
     llm_server.reply = reply
@@ -161,4 +164,5 @@ def test_the_reasoning_is_shown_folded_in_the_sources_panel_and_nowhere_else(ans
     assert answer.text == ANSWER and answer.reasoning == thinking
     panel = sources_html(answer)
     assert "<details class='kb-reasoning'>" in panel and "&lt;知识&gt;" in panel and "<知识>" not in panel
+    assert bot.llm is not None
     assert bot.llm.complete([{"role": "user", "content": "怎么添加知识？"}]) == ANSWER  # HyDE and co. never see it

@@ -21,6 +21,8 @@ from bot.knowledge.entries import Entry
 from bot.search.base import Hit
 from tests.support.answers import CANTEEN, LIBRARY, answered, hit, missed
 
+pytestmark = pytest.mark.contract
+
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 MASK = PrivacyPolicy.from_settings(PrivacySettings()).stored.mask  # the default kinds, as config.yaml has them
 

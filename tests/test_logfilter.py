@@ -21,6 +21,8 @@ from bot.logfilter import GRADIO_FAILED, GRADIO_MODULES, RepeatFilter, log_gradi
 from tests.support.knowledge import ROOT, TINY, config_dict, write_knowledge
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def capture():
@@ -130,7 +132,8 @@ def bad_request(base: str, port: int, kind: str, n: int) -> None:
             sock.recv(100)
         return
     headers = {"connection": "close"}
-    garbage = {"content": os.urandom(200), "headers": {**headers, "content-type": "multipart/form-data; boundary=xyz"}}
+    garbage_body = os.urandom(200)
+    garbage_headers = {**headers, "content-type": "multipart/form-data; boundary=xyz"}
     send = {
         "queue_join_bad_json": lambda: httpx.post(
             base + "/gradio_api/queue/join",
@@ -147,7 +150,9 @@ def bad_request(base: str, port: int, kind: str, n: int) -> None:
             headers=headers,
             json={"data": [None, "x"], "fn_index": 0, "session_hash": f"s{n}", "trigger_id": 1},
         ),
-        "upload_garbage": lambda: httpx.post(base + "/gradio_api/upload", **garbage),
+        "upload_garbage": lambda: httpx.post(
+            base + "/gradio_api/upload", content=garbage_body, headers=garbage_headers
+        ),
         "run_too_few_inputs": lambda: httpx.post(base + "/gradio_api/run/chat", json={"data": [1]}, headers=headers),
         "run_wrong_types": lambda: httpx.post(
             base + "/gradio_api/run/chat", headers=headers, json={"data": [{"a": 1}, "not a list", 5, None]}
@@ -156,7 +161,7 @@ def bad_request(base: str, port: int, kind: str, n: int) -> None:
         "queue_data_unknown_session": lambda: httpx.get(
             base + "/gradio_api/queue/data", headers=headers, params={"session_hash": f"nobody-{n}"}
         ),
-        "admin_login_garbage": lambda: httpx.post(base + "/admin/login", **garbage),
+        "admin_login_garbage": lambda: httpx.post(base + "/admin/login", content=garbage_body, headers=garbage_headers),
     }[kind]
     try:
         send()

@@ -15,7 +15,9 @@ from bot.factory import build_bot, build_store
 from bot.knowledge.entries import load_entries
 from tests.support.knowledge import set_cutoffs, write_knowledge
 
-KB = {
+pytestmark = pytest.mark.unit
+
+KB: dict[str, dict[str, str | list[str]]] = {
     "english": {
         "query": "支持英文问题吗？",
         "document": "支持。英文问题会按英文分词检索，也可以直接用英文提问。",

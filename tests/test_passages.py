@@ -26,6 +26,8 @@ from bot.search.passages import (
 from tests.support.knowledge import TINY, write_knowledge
 from tests.support.searchers import BUILDERS
 
+pytestmark = pytest.mark.unit
+
 PARAGRAPHS = [
     "游泳馆位于东区体育中心二楼。每周二至周日下午两点到晚上九点开放，周一闭馆清洁。入馆需要出示校园卡并通过健康检查。",
     "快递驿站设在南门宿舍区旁边的平房里。营业时间是早上九点到晚上八点，取件时请出示取件码。大件包裹可以预约送货上门。",

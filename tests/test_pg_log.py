@@ -25,6 +25,8 @@ from tests.support.postgres import PASSWORD
 from tests.support.serving import ADMIN_LOGIN, login, serve_in_process
 from tests.support.serving import call_event as call
 
+pytestmark = pytest.mark.e2e
+
 
 def postgres_settings(settings, monkeypatch, dsn: str | None):
     """``settings`` with ``log.backend: postgres``, the DSN (None: unset) in KBBOT_PG_DSN."""

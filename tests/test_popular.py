@@ -11,6 +11,8 @@ from bot.factory import build_bot, build_store
 from bot.ui.app import ChatHandlers
 from tests.support.knowledge import set_cutoffs
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def busy_bot(settings):

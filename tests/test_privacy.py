@@ -23,6 +23,8 @@ from bot.factory import build_bot
 from bot.ui.inbox_tab import InboxHandlers
 from tests.support.knowledge import ROOT, config_dict
 
+pytestmark = pytest.mark.e2e
+
 MOBILE, ID_CARD, EMAIL = "13812345678", "44010219900101123X", "zhang.san@example.com"
 SECRETS = (MOBILE, "1234567", ID_CARD, "440102199001011", "zhang.san", "6222021234567890123")
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bot.chat.prompt import PromptBuilder, normalize_history
 from bot.config.variants import replace
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
+
+pytestmark = pytest.mark.unit
 
 
 def hit(i: int, relevance: float, doc: str = "内容", bm25: float = 10.0) -> Hit:

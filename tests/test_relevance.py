@@ -18,6 +18,8 @@ from bot.search.tantivy_searcher import TantivySearcher
 from tests.support.es_server import FIELD_WEIGHTS, client_for, index_name, shared_server
 from tests.support.knowledge import TINY, write_knowledge
 
+pytestmark = pytest.mark.unit
+
 STATS = TermStats(10, {"怎么": 8, "图书馆": 1, "开放": 2})  # "天气": never used by the knowledge
 
 

@@ -7,10 +7,14 @@ import json
 import threading
 import time
 
+import pytest
+
 from bot.factory import build_bot, build_store
 from bot.ui.indexing import IndexingProgress
 from bot.ui.knowledge_tab import KnowledgeHandlers
 from tests.support.knowledge import set_cutoffs
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb_dir):

@@ -23,6 +23,8 @@ from bot.search.relevance import SparseSearcher
 from tests.support.knowledge import TINY, write_knowledge
 from tests.support.searchers import BUILDERS, E5_SPARSE_WEIGHT, QUESTION_WEIGHT, QUESTIONS, cluster_builder
 
+pytestmark = pytest.mark.contract
+
 DISAGREE = "knowledge 检索"  # a question whose BM25 order and coverage order differ on TINY
 
 

@@ -27,6 +27,8 @@ from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import ROOT, config_dict, set_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
 
+pytestmark = pytest.mark.e2e
+
 OPENAI_KEY = f"sk-SECRET-{uuid.uuid4().hex}"
 ES_API_KEY = f"esk-SECRET-{uuid.uuid4().hex}"
 ES_USER = f"esuser-SECRET-{uuid.uuid4().hex}"
@@ -147,6 +149,7 @@ def test_llm_error_messages_do_not_leak_the_key(secret_settings, llm_server, deb
     else:
         llm_server.fail(fault)
     llm = build_llm(secret_settings)
+    assert llm is not None
     with pytest.raises(BotError) as caught:
         llm.complete([{"role": "user", "content": "hi"}])
     assert_clean(*error_surfaces(caught.value), *log_surfaces(debug_logs))
@@ -257,8 +260,10 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     assert headers  # the credentials really are in play (as an Authorization header)
     if fallback:
         from bot.factory import sparse_searcher
+        from bot.search.tantivy_searcher import TantivySearcher
 
         searcher = sparse_searcher(settings, tokenizer)
+        assert isinstance(searcher, TantivySearcher)  # the stand-in for the unreachable Elasticsearch
         assert searcher.notice and "Elasticsearch" in (searcher.fallback_reason or "")
         assert_clean(searcher.notice, searcher.fallback_reason, repr(searcher))
     else:

@@ -9,6 +9,8 @@ import pytest
 from bot.config.secrets import env_secret
 from bot.fsutil import commit_file, temp_beside, write_text_atomic
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_committed_file_replaces_the_old_one_whole_and_leaves_no_temp(tmp_path):
     target = tmp_path / "index" / "vectors.faiss"

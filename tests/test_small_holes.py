@@ -8,6 +8,8 @@ import pytest
 
 from bot.config.variants import replace
 
+pytestmark = pytest.mark.e2e
+
 
 def login_failures(base: str, spoof: bool) -> list[int]:
     """Status codes of 8 wrong admin passwords, each claiming a new address in X-Forwarded-For when ``spoof``."""
@@ -129,7 +131,7 @@ def test_a_huge_validation_error_is_logged_cut_to_the_configured_size(settings):
     logger.addHandler(handler)
     logger.propagate = False
     try:
-        Chat(history=[f"turn {n} " * 20 for n in range(20_000)])  # type: ignore[list-item]
+        Chat(history=[f"turn {n} " * 20 for n in range(20_000)])  # type: ignore[misc]  # invalid on purpose
     except pydantic.ValidationError as exc:
         size = len(str(exc))
         logger.error("request failed: %s", exc, exc_info=True)

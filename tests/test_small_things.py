@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from bot import texts
 from bot.chat import services
 from bot.chat.answer import Answer, Strategy
@@ -15,6 +17,8 @@ from bot.knowledge.store import KnowledgeStore
 from bot.search.healing import ServedSearcher
 from bot.ui.render import header_markdown, sources_html
 from tests.support.knowledge import ROOT, TINY, set_cutoffs, write_knowledge
+
+pytestmark = pytest.mark.e2e
 
 LLM_NOTICE = "⚠️ 知识库中没有匹配的内容，以下回答仅来自大模型，请注意核实。/ No knowledge matched."
 

@@ -17,6 +17,8 @@ from bot.conversations.turn_log import TurnLog
 from bot.factory import build_bot, build_store
 from tests.support.knowledge import write_knowledge
 
+pytestmark = pytest.mark.unit
+
 SONGS = {
     "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》。", "metadata": "校歌"},
     "second": {"query": "中大的第二校歌是什么？", "document": "第二校歌是《紫荆花开》。", "metadata": "校歌"},

@@ -11,11 +11,13 @@ import yaml
 
 from bot.config.variants import replace
 from bot.errors import ConfigError
-from bot.search.relevance import TermStats, coverage
-from bot.search.synonyms import SynonymError, Synonyms, parse_synonyms
+from bot.search.relevance import SparseSearcher, TermStats, coverage
+from bot.search.synonyms import SynonymError, Synonyms, Unit, parse_synonyms
 from bot.search.tokenizer import Tokenizer
 from tests.support.cli import run as run_cli
 from tests.support.knowledge import TINY, config_dict, write_knowledge
+
+pytestmark = pytest.mark.e2e
 
 CAMPUS = {
     **TINY,
@@ -58,7 +60,7 @@ def test_a_malformed_line_is_an_error_naming_file_and_line(text, message):
 
 def test_coverage_counts_a_group_once_and_matches_any_of_its_words():
     stats = TermStats(10, {"中山大学": 9, "中大": 0, "校训": 1})
-    question = [(("中大",), ("中山大学",)), "校训"]
+    question: list[Unit] = [(("中大",), ("中山大学",)), "校训"]
     entry = {"中山大学", "校训"}
     assert coverage(question, entry, stats) == 1.0
     # Without the group the unknown abbreviation holds most of the IDF mass and the entry covers little of it.
@@ -126,6 +128,7 @@ def test_sparse_search_uses_the_groups_and_follows_edits_without_a_reindex(setti
     bot = build_bot(settings, llm=None)
     searcher = bot.index.searcher("sparse")
     (leaf,) = searcher.leaves()
+    assert isinstance(leaf, SparseSearcher) and leaf.synonyms is not None
     leaf.synonyms.check_interval = 0
     hits = searcher.search("学费怎么退钱", 3)
     assert hits[0].entry.id == "faq:refund" and hits[0].relevance == 1.0
@@ -181,10 +184,11 @@ def test_elasticsearch_applies_the_groups_as_tantivy_does(tmp_path):
     assert es.search("中大北校区在哪", 1)[0].entry.id == "faq:north"
 
 
-def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(settings, tmp_path):
+def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(settings, tmp_path, monkeypatch):
     import numpy as np
 
     from bot.factory import build_tokenizer, searcher_factories
+    from bot.search.faiss_searcher import FaissSearcher
 
     path = tmp_path / "synonyms.txt"
     _write(path, GROUPS)
@@ -192,6 +196,7 @@ def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(set
     settings = replace(settings, "retrieval.dense.encoder", "fasttext")
     settings = replace(settings, "retrieval.dense.synonyms", "append")
     dense = searcher_factories(settings, build_tokenizer(settings))["dense"]()
+    assert isinstance(dense, FaissSearcher)
     assert dense.synonyms is not None and dense.synonym_mode == "append"
     asked: list[str] = []
 
@@ -199,7 +204,7 @@ def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(set
         asked.append(text)
         return np.ones(4, dtype=np.float32)
 
-    dense.encoder.embed_query = embed_query  # the question as the encoder receives it
+    monkeypatch.setattr(dense.encoder, "embed_query", embed_query)  # the question as the encoder receives it
     dense.synonym_mode = "substitute"
     dense.query_vector("中大校训是什么")
     dense.query_vector("图书馆几点开门")

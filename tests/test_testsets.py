@@ -16,6 +16,8 @@ from bot.factory import build_bot, build_store
 from bot.ui.testsets_tab import TestSetHandlers
 from tests.support.knowledge import set_cutoffs
 
+pytestmark = pytest.mark.unit
+
 CSV = "question,expected\n怎么添加知识？,faq:add\n图书馆几点开门,faq:library\n火星上有几座城市,none\n怎么切换模式,faq:mode\n"
 
 

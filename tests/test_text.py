@@ -7,6 +7,8 @@ import pytest
 from bot.errors import ConfigError
 from bot.search.tokenizer import Tokenizer, normalize
 
+pytestmark = pytest.mark.unit
+
 
 def test_full_width_and_case_are_normalised():
     assert normalize("ＡＰＩ　Ｋｅｙ１２３") == "api key123"

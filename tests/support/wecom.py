@@ -13,6 +13,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypedDict
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -25,8 +26,22 @@ CORP_ID = "ww0123456789abcdef"
 AGENT_ID = 1000002
 SECRET = "wecom-app-secret-for-tests"
 
+
+class Sample(TypedDict):
+    """WeCom's published sample: credentials, two signed requests (signature, timestamp, nonce) and their payloads."""
+
+    token: str
+    aes_key: str
+    corp_id: str
+    verify: tuple[str, str, str]
+    echostr: str
+    echo_plain: str
+    post: tuple[str, str, str]
+    encrypt: str
+
+
 # WeCom's own sample (its WXBizMsgCrypt Sample.py): URL verification and a text message "你好" from ChenJiaShun.
-SAMPLE = {
+SAMPLE: Sample = {
     "token": "hJqcu3uJ9Tn2gXPmxx2w9kkCkCE2EPYo",
     "aes_key": "6qkdMrq68nTKduznJYO1A37W2oEgpkMUvkttRToqhUt",
     "corp_id": "ww1436e0e65a779aee",
