@@ -8,6 +8,8 @@ import pytest
 from bot.errors import ConfigError
 from bot.ui.admin import AdminAuth
 
+pytestmark = pytest.mark.unit
+
 KEY = "k" * 40
 
 

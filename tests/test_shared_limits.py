@@ -25,7 +25,8 @@ from tests.support.knowledge import ROOT
 from tests.support.ports import free_port
 from tests.support.serving import TOKEN, client
 
-pytest.importorskip("psycopg")
+pytestmark = pytest.mark.e2e
+
 QUESTION = "怎么添加知识？"
 
 
