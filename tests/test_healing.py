@@ -201,7 +201,7 @@ def test_damaged_faiss_body_is_detected_and_rebuilt_never_served(tmp_path, kb_di
     make().sync(entries)
     scramble(tmp_path / "faiss" / INDEX_FILE, share=0.3)
     searcher = make()
-    assert searcher.indexed_hashes() is None and "checksum" in searcher.stale_reason
+    assert searcher.indexed_hashes() is None and "checksum" in (searcher.check() or "")
     report = searcher.sync(entries)
     assert report.rebuilt and report.added == len(entries)
     for e in entries:

@@ -83,6 +83,54 @@ class Found:
     failed: bool = False
 
 
+@runtime_checkable
+class Retriever(Protocol):
+    """The query role: ranks the knowledge for a query. Holds no per-search state."""
+
+    name: str
+    # The retrieval system whose thresholds apply to the relevance of the hits ("sparse", "dense-e5", ...).
+    system: str
+
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The best ``top_k`` hits for ``query`` (among the entries ``within`` admits), best first."""
+        ...
+
+
+@runtime_checkable
+class IndexStore(Protocol):
+    """The storage role: keeps an index in step with the entries; what the knowledge index's workers use."""
+
+    name: str
+
+    def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
+        """Make the index hold exactly ``entries``, touching only what changed."""
+        ...
+
+    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
+        """Add new entries or replace entries with the same id."""
+        ...
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove entries by id; unknown ids are ignored."""
+        ...
+
+    def reset(self, reason: str) -> None:
+        """Drop the whole index so the next sync rebuilds it."""
+        ...
+
+    def signature(self) -> str:
+        """What the index's layout depends on besides the entries; a change means a rebuild."""
+        ...
+
+    def indexed_hashes(self) -> dict[str, str] | None:
+        """id -> content hash of what the index holds now, or None when no usable index exists."""
+        ...
+
+    def check(self) -> str | None:
+        """Why the index as it is on disk cannot serve, None when it can."""
+        ...
+
+
 class Searcher(ABC):
     """Base of every searcher: subclasses store and score; the base does the diffing for sync.
 
@@ -98,8 +146,8 @@ class Searcher(ABC):
     system: str = "sparse"
     # Fixed when the searcher is built: why it stands in for the configured engine (e.g. Elasticsearch unreachable).
     notice: str | None = None
-    # Why the last look at the on-disk index found nothing usable; subclasses set it when they open it.
-    stale_reason: str = "no index yet"
+    # Why the last look at the on-disk index found nothing usable; backends set it when they open it (read: check()).
+    _stale: str = "no index yet"
 
     @abstractmethod
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
@@ -127,6 +175,11 @@ class Searcher(ABC):
         """What the index's layout depends on besides the entries (tokenizer, fields, boosts)."""
         return ""
 
+    def check(self) -> str | None:
+        """Why the index as it is on disk cannot serve (missing, built with other settings, unreadable), None when
+        it can."""
+        return None if self.indexed_hashes() is not None else self._stale
+
     def leaves(self) -> list[Searcher]:
         """The searchers that hold an index: itself, or the parts of a fusion."""
         return [self]
@@ -140,7 +193,7 @@ class Searcher(ABC):
         start = time.perf_counter()
         current = self.indexed_hashes()
         rebuilt = current is None
-        reason = self.stale_reason if rebuilt else ""
+        reason = (self.check() or "no index yet") if rebuilt else ""
         if current is None:
             self.reset(reason)
             current = {}

@@ -132,7 +132,7 @@ class FaissSearcher(Searcher):
         self._writing = threading.RLock()  # one writer at a time; encoding and saving run outside ``_lock``
         self._generation = 0  # +1 when the encoder's model is swapped (question vectors of the old one are void)
         self._loaded = False
-        self.stale_reason = "no index yet"
+        self._stale = "no index yet"
         self._reset_memory()
 
     def _reset_memory(self) -> None:
@@ -174,12 +174,12 @@ class FaissSearcher(Searcher):
         faiss = _import_faiss()
         state_file = self.path / STATE_FILE
         if not state_file.is_file():
-            self.stale_reason = "no index yet"
+            self._stale = "no index yet"
             return False
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
             if state.get("signature") != self.signature():
-                self.stale_reason = "embedding model or template changed"
+                self._stale = "embedding model or template changed"
                 log.info("faiss index at %s was built with another model or template; rebuilding", self.path)
                 return False
             index = None
@@ -191,7 +191,7 @@ class FaissSearcher(Searcher):
                 if index.ntotal != state["ntotal"]:
                     raise ValueError(f"index holds {index.ntotal} vectors, state says {state['ntotal']}")
         except Exception as exc:  # any failure to read means: rebuild from the knowledge
-            self.stale_reason = f"index unreadable ({exc})"
+            self._stale = f"index unreadable ({exc})"
             log.warning("faiss index at %s is unreadable (%s); rebuilding it", self.path, exc)
             return False
         self._reset_memory()

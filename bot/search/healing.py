@@ -198,6 +198,10 @@ class ServedSearcher(Searcher):
         """The target's."""
         return self.target.indexed_hashes() if self.target is not None else None
 
+    def check(self) -> str | None:
+        """The target's (no searcher: none can serve)."""
+        return self.target.check() if self.target is not None else "no searcher"
+
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
         """Not for writing: the index's workers write."""
         raise TypeError("a served searcher is read-only; the knowledge index writes through its workers")

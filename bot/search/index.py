@@ -242,8 +242,9 @@ class KnowledgeIndex:
     def _damage(self, leaf: Searcher) -> str | None:
         """Why ``leaf``'s index cannot serve (no index, a failing probe, a file not matching its checksum), or None."""
         try:
-            if leaf.indexed_hashes() is None:
-                return leaf.stale_reason
+            reason = leaf.check()
+            if reason is not None:
+                return reason
             path = getattr(leaf, "path", None)
             if isinstance(path, Path) and (path / "meta.json").is_file():
                 problem = tantivy_problem(path)

@@ -91,12 +91,12 @@ class TantivySearcher(SparseSearcher):
 
         state_file = self.path / STATE_FILE
         if not state_file.is_file():
-            self.stale_reason = "no index yet"
+            self._stale = "no index yet"
             return None
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
             if state.get("signature") != self.signature():
-                self.stale_reason = "built with other settings (tokenizer or schema changed)"
+                self._stale = "built with other settings (tokenizer or schema changed)"
                 log.info("tantivy index at %s was built with other settings; rebuilding", self.path)
                 return None
             problem = tantivy_problem(self.path)  # random bytes in a body would panic mid-search, not here
@@ -106,7 +106,7 @@ class TantivySearcher(SparseSearcher):
             index.register_tokenizer(ANALYZER, _analyzer())
             index.searcher().num_docs  # noqa: B018 - touches the segments so corruption shows here
         except Exception as exc:  # any failure to read means: rebuild from the knowledge
-            self.stale_reason = f"index unreadable ({exc})"
+            self._stale = f"index unreadable ({exc})"
             log.warning("tantivy index at %s is unreadable (%s); rebuilding it", self.path, exc)
             return None
         self._hashes = dict(state.get("hashes", {}))
