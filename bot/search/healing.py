@@ -26,7 +26,7 @@ from pathlib import Path
 from bot.errors import ConfigError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Found, Hit, Progress, Searcher
+from bot.search.base import Found, Hit, Progress, Retriever, Searcher
 from bot.texts import HEALING_ALONE
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def tantivy_problem(path: Path) -> str | None:
     return None
 
 
-def probe(searcher: Searcher, entries: Sequence[Entry], samples: int = 3) -> str | None:
+def probe(searcher: Retriever, entries: Sequence[Entry], samples: int = 3) -> str | None:
     """Search a few entries' questions; the error as text when the index cannot answer them, else None."""
     step = max(1, len(entries) // samples)
     sampled: list[Entry | None] = [*list(entries)[::step][:samples]]
@@ -187,7 +187,7 @@ class ServedSearcher(Searcher):
         return Found(tuple(hits), self.system, self.name, self.notices())
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
-        """The hits of :meth:`find` (for callers that only rank, e.g. the linter and the rewrite rung)."""
+        """The hits of :meth:`find` (for callers that only rank, e.g. the linter)."""
         return list(self.find(query, top_k, within).hits)
 
     def leaves(self) -> list[Searcher]:

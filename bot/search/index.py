@@ -21,7 +21,7 @@ from pathlib import Path
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.background import Worker
-from bot.search.base import Progress, Searcher, SyncReport
+from bot.search.base import IndexStore, Progress, Searcher, SyncReport
 from bot.search.healing import ServedSearcher, probe, tantivy_problem
 from bot.search.passages import Passages, PassageSearcher
 from bot.search.progress import BuildProgress, Snapshot
@@ -191,7 +191,7 @@ class KnowledgeIndex:
             time.sleep(0.02)
         return False
 
-    def _leaf_lock(self, leaf: Searcher) -> threading.RLock:
+    def _leaf_lock(self, leaf: IndexStore) -> threading.RLock:
         with self._lock:
             return self._writing.setdefault(id(leaf), threading.RLock())
 
