@@ -1,4 +1,29 @@
-"""The Searcher role: ``search(query, top_k) -> list[Hit]`` plus incremental sync of entries."""
+"""The search layer's two roles and the contract every backend keeps (tests/test_searcher_contract.py).
+
+**Query role** (:class:`Retriever`): ``search(query, top_k, within) -> list[Hit]``. Every backend (tantivy, FAISS,
+Elasticsearch, hybrid, passages) guarantees:
+
+- hits best first, never more than ``top_k``, [] for an empty or word-less query;
+- ``relevance`` in [0, 1] whatever the question, what the hit's ``signals`` say it is, never rising down the
+  ranking; an entry's exact question gives it a relevance at least that of any other entry;
+- with ``within``, only the entries it admits, in the order of the unfiltered ranking (:func:`top_within`);
+- ``system`` names the thresholds that apply to the relevance (a key of ``retrieval.thresholds``);
+- no per-search state on the searcher: what answered a search travels in :class:`Found`, which
+  :class:`bot.search.healing.ServedSearcher.find` builds (the system that answered, notices, a failure). A turn
+  searches only through that one call (``TurnSearch.find`` / ``_search``), the rewrite and HyDE rungs included.
+
+**Storage role** (:class:`IndexStore`), what the knowledge index's workers use:
+
+- ``sync(entries)`` makes the index hold exactly ``entries``, touching only what changed, and says what it did
+  (:class:`SyncReport`); ``upsert``/``remove`` edit by id (unknown ids ignored); ``reset`` drops everything;
+- ``signature()`` is what the layout depends on besides the entries: a change means a rebuild;
+- ``indexed_hashes()`` is id -> content hash of what the index holds, None when no usable index exists;
+- ``check()`` is why the index as it is stored cannot serve (missing, built with other settings, unreadable or not
+  matching its checksum), None when it can: None after a sync, a reason for a missing or damaged index;
+- a reopened index (same path) serves what the last sync left, and syncing it again changes nothing.
+
+:class:`Searcher` is the base that implements both roles for a backend (it does the diffing for ``sync``).
+"""
 
 from __future__ import annotations
 
@@ -132,14 +157,8 @@ class IndexStore(Protocol):
 
 
 class Searcher(ABC):
-    """Base of every searcher: subclasses store and score; the base does the diffing for sync.
-
-    The contract every backend keeps (tests/test_searcher_contract.py): ``search`` ranks best first with relevance in
-    [0, 1] that orders the hits as the ranking does, returns [] for a word-less query and never more than ``top_k``;
-    ``sync`` makes the index hold exactly the given entries, touching only what changed; ``indexed_hashes`` is None
-    when no usable index exists, with the reason in ``stale_reason``. Per-search facts (which searcher answered, its
-    notices, a failure) travel in :class:`Found`, built by :class:`bot.search.healing.ServedSearcher`.
-    """
+    """Base of every searcher, in both roles (:class:`Retriever` and :class:`IndexStore`; the contract is the
+    module's docstring): subclasses store and score; the base does the diffing for sync."""
 
     name: str = "searcher"
     # The retrieval system whose thresholds apply to this searcher's relevance ("sparse", "dense-e5", ...).
