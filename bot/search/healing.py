@@ -89,6 +89,16 @@ def probe(searcher: Retriever, entries: Sequence[Entry], samples: int = 3) -> st
     return None
 
 
+def index_damage(leaf: Searcher, entries: Sequence[Entry]) -> str | None:
+    """Why ``leaf``'s index cannot serve after a search failed on it (its ``check()``: no index, a file not matching
+    its checksum; else a probe search that fails), or None: then the failure was not the index's."""
+    try:
+        reason = leaf.check()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return reason or probe(leaf, entries)
+
+
 def _pid_gone(pid: int, mtime: float) -> bool:
     if pid == os.getpid():
         return mtime < _STARTED

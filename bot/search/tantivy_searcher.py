@@ -85,6 +85,14 @@ class TantivySearcher(SparseSearcher):
         weights = "".join(str(self.field_weights[f]) for f in FIELDS)
         return f"{SCHEMA_VERSION}:{weights}:{self.tokenizer.signature()}"
 
+    def check(self) -> str | None:
+        """Why the index on disk cannot serve: none there, other settings, or (open already) a segment file that
+        no longer matches its checksum; None when it can."""
+        reason = super().check()
+        if reason is None and (self.path / "meta.json").is_file():
+            return tantivy_problem(self.path)
+        return reason
+
     def _open(self):
         """Open the index on disk, or return None if it is missing, from another version, or unreadable."""
         import tantivy
