@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from bot.chat.answer import Strategy
 from bot.config.variants import replace
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
@@ -25,6 +26,7 @@ from bot.search.tantivy_searcher import TantivySearcher
 from bot.texts import BUILDING_ALONE, HEALING_ALONE
 from tests.support.fault_injection import plant_stale_temp, scramble, segment_files
 from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.llm_scripts import ANSWER, HARD, kind
 
 pytestmark = pytest.mark.unit
 
@@ -177,6 +179,40 @@ def test_random_bytes_in_tantivy_segments_heal_instead_of_failing_the_chat(setti
     assert TantivySearcher(folder, bot.index.tokenizer, WEIGHTS).indexed_hashes() is not None  # whole on disk again
 
 
+def test_a_search_failing_in_the_rewrite_rung_is_healed_and_reported_like_the_main_search(
+    llm_settings, llm_server, monkeypatch, caplog
+):
+    set_cutoffs(llm_settings, "sparse", 0.5)
+    bot = app_bot(replace(llm_settings, "fallback.chain", ["rewrite", "last_resort"]))
+    assert bot.index.wait_idle(60)
+    leaf = bot.index.searcher("sparse").leaves()[0]
+    armed, search, rewrites = threading.Event(), leaf.search, []
+
+    def fails_once_armed(query, top_k, within=None):  # the index's files go away under the rung's first search
+        if armed.is_set():
+            armed.clear()
+            raise OSError("injected: the index files went away")
+        return search(query, top_k, within)
+
+    def reply(body):
+        if kind(body) == "rewrite":
+            if not rewrites:
+                armed.set()  # the first turn's main search is done: only its rung's first search fails
+            rewrites.append(body)
+            return "怎么添加知识？\n如何往知识库里加资料"
+        return ANSWER
+
+    monkeypatch.setattr(leaf, "search", fails_once_armed)
+    llm_server.reply = reply
+    answer = bot.answer(HARD)  # no exception
+    assert not armed.is_set() and "healing the index in the background" in caplog.text
+    assert HEALING in (answer.notice or ""), answer.notice
+    assert bot.index.wait_idle(60)
+    again = bot.answer(HARD)
+    assert again.strategy is Strategy.REWRITE and again.hits[0].entry.id == "faq:add"
+    assert HEALING not in (again.notice or "")
+
+
 def test_tantivy_body_damage_is_found_at_open_by_its_checksums(tmp_path, kb_dir, tokenizer, caplog):
     entries = load_entries(kb_dir)
     TantivySearcher(tmp_path / "t", tokenizer, WEIGHTS).sync(entries)
@@ -203,7 +239,7 @@ def test_damaged_faiss_body_is_detected_and_rebuilt_never_served(tmp_path, kb_di
     make().sync(entries)
     scramble(tmp_path / "faiss" / INDEX_FILE, share=0.3)
     searcher = make()
-    assert searcher.indexed_hashes() is None and "checksum" in searcher.stale_reason
+    assert searcher.indexed_hashes() is None and "checksum" in (searcher.check() or "")
     report = searcher.sync(entries)
     assert report.rebuilt and report.added == len(entries)
     for e in entries:

@@ -8,6 +8,8 @@ What every searcher promises about relevance (docs/retrieval-and-decision.md "Sc
 question; it is what the hit's signals say it is; the exact question of an entry gives that entry a relevance at
 least as high as any other entry's. Ranking differs by kind, and the suite checks each: sparse searchers return
 hits in BM25 order (``score``; relevance = coverage does not reorder them), dense and hybrid ones by relevance.
+The storage role's ``check()`` is a reason before the first sync and for a damaged index, None after a sync (the
+contract is written in bot/search/base.py's docstring).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from bot.config.settings import SYSTEMS
 from bot.knowledge.entries import Entry, load_entries
-from bot.search.base import Hit, Searcher
+from bot.search.base import Hit, IndexStore, Retriever, Searcher
 from bot.search.relevance import SparseSearcher
 from tests.support.knowledge import TINY, write_knowledge
 from tests.support.searchers import BUILDERS, E5_SPARSE_WEIGHT, QUESTION_WEIGHT, QUESTIONS, cluster_builder
@@ -259,6 +261,36 @@ def test_no_filter_and_a_filter_on_every_category_give_the_same_hits(searcher, c
         plain, filtered = searcher.search(question, 5), searcher.search(question, 5, everything)
         assert ids(plain) == ids(filtered), question
         assert [h.relevance for h in plain] == pytest.approx([h.relevance for h in filtered])
+
+
+def test_check_is_a_reason_before_the_first_sync_and_none_after_it(make, entries):
+    fresh = make()
+    assert isinstance(fresh, IndexStore) and isinstance(fresh, Retriever)  # both roles, on every backend
+    reason = fresh.check()
+    assert isinstance(reason, str) and reason  # nothing on disk yet: it says so
+    fresh.sync(entries)
+    assert fresh.check() is None
+    assert make().check() is None  # reopened from what the sync left
+
+
+def damage(leaf: Searcher) -> None:
+    """Make the index as it is stored unusable: unreadable state on disk, or (a remote index) the index gone."""
+    folder = getattr(leaf, "path", None)
+    if folder is None:
+        leaf.client.indices.delete(index=leaf.index)  # type: ignore[attr-defined]
+    else:
+        (folder / "kbbot-state.json").write_text("{not json", encoding="utf-8")
+
+
+def test_check_gives_why_a_damaged_index_cannot_serve_and_a_sync_rebuilds_it(searcher, make, entries):
+    for leaf in searcher.leaves():
+        damage(leaf)
+    reopened = make()
+    reason = reopened.check()
+    assert isinstance(reason, str) and reason, reason
+    report = reopened.sync(entries)
+    assert report.rebuilt and report.reason and reopened.check() is None
+    assert ids(reopened.search("怎么添加知识", 1)) == ["faq:add"]
 
 
 def test_served_the_search_reports_what_answered_it(searcher):

@@ -6,14 +6,13 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bot.chat.llm import ChatModel
 from bot.config.settings import RewriteSettings
 from bot.errors import LLMError
-from bot.knowledge.filters import EntryFilter
-from bot.search.base import Hit, Searcher
+from bot.search.base import Found, Hit
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +23,12 @@ _QUOTES = "\"'“”‘’「」`"
 
 @dataclass(frozen=True)
 class Rewrites:
-    """The phrasings written for a question and the merged hits they found (each names its phrasing)."""
+    """The phrasings written for a question, the merged hits they found (each names its phrasing) and what answered
+    each phrasing's search (its system, notices, a failure)."""
 
     phrasings: tuple[str, ...] = ()
     hits: list[Hit] = field(default_factory=list)
+    found: tuple[Found, ...] = ()
 
 
 def parse_phrasings(reply: str, question: str, count: int) -> list[str]:
@@ -72,13 +73,12 @@ class MultiQueryRewrite:
     def run(
         self,
         question: str,
-        searcher: Searcher,
+        find: Callable[[str], Found],
         top_k: int,
         timings: dict[str, float],
-        within: EntryFilter | None = None,
     ) -> Rewrites:
-        """Write the phrasings and search each with ``searcher`` (among the entries ``within`` admits); nothing (a
-        log line) if the LLM fails or writes none."""
+        """Write the phrasings and search each with ``find`` (the turn's one search call, which says what answered);
+        nothing (a log line) if the LLM fails or writes none."""
         t = time.perf_counter()
         try:
             phrasings = self.phrasings(question)
@@ -89,6 +89,7 @@ class MultiQueryRewrite:
         if not phrasings:
             return Rewrites()
         t = time.perf_counter()
-        hits = merge_by_entry([(p, searcher.search(p, top_k, within)) for p in phrasings], top_k)
+        found = [find(p) for p in phrasings]
+        hits = merge_by_entry([(p, f.hits) for p, f in zip(phrasings, found, strict=True)], top_k)
         timings["retrieve_rewrite"] = (time.perf_counter() - t) * 1000
-        return Rewrites(tuple(phrasings), hits)
+        return Rewrites(tuple(phrasings), hits, tuple(found))

@@ -170,11 +170,24 @@ class TurnSearch:
     def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
         """(the LLM's phrasings of the turn's question, the passing hits they found)."""
         assert self.multi_query is not None  # the rewrite rung exists only with an LLM
-        searcher = self.index.searcher(turn.base.mode)
-        rewrites = self.multi_query.run(turn.search_text, searcher, self.top_k, turn.timings, turn.base.within)
-        cutoffs = self.cutoffs(searcher.system)
+        mode, within = turn.base.mode, turn.base.within
+        rewrites = self.multi_query.run(
+            turn.search_text, lambda text: self.find(text, mode, self.top_k, within), self.top_k, turn.timings
+        )
+        # Thresholds and notices of what answered the phrasings, as for the main search
+        system = rewrites.found[0].system if rewrites.found else self.index.searcher(mode).system
+        turn.base = turn.base.noted(*(n for f in rewrites.found for n in f.notices))
+        cutoffs = self.cutoffs(system)
         passed = self._graded(turn.search_text, rewrites.hits, None, (), cutoffs, turn.timings)[1]
         return rewrites.phrasings, passed
+
+    def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None, retry: bool = True) -> Found:
+        """One search of what ``mode`` serves now and what answered it; a failed search (healing scheduled) is
+        repeated once with what serves then, as :meth:`_search` does."""
+        found = self.index.served(mode).find(text[: self.max_search_chars], top_k, within)
+        if retry and found.failed:
+            return self.find(text, mode, top_k, within, retry=False)
+        return found
 
     def _graded(self, question: str, hits: list[Hit], passed: list[Hit] | None, parts, cutoffs: Cutoffs, timings):
         """(hits, passing hits, parts) after the optional LLM grading (``passed`` None: computed here), against

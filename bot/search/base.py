@@ -1,4 +1,29 @@
-"""The Searcher role: ``search(query, top_k) -> list[Hit]`` plus incremental sync of entries."""
+"""The search layer's two roles and the contract every backend keeps (tests/test_searcher_contract.py).
+
+**Query role** (:class:`Retriever`): ``search(query, top_k, within) -> list[Hit]``. Every backend (tantivy, FAISS,
+Elasticsearch, hybrid, passages) guarantees:
+
+- hits best first, never more than ``top_k``, [] for an empty or word-less query;
+- ``relevance`` in [0, 1] whatever the question, what the hit's ``signals`` say it is, never rising down the
+  ranking; an entry's exact question gives it a relevance at least that of any other entry;
+- with ``within``, only the entries it admits, in the order of the unfiltered ranking (:func:`top_within`);
+- ``system`` names the thresholds that apply to the relevance (a key of ``retrieval.thresholds``);
+- no per-search state on the searcher: what answered a search travels in :class:`Found`, which
+  :class:`bot.search.healing.ServedSearcher.find` builds (the system that answered, notices, a failure). A turn
+  searches only through that one call (``TurnSearch.find`` / ``_search``), the rewrite and HyDE rungs included.
+
+**Storage role** (:class:`IndexStore`), what the knowledge index's workers use:
+
+- ``sync(entries)`` makes the index hold exactly ``entries``, touching only what changed, and says what it did
+  (:class:`SyncReport`); ``upsert``/``remove`` edit by id (unknown ids ignored); ``reset`` drops everything;
+- ``signature()`` is what the layout depends on besides the entries: a change means a rebuild;
+- ``indexed_hashes()`` is id -> content hash of what the index holds, None when no usable index exists;
+- ``check()`` is why the index as it is stored cannot serve (missing, built with other settings, unreadable or not
+  matching its checksum), None when it can: None after a sync, a reason for a missing or damaged index;
+- a reopened index (same path) serves what the last sync left, and syncing it again changes nothing.
+
+:class:`Searcher` is the base that implements both roles for a backend (it does the diffing for ``sync``).
+"""
 
 from __future__ import annotations
 
@@ -83,23 +108,65 @@ class Found:
     failed: bool = False
 
 
-class Searcher(ABC):
-    """Base of every searcher: subclasses store and score; the base does the diffing for sync.
+@runtime_checkable
+class Retriever(Protocol):
+    """The query role: ranks the knowledge for a query. Holds no per-search state."""
 
-    The contract every backend keeps (tests/test_searcher_contract.py): ``search`` ranks best first with relevance in
-    [0, 1] that orders the hits as the ranking does, returns [] for a word-less query and never more than ``top_k``;
-    ``sync`` makes the index hold exactly the given entries, touching only what changed; ``indexed_hashes`` is None
-    when no usable index exists, with the reason in ``stale_reason``. Per-search facts (which searcher answered, its
-    notices, a failure) travel in :class:`Found`, built by :class:`bot.search.healing.ServedSearcher`.
-    """
+    name: str
+    # The retrieval system whose thresholds apply to the relevance of the hits ("sparse", "dense-e5", ...).
+    system: str
+
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The best ``top_k`` hits for ``query`` (among the entries ``within`` admits), best first."""
+        ...
+
+
+@runtime_checkable
+class IndexStore(Protocol):
+    """The storage role: keeps an index in step with the entries; what the knowledge index's workers use."""
+
+    name: str
+
+    def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
+        """Make the index hold exactly ``entries``, touching only what changed."""
+        ...
+
+    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
+        """Add new entries or replace entries with the same id."""
+        ...
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove entries by id; unknown ids are ignored."""
+        ...
+
+    def reset(self, reason: str) -> None:
+        """Drop the whole index so the next sync rebuilds it."""
+        ...
+
+    def signature(self) -> str:
+        """What the index's layout depends on besides the entries; a change means a rebuild."""
+        ...
+
+    def indexed_hashes(self) -> dict[str, str] | None:
+        """id -> content hash of what the index holds now, or None when no usable index exists."""
+        ...
+
+    def check(self) -> str | None:
+        """Why the index as it is on disk cannot serve, None when it can."""
+        ...
+
+
+class Searcher(ABC):
+    """Base of every searcher, in both roles (:class:`Retriever` and :class:`IndexStore`; the contract is the
+    module's docstring): subclasses store and score; the base does the diffing for sync."""
 
     name: str = "searcher"
     # The retrieval system whose thresholds apply to this searcher's relevance ("sparse", "dense-e5", ...).
     system: str = "sparse"
     # Fixed when the searcher is built: why it stands in for the configured engine (e.g. Elasticsearch unreachable).
     notice: str | None = None
-    # Why the last look at the on-disk index found nothing usable; subclasses set it when they open it.
-    stale_reason: str = "no index yet"
+    # Why the last look at the on-disk index found nothing usable; backends set it when they open it (read: check()).
+    _stale: str = "no index yet"
 
     @abstractmethod
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
@@ -127,6 +194,11 @@ class Searcher(ABC):
         """What the index's layout depends on besides the entries (tokenizer, fields, boosts)."""
         return ""
 
+    def check(self) -> str | None:
+        """Why the index as it is on disk cannot serve (missing, built with other settings, unreadable), None when
+        it can."""
+        return None if self.indexed_hashes() is not None else self._stale
+
     def leaves(self) -> list[Searcher]:
         """The searchers that hold an index: itself, or the parts of a fusion."""
         return [self]
@@ -140,7 +212,7 @@ class Searcher(ABC):
         start = time.perf_counter()
         current = self.indexed_hashes()
         rebuilt = current is None
-        reason = self.stale_reason if rebuilt else ""
+        reason = (self.check() or "no index yet") if rebuilt else ""
         if current is None:
             self.reset(reason)
             current = {}

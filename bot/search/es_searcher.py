@@ -124,7 +124,7 @@ class ElasticsearchSearcher(SparseSearcher):
                 f"Elasticsearch at {self.hosts} failed to {what}: {exc.meta.status} {exc.message}"
             ) from exc
 
-    def check(self) -> None:
+    def check_reachable(self) -> None:
         """Fail fast at start when the cluster is unreachable, naming the host and how to start one."""
         try:
             with self._guard("connect"):
@@ -213,6 +213,7 @@ class ElasticsearchSearcher(SparseSearcher):
         """id -> content hash read from the index (paged with search_after), or None when missing or stale."""
         meta = self._meta()
         if meta is None or meta.get("signature") != self.signature():
+            self._stale = "no index yet" if meta is None else "built with other settings (analyzer or schema changed)"
             return None
         hashes: dict[str, str] = {}
         after = None
@@ -381,5 +382,5 @@ def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: An
         shards=es.shards,
         replicas=es.replicas,
     )
-    searcher.check()
+    searcher.check_reachable()
     return searcher

@@ -17,78 +17,43 @@ graph is rebuilt from the stored vectors (``reconstruct_n``; no re-encoding).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from bot.errors import ConfigError
-from bot.fsutil import commit_file, temp_beside, write_text_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
-from bot.optional import optional_import
 from bot.search.base import Hit, Progress, Searcher, SyncReport, top_within
-from bot.search.encoders import DENSE_HINT, Encoder
+from bot.search.encoders import Encoder
 from bot.search.encoders.base import DOCUMENT, QUESTION
-from bot.search.healing import file_digest
+from bot.search.faiss_files import (  # noqa: F401 - INDEX_FILE, STATE_FILE and json_by_item re-exported
+    INDEX_FILE,
+    SCHEMA_VERSION,
+    STATE_FILE,
+    _import_faiss,
+    _search_one_thread,
+    json_by_item,
+    read_state,
+    write_state,
+)
+from bot.search.faiss_writes import VectorWrites
 from bot.search.progress import announce
+from bot.search.staging import restage
 from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import is_word, normalize
 
-if TYPE_CHECKING:
-    from bot.search.encoders import FastTextEncoder
-
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "2"
-STATE_FILE = "kbbot-state.json"
-INDEX_FILE = "vectors.faiss"
 TEMPLATE_KEY = "retrieval.dense.embed_template"
-HNSW_M = 32  # graph degree: the usual recall/memory balance for ~100-dim vectors
-HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 64
-BATCH = 256  # entries encoded per progress tick
 CANDIDATES = 4  # vectors fetched per wanted hit before the entries found are scored exactly
 RECENT_QUERIES = 256  # question vectors remembered (a model change resets the searcher, hence them too)
-
-
-def _import_faiss():
-    return optional_import("faiss", "dense and hybrid retrieval (faiss-cpu)", DENSE_HINT)
-
-
-def _search_one_thread(index, vectors: np.ndarray, k: int):
-    """Search on this thread alone: for one query vector an OpenMP team only costs wake-ups, and on a busy
-    machine waiting for a descheduled team member turned 0.1 ms searches into 10 ms ones (benchmarks/speed.py).
-    The OpenMP thread count is per calling thread; it is restored so bulk adds here stay parallel."""
-    faiss = _import_faiss()
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        return index.search(vectors, k)
-    finally:
-        faiss.omp_set_num_threads(before)
-
-
-def json_by_item(data: Any) -> str:
-    """``json.dumps(data, ensure_ascii=False)``, the dicts of the top two levels one item at a time: the same text,
-    but a request thread can take the GIL between items (one dumps of 100k entries' state held it for ~0.4 s)."""
-
-    def dumps(value: Any, depth: int) -> str:
-        if depth < 2 and isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return (
-                "{"
-                + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {dumps(v, depth + 1)}" for k, v in value.items())
-                + "}"
-            )
-        return json.dumps(value, ensure_ascii=False)
-
-    return dumps(data, 0)
 
 
 def _clip(value: float) -> float:
@@ -104,7 +69,7 @@ class Cosines(NamedTuple):
     matched_question: str = ""
 
 
-class FaissSearcher(Searcher):
+class FaissSearcher(VectorWrites, Searcher):
     """Cosine similarity between the question's vector and each entry's question and passage vectors."""
 
     name = "faiss"
@@ -132,7 +97,7 @@ class FaissSearcher(Searcher):
         self._writing = threading.RLock()  # one writer at a time; encoding and saving run outside ``_lock``
         self._generation = 0  # +1 when the encoder's model is swapped (question vectors of the old one are void)
         self._loaded = False
-        self.stale_reason = "no index yet"
+        self._stale = "no index yet"
         self._reset_memory()
 
     def _reset_memory(self) -> None:
@@ -160,40 +125,18 @@ class FaissSearcher(Searcher):
         return f"{SCHEMA_VERSION}:{template}:{self.encoder.signature()}"
 
     # -- index lifecycle -------------------------------------------------
-    def _new_index(self, kind: str, dim: int):
-        faiss = _import_faiss()
-        if kind == "hnsw":
-            inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-            inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        else:
-            inner = faiss.IndexFlatIP(dim)
-        return faiss.IndexIDMap2(inner)  # the faiss wrapper keeps ``inner`` alive as long as the map
-
     def _open(self) -> bool:
         """Load state and vectors from disk; False (and a reason) when missing, from other settings or unreadable."""
-        faiss = _import_faiss()
-        state_file = self.path / STATE_FILE
-        if not state_file.is_file():
-            self.stale_reason = "no index yet"
-            return False
         try:
-            state = json.loads(state_file.read_text(encoding="utf-8"))
-            if state.get("signature") != self.signature():
-                self.stale_reason = "embedding model or template changed"
-                log.info("faiss index at %s was built with another model or template; rebuilding", self.path)
-                return False
-            index = None
-            if state["ntotal"]:
-                digest = state.get("checksum")
-                if digest is not None and file_digest(self.path / INDEX_FILE) != digest:
-                    raise ValueError(f"{INDEX_FILE} does not match its checksum")  # else: garbage scores
-                index = faiss.read_index(str(self.path / INDEX_FILE))
-                if index.ntotal != state["ntotal"]:
-                    raise ValueError(f"index holds {index.ntotal} vectors, state says {state['ntotal']}")
+            loaded = read_state(self.path, self.signature())
         except Exception as exc:  # any failure to read means: rebuild from the knowledge
-            self.stale_reason = f"index unreadable ({exc})"
+            self._stale = f"index unreadable ({exc})"
             log.warning("faiss index at %s is unreadable (%s); rebuilding it", self.path, exc)
             return False
+        if isinstance(loaded, str):
+            self._stale = loaded
+            return False
+        state, index = loaded
         self._reset_memory()
         self._index, self.kind, self._next_id = index, state["kind"], state["next_id"]
         self._units = {k: [int(i) for i, _ in units] for k, units in state["units"].items()}
@@ -223,179 +166,49 @@ class FaissSearcher(Searcher):
             self._save()
 
     def _save(self) -> None:
-        faiss = _import_faiss()
-        ntotal = 0 if self._index is None else int(self._index.ntotal)
-        checksum = None
-        if ntotal:
-            tmp = temp_beside(self.path / INDEX_FILE)
-            faiss.write_index(self._index, str(tmp))
-            checksum = file_digest(tmp)
-            commit_file(tmp, self.path / INDEX_FILE)
-        write_text_atomic(
-            self.path / STATE_FILE,
-            json_by_item(
-                {
-                    "signature": self.signature(),
-                    "kind": self.kind,
-                    "next_id": self._next_id,
-                    "ntotal": ntotal,
-                    "checksum": checksum,
-                    "units": {k: [[i, self._owner[i][1]] for i in ids] for k, ids in self._units.items()},
-                    "tombstones": sorted(self._tombstones),
-                    "entries": {k: entry_record(e) for k, e in self._entries.items()},
-                }
-            ),
+        write_state(
+            self.path,
+            self._index,
+            {
+                "signature": self.signature(),
+                "kind": self.kind,
+                "next_id": self._next_id,
+                "units": {k: [[i, self._owner[i][1]] for i in ids] for k, ids in self._units.items()},
+                "tombstones": sorted(self._tombstones),
+                "entries": {k: entry_record(e) for k, e in self._entries.items()},
+            },
         )
 
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
-        """Retrain the encoder if the knowledge changed (then re-encode everything), else add/replace/remove the diff."""
-        start = time.perf_counter()
-        staged = getattr(self.encoder, "staged", None)
+        """Retrain the encoder if the knowledge changed (then re-encode everything: bot/search/staging.py), else
+        add/replace/remove the diff."""
         with self._writing:
-            fresh = staged(entries) if staged is not None else None
-            if fresh is not None:  # a new model: encode everything aside, then swap model and vectors at once
-                reason, encoder = fresh
-                self._swap_in(encoder, entries, progress)
-                return SyncReport(
-                    added=len(entries),
-                    rebuilt=True,
-                    seconds=time.perf_counter() - start,
-                    reason=f"{reason}; all {len(entries)} vectors re-encoded",
-                )
-            retrained = self.encoder.prepare(entries)
-            if retrained:
-                with self._lock:
-                    self.reset(retrained)
-                    announce(progress, len(entries))
-                    self.upsert(entries, progress)
-                return SyncReport(
-                    added=len(entries),
-                    rebuilt=True,
-                    seconds=time.perf_counter() - start,
-                    reason=f"{retrained}; all {len(entries)} vectors re-encoded",
-                )
-            return super().sync(entries, progress)
+            restaged = restage(self, entries, progress)
+            return restaged if restaged is not None else super().sync(entries, progress)
 
-    def _swap_in(self, encoder: FastTextEncoder, entries: Sequence[Entry], progress: Progress | None) -> None:
-        """Build the vectors of ``entries`` with ``encoder`` (a copy trained in its own folder) while this index
-        keeps serving, then make the copy's model this encoder's and the new vectors this index's, atomically."""
-        aside = FaissSearcher(
-            encoder.model_dir / "faiss", encoder, self.embed_template, self.question_weight, self.hnsw_above
-        )
-        aside.reset("new model")
-        announce(progress, len(entries))
-        aside.upsert(entries, progress)
-        from bot.search.encoders import FastTextEncoder
+    def rebuild_with(self, entries: Sequence[Entry], reason: str, progress: Progress | None) -> None:
+        """Drop every vector and encode ``entries`` again, readers waiting (the encoder's model changed in place)."""
+        with self._writing, self._lock:
+            self.reset(reason)
+            announce(progress, len(entries))
+            self.upsert(entries, progress)
 
-        current = self.encoder
-        assert isinstance(current, FastTextEncoder)  # the only encoder with staged(), which made ``encoder``
+    def sibling(self, path: Path, encoder: Encoder) -> FaissSearcher:
+        """An index like this one in another folder, with another encoder (where a new model's vectors are built)."""
+        return FaissSearcher(path, encoder, self.embed_template, self.question_weight, self.hnsw_above)
+
+    def take_over(self, other: FaissSearcher, adopt: Callable[[], None]) -> None:
+        """Serve ``other``'s vectors from now on, with ``adopt`` (the swap of the model they were encoded with) run
+        in the same step: no reader sees the new vectors with the old model or the reverse. Then saved here."""
         with self._lock:
-            current.adopt(encoder)
+            adopt()
             for name in ("_index", "kind", "_next_id", "_units", "_owner", "_tombstones", "_entries", "_hashes"):
-                setattr(self, name, getattr(aside, name))
+                setattr(self, name, getattr(other, name))
             self._recent.clear()
             self._generation += 1
             self._loaded = True
         self.path.mkdir(parents=True, exist_ok=True)
         self._save()
-
-    # -- writes ----------------------------------------------------------
-    def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> tuple[np.ndarray, list[tuple[str, str]]]:
-        """Vectors of every unit of ``entries`` (rows in order) and each row's (entry id, role)."""
-        units = [(e.id, role, text) for e in entries for role, text in self.unit_texts(e)]
-        rows: list[np.ndarray | None] = [None] * len(units)
-        step = max(1, getattr(self.encoder, "batch_size", BATCH))  # slow encoders report progress more often
-        for role, embed in ((QUESTION, self.encoder.embed_questions), (DOCUMENT, self.encoder.embed_documents)):
-            picked = [i for i, u in enumerate(units) if u[1] == role]
-            for start in range(0, len(picked), step):
-                batch = picked[start : start + step]
-                vectors = np.asarray(embed([units[i][2] for i in batch]), dtype=np.float32)
-                for i, v in zip(batch, vectors):
-                    rows[i] = v
-                if progress and role == DOCUMENT:  # one tick per entry: its passage is the slow part
-                    progress(len(batch))
-        filled = [r for r in rows if r is not None]
-        assert len(filled) == len(rows)  # every unit is a question or a document
-        return np.ascontiguousarray(np.vstack(filled)), [(u[0], u[1]) for u in units]
-
-    def _drop(self, int_ids: list[int]) -> None:
-        """Retire vectors: deleted from a flat index, tombstoned in HNSW (which cannot delete)."""
-        for i in int_ids:
-            self._owner.pop(i, None)
-        if not int_ids or self._index is None:
-            return
-        if self.kind == "hnsw":
-            self._tombstones.update(int_ids)
-        else:
-            self._index.remove_ids(np.array(int_ids, dtype=np.int64))
-
-    def _rebuild(self, kind: str) -> None:
-        """Rebuild the index as ``kind`` from the live vectors it stores (no re-encoding)."""
-        faiss = _import_faiss()
-        old = self._index
-        assert old is not None  # only rebuilt when it holds vectors (see _maintain)
-        ids = faiss.vector_to_array(old.id_map).astype(np.int64)
-        vectors = faiss.downcast_index(old.index).reconstruct_n(0, old.ntotal)
-        keep = np.array([i in self._owner for i in ids], dtype=bool)
-        index = self._new_index(kind, vectors.shape[1])
-        if keep.any():
-            index.add_with_ids(np.ascontiguousarray(vectors[keep]), ids[keep])
-        with self._lock:  # built outside it (HNSW takes a while); readers see the old graph until here
-            self._index, self.kind, self._tombstones = index, kind, set()
-        log.info("faiss index rebuilt as %s with %d vectors", kind, index.ntotal)
-
-    def _maintain(self) -> None:
-        live = len(self._owner)
-        if (self.kind == "flat" and len(self._units) > self.hnsw_above) or (
-            self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10)
-        ):
-            self._rebuild("hnsw")
-
-    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
-        """Encode the entries and add them; an entry with a known id replaces its old vectors."""
-        entries = list({e.id: e for e in entries}.values())
-        if not entries:
-            return
-        with self._writing:
-            if not self._ensure():
-                self.reset("no index yet")
-            # The slow part, outside the readers' lock: searches keep using the current vectors meanwhile.
-            vectors, owners = self._encode(entries, progress)
-            with self._lock:
-                self._upsert_vectors(entries, vectors, owners)
-            self._maintain()
-            self._save()
-
-    def _upsert_vectors(self, entries: list[Entry], vectors: np.ndarray, owners: list[tuple[str, str]]) -> None:
-        """Replace the entries' vectors by the encoded ones (under the readers' lock: quick)."""
-        self._drop([i for e in entries for i in self._units.pop(e.id, [])])
-        ids = np.arange(self._next_id, self._next_id + len(owners), dtype=np.int64)
-        if self._index is None:
-            kind = "hnsw" if len(entries) > self.hnsw_above else "flat"
-            self._index, self.kind = self._new_index(kind, vectors.shape[1]), kind
-        self._index.add_with_ids(vectors, ids)
-        self._next_id += len(owners)
-        for (entry_id, role), i in zip(owners, ids.tolist()):
-            self._units.setdefault(entry_id, []).append(i)
-            self._owner[i] = (entry_id, role)
-        for e in entries:
-            self._entries[e.id], self._hashes[e.id] = e, e.content_hash
-
-    def remove(self, ids: Iterable[str]) -> None:
-        """Remove entries by id; unknown ids are ignored."""
-        with self._writing:
-            if not self._ensure():
-                return
-            gone = [i for i in dict.fromkeys(ids) if i in self._units]
-            if not gone:
-                return
-            with self._lock:
-                self._drop([n for i in gone for n in self._units.pop(i)])
-                for i in gone:
-                    self._entries.pop(i, None)
-                    self._hashes.pop(i, None)
-            self._maintain()
-            self._save()
 
     # -- reads -----------------------------------------------------------
     def query_vector(self, query: str) -> np.ndarray | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from bot.errors import ConfigError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Found, Hit, Progress, Searcher
+from bot.search.base import Found, Hit, Progress, Retriever, Searcher
 from bot.texts import HEALING_ALONE
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def tantivy_problem(path: Path) -> str | None:
     return None
 
 
-def probe(searcher: Searcher, entries: Sequence[Entry], samples: int = 3) -> str | None:
+def probe(searcher: Retriever, entries: Sequence[Entry], samples: int = 3) -> str | None:
     """Search a few entries' questions; the error as text when the index cannot answer them, else None."""
     step = max(1, len(entries) // samples)
     sampled: list[Entry | None] = [*list(entries)[::step][:samples]]
@@ -87,6 +87,16 @@ def probe(searcher: Searcher, entries: Sequence[Entry], samples: int = 3) -> str
         except BaseException as exc:
             return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def index_damage(leaf: Searcher, entries: Sequence[Entry]) -> str | None:
+    """Why ``leaf``'s index cannot serve after a search failed on it (its ``check()``: no index, a file not matching
+    its checksum; else a probe search that fails), or None: then the failure was not the index's."""
+    try:
+        reason = leaf.check()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return reason or probe(leaf, entries)
 
 
 def _pid_gone(pid: int, mtime: float) -> bool:
@@ -187,7 +197,7 @@ class ServedSearcher(Searcher):
         return Found(tuple(hits), self.system, self.name, self.notices())
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
-        """The hits of :meth:`find` (for callers that only rank, e.g. the linter and the rewrite rung)."""
+        """The hits of :meth:`find` (for callers that only rank, e.g. the linter)."""
         return list(self.find(query, top_k, within).hits)
 
     def leaves(self) -> list[Searcher]:
@@ -197,6 +207,10 @@ class ServedSearcher(Searcher):
     def indexed_hashes(self) -> dict[str, str] | None:
         """The target's."""
         return self.target.indexed_hashes() if self.target is not None else None
+
+    def check(self) -> str | None:
+        """The target's (no searcher: none can serve)."""
+        return self.target.check() if self.target is not None else "no searcher"
 
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
         """Not for writing: the index's workers write."""

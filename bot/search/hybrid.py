@@ -90,6 +90,10 @@ class HybridSearcher(Searcher):
             return None
         return {k: h for k, h in sparse.items() if dense.get(k) == h}
 
+    def check(self) -> str | None:
+        """Why either index cannot serve (named by its role), or None."""
+        return next((f"{role}: {why}" for role, s in self._parts() if (why := s.check()) is not None), None)
+
     def reset(self, reason: str) -> None:
         """Reset both indexes."""
         self.sparse.reset(reason)

@@ -21,8 +21,8 @@ from pathlib import Path
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.background import Worker
-from bot.search.base import Progress, Searcher, SyncReport
-from bot.search.healing import ServedSearcher, probe, tantivy_problem
+from bot.search.base import IndexStore, Progress, Searcher, SyncReport
+from bot.search.healing import ServedSearcher, index_damage
 from bot.search.passages import Passages, PassageSearcher
 from bot.search.progress import BuildProgress, Snapshot
 from bot.search.tokenizer import Tokenizer
@@ -191,7 +191,7 @@ class KnowledgeIndex:
             time.sleep(0.02)
         return False
 
-    def _leaf_lock(self, leaf: Searcher) -> threading.RLock:
+    def _leaf_lock(self, leaf: IndexStore) -> threading.RLock:
         with self._lock:
             return self._writing.setdefault(id(leaf), threading.RLock())
 
@@ -206,7 +206,7 @@ class KnowledgeIndex:
                         self._ready.add(key)
                 return SyncReport()
             if damage is not None:
-                problem = self._damage(leaf)
+                problem = index_damage(leaf, self.units)
                 if problem:
                     log.warning(
                         "%s index is damaged (%s; a search failed with %s); rebuilding it from the knowledge",
@@ -238,20 +238,6 @@ class KnowledgeIndex:
                 report.seconds,
             )
         return report
-
-    def _damage(self, leaf: Searcher) -> str | None:
-        """Why ``leaf``'s index cannot serve (no index, a failing probe, a file not matching its checksum), or None."""
-        try:
-            if leaf.indexed_hashes() is None:
-                return leaf.stale_reason
-            path = getattr(leaf, "path", None)
-            if isinstance(path, Path) and (path / "meta.json").is_file():
-                problem = tantivy_problem(path)
-                if problem:
-                    return problem
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return probe(leaf, self.units)
 
     def _schedule(self, leaf: Searcher) -> Future:
         """Sync ``leaf`` on its own worker (merged with a sync that still waits there)."""

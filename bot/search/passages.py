@@ -199,10 +199,9 @@ class PassageSearcher(Searcher):
         self.inner, self.passages = inner, passages
         self.name, self.system = inner.name, inner.system
 
-    @property
-    def stale_reason(self) -> str:  # type: ignore[override]
-        """Why the inner searcher's index is not usable."""
-        return self.inner.stale_reason
+    def check(self) -> str | None:
+        """Why the inner searcher's index cannot serve, or None."""
+        return self.inner.check()
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """The best ``top_k`` entries (of those ``within`` admits), each with the passages that matched."""

@@ -85,18 +85,26 @@ class TantivySearcher(SparseSearcher):
         weights = "".join(str(self.field_weights[f]) for f in FIELDS)
         return f"{SCHEMA_VERSION}:{weights}:{self.tokenizer.signature()}"
 
+    def check(self) -> str | None:
+        """Why the index on disk cannot serve: none there, other settings, or (open already) a segment file that
+        no longer matches its checksum; None when it can."""
+        reason = super().check()
+        if reason is None and (self.path / "meta.json").is_file():
+            return tantivy_problem(self.path)
+        return reason
+
     def _open(self):
         """Open the index on disk, or return None if it is missing, from another version, or unreadable."""
         import tantivy
 
         state_file = self.path / STATE_FILE
         if not state_file.is_file():
-            self.stale_reason = "no index yet"
+            self._stale = "no index yet"
             return None
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
             if state.get("signature") != self.signature():
-                self.stale_reason = "built with other settings (tokenizer or schema changed)"
+                self._stale = "built with other settings (tokenizer or schema changed)"
                 log.info("tantivy index at %s was built with other settings; rebuilding", self.path)
                 return None
             problem = tantivy_problem(self.path)  # random bytes in a body would panic mid-search, not here
@@ -106,7 +114,7 @@ class TantivySearcher(SparseSearcher):
             index.register_tokenizer(ANALYZER, _analyzer())
             index.searcher().num_docs  # noqa: B018 - touches the segments so corruption shows here
         except Exception as exc:  # any failure to read means: rebuild from the knowledge
-            self.stale_reason = f"index unreadable ({exc})"
+            self._stale = f"index unreadable ({exc})"
             log.warning("tantivy index at %s is unreadable (%s); rebuilding it", self.path, exc)
             return None
         self._hashes = dict(state.get("hashes", {}))

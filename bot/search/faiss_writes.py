@@ -1,0 +1,161 @@
+"""The writing half of the FAISS index (:class:`bot.search.faiss_searcher.FaissSearcher`): entries encoded into
+question and passage vectors, added by int64 id, replaced and removed, and the graph rebuilt when it outgrows a flat
+index or collects too many tombstones (the layout is described in faiss_searcher's docstring)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from bot.knowledge.entries import Entry
+from bot.search.base import Progress
+from bot.search.encoders import Encoder
+from bot.search.encoders.base import DOCUMENT, QUESTION
+from bot.search.faiss_files import _import_faiss
+
+log = logging.getLogger("bot.search.faiss_searcher")  # one logger for the index, whichever half writes
+
+HNSW_M = 32  # graph degree: the usual recall/memory balance for ~100-dim vectors
+HNSW_EF_CONSTRUCTION = 80
+BATCH = 256  # entries encoded per progress tick
+
+
+class VectorWrites:
+    """Encoding and storing vectors; mixed into FaissSearcher, which holds the state below and the locks."""
+
+    encoder: Encoder
+    hnsw_above: int
+    kind: str
+    _lock: threading.RLock
+    _writing: threading.RLock
+    _index: Any | None
+    _next_id: int
+    _units: dict[str, list[int]]
+    _owner: dict[int, tuple[str, str]]
+    _tombstones: set[int]
+    _entries: dict[str, Entry]
+    _hashes: dict[str, str]
+
+    def unit_texts(self, entry: Entry) -> list[tuple[str, str]]:
+        """(role, text) of each vector an entry gets (the index defines it)."""
+        raise NotImplementedError
+
+    def _ensure(self) -> bool:
+        raise NotImplementedError
+
+    def reset(self, reason: str) -> None:
+        """Drop every vector (the index defines it)."""
+        raise NotImplementedError
+
+    def _save(self) -> None:
+        raise NotImplementedError
+
+    def _new_index(self, kind: str, dim: int):
+        faiss = _import_faiss()
+        if kind == "hnsw":
+            inner = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        else:
+            inner = faiss.IndexFlatIP(dim)
+        return faiss.IndexIDMap2(inner)  # the faiss wrapper keeps ``inner`` alive as long as the map
+
+    def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> tuple[np.ndarray, list[tuple[str, str]]]:
+        """Vectors of every unit of ``entries`` (rows in order) and each row's (entry id, role)."""
+        units = [(e.id, role, text) for e in entries for role, text in self.unit_texts(e)]
+        rows: list[np.ndarray | None] = [None] * len(units)
+        step = max(1, getattr(self.encoder, "batch_size", BATCH))  # slow encoders report progress more often
+        for role, embed in ((QUESTION, self.encoder.embed_questions), (DOCUMENT, self.encoder.embed_documents)):
+            picked = [i for i, u in enumerate(units) if u[1] == role]
+            for start in range(0, len(picked), step):
+                batch = picked[start : start + step]
+                vectors = np.asarray(embed([units[i][2] for i in batch]), dtype=np.float32)
+                for i, v in zip(batch, vectors):
+                    rows[i] = v
+                if progress and role == DOCUMENT:  # one tick per entry: its passage is the slow part
+                    progress(len(batch))
+        filled = [r for r in rows if r is not None]
+        assert len(filled) == len(rows)  # every unit is a question or a document
+        return np.ascontiguousarray(np.vstack(filled)), [(u[0], u[1]) for u in units]
+
+    def _drop(self, int_ids: list[int]) -> None:
+        """Retire vectors: deleted from a flat index, tombstoned in HNSW (which cannot delete)."""
+        for i in int_ids:
+            self._owner.pop(i, None)
+        if not int_ids or self._index is None:
+            return
+        if self.kind == "hnsw":
+            self._tombstones.update(int_ids)
+        else:
+            self._index.remove_ids(np.array(int_ids, dtype=np.int64))
+
+    def _rebuild(self, kind: str) -> None:
+        """Rebuild the index as ``kind`` from the live vectors it stores (no re-encoding)."""
+        faiss = _import_faiss()
+        old = self._index
+        assert old is not None  # only rebuilt when it holds vectors (see _maintain)
+        ids = faiss.vector_to_array(old.id_map).astype(np.int64)
+        vectors = faiss.downcast_index(old.index).reconstruct_n(0, old.ntotal)
+        keep = np.array([i in self._owner for i in ids], dtype=bool)
+        index = self._new_index(kind, vectors.shape[1])
+        if keep.any():
+            index.add_with_ids(np.ascontiguousarray(vectors[keep]), ids[keep])
+        with self._lock:  # built outside it (HNSW takes a while); readers see the old graph until here
+            self._index, self.kind, self._tombstones = index, kind, set()
+        log.info("faiss index rebuilt as %s with %d vectors", kind, index.ntotal)
+
+    def _maintain(self) -> None:
+        live = len(self._owner)
+        if (self.kind == "flat" and len(self._units) > self.hnsw_above) or (
+            self.kind == "hnsw" and len(self._tombstones) > max(16, live // 10)
+        ):
+            self._rebuild("hnsw")
+
+    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
+        """Encode the entries and add them; an entry with a known id replaces its old vectors."""
+        entries = list({e.id: e for e in entries}.values())
+        if not entries:
+            return
+        with self._writing:
+            if not self._ensure():
+                self.reset("no index yet")
+            # The slow part, outside the readers' lock: searches keep using the current vectors meanwhile.
+            vectors, owners = self._encode(entries, progress)
+            with self._lock:
+                self._upsert_vectors(entries, vectors, owners)
+            self._maintain()
+            self._save()
+
+    def _upsert_vectors(self, entries: list[Entry], vectors: np.ndarray, owners: list[tuple[str, str]]) -> None:
+        """Replace the entries' vectors by the encoded ones (under the readers' lock: quick)."""
+        self._drop([i for e in entries for i in self._units.pop(e.id, [])])
+        ids = np.arange(self._next_id, self._next_id + len(owners), dtype=np.int64)
+        if self._index is None:
+            kind = "hnsw" if len(entries) > self.hnsw_above else "flat"
+            self._index, self.kind = self._new_index(kind, vectors.shape[1]), kind
+        self._index.add_with_ids(vectors, ids)
+        self._next_id += len(owners)
+        for (entry_id, role), i in zip(owners, ids.tolist()):
+            self._units.setdefault(entry_id, []).append(i)
+            self._owner[i] = (entry_id, role)
+        for e in entries:
+            self._entries[e.id], self._hashes[e.id] = e, e.content_hash
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove entries by id; unknown ids are ignored."""
+        with self._writing:
+            if not self._ensure():
+                return
+            gone = [i for i in dict.fromkeys(ids) if i in self._units]
+            if not gone:
+                return
+            with self._lock:
+                self._drop([n for i in gone for n in self._units.pop(i)])
+                for i in gone:
+                    self._entries.pop(i, None)
+                    self._hashes.pop(i, None)
+            self._maintain()
+            self._save()
