@@ -330,6 +330,7 @@ def bench_dense(
     from bot.config.settings import load_settings
     from bot.factory import searcher_factories
     from bot.search import faiss_searcher as fs
+    from bot.search import faiss_writes as fw
     from bot.search.faiss_searcher import FaissSearcher
 
     ents = entries[:n]
@@ -370,8 +371,8 @@ def bench_dense(
     flat = faiss.IndexFlatIP(dim)
     flat.add(vectors)
     t = time.perf_counter()
-    hnsw = faiss.IndexHNSWFlat(dim, fs.HNSW_M, faiss.METRIC_INNER_PRODUCT)
-    hnsw.hnsw.efConstruction = fs.HNSW_EF_CONSTRUCTION
+    hnsw = faiss.IndexHNSWFlat(dim, fw.HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = fw.HNSW_EF_CONSTRUCTION
     hnsw.add(vectors)
     out["hnsw_build"] = time.perf_counter() - t
     hnsw.hnsw.efSearch = fs.HNSW_EF_SEARCH

@@ -142,16 +142,22 @@ def test_a_save_does_not_block_a_concurrent_search(tmp_path, kb_dir, tokenizer):
     pytest.importorskip("faiss")
     from bot.search.faiss_searcher import FaissSearcher
 
-    dense = FaissSearcher(tmp_path / "faiss", SlowEncoder(0.0), "{query} {document}", 0.5, 50_000)
+    slow = SlowEncoder(0.0)
+    dense = FaissSearcher(tmp_path / "faiss", slow, "{query} {document}", 0.5, 50_000)
     factories = {"sparse": lambda: TantivySearcher(tmp_path / "tantivy", tokenizer, WEIGHTS), "dense": lambda: dense}
     index = KnowledgeIndex(kb_dir, tokenizer, factories, background=True)
     index.load()
     index.searcher("dense")
     assert index.wait_idle(60)
-    dense.encoder.delay = 0.5
+    slow.delay = 0.5
     write_knowledge(kb_dir, {f"n{i}": {"query": f"新问题{i}", "document": f"新答案{i}"} for i in range(40)}, "big.json")
     saved = threading.Event()
-    saver = threading.Thread(target=lambda: (index.refresh(force=True, wait=True), saved.set()))
+
+    def save() -> None:
+        index.refresh(force=True, wait=True)
+        saved.set()
+
+    saver = threading.Thread(target=save)
     saver.start()  # 40 entries x 2 batches of 4 x 0.5 s: the save takes about 5 s
     time.sleep(0.5)
     for mode in ("dense", "sparse"):
@@ -160,7 +166,7 @@ def test_a_save_does_not_block_a_concurrent_search(tmp_path, kb_dir, tokenizer):
         assert time.monotonic() - start < 2 and hits and hits[0].entry.id == "faq:add"
     assert not saved.is_set(), "the save finished before the searches: make the encoder slower"
     saver.join(60)
-    assert saved.is_set() and len(index.searcher("dense").indexed_hashes()) == len(TINY) + 40
+    assert saved.is_set() and len(index.searcher("dense").indexed_hashes() or {}) == len(TINY) + 40
 
 
 # -- healing ----------------------------------------------------------------------------
@@ -186,7 +192,8 @@ def test_a_search_failing_in_the_rewrite_rung_is_healed_and_reported_like_the_ma
     bot = app_bot(replace(llm_settings, "fallback.chain", ["rewrite", "last_resort"]))
     assert bot.index.wait_idle(60)
     leaf = bot.index.searcher("sparse").leaves()[0]
-    armed, search, rewrites = threading.Event(), leaf.search, []
+    armed, search = threading.Event(), leaf.search
+    rewrites: list[str] = []
 
     def fails_once_armed(query, top_k, within=None):  # the index's files go away under the rung's first search
         if armed.is_set():

@@ -178,6 +178,7 @@ def test_factory_reuses_the_sparse_and_dense_searchers(settings):
 
     factories = searcher_factories(hybrid_settings(settings), build_tokenizer(settings))
     hybrid = factories["hybrid"]()
+    assert isinstance(hybrid, HybridSearcher)
     assert hybrid.sparse is factories["sparse"]() and hybrid.dense is factories["dense"]()
     assert hybrid.system == "hybrid-e5" and hybrid.sparse_weight == SPARSE_WEIGHT
 
