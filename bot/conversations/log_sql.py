@@ -99,6 +99,10 @@ class SqlTurnLog:
         self.clock = clock or (lambda: datetime.now(UTC))
         self._count_lock = threading.Lock()
         self._since_prune = 0
+        # One connection per thread (``_local.conn``), each remembered so that close() reaches every thread's.
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[Any] = []
 
     # -- what a backend supplies ----------------------------------------------
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list:
@@ -113,9 +117,19 @@ class SqlTurnLog:
         """Insert ``row`` into turns inside the transaction ``c``; the new id."""
         raise NotImplementedError
 
+    def _remember(self, conn: Any) -> Any:
+        """``conn``, a new connection of this thread, kept for :meth:`close`."""
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
     def close(self) -> None:
         """Close every connection this log opened (in any thread)."""
-        raise NotImplementedError
+        with self._lock:
+            conns, self._connections = self._connections, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
 
     def query(self, sql: str, args: tuple | list = ()) -> list[tuple]:
         """Rows of a read-only statement written with ``?`` placeholders (the analytics tiles)."""
@@ -131,7 +145,7 @@ class SqlTurnLog:
         source: str | None = None,
         now: datetime | None = None,
     ) -> int:
-        """Store one answered turn (``source``: "web", "api", "widget", "cli"; ``client``: an opaque caller label); its id."""
+        """Store one answered turn (``source``: "web", "api", "widget", "wecom", "cli"; ``client``: an opaque caller label); its id."""
         row = turn_row(answer, session, client, source, utc_iso(now or self.clock()), self.mask)
         used = sorted({h["id"] for h in json.loads(row["hits"]) if h["used"]})  # one lock order for every writer
         with self._write() as c:

@@ -12,7 +12,6 @@ byte-wise as in SQLite, whatever the database's locale.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -137,9 +136,6 @@ class PgTurnLog(SqlTurnLog):
         super().__init__(retention_days, retention_rows, prune_every, clock, mask)
         self.psycopg = _psycopg()
         self._dsn, self.where, self.connect_timeout = dsn, f"PostgreSQL (${dsn_env})", connect_timeout
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: list[Any] = []
         self._schema_ready = False
         # After a failed connect, calls fail at once for this long: a server that does not answer costs a chat turn
         # connect_timeout once per interval, not on every turn.
@@ -169,8 +165,7 @@ class PgTurnLog(SqlTurnLog):
             self._down_until = time.monotonic() + self.retry_after
             raise TurnLogError(f"cannot connect to the conversation log in {self.where}: {exc}".strip()) from None
         conn.adapters.register_loader("numeric", _integral_loader(self.psycopg))
-        with self._lock:
-            self._connections.append(conn)
+        self._remember(conn)
         if not self._schema_ready:
             self._init_schema(conn)
         return conn
@@ -261,14 +256,6 @@ class PgTurnLog(SqlTurnLog):
             tuple(row.values()),
         )
         return int(cursor.fetchone()[0])
-
-    def close(self) -> None:
-        """Close every connection this log opened (in any thread)."""
-        with self._lock:
-            conns, self._connections = self._connections, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
 
 
 def _integral_loader(psycopg: Any) -> type:

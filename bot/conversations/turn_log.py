@@ -62,12 +62,9 @@ class TurnLog(SqlTurnLog):
         self.path = Path(path)
         self.timeout = timeout
         self.moved_aside: Path | None = None
-        self._local = threading.local()
-        self._lock = threading.Lock()
         # Writers of this process queue here; SQLite's busy handler (sleeps of up to 100 ms, unfair) only has to
         # arbitrate between processes. Without it 20 threads saw waits of over 2 s.
         self._write_lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
         self._open()
         if prune_on_open:
             self.prune()
@@ -81,9 +78,7 @@ class TurnLog(SqlTurnLog):
         conn.execute("PRAGMA foreign_keys = ON")
         # A 64 MiB page cache keeps the indexes the analytics tiles scan in memory between tiles (the default is 2 MiB).
         conn.execute("PRAGMA cache_size = -65536")
-        with self._lock:
-            self._connections.append(conn)
-        return conn
+        return self._remember(conn)
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -163,14 +158,6 @@ class TurnLog(SqlTurnLog):
             exc,
             target,
         )
-
-    def close(self) -> None:
-        """Close every connection this log opened (in any thread)."""
-        with self._lock:
-            conns, self._connections = self._connections, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
 
 
 class _Transaction:
