@@ -243,7 +243,8 @@ def open_log(request, tmp_path):
 
 @pytest.fixture
 def pg_settings(settings, pg_dsn, monkeypatch) -> Settings:
-    """``settings`` with the conversation log on a fresh PostgreSQL schema (ask for it before ``served``)."""
+    """A variant of ``settings`` with the conversation log on a fresh PostgreSQL schema (serve it with ``serve_api``
+    or ``serve_in_process``: the ``served`` fixture serves the plain ``settings``)."""
     monkeypatch.setenv("KBBOT_TEST_PG_DSN", pg_dsn)
     return update(settings, {"log.backend": "postgres", "log.postgres.dsn_env": "KBBOT_TEST_PG_DSN"})
 

@@ -30,6 +30,15 @@ pytestmark = pytest.mark.e2e
 QUESTION = "怎么添加知识？"
 
 
+@pytest.fixture
+def own_stores():
+    """The process's shared stores opened by the test are closed and forgotten after it."""
+    yield
+    for store in list(shared_limits._stores.values()):
+        store.close()
+    shared_limits._stores.clear()
+
+
 def replicas(dsn: str, name: str = "api-chat", max_events: int = 3) -> list[SharedLimiter]:
     """The same limiter as two replicas hold it: each its own store and connection."""
     return [SharedLimiter(RateStore(dsn, "test", 5), name, max_events, 60.0) for _ in range(2)]
@@ -77,25 +86,20 @@ def ask(v1: str) -> None:
     client(v1).chat.completions.create(model="kbbot", messages=[{"role": "user", "content": QUESTION}])
 
 
-def test_the_api_limit_holds_across_two_served_replicas(pg_settings, serve_api):
+def test_the_api_limit_holds_across_two_served_replicas(pg_settings, serve_api, own_stores):
     shared = update(pg_settings, {"limits.backend": "postgres", "limits.chat_per_minute": 2})
-    try:
-        first = serve_api(shared)
-        shared_limits._stores.clear()  # the second replica opens its own connection, as another process would
-        second = serve_api(shared)
-        ask(first)
-        ask(second)
-        for replica in (first, second):  # the third message of this token within a minute, whichever replica
-            with pytest.raises(openai.RateLimitError):
-                ask(replica)
-    finally:
-        for store in list(shared_limits._stores.values()):
-            store.close()
-        shared_limits._stores.clear()
+    first = serve_api(shared)
+    shared_limits._stores.clear()  # the second replica opens its own connection, as another process would
+    second = serve_api(shared)
+    ask(first)
+    ask(second)
+    for replica in (first, second):  # the third message of this token within a minute, whichever replica
+        with pytest.raises(openai.RateLimitError):
+            ask(replica)
 
 
 @pytest.mark.slow
-def test_two_app_processes_share_the_limit_and_the_log(pg_settings, serve_api, tmp_path, pg_dsn):
+def test_two_app_processes_share_the_limit_and_the_log(pg_settings, serve_api, tmp_path, pg_dsn, own_stores):
     """Replica A in this process, replica B a ``python -m bot serve`` process: one limit, one log table."""
     shared = update(pg_settings, {"limits.backend": "postgres", "limits.chat_per_minute": 2})
     config = tmp_path / "replica-b.yaml"
@@ -134,6 +138,3 @@ def test_two_app_processes_share_the_limit_and_the_log(pg_settings, serve_api, t
     finally:
         b.terminate()
         b.wait(30)
-        for store in list(shared_limits._stores.values()):
-            store.close()
-        shared_limits._stores.clear()
