@@ -62,11 +62,15 @@ def test_a_zero_limit_is_off_and_memory_is_the_default(settings, pg_dsn):
     assert isinstance(rate_limiter(settings, "api-chat", 2), SlidingWindowLimiter)
 
 
-def test_postgres_limits_without_a_dsn_are_a_config_error_naming_the_variable(settings, monkeypatch):
+def test_postgres_limits_without_a_valid_dsn_are_a_config_error_naming_the_variable(settings, monkeypatch):
     monkeypatch.delenv("KBBOT_PG_DSN", raising=False)
     shared = update(settings, {"limits.backend": "postgres"})
     with pytest.raises(ConfigError, match="KBBOT_PG_DSN is empty"):
         rate_limiter(shared, "api-chat", 2)
+    monkeypatch.setenv("KBBOT_PG_DSN", "host=db password=pw-QX7 port")
+    with pytest.raises(ConfigError, match="KBBOT_PG_DSN is not a valid PostgreSQL DSN") as err:
+        rate_limiter(shared, "api-chat", 2)
+    assert "QX7" not in str(err.value)
 
 
 def test_a_database_that_is_down_lets_messages_through_and_is_tried_again(own_pg, monkeypatch, caplog):

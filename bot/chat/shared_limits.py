@@ -17,9 +17,8 @@ import threading
 import time
 from typing import Any
 
-from bot.config.secrets import env_secret
+from bot.conversations.pg_log import pg_dsn, psycopg_module
 from bot.errors import ConfigError
-from bot.optional import optional_import
 
 log = logging.getLogger(__name__)
 
@@ -33,24 +32,11 @@ SCHEMA = (
 )
 
 
-def shared_dsn(dsn_env: str) -> str:
-    """The DSN of the shared limits (the conversation log's database); a ConfigError naming the variable if unset."""
-    dsn = env_secret(dsn_env)
-    if not dsn:
-        raise ConfigError(
-            f"limits.backend is postgres but the environment variable {dsn_env} is empty; set it to the "
-            "PostgreSQL DSN the replicas share (log.postgres.dsn_env names it), or set limits.backend: memory"
-        )
-    return dsn
-
-
 class RateStore:
     """One PostgreSQL connection holding every shared limiter's events (one per process and DSN)."""
 
     def __init__(self, dsn: str, where: str, connect_timeout: int):
-        self.psycopg = optional_import(
-            "psycopg", "limits.backend: postgres", "pip install 'kbbot[pg]' (or: pip install 'psycopg[binary]')"
-        )
+        self.psycopg = psycopg_module("limits.backend", ConfigError)
         self._dsn, self.where, self.connect_timeout = dsn, where, connect_timeout
         self._conn: Any = None
         self._lock = threading.Lock()
@@ -134,7 +120,7 @@ _stores_lock = threading.Lock()
 
 def rate_store(dsn_env: str, connect_timeout: int) -> RateStore:
     """The process's store for the DSN in ``dsn_env`` (opened on its first check)."""
-    dsn = shared_dsn(dsn_env)
+    dsn = pg_dsn(dsn_env, "limits.backend", ConfigError)
     with _stores_lock:
         if dsn not in _stores:
             _stores[dsn] = RateStore(dsn, f"PostgreSQL (${dsn_env})", connect_timeout)

@@ -26,6 +26,7 @@ from bot.conversations import rollup
 from bot.conversations.log_schema import INDEXES, SCHEMA, SCHEMA_VERSION
 from bot.conversations.log_sql import UNANSWERED, SqlTurnLog
 from bot.conversations.log_store import Dialect, TurnLogError
+from bot.errors import BotError
 from bot.optional import optional_import
 
 log = logging.getLogger(__name__)
@@ -54,29 +55,31 @@ def pg_schema() -> list[str]:
     return [s.strip() for s in text.split(";") if s.strip()]
 
 
-def pg_dsn(dsn_env: str) -> str:
-    """The DSN from the environment variable ``dsn_env``; TurnLogError naming the variable when it is unset or bad."""
-    psycopg = _psycopg()
+def pg_dsn(dsn_env: str, needed_by: str = "log.backend", error: type[BotError] = TurnLogError) -> str:
+    """The DSN from the environment variable ``dsn_env`` for ``needed_by`` (a setting that is ``postgres``);
+    ``error`` naming the variable, never its value, when it is unset or not a DSN."""
+    psycopg = psycopg_module(needed_by, error)
     dsn = env_secret(dsn_env)
     if not dsn:
-        raise TurnLogError(
-            f"log.backend is postgres but the environment variable {dsn_env} is empty; set it to a PostgreSQL "
+        raise error(
+            f"{needed_by} is postgres but the environment variable {dsn_env} is empty; set it to a PostgreSQL "
             f"DSN such as postgresql://kbbot:PASSWORD@db-host:5432/kbbot (or set log.postgres.dsn_env)"
         )
     try:
         psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         # libpq's message quotes the string, which may hold the password: name the variable only.
-        raise TurnLogError(
+        raise error(
             f"the environment variable {dsn_env} is not a valid PostgreSQL DSN; expected e.g. "
             "postgresql://kbbot:PASSWORD@db-host:5432/kbbot or 'host=db-host dbname=kbbot user=kbbot'"
         ) from None
     return dsn
 
 
-def _psycopg() -> Any:
+def psycopg_module(needed_by: str = "log.backend", error: type[BotError] = TurnLogError) -> Any:
+    """The psycopg package, or ``error`` saying that ``needed_by: postgres`` needs it and how to install it."""
     return optional_import(
-        "psycopg", "log.backend: postgres", "pip install 'kbbot[pg]' (or: pip install 'psycopg[binary]')", TurnLogError
+        "psycopg", f"{needed_by}: postgres", "pip install 'kbbot[pg]' (or: pip install 'psycopg[binary]')", error
     )
 
 
@@ -134,7 +137,7 @@ class PgTurnLog(SqlTurnLog):
         dsn_env: str = default_of(PostgresSettings, "dsn_env"),
     ):
         super().__init__(retention_days, retention_rows, prune_every, clock, mask)
-        self.psycopg = _psycopg()
+        self.psycopg = psycopg_module()
         self._dsn, self.where, self.connect_timeout = dsn, f"PostgreSQL (${dsn_env})", connect_timeout
         self._schema_ready = False
         # After a failed connect, calls fail at once for this long: a server that does not answer costs a chat turn
