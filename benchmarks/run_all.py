@@ -23,6 +23,7 @@ QUICK_ARGS = {
     "speed": ["--quick"],
     "load": ["--quick"],
     "log_load": ["--quick"],
+    "replicas": ["--quick"],
 }  # scripts known to accept a quick flag
 
 

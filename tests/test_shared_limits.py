@@ -142,3 +142,45 @@ def test_two_app_processes_share_the_limit_and_the_log(pg_settings, serve_api, t
     finally:
         b.terminate()
         b.wait(30)
+
+
+def admin_replicas(pg_settings, monkeypatch) -> list:
+    """Two replicas' admin logins: one signing key, logouts in the shared database."""
+    from bot.ui.admin import AdminAuth
+
+    monkeypatch.setenv(pg_settings.ui.admin.username_env, "boss")
+    monkeypatch.setenv(pg_settings.ui.admin.password_env, "s3cret-pass")
+    monkeypatch.setenv(pg_settings.ui.admin.session_key_env, "k" * 40)
+    shared = update(pg_settings, {"limits.backend": "postgres"})
+    return [AdminAuth.from_settings(shared) for _ in range(2)]
+
+
+def test_a_logout_on_one_replica_ends_the_session_on_every_replica(pg_settings, monkeypatch, own_stores):
+    a, b = admin_replicas(pg_settings, monkeypatch)
+    cookie, other = a.token(), a.token()
+    assert a.valid(cookie) and b.valid(cookie)  # one key: the login holds on both
+    a.revoke(cookie)
+    assert not a.valid(cookie) and not b.valid(cookie)  # the copy on replica B is refused too
+    assert b.valid(other)  # only that session ended
+
+
+def test_with_the_database_down_a_logout_still_holds_where_it_was_made(own_pg, settings, monkeypatch, caplog):
+    from bot.ui.admin import AdminAuth
+
+    monkeypatch.setattr(shared_limits, "RETRY_SECONDS", 0.0)
+    monkeypatch.setenv(settings.ui.admin.username_env, "boss")
+    monkeypatch.setenv(settings.ui.admin.password_env, "s3cret-pass")
+    monkeypatch.setenv(settings.ui.admin.session_key_env, "k" * 40)
+    a, b = AdminAuth.from_settings(settings), AdminAuth.from_settings(settings)
+    a.shared_logouts, b.shared_logouts = RateStore(own_pg.dsn(), "test", 2), RateStore(own_pg.dsn(), "test", 2)
+    cookie = a.token()
+    assert b.valid(cookie)
+    own_pg.stop("immediate")
+    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
+        a.revoke(cookie)
+        assert not a.valid(cookie)  # this replica saw the logout
+        assert b.valid(cookie)  # the other cannot know it while the database is down (logged)
+    assert "shared admin" in caplog.text and own_pg.dsn() not in caplog.text
+    own_pg.start()
+    a.shared_logouts.revoke(cookie.split(".")[1], int(cookie.split(".")[0]))  # a later logout reaches everyone
+    assert not b.valid(cookie)

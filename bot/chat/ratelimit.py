@@ -20,12 +20,22 @@ class RateLimiter(Protocol):
 def rate_limiter(settings: Any, name: str, max_events: int, window: float = 60.0) -> RateLimiter:
     """The limiter ``name`` (e.g. "api-chat": its counts are its own) as ``limits.backend`` says: this process's
     memory, or the PostgreSQL database the replicas share."""
-    if settings.limits.backend == "postgres" and max_events > 0:
-        from bot.chat.shared_limits import SharedLimiter, rate_store
+    store = shared_store(settings) if max_events > 0 else None
+    if store is not None:
+        from bot.chat.shared_limits import SharedLimiter
 
-        pg = settings.log.postgres
-        return SharedLimiter(rate_store(pg.dsn_env, pg.connect_timeout), name, max_events, window)
+        return SharedLimiter(store, name, max_events, window)
     return SlidingWindowLimiter(max_events, window)
+
+
+def shared_store(settings: Any) -> Any:
+    """The PostgreSQL store every replica counts in (a ``RateStore``) with ``limits.backend: postgres``, else None."""
+    if settings.limits.backend != "postgres":
+        return None
+    from bot.chat.shared_limits import rate_store
+
+    pg = settings.log.postgres
+    return rate_store(pg.dsn_env, pg.connect_timeout)
 
 
 class SlidingWindowLimiter:

@@ -1,4 +1,4 @@
-"""Rate limits that hold across replicas: every limiter's events counted in PostgreSQL (``limits.backend: postgres``).
+"""Rate limits and admin logouts that hold across replicas, in PostgreSQL (``limits.backend: postgres``).
 
 Behind a load balancer each replica's in-memory limiter (bot/chat/ratelimit.py) counts only what reached it, so a
 client hitting three replicas gets three times its limit. Here the events of every replica are rows of one table
@@ -7,6 +7,9 @@ clock (replicas' clocks may differ). A key's check-and-count runs under a transa
 key, so two replicas cannot both take the last slot. Keys are stored hashed: they are tokens, sessions and client
 addresses. When the database cannot be reached the limiter lets the message through and logs it (the chat keeps
 working, as the conversation log does), retrying the connection at most every ``RETRY_SECONDS``.
+
+An admin's logout is a row of ``revoked_sessions`` too, so a copy of the logged-out cookie is refused by every
+replica that shares the signing key (``ui.admin.session_key_env``), not only the one that saw the logout.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rate_events (limiter text NOT NULL, key text NOT NULL, "
     "at timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE INDEX IF NOT EXISTS rate_events_key ON rate_events (limiter, key, at)",
+    "CREATE TABLE IF NOT EXISTS revoked_sessions (session text PRIMARY KEY, expires timestamptz NOT NULL)",
 )
 
 
@@ -87,12 +91,48 @@ class RateStore:
                 )
                 return True
 
+    def revoke(self, session: str, expires: float) -> bool:
+        """Record that ``session`` was logged out (its cookie expires at the epoch time ``expires``); False when the
+        database is down (the logout then holds on this replica only, and that is logged)."""
+        return self._run(
+            "revoke",
+            lambda conn: conn.execute(
+                "INSERT INTO revoked_sessions VALUES (%s, to_timestamp(%s)) ON CONFLICT (session) DO NOTHING",
+                (session, expires),
+            ),
+        )
+
+    def revoked(self, session: str) -> bool | None:
+        """True when any replica logged ``session`` out; None when the database cannot say (down)."""
+        found: list[bool] = []
+        ok = self._run(
+            "logout check",
+            lambda conn: found.append(
+                conn.execute("SELECT 1 FROM revoked_sessions WHERE session = %s", (session,)).fetchone() is not None
+            ),
+        )
+        return found[0] if ok else None
+
+    def _run(self, what: str, statement: Any) -> bool:
+        """Run ``statement(conn)``; False (and an error logged) when the database is down."""
+        with self._lock:
+            if time.monotonic() < self._down_until:
+                return False
+            try:
+                statement(self._connection())
+                return True
+            except self.psycopg.Error as exc:
+                self._down_until = time.monotonic() + RETRY_SECONDS
+                log.error("shared admin %s in %s failed (%s)", what, self.where, type(exc).__name__)
+                return False
+
     def _prune(self, conn: Any) -> None:
         self._checks += 1
         if self._checks % PRUNE_EVERY == 0:
             conn.execute(
                 "DELETE FROM rate_events WHERE at < clock_timestamp() - make_interval(secs => %s)", (self.longest,)
             )
+            conn.execute("DELETE FROM revoked_sessions WHERE expires < clock_timestamp()")
 
     def close(self) -> None:
         """Close the connection (a later check opens a new one)."""

@@ -5,8 +5,10 @@ chat login is (:class:`bot.chat.logins.ThrottledLogin`: a lockout per username +
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
 every event takes. The cookie is ``<expiry>.<session>.<HMAC-SHA256>`` under a key made at start (a restart logs
-admins out), or derived from ``ui.admin.session_key_env`` (shared by replicas), HttpOnly and SameSite=Strict (no cross-site requests carry it). Logging out revokes the cookie on the
-server (a copied cookie stops working too). Without admin credentials nobody is an admin.
+admins out), or derived from ``ui.admin.session_key_env`` (shared by replicas), HttpOnly and SameSite=Strict (no
+cross-site requests carry it). Logging out revokes the cookie on the
+server (a copied cookie stops working too; with ``limits.backend: postgres`` on every replica). Without admin
+credentials nobody is an admin.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from gradio.context import Context
 
 from bot.chat.logins import ThrottledLogin, locked_message
+from bot.chat.ratelimit import shared_store
 from bot.config.settings import AdminSettings, Settings, default_of
 from bot.texts import NOT_ADMIN
 from bot.ui.events import PRIVATE
@@ -76,6 +79,8 @@ class AdminAuth:
         self._key = session_key or secrets.token_bytes(32)
         self._revoked: dict[str, int] = {}  # session -> expiry of cookies logged out before they expire
         self._revoked_lock = threading.Lock()
+        # with limits.backend: postgres, logouts are also rows every replica reads (bot/chat/shared_limits.py)
+        self.shared_logouts: Any = None
         self.throttle = throttle or ThrottledLogin(self.check_password)
 
     @classmethod
@@ -85,6 +90,7 @@ class AdminAuth:
         cfg = settings.ui.admin
         admin = cls(cfg.credentials(), cfg.session_hours, session_key=cfg.session_key())
         admin.throttle = ThrottledLogin.from_settings(admin.check_password, settings)
+        admin.shared_logouts = shared_store(settings)
         return admin
 
     @property
@@ -116,7 +122,11 @@ class AdminAuth:
         expires, session, signature = (token.split(".") + ["", ""])[:3]
         if not expires.isdigit() or int(expires) < self.clock() or not session:
             return False
-        return hmac.compare_digest(signature, self._sign(int(expires), session)) and session not in self._revoked
+        if not hmac.compare_digest(signature, self._sign(int(expires), session)) or session in self._revoked:
+            return False
+        # Shared logouts: when the database cannot say, the logouts this replica saw still hold (the chat and the
+        # knowledge tabs keep working with the database down, as the limits do).
+        return self.shared_logouts is None or not self.shared_logouts.revoked(session)
 
     def revoke(self, token: str | None) -> None:
         """End the session of the cookie value ``token`` now (logout): a copy of it is refused from here on."""
@@ -128,6 +138,8 @@ class AdminAuth:
         with self._revoked_lock:  # forget revocations of cookies that expired anyway: the list stays small
             self._revoked = {s: e for s, e in self._revoked.items() if e >= now}
             self._revoked[session] = int(expires)
+        if self.shared_logouts is not None:
+            self.shared_logouts.revoke(session, int(expires))
 
     @staticmethod
     def cookie_of(request: Any) -> str | None:
