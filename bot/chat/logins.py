@@ -1,7 +1,9 @@
 """Login throttling shared by every front end: the browser's chat and admin logins and the API's token check.
 
 A lockout per username + client address after repeated failures (doubling, at most 15 minutes), and a cap of
-wrong attempts per address against password spraying. Front ends set ``CLIENT_ADDRESS`` for the request.
+wrong attempts per address against password spraying. Front ends set ``CLIENT_ADDRESS`` for the request. With
+``limits.backend: postgres`` the failures are counted in the database every replica shares
+(bot/chat/shared_logins.py), and in this process's memory while that database cannot be reached.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.config.settings import LimitSettings, Settings, default_of
 
@@ -76,11 +79,21 @@ class ThrottledLogin:
         self._state: dict[tuple[str, str], _Failures] = {}
         self._by_address: dict[str, deque[float]] = {}  # wrong attempts per address in the last minute
         self._lock = threading.Lock()
+        self.shared: Any = None  # a SharedLogins with limits.backend: postgres (from_settings)
 
     @classmethod
     def from_settings(cls, check: Callable[[str, str], bool], settings: Settings) -> ThrottledLogin:
-        """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``."""
-        return cls(check, settings.limits.login_failures, settings.limits.login_lockout_seconds)
+        """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted where
+        ``limits.backend`` says."""
+        from bot.chat.ratelimit import shared_store
+
+        throttle = cls(check, settings.limits.login_failures, settings.limits.login_lockout_seconds)
+        store = shared_store(settings)
+        if store is not None:
+            from bot.chat.shared_logins import SharedLogins
+
+            throttle.shared = SharedLogins(store)
+        return throttle
 
     def __call__(self, username: str, password: str) -> bool:
         """True when the credentials are right and the pair is not locked out (the address from CLIENT_ADDRESS)."""
@@ -100,12 +113,41 @@ class ThrottledLogin:
 
     def retry_after(self, username: str, address: str) -> float:
         """Seconds until ``username`` may try again from ``address``; 0 when not locked out."""
+        if self.shared is not None:
+            wait = self.shared.wait(username, address, self.address_failures)
+            if wait is not None:
+                return float(wait)
         with self._lock:
             return self._wait(username, address, self._clock())
 
     def attempt(self, username: str, password: str, address: str) -> bool:
         """True when the credentials are right and neither the pair nor the address is locked out; a wrong
         password counts towards both lockouts."""
+        if self.shared is not None:
+            shared = self._shared_attempt(username, password, address)
+            if shared is not None:
+                return shared
+        return self._local_attempt(username, password, address)
+
+    def _shared_attempt(self, username: str, password: str, address: str) -> bool | None:
+        """:meth:`attempt` on the replicas' shared counts; None when the database is down before the check."""
+        wait = self.shared.wait(username, address, self.address_failures)
+        if wait is None:
+            return None
+        if wait > 0:
+            return False
+        if self.check(username, password):
+            self.shared.succeeded(username, address)
+            return True
+        seconds = self.shared.failed(username, address, self.failures, self.lockout, MAX_LOCKOUT)
+        if seconds is None:  # the database went down in between: count it here, so it is not lost
+            self._count_failure((username, address), address, self._clock())
+        elif seconds:
+            log.warning("login locked for %g s after %d failed attempts from %s", seconds, self.failures, address)
+        return False
+
+    def _local_attempt(self, username: str, password: str, address: str) -> bool:
+        """:meth:`attempt` on this process's counts."""
         key = (username, address)
         now = self._clock()
         with self._lock:
@@ -118,6 +160,11 @@ class ThrottledLogin:
             with self._lock:
                 self._state.pop(key, None)
             return True
+        self._count_failure(key, address, now)
+        return False
+
+    def _count_failure(self, key: tuple[str, str], address: str, now: float) -> None:
+        """Count one wrong password of ``key`` (username, address) in this process's memory."""
         with self._lock:
             state = self._state.setdefault(key, _Failures())
             state.count += 1
@@ -138,7 +185,6 @@ class ThrottledLogin:
                 }
             if len(self._by_address) > 10_000:
                 self._by_address = {a: d for a, d in self._by_address.items() if d and now - d[-1] < ADDRESS_WINDOW}
-        return False
 
 
 def locked_message(seconds: float) -> str:

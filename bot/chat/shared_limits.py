@@ -8,7 +8,8 @@ key, so two replicas cannot both take the last slot. Keys are stored hashed: the
 addresses. When the database cannot be reached the limiter lets the message through and logs it (the chat keeps
 working, as the conversation log does), retrying the connection at most every ``RETRY_SECONDS``.
 
-An admin's logout is a row of ``revoked_sessions`` too, so a copy of the logged-out cookie is refused by every
+Login throttling (bot/chat/shared_logins.py) keeps its failures here as well. An admin's logout is a row of
+``revoked_sessions``, so a copy of the logged-out cookie is refused by every
 replica that shares the signing key (``ui.admin.session_key_env``), not only the one that saw the logout.
 """
 
@@ -27,12 +28,16 @@ log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 2.0  # after a failed connection, limiters let messages through this long before trying again
 PRUNE_EVERY = 500  # checks between deletions of events older than the longest window
+FORGET_LOGIN_FAILURES = 900.0  # seconds: an idle, unlocked pair's failures are forgotten (the longest lockout)
 SCHEMA_LOCK = 7_402_417  # advisory lock id: replicas starting at once create the table one at a time
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rate_events (limiter text NOT NULL, key text NOT NULL, "
     "at timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE INDEX IF NOT EXISTS rate_events_key ON rate_events (limiter, key, at)",
     "CREATE TABLE IF NOT EXISTS revoked_sessions (session text PRIMARY KEY, expires timestamptz NOT NULL)",
+    # bot/chat/shared_logins.py: wrong passwords per username + address (hashed), and its lockouts
+    "CREATE TABLE IF NOT EXISTS login_failures (pair text PRIMARY KEY, count int NOT NULL, lockouts int NOT NULL, "
+    "locked_until timestamptz NOT NULL, last timestamptz NOT NULL)",
 )
 
 
@@ -94,8 +99,8 @@ class RateStore:
     def revoke(self, session: str, expires: float) -> bool:
         """Record that ``session`` was logged out (its cookie expires at the epoch time ``expires``); False when the
         database is down (the logout then holds on this replica only, and that is logged)."""
-        return self._run(
-            "revoke",
+        return self.run(
+            "admin logout",
             lambda conn: conn.execute(
                 "INSERT INTO revoked_sessions VALUES (%s, to_timestamp(%s)) ON CONFLICT (session) DO NOTHING",
                 (session, expires),
@@ -105,16 +110,17 @@ class RateStore:
     def revoked(self, session: str) -> bool | None:
         """True when any replica logged ``session`` out; None when the database cannot say (down)."""
         found: list[bool] = []
-        ok = self._run(
-            "logout check",
+        ok = self.run(
+            "admin logout check",
             lambda conn: found.append(
                 conn.execute("SELECT 1 FROM revoked_sessions WHERE session = %s", (session,)).fetchone() is not None
             ),
         )
         return found[0] if ok else None
 
-    def _run(self, what: str, statement: Any) -> bool:
-        """Run ``statement(conn)``; False (and an error logged) when the database is down."""
+    def run(self, what: str, statement: Any) -> bool:
+        """Run ``statement(conn)`` on the store's connection; False (and an error logged) when the database is
+        down."""
         with self._lock:
             if time.monotonic() < self._down_until:
                 return False
@@ -123,7 +129,7 @@ class RateStore:
                 return True
             except self.psycopg.Error as exc:
                 self._down_until = time.monotonic() + RETRY_SECONDS
-                log.error("shared admin %s in %s failed (%s)", what, self.where, type(exc).__name__)
+                log.error("shared %s in %s failed (%s)", what, self.where, type(exc).__name__)
                 return False
 
     def _prune(self, conn: Any) -> None:
@@ -133,6 +139,11 @@ class RateStore:
                 "DELETE FROM rate_events WHERE at < clock_timestamp() - make_interval(secs => %s)", (self.longest,)
             )
             conn.execute("DELETE FROM revoked_sessions WHERE expires < clock_timestamp()")
+            conn.execute(
+                "DELETE FROM login_failures WHERE locked_until < clock_timestamp() "
+                "AND last < clock_timestamp() - make_interval(secs => %s)",
+                (FORGET_LOGIN_FAILURES,),
+            )
 
     def close(self) -> None:
         """Close the connection (a later check opens a new one)."""
