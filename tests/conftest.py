@@ -250,6 +250,18 @@ def pg_settings(settings, pg_dsn, monkeypatch) -> Settings:
 
 
 @pytest.fixture
+def own_stores():
+    """The process's shared-state stores (limits.backend: postgres) opened by the test are closed and forgotten
+    after it."""
+    from bot.chat import shared_limits
+
+    yield
+    for store in list(shared_limits._stores.values()):
+        store.close()
+    shared_limits._stores.clear()
+
+
+@pytest.fixture
 def own_pg():
     """A PostgreSQL server of the test's own, to stop and start again (the shared one serves other tests)."""
     from tests.support.postgres import PgServer, skip_reason

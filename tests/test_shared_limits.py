@@ -30,15 +30,6 @@ pytestmark = pytest.mark.e2e
 QUESTION = "怎么添加知识？"
 
 
-@pytest.fixture
-def own_stores():
-    """The process's shared stores opened by the test are closed and forgotten after it."""
-    yield
-    for store in list(shared_limits._stores.values()):
-        store.close()
-    shared_limits._stores.clear()
-
-
 def replicas(dsn: str, name: str = "api-chat", max_events: int = 3) -> list[SharedLimiter]:
     """The same limiter as two replicas hold it: each its own store and connection."""
     return [SharedLimiter(RateStore(dsn, "test", 5), name, max_events, 60.0) for _ in range(2)]
@@ -254,3 +245,31 @@ def test_the_api_token_check_is_throttled_across_replicas(pg_settings, monkeypat
         b.check("Bearer right-token", "10.0.0.5")  # even the right token waits, on either replica
     assert locked.value.status == 429 and "Retry-After" in locked.value.headers
     assert a.check("Bearer right-token", "10.0.0.6")  # another client is not locked
+
+
+def test_wecom_memory_falls_back_to_the_replica_s_own_while_the_database_is_down(own_pg, monkeypatch, caplog):
+    from bot.api.wecom.memory import Histories, Seen
+    from bot.api.wecom.shared_memory import SharedHistories, SharedSeen
+
+    monkeypatch.setattr(shared_limits, "RETRY_SECONDS", 0.0)
+    store = RateStore(own_pg.dsn(), "test", 2)
+    histories = SharedHistories(store, Histories(4, 600, 10), lambda text: text.replace("138", "[phone]"), str.upper)
+    seen = SharedSeen(store, Seen(600))
+    histories.add("zhangsan", "我的电话138", "好的")
+    assert seen.first("m1") and not seen.first("m1")
+    with psycopg.connect(own_pg.dsn()) as conn:
+        assert conn.execute("SELECT user_key, question FROM wecom_history").fetchall() == [
+            ("ZHANGSAN", "我的电话[phone]")
+        ]
+    own_pg.stop("immediate")
+    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
+        assert histories.get("zhangsan") == []  # the replica's own memory: nothing said here yet
+        histories.add("zhangsan", "学费是多少？", "1. ... 2. ...")
+        assert histories.get("zhangsan")[-1]["content"] == "1. ... 2. ..."  # kept locally meanwhile
+        assert seen.first("m2") and not seen.first("m2")
+    assert "shared WeCom" in caplog.text and own_pg.dsn() not in caplog.text
+    own_pg.start()
+    assert histories.get("zhangsan") == [
+        {"role": "user", "content": "我的电话[phone]"},
+        {"role": "assistant", "content": "好的"},
+    ]

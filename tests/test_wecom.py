@@ -6,10 +6,13 @@ through a local stand-in of the send API (a zero budget, a slow LLM, the API dow
 from __future__ import annotations
 
 import logging
+import os
 import time
 
+import psycopg
 import pytest
 
+from bot.chat import shared_limits
 from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.texts import ONLY_TEXT, PICK_HINT
@@ -187,3 +190,36 @@ def test_a_slow_llm_misses_the_budget_and_its_answer_follows_through_the_send_ap
     [sent] = qyapi.wait_sent(1)
     assert sent["touser"] == "sunqi" and sent["text"]["content"].startswith("模型回答")  # the LLM's answer
     assert len(llm_server.requests) == 1 and turns(wecom_settings)[0]["source"] == "wecom"
+
+
+def test_behind_two_replicas_a_2_on_one_answers_the_question_asked_on_the_other(
+    wecom_settings, pg_settings, serve_api, tmp_path, own_stores
+):
+    from bot.config.settings import Cutoffs
+
+    write_knowledge(tmp_path / "fees", FEES)
+    shared = update(
+        wecom_settings,
+        {
+            "knowledge.path": str(tmp_path / "fees"),
+            "retrieval.thresholds": {
+                **wecom_settings.retrieval.thresholds,
+                "sparse": Cutoffs(answer=0.3, direct=None, clarify=0.05),
+            },
+            "log.backend": "postgres",
+            "log.postgres": pg_settings.log.postgres,
+            "limits.backend": "postgres",
+        },
+    )
+    a = start(serve_api, shared)
+    shared_limits._stores.clear()  # replica B opens its own connection, as another process would
+    b = start(serve_api, shared)
+    asked = a.reply(a.post(text_message("学费是多少？", msg_id="11")))["Content"]
+    second = next(line for line in asked.splitlines() if line.startswith("2.")).split(".", 1)[1].strip()
+    answered = b.reply(b.post(text_message("2", msg_id="12")))["Content"]  # the next message reaches replica B
+    assert next(e["document"] for e in FEES.values() if e["query"] == second) in answered
+    retry = b.post(text_message("2", msg_id="12"))  # WeCom's retry of it, on either replica, is taken once
+    assert retry.status_code == 200 and retry.content == b""
+    with psycopg.connect(os.environ[pg_settings.log.postgres.dsn_env]) as conn:
+        stored = [row[0] for row in conn.execute("SELECT user_key FROM wecom_history")]
+    assert len(stored) == 2 and not any("zhangsan" in key for key in stored)  # users by their keyed hash

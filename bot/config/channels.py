@@ -42,8 +42,8 @@ class WeComSettings(Strict):
     max_clock_skew_seconds: int = Field(default=300, ge=10)
     """A callback whose timestamp is further than this from now is refused as a replay."""
     history_messages: int = Field(default=6, ge=0, le=40)
-    """WeCom sends no history: the last messages of each user are kept in memory (a reply "2" to a clarify
-    question)."""
+    """WeCom sends no history: the last messages of each user are kept (a reply "2" to a clarify question), in memory
+    or, with ``limits.backend: postgres``, in the database the replicas share."""
     history_ttl_seconds: int = Field(default=1800, ge=0)
     """A user's kept messages are forgotten after this many seconds without a message."""
     max_users: int = Field(default=10_000, ge=1)

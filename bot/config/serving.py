@@ -117,9 +117,10 @@ class LimitSettings(Strict):
     """LLM text the bot reuses (HyDE, multi-query rewrites, grades, follow-up rewrites) is read up to this many
     characters; the rest is never read (an endpoint that ignores max_tokens costs no more)."""
     backend: Literal["memory", "postgres"] = "memory"
-    """Where the per-minute, per-session and per-day message limits, the login lockouts and the admins' logouts are
-    kept: this process's memory, or the PostgreSQL database of ``log.postgres`` (every replica behind a load balancer
-    counts against the same limit and lockout, and refuses a logged-out admin cookie)."""
+    """Where the per-minute, per-session and per-day message limits, the login lockouts, the admins' logouts and the
+    WeCom channel's short histories are kept: this process's memory, or the PostgreSQL database of ``log.postgres``
+    (every replica behind a load balancer counts against the same limit and lockout, refuses a logged-out admin
+    cookie, and knows what a WeCom member said on another replica)."""
     chat_per_minute: int = Field(default=20, ge=0)
     """Chat messages per client address (browser) or API token, per minute; 0 = unlimited. Behind a reverse proxy
     list it in ``trusted_proxies``, or every client has the proxy's address."""

@@ -34,8 +34,9 @@ from bot.api.wecom.messages import (
 )
 from bot.api.wecom.render import render
 from bot.api.wecom.sender import WeComSender
+from bot.api.wecom.shared_memory import SharedHistories, SharedSeen
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter
+from bot.chat.ratelimit import rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:
@@ -69,8 +70,12 @@ class WeComAPI:
                 "WeCom answers slower than %.1f s cannot be sent until %s is set", s.reply_budget_seconds, s.secret_env
             )
         self.sender = WeComSender(s)
-        self.histories = Histories(s.history_messages, s.history_ttl_seconds, s.max_users)
-        self.seen = Seen(2.0 * s.max_clock_skew_seconds)
+        self.histories: Histories | SharedHistories = Histories(s.history_messages, s.history_ttl_seconds, s.max_users)
+        self.seen: Seen | SharedSeen = Seen(2.0 * s.max_clock_skew_seconds)
+        store = shared_store(settings)
+        if store is not None:  # limits.backend: postgres: any replica may get the user's next message, or a retry
+            self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of)
+            self.seen = SharedSeen(store, self.seen)
         self.per_minute = rate_limiter(settings, "wecom-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
             max_workers=max(2, settings.ui.concurrency), thread_name_prefix="wecom-answer"
