@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from bot.conversations.pg_log import pg_dsn, psycopg_module
+from bot.conversations.pg_log import open_with_schema, pg_dsn, psycopg_module
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -47,13 +47,9 @@ class RateStore:
     def _connection(self) -> Any:
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
             return self._conn
-        self._conn = self.psycopg.connect(
-            self._dsn, autocommit=True, connect_timeout=self.connect_timeout, application_name="kbbot-limits"
+        self._conn = open_with_schema(
+            self.psycopg, self._dsn, self.connect_timeout, "kbbot-limits", SCHEMA_LOCK, SCHEMA
         )
-        with self._conn.transaction():
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            for statement in SCHEMA:
-                self._conn.execute(statement)
         return self._conn
 
     def allow(self, limiter: str, key: str, max_events: int, window: float) -> bool:
