@@ -5,25 +5,17 @@ through (logged) instead of stopping the chat."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
-import time
 
-import httpx
 import openai
 import psycopg
 import pytest
-import yaml
 
 from bot.chat import shared_limits
 from bot.chat.ratelimit import SlidingWindowLimiter, rate_limiter
 from bot.chat.shared_limits import RateStore, SharedLimiter
 from bot.config.variants import update
 from bot.errors import ConfigError
-from tests.support.cli import cli_env
-from tests.support.knowledge import ROOT
-from tests.support.ports import free_port
-from tests.support.serving import TOKEN, client
+from tests.support.serving import client
 
 pytestmark = pytest.mark.e2e
 
@@ -102,43 +94,4 @@ def test_the_api_limit_holds_across_two_served_replicas(pg_settings, serve_api, 
             ask(replica)
 
 
-@pytest.mark.slow
-def test_two_app_processes_share_the_limit_and_the_log(pg_settings, serve_api, tmp_path, pg_dsn, own_stores):
-    """Replica A in this process, replica B a ``python -m bot serve`` process: one limit, one log table."""
-    shared = update(pg_settings, {"limits.backend": "postgres", "limits.chat_per_minute": 2})
-    config = tmp_path / "replica-b.yaml"
-    raw = shared.model_dump(mode="json", exclude={"base_dir", "source"})
-    raw["state_dir"] = str(tmp_path / "state-b")  # its own indexes, as another machine would have
-    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    port = free_port()
-    env = {**cli_env(), shared.api.token_env: TOKEN, shared.log.postgres.dsn_env: pg_dsn}
-    b = subprocess.Popen(
-        [sys.executable, "-m", "bot", "--config", str(config), "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        second = f"http://127.0.0.1:{port}/v1"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{second}/models", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert b.poll() is None and time.monotonic() < deadline, b.stderr.read() if b.stderr else "B exited"
-            time.sleep(0.5)
-        first = serve_api(shared)
-        ask(first)
-        ask(second)
-        with pytest.raises(openai.RateLimitError):
-            ask(first)
-        with psycopg.connect(pg_dsn) as conn:
-            sources = conn.execute("SELECT source, question FROM turns ORDER BY id").fetchall()
-        assert sources == [("api", QUESTION), ("api", QUESTION)]  # both replicas' turns, in one table
-    finally:
-        b.terminate()
-        b.wait(30)
+# Two app processes sharing the limit, the log and the knowledge: tests/test_replicas.py.
