@@ -12,6 +12,7 @@ import json
 import logging
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -135,6 +136,44 @@ def test_an_empty_database_is_seeded_once_and_then_wins_over_local_files(
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute("SELECT area, path FROM knowledge_files WHERE content IS NOT NULL").fetchall()
     assert rows == [("knowledge", "faq.json")]
+
+
+def test_two_replicas_starting_at_once_on_an_empty_database_seed_it_once(
+    settings, tmp_path, pg_dsn, monkeypatch, own_mirrors
+):
+    own = [{f"{name}-{n}": {"query": f"{name} 问题 {n}", "document": "答案"} for n in range(3)} for name in "ab"]
+    replicas = [
+        replica(settings, tmp_path, name, pg_dsn, monkeypatch, data) for name, data in zip("ab", own, strict=True)
+    ]
+    mirrors = [  # each its own connection (build_store would open them one at a time: one mirror per process)
+        shared_knowledge.SharedKnowledge(
+            pg_dsn,
+            "test",
+            5,
+            r.resolve(r.knowledge.path),
+            r.resolve(r.state_dir) / "locks",
+            r.resolve(r.state_dir) / "history",
+        )
+        for r in replicas
+    ]
+    for m in mirrors:
+        m._connection()  # connected (tables created) first, so that both reach the lock below together
+    with psycopg.connect(pg_dsn) as holder:  # both start while a writer holds the lock: they wait, then one seeds
+        holder.execute("SELECT generation FROM knowledge_state FOR UPDATE")
+        threads = [threading.Thread(target=m.start) for m in mirrors]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+    for t in threads:
+        t.join(60)
+    for m in mirrors:
+        m.close()
+    with psycopg.connect(pg_dsn) as conn:
+        row = conn.execute("SELECT content FROM knowledge_files WHERE path = 'faq.json'").fetchone()
+    assert row is not None
+    stored = row[0]
+    mirrored = [(r.resolve(r.knowledge.path) / "faq.json").read_bytes() for r in replicas]
+    assert mirrored == [stored, stored] and json.loads(stored) in own  # one folder seeded it; the other mirrors it
 
 
 def test_a_database_that_is_down_keeps_reads_serving_and_refuses_edits(
