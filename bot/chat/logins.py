@@ -79,8 +79,17 @@ class ThrottledLogin:
 
     @classmethod
     def from_settings(cls, check: Callable[[str, str], bool], settings: Settings) -> ThrottledLogin:
-        """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``."""
-        return cls(check, settings.limits.login_failures, settings.limits.login_lockout_seconds)
+        """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted in this
+        process or (``limits.backend: postgres``) in the database every replica shares."""
+        limits = settings.limits
+        if limits.backend == "postgres":
+            from bot.chat.shared_limits import rate_store
+            from bot.chat.shared_logins import SharedThrottledLogin
+
+            pg = settings.log.postgres
+            store = rate_store(pg.dsn_env, pg.connect_timeout)
+            return SharedThrottledLogin(store, check, limits.login_failures, limits.login_lockout_seconds)
+        return cls(check, limits.login_failures, limits.login_lockout_seconds)
 
     def __call__(self, username: str, password: str) -> bool:
         """True when the credentials are right and the pair is not locked out (the address from CLIENT_ADDRESS)."""
@@ -106,26 +115,44 @@ class ThrottledLogin:
     def attempt(self, username: str, password: str, address: str) -> bool:
         """True when the credentials are right and neither the pair nor the address is locked out; a wrong
         password counts towards both lockouts."""
-        key = (username, address)
+        if self._refused(username, address):
+            return False
+        if self.check(username, password):
+            self._succeeded(username, address)
+            return True
+        self._failed(username, address)
+        return False
+
+    def _lockout_seconds(self, lockouts: int) -> float:
+        """How long the ``lockouts``-th lockout of a pair lasts: doubling, at most MAX_LOCKOUT."""
+        return min(self.lockout * 2 ** (lockouts - 1), MAX_LOCKOUT)
+
+    def _refused(self, username: str, address: str) -> bool:
+        """True when the pair or the address is locked out now (the attempt is not even checked)."""
         now = self._clock()
         with self._lock:
             if self._wait(username, address, now) > 0:
-                state = self._state.get(key)
+                state = self._state.get((username, address))
                 if state is not None:
                     state.last = now
-                return False
-        if self.check(username, password):
-            with self._lock:
-                self._state.pop(key, None)
-            return True
+                return True
+        return False
+
+    def _succeeded(self, username: str, address: str) -> None:
         with self._lock:
-            state = self._state.setdefault(key, _Failures())
+            self._state.pop((username, address), None)
+
+    def _failed(self, username: str, address: str) -> None:
+        """Count a wrong password towards the pair's and the address's lockouts."""
+        now = self._clock()
+        with self._lock:
+            state = self._state.setdefault((username, address), _Failures())
             state.count += 1
             state.last = now
             if state.count >= self.failures:
                 state.lockouts += 1
                 state.count = 0
-                seconds = min(self.lockout * 2 ** (state.lockouts - 1), MAX_LOCKOUT)
+                seconds = self._lockout_seconds(state.lockouts)
                 state.locked_until = now + seconds
                 log.warning("login locked for %g s after %d failed attempts from %s", seconds, self.failures, address)
             recent = self._by_address.setdefault(address, deque())
@@ -138,7 +165,6 @@ class ThrottledLogin:
                 }
             if len(self._by_address) > 10_000:
                 self._by_address = {a: d for a, d in self._by_address.items() if d and now - d[-1] < ADDRESS_WINDOW}
-        return False
 
 
 def locked_message(seconds: float) -> str:

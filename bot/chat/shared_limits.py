@@ -15,21 +15,33 @@ import hashlib
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from bot.conversations.pg_log import open_with_schema, pg_dsn, psycopg_module
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RETRY_SECONDS = 2.0  # after a failed connection, limiters let messages through this long before trying again
+LOGIN_MEMORY = 900.0  # seconds an idle login record is kept (bot/chat/logins.py MAX_LOCKOUT)
 PRUNE_EVERY = 500  # checks between deletions of events older than the longest window
 SCHEMA_LOCK = 7_402_417  # advisory lock id: replicas starting at once create the table one at a time
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rate_events (limiter text NOT NULL, key text NOT NULL, "
     "at timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE INDEX IF NOT EXISTS rate_events_key ON rate_events (limiter, key, at)",
+    # login throttling (bot/chat/shared_logins.py): per hashed username + address, failures towards the lockout
+    "CREATE TABLE IF NOT EXISTS login_failures (pair text PRIMARY KEY, failures integer NOT NULL DEFAULT 0, "
+    "lockouts integer NOT NULL DEFAULT 0, locked_until timestamptz NOT NULL DEFAULT 'epoch', "
+    "last timestamptz NOT NULL DEFAULT clock_timestamp())",
 )
+
+
+def hashed_key(key: str) -> str:
+    """How a key (a token, a session, an address) is stored: hashed, never as given."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 class RateStore:
@@ -55,39 +67,56 @@ class RateStore:
     def allow(self, limiter: str, key: str, max_events: int, window: float) -> bool:
         """Count one event of ``key`` for ``limiter`` when fewer than ``max_events`` happened in the last ``window``
         seconds on any replica; True when it was counted. True (and an error logged) when the database is down."""
-        hashed = hashlib.sha256(key.encode()).hexdigest()[:32]
+        hashed = hashed_key(key)
+
+        def count(conn: Any) -> bool:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{limiter}/{hashed}",))
+            (events,) = conn.execute(
+                "SELECT count(*) FROM rate_events WHERE limiter = %s AND key = %s "
+                "AND at > clock_timestamp() - make_interval(secs => %s)",
+                (limiter, hashed, window),
+            ).fetchone()
+            if events >= max_events:
+                return False
+            conn.execute("INSERT INTO rate_events (limiter, key) VALUES (%s, %s)", (limiter, hashed))
+            return True
+
+        allowed = self.transact(count, "messages are let through")
+        return True if allowed is None else allowed
+
+    def transact(self, work: Callable[[Any], T], meanwhile: str) -> T | None:
+        """``work(connection)`` in one transaction, one caller at a time; None when the database cannot be reached
+        (logged with what happens ``meanwhile``; not tried again for RETRY_SECONDS)."""
         with self._lock:
             if time.monotonic() < self._down_until:
-                return True
+                return None
             try:
                 conn = self._connection()
                 with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{limiter}/{hashed}",))
-                    (count,) = conn.execute(
-                        "SELECT count(*) FROM rate_events WHERE limiter = %s AND key = %s "
-                        "AND at > clock_timestamp() - make_interval(secs => %s)",
-                        (limiter, hashed, window),
-                    ).fetchone()
-                    if count >= max_events:
-                        return False
-                    conn.execute("INSERT INTO rate_events (limiter, key) VALUES (%s, %s)", (limiter, hashed))
+                    result = work(conn)
                 self._prune(conn)
-                return True
+                return result
             except self.psycopg.Error as exc:
                 self._down_until = time.monotonic() + RETRY_SECONDS
                 log.error(
-                    "shared rate limits in %s unreachable (%s); messages are let through for %g s",
+                    "shared rate limits in %s unreachable (%s); %s for %g s",
                     self.where,
                     type(exc).__name__,
+                    meanwhile,
                     RETRY_SECONDS,
                 )
-                return True
+                return None
 
     def _prune(self, conn: Any) -> None:
         self._checks += 1
         if self._checks % PRUNE_EVERY == 0:
             conn.execute(
                 "DELETE FROM rate_events WHERE at < clock_timestamp() - make_interval(secs => %s)", (self.longest,)
+            )
+            conn.execute(
+                "DELETE FROM login_failures WHERE locked_until < clock_timestamp() "
+                "AND last < clock_timestamp() - make_interval(secs => %s)",
+                (LOGIN_MEMORY,),
             )
 
     def close(self) -> None:

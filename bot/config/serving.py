@@ -118,7 +118,8 @@ class LimitSettings(Strict):
     characters; the rest is never read (an endpoint that ignores max_tokens costs no more)."""
     backend: Literal["memory", "postgres"] = "memory"
     """Where the per-minute, per-session and per-day message limits are counted: this process's memory, or the
-    PostgreSQL database of ``log.postgres`` (every replica behind a load balancer counts against the same limit)."""
+    PostgreSQL database of ``log.postgres`` (every replica behind a load balancer counts against the same limit;
+    login throttling too)."""
     chat_per_minute: int = Field(default=20, ge=0)
     """Chat messages per client address (browser) or API token, per minute; 0 = unlimited. Behind a reverse proxy
     list it in ``trusted_proxies``, or every client has the proxy's address."""
