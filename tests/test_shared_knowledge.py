@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -102,6 +103,17 @@ def test_a_stale_edit_from_another_replica_is_refused_and_nothing_is_lost(pair):
         store_b.upsert_entry("faq.json", "mode", "q", "d", "", expected_version=ABSENT)
 
 
+def test_an_edit_that_fails_halfway_leaves_the_mirror_as_the_database_has_it(pair):
+    store_a, store_b = (build_store(s) for s in pair)
+    before = (store_a.folder / "faq.json").read_bytes()
+    # The file's replacement fails (a folder where its temp file goes) after its old version went to the history.
+    (store_a.folder / f".faq.json.{os.getpid()}.{threading.get_ident()}.tmp").mkdir()
+    with pytest.raises(OSError):
+        store_a.upsert_entry("faq.json", "mode", "怎么切换检索模式？", "新答案", "", expected_version=None)
+    assert (store_a.folder / "faq.json").read_bytes() == before
+    assert store_a.history("faq.json") == [] == store_b.history("faq.json")  # the kept version went with the edit
+
+
 def test_concurrent_adds_on_two_replicas_lose_no_entry(pair):
     stores = [build_store(s) for s in pair]
     added: list[str] = []
@@ -181,13 +193,21 @@ def test_a_database_that_is_down_keeps_reads_serving_and_refuses_edits(
 ):
     monkeypatch.setattr(shared_knowledge, "RETRY_SECONDS", 0.0)
     a = replica(settings, tmp_path, "a", own_pg.dsn(), monkeypatch)
-    store, index = build_store(a), build_index(a)
-    index.load()
-    before = (store.folder / "faq.json").read_bytes()
     own_pg.stop("immediate")
+    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_knowledge"):
+        store, index = build_store(a), build_index(a)  # down at start: the local folder serves
+    index.load()
+    assert len(index.entries) == len(TINY) and "not synced at start" in caplog.text
+    own_pg.start()
+    index.refresh()  # the first message once it is back seeds the empty database from this folder
+    with psycopg.connect(own_pg.dsn()) as conn:
+        assert conn.execute("SELECT path FROM knowledge_files").fetchall() == [("faq.json",)]
+    before = (store.folder / "faq.json").read_bytes()
+    own_pg.stop("immediate")  # down again, with the connection open
     with pytest.raises(KnowledgeWriteError, match="cannot be reached.*nothing was written"):
         store.upsert_entry("faq.json", None, "新问题", "新答案", "", expected_version=ABSENT)
     assert (store.folder / "faq.json").read_bytes() == before
+    caplog.clear()
     with caplog.at_level(logging.ERROR, logger="bot.chat.shared_knowledge"):
         index.refresh()  # the mirror keeps serving
     assert "unreachable" in caplog.text and own_pg.dsn() not in caplog.text
