@@ -34,7 +34,7 @@ from bot.evaluation import percentile
 from tests.support.es_server import start_server
 from tests.support.llm_server import LocalLLMServer
 from tests.support.postgres import PgServer, skip_reason
-from tests.support.replicas import Replica, replica_config
+from tests.support.replicas import Replica, starter_config, write_config
 
 QUESTIONS = ["这个机器人是什么？", "怎么添加知识？", "怎么连接 DeepSeek？", "How do I switch to dense retrieval?"]
 TOKEN = "replica-bench-token"
@@ -99,15 +99,11 @@ def run(replicas: int, clients: int, seconds: float, dsn: str, es_url: str, llm_
     env = {"KBBOT_PG_DSN": dsn, "KBBOT_API_TOKEN": TOKEN, "KBBOT_REPLICA_LLM_KEY": "sk-local-not-a-real-key"}
     index = f"kbbot-replicas-{replicas}-{os.getpid()}"
     limits = {"backend": "postgres", "chat_per_minute": 0}
-    started = [
-        Replica(
-            f"r{i}",
-            work / f"r{replicas}-{i}",
-            replica_config(work / f"r{replicas}-{i}" / "state", es_url, index, llm_url, limits=limits),
-            env,
-        )
-        for i in range(replicas)
-    ]
+    started = []
+    for i in range(replicas):
+        folder = work / f"r{replicas}-{i}"
+        config = starter_config(folder / "state", es_url, index, llm_url, limits=limits)
+        started.append(Replica(f"r{i}", write_config(config, folder / "config.yaml"), env))
     before = logged_turns(dsn)
     try:
         for replica in started:

@@ -31,6 +31,7 @@ from bot.conversations.privacy import PrivacyPolicy
 from bot.conversations.recorder import TurnRecorder
 from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
 from bot.errors import ConfigError, KnowledgeError, SearchBackendError
+from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Searcher
 from bot.search.index import KnowledgeIndex
@@ -211,12 +212,28 @@ def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
     tokenizer = build_tokenizer(settings)
     p = settings.retrieval.passages
     passages = Passages(p.size, p.overlap) if p.enabled else None
+    sync = knowledge_sync(settings)
     return KnowledgeIndex(
         settings.resolve(settings.knowledge.path),
         tokenizer,
         searcher_factories(settings, tokenizer),
         background=background,
         passages=passages,
+        pull=sync.pull if sync is not None else None,
+    )
+
+
+def knowledge_sync(settings: Settings) -> KnowledgeSync | None:
+    """The process's mirror of the knowledge shared by replicas (``knowledge.shared: postgres``), None when the
+    folder is the knowledge; ConfigError (naming the variable) for a missing or malformed DSN."""
+    if settings.knowledge.shared == "none":
+        return None
+    from bot.chat.shared_knowledge import shared_knowledge
+
+    state = settings.resolve(settings.state_dir)
+    pg = settings.log.postgres
+    return shared_knowledge(
+        pg.dsn_env, pg.connect_timeout, settings.resolve(settings.knowledge.path), state / "locks", state / "history"
     )
 
 
@@ -228,6 +245,7 @@ def build_store(settings: Settings) -> KnowledgeStore:
         state / "locks",
         history_dir=state / "history",
         history_versions=settings.knowledge.history_versions,
+        sync=knowledge_sync(settings),
     )
 
 

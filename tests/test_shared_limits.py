@@ -5,25 +5,17 @@ through (logged) instead of stopping the chat."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
-import time
 
-import httpx
 import openai
 import psycopg
 import pytest
-import yaml
 
 from bot.chat import shared_limits
 from bot.chat.ratelimit import SlidingWindowLimiter, rate_limiter
 from bot.chat.shared_limits import RateStore, SharedLimiter
 from bot.config.variants import update
 from bot.errors import ConfigError
-from tests.support.cli import cli_env
-from tests.support.knowledge import ROOT
-from tests.support.ports import free_port
-from tests.support.serving import TOKEN, client
+from tests.support.serving import client
 
 pytestmark = pytest.mark.e2e
 
@@ -93,46 +85,7 @@ def test_the_api_limit_holds_across_two_served_replicas(pg_settings, serve_api, 
             ask(replica)
 
 
-@pytest.mark.slow
-def test_two_app_processes_share_the_limit_and_the_log(pg_settings, serve_api, tmp_path, pg_dsn, own_stores):
-    """Replica A in this process, replica B a ``python -m bot serve`` process: one limit, one log table."""
-    shared = update(pg_settings, {"limits.backend": "postgres", "limits.chat_per_minute": 2})
-    config = tmp_path / "replica-b.yaml"
-    raw = shared.model_dump(mode="json", exclude={"base_dir", "source"})
-    raw["state_dir"] = str(tmp_path / "state-b")  # its own indexes, as another machine would have
-    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    port = free_port()
-    env = {**cli_env(), shared.api.token_env: TOKEN, shared.log.postgres.dsn_env: pg_dsn}
-    b = subprocess.Popen(
-        [sys.executable, "-m", "bot", "--config", str(config), "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        second = f"http://127.0.0.1:{port}/v1"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{second}/models", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert b.poll() is None and time.monotonic() < deadline, b.stderr.read() if b.stderr else "B exited"
-            time.sleep(0.5)
-        first = serve_api(shared)
-        ask(first)
-        ask(second)
-        with pytest.raises(openai.RateLimitError):
-            ask(first)
-        with psycopg.connect(pg_dsn) as conn:
-            sources = conn.execute("SELECT source, question FROM turns ORDER BY id").fetchall()
-        assert sources == [("api", QUESTION), ("api", QUESTION)]  # both replicas' turns, in one table
-    finally:
-        b.terminate()
-        b.wait(30)
+# Two app processes sharing the limit, the log and the knowledge: tests/test_replicas.py.
 
 
 def admin_replicas(pg_settings, monkeypatch) -> list:
@@ -171,80 +124,10 @@ def test_with_the_database_down_a_logout_still_holds_where_it_was_made(own_pg, s
         a.revoke(cookie)
         assert not a.valid(cookie)  # this replica saw the logout
         assert b.valid(cookie)  # the other cannot know it while the database is down (logged)
-    assert "shared admin" in caplog.text and own_pg.dsn() not in caplog.text
+    assert "admin logouts hold on the replica" in caplog.text and own_pg.dsn() not in caplog.text
     own_pg.start()
     a.shared_logouts.revoke(cookie.split(".")[1], int(cookie.split(".")[0]))  # a later logout reaches everyone
     assert not b.valid(cookie)
-
-
-def login_replicas(pg_dsn: str, failures: int = 3, address_failures: int = 20) -> list:
-    """Two replicas' login throttles on one database (each its own connection), for the password "pw"."""
-    from bot.chat.logins import ThrottledLogin, credentials_check
-    from bot.chat.shared_logins import SharedLogins
-
-    throttles = []
-    for _ in range(2):
-        throttle = ThrottledLogin(credentials_check("alice", "pw"), failures, 30.0, address_failures=address_failures)
-        throttle.shared = SharedLogins(RateStore(pg_dsn, "test", 5))
-        throttles.append(throttle)
-    return throttles
-
-
-def test_wrong_passwords_spread_over_two_replicas_lock_the_login_on_both(pg_dsn):
-    a, b = login_replicas(pg_dsn)
-    assert not a.attempt("alice", "guess1", "10.0.0.9") and not b.attempt("alice", "guess2", "10.0.0.9")
-    assert a.retry_after("alice", "10.0.0.9") == 0  # two of three: not locked yet
-    assert not a.attempt("alice", "guess3", "10.0.0.9")  # the third, on A, counts the two before
-    assert not b.attempt("alice", "pw", "10.0.0.9")  # locked on B too, even with the right password
-    assert 25 < b.retry_after("alice", "10.0.0.9") <= 30
-    assert b.attempt("alice", "pw", "10.0.0.10")  # another address is not locked
-    with psycopg.connect(pg_dsn) as conn:
-        pairs = [row[0] for row in conn.execute("SELECT pair FROM login_failures")]
-    assert pairs and not any("alice" in p or "10.0.0" in p for p in pairs)  # stored hashed
-
-
-def test_the_address_cap_counts_failures_on_every_replica(pg_dsn):
-    a, b = login_replicas(pg_dsn, failures=100, address_failures=4)
-    for i, replica in enumerate((a, b, a, b)):
-        assert not replica.attempt(f"user{i}", "spray", "10.0.0.7")  # one password tried on four usernames
-    assert not a.attempt("alice", "pw", "10.0.0.7")  # the address is refused for the rest of the minute
-    assert 50 < b.retry_after("nobody", "10.0.0.7") <= 60
-
-
-def test_a_right_password_clears_the_shared_failures(pg_dsn):
-    a, b = login_replicas(pg_dsn)
-    assert not a.attempt("alice", "x", "10.0.0.9") and not a.attempt("alice", "y", "10.0.0.9")
-    assert b.attempt("alice", "pw", "10.0.0.9")
-    assert not a.attempt("alice", "z", "10.0.0.9") and not b.attempt("alice", "w", "10.0.0.9")
-    assert a.retry_after("alice", "10.0.0.9") == 0  # two since the success, not four
-
-
-def test_with_the_database_down_logins_are_throttled_in_memory(own_pg, monkeypatch, caplog):
-    monkeypatch.setattr(shared_limits, "RETRY_SECONDS", 0.0)
-    (a, _) = login_replicas(own_pg.dsn())
-    own_pg.stop("immediate")
-    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
-        results = [a.attempt("alice", f"guess{i}", "10.0.0.9") for i in range(3)]
-        assert results == [False, False, False]
-        assert not a.attempt("alice", "pw", "10.0.0.9")  # locked by this replica's own count
-    assert "shared login" in caplog.text and own_pg.dsn() not in caplog.text
-
-
-def test_the_api_token_check_is_throttled_across_replicas(pg_settings, monkeypatch, own_stores):
-    from bot.api.auth import TokenGuard
-    from bot.api.protocol import APIError
-
-    monkeypatch.setenv(pg_settings.api.token_env, "right-token")
-    shared = update(pg_settings, {"limits.backend": "postgres", "limits.login_failures": 2})
-    a, b = TokenGuard.from_settings(shared), TokenGuard.from_settings(shared)
-    for guard in (a, b):  # one wrong token on each replica: two in all
-        with pytest.raises(APIError) as refused:
-            guard.check("Bearer wrong-token", "10.0.0.5")
-        assert refused.value.status in (401, 429)
-    with pytest.raises(APIError) as locked:
-        b.check("Bearer right-token", "10.0.0.5")  # even the right token waits, on either replica
-    assert locked.value.status == 429 and "Retry-After" in locked.value.headers
-    assert a.check("Bearer right-token", "10.0.0.6")  # another client is not locked
 
 
 def test_wecom_memory_falls_back_to_the_replica_s_own_while_the_database_is_down(own_pg, monkeypatch, caplog):
@@ -267,7 +150,7 @@ def test_wecom_memory_falls_back_to_the_replica_s_own_while_the_database_is_down
         histories.add("zhangsan", "学费是多少？", "1. ... 2. ...")
         assert histories.get("zhangsan")[-1]["content"] == "1. ... 2. ..."  # kept locally meanwhile
         assert seen.first("m2") and not seen.first("m2")
-    assert "shared WeCom" in caplog.text and own_pg.dsn() not in caplog.text
+    assert "WeCom messages are remembered in this replica" in caplog.text and own_pg.dsn() not in caplog.text
     own_pg.start()
     assert histories.get("zhangsan") == [
         {"role": "user", "content": "我的电话[phone]"},

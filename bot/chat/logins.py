@@ -1,9 +1,7 @@
 """Login throttling shared by every front end: the browser's chat and admin logins and the API's token check.
 
 A lockout per username + client address after repeated failures (doubling, at most 15 minutes), and a cap of
-wrong attempts per address against password spraying. Front ends set ``CLIENT_ADDRESS`` for the request. With
-``limits.backend: postgres`` the failures are counted in the database every replica shares
-(bot/chat/shared_logins.py), and in this process's memory while that database cannot be reached.
+wrong attempts per address against password spraying. Front ends set ``CLIENT_ADDRESS`` for the request.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from bot.config.settings import LimitSettings, Settings, default_of
 
@@ -79,21 +76,20 @@ class ThrottledLogin:
         self._state: dict[tuple[str, str], _Failures] = {}
         self._by_address: dict[str, deque[float]] = {}  # wrong attempts per address in the last minute
         self._lock = threading.Lock()
-        self.shared: Any = None  # a SharedLogins with limits.backend: postgres (from_settings)
 
     @classmethod
     def from_settings(cls, check: Callable[[str, str], bool], settings: Settings) -> ThrottledLogin:
-        """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted where
-        ``limits.backend`` says."""
-        from bot.chat.ratelimit import shared_store
+        """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted in this
+        process or (``limits.backend: postgres``) in the database every replica shares."""
+        limits = settings.limits
+        if limits.backend == "postgres":
+            from bot.chat.shared_limits import rate_store
+            from bot.chat.shared_logins import SharedThrottledLogin
 
-        throttle = cls(check, settings.limits.login_failures, settings.limits.login_lockout_seconds)
-        store = shared_store(settings)
-        if store is not None:
-            from bot.chat.shared_logins import SharedLogins
-
-            throttle.shared = SharedLogins(store)
-        return throttle
+            pg = settings.log.postgres
+            store = rate_store(pg.dsn_env, pg.connect_timeout)
+            return SharedThrottledLogin(store, check, limits.login_failures, limits.login_lockout_seconds)
+        return cls(check, limits.login_failures, limits.login_lockout_seconds)
 
     def __call__(self, username: str, password: str) -> bool:
         """True when the credentials are right and the pair is not locked out (the address from CLIENT_ADDRESS)."""
@@ -113,66 +109,50 @@ class ThrottledLogin:
 
     def retry_after(self, username: str, address: str) -> float:
         """Seconds until ``username`` may try again from ``address``; 0 when not locked out."""
-        if self.shared is not None:
-            wait = self.shared.wait(username, address, self.address_failures)
-            if wait is not None:
-                return float(wait)
         with self._lock:
             return self._wait(username, address, self._clock())
 
     def attempt(self, username: str, password: str, address: str) -> bool:
         """True when the credentials are right and neither the pair nor the address is locked out; a wrong
         password counts towards both lockouts."""
-        if self.shared is not None:
-            shared = self._shared_attempt(username, password, address)
-            if shared is not None:
-                return shared
-        return self._local_attempt(username, password, address)
-
-    def _shared_attempt(self, username: str, password: str, address: str) -> bool | None:
-        """:meth:`attempt` on the replicas' shared counts; None when the database is down before the check."""
-        wait = self.shared.wait(username, address, self.address_failures)
-        if wait is None:
-            return None
-        if wait > 0:
+        if self._refused(username, address):
             return False
         if self.check(username, password):
-            self.shared.succeeded(username, address)
+            self._succeeded(username, address)
             return True
-        seconds = self.shared.failed(username, address, self.failures, self.lockout, MAX_LOCKOUT)
-        if seconds is None:  # the database went down in between: count it here, so it is not lost
-            self._count_failure((username, address), address, self._clock())
-        elif seconds:
-            log.warning("login locked for %g s after %d failed attempts from %s", seconds, self.failures, address)
+        self._failed(username, address)
         return False
 
-    def _local_attempt(self, username: str, password: str, address: str) -> bool:
-        """:meth:`attempt` on this process's counts."""
-        key = (username, address)
+    def _lockout_seconds(self, lockouts: int) -> float:
+        """How long the ``lockouts``-th lockout of a pair lasts: doubling, at most MAX_LOCKOUT."""
+        return min(self.lockout * 2 ** (lockouts - 1), MAX_LOCKOUT)
+
+    def _refused(self, username: str, address: str) -> bool:
+        """True when the pair or the address is locked out now (the attempt is not even checked)."""
         now = self._clock()
         with self._lock:
             if self._wait(username, address, now) > 0:
-                state = self._state.get(key)
+                state = self._state.get((username, address))
                 if state is not None:
                     state.last = now
-                return False
-        if self.check(username, password):
-            with self._lock:
-                self._state.pop(key, None)
-            return True
-        self._count_failure(key, address, now)
+                return True
         return False
 
-    def _count_failure(self, key: tuple[str, str], address: str, now: float) -> None:
-        """Count one wrong password of ``key`` (username, address) in this process's memory."""
+    def _succeeded(self, username: str, address: str) -> None:
         with self._lock:
-            state = self._state.setdefault(key, _Failures())
+            self._state.pop((username, address), None)
+
+    def _failed(self, username: str, address: str) -> None:
+        """Count a wrong password towards the pair's and the address's lockouts."""
+        now = self._clock()
+        with self._lock:
+            state = self._state.setdefault((username, address), _Failures())
             state.count += 1
             state.last = now
             if state.count >= self.failures:
                 state.lockouts += 1
                 state.count = 0
-                seconds = min(self.lockout * 2 ** (state.lockouts - 1), MAX_LOCKOUT)
+                seconds = self._lockout_seconds(state.lockouts)
                 state.locked_until = now + seconds
                 log.warning("login locked for %g s after %d failed attempts from %s", seconds, self.failures, address)
             recent = self._by_address.setdefault(address, deque())

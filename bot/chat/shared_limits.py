@@ -1,4 +1,5 @@
-"""Rate limits and admin logouts that hold across replicas, in PostgreSQL (``limits.backend: postgres``).
+"""Rate limits that hold across replicas: every limiter's events counted in PostgreSQL (``limits.backend: postgres``),
+beside the other state the replicas share there: login failures, admin logouts, WeCom's short histories.
 
 Behind a load balancer each replica's in-memory limiter (bot/chat/ratelimit.py) counts only what reached it, so a
 client hitting three replicas gets three times its limit. Here the events of every replica are rows of one table
@@ -8,9 +9,8 @@ key, so two replicas cannot both take the last slot. Keys are stored hashed: the
 addresses. When the database cannot be reached the limiter lets the message through and logs it (the chat keeps
 working, as the conversation log does), retrying the connection at most every ``RETRY_SECONDS``.
 
-Login throttling (bot/chat/shared_logins.py) keeps its failures here as well. An admin's logout is a row of
-``revoked_sessions``, so a copy of the logged-out cookie is refused by every
-replica that shares the signing key (``ui.admin.session_key_env``), not only the one that saw the logout.
+An admin's logout is a row of ``revoked_sessions``, so a copy of the logged-out cookie is refused by every replica
+that shares the signing key (``ui.admin.session_key_env``), not only by the one that saw the logout.
 """
 
 from __future__ import annotations
@@ -19,26 +19,39 @@ import hashlib
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from bot.conversations.pg_log import pg_dsn, psycopg_module
+from bot.conversations.pg_log import open_with_schema, pg_dsn, psycopg_module
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RETRY_SECONDS = 2.0  # after a failed connection, limiters let messages through this long before trying again
+LOGIN_MEMORY = 900.0  # seconds an idle login record is kept (bot/chat/logins.py MAX_LOCKOUT)
 PRUNE_EVERY = 500  # checks between deletions of events older than the longest window
-FORGET_LOGIN_FAILURES = 900.0  # seconds: an idle, unlocked pair's failures are forgotten (the longest lockout)
 SCHEMA_LOCK = 7_402_417  # advisory lock id: replicas starting at once create the table one at a time
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rate_events (limiter text NOT NULL, key text NOT NULL, "
     "at timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE INDEX IF NOT EXISTS rate_events_key ON rate_events (limiter, key, at)",
+    # login throttling (bot/chat/shared_logins.py): per hashed username + address, failures towards the lockout
+    "CREATE TABLE IF NOT EXISTS login_failures (pair text PRIMARY KEY, failures integer NOT NULL DEFAULT 0, "
+    "lockouts integer NOT NULL DEFAULT 0, locked_until timestamptz NOT NULL DEFAULT 'epoch', "
+    "last timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE TABLE IF NOT EXISTS revoked_sessions (session text PRIMARY KEY, expires timestamptz NOT NULL)",
-    # bot/chat/shared_logins.py: wrong passwords per username + address (hashed), and its lockouts
-    "CREATE TABLE IF NOT EXISTS login_failures (pair text PRIMARY KEY, count int NOT NULL, lockouts int NOT NULL, "
-    "locked_until timestamptz NOT NULL, last timestamptz NOT NULL)",
+    # the WeCom channel (bot/api/wecom/shared_memory.py): members' last messages, callbacks already taken
+    "CREATE TABLE IF NOT EXISTS wecom_history (user_key text NOT NULL, at timestamptz NOT NULL "
+    "DEFAULT clock_timestamp(), question text NOT NULL, reply text NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS wecom_history_user ON wecom_history (user_key, at)",
+    "CREATE TABLE IF NOT EXISTS wecom_seen (key text PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp())",
 )
+
+
+def hashed_key(key: str) -> str:
+    """How a key (a token, a session, an address) is stored: hashed, never as given."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 class RateStore:
@@ -56,81 +69,75 @@ class RateStore:
     def _connection(self) -> Any:
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
             return self._conn
-        self._conn = self.psycopg.connect(
-            self._dsn, autocommit=True, connect_timeout=self.connect_timeout, application_name="kbbot-limits"
+        self._conn = open_with_schema(
+            self.psycopg, self._dsn, self.connect_timeout, "kbbot-limits", SCHEMA_LOCK, SCHEMA
         )
-        with self._conn.transaction():
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            for statement in SCHEMA:
-                self._conn.execute(statement)
         return self._conn
 
     def allow(self, limiter: str, key: str, max_events: int, window: float) -> bool:
         """Count one event of ``key`` for ``limiter`` when fewer than ``max_events`` happened in the last ``window``
         seconds on any replica; True when it was counted. True (and an error logged) when the database is down."""
-        hashed = hashlib.sha256(key.encode()).hexdigest()[:32]
+        hashed = hashed_key(key)
+
+        def count(conn: Any) -> bool:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{limiter}/{hashed}",))
+            (events,) = conn.execute(
+                "SELECT count(*) FROM rate_events WHERE limiter = %s AND key = %s "
+                "AND at > clock_timestamp() - make_interval(secs => %s)",
+                (limiter, hashed, window),
+            ).fetchone()
+            if events >= max_events:
+                return False
+            conn.execute("INSERT INTO rate_events (limiter, key) VALUES (%s, %s)", (limiter, hashed))
+            return True
+
+        allowed = self.transact(count, "messages are let through")
+        return True if allowed is None else allowed
+
+    def transact(self, work: Callable[[Any], T], meanwhile: str) -> T | None:
+        """``work(connection)`` in one transaction, one caller at a time; None when the database cannot be reached
+        (logged with what happens ``meanwhile``; not tried again for RETRY_SECONDS)."""
         with self._lock:
             if time.monotonic() < self._down_until:
-                return True
+                return None
             try:
                 conn = self._connection()
                 with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{limiter}/{hashed}",))
-                    (count,) = conn.execute(
-                        "SELECT count(*) FROM rate_events WHERE limiter = %s AND key = %s "
-                        "AND at > clock_timestamp() - make_interval(secs => %s)",
-                        (limiter, hashed, window),
-                    ).fetchone()
-                    if count >= max_events:
-                        return False
-                    conn.execute("INSERT INTO rate_events (limiter, key) VALUES (%s, %s)", (limiter, hashed))
+                    result = work(conn)
                 self._prune(conn)
-                return True
+                return result
             except self.psycopg.Error as exc:
                 self._down_until = time.monotonic() + RETRY_SECONDS
                 log.error(
-                    "shared rate limits in %s unreachable (%s); messages are let through for %g s",
+                    "shared rate limits in %s unreachable (%s); %s for %g s",
                     self.where,
                     type(exc).__name__,
+                    meanwhile,
                     RETRY_SECONDS,
                 )
-                return True
+                return None
 
     def revoke(self, session: str, expires: float) -> bool:
         """Record that ``session`` was logged out (its cookie expires at the epoch time ``expires``); False when the
         database is down (the logout then holds on this replica only, and that is logged)."""
-        return self.run(
-            "admin logout",
-            lambda conn: conn.execute(
+
+        def insert(conn: Any) -> bool:
+            conn.execute(
                 "INSERT INTO revoked_sessions VALUES (%s, to_timestamp(%s)) ON CONFLICT (session) DO NOTHING",
                 (session, expires),
-            ),
-        )
+            )
+            return True
+
+        return self.transact(insert, "admin logouts hold on the replica that took them") is not None
 
     def revoked(self, session: str) -> bool | None:
         """True when any replica logged ``session`` out; None when the database cannot say (down)."""
-        found: list[bool] = []
-        ok = self.run(
-            "admin logout check",
-            lambda conn: found.append(
+        return self.transact(
+            lambda conn: (
                 conn.execute("SELECT 1 FROM revoked_sessions WHERE session = %s", (session,)).fetchone() is not None
             ),
+            "admin logouts hold on the replica that took them",
         )
-        return found[0] if ok else None
-
-    def run(self, what: str, statement: Any) -> bool:
-        """Run ``statement(conn)`` on the store's connection; False (and an error logged) when the database is
-        down."""
-        with self._lock:
-            if time.monotonic() < self._down_until:
-                return False
-            try:
-                statement(self._connection())
-                return True
-            except self.psycopg.Error as exc:
-                self._down_until = time.monotonic() + RETRY_SECONDS
-                log.error("shared %s in %s failed (%s)", what, self.where, type(exc).__name__)
-                return False
 
     def _prune(self, conn: Any) -> None:
         self._checks += 1
@@ -138,12 +145,12 @@ class RateStore:
             conn.execute(
                 "DELETE FROM rate_events WHERE at < clock_timestamp() - make_interval(secs => %s)", (self.longest,)
             )
-            conn.execute("DELETE FROM revoked_sessions WHERE expires < clock_timestamp()")
             conn.execute(
                 "DELETE FROM login_failures WHERE locked_until < clock_timestamp() "
                 "AND last < clock_timestamp() - make_interval(secs => %s)",
-                (FORGET_LOGIN_FAILURES,),
+                (LOGIN_MEMORY,),
             )
+            conn.execute("DELETE FROM revoked_sessions WHERE expires < clock_timestamp()")
 
     def close(self) -> None:
         """Close the connection (a later check opens a new one)."""

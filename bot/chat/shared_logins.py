@@ -1,91 +1,104 @@
-"""Login throttling that holds across replicas (``limits.backend: postgres``): the wrong passwords of a username +
-address pair and of an address are rows in the shared database, so an attacker who spreads guesses over several
-replicas meets one lockout, not one per replica.
+"""Login throttling that holds across replicas (``limits.backend: postgres``): the failures of every replica counted
+in the shared limits' database, so that an attacker cannot multiply the wrong passwords allowed by trying several
+replicas behind the load balancer.
 
-The policy is :class:`bot.chat.logins.ThrottledLogin`'s (a lockout per pair after ``failures`` wrong passwords,
-doubling up to ``MAX_LOCKOUT``; an address refused for the rest of the minute after ``address_failures``); this
-module only keeps its state in PostgreSQL, on the database's clock. Pairs and addresses are stored hashed. Every
-method returns None when the database cannot be reached, and the caller then throttles in its own memory.
+The same rules as :class:`bot.chat.logins.ThrottledLogin` (a doubling lockout per username + address, a cap of wrong
+passwords per address per minute), on the database's clock: a username + address pair is one row of
+``login_failures`` (updated under its row lock), a wrong password of an address one ``rate_events`` row. Usernames
+and addresses are stored hashed. While the database cannot be reached each replica throttles in its own memory
+(logged), so logins never stop and are never unthrottled.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
+from collections.abc import Callable
 from typing import Any
 
-from bot.chat.shared_limits import RateStore
+from bot.chat.logins import ADDRESS_FAILURES_PER_MINUTE, ADDRESS_WINDOW, ThrottledLogin
+from bot.chat.shared_limits import RateStore, hashed_key
 
-ADDRESS_LIMITER = "login-address"  # the rate_events rows of wrong passwords per address
-WINDOW = 60.0  # seconds: the address cap's window (bot.chat.logins.ADDRESS_WINDOW)
+log = logging.getLogger(__name__)
+
+LIMITER = "login-address"  # the rate_events rows of wrong passwords per address
+MEANWHILE = "logins are throttled per replica"
 
 
-def _hashed(*parts: str) -> str:
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+class SharedThrottledLogin(ThrottledLogin):
+    """A :class:`ThrottledLogin` whose failures and lockouts are shared by every replica through ``store``."""
 
-
-class SharedLogins:
-    """The failures of every replica's logins, in a :class:`RateStore`'s database."""
-
-    def __init__(self, store: RateStore):
+    def __init__(
+        self,
+        store: RateStore,
+        check: Callable[[str, str], bool],
+        failures: int,
+        lockout: float,
+        address_failures: int = ADDRESS_FAILURES_PER_MINUTE,
+    ):
+        super().__init__(check, failures, lockout, address_failures=address_failures)
         self.store = store
+        store.longest = max(store.longest, ADDRESS_WINDOW)
 
-    def wait(self, username: str, address: str, address_failures: int) -> float | None:
-        """Seconds until ``username`` may try again from ``address`` (0: now); None when the database is down."""
-        found: list[float] = []
+    def retry_after(self, username: str, address: str) -> float:
+        """Seconds until ``username`` may try again from ``address`` on any replica; 0 when not locked out."""
+        wait = self.store.transact(lambda conn: self._wait_in(conn, username, address), MEANWHILE)
+        return super().retry_after(username, address) if wait is None else wait
 
-        def read(conn: Any) -> None:
-            (pair_wait,) = conn.execute(
-                "SELECT COALESCE(max(extract(epoch FROM locked_until - clock_timestamp())), 0) "
-                "FROM login_failures WHERE pair = %s",
-                (_hashed(username, address),),
-            ).fetchone()
-            address_wait = 0.0
-            if address_failures > 0:
-                # the address waits until the address_failures-th most recent failure leaves the window
-                row = conn.execute(
-                    "SELECT extract(epoch FROM at + make_interval(secs => %s) - clock_timestamp()) FROM rate_events "
-                    "WHERE limiter = %s AND key = %s AND at > clock_timestamp() - make_interval(secs => %s) "
-                    "ORDER BY at DESC OFFSET %s LIMIT 1",
-                    (WINDOW, ADDRESS_LIMITER, _hashed(address), WINDOW, address_failures - 1),
-                ).fetchone()
-                address_wait = float(row[0]) if row else 0.0
-            found.append(max(float(pair_wait), address_wait, 0.0))
+    def _refused(self, username: str, address: str) -> bool:
+        wait = self.store.transact(lambda conn: self._wait_in(conn, username, address), MEANWHILE)
+        return super()._refused(username, address) if wait is None else wait > 0
 
-        return found[0] if self.store.run("login check", read) else None
-
-    def failed(self, username: str, address: str, failures: int, lockout: float, max_lockout: float) -> float | None:
-        """Count one wrong password of the pair and the address; the seconds of the lockout it starts (0: none),
-        or None when the database is down."""
-        locked: list[float] = []
-        pair = _hashed(username, address)
-
-        def count(conn: Any) -> None:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"login/{pair}",))
-                (tries, lockouts) = conn.execute(
-                    "INSERT INTO login_failures AS f VALUES (%s, 1, 0, to_timestamp(0), clock_timestamp()) "
-                    "ON CONFLICT (pair) DO UPDATE SET count = f.count + 1, last = clock_timestamp() "
-                    "RETURNING count, lockouts",
-                    (pair,),
-                ).fetchone()
-                seconds = 0.0
-                if tries >= failures:
-                    seconds = min(lockout * 2**lockouts, max_lockout)
-                    conn.execute(
-                        "UPDATE login_failures SET count = 0, lockouts = lockouts + 1, "
-                        "locked_until = clock_timestamp() + make_interval(secs => %s) WHERE pair = %s",
-                        (seconds, pair),
-                    )
-                conn.execute(
-                    "INSERT INTO rate_events (limiter, key) VALUES (%s, %s)", (ADDRESS_LIMITER, _hashed(address))
-                )
-            locked.append(seconds)
-
-        return locked[0] if self.store.run("login failure", count) else None
-
-    def succeeded(self, username: str, address: str) -> None:
-        """Forget the pair's failures (a right password)."""
-        pair = _hashed(username, address)
-        self.store.run(
-            "login success", lambda conn: conn.execute("DELETE FROM login_failures WHERE pair = %s", (pair,))
+    def _succeeded(self, username: str, address: str) -> None:
+        pair = _pair(username, address)
+        done = self.store.transact(
+            lambda conn: conn.execute("DELETE FROM login_failures WHERE pair = %s", (pair,)) is not None, MEANWHILE
         )
+        if done is None:
+            super()._succeeded(username, address)
+
+    def _failed(self, username: str, address: str) -> None:
+        if self.store.transact(lambda conn: self._count_failure(conn, username, address), MEANWHILE) is None:
+            super()._failed(username, address)
+
+    def _wait_in(self, conn: Any, username: str, address: str) -> float:
+        """Seconds the pair or the address is still locked out, from the shared rows."""
+        (wait,) = conn.execute(
+            "SELECT GREATEST(0, "
+            "(SELECT EXTRACT(EPOCH FROM locked_until - clock_timestamp()) FROM login_failures WHERE pair = %s), "
+            "(SELECT EXTRACT(EPOCH FROM min(at) + make_interval(secs => %s) - clock_timestamp()) FROM rate_events "
+            " WHERE limiter = %s AND key = %s AND at > clock_timestamp() - make_interval(secs => %s) "
+            " HAVING %s > 0 AND count(*) >= %s))",
+            (
+                _pair(username, address),
+                ADDRESS_WINDOW,
+                LIMITER,
+                hashed_key(address),
+                ADDRESS_WINDOW,
+                self.address_failures,
+                self.address_failures,
+            ),
+        ).fetchone()
+        return float(wait)
+
+    def _count_failure(self, conn: Any, username: str, address: str) -> bool:
+        """Count one wrong password of the pair (locking it out at ``failures``) and of the address."""
+        pair = _pair(username, address)
+        failures, lockouts = conn.execute(
+            "INSERT INTO login_failures (pair, failures) VALUES (%s, 1) ON CONFLICT (pair) DO UPDATE "
+            "SET failures = login_failures.failures + 1, last = clock_timestamp() RETURNING failures, lockouts",
+            (pair,),
+        ).fetchone()
+        if failures >= self.failures:
+            seconds = self._lockout_seconds(lockouts + 1)
+            conn.execute(
+                "UPDATE login_failures SET failures = 0, lockouts = lockouts + 1, "
+                "locked_until = clock_timestamp() + make_interval(secs => %s) WHERE pair = %s",
+                (seconds, pair),
+            )
+            log.warning("login locked for %g s after %d failed attempts from %s", seconds, self.failures, address)
+        conn.execute("INSERT INTO rate_events (limiter, key) VALUES (%s, %s)", (LIMITER, hashed_key(address)))
+        return True
+
+
+def _pair(username: str, address: str) -> str:
+    return hashed_key(f"{username}\0{address}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from bot.config.base import Strict
@@ -43,3 +45,8 @@ class KnowledgeSettings(Strict):
     (character-bigram Dice) and more than any of the entry's own phrasings (bot/chat/negatives.py)."""
     history_versions: int = Field(default=20, ge=0)
     """Earlier versions kept per knowledge file by every edit (under ``state_dir``/history); 0 keeps none."""
+    shared: Literal["none", "postgres"] = "none"
+    """none: the knowledge folder is the knowledge; postgres: the knowledge (and its history) lives in the
+    PostgreSQL database of ``log.postgres`` and each replica's folder is a copy of it, so an edit on any replica is
+    answered by every other from its next message (docs/deployment.md). The first replica to start fills an empty
+    database from its folder; after that the database wins over local files."""

@@ -83,6 +83,19 @@ def psycopg_module(needed_by: str = "log.backend", error: type[BotError] = TurnL
     )
 
 
+def open_with_schema(
+    psycopg: Any, dsn: str, connect_timeout: int, application_name: str, schema_lock: int, schema: Sequence[str]
+) -> Any:
+    """An autocommit connection to ``dsn`` once ``schema`` (idempotent statements) ran under the advisory lock
+    ``schema_lock``, so replicas starting at once create their tables one at a time."""
+    conn = psycopg.connect(dsn, autocommit=True, connect_timeout=connect_timeout, application_name=application_name)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (schema_lock,))
+        for statement in schema:
+            conn.execute(statement)
+    return conn
+
+
 class _Row(tuple):
     """A result row read by position or by column name, like sqlite3.Row."""
 

@@ -25,6 +25,7 @@ from bot.knowledge.files import (
 from bot.knowledge.history import FileVersion, History
 from bot.knowledge.lock import FolderLock, LockTimeout
 from bot.knowledge.names import unsafe_characters, unsafe_path
+from bot.knowledge.shared import KnowledgeSync, LocalOnly
 
 LOCK_TIMEOUT = 10.0
 HISTORY_VERSIONS: int = default_of(KnowledgeSettings, "history_versions")
@@ -62,6 +63,7 @@ class KnowledgeStore:
         *,
         history_dir: str | Path | None = None,
         history_versions: int = HISTORY_VERSIONS,
+        sync: KnowledgeSync | None = None,
     ):
         self.folder = Path(folder)
         self.lock_dir = Path(lock_dir)
@@ -75,6 +77,8 @@ class KnowledgeStore:
                 )
         self.lock = FolderLock(self.lock_dir, timeout)
         self._history = History(self.history_dir, history_versions)
+        # Replicas sharing the knowledge (bot/knowledge/shared.py): edits go through it, reads pull first.
+        self.sync: KnowledgeSync = sync if sync is not None else LocalOnly()
 
     @property
     def lock_path(self) -> Path:
@@ -83,6 +87,7 @@ class KnowledgeStore:
 
     def files(self) -> list[str]:
         """The knowledge files, as '/'-separated paths relative to the folder, in loading order."""
+        self.sync.pull()
         if not self.folder.is_dir():
             return []
         return [p.relative_to(self.folder).as_posix() for p in knowledge_files(self.folder)]
@@ -90,6 +95,7 @@ class KnowledgeStore:
     def entries(self, file: str) -> list[tuple[str, dict]]:
         """(key, raw entry as decoded) of one file in file order; the key of a list entry is its index."""
         path, rel = self._resolve(file)
+        self.sync.pull()
         data = read_data(path)
         if data is None:
             raise KnowledgeWriteError(f"{rel}: no such knowledge file")
@@ -98,6 +104,7 @@ class KnowledgeStore:
     def version(self, file: str, key: str) -> str | None:
         """The current version of entry ``key`` of ``file`` (see :func:`entry_version`), None when there is none."""
         path, _ = self._resolve(file)
+        self.sync.pull()
         data = read_data(path)
         raw = None if data is None else lookup(data, key)
         return None if raw is None else entry_version(raw)
@@ -244,17 +251,18 @@ class KnowledgeStore:
     def history(self, file: str) -> list[FileVersion]:
         """The kept earlier versions of ``file``, newest first (time it was replaced, entries, size)."""
         _, rel = self._resolve(file)
+        self.sync.pull()
         return self._history.versions(rel)
 
     def restore(self, file: str, version: str) -> list[str]:
         """Bring back a kept version of ``file`` byte for byte (the current one is kept first); returns its ids."""
         path, rel = self._resolve(file)
-        content = self._history.content(rel, version)
-        if content is None:
-            raise KnowledgeWriteError(
-                f"{rel} has no kept version {version!r}; list them with `python -m bot knowledge history {rel}`"
-            )
-        with self._locked(rel):
+        with self._locked(rel):  # read under the lock: another replica's kept versions are in the mirror by then
+            content = self._history.content(rel, version)
+            if content is None:
+                raise KnowledgeWriteError(
+                    f"{rel} has no kept version {version!r}; list them with `python -m bot knowledge history {rel}`"
+                )
             return [e.id for e in self._replace(path, rel, content)]
 
     def _resolve(self, file: str) -> tuple[Path, str]:
@@ -284,9 +292,10 @@ class KnowledgeStore:
 
     @contextmanager
     def _locked(self, rel: str = "") -> Iterator[None]:
-        """Hold the folder's one writer lock (``rel`` only names the file in the error)."""
+        """Hold the folder's one writer lock, and the shared one of replicas (``rel`` only names the file in the
+        error)."""
         try:
-            with self.lock.hold():
+            with self.lock.hold(), self.sync.editing():
                 yield
         except LockTimeout:
             raise KnowledgeWriteError(

@@ -49,8 +49,12 @@ class KnowledgeIndex:
         check_interval: float = 0.0,
         background: bool = False,
         passages: Passages | None = None,
+        pull: Callable[[], bool] | None = None,
     ):
         self.folder = Path(folder)
+        # Replicas sharing the knowledge (bot/knowledge/shared.py): brings their edits into the folder before each
+        # check; True when a file changed.
+        self.pull = pull
         self.tokenizer = tokenizer
         self._factories = dict(factories)
         self._searchers: dict[str, Searcher] = {}
@@ -123,7 +127,9 @@ class KnowledgeIndex:
         """
         wait = not self.background if wait is None else wait
         now = time.monotonic()
-        if not force and now - self._last_check < self.check_interval:
+        # Another replica's edit is in the folder from here on; it is read now, whatever check_interval says.
+        pulled = self.pull() if self.pull is not None else False
+        if not force and not pulled and now - self._last_check < self.check_interval:
             return False
         self._last_check = now
         signature = folder_signature(self.folder)

@@ -1,7 +1,8 @@
-"""App replicas as separate processes: ``python -m bot serve`` on a config file of their own, for the tests and the
+"""App replicas as separate processes: ``python -m bot serve`` on a config file of their own, for the test and the
 benchmark that put two of them behind one search server and one PostgreSQL (docs/deployment.md).
 
-Each replica has its own state folder and port; what they share is only what the config points them at.
+Each replica has its own state folder, knowledge folder and port; what they share is only what the config points
+them at.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Any
 import httpx
 import yaml
 
+from bot.config.settings import Settings
+from tests.support.knowledge import ROOT, TINY, full_config, write_knowledge
 from tests.support.ports import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 READY_SECONDS = 180.0  # a cold start builds the index (and imports gradio): slow on a busy 2-core machine
 
 
@@ -28,26 +30,23 @@ class ReplicaError(RuntimeError):
 
 
 class Replica:
-    """One app process serving ``config`` on a free loopback port; ``stop()`` ends it."""
+    """One app process serving the config file ``config`` on a free loopback port; ``stop()`` ends it."""
 
-    def __init__(self, name: str, folder: Path, config: Mapping[str, Any], env: Mapping[str, str]):
-        self.name, self.folder = name, folder
-        folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, name: str, config: Path, env: Mapping[str, str]):
+        self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.config_path = folder / "config.yaml"
-        self.config_path.write_text(yaml.safe_dump(dict(config), allow_unicode=True), encoding="utf-8")
-        self.output = folder / "output.log"
+        self.output = config.with_suffix(".log")
         self._out = self.output.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--config", str(self.config_path), "--port", str(self.port)],
+            [sys.executable, "-m", "bot", "--config", str(config), "serve", "--port", str(self.port)],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT), **env},
             stdout=self._out,
             stderr=subprocess.STDOUT,
         )
 
-    def wait_ready(self, token: str, timeout: float = READY_SECONDS) -> None:
+    def wait_ready(self, token: str, timeout: float = READY_SECONDS) -> Replica:
         """Block until the API answers ``GET /v1/models``; a replica that exits or never answers raises."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -56,36 +55,49 @@ class Replica:
             try:
                 reply = httpx.get(f"{self.url}/v1/models", headers={"Authorization": f"Bearer {token}"}, timeout=2)
                 if reply.status_code == 200:
-                    return
+                    return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.25)
+        self.stop()
         raise ReplicaError(f"replica {self.name} not ready after {timeout:.0f} s:\n{self.tail()}")
 
     def tail(self, lines: int = 30) -> str:
         """The last lines the process printed."""
         self._out.flush()
-        text = self.output.read_text(encoding="utf-8", errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(self.output.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
-        """Terminate the process (killed if it does not exit within 10 s)."""
+        """Terminate the process (killed if it does not exit within 30 s)."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
         self._out.close()
 
 
-def replica_config(state: Path, es_url: str, index: str, llm_url: str, **overrides: Any) -> dict[str, Any]:
-    """A replica's config: the repository's starter knowledge, sparse retrieval on the search server at ``es_url``,
-    the log and the limits in the PostgreSQL of ``KBBOT_PG_DSN``, the LLM at ``llm_url``. ``overrides`` replace
-    keys of the repository's config.yaml (one level deep: ``limits={...}`` keeps the other limits)."""
-    from tests.support.knowledge import full_config
+def write_config(raw: Mapping[str, Any], path: Path) -> Path:
+    """``raw`` settings as a YAML config file at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(dict(raw), allow_unicode=True), encoding="utf-8")
+    return path
 
+
+def replica_config(settings: Settings, tmp_path: Path, name: str) -> Path:
+    """A replica's config file: the shared settings with its own knowledge folder (a copy of TINY) and state."""
+    raw = settings.model_dump(mode="json", exclude={"base_dir", "source"})
+    raw["state_dir"] = str(tmp_path / name / "state")
+    raw["knowledge"]["path"] = str(write_knowledge(tmp_path / name / "knowledge", TINY).parent)
+    return write_config(raw, tmp_path / f"{name}.yaml")
+
+
+def starter_config(state: Path, es_url: str, index: str, llm_url: str, **overrides: Any) -> dict[str, Any]:
+    """A replica of the repository's config.yaml (the starter knowledge) with sparse retrieval on the search server
+    at ``es_url``, the log and the limits in the PostgreSQL of ``KBBOT_PG_DSN``, the LLM at ``llm_url``.
+    ``overrides`` replace keys of its top-level blocks (``limits={...}`` keeps the other limits)."""
     config = full_config()
     for key, value in {
         "state_dir": str(state),

@@ -9,44 +9,26 @@ conversation log masks them. While the database cannot be reached each replica f
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from bot.api.wecom.memory import Histories, Seen
-from bot.chat.shared_limits import RateStore
+from bot.chat.shared_limits import RateStore, hashed_key
 
-SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS wecom_history (user_key text NOT NULL, at timestamptz NOT NULL "
-    "DEFAULT clock_timestamp(), question text NOT NULL, reply text NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS wecom_history_user ON wecom_history (user_key, at)",
-    "CREATE TABLE IF NOT EXISTS wecom_seen (key text PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp())",
-)
 PRUNE_EVERY = 200  # writes between deletions of expired rows
+MEANWHILE = "WeCom messages are remembered in this replica's memory"
 
 
-class _Tables:
-    """Creates the channel's tables once per store, before its first statement."""
+class _Writes:
+    """Counts writes: every PRUNE_EVERY-th is the time to delete expired rows (the tables are in shared_limits)."""
 
-    def __init__(self, store: RateStore):
-        self.store, self.ready, self.writes = store, False, 0
-
-    def run(self, what: str, statement: Callable[[Any], None]) -> bool:
-        def with_schema(conn: Any) -> None:
-            if not self.ready:
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('kbbot-wecom-schema', 0))")
-                    for create in SCHEMA:
-                        conn.execute(create)
-                self.ready = True
-            statement(conn)
-
-        return self.store.run(f"WeCom {what}", with_schema)
+    def __init__(self) -> None:
+        self.count = 0
 
     def due(self) -> bool:
-        """True every PRUNE_EVERY writes: time to delete expired rows."""
-        self.writes += 1
-        return self.writes % PRUNE_EVERY == 0
+        """True every PRUNE_EVERY writes."""
+        self.count += 1
+        return self.count % PRUNE_EVERY == 0
 
 
 class SharedHistories:
@@ -56,23 +38,21 @@ class SharedHistories:
         self, store: RateStore, local: Histories, mask: Callable[[str], str | None], user_key: Callable[[str], str]
     ):
         """``user_key``: the stored name of a UserID (the channel's keyed hash); ``mask``: the log's masking."""
-        self.tables, self.local, self.mask, self.user_key = _Tables(store), local, mask, user_key
+        self.store, self.local, self.mask, self.user_key = store, local, mask, user_key
+        self.writes = _Writes()
 
     def get(self, user: str) -> list[dict[str, str]]:
         """The user's recent messages, oldest first ([] when none or expired)."""
-        rows: list[tuple[str, str]] = []
         local = self.local
-
-        def read(conn: Any) -> None:
-            rows.extend(
-                conn.execute(
-                    "SELECT question, reply FROM wecom_history WHERE user_key = %s "
-                    "AND (%s = 0 OR at > clock_timestamp() - make_interval(secs => %s)) ORDER BY at DESC LIMIT %s",
-                    (self.user_key(user), local.ttl, local.ttl, (local.size + 1) // 2),
-                ).fetchall()
-            )
-
-        if not self.tables.run("history", read):
+        rows = self.store.transact(
+            lambda conn: conn.execute(
+                "SELECT question, reply FROM wecom_history WHERE user_key = %s "
+                "AND (%s = 0 OR at > clock_timestamp() - make_interval(secs => %s)) ORDER BY at DESC LIMIT %s",
+                (self.user_key(user), local.ttl, local.ttl, (local.size + 1) // 2),
+            ).fetchall(),
+            MEANWHILE,
+        )
+        if rows is None:
             return local.get(user)
         turns = [
             m for q, r in reversed(rows) for m in ({"role": "user", "content": q}, {"role": "assistant", "content": r})
@@ -85,18 +65,19 @@ class SharedHistories:
             return
         stored = self.mask(question) or ""
 
-        def write(conn: Any) -> None:
+        def write(conn: Any) -> bool:
             conn.execute(
                 "INSERT INTO wecom_history (user_key, question, reply) VALUES (%s, %s, %s)",
                 (self.user_key(user), stored, reply),
             )
-            if self.tables.due() and self.local.ttl:
+            if self.writes.due() and self.local.ttl:
                 conn.execute(
                     "DELETE FROM wecom_history WHERE at < clock_timestamp() - make_interval(secs => %s)",
                     (self.local.ttl,),
                 )
+            return True
 
-        if not self.tables.run("history", write):
+        if self.store.transact(write, MEANWHILE) is None:
             self.local.add(user, question, reply)
 
 
@@ -104,30 +85,26 @@ class SharedSeen:
     """:class:`Seen` in the shared database: a message key is taken by one replica only, within ``ttl`` seconds."""
 
     def __init__(self, store: RateStore, local: Seen):
-        self.tables, self.local = _Tables(store), local
+        self.store, self.local = store, local
+        self.writes = _Writes()
 
     def first(self, key: str) -> bool:
         """True the first time any replica offers ``key`` (within ``ttl``), False for a repeat."""
-        taken: list[bool] = []
-        hashed = _key(key)
+        hashed = hashed_key(key)
 
-        def take(conn: Any) -> None:
-            with conn.transaction():
-                conn.execute(
-                    "DELETE FROM wecom_seen WHERE key = %s AND at < clock_timestamp() - make_interval(secs => %s)",
-                    (hashed, self.local.ttl),
-                )
-                row = conn.execute(
-                    "INSERT INTO wecom_seen (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING 1", (hashed,)
-                ).fetchone()
-            taken.append(row is not None)
-            if self.tables.due():
+        def take(conn: Any) -> bool:
+            conn.execute(
+                "DELETE FROM wecom_seen WHERE key = %s AND at < clock_timestamp() - make_interval(secs => %s)",
+                (hashed, self.local.ttl),
+            )
+            row = conn.execute(
+                "INSERT INTO wecom_seen (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING 1", (hashed,)
+            ).fetchone()
+            if self.writes.due():
                 conn.execute(
                     "DELETE FROM wecom_seen WHERE at < clock_timestamp() - make_interval(secs => %s)", (self.local.ttl,)
                 )
+            return row is not None
 
-        return taken[0] if self.tables.run("message check", take) else self.local.first(key)
-
-
-def _key(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+        first = self.store.transact(take, MEANWHILE)
+        return self.local.first(key) if first is None else first
