@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.replicas [--clients 16] [--seconds 60] [--chunk-delay 0.005] [--quick] [--no-write]
 
 Every replica is a ``python -m bot serve`` process of its own (tests/support/replicas.py) with sparse retrieval on one
-osmem-server (the OpenSearch-compatible test server), the conversation log and the message limits in one PostgreSQL
+osmem-server (the OpenSearch-compatible test server), the knowledge, the conversation log and the limits in one PostgreSQL
 (``$KBBOT_PG_DSN`` when set, else a throwaway local server as the tests start it), and the scripted streaming LLM of
 tests/support/llm_server.py. Clients are threads sending the starter-knowledge questions as
 ``POST /v1/chat/completions`` (streamed), spread over the replicas in turn, as a round-robin load balancer does.
@@ -159,7 +159,8 @@ def section(results: list[dict], chunk_delay: float) -> str:
         f"`python -m benchmarks.replicas` ({time.strftime('%Y-%m-%d')}; Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs shared by the replicas, the search server, PostgreSQL, the LLM stand-in and the "
         "clients). Each replica is its own `python -m bot serve` process; retrieval is sparse on one osmem-server "
-        "index, the log and the limits are in one PostgreSQL table set; the clients stream "
+        "index, the knowledge (`knowledge.shared`: one generation check per message), the log and the limits are in one "
+        "PostgreSQL schema; the clients stream "
         "`/v1/chat/completions` for the starter-knowledge questions, spread round-robin over the replicas. The LLM "
         f"stand-in streams 4-character chunks {chunk_delay * 1000:g} ms apart. Lost turns = answered requests "
         "missing from the shared log. On one machine the replicas compete for the same cores, so the ratio shows "

@@ -8,6 +8,7 @@ them at.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -95,13 +96,16 @@ def replica_config(settings: Settings, tmp_path: Path, name: str) -> Path:
 
 
 def starter_config(state: Path, es_url: str, index: str, llm_url: str, **overrides: Any) -> dict[str, Any]:
-    """A replica of the repository's config.yaml (the starter knowledge) with sparse retrieval on the search server
-    at ``es_url``, the log and the limits in the PostgreSQL of ``KBBOT_PG_DSN``, the LLM at ``llm_url``.
-    ``overrides`` replace keys of its top-level blocks (``limits={...}`` keeps the other limits)."""
+    """A replica of the repository's config.yaml with sparse retrieval on the search server at ``es_url``, the
+    knowledge, the log and the limits in the PostgreSQL of ``KBBOT_PG_DSN``, the LLM at ``llm_url``; its knowledge
+    folder (the mirror) starts as a copy of the starter knowledge, beside ``state``. ``overrides`` replace keys of
+    its top-level blocks (``limits={...}`` keeps the other limits)."""
+    mirror = state.parent / "knowledge"
+    shutil.copytree(ROOT / "knowledge", mirror, dirs_exist_ok=True)
     config = full_config()
     for key, value in {
         "state_dir": str(state),
-        "knowledge": {"path": str(ROOT / "knowledge"), "synonyms": str(ROOT / "synonyms.txt")},
+        "knowledge": {"path": str(mirror), "synonyms": str(ROOT / "synonyms.txt"), "shared": "postgres"},
         "retrieval": {
             "mode": "sparse",
             "sparse": {
