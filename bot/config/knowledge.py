@@ -43,3 +43,16 @@ class KnowledgeSettings(Strict):
     (character-bigram Dice) and more than any of the entry's own phrasings (bot/chat/negatives.py)."""
     history_versions: int = Field(default=20, ge=0)
     """Earlier versions kept per knowledge file by every edit (under ``state_dir``/history); 0 keeps none."""
+
+
+class RoutingSettings(Strict):
+    """This knowledge base among several (``knowledge_bases``): its display name, and where a question it finds
+    nothing for may go (docs/knowledge-bases.md)."""
+
+    label: str = ""
+    """The name people see ("招生 / Admissions"): in the notice on answers another knowledge base gave, and the
+    page of this one. Empty: the knowledge base's name."""
+    route_to: str = ""
+    """Another knowledge base asked when this one finds nothing (the ladder would give its last-resort reply); its
+    answer is labelled with that knowledge base's label. One hop only: the other one's own ``route_to`` is not
+    followed. Empty: no routing."""
