@@ -17,6 +17,8 @@ from bot.errors import ConfigError
 from bot.texts import ROUTED
 from tests.support.knowledge_bases import HR_ONLY, NOBODY, QUESTIONS, answered, expected
 
+pytestmark = pytest.mark.unit
+
 
 def rewrite(config: Path, change) -> Path:
     """``config`` with ``change(raw)`` applied to its data."""
