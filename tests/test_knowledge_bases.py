@@ -39,6 +39,7 @@ def test_each_knowledge_base_is_the_top_level_with_its_overrides(two_kbs):
     assert hr.retrieval.thresholds["sparse"].direct == top.retrieval.thresholds["sparse"].direct  # merged, not replaced
     assert hr.resolve(hr.state_dir) == top.resolve(top.state_dir) / "kb" / "hr"  # index, log, inbox, history
     assert (hr.ui.admin.username_env, hr.ui.admin.password_env) == ("KBBOT_ADMIN_USER_HR", "KBBOT_ADMIN_PASSWORD_HR")
+    assert hr.ui.title == f"{top.ui.title} · 人事处 HR"  # the page says which knowledge base it is
     assert hr.llm == top.llm and hr.knowledge_bases == {}  # the rest is the top level's
 
 
@@ -54,6 +55,7 @@ def test_a_single_knowledge_base_config_is_unchanged(settings):
     [
         ({"retrieval": {"nonsense": 1}}, "knowledge base 'hr'"),
         ({"retrieval": {"nonsense": 1}}, "retrieval.nonsense"),
+        ({"ui": 5}, "  - ui: Input should be a valid dictionary"),
         ({"routing": {"route_to": "payroll"}}, "route_to is 'payroll'"),
         ({"routing": {"route_to": "hr"}}, "name another knowledge base (default)"),
         ({"widget": {"enabled": True}}, "enable it at the top level"),
@@ -112,3 +114,15 @@ def test_the_cli_answers_from_the_knowledge_base_of_kb(two_kbs, capsys):
     assert json.loads(capsys.readouterr().out)["hits"][0]["document"] == expected("hr", QUESTIONS[1])
     assert cli(["--config", config, "--kb", "payroll", "ask", QUESTIONS[0]]) == 2
     assert "this config has: default, hr" in capsys.readouterr().err
+
+
+def test_a_running_knowledge_base_follows_its_own_mode_in_the_config_file(two_kbs):
+    from bot.config.watch import ConfiguredMode
+
+    config = two_kbs(hr={"retrieval": {"mode": "sparse"}})
+    assert knowledge_base_settings(load_settings(config), "hr").kb_name == "hr"
+    default, hr = ConfiguredMode(config, "sparse", check_interval=0), ConfiguredMode(config, "sparse", 0, kb="hr")
+    rewrite(config, lambda raw: raw["retrieval"].__setitem__("mode", "dense"))
+    assert (default(), hr()) == ("dense", "sparse")  # hr sets its own mode: the top level's edit is not hr's
+    rewrite(config, lambda raw: raw["knowledge_bases"]["hr"]["retrieval"].__setitem__("mode", "hybrid"))
+    assert (default(), hr()) == ("dense", "hybrid")

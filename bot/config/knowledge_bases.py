@@ -37,22 +37,26 @@ def env_suffix(name: str) -> str:
     return re.sub(r"[^A-Z0-9_]", "_", name.upper())
 
 
-def own_defaults(settings: Settings, name: str, override: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys a knowledge base gets of its own unless ``override`` sets them: state folder, admin, the routing
-    label, and the default-only channels off."""
-    admin = override.get("ui", {}).get("admin", {}) if isinstance(override.get("ui"), Mapping) else {}
-    own: dict[str, Any] = {
+def block(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``raw[key]`` when it is a mapping, else empty (a wrong type is reported by the validation after the merge)."""
+    value = raw.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def own_defaults(settings: Settings, name: str, label: str) -> dict[str, Any]:
+    """What a knowledge base gets of its own, under its overrides: a state folder, admin variables, a page title
+    naming it, and the default-only channels off."""
+    return {
+        "state_dir": str(Path(settings.state_dir) / "kb" / name),
         "ui": {
+            "title": f"{settings.ui.title} · {label}",  # the page says which knowledge base it is
             "admin": {
-                "username_env": admin.get("username_env", f"KBBOT_ADMIN_USER_{env_suffix(name)}"),
-                "password_env": admin.get("password_env", f"KBBOT_ADMIN_PASSWORD_{env_suffix(name)}"),
-            }
+                "username_env": f"KBBOT_ADMIN_USER_{env_suffix(name)}",
+                "password_env": f"KBBOT_ADMIN_PASSWORD_{env_suffix(name)}",
+            },
         },
-        **{block: {"enabled": False} for block in DEFAULT_ONLY},
+        **{channel: {"enabled": False} for channel in DEFAULT_ONLY},
     }
-    if "state_dir" not in override:
-        own["state_dir"] = str(Path(settings.state_dir) / "kb" / name)
-    return own
 
 
 def knowledge_base_settings(settings: Settings, name: str) -> Settings:
@@ -63,17 +67,19 @@ def knowledge_base_settings(settings: Settings, name: str) -> Settings:
     if name not in settings.knowledge_bases:
         raise ConfigError(f"no knowledge base {name!r}; this config has: {', '.join(names(settings))}")
     override = settings.knowledge_bases[name]
-    for block in DEFAULT_ONLY:
-        if isinstance(override.get(block), Mapping) and override[block].get("enabled"):
+    for channel in DEFAULT_ONLY:
+        if block(override, channel).get("enabled"):
             raise ConfigError(
-                f"knowledge_bases.{name}.{block}.enabled: the {block} channel is served for the default knowledge "
-                f"base only; enable it at the top level of the config file"
+                f"knowledge_bases.{name}.{channel}.enabled: the {channel} channel is served for the default "
+                f"knowledge base only; enable it at the top level of the config file"
             )
     base = settings.model_dump(mode="json")
-    raw = merged(merged(base, override), own_defaults(settings, name, override))
-    raw["knowledge_bases"] = {}  # the list is the top level's; a merge would keep it
+    label = block(override, "routing").get("label") or name
+    raw = merged(merged(base, own_defaults(settings, name, label)), override)
+    raw["knowledge_bases"] = {}  # the list is the top level's (a merge of {} would keep it)
     where = f"knowledge base {name!r} (knowledge_bases.{name} in {settings.source or 'the config'}) is invalid"
-    return finish_loading(validated(raw, where), settings.base_dir, settings.source)
+    kb = finish_loading(validated(raw, where), settings.base_dir, settings.source)
+    return kb.model_copy(update={"kb_name": name})
 
 
 def names(settings: Settings) -> list[str]:

@@ -225,6 +225,7 @@ class Settings(Strict):
     top level is the knowledge base ``default``. Each gets its own state folder (``<state_dir>/kb/<name>``: index,
     conversation log, inbox, history) and admin (``ui.admin.*_env`` default to ``KBBOT_ADMIN_USER_<NAME>`` /
     ``KBBOT_ADMIN_PASSWORD_<NAME>``); docs/knowledge-bases.md."""
+    kb_name: str = Field(default=DEFAULT_KB, exclude=True)  # which of knowledge_bases these settings are
     base_dir: Path = Field(default=Path("."), exclude=True)
     source: Path | None = Field(default=None, exclude=True)
 
