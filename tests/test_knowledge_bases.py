@@ -86,6 +86,8 @@ def test_each_bot_answers_from_its_own_knowledge_and_an_unknown_name_lists_the_k
         deployment.bot("payroll")
     with pytest.raises(ConfigError, match="this config has: default, hr"):
         knowledge_base_settings(load_settings(two_kbs()), "payroll")
+    with pytest.raises(UnknownKnowledgeBase, match="'payroll'"):  # a ready bot for a name the config lacks
+        Deployment(load_settings(two_kbs()), bots={"payroll": deployment.bot("hr")})
 
 
 def test_routing_asks_the_other_knowledge_base_labelled_and_only_once(two_kbs):

@@ -52,6 +52,7 @@ def test_the_model_and_the_page_path_pick_the_knowledge_base_and_logs_stay_apart
     v1 = f"{base}/v1"
     cards = {m.id: kbbot(m) for m in client(v1).models.list().data}
     assert cards["kbbot/hr"] == {"mode": "sparse", "knowledge_base": "hr"} and "kbbot" in cards
+    assert kbbot(client(v1).models.retrieve("hr")) == {"mode": "sparse", "knowledge_base": "hr"}
     asked = {"default": 0, "hr": 0}
     for model, kb in (("kbbot", "default"), ("kbbot/hr", "hr"), ("hr", "hr")):
         for question in QUESTIONS:
