@@ -128,3 +128,21 @@ def test_a_running_knowledge_base_follows_its_own_mode_in_the_config_file(two_kb
     assert (default(), hr()) == ("dense", "sparse")  # hr sets its own mode: the top level's edit is not hr's
     rewrite(config, lambda raw: raw["knowledge_bases"]["hr"]["retrieval"].__setitem__("mode", "hybrid"))
     assert (default(), hr()) == ("dense", "hybrid")
+
+
+def test_calibrating_one_knowledge_base_writes_its_own_thresholds(two_kbs, tmp_path, capsys):
+    from tests.support.knowledge_bases import HR
+
+    config = two_kbs()
+    rows = [{"question": e["query"], "gold_ids": [key]} for key, e in HR.items()]
+    rows += [{"question": q, "gold_ids": [], "kind": "unanswerable"} for q in (NOBODY, "宿舍可以养猫吗", "校训是什么")]
+    questions = tmp_path / "hr.jsonl"
+    questions.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    top_before = yaml.safe_load(config.read_text(encoding="utf-8"))["retrieval"]
+    assert cli(["--config", str(config), "--kb", "hr", "calibrate", "--questions", str(questions), "--write"]) == 0
+    wrote = capsys.readouterr().err
+    assert "wrote knowledge_bases.hr.retrieval.thresholds.sparse.answer = " in wrote
+    chosen = float(wrote.split("thresholds.sparse.answer = ")[1].split(" ")[0])
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    assert raw["retrieval"] == top_before  # the default's thresholds are untouched
+    assert knowledge_base_settings(load_settings(config), "hr").retrieval.thresholds["sparse"].answer == chosen
