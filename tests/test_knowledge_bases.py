@@ -146,3 +146,17 @@ def test_calibrating_one_knowledge_base_writes_its_own_thresholds(two_kbs, tmp_p
     raw = yaml.safe_load(config.read_text(encoding="utf-8"))
     assert raw["retrieval"] == top_before  # the default's thresholds are untouched
     assert knowledge_base_settings(load_settings(config), "hr").retrieval.thresholds["sparse"].answer == chosen
+
+
+def test_a_failing_route_leaves_the_last_resort(two_kbs, caplog):
+    from bot.chat.routing import Route
+
+    bot = Deployment(load_settings(two_kbs())).bot()
+
+    def broken():
+        raise RuntimeError("hr's index is gone")
+
+    bot.route = Route("hr", "HR", broken)
+    answer = bot.answer(HR_ONLY)
+    assert answer.strategy.value == "last_resort" and answer.knowledge_base == "default"
+    assert "routing to knowledge base 'hr' failed" in caplog.text

@@ -5,6 +5,7 @@ answers from its own ladder only, so A -> B -> A cannot loop."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from typing import Any, Protocol
 from bot.chat.answer import Answer, Strategy
 from bot.knowledge.filters import EntryFilter
 from bot.texts import ROUTED
+
+log = logging.getLogger(__name__)
 
 
 class Answering(Protocol):
@@ -52,7 +55,11 @@ def routed(
         if route is None or not found_nothing(snapshot):
             yield snapshot
             continue
-        last = deque(route.bot().own_stream(message, history, within=within), maxlen=1)  # its finished answer
+        try:
+            last = deque(route.bot().own_stream(message, history, within=within), maxlen=1)  # its finished answer
+        except Exception:  # the other knowledge base failing must not cost this one its own reply
+            log.exception("routing to knowledge base %r failed; giving this one's last resort", route.name)
+            last = deque()
         other = last[0] if last else None
         if other is None or found_nothing(other):
             yield snapshot
