@@ -24,6 +24,7 @@ from tests.support.serving import (
     kbbot,
     login,
     serve_in_process,
+    streamed,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two knowledge bases indexed and served: ~15 s a test
@@ -60,6 +61,9 @@ def test_the_model_and_the_page_path_pick_the_knowledge_base_and_logs_stay_apart
             assert answered(reply.choices[0].message.content or "", kb, question), (model, question)
             assert kbbot(reply)["knowledge_base"] == kb
             asked[kb] += 1
+    chunks, content = streamed(v1, QUESTIONS[1], model="kbbot/hr")
+    assert answered(content, "hr", QUESTIONS[1]) and kbbot(chunks[-1])["knowledge_base"] == "hr"
+    asked["hr"] += 1
     with pytest.raises(openai.NotFoundError) as err:
         ask(v1, QUESTIONS[0], model="kbbot/payroll")
     assert error_body(err.value)["code"] == "model_not_found" and "kbbot/hr" in err.value.message
