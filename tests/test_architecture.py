@@ -23,7 +23,7 @@ LAYERS = [
     {"bot.chat.answer"},  # the result types a turn produces and the conversation log stores
     {"bot.conversations"},
     {"bot.chat"},
-    {"bot.factory", "bot.evaluation"},
+    {"bot.factory", "bot.deployment", "bot.evaluation"},
     {"bot.ui", "bot.api", "bot.cli", "bot.__main__", "bot"},
 ]
 FRONT_END_PACKAGES = {"gradio", "fastapi", "starlette", "uvicorn"}

@@ -27,6 +27,8 @@ def resolve(path: str) -> str | None:
     """None when ``path`` names a setting (a section, a key, or a key of a mapping), else why it does not."""
     model: typing.Any = Settings
     parts = path.split(".")
+    if parts[0] == "knowledge_bases" and len(parts) > 2:  # knowledge_bases.<name>.<a setting of the whole config>
+        return resolve(".".join(parts[2:]))
     i = 0
     while i < len(parts):
         part = parts[i]
@@ -75,6 +77,8 @@ def test_the_resolver_tells_settings_from_made_up_names():
     assert "not a setting" in (resolve("retrieval.sparse.threshold") or "")
     assert "not one of" in (resolve("retrieval.thresholds.tantivy.answer") or "")
     assert "is a value" in (resolve("retrieval.mode.sparse") or "")
+    assert resolve("knowledge_bases.hr.ui.admin.username_env") is None  # a knowledge base's entry is a whole config
+    assert "not a setting" in (resolve("knowledge_bases.hr.ui.admin.user") or "")
     assert named_keys("set `retrieval.mode`. See bot/log.py and knowledge.json, or llm.api_key_env.") == {
         "retrieval.mode",
         "llm.api_key_env",

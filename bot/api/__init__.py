@@ -13,10 +13,12 @@ if TYPE_CHECKING:
 
     from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.deployment import Deployment
 
 
-def api_router(bot: Bot, settings: Settings) -> APIRouter:
-    """The API's routes (under ``/v1``) for one Bot; mount them on any FastAPI app."""
+def api_router(bot: Bot | Deployment, settings: Settings) -> APIRouter:
+    """The API's routes (under ``/v1``) for one Bot, or every knowledge base of a deployment (the model picks one);
+    mount them on any FastAPI app."""
     from bot.api.routes import ChatAPI
 
     return ChatAPI(bot, settings).router()

@@ -154,9 +154,18 @@ def model_ids(modes: Iterable[str]) -> dict[str, str | None]:
     return {MODEL: None, **{f"{MODEL}-{mode}": mode for mode in modes}}
 
 
-def model_card(model_id: str, mode: str, created: int) -> dict[str, Any]:
-    """One entry of the model list; ``kbbot.mode`` says which retrieval mode it answers with."""
-    return {"id": model_id, "object": "model", "created": created, "owned_by": OWNER, "kbbot": {"mode": mode}}
+def model_card(model_id: str, mode: str, created: int, knowledge_base: str | None = None) -> dict[str, Any]:
+    """One entry of the model list; ``kbbot.mode`` says which retrieval mode it answers with, ``knowledge_base``
+    which knowledge base (with several)."""
+    extra: dict[str, Any] = {"mode": mode}
+    if knowledge_base is not None:
+        extra["knowledge_base"] = knowledge_base
+    return {"id": model_id, "object": "model", "created": created, "owned_by": OWNER, MODEL: extra}
+
+
+def kb_model_id(name: str) -> str:
+    """The model id of knowledge base ``name`` (``kbbot/<name>``; the bare name is accepted too)."""
+    return f"{MODEL}/{name}"
 
 
 def model_list(modes: Iterable[str], default_mode: str, created: int) -> dict[str, Any]:
@@ -187,6 +196,7 @@ def kbbot_extra(answer: Answer) -> dict[str, Any]:
     return {
         "mode": answer.mode,
         "filter": answer.within.to_dict() if answer.within else None,
+        "knowledge_base": answer.knowledge_base,
         "decision": answer.decision.value,
         "options": [o.to_dict() for o in answer.options],
         "strategy": answer.strategy.value,

@@ -1,4 +1,4 @@
-"""The API's routes over one Bot: ``GET /v1/models`` and ``POST /v1/chat/completions`` (JSON or SSE)."""
+"""The API's routes over the deployment's Bots: ``GET /v1/models`` and ``POST /v1/chat/completions`` (JSON or SSE)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from bot.api.auth import TokenGuard
 from bot.api.bodies import read_capped
 from bot.api.protocol import (
     DONE,
+    MODEL,
     APIError,
     Reply,
     TextDelta,
+    kb_model_id,
     model_card,
     model_ids,
     model_list,
@@ -28,7 +30,8 @@ from bot.chat.answer import Answer
 from bot.chat.bot import Bot
 from bot.chat.limits import chat_per_minute
 from bot.chat.ratelimit import rate_limiter
-from bot.config.settings import Settings
+from bot.config.settings import DEFAULT_KB, Settings
+from bot.deployment import Deployment
 from bot.errors import BotError
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED
 
@@ -68,14 +71,16 @@ def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable
 
 
 class ChatAPI:
-    """The OpenAI-compatible API over one Bot: bearer-token auth, the chat's rate and length limits.
+    """The OpenAI-compatible API over the knowledge bases of a deployment (the model picks one and a mode):
+    bearer-token auth, the chat's rate and length limits.
 
     The Bot's blocking work (retrieval, the LLM) runs in the threadpool, one step of a stream at a time, so the
     event loop keeps serving other clients and the browser app.
     """
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, bots: Bot | Deployment, settings: Settings):
+        self.deployment = bots if isinstance(bots, Deployment) else Deployment(settings, bots={DEFAULT_KB: bots})
+        self.bot = self.deployment.bot()  # the default knowledge base's
         self.settings = settings
         self.guard = TokenGuard.from_settings(settings)
         self.limiter = rate_limiter(settings, "api-chat", chat_per_minute(settings))
@@ -100,17 +105,31 @@ class ChatAPI:
         key = self.guard.check(request.headers.get("authorization"), address)
         return key or f"addr:{address}"
 
-    def mode_of(self, model: str) -> str:
-        """The retrieval mode a model name selects (``kbbot`` = the configured default now); 404 when unknown."""
+    def target(self, model: str) -> tuple[Bot, str]:
+        """The Bot and retrieval mode a model name selects: ``kbbot`` / ``kbbot-<mode>`` the default knowledge base,
+        ``kbbot/<kb>`` or ``<kb>`` another one in its configured mode; 404 naming the models when unknown."""
         ids = model_ids(self.bot.index.modes)
-        if model not in ids:
-            raise APIError(
-                404,
-                f"没有这个模型 / The model {model!r} does not exist; use one of: {', '.join(ids)}",
-                param="model",
-                code="model_not_found",
-            )
-        return ids[model] or self.bot.current_mode()
+        if model in ids:
+            return self.bot, ids[model] or self.bot.current_mode()
+        name = model.removeprefix(f"{MODEL}/")
+        if name in self.deployment.names:
+            bot = self.deployment.bot(name)
+            return bot, bot.current_mode()
+        known = [*ids, *(kb_model_id(n) for n in self.deployment.names[1:])]
+        raise APIError(
+            404,
+            f"没有这个模型 / The model {model!r} does not exist; use one of: {', '.join(known)}",
+            param="model",
+            code="model_not_found",
+        )
+
+    def models_body(self) -> dict[str, Any]:
+        """The model list: the default knowledge base's ids, then ``kbbot/<kb>`` for each other one."""
+        body = model_list(self.bot.index.modes, self.bot.current_mode(), self.created)
+        for name in self.deployment.names[1:]:
+            mode = self.deployment.bot(name).current_mode()
+            body["data"].append(model_card(kb_model_id(name), mode, self.created, name))
+        return body
 
     @staticmethod
     async def read_body(request: Request) -> bytes:
@@ -125,35 +144,35 @@ class ChatAPI:
 
     # -- routes ---------------------------------------------------------------
     async def models(self, request: Request) -> Response:
-        """``GET /v1/models``: ``kbbot`` (the configured mode) and ``kbbot-<mode>`` for each retrieval mode."""
+        """``GET /v1/models``: ``kbbot`` (the configured mode), ``kbbot-<mode>`` for each retrieval mode, and
+        ``kbbot/<kb>`` for each other knowledge base."""
         self.authorize(request)
-        default = await run_in_threadpool(self.bot.current_mode)
-        return JSONResponse(model_list(self.bot.index.modes, default, self.created))
+        return JSONResponse(await run_in_threadpool(self.models_body))
 
     async def model(self, request: Request) -> Response:
         """``GET /v1/models/{model}``: one model, or 404."""
         self.authorize(request)
         model_id = request.path_params["model_id"]
-        mode = await run_in_threadpool(self.mode_of, model_id)
-        return JSONResponse(model_card(model_id, mode, self.created))
+        bot, mode = await run_in_threadpool(self.target, model_id)
+        return JSONResponse(model_card(model_id, mode, self.created, bot.name))
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: the bot's answer as a ``chat.completion``, or SSE chunks with ``stream``."""
         key = self.authorize(request)
         req = parse_chat_request(await self.read_body(request))
-        mode = await run_in_threadpool(self.mode_of, req.model)
+        bot, mode = await run_in_threadpool(self.target, req.model)
         if not self.limiter.allow(key):
             raise APIError(429, RATE_LIMITED, code="rate_limit_exceeded")
         reply = Reply(model=req.model)
         if not req.stream:
             try:
                 answer = await run_in_threadpool(
-                    self.bot.answer, req.question, req.history, mode, source="api", within=req.within
+                    bot.answer, req.question, req.history, mode, source="api", within=req.within
                 )
             except Exception as exc:
                 raise bot_failure(exc) from None
             return JSONResponse(reply.completion(answer))
-        snapshots = self.bot.turn(req.question, req.history, mode, source="api", within=req.within)  # logged
+        snapshots = bot.turn(req.question, req.history, mode, source="api", within=req.within)  # logged
         # The first snapshot comes after retrieval: most failures surface here, still as a proper HTTP status.
         try:
             first = await run_in_threadpool(next, snapshots, None)

@@ -161,6 +161,7 @@ class Answer:
     finished: bool = True
     turn_id: int | None = None  # the conversation log's id of this turn, once recorded (Bot.turn)
     within: EntryFilter | None = None  # the categories the search was restricted to (None: the whole knowledge)
+    knowledge_base: str | None = None  # the knowledge base that answered (another one when routed; None: one KB)
 
     @property
     def decision(self) -> Decision:
@@ -187,6 +188,7 @@ class Answer:
             "options": [o.to_dict() for o in self.options],
             "mode": self.mode,
             "filter": self.within.to_dict() if self.within else None,
+            "knowledge_base": self.knowledge_base,
             "llm": self.llm,
             "llm_used": self.llm_used,
             "thresholds": self.thresholds.to_dict() if self.thresholds else None,

@@ -20,6 +20,7 @@ from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder
 from bot.chat.respond import Responder
+from bot.chat.routing import Route, routed
 from bot.chat.steps import Ladder, Turn, build_steps
 from bot.chat.turn_search import TurnSearch
 from bot.conversations.popular import PopularEntries
@@ -72,6 +73,8 @@ class Bot(TurnSearch):
         self.mode_source = mode_source  # the config file's mode now (ConfiguredMode), when the app follows it
         self.recorder = recorder or TurnRecorder(None)  # the conversation log (Bot.turn)
         self.privacy = privacy
+        self.name: str | None = None  # the knowledge base this bot answers for, among several (bot/deployment.py)
+        self.route: Route | None = None  # where a question this one finds nothing for goes (routing.route_to)
         self.ladder = ladder or Ladder()
         self.chain = list(self.ladder.chain)
         # limits.*: bounded work per turn
@@ -206,6 +209,17 @@ class Bot(TurnSearch):
         *,
         within: EntryFilter | None = None,
     ) -> Iterator[Answer]:
+        """:meth:`own_stream`, but a question this knowledge base finds nothing for goes to ``route`` (labelled)."""
+        return routed(self.own_stream(message, history, mode, within=within), self.route, message, history, within)
+
+    def own_stream(
+        self,
+        message: str,
+        history: Sequence[Any] | None = None,
+        mode: str | None = None,
+        *,
+        within: EntryFilter | None = None,
+    ) -> Iterator[Answer]:
         """Yield snapshots of the answer as it goes down the ladder; the last one has ``finished=True``. With
         ``within``, every search of the turn keeps to the entries it admits."""
         start = time.perf_counter()
@@ -223,6 +237,7 @@ class Bot(TurnSearch):
             llm=self.llm_name,
             finished=False,
             within=within,
+            knowledge_base=self.name,
         ).noted(truncated)
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config.settings import MODES, Settings
+from bot.config.settings import DEFAULT_KB, MODES, Settings
 from bot.config.variants import update, with_mode
 from bot.errors import ConfigError, KnowledgeError
 from bot.evaluation import (
@@ -378,7 +378,7 @@ def run_calibrate(settings: Settings, args) -> int:
         for r in results:
             print(f"\n{r.headline()}\n{r.table()}")
     if args.write:
-        return _write(args.config, results)
+        return _write(args.config, results, getattr(args, "kb", None))
     return 0
 
 
@@ -419,18 +419,24 @@ def _calibrate_once(
         return measure(_bot(derived(s, Path(tmp) / "knowledge", Path(tmp) / "state", no_split), modes[0], llm=None))
 
 
-def _write(config: str, results: list[Calibration]) -> int:
-    """Put every chosen threshold into the config file (all or none; only the numbers change)."""
+def _write(config: str, results: list[Calibration], kb: str | None = None) -> int:
+    """Put every chosen threshold into the config file (all or none; only the numbers change): under
+    ``knowledge_bases.<kb>`` for a knowledge base other than the default (``--kb``)."""
     from bot.config.yaml_edit import YamlEditError, put_scalar
+
+    within = ("knowledge_bases", kb) if kb and kb != DEFAULT_KB else ()
+
+    def key_of(system: str, which: str = "answer") -> tuple[str, ...]:
+        return (*within, *threshold_key(system, which))
 
     path = Path(config)
     text = path.read_text(encoding="utf-8")
     try:
         for r in results:
-            text = put_scalar(text, threshold_key(r.system), r.ladder.answer if r.ladder else r.chosen.threshold)
+            text = put_scalar(text, key_of(r.system), r.ladder.answer if r.ladder else r.chosen.threshold)
             if r.ladder is not None:
-                text = put_scalar(text, threshold_key(r.system, "clarify"), r.ladder.margin)
-                text = put_scalar(text, threshold_key(r.system, "confirm"), r.ladder.band)
+                text = put_scalar(text, key_of(r.system, "clarify"), r.ladder.margin)
+                text = put_scalar(text, key_of(r.system, "confirm"), r.ladder.band)
     except YamlEditError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2
@@ -438,5 +444,5 @@ def _write(config: str, results: list[Calibration]) -> int:
         fh.write(text)
     for r in results:
         answer = r.ladder.answer if r.ladder else r.chosen.threshold
-        print(f"已写入 / wrote {'.'.join(threshold_key(r.system))} = {answer:g} → {config}", file=sys.stderr)
+        print(f"已写入 / wrote {'.'.join(key_of(r.system))} = {answer:g} → {config}", file=sys.stderr)
     return 0

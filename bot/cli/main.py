@@ -14,7 +14,8 @@ from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibr
 from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
 from bot.cli.log import add_log_arguments, run_log
 from bot.cli.testset import add_testset_arguments, run_testset
-from bot.config.settings import MODES, load_settings
+from bot.config.knowledge_bases import knowledge_base_settings
+from bot.config.settings import DEFAULT_KB, MODES, load_settings
 from bot.config.variants import with_mode
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.filters import entry_filter
@@ -28,6 +29,11 @@ def _global_options(defaults: bool) -> argparse.ArgumentParser:
         return {"default": value if defaults else argparse.SUPPRESS}
 
     p.add_argument("--config", help="path to config.yaml (default: ./config.yaml)", **default("config.yaml"))
+    p.add_argument(
+        "--kb",
+        help="the knowledge base to use, of the config's knowledge_bases (default: the top level)",
+        **default(None),
+    )
     p.add_argument("--mode", choices=MODES, help="override retrieval.mode for this command", **default(None))
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr", **default(False))
     return p
@@ -90,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         settings = load_settings(args.config)
+        if args.kb:
+            settings = knowledge_base_settings(settings, args.kb)
         if args.mode:
             settings = with_mode(settings, args.mode, "--mode")
         return {
@@ -123,9 +131,14 @@ def _serve(settings, args) -> int:
 
 
 def _ask(settings, args) -> int:
+    from bot.deployment import Deployment
     from bot.factory import build_bot
 
-    bot = build_bot(settings)
+    def build(kb_settings):
+        return build_bot(with_mode(kb_settings, args.mode, "--mode") if args.mode else kb_settings)
+
+    # the whole deployment, as routing.route_to may ask another knowledge base (built only then)
+    bot = Deployment(load_settings(args.config), build).bot(args.kb or DEFAULT_KB)
     answer = bot.answer(args.question, within=entry_filter(args.category))
     if args.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))

@@ -50,3 +50,16 @@ class KnowledgeSettings(Strict):
     PostgreSQL database of ``log.postgres`` and each replica's folder is a copy of it, so an edit on any replica is
     answered by every other from its next message (docs/deployment.md). The first replica to start fills an empty
     database from its folder; after that the database wins over local files."""
+
+
+class RoutingSettings(Strict):
+    """This knowledge base among several (``knowledge_bases``): its display name, and where a question it finds
+    nothing for may go (docs/knowledge-bases.md)."""
+
+    label: str = ""
+    """The name people see ("招生 / Admissions"): in the notice on answers another knowledge base gave, and the
+    page of this one. Empty: the knowledge base's name."""
+    route_to: str = ""
+    """Another knowledge base asked when this one finds nothing (the ladder would give its last-resort reply); its
+    answer is labelled with that knowledge base's label. One hop only: the other one's own ``route_to`` is not
+    followed. Empty: no routing."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, field_validator
 from bot.config.base import Strict, check_template, default_of
 from bot.config.channels import WeComSettings
 from bot.config.dense import DenseSettings, E5Settings, FastTextSettings, OpenAIEmbeddingSettings
-from bot.config.knowledge import KnowledgeSettings, LintSettings
+from bot.config.knowledge import KnowledgeSettings, LintSettings, RoutingSettings
 from bot.config.ladder import (
     DEFAULT_REWRITE_TEMPLATE,
     DEFAULT_TRANSLATE_TEMPLATE,
@@ -65,6 +65,7 @@ from bot.errors import ConfigError
 
 __all__ = [
     "DEFAULT_GRADING_TEMPLATE",
+    "DEFAULT_KB",
     "DEFAULT_REFUSAL",
     "DEFAULT_REWRITE_TEMPLATE",
     "DEFAULT_TRANSLATE_TEMPLATE",
@@ -110,6 +111,7 @@ __all__ = [
     "PromptSettings",
     "RetrievalSettings",
     "RewriteSettings",
+    "RoutingSettings",
     "Settings",
     "SparseSettings",
     "SplittingSettings",
@@ -124,6 +126,7 @@ __all__ = [
 ]
 
 MODE_ENV = "KBBOT_MODE"
+DEFAULT_KB = "default"  # the name of the knowledge base the top level of config.yaml describes
 
 
 class LogSettings(Strict):
@@ -215,8 +218,31 @@ class Settings(Strict):
     wecom: WeComSettings = Field(default_factory=WeComSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
+    knowledge_bases: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """More knowledge bases served by this one app: name (lower-case letters, digits, - and _) -> only the settings
+    in which it differs from this file's top level (its own ``knowledge.path``, thresholds, ``prompt``, ...). The
+    top level is the knowledge base ``default``. Each gets its own state folder (``<state_dir>/kb/<name>``: index,
+    conversation log, inbox, history) and admin (``ui.admin.*_env`` default to ``KBBOT_ADMIN_USER_<NAME>`` /
+    ``KBBOT_ADMIN_PASSWORD_<NAME>``); docs/knowledge-bases.md."""
+    kb_name: str = Field(default=DEFAULT_KB, exclude=True)  # which of knowledge_bases these settings are
     base_dir: Path = Field(default=Path("."), exclude=True)
     source: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("knowledge_bases")
+    @classmethod
+    def _knowledge_bases(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        import re
+
+        for name, override in value.items():
+            if not re.fullmatch(r"[a-z0-9_-]{1,40}", name) or name == DEFAULT_KB:
+                raise ValueError(
+                    f"knowledge base name {name!r}: use lower-case letters, digits, - and _ (at most 40), not "
+                    f"{DEFAULT_KB!r} (the top level is {DEFAULT_KB!r})"
+                )
+            if "knowledge_bases" in override:
+                raise ValueError(f"knowledge_bases.{name} cannot list knowledge bases itself; list them all at the top")
+        return value
 
     def resolve(self, path: str) -> Path:
         """A path from the config, relative to the config file's folder."""
@@ -236,6 +262,18 @@ def check_mode(mode: str, where: str) -> Mode:
     return mode  # type: ignore[return-value]
 
 
+def validated(raw: dict[str, Any], where: str) -> Settings:
+    """``raw`` as Settings, else a ConfigError starting with ``where`` that lists each bad key and why."""
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            lines.append(f"  - {key}: {err['msg']}")
+        raise ConfigError(f"{where}:\n" + "\n".join(lines)) from None
+
+
 def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
     """Read and validate a config file; errors name the file and the offending key."""
     path = Path(path)
@@ -247,15 +285,14 @@ def load_settings(path: str | os.PathLike = "config.yaml") -> Settings:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a mapping at the top level")
-    try:
-        settings = Settings.model_validate(raw)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            lines.append(f"  - {key}: {err['msg']}")
-        raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None
-    settings = settings.model_copy(update={"base_dir": path.resolve().parent, "source": path.resolve()})
+    settings = validated(raw, f"{path} has invalid settings")
+    return finish_loading(settings, path.resolve().parent, path.resolve())
+
+
+def finish_loading(settings: Settings, base_dir: Path, source: Path | None) -> Settings:
+    """Validated settings of the config file ``source`` made ready: paths relative to ``base_dir`` (its folder),
+    KBBOT_MODE applied."""
+    settings = settings.model_copy(update={"base_dir": base_dir, "source": source})
     if settings.chitchat.path:  # relative to the config file, like every path in it
         chitchat = settings.chitchat.model_copy(update={"path": str(settings.resolve(settings.chitchat.path))})
         settings = settings.model_copy(update={"chitchat": chitchat})

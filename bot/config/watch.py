@@ -7,7 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from bot.config.settings import load_settings
+from bot.config.knowledge_bases import knowledge_base_settings
+from bot.config.settings import DEFAULT_KB, load_settings
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -21,8 +22,10 @@ class ConfiguredMode:
     why until the file is fixed (for the page to show admins).
     """
 
-    def __init__(self, path: str | Path, initial: str, check_interval: float = 1.0):
+    def __init__(self, path: str | Path, initial: str, check_interval: float = 1.0, kb: str = DEFAULT_KB):
+        """``kb``: the knowledge base whose mode to follow (its ``knowledge_bases`` entry over the top level)."""
         self.path = Path(path)
+        self.kb = kb
         self.check_interval = check_interval
         self._mode = initial
         self._signature = self._stat()
@@ -49,7 +52,7 @@ class ConfiguredMode:
                 return self._mode
             self._signature = signature
             try:
-                mode = load_settings(self.path).retrieval.mode
+                mode = knowledge_base_settings(load_settings(self.path), self.kb).retrieval.mode
             except ConfigError as exc:
                 log.error("config change ignored, keeping mode %s: %s", self._mode, exc)
                 self.error = f"{exc} (仍使用 / still using mode {self._mode})"

@@ -69,10 +69,17 @@ class AdminAuth:
         clock=time.time,
         throttle: ThrottledLogin | None = None,
         session_key: bytes | None = None,
+        scope: str = "",
+        cookie_path: str = "/",
     ):
         """``throttle``: the login lockout around :meth:`check_password` (the chat login's policy; built from
-        ``limits`` by :meth:`from_settings`, ThrottledLogin's defaults without it)."""
+        ``limits`` by :meth:`from_settings`, ThrottledLogin's defaults without it). ``scope``: the knowledge base
+        this admin may edit, among several (its cookie has its own name and signature, sent under ``cookie_path``
+        only), so an admin of one is refused by another even with the same session key."""
         self.credentials = credentials
+        self.scope = scope
+        self.cookie = f"{COOKIE}_{scope}" if scope else COOKIE
+        self.cookie_path = cookie_path
         self.lifetime = int(session_hours * 3600)
         self.clock = clock
         # one key on every replica (ui.admin.session_key_env) keeps a login valid on all of them
@@ -84,11 +91,13 @@ class AdminAuth:
         self.throttle = throttle or ThrottledLogin(self.check_password)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AdminAuth:
+    def from_settings(cls, settings: Settings, scope: str = "", cookie_path: str = "/") -> AdminAuth:
         """From ``ui.admin``: the credentials are read from its environment variables now; logins are throttled
         as the chat login is (``limits.login_failures``, ``limits.login_lockout_seconds``)."""
         cfg = settings.ui.admin
-        admin = cls(cfg.credentials(), cfg.session_hours, session_key=cfg.session_key())
+        admin = cls(
+            cfg.credentials(), cfg.session_hours, session_key=cfg.session_key(), scope=scope, cookie_path=cookie_path
+        )
         admin.throttle = ThrottledLogin.from_settings(admin.check_password, settings)
         admin.shared_logouts = shared_store(settings)
         return admin
@@ -107,7 +116,9 @@ class AdminAuth:
 
     def _sign(self, expires: int, session: str) -> str:
         user = self.credentials[0] if self.credentials else ""
-        return hmac.new(self._key, f"{user}\n{expires}\n{session}".encode(), hashlib.sha256).hexdigest()
+        scoped = f"{self.scope}\n" if self.scope else ""  # the default's cookies stay valid across this change
+        message = f"{scoped}{user}\n{expires}\n{session}"
+        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
 
     def token(self) -> str:
         """A fresh admin session cookie value (valid for ``session_hours``, or until logged out)."""
@@ -141,15 +152,14 @@ class AdminAuth:
         if self.shared_logouts is not None:
             self.shared_logouts.revoke(session, int(expires))
 
-    @staticmethod
-    def cookie_of(request: Any) -> str | None:
-        """The admin cookie's value in a request's Cookie header, or None."""
+    def cookie_of(self, request: Any) -> str | None:
+        """This admin's cookie value in a request's Cookie header, or None."""
         jar: SimpleCookie = SimpleCookie()
         try:
             jar.load(request.headers.get("cookie") or "")
         except Exception:
             return None
-        return jar[COOKIE].value if COOKIE in jar else None
+        return jar[self.cookie].value if self.cookie in jar else None
 
     def allows(self, request: Any) -> bool:
         """True when a (Gradio or FastAPI) request carries a valid admin cookie."""
@@ -201,13 +211,13 @@ class AdminAuth:
             return self.login_form("用户名或密码错误 / Wrong username or password", 401)
         response = RedirectResponse("../", status_code=303)
         response.set_cookie(
-            COOKIE,
+            self.cookie,
             self.token(),
             max_age=self.lifetime,
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
-            path="/",
+            path=self.cookie_path,
         )
         return response
 
@@ -215,7 +225,7 @@ class AdminAuth:
         """End the admin session on the server (the cookie is revoked, copies too), forget it, back to the chat."""
         self.revoke(self.cookie_of(request))
         response = RedirectResponse("../", status_code=303)
-        response.delete_cookie(COOKIE, path="/")
+        response.delete_cookie(self.cookie, path=self.cookie_path)
         return response
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from bot.config.settings import load_settings
 from bot.errors import BotError
@@ -25,16 +26,21 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build_server(settings, bot=None):
-    """The Gradio Blocks and, when ``api.enabled``, the OpenAI-compatible API routes of one Bot: (demo, routes)."""
+    """The Gradio Blocks of the default knowledge base and the routes of the rest: the OpenAI-compatible API over
+    every knowledge base (when ``api.enabled``), the widget and WeCom (the default's), the admin logins, and each
+    other knowledge base's page at /kb/<name>/ (mounted by :func:`serve`). ``bot``: the default's, ready."""
     from bot.api import api_router, widget_router
-    from bot.factory import build_bot, build_store
-    from bot.ui.app import build_demo
+    from bot.config.settings import DEFAULT_KB
+    from bot.deployment import Deployment
     from bot.ui.guard import ServerGuard
+    from bot.ui.pages import admin_routes, any_admin, kb_page, kb_path
 
-    if bot is None:
-        bot = build_bot(settings, watch_config=True, keep_last_good=True)
-    demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=settings.ui.concurrency)
-    routes = list(api_router(bot, settings).routes) if settings.api.enabled else []
+    deployment = Deployment(settings, build=serving_bot, bots={DEFAULT_KB: bot} if bot is not None else None)
+    bots = deployment.start()
+    bot = bots[DEFAULT_KB]
+    demo: Any = kb_page(bot, settings)  # carries what serve() adds below
+    pages = {kb_path(name): kb_page(bots[name], deployment.settings[name], name) for name in deployment.names[1:]}
+    routes = list(api_router(deployment, settings).routes) if settings.api.enabled else []
     if settings.widget.enabled:  # the embeddable chat widget (docs/widget.md)
         routes += widget_router(bot, settings).routes
     if settings.wecom.enabled:  # the WeCom app's message callback (docs/wecom.md)
@@ -43,9 +49,20 @@ def build_server(settings, bot=None):
         routes += wecom_router(bot, settings).routes
     if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += demo.admin.router().routes
-    # serve() adds its CSP, upload cap, rate and admin check, and the throttled login
-    demo.kb_guard = ServerGuard(settings, may_upload=demo.admin.allows)
+    for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
+        routes += admin_routes(page, path) if page.admin.enabled else []
+    # serve() adds its CSP, upload cap, rate and admin check, and the throttled login, and mounts the other pages
+    demo.kb_guard = ServerGuard(settings, may_upload=any_admin({"/": demo, **pages}))
+    demo.kb_pages = pages
+    demo.deployment = deployment
     return demo, routes
+
+
+def serving_bot(settings):
+    """A knowledge base's Bot as a server runs it: following config edits, the last good index kept."""
+    from bot.factory import build_bot
+
+    return build_bot(settings, watch_config=True, keep_last_good=True)
 
 
 def create_app(config: str = "config.yaml"):
@@ -62,11 +79,17 @@ def serve(demo, routes, **launch_kwargs):
     ``--share``, the login and the queue work as before. (``gr.mount_gradio_app`` + uvicorn would lose ``--share``.)
     """
     from bot.ui.app import CSS
+    from bot.ui.pages import mounted
 
-    launch_kwargs["app_kwargs"] = {**launch_kwargs.get("app_kwargs", {}), "routes": routes}
     guard = getattr(demo, "kb_guard", None)
     if guard is not None:
         launch_kwargs = guard.launch_options(launch_kwargs)
+    app_kwargs = {**launch_kwargs.get("app_kwargs", {}), "routes": list(routes)}
+    pages = getattr(demo, "kb_pages", None)
+    if pages:  # the other knowledge bases' pages, with the same login and upload cap
+        mounts, app_kwargs["lifespan"] = mounted(pages, launch_kwargs)
+        app_kwargs["routes"] += mounts
+    launch_kwargs["app_kwargs"] = app_kwargs
     return demo.launch(css=CSS, **launch_kwargs)
 
 
