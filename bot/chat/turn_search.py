@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from bot.chat.answer import Cutoffs, Part
 from bot.chat.conversation import QueryRewriter, last_user_message
@@ -37,6 +37,32 @@ class Searched(Graded):
     """One search of a turn: every hit best first, those that pass, a split message's labelled parts, what answered."""
 
     found: Found  # the whole message's search: its system (whose thresholds apply), notices, a failure
+
+    @property
+    def failed(self) -> bool:
+        """True when the search of the message or of one of its parts failed."""
+        return self.found.failed
+
+
+class _MayFail(Protocol):
+    @property
+    def failed(self) -> bool: ...
+
+
+_Result = TypeVar("_Result", bound=_MayFail)
+
+
+def once_more_if_failed(search: Callable[[], _Result]) -> _Result:
+    """``search()``, called a second time if its result failed.
+
+    A search fails when it finds its index damaged; that schedules the healing in the background, and the knowledge
+    index then serves the mode with what it can (the reopened index, or another mode standing in, with its notice),
+    so the second call searches something else. Only once: a second failure means nothing sound serves the mode
+    right now, and the turn goes on with what it found (the failure logged, its notice telling the user the index heals) rather than
+    spending the user's wait on more tries.
+    """
+    result = search()
+    return search() if result.failed else result
 
 
 class TurnSearch:
@@ -69,23 +95,16 @@ class TurnSearch:
         query: str,
         mode: str | None = None,
         top_k: int | None = None,
-        retry: bool = True,
         within: EntryFilter | None = None,
     ) -> Searched:
-        """The hits for ``query``: a split message also gets each part's best passing hit, labelled.
-
-        A searcher that fails mid-turn (a damaged index, found by the search itself) is healed in the background;
-        the turn is searched once more with what the mode serves now (another mode standing in, with its notice).
-        """
+        """The hits for ``query``: a split message also gets each part's best passing hit, labelled; searched once
+        more if it failed (:func:`once_more_if_failed`)."""
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
-        searched = self._search_once(query, mode, top_k, within)
-        if retry and searched.found.failed:
-            return self._search(query, mode, top_k, retry=False, within=within)
-        return searched
+        return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within))
 
     def _search_once(self, query: str, mode: str, top_k: int, within: EntryFilter | None) -> Searched:
-        """Like :meth:`_search`, without the second try; a failure of any part's search marks the whole one failed."""
+        """One try of :meth:`_search`; a failure of any part's search marks the whole one failed."""
         searcher = self.index.served(mode)
         query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         parts = self.splitter.split(query) if self.splitter else [query]
@@ -191,13 +210,10 @@ class TurnSearch:
         graded = self._graded(turn.search_text, Graded(rewrites.hits, passed, ()), cutoffs, turn.timings)
         return Rephrased(rewrites.phrasings, graded.passed)
 
-    def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None, retry: bool = True) -> Found:
-        """One search of what ``mode`` serves now and what answered it; a failed search (healing scheduled) is
-        repeated once with what serves then, as :meth:`_search` does."""
-        found = self.index.served(mode).find(text[: self.max_search_chars], top_k, within)
-        if retry and found.failed:
-            return self.find(text, mode, top_k, within, retry=False)
-        return found
+    def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None) -> Found:
+        """One search of what ``mode`` serves now and what answered it, searched once more if it failed
+        (:func:`once_more_if_failed`)."""
+        return once_more_if_failed(lambda: self.index.served(mode).find(text[: self.max_search_chars], top_k, within))
 
     def _graded(self, question: str, found: Graded, cutoffs: Cutoffs, timings: dict[str, float]) -> Graded:
         """``found`` after the optional LLM grading, against ``cutoffs``: the thresholds of the searcher that found
