@@ -24,6 +24,7 @@ from bot.chat.steps.fallbacks import Rephrased
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Found, Hit
+from bot.search.healing import ServedSearcher
 from bot.search.index import KnowledgeIndex
 
 if TYPE_CHECKING:
@@ -108,13 +109,11 @@ class TurnSearch:
         searcher = self.index.served(mode)
         query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         parts = self.splitter.split(query) if self.splitter else [query]
-        entries = self.index.entries
         results: list[Found] = []
 
-        def search(text: str) -> list[Hit]:  # an entry's negative questions keep it from similar questions
-            found = searcher.find(text, top_k, within)
-            results.append(found)
-            return self.negatives.filter(text, found.hits, entries, searcher)
+        def search(text: str) -> list[Hit]:
+            results.append(self._found(searcher, text, top_k, within))
+            return list(results[-1].hits)
 
         hits = search(query)
         whole = results[0]
@@ -213,7 +212,15 @@ class TurnSearch:
     def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None) -> Found:
         """One search of what ``mode`` serves now and what answered it, searched once more if it failed
         (:func:`once_more_if_failed`)."""
-        return once_more_if_failed(lambda: self.index.served(mode).find(text[: self.max_search_chars], top_k, within))
+        return once_more_if_failed(lambda: self._found(self.index.served(mode), text, top_k, within))
+
+    def _found(self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None) -> Found:
+        """The one search every path of a turn makes (the message, its parts, the rewrite's phrasings, HyDE's text):
+        ``searcher``'s hits for ``text`` (bounded), without the entries whose negative questions keep them from it."""
+        text = text[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
+        found = searcher.find(text, top_k, within)
+        kept = self.negatives.filter(text, found.hits, self.index.entries, searcher)
+        return found if len(kept) == len(found.hits) else dataclasses.replace(found, hits=tuple(kept))
 
     def _graded(self, question: str, found: Graded, cutoffs: Cutoffs, timings: dict[str, float]) -> Graded:
         """``found`` after the optional LLM grading, against ``cutoffs``: the thresholds of the searcher that found
