@@ -12,7 +12,7 @@ import pytest
 from bot.config.variants import replace, update
 from bot.texts import FOREIGN
 from tests.support.browser import shot
-from tests.support.knowledge import FEES, write_knowledge
+from tests.support.knowledge import FEES, with_thresholds, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
@@ -68,8 +68,10 @@ def test_the_widget_on_another_origin_answers_and_clarifies(browser, settings, s
         monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
         settings = replace(settings, "knowledge.path", str(tmp_path / "fees"))
         settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": [allowed.origin]})
-        settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
-            update={"answer": 0.3, "clarify": 0.05}
+        settings = with_thresholds(
+            settings,
+            "sparse",
+            settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05}),
         )
         allowed.app_url = foreign.app_url = serve_api(settings).removesuffix("/v1")
 

@@ -19,7 +19,7 @@ from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.search.faiss_searcher import FaissSearcher
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.unit
@@ -312,9 +312,9 @@ def small_dense_settings(settings, mode: str = "dense"):
             "retrieval.hybrid.sparse_weight": {**settings.retrieval.hybrid.sparse_weight, "fasttext": 0.5},
         },
     )
-    set_cutoffs(settings, "sparse", 0.5)
-    set_cutoffs(settings, "dense-fasttext", 0.5)
-    set_cutoffs(settings, "hybrid-fasttext", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "dense-fasttext", 0.5)
+    settings = with_cutoffs(settings, "hybrid-fasttext", 0.5)
     return settings
 
 
