@@ -4,14 +4,14 @@ the refusal. Fixtures as in test_browser."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from bot.config.variants import replace, update
 from bot.texts import FOREIGN
 from tests.support.browser import shot
+from tests.support.http_stub import StubServer
 from tests.support.knowledge import FEES, with_thresholds, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -41,13 +41,11 @@ class HostPage:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = StubServer(Handler).start()
+        self.origin = self.server.base
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
 
 
 def ask(page, text: str) -> None:
