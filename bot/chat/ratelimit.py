@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import Protocol
+
+from bot.config.settings import Settings
 
 
 class RateLimiter(Protocol):
@@ -17,7 +19,7 @@ class RateLimiter(Protocol):
         ...
 
 
-def rate_limiter(settings: Any, name: str, max_events: int, window: float = 60.0) -> RateLimiter:
+def rate_limiter(settings: Settings, name: str, max_events: int, window: float = 60.0) -> RateLimiter:
     """The limiter ``name`` (e.g. "api-chat": its counts are its own) as ``limits.backend`` says: this process's
     memory, or the PostgreSQL database the replicas share."""
     if settings.limits.backend == "postgres" and max_events > 0:
