@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
 from benchmarks.faults_leaks import leak_rows
-from bot.config.settings import Cutoffs, Settings, load_settings
+from bot.config.settings import Settings, load_settings
 from bot.config.variants import replace
 from bot.conversations.turn_log import TurnLog
 from bot.errors import KnowledgeError
@@ -41,7 +41,7 @@ from bot.search.healing import clean_stale_temp, file_digest
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from tests.support.fault_injection import plant_stale_temp, save_same_id, scramble, segment_files
-from tests.support.knowledge import TINY, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 
 # The tiny knowledge base of tests/conftest.py (copied: a benchmark does not import the test suite).
 Q = "怎么添加知识？"
@@ -78,7 +78,7 @@ def make_settings(tmp: Path, jieba: Path, name: str) -> Settings:
     s = replace(s, "knowledge.path", str(base / "knowledge"))
     s = replace(s, "state_dir", str(base / "state"))
     s = replace(s, "retrieval.mode", "sparse")
-    s.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, direct=None)
+    s = with_cutoffs(s, "sparse", 0.5)
     shutil.copytree(jieba, base / "state" / "jieba")
     return s
 
@@ -89,7 +89,7 @@ def fasttext_settings(s: Settings) -> Settings:
     s = replace(s, "retrieval.dense.encoder", "fasttext")
     s = replace(s, "retrieval.dense.fasttext.dim", 16)
     s = replace(s, "retrieval.dense.fasttext.target_tokens", 0)
-    s.retrieval.thresholds["dense-fasttext"] = Cutoffs(answer=0.3, direct=None)
+    s = with_cutoffs(s, "dense-fasttext", 0.3)
     return s
 
 

@@ -165,9 +165,9 @@ def app_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
 
 def llm_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
     """Rows 20-22: the local test LLM misbehaving."""
-    from bot.config.settings import Cutoffs
     from bot.factory import build_bot
     from bot.texts import LLM_DOWN_NOTICE
+    from tests.support.knowledge import with_cutoffs
     from tests.support.llm_server import Fault, LocalLLMServer
 
     rows: dict[int, Row] = {}
@@ -188,7 +188,7 @@ def llm_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
         )
         s = replace(s, "fallback.chain", ["rewrite", "hyde", "last_resort"])
         s = replace(s, "retrieval.grading.enabled", True)
-        s.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, direct=None)
+        s = with_cutoffs(s, "sparse", 0.5)
         server.piece_size = 4096
         marks = ("Rephrase the question below", "Answer the question below", "Grade how useful each reference")
         big = "很长的回答" * 200_000

@@ -36,9 +36,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import data_dir, write_section
 from bot.chat.chitchat import ChitChat
 from bot.chat.handoff import Handoff
-from bot.config.settings import Cutoffs, load_settings
+from bot.config.settings import load_settings
 from bot.config.variants import replace, update
 from bot.knowledge.entries import Entry, load_entries, write_entries
+from tests.support.knowledge import with_cutoffs
 
 STATE = ROOT / ".state" / "bench" / "ladder"
 # The answer thresholds shipped before the ladder (best F1 over four knowledge bases): today's chain.
@@ -201,7 +202,7 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str, spl
     )  # today's chain: no rung before or around the answer, today's thresholds
     system = bot.index.searcher(settings.retrieval.mode).system
     if system in TODAY_ANSWER:
-        plain.retrieval.thresholds[system] = Cutoffs(answer=TODAY_ANSWER[system])
+        plain = with_cutoffs(plain, system, TODAY_ANSWER[system])
     today_bot = build_bot(plain, llm=None, index=bot.index, load=False)
     rungs = with_rungs(Handoff.from_settings(settings.handoff), ChitChat.from_settings(settings.chitchat))
     chosen = [m for m in messages if split == "all" or m.split == split]

@@ -13,7 +13,7 @@ from bot.config.variants import replace, update
 from bot.factory import build_bot, build_store
 from bot.search.tokenizer import Tokenizer
 from bot.ui.app import build_demo
-from tests.support.knowledge import ROOT, TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import ROOT, TINY, with_cutoffs, write_knowledge
 from tests.support.ports import free_port
 from tests.support.serving import ADMIN_COOKIE, ADMIN_LOGIN, TOKEN, serve_in_process
 
@@ -161,7 +161,7 @@ def serve_app(settings, monkeypatch):
         """Serve ``variant`` (settings are frozen: a test's changed copy), else the ``settings`` fixture."""
         from bot.ui.admin import COOKIE
 
-        served = set_cutoffs(variant or settings, "sparse", 0.5)
+        served = with_cutoffs(variant or settings, "sparse", 0.5)
         demo, url = serve_in_process(served, **launch)
         ADMIN_COOKIE["Cookie"] = f"{COOKIE}={demo.admin.token()}"
         demos.append(demo)
@@ -178,7 +178,7 @@ def served(settings, monkeypatch):
     monkeypatch.setenv(settings.api.token_env, TOKEN)
     monkeypatch.setenv(settings.ui.admin.username_env, ADMIN_LOGIN[0])
     monkeypatch.setenv(settings.ui.admin.password_env, ADMIN_LOGIN[1])
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     demo, url = serve_in_process(settings, bot)
     try:
@@ -196,7 +196,7 @@ def app_client(settings, monkeypatch):
 
     monkeypatch.setenv(settings.ui.admin.username_env, "admin")  # the knowledge tab is for admins only
     monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     demo = build_demo(bot, settings, build_store(settings)).queue()
     port = free_port()

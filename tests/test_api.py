@@ -16,7 +16,7 @@ import app
 from bot.config.variants import replace, update
 from bot.factory import build_bot
 from bot.texts import RATE_LIMITED
-from tests.support.knowledge import set_cutoffs, write_knowledge
+from tests.support.knowledge import with_cutoffs, with_thresholds, write_knowledge
 from tests.support.serving import TOKEN, ask, client, error_body, kbbot, streamed
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +29,7 @@ MODES = ("sparse", "dense", "hybrid")
 @pytest.fixture
 def sparse_url(settings, serve_api):
     """The app over the tiny knowledge base, sparse mode with a pinned threshold."""
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     return serve_api(settings)
 
 
@@ -248,7 +248,7 @@ def small_dense_settings(settings):
         },
     )
     for system in ("sparse", "dense-fasttext", "hybrid-fasttext"):
-        set_cutoffs(settings, system, 0.5)
+        settings = with_cutoffs(settings, system, 0.5)
     return settings
 
 
@@ -303,7 +303,7 @@ def test_llm_answer_streams_in_pieces_with_history_and_without_the_client_system
     llm_settings, llm_server, serve_api
 ):
     llm_settings = replace(llm_settings, "conversation.rewrite", False)
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     url = serve_api(llm_settings)
     chunks, text = streamed(
         url,
@@ -333,7 +333,7 @@ def test_twenty_concurrent_streams_each_get_their_own_answer(llm_settings, llm_s
         name="places.json",
     )
     llm_settings = replace(llm_settings, "ui.rate_limit_per_minute", 0)
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.chunk_delay = 0.02
     url = serve_api(llm_settings)
     # Every client waits here after its first chunk: the barrier only opens if all 20 streams are open at once.
@@ -395,7 +395,7 @@ def test_a_clarify_question_is_answered_statelessly_from_the_history_the_client_
     from bot.config.settings import Cutoffs
 
     write_knowledge(kb_dir, SONGS)
-    settings.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, clarify=0.3)  # wide: both entries offered
+    settings = with_thresholds(settings, "sparse", Cutoffs(answer=0.5, clarify=0.3))  # wide: both entries offered
     url = serve_api(settings)
     first = ask(url, "校歌是什么")
     extra, text = first.kbbot, first.choices[0].message.content
@@ -423,10 +423,10 @@ def test_a_confirmation_is_answered_statelessly_yes_and_no(settings, kb_dir, ser
     from bot.config.settings import Cutoffs
 
     write_knowledge(kb_dir, SONGS)
-    probe = build_bot(set_cutoffs(settings, "sparse", 0.5))
+    probe = build_bot(with_cutoffs(settings, "sparse", 0.5))
     hits, _ = probe.retrieve("第二首校歌")
     top = hits[0]
-    settings.retrieval.thresholds["sparse"] = Cutoffs(answer=top.relevance + 0.04, confirm=0.05)
+    settings = with_thresholds(settings, "sparse", Cutoffs(answer=top.relevance + 0.04, confirm=0.05))
     url = serve_api(settings)
     first = ask(url, "第二首校歌")
     assert first.kbbot["decision"] == "confirm" and [o["id"] for o in first.kbbot["options"]] == [top.entry.id]

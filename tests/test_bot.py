@@ -10,7 +10,7 @@ from bot.chat.answer import Strategy
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import CUT_NOTICE, EMPTY_REPLY, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 from tests.support.llm_scripts import HYDE_MARK, scripted
 from tests.support.llm_server import Fault
 
@@ -19,14 +19,14 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def llm_bot(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted()
     return build_bot(llm_settings)
 
 
 @pytest.fixture
 def offline_bot(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     return build_bot(settings)
 
 
@@ -74,7 +74,7 @@ def test_hyde_that_finds_nothing_falls_to_fixed_last_resort(llm_bot, llm_server,
 
 def test_llm_last_resort_shows_notice(llm_settings, llm_server):
     llm_settings = replace(llm_settings, "fallback.last_resort.mode", "llm")
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted(answer="今天可能是晴天。")
     answer = build_bot(llm_settings).answer("火星上有几座城市")
     assert answer.strategy is Strategy.LAST_RESORT and answer.llm_used
@@ -84,7 +84,7 @@ def test_llm_last_resort_shows_notice(llm_settings, llm_server):
 
 def test_chain_without_hyde_skips_it(llm_settings, llm_server):
     llm_settings = replace(llm_settings, "fallback.chain", ["last_resort"])
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     assert build_bot(llm_settings).answer("火星上有几座城市").strategy is Strategy.LAST_RESORT
     assert llm_server.requests == []
 
@@ -179,7 +179,7 @@ def test_forged_history_reaches_the_llm_within_the_character_budget(llm_bot, llm
 
 
 def test_runaway_llm_reply_is_cut_at_the_answer_cap(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "limits.max_answer_chars", 200)
     llm_server.reply = scripted(answer="很长" * 5000)
     answer = build_bot(llm_settings).answer("怎么添加知识？")

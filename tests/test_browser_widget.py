@@ -4,15 +4,15 @@ the refusal. Fixtures as in test_browser."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from bot.config.variants import replace, update
 from bot.texts import FOREIGN
 from tests.support.browser import shot
-from tests.support.knowledge import FEES, write_knowledge
+from tests.support.http_stub import StubServer
+from tests.support.knowledge import FEES, with_thresholds, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
@@ -41,13 +41,11 @@ class HostPage:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = StubServer(Handler).start()
+        self.origin = self.server.base
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
 
 
 def ask(page, text: str) -> None:
@@ -68,8 +66,10 @@ def test_the_widget_on_another_origin_answers_and_clarifies(browser, settings, s
         monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
         settings = replace(settings, "knowledge.path", str(tmp_path / "fees"))
         settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": [allowed.origin]})
-        settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
-            update={"answer": 0.3, "clarify": 0.05}
+        settings = with_thresholds(
+            settings,
+            "sparse",
+            settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05}),
         )
         allowed.app_url = foreign.app_url = serve_api(settings).removesuffix("/v1")
 

@@ -17,7 +17,7 @@ from bot.search.progress import BuildProgress
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.ui.render import header_markdown, sources_html
 from tests.support.cli import run
-from tests.support.knowledge import TINY, config_dict, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, config_dict, with_cutoffs, write_knowledge
 
 pytestmark = pytest.mark.e2e
 
@@ -52,7 +52,7 @@ def test_the_index_command_counts_texts_against_the_texts_it_writes(tmp_path, kb
 
 def test_a_running_build_shows_in_the_status_and_header_then_leaves(settings, kb_dir, monkeypatch):
     write_knowledge(kb_dir, {f"e{i}": {"query": f"问题{i}", "document": f"答案{i}", "metadata": ""} for i in range(30)})
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     release = threading.Event()
     original = TantivySearcher.upsert
 

@@ -3,6 +3,7 @@ cannot drift from config.yaml again (issue 22 item 4: it told users to set keys 
 
 from __future__ import annotations
 
+import collections.abc
 import json
 import re
 import typing
@@ -38,7 +39,7 @@ def resolve(path: str) -> str | None:
             return f"{'.'.join(parts[: i + 1])} is not a setting"
         annotation = model.model_fields[part].annotation
         i += 1
-        if typing.get_origin(annotation) is dict:
+        if typing.get_origin(annotation) in (dict, collections.abc.Mapping):  # thresholds: a read-only Mapping
             key_type, value_type = typing.get_args(annotation)
             if i < len(parts):
                 keys = typing.get_args(key_type) if typing.get_origin(key_type) is typing.Literal else None

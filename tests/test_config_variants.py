@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 from pydantic import ValidationError
 
-from bot.config.settings import Settings, load_settings
+from bot.config.settings import Cutoffs, Settings, load_settings
 from bot.config.variants import replace, update, with_mode
 from bot.errors import ConfigError
-from tests.support.knowledge import ROOT
+from tests.support.knowledge import ROOT, with_cutoffs
 
 pytestmark = pytest.mark.unit
 
@@ -24,6 +27,24 @@ def test_settings_cannot_be_changed_in_place(shipped):
         shipped.retrieval.mode = "sparse"  # type: ignore[misc]
     with pytest.raises(ValidationError, match="frozen"):
         shipped.state_dir = "elsewhere"  # type: ignore[misc]
+
+
+def test_thresholds_cannot_be_changed_in_place_and_a_variant_leaves_them_alone(shipped):
+    thresholds = shipped.retrieval.thresholds
+    shipped_sparse = thresholds["sparse"]
+    with pytest.raises(TypeError, match="bot.config.variants.replace"):
+        thresholds["sparse"] = Cutoffs(answer=0.1)  # type: ignore[index]
+    with pytest.raises(TypeError, match="frozen"):
+        thresholds.pop("sparse")  # type: ignore[attr-defined]
+    variant = with_cutoffs(shipped, "sparse", 0.1)
+    assert variant.retrieval.thresholds["sparse"].answer == 0.1 and thresholds["sparse"] is shipped_sparse
+    assert variant.retrieval.thresholds["dense-e5"] is thresholds["dense-e5"]
+    # copies and pickles stay read-only and equal (the ladder benchmark deep-copies settings)
+    for copied in (copy.deepcopy(shipped), pickle.loads(pickle.dumps(shipped))):
+        assert copied == shipped
+        with pytest.raises(TypeError):
+            copied.retrieval.thresholds.clear()  # type: ignore[attr-defined]
+    assert load_settings(ROOT / "config.yaml").model_dump(mode="json")["retrieval"]["thresholds"]["sparse"]["answer"]
 
 
 def test_replace_copies_the_path_down_to_the_key_and_shares_the_rest(shipped):

@@ -9,7 +9,7 @@ from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 from tests.support.llm_scripts import FOLLOWUP_MARK as REWRITE_MARK
 from tests.support.llm_scripts import scripted
 
@@ -19,7 +19,7 @@ HISTORY = [{"role": "user", "content": "图书馆开放时间"}, {"role": "assis
 
 
 def test_llm_rewrites_follow_up_and_searches_the_rewrite(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted(rewrite="食堂在哪里？")
     bot = build_bot(llm_settings)
     answer = bot.answer("那吃饭的地方呢？", HISTORY)
@@ -35,14 +35,14 @@ def test_llm_rewrites_follow_up_and_searches_the_rewrite(llm_settings, llm_serve
 
 
 def test_no_rewrite_without_history(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted()
     answer = build_bot(llm_settings).answer("怎么添加知识？")
     assert answer.rewritten is None and len(llm_server.requests) == 1
 
 
 def test_retrieval_only_combines_short_follow_up_with_previous_question(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     # 周末 is in no entry, so the follow-up alone covers nothing. ("节假日呢？" would pass on its own now: its only
     # rare word is in the library entry, and coverage asks how much of the question an entry contains.)
@@ -53,13 +53,13 @@ def test_retrieval_only_combines_short_follow_up_with_previous_question(settings
 
 
 def test_standalone_question_after_history_is_not_combined(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     answer = build_bot(settings).answer("怎么添加知识？", HISTORY)
     assert answer.rewritten is None and answer.hits[0].entry.id == "faq:add"
 
 
 def test_split_message_finds_both_and_prompt_names_the_parts(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = scripted()
     bot = build_bot(llm_settings)
     answer = bot.answer("怎么添加知识，图书馆几点开放？")
@@ -71,7 +71,7 @@ def test_split_message_finds_both_and_prompt_names_the_parts(llm_settings, llm_s
 
 def test_splitting_off_keeps_one_search(settings):
     settings = replace(settings, "splitting.enabled", False)
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     hits, _ = build_bot(settings).retrieve("怎么添加知识，图书馆几点开放？")
     assert hits and all(h.subquestion == "" for h in hits)
 

@@ -14,14 +14,14 @@ from bot.factory import build_bot, build_store
 from bot.knowledge.entries import Entry
 from bot.texts import KNOWLEDGE_PROBLEM, PART_NOT_FOUND
 from bot.ui.render import header_markdown, sources_html
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
 def offline_bot(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     return build_bot(settings)
 
 
@@ -51,7 +51,7 @@ def test_answer_carries_mode_llm_and_notices(offline_bot, llm_settings, llm_serv
     answer = offline_bot.answer("怎么添加知识？" + "啊" * 3000)
     assert answer.mode == "sparse" and answer.llm is None and not answer.llm_used
     assert len(answer.notices) == 1 and "2000" in answer.notice and answer.knowledge_error is None
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     with_llm = build_bot(llm_settings).answer("怎么添加知识？")
     assert with_llm.llm == "local-test" and with_llm.to_dict()["llm"] == "local-test"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,8 @@ from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.search.faiss_searcher import FaissSearcher
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.http_stub import StubServer
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.unit
@@ -312,9 +312,9 @@ def small_dense_settings(settings, mode: str = "dense"):
             "retrieval.hybrid.sparse_weight": {**settings.retrieval.hybrid.sparse_weight, "fasttext": 0.5},
         },
     )
-    set_cutoffs(settings, "sparse", 0.5)
-    set_cutoffs(settings, "dense-fasttext", 0.5)
-    set_cutoffs(settings, "hybrid-fasttext", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "dense-fasttext", 0.5)
+    settings = with_cutoffs(settings, "hybrid-fasttext", 0.5)
     return settings
 
 
@@ -370,9 +370,8 @@ class EmbeddingServer:
                 pass
 
         self.dim = dim
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.server = StubServer(Handler).start()
+        self.url = f"{self.server.base}/v1"
 
     def vector(self, text: str) -> list[float]:
         vec = [0.0] * self.dim
@@ -386,8 +385,7 @@ class EmbeddingServer:
 def embedding_server():
     server = EmbeddingServer()
     yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    server.server.stop()
 
 
 def test_embedding_errors_say_what_to_check_as_the_llm_errors_do(tmp_path):
@@ -401,8 +399,7 @@ def test_embedding_errors_say_what_to_check_as_the_llm_errors_do(tmp_path):
         right = OpenAIEncoder(locked.url, "emb", "sk-right", tmp_path / "b", max_retries=0)
         assert right.embed_questions(["图书馆"]).shape == (1, 64)
     finally:
-        locked.httpd.shutdown()
-        locked.httpd.server_close()
+        locked.server.stop()
     down = OpenAIEncoder(f"http://127.0.0.1:{free_port()}/v1", "emb", "sk-secret-7", tmp_path / "c", max_retries=0)
     with pytest.raises(SearchBackendError, match="cannot connect .* retrieval.dense.openai.base_url") as err:
         down.embed_questions(["图书馆"])

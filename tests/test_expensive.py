@@ -11,7 +11,7 @@ import pytest
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import LONG_BUSY
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 from tests.support.llm_server import Fault
 
 pytestmark = pytest.mark.unit
@@ -21,7 +21,7 @@ LONG = "怎么添加知识？" + "请详细说明每一个步骤" * 200  # 2,007
 
 def test_each_search_reads_at_most_the_configured_characters(settings, monkeypatch):
     settings = replace(settings, "limits.max_search_chars", 60)
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     searched: list[str] = []
     searcher = bot.index.searcher("sparse")
@@ -38,7 +38,7 @@ def test_each_search_reads_at_most_the_configured_characters(settings, monkeypat
 
 
 def test_long_messages_wait_for_their_own_slots_and_short_ones_do_not(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "limits.long_message_chars", 300)
     llm_settings = replace(llm_settings, "limits.long_message_concurrency", 1)
     llm_settings = replace(llm_settings, "limits.long_message_wait_seconds", 0.3)

@@ -16,7 +16,7 @@ from bot.config.settings import load_settings
 from bot.config.variants import replace
 from bot.errors import ConfigError
 from bot.factory import build_bot
-from tests.support.knowledge import config_dict, set_cutoffs
+from tests.support.knowledge import config_dict, with_cutoffs
 from tests.support.llm_scripts import ANSWER, HARD, grade_by_title, kind
 from tests.support.llm_server import Fault
 
@@ -42,7 +42,7 @@ def kinds(server) -> list[str]:
 
 @pytest.fixture
 def chain_settings(llm_settings):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
     return llm_settings
 
@@ -100,7 +100,7 @@ def test_rewrite_that_fails_moves_on_to_the_next_step(chain_settings, llm_server
 def test_rewrite_is_skipped_without_an_llm(settings, llm_server):
     settings = replace(settings, "llm.base_url", llm_server.url)  # no key in the environment: retrieval-only
     settings = replace(settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     answer = bot.answer(HARD)
     assert bot.multi_query is None and answer.strategy is Strategy.LAST_RESORT and answer.phrasings == ()
@@ -141,7 +141,7 @@ def test_template_with_an_unknown_field_is_a_config_error(tmp_path, kb_dir):
 
 @pytest.fixture
 def grading_settings(llm_settings):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "retrieval.grading.enabled", True)
     llm_settings = replace(llm_settings, "retrieval.grading.candidates", 3)
     llm_settings = replace(llm_settings, "retrieval.grading.weight", 0.5)

@@ -28,7 +28,7 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from bot.texts import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
-from tests.support.knowledge import ROOT, set_cutoffs
+from tests.support.knowledge import ROOT, with_cutoffs
 from tests.support.llm_server import Fault
 
 pytestmark = pytest.mark.e2e
@@ -324,7 +324,7 @@ def test_searcher_after_failed_load_keeps_the_last_good_index(settings, kb_dir, 
 
 
 def test_restart_with_a_malformed_file_serves_the_last_good_index(settings, kb_dir):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     build_bot(settings)
     (kb_dir / "faq.json").write_text('{"add": {"query": ""}}', encoding="utf-8")
     with pytest.raises(KnowledgeError):  # a script or the CLI gets the error, never an answer from an old index
@@ -432,7 +432,7 @@ def test_truncated_embedding_cache_starts_afresh_with_a_log_line(tmp_path, caplo
 @pytest.fixture
 def llm_bot_factory(llm_settings, llm_server):
     """Build a Bot against the local server with a given retry budget and timeout."""
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = lambda body: "根据参考资料 [1]，放进 knowledge 文件夹即可。"
 
     def make(max_retries: int = 0, timeout: float = 5.0):

@@ -21,7 +21,7 @@ from bot.knowledge.entries import load_entries
 from bot.knowledge.filters import FilterError, entry_filter, parse_filter
 from bot.ui.app import ChatHandlers
 from tests.support.cli import run
-from tests.support.knowledge import OFFICES, config_dict, set_cutoffs, write_knowledge
+from tests.support.knowledge import OFFICES, config_dict, with_cutoffs, write_knowledge
 from tests.support.serving import TOKEN, client, kbbot
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +32,7 @@ def offices(settings, tmp_path):
     folder = tmp_path / "offices"
     write_knowledge(folder, OFFICES)
     settings = replace(settings, "knowledge.path", str(folder))
-    set_cutoffs(settings, "sparse", 0.3)
+    settings = with_cutoffs(settings, "sparse", 0.3)
     return settings
 
 

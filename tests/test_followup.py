@@ -12,7 +12,7 @@ import pytest
 from bot.chat.followup import is_small_talk, reads_as_followup
 from bot.config.variants import replace
 from bot.factory import build_bot
-from tests.support.knowledge import set_cutoffs, write_knowledge
+from tests.support.knowledge import with_cutoffs, write_knowledge
 
 pytestmark = pytest.mark.unit
 
@@ -99,7 +99,7 @@ def test_small_talk_detection():
 def campus_bot(settings, tmp_path):
     write_knowledge(tmp_path / "campus", CAMPUS)
     settings = replace(settings, "knowledge.path", str(tmp_path / "campus"))
-    set_cutoffs(settings, "sparse", 0.35)
+    settings = with_cutoffs(settings, "sparse", 0.35)
     return build_bot(settings)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
-from tests.support.knowledge import FEES, write_knowledge
+from tests.support.knowledge import FEES, with_thresholds, write_knowledge
 from tests.support.serving import call_event, client
 from tests.support.wecom import WeComSimulator, text_message
 
@@ -23,8 +23,8 @@ def test_page_api_widget_and_wecom_decide_alike(wecom_settings, serve_api, monke
     settings = wecom_settings
     write_knowledge(tmp_path / "fees", FEES)
     settings = replace(settings, "knowledge.path", str(tmp_path / "fees"))
-    settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
-        update={"answer": 0.3, "clarify": 0.05}
+    settings = with_thresholds(
+        settings, "sparse", settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05})
     )
     monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
     settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": ["http://127.0.0.1:9"]})

@@ -25,7 +25,7 @@ from bot.search.index import KnowledgeIndex
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.texts import BUILDING_ALONE, HEALING_ALONE
 from tests.support.fault_injection import plant_stale_temp, scramble, segment_files
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 from tests.support.llm_scripts import ANSWER, HARD, kind
 
 pytestmark = pytest.mark.unit
@@ -48,8 +48,8 @@ def fasttext_settings(settings, mode: str = "dense"):
     settings = replace(settings, "retrieval.dense.encoder", "fasttext")
     settings = replace(settings, "retrieval.dense.fasttext.dim", 16)
     settings = replace(settings, "retrieval.dense.fasttext.target_tokens", 0)
-    set_cutoffs(settings, "sparse", 0.5)
-    set_cutoffs(settings, "dense-fasttext", 0.3)
+    settings = with_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "dense-fasttext", 0.3)
     return settings
 
 
@@ -171,7 +171,7 @@ def test_a_save_does_not_block_a_concurrent_search(tmp_path, kb_dir, tokenizer):
 
 # -- healing ----------------------------------------------------------------------------
 def test_random_bytes_in_tantivy_segments_heal_instead_of_failing_the_chat(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = app_bot(settings)
     assert bot.index.wait_idle(60) and bot.answer("怎么添加知识？").hits
     folder = settings.resolve(settings.state_dir) / "tantivy"
@@ -188,7 +188,7 @@ def test_random_bytes_in_tantivy_segments_heal_instead_of_failing_the_chat(setti
 def test_a_search_failing_in_the_rewrite_rung_is_healed_and_reported_like_the_main_search(
     llm_settings, llm_server, monkeypatch, caplog
 ):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     bot = app_bot(replace(llm_settings, "fallback.chain", ["rewrite", "last_resort"]))
     assert bot.index.wait_idle(60)
     leaf = bot.index.searcher("sparse").leaves()[0]

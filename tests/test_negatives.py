@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from bot.chat.answer import Decision
+from bot.chat.answer import Decision, Strategy
 from bot.config.variants import replace
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_store
 from bot.knowledge.entries import load_entries
-from tests.support.knowledge import set_cutoffs, write_knowledge
+from tests.support.knowledge import with_cutoffs, write_knowledge
+from tests.support.llm_scripts import kind
 
 pytestmark = pytest.mark.unit
 
@@ -37,7 +38,7 @@ KB: dict[str, dict[str, str | list[str]]] = {
 @pytest.fixture
 def negative_settings(settings, kb_dir):
     write_knowledge(kb_dir, KB)
-    return set_cutoffs(settings, "sparse", 0.3)
+    return with_cutoffs(settings, "sparse", 0.3)
 
 
 def test_an_entry_is_not_answered_for_its_negative_questions_but_still_for_its_own(negative_settings):
@@ -60,7 +61,7 @@ def test_a_paraphrase_closer_to_the_negative_is_blocked_too(negative_settings):
 
 def test_without_negatives_the_same_questions_reach_the_entries(settings, kb_dir):
     write_knowledge(kb_dir, {k: {f: v for f, v in e.items() if f != "negative_questions"} for k, e in KB.items()})
-    bot = build_bot(set_cutoffs(settings, "sparse", 0.3))
+    bot = build_bot(with_cutoffs(settings, "sparse", 0.3))
     hits, _ = bot.retrieve("南校园图书馆几点开门？")
     assert "faq:library" in {h.entry.id for h in hits}  # the test above would pass for nothing otherwise
 
@@ -70,12 +71,27 @@ def test_negative_questions_through_the_dense_encoder(negative_settings):
     s = negative_settings
     s = replace(s, "retrieval.mode", "dense")
     s = replace(s, "retrieval.dense.encoder", "e5")
-    set_cutoffs(s, "dense-e5", 0.8)
+    s = with_cutoffs(s, "dense-e5", 0.8)
     bot = build_bot(s)
     hits, _ = bot.retrieve("可以用语音提问吗")
     assert "faq:english" not in {h.entry.id for h in hits[:3]}
     _, passed = bot.retrieve("能用英文提问吗")
     assert passed and passed[0].entry.id == "faq:english"
+
+
+@pytest.mark.parametrize("negatives", [True, False])
+def test_the_rewrite_rung_keeps_an_entry_from_its_negative_questions(llm_settings, kb_dir, llm_server, negatives):
+    # The LLM rephrases an unanswerable question as the library entry's negative question: without the negative the
+    # rung answers from the entry (so the case can fail), with it the rung finds nothing and the last resort speaks.
+    library = {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放。", "metadata": "图书馆"}
+    negative = {"negative_questions": ["图书馆几点关门？"]} if negatives else {}
+    write_knowledge(kb_dir, {"library": library | negative, "canteen": KB["canteen"]})
+    llm_server.reply = lambda body: "图书馆几点关门？" if kind(body) == "rewrite" else "根据参考资料 [1]，这是回答。"
+    s = replace(with_cutoffs(llm_settings, "sparse", 0.3), "fallback.chain", ["rewrite", "last_resort"])
+    answer = build_bot(s).answer("周末可以去哪里自习")
+    assert kind(llm_server.requests[0]["body"]) == "rewrite"  # the rung ran
+    answered_from = [h.entry.id for h in answer.hits] if answer.strategy is Strategy.REWRITE else []
+    assert answered_from == ([] if negatives else ["faq:library"])
 
 
 def test_the_field_is_validated(kb_dir):

@@ -20,7 +20,7 @@ from bot.conversations.recorder import TurnRecorder
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.factory import build_bot, build_recorder
 from tests.support.answers import answered
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 from tests.support.postgres import PASSWORD
 from tests.support.serving import ADMIN_LOGIN, login, serve_in_process
 from tests.support.serving import call_event as call
@@ -121,7 +121,7 @@ def test_a_server_killed_mid_run_keeps_the_chat_answering_and_recording_resumes(
 def test_the_served_app_logs_a_web_turn_in_postgres_and_the_admin_inbox_shows_it(pg_settings, pg_dsn, monkeypatch):
     monkeypatch.setenv(pg_settings.ui.admin.username_env, ADMIN_LOGIN[0])
     monkeypatch.setenv(pg_settings.ui.admin.password_env, ADMIN_LOGIN[1])
-    served = set_cutoffs(pg_settings, "sparse", 0.5)
+    served = with_cutoffs(pg_settings, "sparse", 0.5)
     bot = build_bot(served)
     assert isinstance(bot.recorder.log, PgTurnLog)
     demo, base = serve_in_process(served, bot)

@@ -9,14 +9,14 @@ from bot.chat.answer import Strategy
 from bot.config.variants import replace, update
 from bot.factory import build_bot, build_store
 from bot.ui.app import ChatHandlers
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
 def busy_bot(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     for question, times in (("怎么添加知识？", 3), ("图书馆开放时间", 2), ("阈值是什么意思？", 1)):
         for n in range(times):
@@ -44,7 +44,7 @@ def test_a_deleted_entry_leaves_the_examples_at_once(busy_bot, settings):
 
 
 def test_the_last_resort_can_suggest_popular_entries(busy_bot, settings):
-    settings = replace(settings, "fallback.last_resort.suggestions_source", "popular")
+    settings = replace(with_cutoffs(settings, "sparse", 0.5), "fallback.last_resort.suggestions_source", "popular")
     bot = build_bot(settings)
     bot.popular.forget()
     missed = bot.answer("火星上有几座城市")
@@ -52,7 +52,7 @@ def test_the_last_resort_can_suggest_popular_entries(busy_bot, settings):
     assert [o.question for o in missed.options] == ["怎么添加知识？", "图书馆开放时间", "阈值是什么意思？"]
     assert "怎么添加知识？" in missed.text
     settings = replace(settings, "fallback.last_resort.suggestions_source", "both")
-    set_cutoffs(settings, "sparse", 0.99)  # nothing passes: the closest entries are candidates
+    settings = with_cutoffs(settings, "sparse", 0.99)  # nothing passes: the closest entries are candidates
     both = build_bot(settings)
     both.popular.forget()
     near = both.answer("火星上怎么切换检索")

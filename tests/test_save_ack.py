@@ -12,13 +12,13 @@ import pytest
 from bot.factory import build_bot, build_store
 from bot.ui.indexing import IndexingProgress
 from bot.ui.knowledge_tab import KnowledgeHandlers
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 
 pytestmark = pytest.mark.unit
 
 
 def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb_dir):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings, watch_config=True, keep_last_good=True)  # as app.py: a background index
     assert bot.index.wait_ready("sparse", 60) and bot.index.wait_idle(60)
     editor = bot.editor(build_store(settings))
@@ -56,7 +56,7 @@ def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb
 
 
 def test_a_save_with_an_idle_index_still_says_index_updated(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings, watch_config=True, keep_last_good=True)
     assert bot.index.wait_ready("sparse", 60) and bot.index.wait_idle(60)
     status = KnowledgeHandlers(bot.editor(build_store(settings))).save("faq.json", "", "新问题？", "新答案。", "")[0]

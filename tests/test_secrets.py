@@ -24,7 +24,7 @@ from bot.config.variants import replace, update
 from bot.errors import BotError, SearchBackendError
 from bot.factory import build_bot, build_store
 from bot.texts import LLM_DOWN_NOTICE
-from tests.support.knowledge import ROOT, config_dict, set_cutoffs
+from tests.support.knowledge import ROOT, config_dict, with_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
 
 pytestmark = pytest.mark.e2e
@@ -109,7 +109,7 @@ def secret_settings(settings, llm_server, monkeypatch):
     settings = replace(settings, "llm.model", "local-test")
     settings = replace(settings, "llm.timeout", 0.5)
     settings = replace(settings, "llm.max_retries", 0)
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     return settings
 
 

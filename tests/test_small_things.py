@@ -16,7 +16,7 @@ from bot.factory import build_bot
 from bot.knowledge.store import KnowledgeStore
 from bot.search.healing import ServedSearcher
 from bot.ui.render import header_markdown, sources_html
-from tests.support.knowledge import ROOT, TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import ROOT, TINY, with_cutoffs, write_knowledge
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,7 @@ def test_problem_lines_point_chat_users_to_an_admin_not_to_a_hidden_tab():
 
 
 def test_a_mode_still_building_says_so_in_the_retrieval_test(settings, monkeypatch):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     real = bot.index.searcher
 

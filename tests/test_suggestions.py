@@ -15,7 +15,7 @@ from bot.config.settings import Cutoffs
 from bot.conversations.suggestions import suggestions
 from bot.conversations.turn_log import TurnLog
 from bot.factory import build_bot, build_store
-from tests.support.knowledge import write_knowledge
+from tests.support.knowledge import with_thresholds, write_knowledge
 
 pytestmark = pytest.mark.unit
 
@@ -33,7 +33,7 @@ SONGS = {
 @pytest.fixture
 def traffic_settings(settings, kb_dir):
     write_knowledge(kb_dir, SONGS)
-    settings.retrieval.thresholds["sparse"] = Cutoffs(answer=0.5, clarify=0.05)
+    settings = with_thresholds(settings, "sparse", Cutoffs(answer=0.5, clarify=0.05))
     return settings
 
 
@@ -66,11 +66,13 @@ def test_clarify_picks_become_one_suggestion_with_its_count(traffic_settings):
 
 def test_a_confirmation_and_a_clicked_did_you_mean_are_suggestions_too(traffic_settings):
     hits, _ = build_bot(traffic_settings).retrieve("图书馆周末几点关门")
-    traffic_settings.retrieval.thresholds["sparse"] = Cutoffs(answer=hits[0].relevance + 0.04, confirm=0.05)
+    traffic_settings = with_thresholds(
+        traffic_settings, "sparse", Cutoffs(answer=hits[0].relevance + 0.04, confirm=0.05)
+    )
     bot = build_bot(traffic_settings)
     asked, yes = converse(bot, "a", "图书馆周末几点关门", "是的")
     assert asked.strategy is Strategy.CONFIRM and yes.strategy is Strategy.CHOSEN
-    traffic_settings.retrieval.thresholds["sparse"] = Cutoffs(answer=0.99)
+    traffic_settings = with_thresholds(traffic_settings, "sparse", Cutoffs(answer=0.99))
     bot = build_bot(traffic_settings)
     missed, clicked = converse(bot, "b", "第二首校歌叫什么名字", "中大的第二校歌是什么？")
     assert missed.strategy is Strategy.LAST_RESORT and "中大的第二校歌是什么？" in missed.suggestions

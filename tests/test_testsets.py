@@ -14,7 +14,7 @@ from bot.errors import ConfigError
 from bot.evaluation.testsets import TestSetStore, parse_cases
 from bot.factory import build_bot, build_store
 from bot.ui.testsets_tab import TestSetHandlers
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +23,7 @@ CSV = "question,expected\n怎么添加知识？,faq:add\n图书馆几点开门,f
 
 @pytest.fixture
 def ts_settings(settings):
-    return set_cutoffs(settings, "sparse", 0.5)
+    return with_cutoffs(settings, "sparse", 0.5)
 
 
 def test_bad_rows_name_their_line_and_store_nothing(ts_settings, tmp_path):

@@ -10,7 +10,7 @@ from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage, language_of
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +45,7 @@ def reply_by_kind(translation: str):
 
 
 def test_an_english_question_is_translated_searched_and_answered(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "fallback.chain", ["translate", "last_resort"])
     llm_server.reply = reply_by_kind("怎么添加知识？")
     answer = build_bot(llm_settings).answer("How can I put new knowledge into the bot?")
@@ -56,7 +56,7 @@ def test_an_english_question_is_translated_searched_and_answered(llm_settings, l
 
 
 def test_a_question_in_the_knowledge_language_is_never_translated(llm_settings, llm_server):
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "fallback.chain", ["translate", "last_resort"])
     llm_server.reply = reply_by_kind("怎么添加知识？")
     answer = build_bot(llm_settings).answer("火星上有几座城市")
@@ -67,7 +67,7 @@ def test_a_question_in_the_knowledge_language_is_never_translated(llm_settings, 
 def test_a_failing_translation_falls_through_to_the_last_resort(llm_settings, llm_server):
     from tests.support.llm_server import Fault
 
-    set_cutoffs(llm_settings, "sparse", 0.5)
+    llm_settings = with_cutoffs(llm_settings, "sparse", 0.5)
     llm_settings = replace(llm_settings, "fallback.chain", ["translate", "last_resort"])
     llm_server.faults.append(Fault(status=500))
     answer = build_bot(llm_settings).answer("How can I put new knowledge into the bot?")
@@ -75,7 +75,7 @@ def test_a_failing_translation_falls_through_to_the_last_resort(llm_settings, ll
 
 
 def test_without_an_llm_the_last_resort_suggests_the_knowledge_language(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     english = bot.answer("How can I put new knowledge into the bot?")
     assert english.strategy is Strategy.LAST_RESORT and english.text.endswith(LANGUAGE_TIP["zh"])

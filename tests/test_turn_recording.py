@@ -12,7 +12,7 @@ import pytest
 from bot.conversations.turn_log import TurnLogError
 from bot.factory import build_bot
 from bot.ui.admin import COOKIE, AdminAuth
-from tests.support.knowledge import set_cutoffs
+from tests.support.knowledge import with_cutoffs
 from tests.support.serving import ADMIN_LOGIN as ADMIN
 from tests.support.serving import TOKEN, login
 from tests.support.serving import call_event as call
@@ -41,7 +41,7 @@ def test_every_web_and_api_turn_is_recorded(served):
 
 
 def test_a_failing_log_does_not_break_the_chat(settings, caplog, monkeypatch):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
 
     def broken(*args, **kwargs):
@@ -58,7 +58,7 @@ def test_a_failing_log_does_not_break_the_chat(settings, caplog, monkeypatch):
 
 
 def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     answer = bot.answer("怎么添加知识？", source="web", session="s1")
     assert answer.turn_id is not None
@@ -118,7 +118,7 @@ def test_inbox_add_as_phrasing_makes_the_missed_question_find_that_entry(setting
     from bot.knowledge.entries import load_entries
     from bot.ui.inbox_tab import InboxHandlers
 
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     missed = "资料要放到哪个目录"
     assert bot.answer(missed, source="web").strategy.value == "last_resort"

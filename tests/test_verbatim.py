@@ -13,7 +13,7 @@ from bot.config.variants import update
 from bot.factory import build_bot
 from bot.texts import RETRIEVAL_ONLY_LABEL, VERBATIM_LABEL
 from bot.ui.render import sources_html
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 from tests.support.llm_scripts import scripted
 
 pytestmark = pytest.mark.unit
@@ -27,8 +27,8 @@ def make_bot(llm_settings, llm_server):
     llm_server.reply = scripted(answer=LLM_REPLY)
 
     def make(direct: float | None, **retrieval):
-        set_cutoffs(llm_settings, "sparse", 0.5, direct)
-        return build_bot(update(llm_settings, {f"retrieval.{k}": v for k, v in retrieval.items()}))
+        s = with_cutoffs(llm_settings, "sparse", 0.5, direct)
+        return build_bot(update(s, {f"retrieval.{k}": v for k, v in retrieval.items()}))
 
     return make
 
@@ -102,6 +102,6 @@ def test_hyde_hits_are_never_answered_verbatim(make_bot, llm_server):
 
 
 def test_without_an_llm_the_reply_is_labelled_retrieval_only(settings):
-    set_cutoffs(settings, "sparse", 0.5, 0.9)
+    settings = with_cutoffs(settings, "sparse", 0.5, 0.9)
     answer = build_bot(settings).answer(TINY["add"]["query"])
     assert answer.strategy is Strategy.DIRECT and answer.text.startswith(RETRIEVAL_ONLY_LABEL)

@@ -16,7 +16,7 @@ from bot.chat import shared_limits
 from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.texts import ONLY_TEXT, PICK_HINT
-from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
+from tests.support.knowledge import FEES, with_cutoffs, with_thresholds, write_knowledge
 from tests.support.llm_server import Fault
 from tests.support.wecom import CORP_ID, SECRET, WeComSimulator, enter_agent, image_message, text_message
 
@@ -37,7 +37,7 @@ def turns(settings) -> list[dict]:
 @pytest.fixture
 def wecom(wecom_settings, serve_api):
     """(simulator, settings) of a served app with the WeCom channel on and the tiny knowledge."""
-    set_cutoffs(wecom_settings, "sparse", 0.5)
+    wecom_settings = with_cutoffs(wecom_settings, "sparse", 0.5)
     return start(serve_api, wecom_settings), wecom_settings
 
 
@@ -99,8 +99,10 @@ def test_a_retried_msgid_is_answered_once_events_get_an_empty_200_and_images_a_n
 def test_a_clarify_question_then_2_answers_the_second_option(wecom_settings, serve_api, tmp_path):
     write_knowledge(tmp_path / "fees", FEES)
     wecom_settings = replace(wecom_settings, "knowledge.path", str(tmp_path / "fees"))
-    wecom_settings.retrieval.thresholds["sparse"] = wecom_settings.retrieval.thresholds["sparse"].model_copy(
-        update={"answer": 0.3, "clarify": 0.05}
+    wecom_settings = with_thresholds(
+        wecom_settings,
+        "sparse",
+        wecom_settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05}),
     )
     sim = start(serve_api, wecom_settings)
     asked = sim.reply(sim.post(text_message("学费是多少？", msg_id="1")))["Content"]
@@ -119,7 +121,7 @@ def test_a_clarify_question_then_2_answers_the_second_option(wecom_settings, ser
 
 
 def test_a_slow_answer_is_sent_through_the_send_api_with_one_cached_token(wecom_settings, serve_api, qyapi):
-    set_cutoffs(wecom_settings, "sparse", 0.5)
+    wecom_settings = with_cutoffs(wecom_settings, "sparse", 0.5)
     wecom_settings = replace(wecom_settings, "wecom.reply_budget_seconds", 0)  # always the send API
     sim = start(serve_api, wecom_settings)
     for n, question in enumerate(["怎么添加知识？", "你好"]):
@@ -132,7 +134,7 @@ def test_a_slow_answer_is_sent_through_the_send_api_with_one_cached_token(wecom_
 
 
 def test_an_expired_token_is_renewed_and_the_message_still_sent(wecom_settings, serve_api, qyapi):
-    set_cutoffs(wecom_settings, "sparse", 0.5)
+    wecom_settings = with_cutoffs(wecom_settings, "sparse", 0.5)
     wecom_settings = replace(wecom_settings, "wecom.reply_budget_seconds", 0)
     sim = start(serve_api, wecom_settings)
     qyapi.expire_next = True
@@ -142,7 +144,7 @@ def test_an_expired_token_is_renewed_and_the_message_still_sent(wecom_settings, 
 
 
 def test_the_send_api_down_is_logged_retried_and_never_crashes(wecom_settings, serve_api, qyapi, caplog):
-    set_cutoffs(wecom_settings, "sparse", 0.5)
+    wecom_settings = with_cutoffs(wecom_settings, "sparse", 0.5)
     wecom_settings = update(
         wecom_settings,
         {"wecom.reply_budget_seconds": 0, "wecom.send_attempts": 3, "wecom.send_retry_seconds": 0.05},
@@ -179,7 +181,7 @@ def test_without_its_secrets_in_the_environment_the_callback_refuses_with_503(
 def test_a_slow_llm_misses_the_budget_and_its_answer_follows_through_the_send_api(
     wecom_settings, llm_settings, llm_server, serve_api, qyapi
 ):
-    set_cutoffs(wecom_settings, "sparse", 0.5)
+    wecom_settings = with_cutoffs(wecom_settings, "sparse", 0.5)
     # both fixtures are variants of the same settings: the LLM's block joins the WeCom one
     wecom_settings = update(wecom_settings, {"llm": llm_settings.llm, "wecom.reply_budget_seconds": 0.5})
     sim = start(serve_api, wecom_settings)
@@ -195,17 +197,12 @@ def test_a_slow_llm_misses_the_budget_and_its_answer_follows_through_the_send_ap
 def test_behind_two_replicas_a_2_on_one_answers_the_question_asked_on_the_other(
     wecom_settings, pg_settings, serve_api, tmp_path, own_stores
 ):
-    from bot.config.settings import Cutoffs
-
     write_knowledge(tmp_path / "fees", FEES)
+    sparse = wecom_settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05})
     shared = update(
-        wecom_settings,
+        with_thresholds(wecom_settings, "sparse", sparse),
         {
             "knowledge.path": str(tmp_path / "fees"),
-            "retrieval.thresholds": {
-                **wecom_settings.retrieval.thresholds,
-                "sparse": Cutoffs(answer=0.3, direct=None, clarify=0.05),
-            },
             "log.backend": "postgres",
             "log.postgres": pg_settings.log.postgres,
             "limits.backend": "postgres",

@@ -10,7 +10,7 @@ from bot.api.widget import WidgetAPI, parse_widget_request
 from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.texts import BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL
-from tests.support.knowledge import FEES, set_cutoffs, write_knowledge
+from tests.support.knowledge import FEES, with_cutoffs, with_thresholds, write_knowledge
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,7 @@ def widget(settings, serve_api, monkeypatch):
     monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
     settings = replace(settings, "widget.enabled", True)
     settings = replace(settings, "widget.allowed_origins", [ALLOWED])
-    set_cutoffs(settings, "sparse", 0.5)
+    settings = with_cutoffs(settings, "sparse", 0.5)
     return serve_api(settings).removesuffix("/v1"), settings
 
 
@@ -111,8 +111,8 @@ def test_clarify_options_come_as_a_list_and_a_reply_picks_one(settings, serve_ap
     folder = tmp_path / "fees"
     write_knowledge(folder, FEES)
     settings = replace(settings, "knowledge.path", str(folder))
-    settings.retrieval.thresholds["sparse"] = settings.retrieval.thresholds["sparse"].model_copy(
-        update={"answer": 0.3, "clarify": 0.05}
+    settings = with_thresholds(
+        settings, "sparse", settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05})
     )
     base = serve_api(settings).removesuffix("/v1")
     first = post(base, "学费是多少？").json()

@@ -68,6 +68,15 @@ def parse_grades(text: str, count: int) -> list[float]:
     return [found[n] for n in range(1, count + 1)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Graded:
+    """Hits after grading, best first, those that pass the thresholds, and the split message's parts regraded."""
+
+    hits: list[Hit]
+    passed: list[Hit]
+    parts: tuple[Part, ...]
+
+
 class RelevanceGrader:
     """Grades the top ``candidates`` hits for one question in one LLM call and re-weighs their relevance."""
 
@@ -110,10 +119,8 @@ class RelevanceGrader:
         ]
         return sorted(graded + list(hits[len(top) :]), key=lambda h: -h.relevance)
 
-    def apply(
-        self, question: str, hits: Sequence[Hit], parts: Sequence[Part], cutoffs: Cutoffs
-    ) -> tuple[list[Hit], list[Hit], tuple[Part, ...]]:
-        """(graded hits, those that pass ``cutoffs``, ``parts`` with their hit regraded or dropped if it fails)."""
+    def apply(self, question: str, hits: Sequence[Hit], parts: Sequence[Part], cutoffs: Cutoffs) -> Graded:
+        """The graded hits, those that pass ``cutoffs``, and ``parts`` with their hit regraded or dropped if it fails."""
         graded = self.grade(question, hits)
         by_id = {h.entry.id: h for h in graded}
         new_parts = []
@@ -123,4 +130,4 @@ class RelevanceGrader:
                 hit = dataclasses.replace(by_id[hit.entry.id], subquestion=hit.subquestion)
                 hit = hit if cutoffs.passes(hit) else None
             new_parts.append(Part(part.question, hit))
-        return graded, [h for h in graded if cutoffs.passes(h)], tuple(new_parts)
+        return Graded(graded, [h for h in graded if cutoffs.passes(h)], tuple(new_parts))

@@ -6,7 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from bot.config.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.chat.shared_limits import RateStore
 
 
 class RateLimiter(Protocol):
@@ -17,7 +22,7 @@ class RateLimiter(Protocol):
         ...
 
 
-def rate_limiter(settings: Any, name: str, max_events: int, window: float = 60.0) -> RateLimiter:
+def rate_limiter(settings: Settings, name: str, max_events: int, window: float = 60.0) -> RateLimiter:
     """The limiter ``name`` (e.g. "api-chat": its counts are its own) as ``limits.backend`` says: this process's
     memory, or the PostgreSQL database the replicas share."""
     store = shared_store(settings) if max_events > 0 else None
@@ -28,7 +33,7 @@ def rate_limiter(settings: Any, name: str, max_events: int, window: float = 60.0
     return SlidingWindowLimiter(max_events, window)
 
 
-def shared_store(settings: Any) -> Any:
+def shared_store(settings: Settings) -> RateStore | None:
     """The PostgreSQL store every replica counts in (a ``RateStore``) with ``limits.backend: postgres``, else None."""
     if settings.limits.backend != "postgres":
         return None

@@ -7,27 +7,63 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from bot.chat.answer import Cutoffs, Part
 from bot.chat.conversation import QueryRewriter, last_user_message
 from bot.chat.followup import followup_queries, reads_as_followup
 from bot.chat.generate import ms
-from bot.chat.grading import RelevanceGrader
+from bot.chat.grading import Graded, RelevanceGrader
 from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.chat.steps import Ladder, Retrieval, Turn
+from bot.chat.steps.fallbacks import Rephrased
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Found, Hit
+from bot.search.healing import ServedSearcher
 from bot.search.index import KnowledgeIndex
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Searched(Graded):
+    """One search of a turn: every hit best first, those that pass, a split message's labelled parts, what answered."""
+
+    found: Found  # the whole message's search: its system (whose thresholds apply), notices, a failure
+
+    @property
+    def failed(self) -> bool:
+        """True when the search of the message or of one of its parts failed."""
+        return self.found.failed
+
+
+class _MayFail(Protocol):
+    @property
+    def failed(self) -> bool: ...
+
+
+_Result = TypeVar("_Result", bound=_MayFail)
+
+
+def once_more_if_failed(search: Callable[[], _Result]) -> _Result:
+    """``search()``, called a second time if its result failed.
+
+    A search fails when it finds its index damaged; that schedules the healing in the background, and the knowledge
+    index then serves the mode with what it can (the reopened index, or another mode standing in, with its notice),
+    so the second call searches something else. Only once: a second failure means nothing sound serves the mode
+    right now, and the turn goes on with what it found (the failure logged, its notice telling the user the index heals) rather than
+    spending the user's wait on more tries.
+    """
+    result = search()
+    return search() if result.failed else result
 
 
 class TurnSearch:
@@ -52,44 +88,32 @@ class TurnSearch:
     ) -> tuple[list[Hit], list[Hit]]:
         """(all hits, hits that pass the mode's threshold) for ``query`` (among the entries ``within`` admits), split
         into parts when it asks several things."""
-        hits, passed, _, _ = self._search(query, mode, top_k, within=within)
-        return hits, passed
+        searched = self._search(query, mode, top_k, within=within)
+        return searched.hits, searched.passed
 
     def _search(
         self,
         query: str,
         mode: str | None = None,
         top_k: int | None = None,
-        retry: bool = True,
         within: EntryFilter | None = None,
-    ) -> tuple[list[Hit], list[Hit], tuple[Part, ...], Found]:
-        """(hits, passing hits, parts, what answered): a split message also gets each part's best passing hit,
-        labelled; what answered is the whole message's :class:`Found` (its system, notices).
-
-        A searcher that fails mid-turn (a damaged index, found by the search itself) is healed in the background;
-        the turn is searched once more with what the mode serves now (another mode standing in, with its notice).
-        """
+    ) -> Searched:
+        """The hits for ``query``: a split message also gets each part's best passing hit, labelled; searched once
+        more if it failed (:func:`once_more_if_failed`)."""
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
-        searched = self._search_once(query, mode, top_k, within)
-        if retry and searched[3].failed:
-            return self._search(query, mode, top_k, retry=False, within=within)
-        return searched
+        return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within))
 
-    def _search_once(
-        self, query: str, mode: str, top_k: int, within: EntryFilter | None
-    ) -> tuple[list[Hit], list[Hit], tuple[Part, ...], Found]:
-        """Like :meth:`_search`, without the second try; a failure of any part's search marks the whole one failed."""
+    def _search_once(self, query: str, mode: str, top_k: int, within: EntryFilter | None) -> Searched:
+        """One try of :meth:`_search`; a failure of any part's search marks the whole one failed."""
         searcher = self.index.served(mode)
         query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         parts = self.splitter.split(query) if self.splitter else [query]
-        entries = self.index.entries
         results: list[Found] = []
 
-        def search(text: str) -> list[Hit]:  # an entry's negative questions keep it from similar questions
-            found = searcher.find(text, top_k, within)
-            results.append(found)
-            return self.negatives.filter(text, found.hits, entries, searcher)
+        def search(text: str) -> list[Hit]:
+            results.append(self._found(searcher, text, top_k, within))
+            return list(results[-1].hits)
 
         hits = search(query)
         whole = results[0]
@@ -104,7 +128,7 @@ class TurnSearch:
             )
         if any(f.failed for f in results):
             whole = dataclasses.replace(whole, failed=True)
-        return hits, [h for h in hits if cutoffs.passes(h)], labelled, whole
+        return Searched(hits, [h for h in hits if cutoffs.passes(h)], labelled, whole)
 
     def cutoffs(self, system: str) -> Cutoffs:
         """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
@@ -139,7 +163,8 @@ class TurnSearch:
         rewritten = self._standalone(question, history, timings)
         search_q = rewritten or question
         t = time.perf_counter()
-        candidates, passed, parts, found = self._search(search_q, mode, within=turn.base.within)
+        searched = self._search(search_q, mode, within=turn.base.within)
+        candidates, passed, parts, found = searched.hits, searched.passed, searched.parts, searched.found
         previous = last_user_message(history) if self.llm is None else None
         previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
         if previous and self.ladder.chitchat is not None and self.ladder.chitchat.match(previous):
@@ -156,19 +181,21 @@ class TurnSearch:
         timings["retrieve"] = ms(t)
         # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
         cutoffs = self.cutoffs(found.system)
-        candidates, passed, parts = self._graded(search_q, candidates, passed, parts, cutoffs, timings)
-        turn.replace(candidates=candidates, rewritten=rewritten, parts=parts, thresholds=cutoffs)
+        graded = self._graded(search_q, Graded(candidates, passed, parts), cutoffs, timings)
+        turn.replace(candidates=graded.hits, rewritten=rewritten, parts=graded.parts, thresholds=cutoffs)
         turn.base = turn.base.noted(*found.notices)
-        return Retrieval(candidates, passed, parts, cutoffs)
+        return Retrieval(graded.hits, graded.passed, graded.parts, cutoffs)
 
     def search_again(self, turn: Turn, text: str) -> list[Hit]:
         """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded against the
         thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
-        hits, passed, _, found = self._search(text, turn.base.mode, within=turn.base.within)
-        return self._graded(turn.search_text, hits, passed, (), self.cutoffs(found.system), turn.timings)[1]
+        s = self._search(text, turn.base.mode, within=turn.base.within)
+        return self._graded(
+            turn.search_text, Graded(s.hits, s.passed, ()), self.cutoffs(s.found.system), turn.timings
+        ).passed
 
-    def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
-        """(the LLM's phrasings of the turn's question, the passing hits they found)."""
+    def search_rephrased(self, turn: Turn) -> Rephrased:
+        """The LLM's phrasings of the turn's question and the passing hits they found."""
         assert self.multi_query is not None  # the rewrite rung exists only with an LLM
         mode, within = turn.base.mode, turn.base.within
         rewrites = self.multi_query.run(
@@ -178,23 +205,29 @@ class TurnSearch:
         system = rewrites.found[0].system if rewrites.found else self.index.searcher(mode).system
         turn.base = turn.base.noted(*(n for f in rewrites.found for n in f.notices))
         cutoffs = self.cutoffs(system)
-        passed = self._graded(turn.search_text, rewrites.hits, None, (), cutoffs, turn.timings)[1]
-        return rewrites.phrasings, passed
+        passed = [h for h in rewrites.hits if cutoffs.passes(h)]
+        graded = self._graded(turn.search_text, Graded(rewrites.hits, passed, ()), cutoffs, turn.timings)
+        return Rephrased(rewrites.phrasings, graded.passed)
 
-    def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None, retry: bool = True) -> Found:
-        """One search of what ``mode`` serves now and what answered it; a failed search (healing scheduled) is
-        repeated once with what serves then, as :meth:`_search` does."""
-        found = self.index.served(mode).find(text[: self.max_search_chars], top_k, within)
-        if retry and found.failed:
-            return self.find(text, mode, top_k, within, retry=False)
-        return found
+    def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None) -> Found:
+        """One search of what ``mode`` serves now and what answered it, searched once more if it failed
+        (:func:`once_more_if_failed`)."""
+        return once_more_if_failed(lambda: self._found(self.index.served(mode), text, top_k, within))
 
-    def _graded(self, question: str, hits: list[Hit], passed: list[Hit] | None, parts, cutoffs: Cutoffs, timings):
-        """(hits, passing hits, parts) after the optional LLM grading (``passed`` None: computed here), against
-        ``cutoffs``: the thresholds of the searcher that found the hits."""
-        if self.grader is None or not hits:
-            return hits, passed if passed is not None else [h for h in hits if cutoffs.passes(h)], parts
+    def _found(self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None) -> Found:
+        """The one search every path of a turn makes (the message, its parts, the rewrite's phrasings, HyDE's text):
+        ``searcher``'s hits for ``text`` (bounded), without the entries whose negative questions keep them from it."""
+        text = text[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
+        found = searcher.find(text, top_k, within)
+        kept = self.negatives.filter(text, found.hits, self.index.entries, searcher)
+        return found if len(kept) == len(found.hits) else dataclasses.replace(found, hits=tuple(kept))
+
+    def _graded(self, question: str, found: Graded, cutoffs: Cutoffs, timings: dict[str, float]) -> Graded:
+        """``found`` after the optional LLM grading, against ``cutoffs``: the thresholds of the searcher that found
+        the hits."""
+        if self.grader is None or not found.hits:
+            return found
         t = time.perf_counter()
-        graded = self.grader.apply(question, hits, parts, cutoffs)
+        graded = self.grader.apply(question, found.hits, found.parts, cutoffs)
         timings["grade"] = timings.get("grade", 0.0) + ms(t)
         return graded

@@ -32,7 +32,7 @@ def add_lint_arguments(p) -> None:
 
 def _index(settings: Settings, knowledge: str | None, mode: str):
     """The index of ``knowledge`` (the configured folder: the user's own state) with ``mode`` synced."""
-    from bot.cli.eval import eval_settings
+    from bot.cli.measure import eval_settings
     from bot.factory import build_index
 
     s = with_mode(eval_settings(settings, knowledge, no_split=True), mode)

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.chat.answer import hit_dict
-from bot.cli.eval import add_calibrate_arguments, add_eval_arguments, run_calibrate, run_eval
+from bot.cli.calibrate import add_calibrate_arguments, run_calibrate
+from bot.cli.eval import add_eval_arguments, run_eval
 from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
 from bot.cli.log import add_log_arguments, run_log
 from bot.cli.testset import add_testset_arguments, run_testset

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -16,6 +16,26 @@ class Strict(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class FrozenDict(dict[K, V]):
+    """A mapping of frozen settings (e.g. ``retrieval.thresholds``): a dict to read and serialise, refusing changes.
+
+    ``frozen=True`` stops assignment to a field, not changes inside a dict it holds, which every holder of the
+    settings would see.
+    """
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("settings are frozen: make a variant with bot.config.variants.replace(settings, path, value)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[dict[K, V]]]:  # copy and pickle without __setitem__
+        return (type(self), (dict(self),))
 
 
 def default_of(model: type[BaseModel], name: str) -> Any:

@@ -8,6 +8,7 @@ hand-written guide above the marker line is kept; ``--check`` exits 1 when the f
 from __future__ import annotations
 
 import argparse
+import collections.abc
 import json
 import sys
 import types
@@ -33,6 +34,9 @@ _BOUNDS = (
 )
 
 
+_MAPS = (dict, collections.abc.Mapping)  # a read-only map (FrozenDict) is annotated Mapping
+
+
 def _model(annotation: object) -> type[BaseModel] | None:
     """The settings block an annotation names, if it names one."""
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
@@ -41,7 +45,7 @@ def _model(annotation: object) -> type[BaseModel] | None:
 def _inner_model(annotation: object) -> type[BaseModel] | None:
     """The block a field holds directly, or as the values of a list or mapping."""
     args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (list, dict) and args:
+    if typing.get_origin(annotation) in (list, *_MAPS) and args:
         return _model(args[-1])
     return _model(annotation)
 
@@ -57,7 +61,7 @@ def type_text(annotation: object) -> str:
         return " or ".join(type_text(a) for a in args)
     if origin is list:
         return f"list of {type_text(args[0])}"
-    if origin is dict:
+    if origin in _MAPS:
         return f"map of {type_text(args[0])} → {type_text(args[1])}"
     block = _model(annotation)
     if block is not None:
@@ -98,7 +102,7 @@ def sections(model: type[BaseModel] = Settings, path: str = "") -> Iterator[tupl
         if block is None or field.exclude:
             continue
         origin = typing.get_origin(field.annotation)
-        suffix = ".<key>" if origin is dict else "[]" if origin is list else ""
+        suffix = ".<key>" if origin in _MAPS else "[]" if origin is list else ""
         yield from sections(block, f"{path}.{name}{suffix}" if path else f"{name}{suffix}")
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bot.config.base import Strict, check_template
+from bot.config.base import FrozenDict, Strict, check_template
 from bot.config.dense import DenseSettings
 from bot.config.secrets import env_secret
 
@@ -125,17 +126,19 @@ class Cutoffs(Strict):
     """A top hit at most this far below ``answer`` is offered as "您是想问「X」吗？"; null = never."""
 
 
-def _calibrated_thresholds() -> dict[str, Cutoffs]:
+def _calibrated_thresholds() -> FrozenDict[str, Cutoffs]:
     """The shipped cutoffs, chosen by ``python -m bot calibrate`` on four knowledge bases at once."""
-    return {
-        "sparse": Cutoffs(answer=0.49),
-        "dense-e5": Cutoffs(answer=0.87),
-        "dense-fasttext": Cutoffs(answer=0.61),
-        "dense-openai": Cutoffs(answer=0.87),
-        "hybrid-e5": Cutoffs(answer=0.838, clarify=0.005),
-        "hybrid-fasttext": Cutoffs(answer=0.44),
-        "hybrid-openai": Cutoffs(answer=0.838, clarify=0.005),
-    }
+    return FrozenDict(
+        {
+            "sparse": Cutoffs(answer=0.49),
+            "dense-e5": Cutoffs(answer=0.87),
+            "dense-fasttext": Cutoffs(answer=0.61),
+            "dense-openai": Cutoffs(answer=0.87),
+            "hybrid-e5": Cutoffs(answer=0.838, clarify=0.005),
+            "hybrid-fasttext": Cutoffs(answer=0.44),
+            "hybrid-openai": Cutoffs(answer=0.838, clarify=0.005),
+        }
+    )
 
 
 DEFAULT_GRADING_TEMPLATE = (
@@ -205,7 +208,7 @@ class RetrievalSettings(Strict):
     sparse: SparseSettings = Field(default_factory=SparseSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
-    thresholds: dict[str, Cutoffs] = Field(default_factory=_calibrated_thresholds)
+    thresholds: Mapping[str, Cutoffs] = Field(default_factory=_calibrated_thresholds)
     """Cutoffs per retrieval system (sparse, and dense-/hybrid- per encoder: their cosines differ), e.g.
     ``hybrid-e5: {answer: 0.838, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
     system, the others keep theirs. The shipped ones were chosen on four
@@ -232,11 +235,11 @@ class RetrievalSettings(Strict):
 
     @field_validator("thresholds")
     @classmethod
-    def _systems(cls, value: dict[str, Cutoffs]) -> dict[str, Cutoffs]:
+    def _systems(cls, value: Mapping[str, Cutoffs]) -> Mapping[str, Cutoffs]:
         unknown = [k for k in value if k not in SYSTEMS]
         if unknown:
             raise ValueError(f"unknown system(s) {', '.join(unknown)}; use: {', '.join(SYSTEMS)}")
-        return value
+        return FrozenDict(value)  # read-only: a test or component changing it would change it for every holder
 
     def system(self, mode: str | None = None) -> str:
         """The threshold key of a mode with the configured encoder ("sparse", "dense-e5", "hybrid-e5", ...)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.config.settings import Settings
 from bot.conversations.log_store import ConversationLog, utc_iso
 from bot.conversations.rollup import BINS, DECISION, DOWN, UP, bin_sql
 from bot.conversations.tiles import Stats, StatsFilter, Tile
@@ -276,6 +277,6 @@ class Analytics:
         return Tile("relevance", title, ("from", "to", "turns", "zone"), tuple(rows))
 
 
-def analytics_from_settings(turn_log: ConversationLog, settings: Any) -> Analytics:
+def analytics_from_settings(turn_log: ConversationLog, settings: Settings) -> Analytics:
     """An Analytics over ``turn_log`` sized by ``settings.log`` (analytics_top, analytics_sample)."""
     return Analytics(turn_log, top=settings.log.analytics_top, sample=settings.log.analytics_sample)

@@ -14,6 +14,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
 
 SIMILARITY = 0.8  # bigram Jaccard at or above which two questions are one group
 CANDIDATES_SHOWN = 3
@@ -70,16 +71,90 @@ def similar_pairs(norms: Sequence[str], threshold: float = SIMILARITY) -> list[t
     return pairs
 
 
-def stored_hits(answer) -> list[dict]:
+class StoredHit(TypedDict):
+    """One hit of a turn as the log stores it (JSON): the entry, its scores, whether it passed and was used."""
+
+    id: str
+    query: str
+    relevance: float
+    score: float
+    searcher: str
+    passed: bool
+    used: bool
+    subquestion: NotRequired[str]  # the part of a split message (or the rewrite's phrasing) that found it
+
+
+class AnsweredEntry(TypedDict):
+    """An entry that answered a thumbs-down turn (JSON): its id and question."""
+
+    id: str
+    query: str
+
+
+class NearMiss(AnsweredEntry):
+    """A stored hit that did not pass (JSON): its relevance and the answer threshold it missed."""
+
+    relevance: float
+    threshold: float | None
+
+
+class Candidate(NearMiss):
+    """A group's near miss (JSON): its best relevance over the group's turns and how many turns it missed in."""
+
+    seen: int
+
+
+class SessionTurn(TypedDict):
+    """A conversation's turn as the suggestions read it (JSON columns decoded)."""
+
+    id: int
+    time: str
+    session: str
+    question: str
+    strategy: str
+    hits: list[StoredHit]
+
+
+class TurnRecord(TypedDict):
+    """One stored turn (a row of the log's turns table, JSON columns decoded, flags as booleans): what the admin
+    pages and the API show."""
+
+    id: int
+    time: str
+    session: str | None
+    source: str | None
+    client: str | None
+    question: str
+    rewritten: str | None
+    norm: str
+    strategy: str
+    mode: str | None
+    hits: list[StoredHit]
+    thresholds: dict[str, float | None] | None
+    timings: dict[str, float] | None
+    latency_ms: float | None
+    llm: str | None
+    llm_used: bool
+    answer: str | None
+    hypothetical: str | None
+    notices: list[str] | None
+    finished: bool
+    rating: int | None
+    reason: str | None
+    rated_at: str | None
+    top_relevance: float | None
+
+
+def stored_hits(answer) -> list[StoredHit]:
     """The hits of an answer as stored: the used ones first, then the other candidates, one per entry id."""
     cutoffs = getattr(answer, "thresholds", None)
-    rows: dict[str, dict] = {}
+    rows: dict[str, StoredHit] = {}
     for used, hits in ((True, getattr(answer, "hits", ()) or ()), (False, getattr(answer, "candidates", ()) or ())):
         for h in hits:
             if h.entry.id in rows:
                 continue
             passed = used or (cutoffs is not None and cutoffs.passes(h))
-            row = {
+            row: StoredHit = {
                 "id": h.entry.id,
                 "query": h.entry.query,
                 "relevance": round(h.relevance, 4),
@@ -105,20 +180,20 @@ class AskedTurn:
     strategy: str
     rating: int | None = None
     reason: str | None = None
-    near_misses: tuple[dict, ...] = ()  # stored hits that did not pass: id, query, relevance, threshold
-    answered: tuple[dict, ...] = ()  # a thumbs-down turn's used hits (id, query): the entries that answered wrong
+    near_misses: tuple[NearMiss, ...] = ()  # stored hits that did not pass
+    answered: tuple[AnsweredEntry, ...] = ()  # a thumbs-down turn's used hits: the entries that answered wrong
 
     @classmethod
     def from_row(cls, row: Mapping) -> AskedTurn:
         """From a row of the log's turns table (hits and thresholds as stored JSON)."""
         cutoff = (json.loads(row["thresholds"]) or {}).get("answer") if row["thresholds"] else None
         misses = tuple(
-            {"id": h["id"], "query": h["query"], "relevance": h["relevance"], "threshold": cutoff}
+            NearMiss({"id": h["id"], "query": h["query"], "relevance": h["relevance"], "threshold": cutoff})
             for h in json.loads(row["hits"])
             if not h.get("passed")
         )
         used = tuple(
-            {"id": h["id"], "query": h["query"]}
+            AnsweredEntry({"id": h["id"], "query": h["query"]})
             for h in json.loads(row["hits"])
             if h.get("used") and row["rating"] == -1
         )
@@ -152,10 +227,10 @@ class Group:
     strategies: dict[str, int]
     thumbs_down: int
     reasons: tuple[str, ...]
-    candidates: tuple[dict, ...]
+    candidates: tuple[Candidate, ...]
     turn_ids: tuple[int, ...] = field(repr=False, default=())
     norms: frozenset[str] = field(repr=False, default=frozenset())
-    answered: tuple[dict, ...] = ()
+    answered: tuple[AnsweredEntry, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready form (without the member normal forms)."""
@@ -211,14 +286,14 @@ def _group(turns: list[AskedTurn], counts: dict[str, int]) -> Group:
     key = max(counts, key=lambda n: (counts[n], latest_of[n], n))
     example = next(t.question for t in turns if t.norm == key)
     strategies: dict[str, int] = defaultdict(int)
-    best: dict[str, dict] = {}
+    best: dict[str, Candidate] = {}
     for t in turns:
         strategies[t.strategy] += 1
         for miss in t.near_misses:
             old = best.get(miss["id"])
             seen = old["seen"] + 1 if old else 1
             if old is None or miss["relevance"] > old["relevance"]:
-                best[miss["id"]] = dict(miss, seen=seen)
+                best[miss["id"]] = Candidate(**miss, seen=seen)
             else:
                 old["seen"] = seen
     candidates = sorted(best.values(), key=lambda c: c["relevance"], reverse=True)[:CANDIDATES_SHOWN]

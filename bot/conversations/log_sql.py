@@ -12,11 +12,11 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from bot.conversations import rollup
-from bot.conversations.inbox import AskedTurn, Group, group_turns, normalise, stored_hits
-from bot.conversations.log_store import Dialect, Purge, TurnLogError, utc_iso
+from bot.conversations.inbox import AskedTurn, Group, SessionTurn, TurnRecord, group_turns, normalise, stored_hits
+from bot.conversations.log_store import Dialect, EntryHits, Purge, TurnLogError, utc_iso
 
 UNANSWERED = "(strategy IN ('hyde', 'last_resort', 'escalate') OR rating = -1)"
 JSON_COLUMNS = ("hits", "thresholds", "timings", "notices")
@@ -69,14 +69,14 @@ def turn_row(answer: Any, session: str | None, client: str | None, source: str |
     }
 
 
-def decode(row: Mapping) -> dict:
+def decode(row: Mapping) -> TurnRecord:
     """A stored turn as a dict: JSON columns decoded, flags as booleans."""
     d = dict(row)
     for key in JSON_COLUMNS:
         if d.get(key) is not None:
             d[key] = json.loads(d[key])
     d["llm_used"], d["finished"] = bool(d["llm_used"]), bool(d["finished"])
-    return d
+    return cast("TurnRecord", d)
 
 
 class SqlTurnLog:
@@ -263,7 +263,7 @@ class SqlTurnLog:
         return group.count if group else 0
 
     # -- reading -------------------------------------------------------------
-    def get(self, turn_id: int) -> dict:
+    def get(self, turn_id: int) -> TurnRecord:
         """One turn as a dict (JSON columns decoded); TurnLogError for an unknown id."""
         rows = self._read("SELECT * FROM turns WHERE id = ?", (int(turn_id),))
         if not rows:
@@ -275,9 +275,9 @@ class SqlTurnLog:
         where, args = self._where(filters)
         sql = "SELECT * FROM turns" + (" WHERE " + " AND ".join(where) if where else "")
         rows = self._read(sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, int(limit), int(offset)))
-        return [decode(r) for r in rows]
+        return [dict(decode(r)) for r in rows]
 
-    def session_turns(self, scan: int = 5000) -> list[dict]:
+    def session_turns(self, scan: int = 5000) -> list[SessionTurn]:
         """The newest ``scan`` turns that belong to a conversation (id, time, session, question, strategy, hits),
         oldest first: what suggestions from traffic read (bot/conversations/suggestions.py)."""
         rows = self._read(
@@ -285,7 +285,7 @@ class SqlTurnLog:
             "ORDER BY id DESC LIMIT ?",
             (int(scan),),
         )
-        return [dict(r, hits=json.loads(r["hits"])) for r in reversed(rows)]
+        return [cast("SessionTurn", dict(r, hits=json.loads(r["hits"]))) for r in reversed(rows)]
 
     def rejected_suggestions(self) -> set[tuple[str, str]]:
         """(normal form, entry id) of every rejected suggestion."""
@@ -295,10 +295,10 @@ class SqlTurnLog:
         """How many turns the log holds."""
         return int(self._read("SELECT COUNT(*) FROM turns")[0][0])
 
-    def hit_counts(self) -> dict[str, tuple[int, str]]:
-        """entry id -> (turns whose answer used it, time of the latest such turn)."""
+    def hit_counts(self) -> dict[str, EntryHits]:
+        """entry id -> turns whose answer used it and the time of the latest such turn."""
         rows = self._read("SELECT entry_id, COUNT(*), MAX(time) FROM used GROUP BY entry_id")
-        return {r[0]: (int(r[1]), r[2]) for r in rows}
+        return {r[0]: EntryHits(int(r[1]), r[2]) for r in rows}
 
     def _asked(self, scan: int, filters: Mapping[str, Any] | None = None) -> Iterator[AskedTurn]:
         where, args = self._where(filters, prefix="t.")

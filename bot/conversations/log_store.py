@@ -11,14 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from bot.conversations.inbox import Group
+from bot.conversations.inbox import Group, SessionTurn, TurnRecord
 from bot.errors import BotError
 
 
 class TurnLogError(BotError):
     """The conversation log cannot be opened or written, or a turn id is unknown."""
+
+
+class EntryHits(NamedTuple):
+    """How many turns' answers used an entry, and the time (UTC ISO) of the latest."""
+
+    turns: int
+    latest: str
 
 
 @dataclass(frozen=True)
@@ -85,15 +92,16 @@ class ConversationLog(Protocol):
         """Mask personal data in turns stored unmasked; rows changed."""
         ...
 
-    def get(self, turn_id: int) -> dict:
+    def get(self, turn_id: int) -> TurnRecord:
         """One turn as a dict; TurnLogError for an unknown id."""
         ...
 
     def recent(self, limit: int = 50, offset: int = 0, filters: Mapping[str, Any] | None = None) -> list[dict]:
-        """The newest turns first, filtered."""
+        """The newest turns first, filtered (each a :class:`TurnRecord`, typed dict while the admin page's
+        ``turns_html`` takes plain dicts)."""
         ...
 
-    def session_turns(self, scan: int = 5000) -> list[dict]:
+    def session_turns(self, scan: int = 5000) -> list[SessionTurn]:
         """The newest turns of conversations, oldest first."""
         ...
 
@@ -109,8 +117,8 @@ class ConversationLog(Protocol):
         """How many turns the log holds."""
         ...
 
-    def hit_counts(self) -> dict[str, tuple[int, str]]:
-        """entry id -> (turns that used it, time of the latest)."""
+    def hit_counts(self) -> dict[str, EntryHits]:
+        """entry id -> turns that used it and the time of the latest."""
         ...
 
     def unanswered(

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from bot.conversations.log_store import ConversationLog
+from bot.conversations.log_store import ConversationLog, EntryHits
 from bot.knowledge.entries import Entry
 
 TTL_SECONDS = 60.0
@@ -23,11 +23,11 @@ class PopularEntries:
     def __init__(self, log: ConversationLog | None, ttl: float = TTL_SECONDS):
         self.log = log
         self.ttl = ttl
-        self._counts: dict[str, tuple[int, str]] = {}
+        self._counts: dict[str, EntryHits] = {}
         self._read_at = float("-inf")
         self._lock = threading.Lock()
 
-    def _hit_counts(self) -> dict[str, tuple[int, str]]:
+    def _hit_counts(self) -> dict[str, EntryHits]:
         with self._lock:
             if self.log is not None and time.monotonic() - self._read_at >= self.ttl:
                 try:
@@ -41,7 +41,7 @@ class PopularEntries:
         """Up to ``limit`` loaded entries, most used first (then most recently used)."""
         counts = self._hit_counts()
         present = [e for e in entries if e.id in counts]
-        present.sort(key=lambda e: (counts[e.id][0], counts[e.id][1]), reverse=True)
+        present.sort(key=lambda e: (counts[e.id].turns, counts[e.id].latest), reverse=True)
         return present[:limit]
 
     def forget(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.conversations.inbox import normalise
+from bot.conversations.inbox import SessionTurn, normalise
 from bot.conversations.log_store import ConversationLog
 from bot.knowledge.entries import Entry
 
@@ -51,7 +51,7 @@ class Suggestion:
         }
 
 
-def _answered_entry(turn: dict) -> str | None:
+def _answered_entry(turn: SessionTurn) -> str | None:
     """The entry a turn answered from (its first used hit), if it answered."""
     if turn["strategy"] not in ANSWERED:
         return None
@@ -59,10 +59,21 @@ def _answered_entry(turn: dict) -> str | None:
     return str(used[0]["id"]) if used and used[0].get("id") else None
 
 
-def resolutions(turns: Sequence[dict], entries: dict[str, Entry]) -> list[tuple[dict, str, str, dict]]:
-    """(asked turn, entry id, via, resolving turn) for every resolution found in ``turns`` (oldest first)."""
+@dataclass(frozen=True)
+class Resolution:
+    """A question resolved in its conversation: the asked turn, the entry it led to, how (``via``) and the turn that
+    got the entry."""
+
+    asked: SessionTurn
+    entry_id: str
+    via: str
+    resolving: SessionTurn
+
+
+def resolutions(turns: Sequence[SessionTurn], entries: dict[str, Entry]) -> list[Resolution]:
+    """Every resolution found in ``turns`` (oldest first)."""
     found = []
-    last: dict[str, dict] = {}
+    last: dict[str, SessionTurn] = {}
     for turn in turns:
         previous = last.get(turn["session"])
         last[turn["session"]] = turn
@@ -70,9 +81,9 @@ def resolutions(turns: Sequence[dict], entries: dict[str, Entry]) -> list[tuple[
         if previous is None or entry_id is None or entry_id not in entries:
             continue
         if turn["strategy"] == "chosen" and previous["strategy"] in OFFERS:
-            found.append((previous, entry_id, OFFERS[previous["strategy"]], turn))
+            found.append(Resolution(previous, entry_id, OFFERS[previous["strategy"]], turn))
         elif previous["strategy"] in FALLBACKS and normalise(turn["question"]) == normalise(entries[entry_id].query):
-            found.append((previous, entry_id, "did-you-mean", turn))
+            found.append(Resolution(previous, entry_id, "did-you-mean", turn))
     return found
 
 
@@ -80,24 +91,24 @@ def suggestions(log: ConversationLog, knowledge: Sequence[Entry], scan: int = 50
     """The pending suggestions, most resolved first (then newest), from the newest ``scan`` conversation turns."""
     entries = {e.id: e for e in knowledge}
     rejected = log.rejected_suggestions()
-    grouped: dict[tuple[str, str], list[tuple[dict, str, dict]]] = {}
-    for asked, entry_id, via, resolving in resolutions(log.session_turns(scan), entries):
-        norm = normalise(asked["question"])
-        own = {normalise(p) for p in entries[entry_id].phrasings}
-        if not norm or norm in own or (norm, entry_id) in rejected:
+    grouped: dict[tuple[str, str], list[Resolution]] = {}
+    for r in resolutions(log.session_turns(scan), entries):
+        norm = normalise(r.asked["question"])
+        own = {normalise(p) for p in entries[r.entry_id].phrasings}
+        if not norm or norm in own or (norm, r.entry_id) in rejected:
             continue
-        grouped.setdefault((norm, entry_id), []).append((asked, via, resolving))
+        grouped.setdefault((norm, r.entry_id), []).append(r)
     out = [
         Suggestion(
             entry_id=entry_id,
             entry_query=entries[entry_id].query,
-            question=found[-1][0]["question"],
+            question=found[-1].asked["question"],
             norm=norm,
             count=len(found),
-            sessions=tuple(dict.fromkeys(a["session"] for a, _, _ in found)),
-            turn_ids=tuple(t["id"] for a, _, r in found for t in (a, r)),
-            via=tuple(dict.fromkeys(v for _, v, _ in found)),
-            latest=found[-1][2]["time"],
+            sessions=tuple(dict.fromkeys(r.asked["session"] for r in found)),
+            turn_ids=tuple(t["id"] for r in found for t in (r.asked, r.resolving)),
+            via=tuple(dict.fromkeys(r.via for r in found)),
+            latest=found[-1].resolving["time"],
         )
         for (norm, entry_id), found in grouped.items()
     ]

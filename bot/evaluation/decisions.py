@@ -6,9 +6,12 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bot.evaluation.questions import EvalQuestion
+
+if TYPE_CHECKING:
+    from bot.chat.bot import Bot
 
 DECISIONS = ("answer", "clarify", "confirm", "chitchat", "handoff", "fallback")
 
@@ -63,7 +66,7 @@ class DecisionSummary:
         }
 
 
-def decide(bot: Any, questions: Sequence[EvalQuestion], mode: str) -> list[Decided]:
+def decide(bot: Bot, questions: Sequence[EvalQuestion], mode: str) -> list[Decided]:
     """Each question asked alone (a fresh conversation) through the bot's whole ladder in ``mode``."""
     out = []
     for q in questions:

@@ -18,12 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from bot.errors import ConfigError
 from bot.evaluation.decisions import decide, summarize
 from bot.evaluation.questions import EvalQuestion, load_questions
 from bot.evaluation.run import run_questions
+
+if TYPE_CHECKING:
+    from bot.chat.bot import Bot
 
 TOP_K = 10  # as python -m bot eval (--top-k default)
 SCHEMA = """
@@ -66,6 +69,24 @@ def parse_cases(text: str, filename: str, entries: Sequence[Any]) -> list[EvalQu
             raise ConfigError(str(exc).replace(str(path), filename)) from None
 
 
+class CaseResult(TypedDict):
+    """One case's outcome in a run (JSON, stored and shown): the question, the ladder's decision, the entries it
+    answered from or offered, and whether that was right."""
+
+    question: str
+    decision: str
+    entries: list[str]
+    right: bool
+
+
+@dataclass(frozen=True)
+class CasesRun:
+    """A test set run on the bot: the numbers as eval reports them (JSON) and each case's outcome by case id."""
+
+    summary: dict[str, Any]
+    results: dict[str, CaseResult]
+
+
 @dataclass(frozen=True)
 class TestRun:
     """One run of a test set: the numbers (as eval reports them) and each case's outcome."""
@@ -76,8 +97,8 @@ class TestRun:
     testset: str
     time: str
     mode: str
-    summary: dict
-    results: dict[str, dict]  # case id -> {question, decision, entries, right}
+    summary: dict[str, Any]  # as eval reports it: questions, recall, decision_f1, decisions, wrong_per_100, ...
+    results: dict[str, CaseResult]  # by case id
 
 
 @dataclass(frozen=True)
@@ -88,8 +109,8 @@ class RunDiff:
     worse: tuple[str, ...]
 
 
-def run_cases(bot: Any, mode: str, questions: Sequence[EvalQuestion]) -> tuple[dict, dict[str, dict]]:
-    """(summary, per-case results): the bot's retrieval and its whole ladder over the questions, as eval runs them."""
+def run_cases(bot: Bot, mode: str, questions: Sequence[EvalQuestion]) -> CasesRun:
+    """The bot's retrieval and its whole ladder over the questions, as eval runs them."""
     bot.index.searcher(mode)
     run = run_questions(lambda q: bot.retrieve(q, mode=mode, top_k=TOP_K), questions, mode)
     decided = decide(bot, questions, mode)
@@ -100,15 +121,15 @@ def run_cases(bot: Any, mode: str, questions: Sequence[EvalQuestion]) -> tuple[d
         **summarize(decided).to_dict(),
     }
     results = {
-        d.question.id: {
-            "question": d.question.question,
-            "decision": d.decision,
-            "entries": list(d.entries),
-            "right": d.right_or_resolved if d.question.gold else d.decision != "answer",
-        }
+        d.question.id: CaseResult(
+            question=d.question.question,
+            decision=d.decision,
+            entries=list(d.entries),
+            right=d.right_or_resolved if d.question.gold else d.decision != "answer",
+        )
         for d in decided
     }
-    return numbers, results
+    return CasesRun(numbers, results)
 
 
 class TestSetStore:
@@ -153,9 +174,10 @@ class TestSetStore:
             raise ConfigError(f"no test set named {name!r}; stored: {', '.join(self.names()) or 'none'}")
         return parse_cases(row["text"], row["filename"], entries)
 
-    def run(self, name: str, bot: Any, mode: str) -> TestRun:
+    def run(self, name: str, bot: Bot, mode: str) -> TestRun:
         """Run a stored test set on the bot's current knowledge and keep the run."""
-        summary, results = run_cases(bot, mode, self.cases(name, bot.index.entries))
+        ran = run_cases(bot, mode, self.cases(name, bot.index.entries))
+        summary, results = ran.summary, ran.results
         now = datetime.now(UTC).isoformat(timespec="seconds")
         with self._lock, self._connect() as c:
             cur = c.execute(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import typing
 from dataclasses import dataclass
 
@@ -37,7 +38,11 @@ def blocks(model: type[BaseModel] = Settings, prefix: str = "") -> typing.Iterat
     yield prefix, model
     for name, field in model.model_fields.items():
         annotation = field.annotation
-        inner = typing.get_args(annotation)[-1] if typing.get_origin(annotation) in (dict, list) else annotation
+        inner = (
+            typing.get_args(annotation)[-1]
+            if typing.get_origin(annotation) in (dict, collections.abc.Mapping, list)
+            else annotation
+        )
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             yield from blocks(inner, f"{prefix}{name}.")
 

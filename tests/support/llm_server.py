@@ -9,7 +9,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.http_stub import StubServer
 
 
 @dataclass
@@ -30,11 +32,6 @@ def default_reply(body: dict) -> str:
     return f"模型回答：{last.splitlines()[-1][:200]}"
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request, client_address):  # clients that time out close sockets; not a test failure
-        pass
-
-
 class LocalLLMServer:
     """ThreadingHTTPServer on 127.0.0.1:<free port> speaking /v1/chat/completions (JSON and SSE)."""
 
@@ -49,24 +46,21 @@ class LocalLLMServer:
         self.in_flight = 0  # chat requests being answered now, and the most ever at once
         self.max_in_flight = 0
         self._count_lock = threading.Lock()
-        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._stub = StubServer(self._handler(), quiet=True)
 
     @property
     def url(self) -> str:
         """Base URL to put in llm.base_url."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self._stub.base}/v1"
 
     def start(self) -> LocalLLMServer:
         """Start serving in a background thread."""
-        self._thread.start()
+        self._stub.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._stub.stop()
 
     def fail(self, *faults: Fault) -> None:
         """Queue faults for the next requests, in order."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.http_stub import StubServer
 
 
 class Hook:
@@ -32,12 +34,9 @@ class Hook:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/secret-path-token"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = StubServer(Handler).start()
+        self.url = f"{self.server.base}/hook/secret-path-token"
 
     def close(self):
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()

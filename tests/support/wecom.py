@@ -12,12 +12,14 @@ import struct
 import threading
 import time
 import xml.etree.ElementTree as ET
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TypedDict
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from tests.support.http_stub import StubServer
 
 # The test app's credentials (a 43-character EncodingAESKey of letters and digits, as the console generates).
 TOKEN = "kbbotTestToken0123"
@@ -209,10 +211,8 @@ class Qyapi:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = StubServer(Handler).start()
+        self.url = self.server.base
 
     def wait_sent(self, count: int, timeout: float = 30.0) -> list[dict]:
         """The messages sent once there are ``count`` of them (AssertionError after ``timeout``)."""
@@ -222,5 +222,4 @@ class Qyapi:
 
     def close(self) -> None:
         """Stop the server."""
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()

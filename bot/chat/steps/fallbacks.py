@@ -27,6 +27,14 @@ from bot.texts import REPHRASE_REPLY
 log = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class Rephrased:
+    """The LLM's phrasings of a turn's question and the passing hits they found (graded), best first."""
+
+    phrasings: tuple[str, ...]
+    passed: list[Hit]
+
+
 class Research(Protocol):
     """Searching again for a turn (the Bot): with another text, or with the LLM's alternative phrasings."""
 
@@ -34,8 +42,8 @@ class Research(Protocol):
         """The passing hits (graded, with the answering searcher's thresholds) for ``text``."""
         ...
 
-    def search_rephrased(self, turn: Turn) -> tuple[tuple[str, ...], list[Hit]]:
-        """(the LLM's phrasings of the question, the passing hits they found)."""
+    def search_rephrased(self, turn: Turn) -> Rephrased:
+        """The LLM's phrasings of the question and the passing hits they found."""
         ...
 
 
@@ -50,10 +58,10 @@ class RewriteStep:
 
     def run(self, turn: Turn) -> Iterator[Answer]:
         """Answer from what the phrasings found, if anything passes."""
-        phrasings, passed = self.research.search_rephrased(turn)
-        turn.replace(phrasings=phrasings)
-        if passed:
-            base = turn.replace(hits=passed, strategy=Strategy.REWRITE, parts=())
+        rephrased = self.research.search_rephrased(turn)
+        turn.replace(phrasings=rephrased.phrasings)
+        if rephrased.passed:
+            base = turn.replace(hits=rephrased.passed, strategy=Strategy.REWRITE, parts=())
             yield from answer_from(self.responder, turn, base)
 
 

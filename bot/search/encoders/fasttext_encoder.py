@@ -1,4 +1,9 @@
-"""The fastText sentence encoder: SIF-weighted word vectors from a pretrained .bin or a model trained on the knowledge."""
+"""The fastText sentence encoder: SIF-weighted word vectors from a pretrained .bin or a model trained on the knowledge.
+
+This module owns the model's lifecycle (load, train in a staging folder, adopt); the vectors are computed in
+``fasttext_vectors.py``, the model's files are read and checked in ``fasttext_files.py``, and the skipgram training
+and its parameters live in ``fasttext_training.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -23,19 +27,19 @@ from bot.config.settings import FastTextSettings, default_of
 from bot.errors import ConfigError, SearchBackendError
 from bot.fsutil import commit_file, temp_beside, write_json_atomic
 from bot.knowledge.entries import Entry, fingerprint
-from bot.search.encoders.base import Encoder, normalize_rows
+from bot.search.encoders.base import Encoder
+from bot.search.encoders.fasttext_files import MODEL_FILE, MODEL_STATE, ModelCheck, file_digest, read_state
 from bot.search.encoders.fasttext_training import (
     FastTextParams,
     _import_fasttext,
     _train_skipgram,
 )
+from bot.search.encoders.fasttext_vectors import FastTextVectors
 from bot.search.tokenizer import PARALLEL_MIN, Tokenizer
 
 log = logging.getLogger(__name__)
 
 PRETRAINED_KEY = "retrieval.dense.fasttext.pretrained"
-MODEL_FILE = "fasttext.bin"
-MODEL_STATE = "fasttext.json"
 # In-memory model fields: what adopt() swaps in from a copy trained in a staging folder.
 _MODEL_FIELDS = (
     "_model",
@@ -50,17 +54,9 @@ _MODEL_FIELDS = (
     "_prob",
     "_words",
 )
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-WORD_CACHE = 200_000  # word -> vector memo; bounded so a long-running bot does not grow without limit
 
 
-def _digest(path: Path) -> str:
-    from bot.search.healing import file_digest
-
-    return file_digest(path)
-
-
-class FastTextEncoder(Encoder):
+class FastTextEncoder(FastTextVectors, Encoder):
     """SIF-weighted mean of fastText word vectors over jieba tokens, L2-normalised.
 
     Without ``pretrained`` a skipgram model is trained on the knowledge in :meth:`prepare` and cached in
@@ -113,7 +109,7 @@ class FastTextEncoder(Encoder):
         self._common: np.ndarray | None = None  # unit vector removed from every sentence vector (SIF)
         self._prob: dict[str, float] = {}
         self._words: dict[str, np.ndarray | None] = {}
-        self._verified: tuple[int, int, str] | None = None  # (size, mtime_ns, digest) of the model file last checked
+        self._check = ModelCheck()
 
     @property
     def model_file(self) -> Path:
@@ -130,49 +126,6 @@ class FastTextEncoder(Encoder):
         blob = json.dumps([asdict(self.params), self.tokenizer.signature(), knowledge], sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    def _saved_state(self) -> dict | None:
-        path = self.model_dir / MODEL_STATE
-        try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("fastText state %s is unreadable (%s); the model will be retrained", path, exc)
-            return None
-        if not isinstance(state, dict):
-            log.warning("fastText state %s is not a JSON object; the model will be retrained", path)
-            return None
-        return state
-
-    def _model_intact(self, state: dict) -> bool:
-        """False when the saved model file is missing, not the size it had when trained (e.g. truncated) or not
-        the bytes (its SHA-256, when the state records one: random bytes in the body)."""
-        if state.get("empty"):
-            return True
-        path = self.model_dir / MODEL_FILE
-        if not path.is_file():
-            return False
-        size, expected = path.stat().st_size, state.get("model_size")
-        if expected is not None and size != expected:
-            log.warning(
-                "fastText model %s is damaged (%d bytes, %d expected); the model will be retrained",
-                path,
-                size,
-                expected,
-            )
-            return False
-        digest = state.get("model_digest")
-        if digest is not None:
-            from bot.search.healing import file_digest
-
-            stat = path.stat()
-            if self._verified is None or self._verified[:2] != (stat.st_size, stat.st_mtime_ns):
-                self._verified = (stat.st_size, stat.st_mtime_ns, file_digest(path))
-            if self._verified[2] != digest:
-                log.warning("fastText model %s is damaged (checksum mismatch); the model will be retrained", path)
-                return False
-        return True
-
     def signature(self) -> str:
         """The pretrained file's identity, or the key of the trained model (params + knowledge fingerprint)."""
         if self.pretrained is not None:
@@ -180,7 +133,7 @@ class FastTextEncoder(Encoder):
             return f"pretrained:{self.pretrained.resolve()}:{st.st_size}:{st.st_mtime_ns}"
         with self._lock:
             if self._model_id is None:
-                state = self._saved_state()
+                state = read_state(self.model_dir)
                 return f"trained:{state['key']}" if state else "untrained"
             return f"trained:{self._model_id}"
 
@@ -200,7 +153,7 @@ class FastTextEncoder(Encoder):
 
     def _usable(self, state: dict | None, config: str) -> bool:
         """True when a saved model exists, was trained with these settings and its files are intact."""
-        return bool(state and state.get("config") == config and self._model_intact(state))
+        return bool(state and state.get("config") == config and self._check.intact(self.model_dir / MODEL_FILE, state))
 
     def _fresh_enough(self, state: dict, hashes: set[str]) -> bool:
         """True when few enough entries changed since ``state``'s model was trained (``retrain_after``)."""
@@ -217,7 +170,7 @@ class FastTextEncoder(Encoder):
         config = self._training_key("")
         hashes = {e.content_hash for e in entries}
         with self._lock:
-            state = self._saved_state()
+            state = read_state(self.model_dir)
             usable = self._usable(state, config)
             reason = (
                 "fastText model trained"
@@ -256,7 +209,7 @@ class FastTextEncoder(Encoder):
             os.replace(other.model_dir / MODEL_STATE, self.model_dir / MODEL_STATE)
             for name in _MODEL_FIELDS:
                 setattr(self, name, getattr(other, name))
-            self._verified = None
+            self._check = ModelCheck()
         shutil.rmtree(other.model_dir, ignore_errors=True)
 
     def _ensure(self) -> None:
@@ -266,8 +219,8 @@ class FastTextEncoder(Encoder):
             if self.pretrained is not None:
                 self._set_model(_import_fasttext().load_model(str(self.pretrained)), self.signature())
                 return
-            state = self._saved_state()
-            if state is None or not self._model_intact(state):
+            state = read_state(self.model_dir)
+            if state is None or not self._check.intact(self.model_dir / MODEL_FILE, state):
                 raise SearchBackendError(f"no fastText model in {self.model_dir} yet; sync the index first")
             self._load_trained(state)
 
@@ -278,21 +231,6 @@ class FastTextEncoder(Encoder):
         self._set_model(_import_fasttext().load_model(str(self.model_dir / MODEL_FILE)), state["key"])
         common = state.get("common")
         self._common = np.array(common, dtype=np.float32) if common else None
-
-    def _set_model(self, model, model_id: str) -> None:
-        words, counts = model.get_words(include_freq=True)
-        total = float(sum(counts)) or 1.0
-        self._model, self._model_id, self._empty = model, model_id, False
-        self._short_ngrams = model.f.getArgs().maxn <= 2
-        self._prob = {w: c / total for w, c in zip(words, counts)}
-        self._words = {}
-        use_output = self.pretrained is None and self.params.output_vectors
-        self._output = model.get_output_matrix() if use_output else None
-        self._word_ids = {w: i for i, w in enumerate(words)} if use_output else {}
-        # Rows of a model trained here that training touched; a pretrained model's rows all count as trained.
-        self._trained_rows = None if self.pretrained else {i for w in words for i in model.get_subwords(w)[1].tolist()}
-        sample = sorted(self._trained_rows or [])[-1000:]  # n-gram rows sit after the word rows
-        self._row_norm = float(np.mean([np.linalg.norm(model.get_input_vector(i)) for i in sample])) if sample else 1.0
 
     def training_lines(self, entries: Sequence[Entry]) -> list[str]:
         """The corpus: one line of jieba tokens per entry (title, alternative questions, keywords and document)."""
@@ -337,83 +275,13 @@ class FastTextEncoder(Encoder):
                 "epoch": p.epoch,
                 "hashes": hashes,
                 "model_size": (self.model_dir / MODEL_FILE).stat().st_size,
-                "model_digest": _digest(self.model_dir / MODEL_FILE),
+                "model_digest": file_digest(self.model_dir / MODEL_FILE),
                 "common": None if self._common is None else self._common.tolist(),
             },
         )
         log.info(
             "trained fastText on %d entries (dim %d, %d epochs, %d words)", len(lines), p.dim, p.epoch, len(self._prob)
         )
-
-    # -- vectors ---------------------------------------------------------
-    def _oov_vector(self, word: str) -> np.ndarray | None:
-        """Mean over the word's character n-grams: trained rows as they are, untouched rows replaced.
-
-        fastText leaves rows that training never touched at their initial values (mostly zero), so a
-        word of unseen characters would vanish. Instead each such n-gram gets a fixed pseudo-random
-        vector (seeded by the n-gram, scaled like a trained row): unrelated unseen words stay near
-        orthogonal while texts sharing unseen characters still match.
-        """
-        assert self._model is not None  # only called with a loaded model (via embed_tokens)
-        if self._trained_rows is None:
-            return self._model.get_word_vector(word)
-        subwords, rows = self._model.get_subwords(word)
-        vecs = [
-            self._model.get_input_vector(i) if i in self._trained_rows else self._ngram_vector(sw)
-            for sw, i in zip(subwords, rows.tolist())
-        ]
-        return np.mean(vecs, axis=0) if vecs else None
-
-    def _ngram_vector(self, ngram: str) -> np.ndarray:
-        seed = int.from_bytes(hashlib.sha256(ngram.encode("utf-8")).digest()[:8], "little")
-        vec = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
-        return vec * (self._row_norm / float(np.linalg.norm(vec)))
-
-    def _word_vector(self, word: str) -> np.ndarray | None:
-        if word in self._words:
-            return self._words[word]
-        if word in self._prob:
-            assert self._model is not None  # _prob holds words only while a model is loaded
-            vec = self._model.get_word_vector(word)
-            if self._output is not None:
-                vec = vec + self._output[self._word_ids[word]]
-        elif self._short_ngrams and not _CJK.search(word):
-            # 1-2 character n-grams mean something for Chinese, nothing for an unknown Latin word:
-            # "qwxzv" would otherwise land next to whatever English the knowledge holds.
-            vec = None
-        else:
-            vec = self._oov_vector(word)
-        if len(self._words) >= WORD_CACHE:
-            self._words.clear()
-        self._words[word] = vec
-        return vec
-
-    def embed_tokens(self, tokens: Sequence[str]) -> np.ndarray:
-        """SIF weight a/(a+p(w)) per token (p=0 for unseen words, so weight 1), weighted sum, unit length."""
-        self._ensure()
-        out = np.zeros(self.dim, dtype=np.float32)
-        if self._model is None:
-            return out
-        for tok in tokens:
-            vec = self._word_vector(tok)
-            if vec is not None:
-                out += (self.sif_a / (self.sif_a + self._prob.get(tok, 0.0))) * vec
-        if self._common is not None and out.any():
-            out = normalize_rows(out[None, :])[0]
-            out -= float(out @ self._common) * self._common
-        return normalize_rows(out[None, :])[0]
-
-    def common_direction(self, corpus: Sequence[Sequence[str]]) -> np.ndarray | None:
-        """SIF's common component: the first singular vector of the corpus' sentence vectors.
-
-        fastText trained on a small knowledge base gives every word a large shared direction, which
-        makes all sentences look alike (cosine near 1); removing it restores the contrast.
-        """
-        self._common = None
-        rows = np.vstack([self.embed_tokens(tokens) for tokens in corpus]) if corpus else None
-        if rows is None or not rows.any():
-            return None
-        return np.linalg.svd(rows, full_matrices=False)[2][0].astype(np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text, through the shared jieba tokenizer (worker processes for a large batch)."""
