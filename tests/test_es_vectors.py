@@ -166,3 +166,15 @@ def test_a_hybrid_bot_answers_with_bm25_and_vectors_on_the_cluster(settings, tmp
     assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "hybrid"
     assert {"coverage", "question", "passage"} <= answer.hits[0].signals.keys()
     assert "knowledge" in answer.text
+
+
+def test_a_word_less_phrasing_is_stored_without_a_vector_and_scores_zero(tmp_path, kb):
+    odd = dataclasses.replace(kb[0], questions=("？？？",))
+    a = replica(tmp_path, HashEncoder())
+    a.sync([odd, *kb[1:]])
+    docs = a.cluster.scan({"term": {"entry_id": odd.id}}, ["role", "vector"], 100)
+    assert len(docs) == len(odd.phrasings) + 1 and sum("vector" not in d for d in docs) == 1
+    vector = a.query_vector(odd.query)
+    assert vector is not None
+    cosines = a.similarities(vector, [odd.id])[odd.id]
+    assert cosines.question == pytest.approx(1.0, abs=1e-5) and cosines.matched_question == ""

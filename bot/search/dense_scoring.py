@@ -56,7 +56,8 @@ def best_cosines(units: Iterable[tuple[str, np.ndarray]], vector: np.ndarray, ph
     best = {QUESTION: -1.0, DOCUMENT: -1.0}
     nth, matched = 0, 0
     for role, stored in units:
-        cosine = float(np.asarray(stored, dtype=np.float32) @ vector)
+        stored = np.asarray(stored, dtype=np.float32)
+        cosine = float(stored @ vector) if stored.size else 0.0  # empty: a word-less text's zero vector
         if cosine > best[role]:
             best[role] = cosine
             matched = nth if role == QUESTION else matched

@@ -161,7 +161,9 @@ class ClusterVectors(DenseScoring, Searcher):
         actions: list[dict] = [{"_op_type": "delete", "_index": self.index, "_id": i} for i in sorted(stale)]
         for (entry_id, role), (n, _), vector in zip(owners, _numbered(owners), vectors):
             unit = f"{entry_id}#{n}"
-            doc: dict[str, Any] = {"unit": unit, "entry_id": entry_id, "role": role, "vector": vector.tolist()}
+            doc: dict[str, Any] = {"unit": unit, "entry_id": entry_id, "role": role}
+            if vector.any():  # a zero vector (word-less text) is left out: a cosine field cannot hold one
+                doc["vector"] = vector.tolist()
             if role == DOCUMENT:  # the entry itself once, on its passage vector
                 doc |= {"hash": by_id[entry_id].content_hash, "entry": entry_record(by_id[entry_id])}
             actions.append({"_op_type": "index", "_index": self.index, "_id": unit, "_source": doc})
@@ -187,7 +189,7 @@ class ClusterVectors(DenseScoring, Searcher):
             entry, units = out.get(row["entry_id"], (None, []))
             if "entry" in row:
                 entry = entry_from_record(row["entry"])
-            units.append((row["role"], np.asarray(row["vector"], dtype=np.float32)))
+            units.append((row["role"], np.asarray(row.get("vector", []), dtype=np.float32)))
             out[row["entry_id"]] = (entry, units)
         return out
 
@@ -247,7 +249,7 @@ def _nearest_scanned(
     """The entries of the ``depth`` nearest vectors (of entries ``within`` admits), nearest first: what kNN (and
     FAISS's exact index) proposes, computed from every stored vector."""
     units = [
-        (float(v @ vector), i, e)
+        (float(v @ vector) if v.size else 0.0, i, e)
         for i, (e, rows) in scored.items()
         if e is not None and (within is None or within.admits(e))
         for _, v in rows

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bot.search.encoders.base import Encoder, normalize_rows
+from bot.search.encoders.base import Encoder, has_words, normalize_rows
 
 
 class HashEncoder(Encoder):
@@ -30,6 +30,8 @@ class HashEncoder(Encoder):
         self.encoded += len(texts)
         rows = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in zip(rows, texts):
+            if not has_words(text):  # as the real encoders: a word-less text gets a zero vector
+                continue
             chars = [c for c in text.lower() if not c.isspace()]
             for gram in [*chars, *("".join(p) for p in itertools.pairwise(chars))]:
                 row[int(hashlib.md5(gram.encode()).hexdigest()[:8], 16) % self.dim] += 1.0
