@@ -178,3 +178,28 @@ def test_a_word_less_phrasing_is_stored_without_a_vector_and_scores_zero(tmp_pat
     assert vector is not None
     cosines = a.similarities(vector, [odd.id])[odd.id]
     assert cosines.question == pytest.approx(1.0, abs=1e-5) and cosines.matched_question == ""
+
+
+def test_on_a_real_cluster_the_knn_score_converts_back_to_the_stored_cosine(tmp_path, kb):
+    import os
+    import uuid
+
+    url = os.environ.get("ES_URL", "").strip()
+    if not url:
+        pytest.skip("set ES_URL=http://localhost:9200 to run kNN on a real Elasticsearch/OpenSearch")
+    from elasticsearch import Elasticsearch
+
+    client = Elasticsearch(url, api_key=os.environ.get("ES_API_KEY") or None, request_timeout=10)
+    name = f"kbbot-test-{uuid.uuid4().hex[:10]}-vectors"
+    try:
+        vectors = ClusterVectors(ClusterIndex(client, name, url, replicas=0), HashEncoder(), TEMPLATE, 0.4)
+        vectors.sync(kb)
+        vector = vectors.query_vector("怎么添加知识")
+        assert vector is not None
+        nearest = vectors._knn(vector, 3)
+        assert not vectors.scanning and nearest  # a real cluster searches its vectors
+        stored = vectors._units({"match_all": {}})
+        best = max(float(v @ vector) for _, rows in stored.values() for _, v in rows if v.size)
+        assert nearest[0][1] == pytest.approx(best, abs=1e-3)  # (1 + cosine) / 2 back to the cosine, either form
+    finally:
+        client.indices.delete(index=name, ignore_unavailable=True)
