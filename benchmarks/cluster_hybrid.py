@@ -136,7 +136,7 @@ def main(argv=None) -> int:
         f"Index build: embedded {build['embedded']:.1f} s (every vector encoded by e5, BM25 indexed), cluster "
         f"{build['cluster']:.1f} s (the same vectors from the encoder's cache, stored on the cluster). Decision = direct / answer / below the answer threshold for the top hit. The "
         "dense relevance is computed from the stored vectors by the same code in both (bot/search/dense_scoring.py), "
-        "so the dense rows differ only where the candidate vectors differ; the hybrid rows also carry osmem's BM25, "
+        "so the dense rows differ only where the candidate vectors differ (scanned here: exact, as FAISS's flat index; a real cluster's HNSW kNN is approximate and was not measured, no cluster being available); the hybrid rows also carry osmem's BM25, "
         "whose length normalisation differs from tantivy's (see the Elasticsearch section). Latencies include "
         "each system's question encoding (~10 ms of e5) and, on the cluster, the HTTP round trips.",
     ]
