@@ -211,3 +211,19 @@ def test_on_a_real_cluster_the_knn_score_converts_back_to_the_stored_cosine(tmp_
         assert nearest[0][1] == pytest.approx(best, abs=1e-3)  # (1 + cosine) / 2 back to the cosine, either form
     finally:
         client.indices.delete(index=name, ignore_unavailable=True)
+
+
+def test_replicas_that_train_the_same_fasttext_model_share_its_vectors(tmp_path, kb, tokenizer):
+    from bot.search.encoders import FastTextEncoder, FastTextParams
+    from tests.support.es_server import RequestLog
+
+    def fasttext(folder: str) -> FastTextEncoder:  # each replica trains in its own state folder
+        params = FastTextParams(dim=16, epoch=20, bucket=20_000)
+        return FastTextEncoder(tokenizer, tmp_path / folder, params=params, sif_a=1.0, retrain_after=0.5)
+
+    a = ClusterVectors(replica(tmp_path, HashEncoder()).cluster, fasttext("a"), TEMPLATE, 0.4)
+    assert a.sync(kb).added == len(kb)
+    b = ClusterVectors(replica(tmp_path, HashEncoder()).cluster, fasttext("b"), TEMPLATE, 0.4)
+    sent = RequestLog(b.client)
+    assert not b.sync(kb).changed and sent.bulk_actions() == []  # same knowledge, same seed: the same model
+    assert b.search("怎么添加知识", 1)[0].entry.id == "faq:add"

@@ -139,11 +139,11 @@ class ClusterVectors(DenseScoring, Searcher):
         return {r["entry_id"]: r.get("hash", "") for r in rows}
 
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
-        """Retrain the encoder if it is trained on the knowledge and that changed (then every vector is rebuilt),
-        else add/replace/remove the diff: only entries whose hash changed are encoded."""
-        retrained = self.encoder.prepare(entries)
-        if retrained:
-            self.reset(retrained)
+        """Train the encoder if it is trained on the knowledge (fastText) and that changed, then add/replace/remove
+        the diff: only entries whose hash changed are encoded. A new model has a new signature, so the stored vectors
+        no longer fit (check()) and all are rebuilt; a replica that trained the same model (same knowledge, same
+        seed) finds them fitting and encodes nothing."""
+        self.encoder.prepare(entries)
         return super().sync(entries, progress)
 
     # -- writes ------------------------------------------------------------
