@@ -227,3 +227,31 @@ def test_replicas_that_train_the_same_fasttext_model_share_its_vectors(tmp_path,
     sent = RequestLog(b.client)
     assert not b.sync(kb).changed and sent.bulk_actions() == []  # same knowledge, same seed: the same model
     assert b.search("怎么添加知识", 1)[0].entry.id == "faq:add"
+
+
+def test_a_key_that_may_not_read_the_cluster_info_is_told_to_set_the_vector_form(tmp_path):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Forbidden(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"error": {"type": "security_exception", "reason": "no cluster:monitor"}, "status": 403})
+            self.send_response(403)
+            self.send_header("content-type", "application/json")
+            self.send_header("x-elastic-product", "Elasticsearch")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        vectors = replica(tmp_path, HashEncoder(), url=f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(SearchBackendError, match="vector_form"):
+            vectors.signature()
+    finally:
+        server.shutdown()
+        server.server_close()

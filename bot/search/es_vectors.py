@@ -83,8 +83,16 @@ class ClusterVectors(DenseScoring, Searcher):
     def form(self) -> str:
         """elasticsearch or opensearch: the configured form, or the server's distribution for auto."""
         if self._form == "auto":
-            with self.cluster.guard("read the server's version"):
-                info = self.client.info()
+            try:
+                with self.cluster.guard("read the server's version"):
+                    info = self.client.info()
+            except SearchBackendError as exc:
+                if getattr(getattr(exc.__cause__, "meta", None), "status", None) == 403:
+                    raise SearchBackendError(
+                        f"{exc}; a key that may not read the cluster's info needs "
+                        "retrieval.sparse.elasticsearch.vector_form set to elasticsearch or opensearch"
+                    ) from exc.__cause__
+                raise
             self._form = "opensearch" if info["version"].get("distribution") == "opensearch" else "elasticsearch"
         return self._form
 
