@@ -8,6 +8,7 @@ import contextlib
 import logging
 from typing import Any
 
+from bot.config.settings import ElasticsearchSettings, default_of
 from bot.errors import SearchBackendError
 from bot.search.es_client import _require, bulk, guard
 
@@ -18,10 +19,16 @@ class ClusterIndex:
     """An index on the cluster that kbbot owns (its mapping carries ``_meta.kbbot``)."""
 
     def __init__(
-        self, client: Any, index: str, hosts: str = "?", shards: int = 1, replicas: int = 1, chunk_size: int = 500
+        self,
+        client: Any,
+        index: str,
+        hosts: str | None = None,
+        shards: int = default_of(ElasticsearchSettings, "shards"),
+        replicas: int = default_of(ElasticsearchSettings, "replicas"),
+        chunk_size: int = 500,
     ):
         self._errors = _require()
-        self.client, self.index, self.hosts = client, index, hosts
+        self.client, self.index, self.hosts = client, index, hosts or "?"
         self.shards, self.replicas, self.chunk_size = shards, replicas, chunk_size
 
     def guard(self, what: str) -> contextlib.AbstractContextManager[None]:
