@@ -41,6 +41,8 @@ from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from bot.search.encoders import Encoder
+    from bot.search.es_vectors import ClusterVectors
     from bot.search.faiss_searcher import FaissSearcher
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,22 @@ def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:
         return TantivySearcher(path, tokenizer, weights, notice=FALLBACK_NOTICE, fallback_reason=str(exc))
 
 
+def cluster_vectors(settings: Settings, encoder: Encoder) -> ClusterVectors:
+    """The dense index on the search cluster of ``retrieval.sparse.elasticsearch`` (index ``<index>-vectors``),
+    checked reachable: every replica reads the vectors that whichever replica wrote them encoded."""
+    from bot.search.es_client import build_client
+    from bot.search.es_cluster import ClusterIndex
+    from bot.search.es_searcher import safe_host
+    from bot.search.es_vectors import ClusterVectors
+
+    es, d = settings.retrieval.sparse.elasticsearch, settings.retrieval.dense
+    hosts = ", ".join(safe_host(h) for h in es.hosts)
+    cluster = ClusterIndex(build_client(settings, es), f"{es.index}-vectors", hosts, es.shards, es.replicas)
+    searcher = ClusterVectors(cluster, encoder, d.embed_template, d.question_weight, es.vector_form)
+    _ = searcher.form  # reads the server's version: an unreachable cluster stops the start, naming the host
+    return searcher
+
+
 def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], Searcher]]:
     """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
     state = settings.resolve(settings.state_dir)
@@ -91,9 +109,9 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         searcher.synonyms = synonyms
         return searcher
 
-    def dense() -> FaissSearcher:
+    def dense() -> Searcher:
         from bot.errors import ConfigError
-        from bot.search.encoders import E5Encoder, Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
+        from bot.search.encoders import E5Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
         from bot.search.faiss_searcher import FaissSearcher
 
         d = settings.retrieval.dense
@@ -142,17 +160,21 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
             encoder = FastTextEncoder(
                 tokenizer, state / "fasttext", pretrained, params, f.sif_a, retrain_after=f.retrain_after
             )
-        searcher = FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
+        searcher: FaissSearcher | ClusterVectors
+        if d.store == "elasticsearch":
+            searcher = cluster_vectors(settings, encoder)
+        else:
+            searcher = FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
         searcher.synonyms, searcher.synonym_mode = synonyms, d.synonyms
         return searcher
 
     def hybrid() -> Searcher:
-        from bot.search.faiss_searcher import FaissSearcher
+        from bot.search.base import DenseRetriever
         from bot.search.hybrid import HybridSearcher
 
         h = settings.retrieval.hybrid
         dense_searcher = factories["dense"]()
-        assert isinstance(dense_searcher, FaissSearcher)  # built by dense()
+        assert isinstance(dense_searcher, DenseRetriever)  # built by dense()
         weight = h.sparse_weight.get(settings.retrieval.dense.encoder)
         if weight is None:
             raise ConfigError(

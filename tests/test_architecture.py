@@ -81,6 +81,8 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
 CONCRETE_BACKENDS = {
     "bot.search.tantivy_searcher",
     "bot.search.es_searcher",
+    "bot.search.es_vectors",
+    "bot.search.es_cluster",
     "bot.search.faiss_searcher",
     "bot.search.hybrid",
 }

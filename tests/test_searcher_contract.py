@@ -21,6 +21,7 @@ import pytest
 from bot.config.settings import SYSTEMS
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.base import Hit, IndexStore, Retriever, Searcher
+from bot.search.dense_scoring import DenseScoring
 from bot.search.relevance import SparseSearcher
 from tests.support.knowledge import TINY, write_knowledge
 from tests.support.searchers import BUILDERS, E5_SPARSE_WEIGHT, QUESTION_WEIGHT, QUESTIONS, cluster_builder
@@ -30,10 +31,10 @@ pytestmark = pytest.mark.contract
 DISAGREE = "knowledge 检索"  # a question whose BM25 order and coverage order differ on TINY
 
 
-@pytest.fixture(params=[*sorted(BUILDERS), "elasticsearch-cluster"])
+@pytest.fixture(params=[*sorted(BUILDERS), "elasticsearch-cluster", "es-vectors-cluster"])
 def make(request, tmp_path, tokenizer):
-    if request.param == "elasticsearch-cluster":  # the opt-in real cluster at ES_URL (skipped without it)
-        with cluster_builder(tokenizer) as build:
+    if request.param.endswith("-cluster"):  # the opt-in real cluster at ES_URL (skipped without it)
+        with cluster_builder(tokenizer, vectors=request.param.startswith("es-vectors")) as build:
             yield build
         return
     builder = BUILDERS[request.param]
@@ -105,7 +106,7 @@ def test_relevance_is_what_the_signals_say(searcher):
             if isinstance(searcher, SparseSearcher):  # the BM25 score orders the hits, coverage caps the relevance
                 assert set(s) == {"bm25", "coverage"} and s["bm25"] == hit.score
                 assert hit.relevance <= s["coverage"] + 1e-12
-            elif searcher.name == "faiss":  # weighted question and passage cosines
+            elif isinstance(searcher, DenseScoring):  # weighted question and passage cosines (FAISS or the cluster)
                 assert hit.score == hit.relevance == pytest.approx(dense_relevance(s), abs=1e-6)
             else:  # hybrid: both sides' signals for every hit, whichever side proposed it
                 expected = E5_SPARSE_WEIGHT * s["coverage"] + (1 - E5_SPARSE_WEIGHT) * dense_relevance(s)

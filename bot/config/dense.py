@@ -105,6 +105,10 @@ class DenseSettings(Strict):
     this x cosine to the question + the rest x cosine to the passage (BENCHMARKS.md "Relevance")."""
     embed_template: str = "{query} {metadata} {document}"
     """What the passage vector embeds; fields {query}, {document}, {metadata}."""
+    store: Literal["faiss", "elasticsearch"] = "faiss"
+    """Where the vectors live: faiss = a file in ``state_dir`` per process; elasticsearch = the search cluster of
+    ``retrieval.sparse.elasticsearch`` (index ``<index>-vectors``, kNN there), shared by every replica and encoded
+    once by whichever replica writes the entry (docs/elasticsearch.md "Vectors on the cluster")."""
     hnsw_above: int = Field(default=50_000, ge=0)
     """Above this many entries the exact index becomes HNSW (approximate, much faster on large knowledge bases)."""
     synonyms: Literal["substitute", "append", "off"] = "substitute"

@@ -52,6 +52,10 @@ class ElasticsearchSettings(Strict):
     """Primary shards of a new index."""
     replicas: int = Field(default=1, ge=0)
     """Replicas of a new index."""
+    vector_form: Literal["auto", "elasticsearch", "opensearch"] = "auto"
+    """With ``retrieval.dense.store: elasticsearch``, the vector field: elasticsearch = ``dense_vector`` (cosine)
+    searched with top-level ``knn``; opensearch = ``knn_vector`` (HNSW, cosinesimil, the k-NN plugin) searched with a
+    ``knn`` query; auto = from the server's version.distribution."""
     compat_headers: bool = True
     """False sends plain application/json, for OpenSearch-compatible servers that reject the 9.x compat media
     types."""

@@ -267,6 +267,31 @@ class VectorIndex(Protocol):
         ...
 
 
+@runtime_checkable
+class DenseRetriever(Protocol):
+    """The dense half a hybrid fuses (FAISS or the search cluster): hits by vectors, and the cosines of given entries
+    from the vectors it stores (no re-encoding), mapped to relevance the same way whatever the store."""
+
+    name: str
+    encoder: Any
+
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The best ``top_k`` hits by dense relevance."""
+        ...
+
+    def query_vector(self, query: str) -> Any:
+        """The question's vector, or None when it has none."""
+        ...
+
+    def similarities(self, vector: Any, entry_ids: Iterable[str]) -> dict[str, Any]:
+        """entry id -> its cosines (bot.search.dense_scoring.Cosines) for the given entries; unknown ids left out."""
+        ...
+
+    def hit(self, entry: Entry, cosines: Any) -> Hit:
+        """A hit for ``entry`` from its cosines."""
+        ...
+
+
 def dense_leaf(searcher: Searcher) -> VectorIndex | None:
     """The index of ``searcher`` that holds vectors (a dense mode's, a hybrid's dense half, under passages or a
     served stand-in), None for a sparse one."""

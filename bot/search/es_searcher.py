@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -13,11 +13,18 @@ from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import FILTER_DEPTH, Hit, Progress, top_within
-from bot.search.es_client import INSTALL_HINT, _require, build_client, plain_json_node_class  # noqa: F401 - re-exported
+from bot.search.es_client import (  # noqa: F401 - INSTALL_HINT and plain_json_node_class re-exported
+    INSTALL_HINT,
+    _require,
+    build_client,
+    bulk,
+    guard,
+    plain_json_node_class,
+)
+from bot.search.es_cluster import ClusterIndex
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
 from bot.search.synonyms import Unit
 from bot.search.tokenizer import Tokenizer
-from bot.texts import SEARCH_DOWN_NOTICE
 
 log = logging.getLogger(__name__)
 
@@ -97,32 +104,9 @@ class ElasticsearchSearcher(SparseSearcher):
         return f"{SCHEMA_VERSION}:{weights}:{self.analyzer}:{self.tokenizer.signature() if self.pre_tokenized else '-'}"
 
     # -- errors ------------------------------------------------------------
-    @contextlib.contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
+    def _guard(self, what: str) -> contextlib.AbstractContextManager[None]:
         """Turn client failures into SearchBackendError that says what to do; nothing broken is cached."""
-        import elastic_transport
-
-        try:
-            yield
-        except (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout) as exc:
-            tls = " — check verify_certs / ca_certs" if isinstance(exc, elastic_transport.TlsError) else ""
-            raise SearchBackendError(
-                f"{SEARCH_DOWN_NOTICE} (Elasticsearch at {self.hosts}, {what}: {type(exc).__name__}{tls})"
-            ) from exc
-        except self._errors.AuthenticationException as exc:
-            raise SearchBackendError(
-                f"Elasticsearch at {self.hosts} rejected the credentials ({what}); set the variables named by "
-                "retrieval.sparse.elasticsearch.api_key_env or username_env/password_env"
-            ) from exc
-        except self._errors.NotFoundError as exc:
-            raise SearchBackendError(
-                f"the Elasticsearch index {self.index!r} does not exist at {self.hosts} ({what}); "
-                "run `python -m bot index` or restart the app to rebuild it from the knowledge folder"
-            ) from exc
-        except self._errors.ApiError as exc:
-            raise SearchBackendError(
-                f"Elasticsearch at {self.hosts} failed to {what}: {exc.meta.status} {exc.message}"
-            ) from exc
+        return guard(self._errors, self.hosts, self.index, what)
 
     def check_reachable(self) -> None:
         """Fail fast at start when the cluster is unreachable, naming the host and how to start one."""
@@ -151,23 +135,12 @@ class ElasticsearchSearcher(SparseSearcher):
 
     def _meta(self) -> dict | None:
         """Our _meta of the index, None when it is missing; raises when its layout is not ours."""
-        try:
-            with self._guard("read the index mapping"):
-                resp = self.client.indices.get_mapping(index=self.index)
-        except SearchBackendError as exc:
-            if isinstance(exc.__cause__, self._errors.NotFoundError):
-                return None
-            raise
-        first: dict[str, Any] = next(iter(resp.body.values()), {})  # the one index's mapping
-        found = first.get("mappings", {})
-        meta = found.get("_meta", {}).get("kbbot")
-        if meta is None:
-            raise SearchBackendError(
-                f"the Elasticsearch index {self.index!r} at {self.hosts} was not created by kbbot; choose another "
-                f"retrieval.sparse.elasticsearch.index, or delete it: curl -X DELETE '{self.hosts.split(', ')[0]}/{self.index}'"
-            )
+        found = ClusterIndex(self.client, self.index, self.hosts).mapping()
+        if found is None:
+            return None
+        meta, props = found
         want = mapping(self.analyzer, self.signature())["properties"]
-        if _layout({k: found.get("properties", {}).get(k, {}) for k in want}) != _layout(want):
+        if _layout({k: props.get(k, {}) for k in want}) != _layout(want):
             raise SearchBackendError(
                 f"the Elasticsearch index {self.index!r} at {self.hosts} has a different mapping than this config "
                 f"expects (analyzer {self.analyzer!r}, schema {SCHEMA_VERSION}); {self._recreate_hint()}"
@@ -249,30 +222,7 @@ class ElasticsearchSearcher(SparseSearcher):
 
     def _bulk(self, actions: Iterable[dict], what: str, progress: Progress | None = None) -> None:
         """Send actions in chunks without refreshing, then refresh once so they are searchable together."""
-        from elasticsearch import helpers
-
-        failures, pending = [], 0
-        with self._guard(what):
-            for ok, item in helpers.streaming_bulk(
-                self.client,
-                actions,
-                chunk_size=self.chunk_size,
-                refresh=False,
-                raise_on_error=False,
-                ignore_status=(404,),
-            ):
-                if not ok and next(iter(item.values())).get("status") != 404:
-                    failures.append(item)
-                pending += 1
-                if progress and pending == 100:
-                    progress(pending)
-                    pending = 0
-            self.client.indices.refresh(index=self.index)
-        if progress and pending:
-            progress(pending)
-        if failures:
-            first = "; ".join(str(next(iter(f.values())).get("error")) for f in failures[:3])
-            raise SearchBackendError(f"Elasticsearch rejected {len(failures)} document(s) ({what}): {first}")
+        bulk(self.client, self.index, actions, self.chunk_size, self._guard(what), what, progress)
 
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
         """Index (add or replace by id) the entries in bulk; one refresh at the end."""

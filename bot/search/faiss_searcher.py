@@ -16,22 +16,24 @@ graph is rebuilt from the stored vectors (``reconstruct_n``; no re-encoding).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from bot.errors import ConfigError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, Searcher, SyncReport, top_within
+from bot.search.dense_scoring import (  # noqa: F401 - Cosines and TEMPLATE_KEY re-exported
+    TEMPLATE_KEY,
+    Cosines,
+    DenseScoring,
+    best_cosines,
+)
 from bot.search.encoders import Encoder
-from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.search.faiss_files import (  # noqa: F401 - INDEX_FILE, STATE_FILE and json_by_item re-exported
     INDEX_FILE,
     SCHEMA_VERSION,
@@ -45,54 +47,25 @@ from bot.search.faiss_files import (  # noqa: F401 - INDEX_FILE, STATE_FILE and 
 from bot.search.faiss_writes import VectorWrites
 from bot.search.progress import announce
 from bot.search.staging import restage
-from bot.search.synonyms import Synonyms
-from bot.search.tokenizer import is_word, normalize
 
 log = logging.getLogger(__name__)
 
-TEMPLATE_KEY = "retrieval.dense.embed_template"
 HNSW_EF_SEARCH = 64
 CANDIDATES = 4  # vectors fetched per wanted hit before the entries found are scored exactly
-RECENT_QUERIES = 256  # question vectors remembered (a model change resets the searcher, hence them too)
 
 
-def _clip(value: float) -> float:
-    return min(1.0, max(0.0, value))
-
-
-class Cosines(NamedTuple):
-    """An entry's best question cosine (over its query and alternative questions), its passage cosine, and the
-    alternative question that gave the best question cosine ("" when it was the query)."""
-
-    question: float
-    passage: float
-    matched_question: str = ""
-
-
-class FaissSearcher(VectorWrites, Searcher):
+class FaissSearcher(DenseScoring, VectorWrites, Searcher):
     """Cosine similarity between the question's vector and each entry's question and passage vectors."""
 
     name = "faiss"
-    synonyms: Synonyms | None = None  # set by the factory: questions reach the encoder with canonical synonyms
-    synonym_mode = "substitute"
 
     def __init__(
         self, path: str | Path, encoder: Encoder, embed_template: str, question_weight: float, hnsw_above: int
     ):
         _import_faiss()
-        try:
-            embed_template.format(query="", document="", metadata="")
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ConfigError(
-                f"{TEMPLATE_KEY} {embed_template!r} is invalid ({exc}); "
-                "use the fields {query}, {document} and {metadata}"
-            ) from None
+        self._init_scoring(encoder, embed_template, question_weight)
         self.path = Path(path)
-        self.encoder = encoder
-        self.embed_template = embed_template
-        self.question_weight = question_weight
         self.hnsw_above = hnsw_above
-        self.system = f"dense-{encoder.name}"
         self._lock = threading.RLock()  # held by readers, and by writers only to swap what readers see
         self._writing = threading.RLock()  # one writer at a time; encoding and saving run outside ``_lock``
         self._generation = 0  # +1 when the encoder's model is swapped (question vectors of the old one are void)
@@ -101,7 +74,7 @@ class FaissSearcher(VectorWrites, Searcher):
         self._reset_memory()
 
     def _reset_memory(self) -> None:
-        self._recent: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self._recent.clear()
         self._index: Any | None = None  # a faiss index (the library has no type hints), None when empty
         self.kind = "flat"
         self._next_id = 0
@@ -111,18 +84,9 @@ class FaissSearcher(VectorWrites, Searcher):
         self._entries: dict[str, Entry] = {}
         self._hashes: dict[str, str] = {}
 
-    def embed_text(self, entry: Entry) -> str:
-        """What is embedded as an entry's passage: the template filled with its fields."""
-        return self.embed_template.format(query=entry.query, document=entry.document, metadata=" ".join(entry.metadata))
-
-    def unit_texts(self, entry: Entry) -> list[tuple[str, str]]:
-        """(role, text) of each vector an entry gets: its query, each alternative question, then its passage."""
-        return [*((QUESTION, text) for text in entry.phrasings), (DOCUMENT, self.embed_text(entry))]
-
     def signature(self) -> str:
         """Schema, template and the encoder's model: a change in any means every vector is stale."""
-        template = hashlib.sha256(self.embed_template.encode()).hexdigest()[:8]
-        return f"{SCHEMA_VERSION}:{template}:{self.encoder.signature()}"
+        return f"{SCHEMA_VERSION}:{self.template_hash()}:{self.encoder.signature()}"
 
     # -- index lifecycle -------------------------------------------------
     def _open(self) -> bool:
@@ -204,39 +168,13 @@ class FaissSearcher(VectorWrites, Searcher):
             adopt()
             for name in ("_index", "kind", "_next_id", "_units", "_owner", "_tombstones", "_entries", "_hashes"):
                 setattr(self, name, getattr(other, name))
-            self._recent.clear()
+            self.forget_queries()
             self._generation += 1
             self._loaded = True
         self.path.mkdir(parents=True, exist_ok=True)
         self._save()
 
     # -- reads -----------------------------------------------------------
-    def query_vector(self, query: str) -> np.ndarray | None:
-        """The question's vector, or None for a word-less question or one the model cannot place.
-
-        The last few are remembered: hybrid asks twice per question, and e5 takes ~10 ms per question.
-        """
-        if self.synonyms is not None:
-            query = self.synonyms.canonical(query, self.synonym_mode)
-        if not is_word(normalize(query)):
-            return None
-        with self._lock:
-            if query in self._recent:
-                self._recent.move_to_end(query)
-                return self._recent[query]
-        encoded = np.asarray(self.encoder.embed_query(query), dtype=np.float32)
-        vector = encoded if encoded.any() else None
-        with self._lock:
-            self._recent[query] = vector
-            while len(self._recent) > RECENT_QUERIES:
-                self._recent.popitem(last=False)
-        return vector
-
-    def forget_queries(self) -> None:
-        """Drop the remembered question vectors (benchmarks time each system with its own encoding)."""
-        with self._lock:
-            self._recent.clear()
-
     def similarities(self, vector: np.ndarray, entry_ids: Iterable[str]) -> dict[str, Cosines]:
         """entry id -> its :class:`Cosines` for the given entries (unknown ids are left out)."""
         out: dict[str, Cosines] = {}
@@ -246,37 +184,9 @@ class FaissSearcher(VectorWrites, Searcher):
             for entry_id in entry_ids:
                 if entry_id not in self._units:
                     continue
-                best = {QUESTION: -1.0, DOCUMENT: -1.0}
-                nth, matched = 0, 0  # question vectors are stored in the order of entry.phrasings
-                for i in self._units[entry_id]:
-                    role = self._owner[i][1]
-                    cosine = float(self._index.reconstruct(i) @ vector)
-                    if cosine > best[role]:
-                        best[role] = cosine
-                        matched = nth if role == QUESTION else matched
-                    nth += role == QUESTION
-                phrasings = self._entries[entry_id].phrasings
-                out[entry_id] = Cosines(
-                    best[QUESTION], best[DOCUMENT], phrasings[matched] if 0 < matched < len(phrasings) else ""
-                )
+                rows = [(self._owner[i][1], self._index.reconstruct(i)) for i in self._units[entry_id]]
+                out[entry_id] = best_cosines(rows, vector, self._entries[entry_id].phrasings)
         return out
-
-    def relevance(self, question_cosine: float, passage_cosine: float) -> float:
-        """The dense relevance: the weighted cosines, clipped to [0, 1]."""
-        w = self.question_weight
-        return _clip(w * question_cosine + (1.0 - w) * passage_cosine)
-
-    def hit(self, entry: Entry, cosines: Cosines) -> Hit:
-        """A hit for ``entry`` from its cosines (and the alternative question that matched, if one did)."""
-        relevance = self.relevance(cosines.question, cosines.passage)
-        return Hit(
-            entry,
-            relevance,
-            relevance,
-            self.name,
-            {"question": cosines.question, "passage": cosines.passage},
-            matched_question=cosines.matched_question,
-        )
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """Top ``top_k`` entries (of those ``within`` admits) by dense relevance; [] for a word-less query or one

@@ -13,15 +13,14 @@ import numpy as np
 
 from bot.knowledge.entries import Entry
 from bot.search.base import Progress
+from bot.search.dense_scoring import encode_units
 from bot.search.encoders import Encoder
-from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.search.faiss_files import _import_faiss
 
 log = logging.getLogger("bot.search.faiss_searcher")  # one logger for the index, whichever half writes
 
 HNSW_M = 32  # graph degree: the usual recall/memory balance for ~100-dim vectors
 HNSW_EF_CONSTRUCTION = 80
-BATCH = 256  # entries encoded per progress tick
 
 
 class VectorWrites:
@@ -65,21 +64,7 @@ class VectorWrites:
 
     def _encode(self, entries: Sequence[Entry], progress: Progress | None) -> tuple[np.ndarray, list[tuple[str, str]]]:
         """Vectors of every unit of ``entries`` (rows in order) and each row's (entry id, role)."""
-        units = [(e.id, role, text) for e in entries for role, text in self.unit_texts(e)]
-        rows: list[np.ndarray | None] = [None] * len(units)
-        step = max(1, getattr(self.encoder, "batch_size", BATCH))  # slow encoders report progress more often
-        for role, embed in ((QUESTION, self.encoder.embed_questions), (DOCUMENT, self.encoder.embed_documents)):
-            picked = [i for i, u in enumerate(units) if u[1] == role]
-            for start in range(0, len(picked), step):
-                batch = picked[start : start + step]
-                vectors = np.asarray(embed([units[i][2] for i in batch]), dtype=np.float32)
-                for i, v in zip(batch, vectors):
-                    rows[i] = v
-                if progress and role == DOCUMENT:  # one tick per entry: its passage is the slow part
-                    progress(len(batch))
-        filled = [r for r in rows if r is not None]
-        assert len(filled) == len(rows)  # every unit is a question or a document
-        return np.ascontiguousarray(np.vstack(filled)), [(u[0], u[1]) for u in units]
+        return encode_units(self.encoder, self.unit_texts, entries, progress)
 
     def _drop(self, int_ids: list[int]) -> None:
         """Retire vectors: deleted from a flat index, tombstoned in HNSW (which cannot delete)."""

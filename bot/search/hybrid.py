@@ -17,8 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Hit, Progress, Searcher, SyncReport
-from bot.search.faiss_searcher import FaissSearcher
+from bot.search.base import DenseRetriever, Hit, Progress, Searcher, SyncReport
 from bot.search.relevance import SparseSearcher
 
 
@@ -27,18 +26,20 @@ class HybridSearcher(Searcher):
 
     name = "hybrid"
 
-    def __init__(self, sparse: SparseSearcher, dense: FaissSearcher, sparse_weight: float, candidates: int):
-        self.sparse, self.dense = sparse, dense
+    def __init__(self, sparse: SparseSearcher, dense: DenseRetriever, sparse_weight: float, candidates: int):
+        if not isinstance(dense, Searcher):  # the dense half keeps its own index too (sync, check, reset)
+            raise TypeError(f"the dense half of a hybrid must be a Searcher, not {type(dense).__name__}")
+        self.sparse, self.dense, self._dense_index = sparse, dense, dense
         self.sparse_weight = sparse_weight
         self.candidates = candidates
         self.system = f"hybrid-{dense.encoder.name}"
 
     def _parts(self) -> list[tuple[str, Searcher]]:
-        return [("sparse", self.sparse), ("dense", self.dense)]
+        return [("sparse", self.sparse), ("dense", self._dense_index)]
 
     def leaves(self) -> list[Searcher]:
         """The fused searchers."""
-        return [self.sparse, self.dense]
+        return [self.sparse, self._dense_index]
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """Top ``top_k`` of both sides' candidates (of the entries ``within`` admits) by fused relevance; each
@@ -75,17 +76,17 @@ class HybridSearcher(Searcher):
     def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
         """Add or replace in both searchers."""
         self.sparse.upsert(entries, progress)
-        self.dense.upsert(entries)
+        self._dense_index.upsert(entries)
 
     def remove(self, ids: Iterable[str]) -> None:
         """Remove from both searchers."""
         ids = list(ids)
         self.sparse.remove(ids)
-        self.dense.remove(ids)
+        self._dense_index.remove(ids)
 
     def indexed_hashes(self) -> dict[str, str] | None:
         """The entries both searchers hold with the same content, or None when either has no index."""
-        sparse, dense = self.sparse.indexed_hashes(), self.dense.indexed_hashes()
+        sparse, dense = self.sparse.indexed_hashes(), self._dense_index.indexed_hashes()
         if sparse is None or dense is None:
             return None
         return {k: h for k, h in sparse.items() if dense.get(k) == h}
@@ -97,11 +98,11 @@ class HybridSearcher(Searcher):
     def reset(self, reason: str) -> None:
         """Reset both indexes."""
         self.sparse.reset(reason)
-        self.dense.reset(reason)
+        self._dense_index.reset(reason)
 
     def signature(self) -> str:
         """Both searchers' signatures."""
-        return f"{self.sparse.signature()}+{self.dense.signature()}"
+        return f"{self.sparse.signature()}+{self._dense_index.signature()}"
 
     def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
         """Sync both searchers (each by its own rules); the report counts what changed in either."""

