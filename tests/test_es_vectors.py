@@ -16,7 +16,7 @@ from bot.search.es_vectors import ClusterVectors, cosine_from_score, field_dims,
 from bot.texts import SEARCH_DOWN_NOTICE
 from tests.support.es_server import client_for, closed_port, index_name, shared_server
 from tests.support.hash_encoder import HashEncoder
-from tests.support.knowledge import TINY, set_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 
 pytestmark = pytest.mark.unit
 
@@ -161,7 +161,7 @@ def test_a_hybrid_bot_answers_with_bm25_and_vectors_on_the_cluster_and_says_when
     server = start_server()
     try:
         settings = cluster_settings(settings, server.url, tmp_path)
-        set_cutoffs(settings, "hybrid-e5", 0.5)
+        settings = with_cutoffs(settings, "hybrid-e5", 0.5)
         bot = build_bot(settings, llm=None)
         searcher = bot.index.searcher("hybrid")
         assert [leaf.name for leaf in searcher.leaves()] == ["elasticsearch", "es-vectors"]
