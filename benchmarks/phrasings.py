@@ -35,7 +35,7 @@ from benchmarks.common import data_dir, write_section
 from bot.config.settings import load_settings
 from bot.evaluation import EvalQuestion, Run, load_eval_set, run_questions
 from bot.knowledge.entries import Entry
-from bot.search.base import Searcher
+from bot.search.base import ModeSearcher, Searcher
 
 STATE = ROOT / ".state" / "bench" / "phrasings"
 SHARED_CACHE = ROOT / ".state" / "bench" / "retrieval" / "embeddings"
@@ -93,7 +93,7 @@ def copy_cached(encoder, entries: list[Entry], searcher) -> int:
     return len(found)
 
 
-def evaluate(searcher: Searcher, questions: list[EvalQuestion], name: str) -> Run:
+def evaluate(searcher: ModeSearcher, questions: list[EvalQuestion], name: str) -> Run:
     """The searcher's top 10 for every question."""
     return run_questions(lambda q: (searcher.search(q, 10), []), questions, name, "lcqmc")
 
@@ -136,19 +136,20 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work)
         sparse = TantivySearcher(work / "tantivy", tokenizer, dict(settings.sparse.field_weights.items()))
         dense = FaissSearcher(work / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
-        systems: list[tuple[str, Searcher]] = [("sparse", sparse), ("dense-e5", dense)]
+        stores: list[tuple[str, Searcher]] = [("sparse", sparse), ("dense-e5", dense)]
         if label == "with":
-            systems.append(
+            stores.append(
                 (
                     "dense-e5 appended",
                     appended(work / "faiss-appended", encoder, d.embed_template, d.question_weight, d.hnsw_above),
                 )
             )
-        copied = sum(copy_cached(encoder, entries, s) for name, s in systems if name.startswith("dense"))
+        copied = sum(copy_cached(encoder, entries, s) for name, s in stores if name.startswith("dense"))
         tick = time.perf_counter()
         encoder.embed_questions([q.question for q in [*held_out, *others]])  # once, cached: every system reads them
-        for _, s in systems:
+        for _, s in stores:
             s.sync(entries)
+        systems: list[tuple[str, ModeSearcher]] = list(stores)
         print(
             f"{label}: indexed in {time.perf_counter() - tick:.0f} s ({copied} cached vectors copied, "
             f"{encoder.encoded} texts encoded so far)",
@@ -160,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 HybridSearcher(sparse, dense, settings.hybrid.sparse_weight["e5"], settings.hybrid.candidates),
             )
         )
-        for name, s in systems:
-            rows.append((name, label, evaluate(s, held_out, name), evaluate(s, others, name)))
+        for name, searcher in systems:
+            rows.append((name, label, evaluate(searcher, held_out, name), evaluate(searcher, others, name)))
             print(f"  {name} {label}: R@1 {rows[-1][2].recall(1):.3f}", flush=True)
 
     order = ["sparse", "dense-e5", "dense-e5 appended", "hybrid-e5"]

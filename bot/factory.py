@@ -33,7 +33,7 @@ from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
 from bot.errors import ConfigError, KnowledgeError, SearchBackendError
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
-from bot.search.base import Searcher
+from bot.search.base import ModeSearcher, Searcher
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
 from bot.search.relevance import SparseSearcher
@@ -99,7 +99,7 @@ def cluster_vectors(settings: Settings, encoder: Encoder) -> ClusterVectors:
     return searcher
 
 
-def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], Searcher]]:
+def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], ModeSearcher]]:
     """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
     state = settings.resolve(settings.state_dir)
     synonyms = build_synonyms(settings, tokenizer)  # one file for every mode, read now: a bad line stops the start
@@ -168,7 +168,7 @@ def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Ca
         searcher.synonyms, searcher.synonym_mode = synonyms, d.synonyms
         return searcher
 
-    def hybrid() -> Searcher:
+    def hybrid() -> ModeSearcher:
         from bot.search.base import DenseRetriever
         from bot.search.hybrid import HybridSearcher
 
@@ -384,7 +384,7 @@ def build_bot(
             index.load()
         except KnowledgeError:
             # A bad edit must not take the bot down when an index from the last good knowledge exists.
-            if not keep_last_good or index.searcher(mode).indexed_hashes() is None:
+            if not keep_last_good or any(leaf.indexed_hashes() is None for leaf in index.searcher(mode).leaves()):
                 raise
             log.error("knowledge not loaded, serving the last good index from disk: %s", index.error)
         if index.background and "sparse" in index.modes:

@@ -166,7 +166,7 @@ def test_a_save_does_not_block_a_concurrent_search(tmp_path, kb_dir, tokenizer):
         assert time.monotonic() - start < 2 and hits and hits[0].entry.id == "faq:add"
     assert not saved.is_set(), "the save finished before the searches: make the encoder slower"
     saver.join(60)
-    assert saved.is_set() and len(index.searcher("dense").indexed_hashes() or {}) == len(TINY) + 40
+    assert saved.is_set() and len(index.searcher("dense").leaves()[0].indexed_hashes() or {}) == len(TINY) + 40
 
 
 # -- healing ----------------------------------------------------------------------------

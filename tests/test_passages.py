@@ -115,7 +115,7 @@ def test_overlap_is_at_most_half_the_size():
 def faiss_document_builder(path, tokenizer):
     """The contract's fastText FAISS searcher, embedding the document too (the contract's embeds query and keywords)."""
     searcher = BUILDERS["faiss"](path, tokenizer)
-    searcher.embed_template = "{query} {metadata} {document}"  # type: ignore[attr-defined]
+    searcher.embed_template = "{query} {metadata} {document}"  # type: ignore[union-attr]
     return searcher
 
 
@@ -127,7 +127,8 @@ def long_searcher(request, tmp_path, tokenizer):
     entries = load_entries(write_knowledge(tmp_path / "kb", knowledge()).parent)
     passages = Passages(SIZE, OVERLAP)
     searcher = PassageSearcher(ROLLUP_BUILDERS[request.param](tmp_path, tokenizer), passages)
-    searcher.sync(passages.expand(entries))
+    for leaf in searcher.leaves():  # as the knowledge index syncs: the indexes, with the units it expanded
+        leaf.sync(passages.expand(entries))
     return searcher
 
 
@@ -146,11 +147,13 @@ def test_one_hit_per_entry_with_the_passage_that_matched(long_searcher):
 def test_short_entries_score_exactly_as_without_passages(tmp_path, tokenizer):
     entries = load_entries(write_knowledge(tmp_path / "kb", TINY).parent)
     plain = BUILDERS["tantivy"](tmp_path / "plain", tokenizer)
-    plain.sync(entries)
+    for leaf in plain.leaves():
+        leaf.sync(entries)
     passages = Passages(SIZE, OVERLAP)
     wrapped = PassageSearcher(BUILDERS["tantivy"](tmp_path / "wrapped", tokenizer), passages)
     assert passages.expand(entries) == entries
-    wrapped.sync(passages.expand(entries))
+    for leaf in wrapped.leaves():
+        leaf.sync(passages.expand(entries))
     for question in ["怎么添加知识", "图书馆几点开放？", "knowledge 检索", "食堂"]:
         a, b = plain.search(question, 5), wrapped.search(question, 5)
         assert [(h.entry.id, h.relevance, h.score) for h in a] == [(h.entry.id, h.relevance, h.score) for h in b]
@@ -188,7 +191,7 @@ def test_turning_passages_off_indexes_documents_whole(settings, kb_dir):
     settings = replace(settings, "retrieval.passages", PassageSettings(enabled=False))
     index = build_index(settings)
     index.load()
-    hashes = index.searcher("sparse").indexed_hashes() or {}
+    hashes = index.searcher("sparse").leaves()[0].indexed_hashes() or {}
     assert "faq:guide" in hashes and not any(UNIT_SEPARATOR in k for k in hashes)
 
 

@@ -9,7 +9,8 @@ question; it is what the hit's signals say it is; the exact question of an entry
 least as high as any other entry's. Ranking differs by kind, and the suite checks each: sparse searchers return
 hits in BM25 order (``score``; relevance = coverage does not reorder them), dense and hybrid ones by relevance.
 The storage role's ``check()`` is a reason before the first sync and for a damaged index, None after a sync (the
-contract is written in bot/search/base.py's docstring).
+contract is written in bot/search/base.py's docstring). A composite (hybrid) stores nothing: its leaves are edited
+and synced one by one, as the knowledge index does, and it answers from them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 from bot.config.settings import SYSTEMS
 from bot.knowledge.entries import Entry, load_entries
-from bot.search.base import Hit, IndexStore, Retriever, Searcher
+from bot.search.base import Hit, IndexStore, ModeSearcher, Retriever, Searcher, SyncReport
 from bot.search.dense_scoring import DenseScoring
 from bot.search.relevance import SparseSearcher
 from tests.support.knowledge import TINY, write_knowledge
@@ -47,11 +48,28 @@ def entries(tmp_path) -> list[Entry]:
 
 
 @pytest.fixture
-def searcher(make, entries) -> Searcher:
+def searcher(make, entries) -> ModeSearcher:
     s = make()
-    report = s.sync(entries)
+    report = sync(s, entries)
     assert report.added == len(entries)
     return s
+
+
+def sync(searcher: ModeSearcher, entries: list[Entry]) -> SyncReport:
+    """Sync a mode's indexes as the knowledge index does: a composite's leaves one by one, one report."""
+    return SyncReport.of_all({leaf.name: leaf.sync(entries) for leaf in searcher.leaves()}, 0.0)
+
+
+def upsert(searcher: ModeSearcher, entries: list[Entry]) -> None:
+    """Add or replace ``entries`` in every index the searcher reads."""
+    for leaf in searcher.leaves():
+        leaf.upsert(entries)
+
+
+def remove(searcher: ModeSearcher, entry_ids: list[str]) -> None:
+    """Remove ``entry_ids`` from every index the searcher reads."""
+    for leaf in searcher.leaves():
+        leaf.remove(entry_ids)
 
 
 def ids(hits) -> list[str]:
@@ -156,20 +174,20 @@ def test_chinese_english_mix(searcher):
 
 def test_add_replace_remove(searcher, entries):
     new = Entry("faq:new", "停车场收费标准", "校内停车每小时五元。", ("停车",))
-    searcher.upsert([new])
+    upsert(searcher, [new])
     assert ids(searcher.search("停车场收费", 1)) == ["faq:new"]
-    searcher.upsert([dataclasses.replace(new, document="校内停车每小时八元。")])
+    upsert(searcher, [dataclasses.replace(new, document="校内停车每小时八元。")])
     hits = searcher.search("停车场收费", 3)
     assert ids(hits).count("faq:new") == 1
     assert hits[0].entry.document == "校内停车每小时八元。"
-    searcher.remove(["faq:new"])
+    remove(searcher, ["faq:new"])
     assert "faq:new" not in ids(searcher.search("停车场收费", 5))
 
 
 def test_sync_touches_only_changes(searcher, entries):
     changed = [dataclasses.replace(e, document=e.document + " 更新。") if e.id == "faq:mode" else e for e in entries]
     changed = [e for e in changed if e.id != "faq:canteen"]
-    report = searcher.sync(changed)
+    report = sync(searcher, changed)
     assert (report.added, report.updated, report.removed, report.rebuilt) == (0, 1, 1, False)
     assert "faq:canteen" not in ids(searcher.search("食堂在哪里", 5))
     assert searcher.search("切换检索模式", 1)[0].entry.document.endswith("更新。")
@@ -178,8 +196,9 @@ def test_sync_touches_only_changes(searcher, entries):
 def test_persistence_round_trip(searcher, make, entries):
     expected = ids(searcher.search("怎么添加知识", 3))
     reopened = make()
-    assert reopened.indexed_hashes() == {e.id: e.content_hash for e in entries}
-    report = reopened.sync(entries)
+    for leaf in reopened.leaves():
+        assert leaf.indexed_hashes() == {e.id: e.content_hash for e in entries}
+    report = sync(reopened, entries)
     assert not report.changed
     assert ids(reopened.search("怎么添加知识", 3)) == expected
 
@@ -195,7 +214,7 @@ PHRASED = Entry(
 
 
 def test_an_alternative_question_matches_like_the_query(searcher):
-    searcher.upsert([PHRASED])
+    upsert(searcher, [PHRASED])
     hits = searcher.search("宿舍上不了网怎么办", 3)
     assert ids(hits)[0] == "faq:wifi"
     assert hits[0].entry.questions == PHRASED.questions  # the stored entry keeps its questions
@@ -204,9 +223,9 @@ def test_an_alternative_question_matches_like_the_query(searcher):
 
 
 def test_editing_an_alternative_question_reindexes_the_entry(searcher, entries):
-    searcher.sync([*entries, PHRASED])
+    sync(searcher, [*entries, PHRASED])
     edited = dataclasses.replace(PHRASED, questions=("快递包裹寄存",))
-    report = searcher.sync([*entries, edited])
+    report = sync(searcher, [*entries, edited])
     assert (report.added, report.updated, report.removed) == (0, 1, 0)
     assert ids(searcher.search("快递包裹寄存", 1)) == ["faq:wifi"]
     old = searcher.search("宿舍上不了网怎么办", 5)
@@ -230,7 +249,7 @@ FILTERS = [("guide",), ("campus",), ("llm",), ("scores",), ("campus", "llm"), ("
 def categorised(searcher, entries) -> list[Entry]:
     """The tiny knowledge with categories, synced into the searcher as an edit (each entry's hash changes)."""
     tagged = [dataclasses.replace(e, categories=CATEGORIES[e.id.split(":", 1)[1]]) for e in entries]
-    report = searcher.sync(tagged)
+    report = sync(searcher, tagged)
     assert report.added + report.updated == len(tagged)
     return tagged
 
@@ -266,10 +285,11 @@ def test_no_filter_and_a_filter_on_every_category_give_the_same_hits(searcher, c
 
 def test_check_is_a_reason_before_the_first_sync_and_none_after_it(make, entries):
     fresh = make()
-    assert isinstance(fresh, IndexStore) and isinstance(fresh, Retriever)  # both roles, on every backend
+    assert isinstance(make(), Retriever)  # the query role on every backend; the storage role on what it reads
+    assert fresh.leaves() and all(isinstance(leaf, IndexStore) for leaf in fresh.leaves())
     reason = fresh.check()
     assert isinstance(reason, str) and reason  # nothing on disk yet: it says so
-    fresh.sync(entries)
+    sync(fresh, entries)
     assert fresh.check() is None
     assert make().check() is None  # reopened from what the sync left
 
@@ -289,7 +309,7 @@ def test_check_gives_why_a_damaged_index_cannot_serve_and_a_sync_rebuilds_it(sea
     reopened = make()
     reason = reopened.check()
     assert isinstance(reason, str) and reason, reason
-    report = reopened.sync(entries)
+    report = sync(reopened, entries)
     assert report.rebuilt and report.reason and reopened.check() is None
     assert ids(reopened.search("怎么添加知识", 1)) == ["faq:add"]
 

@@ -20,7 +20,7 @@ import numpy as np
 from bot.chat.offers import squeeze
 from bot.config.settings import KnowledgeSettings, default_of
 from bot.knowledge.entries import Entry
-from bot.search.base import Hit, Searcher, dense_leaf
+from bot.search.base import Hit, ModeSearcher, dense_leaf
 
 _LATIN_WORD = re.compile(r"[a-z0-9]+")
 VECTOR_CACHE = 4096  # texts of negatives and phrasings whose vectors are kept
@@ -82,7 +82,7 @@ class NegativeExamples:
             self._by_id = {e.id: e for e in entries if e.negative_questions}
             self._key = key
 
-    def blocks(self, question: str, entry: Entry, searcher: Searcher | None = None) -> bool:
+    def blocks(self, question: str, entry: Entry, searcher: ModeSearcher | None = None) -> bool:
         """True when ``question`` is closer to one of ``entry``'s negatives than to any of its phrasings."""
         texts = [*entry.negative_questions, *entry.phrasings]
         count = len(entry.negative_questions)
@@ -94,7 +94,7 @@ class NegativeExamples:
         worst = max(sims[:count])
         return worst >= floor and worst > max(sims[count:])
 
-    def _dense_measure(self, searcher: Searcher | None) -> DenseCloseness | None:
+    def _dense_measure(self, searcher: ModeSearcher | None) -> DenseCloseness | None:
         # keyed by the index that holds the vectors: a served searcher is a new object on every request
         dense = dense_leaf(searcher) if searcher is not None else None
         if dense is None:
@@ -105,7 +105,7 @@ class NegativeExamples:
         return self._dense[key]
 
     def filter(
-        self, question: str, hits: Sequence[Hit], entries: Sequence[Entry], searcher: Searcher | None = None
+        self, question: str, hits: Sequence[Hit], entries: Sequence[Entry], searcher: ModeSearcher | None = None
     ) -> list[Hit]:
         """``hits`` without those the question must not get (entries as loaded now, by id)."""
         self._refresh(entries)

