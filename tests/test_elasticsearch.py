@@ -16,8 +16,8 @@ import pytest
 
 from bot.config.variants import update
 from bot.errors import SearchBackendError
-from bot.factory import sparse_searcher
 from bot.knowledge.entries import Entry, load_entries
+from bot.search.assembly import sparse_searcher
 from bot.search.es_searcher import (
     DOCKER_HINT,
     INSTALL_HINT,

@@ -259,7 +259,7 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     headers = client.transport.node_pool.all()[0].config.headers if auth == "basic_in_url" else client._headers
     assert headers  # the credentials really are in play (as an Authorization header)
     if fallback:
-        from bot.factory import sparse_searcher
+        from bot.search.assembly import sparse_searcher
         from bot.search.tantivy_searcher import TantivySearcher
 
         searcher = sparse_searcher(settings, tokenizer)

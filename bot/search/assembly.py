@@ -1,0 +1,180 @@
+"""Building the searchers of every retrieval mode from the settings: the sparse engine (tantivy or Elasticsearch,
+with its embedded stand-in), the dense encoder and index (FAISS or the search cluster), and hybrid over both.
+
+The one place outside the backends that names them (tests/test_architecture.py); bot.factory assembles the rest of
+a Bot around what this builds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bot.config.settings import Settings
+from bot.errors import ConfigError, SearchBackendError
+from bot.search.base import ModeSearcher, Searcher
+from bot.search.relevance import SparseSearcher
+from bot.search.synonyms import Synonyms
+from bot.search.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from bot.search.encoders import Encoder
+    from bot.search.es_vectors import ClusterVectors
+    from bot.search.faiss_searcher import FaissSearcher
+
+log = logging.getLogger("bot.factory")  # the start's messages keep the logger they always had
+
+
+def build_tokenizer(settings: Settings) -> Tokenizer:
+    """The shared jieba tokenizer, with the optional user dictionary."""
+    user_dict = settings.resolve(settings.knowledge.user_dict) if settings.knowledge.user_dict else None
+    return Tokenizer(user_dict=user_dict, cache_dir=settings.resolve(settings.state_dir) / "jieba")
+
+
+def build_synonyms(settings: Settings, tokenizer: Tokenizer) -> Synonyms | None:
+    """The synonym file of ``knowledge.synonyms`` (re-read when it changes), or None when none is configured."""
+    if not settings.knowledge.synonyms:
+        return None
+    return Synonyms(settings.resolve(settings.knowledge.synonyms), tokenizer)
+
+
+def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:
+    """The configured sparse engine: embedded tantivy, or Elasticsearch checked reachable; with
+    ``fallback_to_embedded``, an unreachable Elasticsearch is replaced by tantivy built with a visible notice."""
+    from bot.search.tantivy_searcher import TantivySearcher
+
+    path = settings.resolve(settings.state_dir) / "tantivy"
+    weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
+    if settings.retrieval.sparse.backend != "elasticsearch":
+        return TantivySearcher(path, tokenizer, weights)
+    from bot.search.es_searcher import build_elasticsearch_searcher
+    from bot.texts import FALLBACK_NOTICE
+
+    try:
+        return build_elasticsearch_searcher(settings, tokenizer)
+    except SearchBackendError as exc:
+        if not settings.retrieval.sparse.elasticsearch.fallback_to_embedded:
+            raise
+        log.warning("Elasticsearch unavailable, falling back to the embedded engine: %s", exc)
+        return TantivySearcher(path, tokenizer, weights, notice=FALLBACK_NOTICE, fallback_reason=str(exc))
+
+
+def cluster_vectors(settings: Settings, encoder: Encoder) -> ClusterVectors:
+    """The dense index on the search cluster of ``retrieval.sparse.elasticsearch`` (index ``<index>-vectors``),
+    checked reachable: every replica reads the vectors that whichever replica wrote them encoded."""
+    from bot.search.es_client import build_client
+    from bot.search.es_cluster import ClusterIndex
+    from bot.search.es_searcher import safe_host
+    from bot.search.es_vectors import ClusterVectors
+
+    es, d = settings.retrieval.sparse.elasticsearch, settings.retrieval.dense
+    hosts = ", ".join(safe_host(h) for h in es.hosts)
+    cluster = ClusterIndex(build_client(settings, es), f"{es.index}-vectors", hosts, es.shards, es.replicas)
+    searcher = ClusterVectors(cluster, encoder, d.embed_template, d.question_weight, es.vector_form)
+    _ = searcher.form  # reads the server's version: an unreachable cluster stops the start, naming the host
+    return searcher
+
+
+def dense_encoder(settings: Settings, tokenizer: Tokenizer) -> Encoder:
+    """The configured encoder of the dense mode: an OpenAI-compatible embeddings endpoint, e5 or fastText."""
+    from bot.search.encoders import E5Encoder, FastTextEncoder, FastTextParams, OpenAIEncoder
+
+    state = settings.resolve(settings.state_dir)
+    d = settings.retrieval.dense
+    encoder: Encoder
+    if d.encoder == "openai":
+        key = d.openai.api_key()
+        if key is None:
+            raise ConfigError(
+                f"retrieval.dense.encoder is openai but {d.openai.api_key_env} is not set in the environment"
+            )
+        o = d.openai
+        encoder = OpenAIEncoder(
+            o.base_url,
+            o.model,
+            key,
+            state / "embeddings",
+            o.batch_size,
+            o.timeout,
+            o.max_retries,
+            o.input_type,
+            key_env=o.api_key_env,
+        )
+    elif d.encoder == "e5":
+        e = d.e5
+        encoder = E5Encoder(state / "embeddings", e.num_threads, e.batch_size, e.variant)
+    else:
+        f = d.fasttext
+        params = FastTextParams(
+            dim=f.dim,
+            epoch=f.epoch,
+            minn=f.minn,
+            maxn=f.maxn,
+            bucket=f.bucket,
+            ws=f.ws,
+            lr=f.lr,
+            min_count=f.min_count,
+            threads=f.threads,
+            seed=f.seed,
+            subsample=f.subsample,
+            neg=f.neg,
+            output_vectors=f.output_vectors,
+            target_tokens=f.target_tokens,
+            max_epoch=f.max_epoch,
+        )
+        pretrained = settings.resolve(f.pretrained) if f.pretrained else None
+        encoder = FastTextEncoder(
+            tokenizer, state / "fasttext", pretrained, params, f.sif_a, retrain_after=f.retrain_after
+        )
+    return encoder
+
+
+def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], ModeSearcher]]:
+    """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
+    state = settings.resolve(settings.state_dir)
+    synonyms = build_synonyms(settings, tokenizer)  # one file for every mode, read now: a bad line stops the start
+
+    def sparse() -> SparseSearcher:
+        searcher = sparse_searcher(settings, tokenizer)
+        searcher.synonyms = synonyms
+        return searcher
+
+    def dense() -> Searcher:
+        from bot.search.faiss_searcher import FaissSearcher
+
+        d = settings.retrieval.dense
+        encoder = dense_encoder(settings, tokenizer)
+        searcher: FaissSearcher | ClusterVectors
+        if d.store == "elasticsearch":
+            searcher = cluster_vectors(settings, encoder)
+        else:
+            searcher = FaissSearcher(state / "faiss", encoder, d.embed_template, d.question_weight, d.hnsw_above)
+        searcher.synonyms, searcher.synonym_mode = synonyms, d.synonyms
+        return searcher
+
+    def hybrid() -> ModeSearcher:
+        from bot.search.base import DenseRetriever
+        from bot.search.hybrid import HybridSearcher
+
+        h = settings.retrieval.hybrid
+        dense_searcher = factories["dense"]()
+        assert isinstance(dense_searcher, DenseRetriever)  # built by dense()
+        weight = h.sparse_weight.get(settings.retrieval.dense.encoder)
+        if weight is None:
+            raise ConfigError(
+                f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
+                'encoder; add one (docs/retrieval-and-decision.md "Scores and thresholds")'
+            )
+        sparse_searcher = factories["sparse"]()
+        assert isinstance(sparse_searcher, SparseSearcher)  # built by sparse()
+        return HybridSearcher(sparse_searcher, dense_searcher, weight, h.candidates)
+
+    # Memoised so the hybrid mode wraps the very instances the sparse and dense modes use (one index each).
+    built: dict[str, Searcher] = {}
+
+    def once(name: str, build: Callable[[], Searcher]) -> Callable[[], Searcher]:
+        return lambda: built[name] if name in built else built.setdefault(name, build())
+
+    factories = {"sparse": once("sparse", sparse), "dense": once("dense", dense), "hybrid": hybrid}
+    return factories
