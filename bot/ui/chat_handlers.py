@@ -1,0 +1,219 @@
+"""The chat page's callbacks: a Bot's turn translated into Gradio's messages, header, sources and the retrieval
+test. They only translate (the Bot owns the turn, its status and the knowledge edits); rendering has no side
+effects."""
+
+from __future__ import annotations
+
+import html
+import logging
+from typing import Any
+
+import gradio as gr
+
+from bot.chat.answer import Answer, Decision
+from bot.chat.bot import Bot
+from bot.chat.prompt import message_text
+from bot.config.settings import Settings
+from bot.errors import BotError
+from bot.knowledge.filters import entry_filter
+from bot.texts import INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
+from bot.ui.feedback import remember
+from bot.ui.guard import ClientLimits, client_key, safe_markdown
+from bot.ui.render import header_markdown, retrieval_html, sources_html
+
+log = logging.getLogger("bot.ui.app")  # the page's log lines keep their logger
+
+FOLLOW = "follow"  # the mode selector's "follow config" choice: no per-session override
+log = logging.getLogger(__name__)
+# On a phone (390 px) the chat and its sources stack (sources right under the answer) and the tabs stay in view.
+
+
+def _plain_history(history: list[dict[str, Any]] | None) -> list[dict[str, str]]:
+    """Chat history as the Bot expects it: the text the user typed, not its escaped display form."""
+    out = []
+    for m in history or []:
+        if m.get("role") in ("user", "assistant"):
+            out.append({"role": m["role"], "content": html.unescape(message_text(m.get("content")))})
+    return out
+
+
+def override(mode: str | None) -> str | None:
+    """The session's mode override from the selector's value: None means follow the config."""
+    return None if mode in (None, "", FOLLOW) else mode
+
+
+CONFIRM_BUTTONS = [{"value": "是", "label": "是 / Yes"}, {"value": "不是", "label": "不是 / No"}]
+
+
+def reply_message(answer: Answer) -> dict[str, Any]:
+    """The chat message of an answer: escaped text, and what it offers (clarify options, yes / no to a
+    confirmation, "did you mean" questions) as buttons; a click sends the button's value as the next message."""
+    message: dict[str, Any] = {"role": "assistant", "content": safe_markdown(answer.text)}
+    if not answer.finished:
+        return message
+    if answer.decision is Decision.CONFIRM:
+        message["options"] = list(CONFIRM_BUTTONS)
+    elif answer.options:
+        message["options"] = [{"value": o.question, "label": o.question} for o in answer.options]
+    elif answer.suggestions:
+        message["options"] = [{"value": q, "label": q} for q in answer.suggestions]
+    return message
+
+
+class ChatHandlers:
+    """Gradio callbacks for one Bot; each browser session keeps its own history and mode override in the page."""
+
+    def __init__(self, bot: Bot, settings: Settings):
+        self.bot = bot
+        self.settings = settings
+        self.limits = ClientLimits(settings)  # per client address: a new session does not reset them
+        self.limiter = self.limits.chat
+
+    def header(self, mode: str | None = None) -> str:
+        """Header markdown for the selector's value (no side effects: nothing is built)."""
+        chosen = override(mode)
+        return header_markdown(
+            self.settings.ui.title,
+            self.bot.status(chosen),
+            self.settings.ui.retrieval_only_label,
+            follows_config=chosen is None,
+        )
+
+    def header_tick(self, mode: str | None = None):
+        """(header, timer): the header again, and the timer kept running only while an index builds."""
+        status = self.bot.status(override(mode))
+        return self.header(mode), gr.Timer(active=bool(status.building or status.standing_in))
+
+    def arm(self, mode: str | None = None):
+        """Start the header's timer when the last message set an index building (e.g. a cold switch to dense)."""
+        status = self.bot.status(override(mode))
+        return gr.Timer(active=bool(status.building or status.standing_in))
+
+    def mode_choices(self) -> list[tuple[str, str]]:
+        """The selector's choices: follow the config (naming its mode now), then each mode."""
+        status = self.bot.status()
+        return [(f"跟随配置 / Follow config ({status.configured})", FOLLOW)] + [(m, m) for m in status.modes]
+
+    def _turn_done(self, answer: Answer, chosen: str | None) -> tuple[str, Any]:
+        """(header, selector update) after a turn: the header names the mode that answered."""
+        header = header_markdown(
+            self.settings.ui.title,
+            self.bot.status(answer.mode),
+            self.settings.ui.retrieval_only_label,
+            follows_config=chosen is None,
+        )
+        return header, gr.update(choices=self.mode_choices())
+
+    def chat(
+        self,
+        message: str,
+        history: list[dict[str, Any]] | None,
+        mode: str | None = None,
+        turns: dict[int, int] | None = None,
+        categories: list[str] | None = None,
+        request: gr.Request | None = None,
+    ):
+        """Stream one answer, recorded in the log; yields (history, textbox, sources html, header, mode, turn ids).
+
+        ``categories`` (the page's selector) restrict the search; none selected searches the whole knowledge."""
+        past = _plain_history(history)
+        chosen = override(mode)
+        within = entry_filter(categories)
+        shown = list(history or []) + [
+            {"role": "user", "content": safe_markdown(message or "")},
+            {"role": "assistant", "content": ""},
+        ]
+        if not self.limiter.allow(client_key(request)):
+            shown[-1] = {"role": "assistant", "content": RATE_LIMITED}
+            yield shown, message, "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
+            return
+        session = getattr(request, "session_hash", None)
+        try:
+            first = True
+            for answer in self.bot.turn(message, past, chosen, session=session, source="web", within=within):
+                shown[-1] = reply_message(answer)
+                if answer.finished:
+                    yield (
+                        shown,
+                        "",
+                        sources_html(answer),
+                        *self._turn_done(answer, chosen),
+                        remember(turns, len(shown) - 1, answer.turn_id),
+                    )
+                else:  # clear the previous answer's sources at once, so they never sit beside a new answer
+                    yield shown, "", "" if first else gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                first = False
+        except BotError as exc:  # e.g. a mode whose optional packages are missing: the message says the fix
+            shown[-1] = {"role": "assistant", "content": safe_markdown(f"⚠️ 出错了 / Error: {exc}")}
+            yield shown, "", "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
+        except Exception:  # a bug must cost one answer, not the session; details go to the log only
+            log.exception("chat turn failed")
+            shown[-1] = {"role": "assistant", "content": INTERNAL_ERROR}
+            yield shown, "", "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
+
+    def suggestion(
+        self,
+        history: list[dict[str, Any]] | None,
+        mode: str | None,
+        turns: dict[int, int] | None,
+        categories: list[str] | None,
+        evt: gr.SelectData,
+        request: gr.Request | None = None,
+    ):
+        """Ask the question of a clicked "did you mean" suggestion."""
+        yield from self.chat(str(evt.value), history, mode, turns, categories, request)
+
+    def retry(
+        self,
+        history: list[dict[str, Any]] | None,
+        mode: str | None = None,
+        turns: dict[int, int] | None = None,
+        categories: list[str] | None = None,
+        request: gr.Request | None = None,
+    ):
+        """Ask the last user message again."""
+        history = list(history or [])
+        while history and history[-1].get("role") != "user":
+            history.pop()
+        if not history:
+            yield history, "", "", gr.skip(), gr.skip(), {}
+            return
+        last = html.unescape(message_text(history.pop()["content"]))
+        yield from self.chat(last, history, mode, turns, categories, request)
+
+    @staticmethod
+    def undo(history: list[dict[str, Any]] | None):
+        """Remove the last exchange and put its question back in the textbox."""
+        history = list(history or [])
+        while history and history[-1].get("role") != "user":
+            history.pop()
+        last = html.unescape(message_text(history.pop()["content"])) if history else ""
+        return history, last, ""
+
+    def examples(self) -> list[list[str]]:
+        """Example questions as samples: the configured ones in the loaded knowledge, else some of its entries'."""
+        return [[q] for q in self.bot.examples(self.settings.ui.examples, self.settings.ui.examples_source)]
+
+    def page_defaults(self):
+        """(header, mode selector, examples, two category selectors) for a newly opened page: follow the configured
+        mode as it is now; the category selectors offer the knowledge's categories now (hidden when it has none)."""
+        samples = self.examples()
+        return (
+            self.header(None),
+            gr.update(choices=self.mode_choices(), value=FOLLOW),
+            gr.Dataset(samples=samples, visible=bool(samples)),
+            *[self.category_choices()] * 2,
+        )
+
+    def category_choices(self):
+        """A category selector's update: the knowledge's categories, nothing selected, shown only when there are some."""
+        names = self.bot.categories()
+        return gr.update(choices=names, value=[], visible=bool(names))
+
+    def retrieval_test(self, query: str, categories: list[str] | None = None, request: gr.Request | None = None) -> str:
+        """Hits of every mode for ``query`` (in ``categories``, when some are chosen), without the LLM (limited per
+        client address)."""
+        if not self.limits.retrieval.allow(client_key(request)):
+            return f"<p class='kb-notice'>⚠️ {TOO_MANY}</p>"
+        within = entry_filter(categories)
+        return retrieval_html(query, self.bot.retrieve_all_modes(query, within), within)
