@@ -46,7 +46,7 @@ def test_page_api_widget_and_wecom_decide_alike(wecom_settings, serve_api, monke
     seen: dict[str, dict[str, tuple]] = {}
     for row in log.recent(100):
         ids = tuple(h.get("id") for h in row["hits"])
-        seen.setdefault(row["question"], {})[row["source"]] = (row["strategy"], ids)
+        seen.setdefault(row["question"], {})[row["source"] or ""] = (row["strategy"], ids)
     assert set(seen) == set(QUESTIONS)
     decisions = set()
     for question, by_source in seen.items():

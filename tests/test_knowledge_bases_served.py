@@ -78,7 +78,7 @@ def test_the_model_and_the_page_path_pick_the_knowledge_base_and_logs_stay_apart
     for kb, log in logs.items():
         assert log is not None
         rows = [row for row in log.recent(100) if row["question"] != NOBODY]
-        assert len(rows) == asked[kb] and all(answered(row["answer"], kb, row["question"]) for row in rows)
+        assert len(rows) == asked[kb] and all(answered(row["answer"] or "", kb, row["question"]) for row in rows)
     assert [g.question for g in logs["hr"].unanswered()] == [NOBODY]  # type: ignore[union-attr]
     assert logs["default"].unanswered() == []  # type: ignore[union-attr]
 

@@ -270,12 +270,12 @@ class SqlTurnLog:
             raise TurnLogError(f"no turn {turn_id} in the conversation log (unknown, or deleted by retention)")
         return decode(rows[0])
 
-    def recent(self, limit: int = 50, offset: int = 0, filters: Mapping[str, Any] | None = None) -> list[dict]:
+    def recent(self, limit: int = 50, offset: int = 0, filters: Mapping[str, Any] | None = None) -> list[TurnRecord]:
         """The newest turns first; ``filters`` keys: session, source, strategy, mode, rating, since, until, text."""
         where, args = self._where(filters)
         sql = "SELECT * FROM turns" + (" WHERE " + " AND ".join(where) if where else "")
         rows = self._read(sql + " ORDER BY id DESC LIMIT ? OFFSET ?", (*args, int(limit), int(offset)))
-        return [dict(decode(r)) for r in rows]
+        return [decode(r) for r in rows]
 
     def session_turns(self, scan: int = 5000) -> list[SessionTurn]:
         """The newest ``scan`` turns that belong to a conversation (id, time, session, question, strategy, hits),

@@ -96,9 +96,8 @@ class ConversationLog(Protocol):
         """One turn as a dict; TurnLogError for an unknown id."""
         ...
 
-    def recent(self, limit: int = 50, offset: int = 0, filters: Mapping[str, Any] | None = None) -> list[dict]:
-        """The newest turns first, filtered (each a :class:`TurnRecord`, typed dict while the admin page's
-        ``turns_html`` takes plain dicts)."""
+    def recent(self, limit: int = 50, offset: int = 0, filters: Mapping[str, Any] | None = None) -> list[TurnRecord]:
+        """The newest turns first, filtered."""
         ...
 
     def session_turns(self, scan: int = 5000) -> list[SessionTurn]:

@@ -7,6 +7,7 @@ through the core's KnowledgeEditor, so the index serves a new entry at the next 
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gradio as gr
@@ -68,7 +69,7 @@ def groups_html(groups: list[Group]) -> str:
     )
 
 
-def turns_html(turns: list[dict]) -> str:
+def turns_html(turns: Sequence[Mapping[str, Any]]) -> str:
     """Recent turns as a table: time, source, strategy, mode, question, answer excerpt, feedback, latency."""
     if not turns:
         return "<p>没有记录 / No turns.</p>"
