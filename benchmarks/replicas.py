@@ -163,8 +163,9 @@ def section(results: list[dict], chunk_delay: float) -> str:
         "PostgreSQL schema; the clients stream "
         "`/v1/chat/completions` for the starter-knowledge questions, spread round-robin over the replicas. The LLM "
         f"stand-in streams 4-character chunks {chunk_delay * 1000:g} ms apart. Lost turns = answered requests "
-        "missing from the shared log. On one machine the replicas compete for the same cores, so the ratio shows "
-        "the cost of the shared state more than the gain of a second machine.\n\n" + "\n".join(lines) + "\n"
+        "missing from the shared log. One app process does its turn work on about one core (Python's GIL); a "
+        "second replica uses the machine's second core, which the servers and clients also need, so the ratio is "
+        "a floor for what a second machine adds.\n\n" + "\n".join(lines) + "\n"
     )
 
 
