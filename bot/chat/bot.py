@@ -69,7 +69,7 @@ class Bot(TurnSearch):
         self.prompt = prompt
         self.last_resort = last_resort
         self.llm = llm
-        self.mode = mode
+        self.mode = mode  # the mode it started with; current_mode() follows the config file without changing it
         self.mode_source = mode_source  # the config file's mode now (ConfiguredMode), when the app follows it
         self.recorder = recorder or TurnRecorder(None)  # the conversation log (Bot.turn)
         self.privacy = privacy
@@ -143,15 +143,13 @@ class Bot(TurnSearch):
         return KnowledgeEditor(self.index, store)
 
     def current_mode(self) -> str:
-        """The default mode now: the config file's, when it changed while running (see ConfiguredMode)."""
-        if self.mode_source is not None:
-            mode = self.mode_source()
-            if mode != self.mode:
-                if mode in self.index.modes:
-                    self.mode = mode
-                else:
-                    log.error("retrieval.mode %r is not one of %s; keeping %s", mode, self.index.modes, self.mode)
-        return self.mode
+        """The default mode now: the config file's, when it changed while running (ConfiguredMode holds what the file
+        says), else ``mode``, the one the bot started with (never changed: the bot keeps no mode state)."""
+        mode = self.mode_source() if self.mode_source is not None else self.mode
+        if mode not in self.index.modes:
+            log.error("retrieval.mode %r is not one of %s; using %s", mode, self.index.modes, self.mode)
+            return self.mode
+        return mode
 
     def answer(
         self,
