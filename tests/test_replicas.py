@@ -7,6 +7,7 @@ both replicas' turns land in one table, and a per-client limit counts the messag
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import openai
@@ -24,8 +25,21 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 NEW_QUESTION = "独角兽住在哪里？"
 
 
-def test_two_replicas_share_the_knowledge_the_log_and_the_limits(pg_settings, pg_dsn, tmp_path):
-    search = start_server()
+@pytest.fixture(params=["osmem", "es-url"])
+def search_url(request):
+    """The search server both replicas use: an osmem-server, and the real cluster at ES_URL when it is set."""
+    if request.param == "es-url":
+        url = os.environ.get("ES_URL")
+        if not url:
+            pytest.skip("set ES_URL=http://localhost:9200 to run the replicas against a real Elasticsearch")
+        yield url
+        return
+    server = start_server()
+    yield server.url
+    server.close()
+
+
+def test_two_replicas_share_the_knowledge_the_log_and_the_limits(pg_settings, pg_dsn, tmp_path, search_url):
     shared = update(
         pg_settings,
         {
@@ -33,7 +47,7 @@ def test_two_replicas_share_the_knowledge_the_log_and_the_limits(pg_settings, pg
             "limits.backend": "postgres",
             "limits.chat_per_minute": 3,
             "retrieval.sparse.backend": "elasticsearch",
-            "retrieval.sparse.elasticsearch.hosts": [search.url],
+            "retrieval.sparse.elasticsearch.hosts": [search_url],
             "retrieval.sparse.elasticsearch.index": f"kbbot-replicas-{uuid.uuid4().hex[:8]}",
             "retrieval.sparse.elasticsearch.compat_headers": False,
         },
@@ -60,4 +74,3 @@ def test_two_replicas_share_the_knowledge_the_log_and_the_limits(pg_settings, pg
     finally:
         for replica in replicas:
             replica.stop()
-        search.close()
