@@ -196,3 +196,22 @@ def test_bad_alternative_questions_name_file_and_entry(tmp_path, questions, prob
         load_entries(tmp_path)
     [found] = err.value.problems
     assert found.entry == "1" and found.file.endswith("kb.json") and problem in found.problem
+
+
+def test_a_lone_surrogate_escape_outside_the_entry_fields_is_refused_and_an_upload_of_it_stores_nothing(tmp_path):
+    from bot.errors import BotError
+    from bot.knowledge.store import KnowledgeStore
+
+    # found by tests/test_fuzz_knowledge.py: an extra key's value held "\ud800,\udc00" (two halves, not a pair)
+    text = '[{"query": "食堂在哪里", "document": "d", "extra": {"x\\ud800,\\udc00": null}}]'
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "s.json").write_text(text, encoding="utf-8")
+    with pytest.raises(KnowledgeError, match="not half of a pair"):
+        load_entries(folder)
+    store = KnowledgeStore(tmp_path / "upload", tmp_path / "locks")
+    with pytest.raises(BotError, match="not half of a pair"):
+        store.import_file("upload.json", text)
+    assert not (tmp_path / "upload" / "upload.json").exists()
+    good = '[{"query": "食堂在哪里", "document": "d", "extra": {"x\\ud83d\\ude00": null}}]'  # a pair is a character
+    assert KnowledgeStore(tmp_path / "ok", tmp_path / "locks2").import_file("ok.json", good)  # stored: its ids

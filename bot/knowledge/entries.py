@@ -254,6 +254,26 @@ def json_problem(exc: BaseException) -> str:
     return f"invalid JSON: {exc}"
 
 
+# A \uD800-\uDFFF escape: JSON allows it, but alone (not a high + low pair) it decodes to no character at all.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+LONE_SURROGATE_PROBLEM = (
+    "invalid JSON: a \\uD800-\\uDFFF escape that is not half of a pair is not text (it could never be stored "
+    "or indexed); remove it, or write the character itself"
+)
+
+
+def lone_surrogate(text: str, data: Any) -> bool:
+    """True when ``data``, decoded from ``text``, holds a surrogate escape that is not half of a pair anywhere, in
+    the fields an entry uses (checked again per field, with its name) or in any other key or value the file keeps."""
+    if not SURROGATE_ESCAPE.search(text):  # the common case costs one regex search
+        return False
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def parse_text(text: str, stem: str, file: str, problems: list[KnowledgeProblem]) -> list[Entry]:
     """Decode and validate the text of one knowledge file."""
     try:
@@ -261,7 +281,12 @@ def parse_text(text: str, stem: str, file: str, problems: list[KnowledgeProblem]
     except JSON_ERRORS as exc:
         problems.append(KnowledgeProblem(file, None, json_problem(exc)))
         return []
-    return parse_document(data, stem, file, problems)
+    before = len(problems)
+    entries = parse_document(data, stem, file, problems)
+    if len(problems) == before and lone_surrogate(text, data):  # outside the fields parse_document names
+        problems.append(KnowledgeProblem(file, None, LONE_SURROGATE_PROBLEM))
+        return []
+    return entries
 
 
 def load_entries(folder: str | Path) -> list[Entry]:

@@ -11,9 +11,11 @@ from typing import Any
 from bot.errors import KnowledgeError, KnowledgeProblem
 from bot.knowledge.entries import (
     JSON_ERRORS,
+    LONE_SURROGATE_PROBLEM,
     Entry,
     json_problem,
     knowledge_files,
+    lone_surrogate,
     parse_text,
 )
 from bot.knowledge.entry_ids import stem_of
@@ -81,6 +83,8 @@ def read_data(path: Path) -> dict | list | None:
     if not isinstance(data, (dict, list)):
         why = "top level must be an object {id: entry} or a list of entries"
         raise KnowledgeError([KnowledgeProblem(str(path), None, why)])
+    if lone_surrogate(text, data):  # it could not be written back
+        raise KnowledgeError([KnowledgeProblem(str(path), None, f"{LONE_SURROGATE_PROBLEM}; fix it by hand")])
     return data
 
 
