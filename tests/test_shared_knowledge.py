@@ -169,7 +169,7 @@ def test_two_replicas_starting_at_once_on_an_empty_database_seed_it_once(
         for r in replicas
     ]
     for m in mirrors:
-        m._connection()  # connected (tables created) first, so that both reach the lock below together
+        m._connection.get()  # connected (tables created) first, so that both reach the lock below together
     with psycopg.connect(pg_dsn) as holder:  # both start while a writer holds the lock: they wait, then one seeds
         holder.execute("SELECT generation FROM knowledge_state FOR UPDATE")
         threads = [threading.Thread(target=m.start) for m in mirrors]

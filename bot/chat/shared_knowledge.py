@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.conversations.pg_log import open_with_schema, pg_dsn, psycopg_module
+from bot.conversations.pg_log import SchemaConnection, pg_dsn, psycopg_module
 from bot.errors import ConfigError
 from bot.fsutil import write_bytes_atomic
 from bot.knowledge.entries import knowledge_files
@@ -53,22 +53,14 @@ class SharedKnowledge:
 
     def __init__(self, dsn: str, where: str, connect_timeout: int, folder: Path, lock_dir: Path, history_dir: Path):
         self.psycopg = psycopg_module("knowledge.shared", ConfigError)
-        self._dsn, self.where, self.connect_timeout = dsn, where, connect_timeout
+        self.where = where
+        self._connection = SchemaConnection(self.psycopg, dsn, connect_timeout, "kbbot-knowledge", SCHEMA_LOCK, SCHEMA)
         self.areas = {"knowledge": Path(folder), "history": Path(history_dir)}
         self._lock_dir = Path(lock_dir)
         self._folder_lock = FolderLock(lock_dir, PULL_WAIT)
-        self._conn: Any = None
         self._lock = threading.Lock()  # one user of the connection at a time
         self._generation: int | None = None  # the mirror's; None: unknown, compare every file on the next pull
         self._down_until = 0.0
-
-    def _connection(self) -> Any:
-        if self._conn is not None and not self._conn.closed and not self._conn.broken:
-            return self._conn
-        self._conn = open_with_schema(
-            self.psycopg, self._dsn, self.connect_timeout, "kbbot-knowledge", SCHEMA_LOCK, SCHEMA
-        )
-        return self._conn
 
     # -- edits -----------------------------------------------------------------------------------------------------
     @contextmanager
@@ -76,7 +68,7 @@ class SharedKnowledge:
         """One edit of the mirror under the shared writer lock (call under the folder lock); its changes stored."""
         with self._lock:
             try:
-                conn = self._connection()
+                conn = self._connection.get()
                 with conn.transaction():
                     conn.execute(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT * 1000)}ms'")
                     (generation,) = conn.execute(
@@ -164,7 +156,7 @@ class SharedKnowledge:
         try:
             with self._lock:
                 (generation,) = (
-                    self._connection().execute("SELECT generation FROM knowledge_state WHERE id = 1").fetchone()
+                    self._connection.get().execute("SELECT generation FROM knowledge_state WHERE id = 1").fetchone()
                 )
             if generation == self._generation:
                 return False
@@ -175,7 +167,7 @@ class SharedKnowledge:
                         pass
                 else:
                     with self._lock:
-                        self._apply(self._connection(), generation)
+                        self._apply(self._connection.get(), generation)
                 return self._generation != before
         except LockTimeout:
             return False  # a local edit is running: it brings the mirror up to date itself
@@ -253,9 +245,7 @@ class SharedKnowledge:
     def close(self) -> None:
         """Close the connection (the next use opens a new one)."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = None
+            self._connection.close()
 
 
 _mirrors: dict[tuple[str, str], SharedKnowledge] = {}

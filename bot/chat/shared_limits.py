@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from bot.conversations.pg_log import open_with_schema, pg_dsn, psycopg_module
+from bot.conversations.pg_log import SchemaConnection, pg_dsn, psycopg_module
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -59,20 +59,12 @@ class RateStore:
 
     def __init__(self, dsn: str, where: str, connect_timeout: int):
         self.psycopg = psycopg_module("limits.backend", ConfigError)
-        self._dsn, self.where, self.connect_timeout = dsn, where, connect_timeout
-        self._conn: Any = None
+        self.where = where
+        self._connection = SchemaConnection(self.psycopg, dsn, connect_timeout, "kbbot-limits", SCHEMA_LOCK, SCHEMA)
         self._lock = threading.Lock()
         self._down_until = 0.0
         self._checks = 0
         self.longest = 60.0  # the longest window of a limiter using this store: older events are pruned
-
-    def _connection(self) -> Any:
-        if self._conn is not None and not self._conn.closed and not self._conn.broken:
-            return self._conn
-        self._conn = open_with_schema(
-            self.psycopg, self._dsn, self.connect_timeout, "kbbot-limits", SCHEMA_LOCK, SCHEMA
-        )
-        return self._conn
 
     def allow(self, limiter: str, key: str, max_events: int, window: float) -> bool:
         """Count one event of ``key`` for ``limiter`` when fewer than ``max_events`` happened in the last ``window``
@@ -101,7 +93,7 @@ class RateStore:
             if time.monotonic() < self._down_until:
                 return None
             try:
-                conn = self._connection()
+                conn = self._connection.get()
                 with conn.transaction():
                     result = work(conn)
                 self._prune(conn)
@@ -155,9 +147,7 @@ class RateStore:
     def close(self) -> None:
         """Close the connection (a later check opens a new one)."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = None
+            self._connection.close()
 
 
 class SharedLimiter:

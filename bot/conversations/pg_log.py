@@ -83,17 +83,43 @@ def psycopg_module(needed_by: str = "log.backend", error: type[BotError] = TurnL
     )
 
 
-def open_with_schema(
-    psycopg: Any, dsn: str, connect_timeout: int, application_name: str, schema_lock: int, schema: Sequence[str]
-) -> Any:
-    """An autocommit connection to ``dsn`` once ``schema`` (idempotent statements) ran under the advisory lock
-    ``schema_lock``, so replicas starting at once create their tables one at a time."""
-    conn = psycopg.connect(dsn, autocommit=True, connect_timeout=connect_timeout, application_name=application_name)
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (schema_lock,))
-        for statement in schema:
-            conn.execute(statement)
-    return conn
+class SchemaConnection:
+    """One autocommit connection to ``dsn``, opened on first use and again whenever it closed or broke; each opening
+    runs ``schema`` (idempotent statements) under the advisory lock ``schema_lock``, so replicas starting at once
+    create their tables one at a time. Not locked: its owner uses it one caller at a time."""
+
+    def __init__(
+        self,
+        psycopg: Any,
+        dsn: str,
+        connect_timeout: int,
+        application_name: str,
+        schema_lock: int,
+        schema: Sequence[str],
+    ):
+        self.psycopg, self.dsn, self.connect_timeout = psycopg, dsn, connect_timeout
+        self.application_name, self.schema_lock, self.schema = application_name, schema_lock, schema
+        self._conn: Any = None
+
+    def get(self) -> Any:
+        """The live connection (a new one when there was none or it broke)."""
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        conn = self.psycopg.connect(
+            self.dsn, autocommit=True, connect_timeout=self.connect_timeout, application_name=self.application_name
+        )
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.schema_lock,))
+            for statement in self.schema:
+                conn.execute(statement)
+        self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close the connection (the next get() opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
 
 
 class _Row(tuple):
