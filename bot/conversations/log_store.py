@@ -14,11 +14,22 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from bot.conversations.inbox import Group, SessionTurn, TurnRecord
+from bot.conversations.log_schema import SCHEMA_VERSION
 from bot.errors import BotError
 
 
 class TurnLogError(BotError):
     """The conversation log cannot be opened or written, or a turn id is unknown."""
+
+
+def refuse_newer_schema(found: str | None, log_name: str, fix: str) -> None:
+    """Raise TurnLogError when the stored ``schema_version`` (``found``; None for a new log) is newer than this
+    version of kbbot writes: a downgrade must not rewrite a log it does not understand."""
+    if found is not None and int(found) > SCHEMA_VERSION:
+        raise TurnLogError(
+            f"{log_name} has schema version {found}, newer than this version of kbbot understands "
+            f"({SCHEMA_VERSION}); {fix}"
+        )
 
 
 class EntryHits(NamedTuple):

@@ -25,7 +25,7 @@ from bot.config.storage import PostgresSettings
 from bot.conversations import rollup
 from bot.conversations.log_schema import INDEXES, SCHEMA, SCHEMA_VERSION
 from bot.conversations.log_sql import UNANSWERED, SqlTurnLog
-from bot.conversations.log_store import Dialect, TurnLogError
+from bot.conversations.log_store import Dialect, TurnLogError, refuse_newer_schema
 from bot.errors import BotError
 from bot.optional import optional_import
 
@@ -238,11 +238,9 @@ class PgTurnLog(SqlTurnLog):
                     for statement in pg_schema():
                         conn.execute(statement)
                     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                    if row is not None and int(row[0]) > SCHEMA_VERSION:
-                        raise TurnLogError(
-                            f"the conversation log in {self.where} has schema version {row[0]}, newer than this "
-                            f"version of kbbot understands ({SCHEMA_VERSION}); upgrade kbbot"
-                        )
+                    refuse_newer_schema(
+                        row[0] if row else None, f"the conversation log in {self.where}", "upgrade kbbot"
+                    )
                     conn.execute(
                         "INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO NOTHING",
                         (str(SCHEMA_VERSION),),

@@ -24,7 +24,7 @@ from bot.config.settings import LogSettings
 from bot.conversations import rollup
 from bot.conversations.log_schema import INDEXES, SCHEMA, SCHEMA_VERSION
 from bot.conversations.log_sql import UNANSWERED, SqlTurnLog
-from bot.conversations.log_store import ConversationLog, Dialect, Purge, TurnLogError, utc_iso
+from bot.conversations.log_store import ConversationLog, Dialect, Purge, TurnLogError, refuse_newer_schema, utc_iso
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -124,11 +124,9 @@ class TurnLog(SqlTurnLog):
             for statement in filter(str.strip, SCHEMA.format(unanswered=UNANSWERED).split(";")):
                 c.execute(statement)
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
-                raise TurnLogError(
-                    f"conversation log {self.path} has schema version {row[0]}, newer than this "
-                    f"version of kbbot understands ({SCHEMA_VERSION}); upgrade kbbot or set log.path"
-                )
+            refuse_newer_schema(
+                row[0] if row else None, f"conversation log {self.path}", "upgrade kbbot or set log.path"
+            )
             fresh = row is None
             _migrate(c)
             if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'hourly'").fetchone() is None:
