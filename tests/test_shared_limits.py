@@ -156,3 +156,22 @@ def test_wecom_memory_falls_back_to_the_replica_s_own_while_the_database_is_down
         {"role": "user", "content": "我的电话[phone]"},
         {"role": "assistant", "content": "好的"},
     ]
+
+
+def test_the_store_s_prune_deletes_expired_wecom_memories_and_keeps_fresh_ones(pg_dsn, monkeypatch):
+    from bot.api.wecom.memory import Histories, Seen
+    from bot.api.wecom.shared_memory import SharedHistories, SharedSeen
+
+    monkeypatch.setattr(shared_limits, "PRUNE_EVERY", 1)  # every transaction prunes
+    store = RateStore(pg_dsn, "test", 2)
+    histories = SharedHistories(store, Histories(4, 600, 10), lambda text: text, str.upper)
+    seen = SharedSeen(store, Seen(600))
+    histories.add("zhangsan", "学费是多少？", "1. ... 2. ...")
+    assert seen.first("m1")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # an hour ago: older than both memories keep
+        conn.execute("UPDATE wecom_history SET at = at - interval '1 hour'")
+        conn.execute("UPDATE wecom_seen SET at = at - interval '1 hour'")
+    histories.add("lisi", "校歌是什么", "……")  # a write: the prune runs after it
+    with psycopg.connect(pg_dsn) as conn:
+        assert [r[0] for r in conn.execute("SELECT user_key FROM wecom_history")] == ["LISI"]
+        assert conn.execute("SELECT count(*) FROM wecom_seen").fetchone() == (0,)

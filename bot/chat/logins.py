@@ -81,13 +81,13 @@ class ThrottledLogin:
     def from_settings(cls, check: Callable[[str, str], bool], settings: Settings) -> ThrottledLogin:
         """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted in this
         process or (``limits.backend: postgres``) in the database every replica shares."""
+        from bot.chat.ratelimit import shared_store
+
         limits = settings.limits
-        if limits.backend == "postgres":
-            from bot.chat.shared_limits import rate_store
+        store = shared_store(settings)
+        if store is not None:
             from bot.chat.shared_logins import SharedThrottledLogin
 
-            pg = settings.log.postgres
-            store = rate_store(pg.dsn_env, pg.connect_timeout)
             return SharedThrottledLogin(store, check, limits.login_failures, limits.login_lockout_seconds)
         return cls(check, limits.login_failures, limits.login_lockout_seconds)
 

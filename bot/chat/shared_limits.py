@@ -65,6 +65,8 @@ class RateStore:
         self._down_until = 0.0
         self._checks = 0
         self.longest = 60.0  # the longest window of a limiter using this store: older events are pruned
+        # tables whose rows expire a number of seconds after their ``at`` (the WeCom memories): pruned with the rest
+        self.expiring: dict[str, float] = {}
 
     def allow(self, limiter: str, key: str, max_events: int, window: float) -> bool:
         """Count one event of ``key`` for ``limiter`` when fewer than ``max_events`` happened in the last ``window``
@@ -143,6 +145,10 @@ class RateStore:
                 (LOGIN_MEMORY,),
             )
             conn.execute("DELETE FROM revoked_sessions WHERE expires < clock_timestamp()")
+            for table, seconds in self.expiring.items():  # names the code registered, never user input
+                conn.execute(
+                    f"DELETE FROM {table} WHERE at < clock_timestamp() - make_interval(secs => %s)", (seconds,)
+                )
 
     def close(self) -> None:
         """Close the connection (a later check opens a new one)."""

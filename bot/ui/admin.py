@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.cookies import SimpleCookie
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 from fastapi import APIRouter, Request
@@ -36,6 +36,9 @@ from bot.chat.ratelimit import shared_store
 from bot.config.settings import AdminSettings, Settings, default_of
 from bot.texts import NOT_ADMIN
 from bot.ui.events import PRIVATE
+
+if TYPE_CHECKING:
+    from bot.chat.shared_limits import RateStore
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ class AdminAuth:
         self._revoked: dict[str, int] = {}  # session -> expiry of cookies logged out before they expire
         self._revoked_lock = threading.Lock()
         # with limits.backend: postgres, logouts are also rows every replica reads (bot/chat/shared_limits.py)
-        self.shared_logouts: Any = None
+        self.shared_logouts: RateStore | None = None
         self.throttle = throttle or ThrottledLogin(self.check_password)
 
     @classmethod

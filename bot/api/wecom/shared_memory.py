@@ -15,20 +15,7 @@ from typing import Any
 from bot.api.wecom.memory import Histories, Seen
 from bot.chat.shared_limits import RateStore, hashed_key
 
-PRUNE_EVERY = 200  # writes between deletions of expired rows
 MEANWHILE = "WeCom messages are remembered in this replica's memory"
-
-
-class _Writes:
-    """Counts writes: every PRUNE_EVERY-th is the time to delete expired rows (the tables are in shared_limits)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def due(self) -> bool:
-        """True every PRUNE_EVERY writes."""
-        self.count += 1
-        return self.count % PRUNE_EVERY == 0
 
 
 class SharedHistories:
@@ -39,7 +26,8 @@ class SharedHistories:
     ):
         """``user_key``: the stored name of a UserID (the channel's keyed hash); ``mask``: the log's masking."""
         self.store, self.local, self.mask, self.user_key = store, local, mask, user_key
-        self.writes = _Writes()
+        if local.ttl:  # expired messages are deleted by the store's periodic prune
+            store.expiring["wecom_history"] = local.ttl
 
     def get(self, user: str) -> list[dict[str, str]]:
         """The user's recent messages, oldest first ([] when none or expired)."""
@@ -70,11 +58,6 @@ class SharedHistories:
                 "INSERT INTO wecom_history (user_key, question, reply) VALUES (%s, %s, %s)",
                 (self.user_key(user), stored, reply),
             )
-            if self.writes.due() and self.local.ttl:
-                conn.execute(
-                    "DELETE FROM wecom_history WHERE at < clock_timestamp() - make_interval(secs => %s)",
-                    (self.local.ttl,),
-                )
             return True
 
         if self.store.transact(write, MEANWHILE) is None:
@@ -86,7 +69,7 @@ class SharedSeen:
 
     def __init__(self, store: RateStore, local: Seen):
         self.store, self.local = store, local
-        self.writes = _Writes()
+        store.expiring["wecom_seen"] = local.ttl  # expired keys are deleted by the store's periodic prune
 
     def first(self, key: str) -> bool:
         """True the first time any replica offers ``key`` (within ``ttl``), False for a repeat."""
@@ -100,10 +83,6 @@ class SharedSeen:
             row = conn.execute(
                 "INSERT INTO wecom_seen (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING 1", (hashed,)
             ).fetchone()
-            if self.writes.due():
-                conn.execute(
-                    "DELETE FROM wecom_seen WHERE at < clock_timestamp() - make_interval(secs => %s)", (self.local.ttl,)
-                )
             return row is not None
 
         first = self.store.transact(take, MEANWHILE)
