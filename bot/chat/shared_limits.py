@@ -41,7 +41,7 @@ SCHEMA = (
     "lockouts integer NOT NULL DEFAULT 0, locked_until timestamptz NOT NULL DEFAULT 'epoch', "
     "last timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE TABLE IF NOT EXISTS revoked_sessions (session text PRIMARY KEY, expires timestamptz NOT NULL)",
-    # the WeCom channel (bot/api/wecom/shared_memory.py): members' last messages, callbacks already taken
+    # the WeCom channel (bot/api/im/shared_memory.py): members' last messages, callbacks already taken
     "CREATE TABLE IF NOT EXISTS wecom_history (user_key text NOT NULL, at timestamptz NOT NULL "
     "DEFAULT clock_timestamp(), question text NOT NULL, reply text NOT NULL)",
     "CREATE INDEX IF NOT EXISTS wecom_history_user ON wecom_history (user_key, at)",
