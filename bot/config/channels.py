@@ -1,5 +1,6 @@
-"""Settings of the IM channels: the WeCom (企业微信) self-built app's callback (docs/wecom.md). Secrets (callback
-tokens, encryption keys, app secrets) are named here by environment variable and read only from there.
+"""Settings of the IM channels: the WeCom (企业微信) self-built app's callback (docs/wecom.md) and the Feishu (飞书)
+app's event subscription (docs/feishu.md). Secrets (callback tokens, encryption keys, app credentials) are named
+here by environment variable and read only from there.
 
 What every channel has (its callback path, the send API's attempts, the replay window, each user's short memory)
 is one base block, :class:`IMChannelSettings`; a channel adds its credentials' variables and its own limits.
@@ -98,3 +99,43 @@ class WeComSettings(IMChannelSettings):
     def secret(self) -> str:
         """The app's Secret (for the send API) from the environment ("" when unset)."""
         return env_secret(self.secret_env)
+
+
+class FeishuSettings(IMChannelSettings):
+    """The Feishu (飞书 / Lark) app channel: its event subscription URL, its credentials' variables. Off by default."""
+
+    enabled: bool = False
+    """Answer Feishu events at ``path`` (needs the four variables below set in the environment)."""
+    path: str = "/feishu/events"
+    """The event subscription path ("事件与回调 → 请求地址" is https://your-host + this path)."""
+    api_base: str = "https://open.feishu.cn"
+    """The open platform's base URL: https://open.feishu.cn (Feishu) or https://open.larksuite.com (Lark)."""
+    app_id_env: str = "KBBOT_FEISHU_APP_ID"
+    """The environment variable holding the app's App ID (凭证与基础信息 → App ID, cli_...)."""
+    app_secret_env: str = "KBBOT_FEISHU_APP_SECRET"
+    """The environment variable holding the app's App Secret (for the tenant_access_token of the IM API)."""
+    verification_token_env: str = "KBBOT_FEISHU_VERIFICATION_TOKEN"
+    """The environment variable holding the event subscription's Verification Token (事件与回调 → 加密策略)."""
+    encrypt_key_env: str = "KBBOT_FEISHU_ENCRYPT_KEY"
+    """The environment variable holding the Encrypt Key (事件与回调 → 加密策略): events are signed and encrypted with
+    it; the channel refuses every event until it is set."""
+    remember_events_seconds: int = Field(default=43_200, ge=3_600)
+    """Event ids already taken are kept this long (Feishu retries an event it got no 200 for after 5 s, 5 min, 1 h
+    and 6 h): a retry or a replay is answered once, also after a restart (a file in the state folder, or with
+    ``limits.backend: postgres`` the database the replicas share)."""
+
+    def app_id(self) -> str:
+        """The App ID from the environment ("" when unset)."""
+        return env_secret(self.app_id_env)
+
+    def app_secret(self) -> str:
+        """The App Secret from the environment ("" when unset)."""
+        return env_secret(self.app_secret_env)
+
+    def verification_token(self) -> str:
+        """The Verification Token from the environment ("" when unset)."""
+        return env_secret(self.verification_token_env)
+
+    def encrypt_key(self) -> str:
+        """The Encrypt Key from the environment ("" when unset)."""
+        return env_secret(self.encrypt_key_env)

@@ -47,7 +47,7 @@ class TokenCache:
 
 
 def deliver(
-    send_once: Callable[[httpx.Client], None],
+    send_once: Callable[[httpx.Client], object],
     *,
     label: str,
     timeout: float,
@@ -55,8 +55,8 @@ def deliver(
     backoff: float,
     log: logging.Logger,
 ) -> bool:
-    """Call ``send_once`` until it succeeds, at most ``attempts`` times, waiting ``backoff`` seconds before the second
-    try and twice as long after each failure; True when one succeeded, False (logged as an error) when none did.
+    """Call ``send_once`` until it returns (its result unused), at most ``attempts`` times, waiting ``backoff`` seconds
+    before the second try and twice as long after each failure; True when one returned, False (logged) when none did.
 
     ``label`` names the channel in the log; ``log`` is the channel's logger, so its failures are found under it.
     """
