@@ -18,7 +18,7 @@ from bot.chat import shared_limits
 from bot.config.variants import update
 from bot.conversations.inbox import TurnRecord
 from bot.conversations.turn_log import turn_log_from_settings
-from bot.texts import ONLY_TEXT, PICK_HINT
+from bot.texts import ONLY_TEXT, PICK_HINT, TOO_FAST
 from tests.support.feishu import (
     APP_SECRET,
     GROUP_CHAT,
@@ -161,6 +161,17 @@ def test_other_kinds_get_the_bilingual_note_and_rich_text_is_read_as_its_text(fe
     sim.post(message_event("post", post), encrypted=False)  # a signed plain body is read as well
     assert ANSWERED in open_platform.wait_sent(2)[1]["text"]
     assert [t["question"] for t in turns(settings)] == [ADD_KNOWLEDGE]
+
+
+def test_a_member_over_the_per_minute_limit_is_told_to_wait_and_others_are_not(
+    feishu_settings, serve_api, open_platform
+):
+    sim = start(serve_api, update(with_cutoffs(feishu_settings, "sparse", 0.5), {"limits.chat_per_minute": 2}))
+    for _ in range(3):
+        sim.post(text_event("你好"))
+    sim.post(text_event("你好", sender="ou_another_member"))
+    sent = open_platform.wait_sent(4)
+    assert sum(m["text"] == TOO_FAST for m in sent) == 1  # the third of the first member's messages
 
 
 def test_a_clarify_question_then_2_answers_the_second_option(feishu_settings, serve_api, open_platform, tmp_path):
