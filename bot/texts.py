@@ -140,7 +140,7 @@ ANSWERS_NEED_LLM = (
 # -- bot/chat/fallback.py ----------------------------------------------------------------------------
 DID_YOU_MEAN = "您是不是想问 / Did you mean:"  # heads the fixed reply's suggestions (a channel may renumber them)
 
-# -- bot/api/wecom ----------------------------------------------------------------------------------
+# -- bot/api/im (WeCom, Feishu) ----------------------------------------------------------------------
 SORRY = "抱歉，出了点问题，请稍后再问一次。/ Sorry, something went wrong; please ask again in a moment."
 PICK_HINT = "回复序号选择。/ Reply with the number."
 SOURCES_HEAD = "来源 / Sources:"

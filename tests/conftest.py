@@ -305,3 +305,32 @@ def wecom_settings(settings, monkeypatch, qyapi):
         monkeypatch.setenv(getattr(settings.wecom, variable), value)
     on = {"enabled": True, "corp_id": CORP_ID, "agent_id": AGENT_ID, "api_base": qyapi.url}
     return update(settings, {f"wecom.{key}": value for key, value in on.items()})
+
+
+@pytest.fixture
+def open_platform():
+    """A local stand-in for Feishu's open platform (tests/support/feishu.py); stopped after the test."""
+    from tests.support.feishu import OpenPlatform
+
+    platform = OpenPlatform()
+    yield platform
+    platform.close()
+
+
+@pytest.fixture
+def feishu_settings(settings, monkeypatch, open_platform):
+    """The settings with the Feishu channel on, the test app's credentials in the environment and the IM API
+    pointed at ``open_platform``."""
+    from tests.support.feishu import APP_ID, APP_SECRET, ENCRYPT_KEY, VERIFICATION_TOKEN
+
+    credentials = {
+        "app_id_env": APP_ID,
+        "app_secret_env": APP_SECRET,
+        "verification_token_env": VERIFICATION_TOKEN,
+        "encrypt_key_env": ENCRYPT_KEY,
+    }
+    for variable, value in credentials.items():
+        monkeypatch.setenv(getattr(settings.feishu, variable), value)
+    # fast retries: a test of the API being down waits for all of them
+    on = {"enabled": True, "api_base": open_platform.url, "send_retry_seconds": 0.05}
+    return update(settings, {f"feishu.{key}": value for key, value in on.items()})

@@ -131,13 +131,15 @@ def test_with_the_database_down_a_logout_still_holds_where_it_was_made(own_pg, s
 
 
 def test_wecom_memory_falls_back_to_the_replica_s_own_while_the_database_is_down(own_pg, monkeypatch, caplog):
-    from bot.api.wecom.memory import Histories, Seen
-    from bot.api.wecom.shared_memory import SharedHistories, SharedSeen
+    from bot.api.im.memory import Histories, Seen
+    from bot.api.im.shared_memory import SharedHistories, SharedSeen
 
     monkeypatch.setattr(shared_limits, "RETRY_SECONDS", 0.0)
     store = RateStore(own_pg.dsn(), "test", 2)
-    histories = SharedHistories(store, Histories(4, 600, 10), lambda text: text.replace("138", "[phone]"), str.upper)
-    seen = SharedSeen(store, Seen(600))
+    histories = SharedHistories(
+        store, Histories(4, 600, 10), lambda text: text.replace("138", "[phone]"), str.upper, "wecom"
+    )
+    seen = SharedSeen(store, Seen(600), "wecom")
     histories.add("zhangsan", "我的电话138", "好的")
     assert seen.first("m1") and not seen.first("m1")
     with psycopg.connect(own_pg.dsn()) as conn:
@@ -159,13 +161,13 @@ def test_wecom_memory_falls_back_to_the_replica_s_own_while_the_database_is_down
 
 
 def test_the_store_s_prune_deletes_expired_wecom_memories_and_keeps_fresh_ones(pg_dsn, monkeypatch):
-    from bot.api.wecom.memory import Histories, Seen
-    from bot.api.wecom.shared_memory import SharedHistories, SharedSeen
+    from bot.api.im.memory import Histories, Seen
+    from bot.api.im.shared_memory import SharedHistories, SharedSeen
 
     monkeypatch.setattr(shared_limits, "PRUNE_EVERY", 1)  # every transaction prunes
     store = RateStore(pg_dsn, "test", 2)
-    histories = SharedHistories(store, Histories(4, 600, 10), lambda text: text, str.upper)
-    seen = SharedSeen(store, Seen(600))
+    histories = SharedHistories(store, Histories(4, 600, 10), lambda text: text, str.upper, "wecom")
+    seen = SharedSeen(store, Seen(600), "wecom")
     histories.add("zhangsan", "学费是多少？", "1. ... 2. ...")
     assert seen.first("m1")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # an hour ago: older than both memories keep

@@ -17,7 +17,7 @@ from bot.config.variants import replace, update
 from bot.conversations.inbox import TurnRecord
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.texts import ONLY_TEXT, PICK_HINT
-from tests.support.knowledge import FEES, with_cutoffs, with_thresholds, write_knowledge
+from tests.support.knowledge import FEES, shared_by_replicas, with_cutoffs, with_fees
 from tests.support.llm_server import Fault
 from tests.support.wecom import CORP_ID, SECRET, WeComSimulator, enter_agent, image_message, text_message
 
@@ -98,13 +98,7 @@ def test_a_retried_msgid_is_answered_once_events_get_an_empty_200_and_images_a_n
 
 
 def test_a_clarify_question_then_2_answers_the_second_option(wecom_settings, serve_api, tmp_path):
-    write_knowledge(tmp_path / "fees", FEES)
-    wecom_settings = replace(wecom_settings, "knowledge.path", str(tmp_path / "fees"))
-    wecom_settings = with_thresholds(
-        wecom_settings,
-        "sparse",
-        wecom_settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05}),
-    )
+    wecom_settings = with_fees(wecom_settings, tmp_path / "fees")
     sim = start(serve_api, wecom_settings)
     asked = sim.reply(sim.post(text_message("学费是多少？", msg_id="1")))["Content"]
     lines = [line for line in asked.splitlines() if line[:2] in ("1.", "2.", "3.")]
@@ -198,17 +192,7 @@ def test_a_slow_llm_misses_the_budget_and_its_answer_follows_through_the_send_ap
 def test_behind_two_replicas_a_2_on_one_answers_the_question_asked_on_the_other(
     wecom_settings, pg_settings, serve_api, tmp_path, own_stores
 ):
-    write_knowledge(tmp_path / "fees", FEES)
-    sparse = wecom_settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05})
-    shared = update(
-        with_thresholds(wecom_settings, "sparse", sparse),
-        {
-            "knowledge.path": str(tmp_path / "fees"),
-            "log.backend": "postgres",
-            "log.postgres": pg_settings.log.postgres,
-            "limits.backend": "postgres",
-        },
-    )
+    shared = shared_by_replicas(with_fees(wecom_settings, tmp_path / "fees"), pg_settings)
     a = start(serve_api, shared)
     shared_limits._stores.clear()  # replica B opens its own connection, as another process would
     b = start(serve_api, shared)

@@ -1,5 +1,5 @@
 """The WeCom channel's parts without a server: the crypto against WeCom's own sample and the simulator's independent
-implementation, the settings' checks, the plain-text rendering of answers and offers, the per-user memory."""
+implementation, the settings' checks, the callback XML (the parts it shares with Feishu: tests/test_im_parts.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from bot.api.wecom.crypto import CryptoError, WeComCrypto, WrongReceiver
-from bot.api.wecom.memory import Histories, Seen
 from bot.api.wecom.messages import MessageError, incoming
-from bot.api.wecom.render import MAX_BYTES, fit, plain, render
-from bot.chat.answer import Answer, Option, Strategy
-from bot.chat.offers import CLARIFY_TAIL, clarify_text, read_offer
 from bot.config.channels import WeComSettings
 from bot.errors import ConfigError
-from bot.knowledge.entries import Entry
-from bot.search.base import Hit
-from bot.texts import DID_YOU_MEAN, PICK_HINT
 from tests.support import wecom as sim
 
 pytestmark = pytest.mark.unit
@@ -79,72 +72,3 @@ def test_messages_that_are_not_wecoms_are_refused():
         incoming("<xml><Content>hi</Content></xml>")
     with pytest.raises(MessageError, match="not XML"):
         incoming("<xml>")
-
-
-def answer(text: str, strategy: Strategy = Strategy.VERBATIM, options: tuple[Option, ...] = ()) -> Answer:
-    return Answer(question="q", text=text, strategy=strategy, mode="sparse", options=options)
-
-
-def test_markdown_becomes_plain_text():
-    text = "## 标题\n**加粗** 和 `代码`，见 [文档](https://example.org/a)。\n* 一项\n![图](https://x/y.png)"
-    assert plain(text) == "标题\n加粗 和 代码，见 文档 (https://example.org/a)。\n- 一项\n图"
-
-
-def test_a_clarify_question_keeps_the_cores_numbering_once_with_the_pick_hint():
-    core = clarify_text(["本科生学费是多少？", "研究生学费是多少？"])
-    shown = render(
-        answer(core, Strategy.CLARIFY, (Option("a", "本科生学费是多少？"), Option("b", "研究生学费是多少？")))
-    )
-    assert shown.count("1.") == 1 and shown.count("2.") == 1 and CLARIFY_TAIL not in shown
-    offer = read_offer(shown)
-    assert offer is not None, shown
-    assert shown.endswith(PICK_HINT) and offer.questions == ("本科生学费是多少？", "研究生学费是多少？")
-
-
-def test_did_you_mean_suggestions_are_renumbered_so_a_number_picks_one():
-    text = f"没有找到答案。\n\n{DID_YOU_MEAN}\n- 甲？\n- 乙？"
-    shown = render(answer(text, Strategy.LAST_RESORT, (Option("a", "甲？"), Option("b", "乙？"))))
-    assert "- 甲？" not in shown and "1. 甲？" in shown and "2. 乙？" in shown
-    offer = read_offer(shown)
-    assert offer is not None and offer.questions == ("甲？", "乙？")
-    one = render(answer(f"没有找到答案。\n\n{DID_YOU_MEAN}\n- 甲？", Strategy.LAST_RESORT, (Option("a", "甲？"),)))
-    offer = read_offer(one)
-    assert offer is not None and offer.kind == "confirm"
-
-
-def test_sources_are_listed_only_when_asked_and_only_under_answers():
-    entry = Entry(id="faq:a", query="怎么连接校园网？", document="...")
-    hit = Hit(entry=entry, relevance=0.9, score=9.0, searcher="sparse")
-    answered = Answer(question="q", text="连接 SYSU-WiFi。", strategy=Strategy.VERBATIM, mode="sparse", hits=[hit])
-    assert render(answered, show_sources=True).endswith("来源 / Sources:\n- 怎么连接校园网？")
-    assert "来源" not in render(answered)
-    handed = Answer(question="q", text="转人工", strategy=Strategy.HANDOFF, mode="sparse", hits=[hit])
-    assert "来源" not in render(handed, show_sources=True)
-
-
-def test_long_answers_fit_in_one_text_message():
-    cut = fit("汉" * 2000)
-    assert len(cut.encode()) <= MAX_BYTES and cut.endswith("cut short）")
-    assert fit("short") == "short"
-
-
-def test_histories_expire_are_bounded_and_per_user():
-    now = [0.0]
-    memory = Histories(size=4, ttl=60, max_users=2, clock=lambda: now[0])
-    memory.add("a", "q1", "r1")
-    memory.add("a", "q2", "r2")
-    memory.add("a", "q3", "r3")
-    assert [m["content"] for m in memory.get("a")] == ["q2", "r2", "q3", "r3"] and memory.get("b") == []
-    memory.add("b", "x", "y")
-    memory.add("c", "x", "y")  # a third user: the least recently active ("a") is dropped
-    assert memory.get("a") == [] and len(memory) == 2
-    now[0] = 61.0
-    assert memory.get("b") == []
-
-
-def test_seen_takes_a_key_once_within_its_ttl():
-    now = [0.0]
-    seen = Seen(ttl=10, clock=lambda: now[0])
-    assert seen.first("id:1") and not seen.first("id:1") and seen.first("id:2")
-    now[0] = 11.0
-    assert seen.first("id:1")

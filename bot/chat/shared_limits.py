@@ -1,5 +1,5 @@
 """Rate limits that hold across replicas: every limiter's events counted in PostgreSQL (``limits.backend: postgres``),
-beside the other state the replicas share there: login failures, admin logouts, WeCom's short histories.
+beside the other state the replicas share there: login failures, admin logouts, the IM channels' short histories.
 
 Behind a load balancer each replica's in-memory limiter (bot/chat/ratelimit.py) counts only what reached it, so a
 client hitting three replicas gets three times its limit. Here the events of every replica are rows of one table
@@ -31,6 +31,7 @@ T = TypeVar("T")
 RETRY_SECONDS = 2.0  # after a failed connection, limiters let messages through this long before trying again
 LOGIN_MEMORY = 900.0  # seconds an idle login record is kept (bot/chat/logins.py MAX_LOCKOUT)
 PRUNE_EVERY = 500  # checks between deletions of events older than the longest window
+IM_CHANNELS = ("wecom", "feishu")  # bot/api/im/shared_memory.py Channel: one pair of tables each
 SCHEMA_LOCK = 7_402_417  # advisory lock id: replicas starting at once create the table one at a time
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rate_events (limiter text NOT NULL, key text NOT NULL, "
@@ -41,11 +42,18 @@ SCHEMA = (
     "lockouts integer NOT NULL DEFAULT 0, locked_until timestamptz NOT NULL DEFAULT 'epoch', "
     "last timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE TABLE IF NOT EXISTS revoked_sessions (session text PRIMARY KEY, expires timestamptz NOT NULL)",
-    # the WeCom channel (bot/api/wecom/shared_memory.py): members' last messages, callbacks already taken
-    "CREATE TABLE IF NOT EXISTS wecom_history (user_key text NOT NULL, at timestamptz NOT NULL "
-    "DEFAULT clock_timestamp(), question text NOT NULL, reply text NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS wecom_history_user ON wecom_history (user_key, at)",
-    "CREATE TABLE IF NOT EXISTS wecom_seen (key text PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    # the IM channels (bot/api/im/shared_memory.py): members' last messages, callbacks already taken, per channel
+    *(
+        statement
+        for channel in IM_CHANNELS
+        for statement in (
+            f"CREATE TABLE IF NOT EXISTS {channel}_history (user_key text NOT NULL, at timestamptz NOT NULL "
+            "DEFAULT clock_timestamp(), question text NOT NULL, reply text NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {channel}_history_user ON {channel}_history (user_key, at)",
+            f"CREATE TABLE IF NOT EXISTS {channel}_seen (key text PRIMARY KEY, at timestamptz NOT NULL "
+            "DEFAULT clock_timestamp())",
+        )
+    ),
 )
 
 

@@ -35,7 +35,7 @@ def add_log_arguments(parser: argparse.ArgumentParser, common: list[argparse.Arg
     stats.add_argument("--since", help="only turns at or after this ISO date/time (UTC unless it says otherwise)")
     stats.add_argument("--until", help="only turns before this ISO date/time")
     stats.add_argument(
-        "--source", choices=["web", "api", "widget", "wecom", "cli"], help="only turns from this front end"
+        "--source", choices=["web", "api", "widget", "wecom", "feishu", "cli"], help="only turns from this front end"
     )
 
 

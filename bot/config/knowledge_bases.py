@@ -3,8 +3,9 @@ holds only what differs, deep-merged over the top level and validated as a whole
 
 What each one gets of its own unless it sets it: a state folder ``<state_dir>/kb/<name>`` (index, conversation
 log, inbox, knowledge history, locks) and admin credentials from ``KBBOT_ADMIN_USER_<NAME>`` /
-``KBBOT_ADMIN_PASSWORD_<NAME>`` (so the default's admin is not theirs). The widget and the WeCom channel are served
-for the default knowledge base only (one ``/widget.js``, one callback URL), so another one may not enable them.
+``KBBOT_ADMIN_PASSWORD_<NAME>`` (so the default's admin is not theirs). The widget and the WeCom and Feishu channels
+are served for the default knowledge base only (one ``/widget.js``, one callback URL each), so another one may not
+enable them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from bot.config.settings import DEFAULT_KB, Settings, finish_loading, validated
 from bot.errors import ConfigError
 
-DEFAULT_ONLY = ("widget", "wecom")  # blocks served once per app, for the default knowledge base
+DEFAULT_ONLY = ("widget", "wecom", "feishu")  # blocks served once per app, for the default knowledge base
 
 
 def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from bot.config.base import Strict, check_template, default_of
-from bot.config.channels import WeComSettings
+from bot.config.channels import FeishuSettings, WeComSettings
 from bot.config.dense import DenseSettings, E5Settings, FastTextSettings, OpenAIEmbeddingSettings
 from bot.config.knowledge import KnowledgeSettings, LintSettings, RoutingSettings
 from bot.config.ladder import (
@@ -216,6 +216,7 @@ class Settings(Strict):
     api: APISettings = Field(default_factory=APISettings)
     widget: WidgetSettings = Field(default_factory=WidgetSettings)
     wecom: WeComSettings = Field(default_factory=WeComSettings)
+    feishu: FeishuSettings = Field(default_factory=FeishuSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)

@@ -145,7 +145,7 @@ class SqlTurnLog:
         source: str | None = None,
         now: datetime | None = None,
     ) -> int:
-        """Store one answered turn (``source``: "web", "api", "widget", "wecom", "cli"; ``client``: an opaque caller label); its id."""
+        """Store one answered turn (``source``: "web", "api", "widget", "wecom", "feishu", "cli"; ``client``: an opaque caller label); its id."""
         row = turn_row(answer, session, client, source, utc_iso(now or self.clock()), self.mask)
         used = sorted({h["id"] for h in json.loads(row["hits"]) if h["used"]})  # one lock order for every writer
         with self._write() as c:

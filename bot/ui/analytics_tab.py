@@ -33,6 +33,7 @@ SOURCES = [
     ("API", "api"),
     ("聊天窗口 / Widget", "widget"),
     ("企业微信 / WeCom", "wecom"),
+    ("飞书 / Feishu", "feishu"),
     ("命令行 / CLI", "cli"),
 ]
 ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly

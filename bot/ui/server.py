@@ -27,8 +27,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_server(settings, bot=None):
     """The Gradio Blocks of the default knowledge base and the routes of the rest: the OpenAI-compatible API over
-    every knowledge base (when ``api.enabled``), the widget and WeCom (the default's), the admin logins, and each
-    other knowledge base's page at /kb/<name>/ (mounted by :func:`serve`). ``bot``: the default's, ready."""
+    every knowledge base (when ``api.enabled``), the widget, WeCom and Feishu (the default's), the admin logins, and
+    each other knowledge base's page at /kb/<name>/ (mounted by :func:`serve`). ``bot``: the default's, ready."""
     from bot.api import api_router, widget_router
     from bot.config.settings import DEFAULT_KB
     from bot.deployment import Deployment
@@ -47,6 +47,10 @@ def build_server(settings, bot=None):
         from bot.api.wecom import wecom_router
 
         routes += wecom_router(bot, settings).routes
+    if settings.feishu.enabled:  # the Feishu app's event subscription (docs/feishu.md)
+        from bot.api.feishu import feishu_router
+
+        routes += feishu_router(bot, settings).routes
     if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += demo.admin.router().routes
     for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...

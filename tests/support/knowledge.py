@@ -64,6 +64,25 @@ def with_thresholds(settings: Settings, system: str, cutoffs: Cutoffs) -> Settin
     return replace(settings, "retrieval.thresholds", FrozenDict({**settings.retrieval.thresholds, system: cutoffs}))
 
 
+def with_fees(settings: Settings, folder: Path) -> Settings:
+    """A copy of ``settings`` answering from :data:`FEES` (written to ``folder``), with cut-offs that make
+    "学费是多少？" a clarify question between its two entries."""
+    from bot.config.variants import replace
+
+    write_knowledge(folder, FEES)
+    sparse = settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.3, "clarify": 0.05})
+    return replace(with_thresholds(settings, "sparse", sparse), "knowledge.path", str(folder))
+
+
+def shared_by_replicas(settings: Settings, pg_settings: Settings) -> Settings:
+    """A copy of ``settings`` with the log and the limits (and the IM channels' memories) in the PostgreSQL
+    database of ``pg_settings``, as replicas behind a load balancer share them."""
+    from bot.config.variants import update
+
+    shared = {"log.backend": "postgres", "log.postgres": pg_settings.log.postgres, "limits.backend": "postgres"}
+    return update(settings, shared)
+
+
 def full_config() -> dict:
     """The repository's config.yaml with every default filled in, as plain data: tests edit any key of it.
 

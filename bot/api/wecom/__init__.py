@@ -1,8 +1,8 @@
 """The WeCom (企业微信) channel: a self-built app's message callback in safe mode (docs/wecom.md).
 
-``crypto`` signs and encrypts as WXBizMsgCrypt does, ``messages`` reads and writes the callback XML, ``render``
-turns an Answer into plain text with numbered options, ``memory`` keeps each user's short history and the messages
-already taken, ``sender`` is the send API client, ``callback`` the routes. The core owns the turn; this translates.
+``crypto`` signs and encrypts as WXBizMsgCrypt does, ``messages`` reads and writes the callback XML, ``sender`` is
+the send API client, ``callback`` the routes. The plain-text answers, each user's short history and the messages
+already taken are the IM channels' shared parts (``bot.api.im``). The core owns the turn; this translates.
 """
 
 from __future__ import annotations

@@ -21,10 +21,13 @@ from starlette.requests import Request  # at run time: FastAPI reads the handler
 from starlette.responses import PlainTextResponse, Response
 
 from bot.api.bodies import read_capped
+from bot.api.im.memory import Histories, Seen
+from bot.api.im.render import render
+from bot.api.im.shared_memory import SharedHistories, SharedSeen
 from bot.api.wecom.crypto import CryptoError, WeComCrypto, WrongReceiver
-from bot.api.wecom.memory import Histories, Seen
 from bot.api.wecom.messages import (
     MAX_BODY_BYTES,
+    MAX_TEXT_BYTES,
     Incoming,
     MessageError,
     encrypted_reply,
@@ -32,9 +35,7 @@ from bot.api.wecom.messages import (
     incoming,
     text_reply,
 )
-from bot.api.wecom.render import render
 from bot.api.wecom.sender import WeComSender
-from bot.api.wecom.shared_memory import SharedHistories, SharedSeen
 from bot.chat.limits import chat_per_minute
 from bot.chat.ratelimit import rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
@@ -74,8 +75,8 @@ class WeComAPI:
         self.seen: Seen | SharedSeen = Seen(2.0 * s.max_clock_skew_seconds)
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: any replica may get the user's next message, or a retry
-            self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of)
-            self.seen = SharedSeen(store, self.seen)
+            self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of, "wecom")
+            self.seen = SharedSeen(store, self.seen, "wecom")
         self.per_minute = rate_limiter(settings, "wecom-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
             max_workers=max(2, settings.ui.concurrency), thread_name_prefix="wecom-answer"
@@ -177,7 +178,7 @@ class WeComAPI:
         """The bot's answer to a text message as WeCom text, remembered in the user's history (worker thread)."""
         history = self.histories.get(message.user)
         answer = self.bot.answer(message.content, history, None, session=self.session_of(message.user), source="wecom")
-        text = render(answer, self.settings.show_sources)
+        text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(message.user, message.content, text)
         return text
 

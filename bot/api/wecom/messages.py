@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+MAX_TEXT_BYTES = 2048  # WeCom's limit for the content of a text message
 MAX_BODY_BYTES = 64_000  # a text message is at most 2,048 bytes; the envelope adds little
 
 

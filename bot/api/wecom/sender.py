@@ -7,26 +7,16 @@ Failures are logged with WeCom's errcode, never with the secret or the token, an
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from typing import Any
 
 import httpx
 
+from bot.api.im.delivery import SendError, TokenCache, deliver
 from bot.config.channels import WeComSettings
 
 log = logging.getLogger(__name__)
 
 EXPIRED_TOKEN = {40014, 42001}  # invalid / expired access_token: fetch a new one and try again
-EARLY = 300.0  # renew the token this many seconds before WeCom says it expires
-
-
-class SendError(RuntimeError):
-    """A send API call that failed (the reason carries WeCom's errcode, never a credential)."""
-
-    def __init__(self, reason: str, code: int | None = None):
-        super().__init__(reason)
-        self.code = code
 
 
 class WeComSender:
@@ -37,30 +27,22 @@ class WeComSender:
         self._secret = settings.secret()
         self.timeout, self.attempts = settings.send_timeout_seconds, settings.send_attempts
         self.backoff = settings.send_retry_seconds  # before the second attempt, doubled after each failure
-        self._token: tuple[str, float] | None = None  # (access_token, monotonic time it is renewed)
-        self._lock = threading.Lock()
+        self.tokens = TokenCache(self._fetch_token)
 
     def __repr__(self) -> str:  # never the secret or the token
         return f"WeComSender({self.api_base!r}, corp_id={self.corp_id!r}, agent_id={self.agent_id})"
 
-    def access_token(self, http: httpx.Client, fresh: bool = False) -> str:
-        """The cached access token, fetched with ``gettoken`` when missing, expiring or ``fresh``."""
-        with self._lock:
-            if not fresh and self._token and time.monotonic() < self._token[1]:
-                return self._token[0]
-            if not self._secret:
-                raise SendError("no app secret: set the variable named by wecom.secret_env")
-            data = self._json(
-                http.get(
-                    f"{self.api_base}/cgi-bin/gettoken", params={"corpid": self.corp_id, "corpsecret": self._secret}
-                )
-            )
-            token = data.get("access_token")
-            if not isinstance(token, str) or not token:
-                raise SendError("gettoken returned no access_token")
-            lifetime = float(data.get("expires_in") or 7200)
-            self._token = (token, time.monotonic() + max(lifetime - EARLY, lifetime / 2))
-            return token
+    def _fetch_token(self, http: httpx.Client) -> tuple[str, float]:
+        """A new access token from ``gettoken`` and its lifetime in seconds."""
+        if not self._secret:
+            raise SendError("no app secret: set the variable named by wecom.secret_env")
+        data = self._json(
+            http.get(f"{self.api_base}/cgi-bin/gettoken", params={"corpid": self.corp_id, "corpsecret": self._secret})
+        )
+        token = data.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise SendError("gettoken returned no access_token")
+        return token, float(data.get("expires_in") or 7200)
 
     @staticmethod
     def _json(response: httpx.Response) -> dict[str, Any]:
@@ -80,29 +62,22 @@ class WeComSender:
 
     def _send_once(self, http: httpx.Client, user: str, content: str) -> None:
         body = {"touser": user, "msgtype": "text", "agentid": self.agent_id, "text": {"content": content}, "safe": 0}
-        token = self.access_token(http)
+        token = self.tokens.get(http)
         try:
             self._json(http.post(f"{self.api_base}/cgi-bin/message/send", params={"access_token": token}, json=body))
         except SendError as exc:
             if exc.code not in EXPIRED_TOKEN:
                 raise
-            token = self.access_token(http, fresh=True)  # WeCom revoked it early: one more try with a new one
+            token = self.tokens.get(http, fresh=True)  # WeCom revoked it early: one more try with a new one
             self._json(http.post(f"{self.api_base}/cgi-bin/message/send", params={"access_token": token}, json=body))
 
     def send_text(self, user: str, content: str) -> bool:
         """Send ``content`` to ``user``; True when WeCom took it, False (logged) after ``attempts`` failures."""
-        delay = self.backoff
-        with httpx.Client(timeout=self.timeout) as http:
-            for attempt in range(1, self.attempts + 1):
-                try:
-                    self._send_once(http, user, content)
-                    return True
-                except (SendError, httpx.HTTPError) as exc:
-                    # httpx errors name the URL, and the URL carries the token: log the kind of error only
-                    reason = str(exc) if isinstance(exc, SendError) else type(exc).__name__
-                    log.warning("WeCom send attempt %d/%d failed: %s", attempt, self.attempts, reason)
-                if attempt < self.attempts:
-                    time.sleep(delay)
-                    delay *= 2
-        log.error("WeCom answer not delivered after %d attempts", self.attempts)
-        return False
+        return deliver(
+            lambda http: self._send_once(http, user, content),
+            label="WeCom",
+            timeout=self.timeout,
+            attempts=self.attempts,
+            backoff=self.backoff,
+            log=log,
+        )

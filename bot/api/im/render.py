@@ -1,5 +1,5 @@
-"""An Answer as a WeCom text message: plain text (WeCom shows Markdown as typed), offers as numbered lines the
-user answers by number, sources optionally as a short list, cut to the 2,048 bytes a text message may hold.
+"""An Answer as an IM text message: plain text (WeCom and Feishu text messages show Markdown as typed), offers as
+numbered lines the user answers by number, sources optionally as a short list, cut to what one message may hold.
 
 The rendered text is also what the channel keeps as the assistant's message in the user's history, so the core
 reads a reply ("2", "是的") to a numbered list or a confirm question from it exactly as it does through the API.
@@ -13,8 +13,6 @@ from bot.chat.answer import Answer, Decision
 from bot.chat.offers import CLARIFY_HEAD, CLARIFY_TAIL, clarify_text, confirm_text, read_offer
 from bot.texts import CUT_SHORT as CUT
 from bot.texts import DID_YOU_MEAN, PICK_HINT, SOURCES_HEAD
-
-MAX_BYTES = 2048  # WeCom's limit for the content of a text message
 
 _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]+)[^)]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
@@ -50,8 +48,8 @@ def with_offer(answer: Answer) -> str:
     return f"{text}\n\n{clarify_text(questions).replace(CLARIFY_TAIL, PICK_HINT)}"
 
 
-def render(answer: Answer, show_sources: bool = False) -> str:
-    """The text message for ``answer``."""
+def render(answer: Answer, max_bytes: int, show_sources: bool = False) -> str:
+    """The text message for ``answer``, at most ``max_bytes`` UTF-8 bytes."""
     text = with_offer(answer)
     head, found, offered = text.partition(CLARIFY_HEAD)
     # the numbered lines stay exactly as the core will read them
@@ -62,10 +60,10 @@ def render(answer: Answer, show_sources: bool = False) -> str:
     if show_sources and answer.decision is Decision.ANSWER and answer.hits:
         seen = list(dict.fromkeys(h.entry.query for h in answer.hits))[:3]
         text += f"\n\n{SOURCES_HEAD}\n" + "\n".join(f"- {q}" for q in seen)
-    return fit(text)
+    return fit(text, max_bytes)
 
 
-def fit(text: str, limit: int = MAX_BYTES) -> str:
+def fit(text: str, limit: int) -> str:
     """``text`` cut (at a character boundary) so that it fits in ``limit`` UTF-8 bytes."""
     if len(text.encode("utf-8")) <= limit:
         return text

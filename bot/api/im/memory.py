@@ -1,6 +1,6 @@
-"""What the WeCom channel remembers in memory: each user's last messages (WeCom sends no history, and a reply "2"
-needs the question it answers) and the messages already taken (WeCom retries a slow callback with the same MsgId).
-Both are bounded in size and time; nothing here is written to disk."""
+"""What an IM channel remembers in memory: each conversation's last messages (WeCom and Feishu send no history, and
+a reply "2" needs the question it answers) and the events already taken (both platforms retry a callback they got
+no timely answer to, with the same id). Both are bounded in size and time; nothing here is written to disk."""
 
 from __future__ import annotations
 
