@@ -37,7 +37,7 @@ from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
 from bot.knowledge.store import KnowledgeStore, StaleEditError
-from bot.search.healing import clean_stale_temp, file_digest
+from bot.search.integrity import clean_stale_temp, file_digest
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from tests.support.fault_injection import plant_stale_temp, save_same_id, scramble, segment_files

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import mode_arguments, publish, shared_folder
 from benchmarks.ladder import STATE, build
-from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.conversations.suggestions import suggestions
+from bot.editing.editor import KnowledgeEditor
 from bot.factory import build_store
 from bot.knowledge.entries import load_entries
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
 from bot.chat.chitchat import ChitChat
-from bot.chat.conversation import QueryRewriter
 from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
@@ -19,15 +18,16 @@ from bot.chat.llm import ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder
+from bot.chat.recorder import TurnRecorder
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
+from bot.chat.standalone import QueryRewriter
 from bot.chat.steps import Ladder
 from bot.chat.steps.translate import Translator
 from bot.config.settings import Settings
 from bot.config.watch import ConfiguredMode
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import PrivacyPolicy
-from bot.conversations.recorder import TurnRecorder
 from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
 from bot.errors import KnowledgeError
 from bot.knowledge.shared import KnowledgeSync
@@ -76,7 +76,7 @@ def build_llm(settings: Settings) -> ChatModel | None:
 def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
     """The knowledge index with every mode's searcher factory (nothing is built yet); with ``background`` (a
     server) its updates run off the request path. Temporary files a killed process left are removed first."""
-    from bot.search.healing import clean_stale_temp
+    from bot.search.integrity import clean_stale_temp
 
     clean_stale_temp([settings.resolve(settings.state_dir)])
     tokenizer = build_tokenizer(settings)
@@ -98,7 +98,7 @@ def knowledge_sync(settings: Settings) -> KnowledgeSync | None:
     folder is the knowledge; ConfigError (naming the variable) for a missing or malformed DSN."""
     if settings.knowledge.shared == "none":
         return None
-    from bot.chat.shared_knowledge import shared_knowledge
+    from bot.knowledge.shared_knowledge import shared_knowledge
 
     state = settings.resolve(settings.state_dir)
     pg = settings.log.postgres

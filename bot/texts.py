@@ -52,7 +52,7 @@ REPHRASE_REPLY = (
 # -- bot/chat/respond.py ---------------------------------------------------------------------------
 VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
 
-# -- bot/chat/services.py --------------------------------------------------------------------------
+# -- bot/chat/status.py --------------------------------------------------------------------------
 NOT_BUILT = (
     "{mode} 索引尚未建立，下一条消息会建立它（可能需要一些时间）。"
     "/ The {mode} index is not built yet; the next message builds it (this may take a while)."
@@ -77,7 +77,7 @@ FALLBACK_NOTICE = (
     "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
 )
 
-# -- bot/search/healing.py -------------------------------------------------------------------------
+# -- bot/search/integrity.py -------------------------------------------------------------------------
 BUILDING_NOTICE = "索引构建中…暂由 {mode} 模式回答。/ Index building… answering from the {mode} mode meanwhile."
 BUILDING_ALONE = "索引构建中…暂无检索结果。/ Index building… no search results yet."
 HEALING_NOTICE = (

@@ -264,7 +264,7 @@ def pg_settings(settings, pg_dsn, monkeypatch) -> Settings:
 def own_stores():
     """The process's shared-state stores (limits.backend: postgres) opened by the test are closed and forgotten
     after it."""
-    from bot.chat import shared_limits
+    from bot.serving import shared_limits
 
     yield
     for store in list(shared_limits._stores.values()):

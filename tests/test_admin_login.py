@@ -1,4 +1,4 @@
-"""The admin login (``POST /admin/login``) is throttled as the chat login is (bot.chat.logins.ThrottledLogin): wrong
+"""The admin login (``POST /admin/login``) is throttled as the chat login is (bot.serving.logins.ThrottledLogin): wrong
 passwords lock the username + address pair out (429, a message saying when to retry, even the right password is
 refused), the lockout ends, a success clears the record, and another address is not affected. A clock is injected:
 no test sleeps."""
@@ -9,8 +9,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from bot.chat.logins import ADDRESS_FAILURES_PER_MINUTE, ThrottledLogin, locked_message
 from bot.config.variants import replace
+from bot.serving.logins import ADDRESS_FAILURES_PER_MINUTE, ThrottledLogin, locked_message
 from bot.ui.admin import COOKIE, AdminAuth
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bot.chat.services import example_questions
+from bot.chat.status import example_questions
 from bot.config.variants import replace
 from bot.errors import BotError
 from bot.factory import build_bot, build_store

@@ -14,10 +14,10 @@ import time
 import psycopg
 import pytest
 
-from bot.chat import shared_limits
 from bot.config.variants import update
 from bot.conversations.inbox import TurnRecord
 from bot.conversations.turn_log import turn_log_from_settings
+from bot.serving import shared_limits
 from bot.texts import ONLY_TEXT, PICK_HINT, TOO_FAST
 from tests.support.feishu import (
     APP_SECRET,

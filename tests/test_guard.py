@@ -16,10 +16,10 @@ import pytest
 
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import OpenAIChat
-from bot.chat.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
 from bot.config.variants import replace
 from bot.errors import LLMTimeoutError
 from bot.logfilter import RepeatFilter
+from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
 from bot.ui.guard import CSP, safe_markdown
 from tests.support.serving import ADMIN_COOKIE as ADMIN
 from tests.support.serving import admin_call as call
@@ -115,7 +115,7 @@ def test_chat_and_admin_logins_are_throttled_alike_even_with_the_right_password(
 
 
 def test_one_address_spraying_many_usernames_is_refused_for_the_rest_of_the_minute():
-    from bot.chat.logins import ADDRESS_FAILURES_PER_MINUTE
+    from bot.serving.logins import ADDRESS_FAILURES_PER_MINUTE
 
     clock = [0.0]
     throttle = ThrottledLogin(credentials_check("alice", "pw"), failures=3, lockout=30, clock=lambda: clock[0])

@@ -20,8 +20,8 @@ from bot.config.variants import replace
 from bot.factory import build_bot, build_index
 from bot.knowledge.entries import load_entries
 from bot.search.encoders.base import Encoder, normalize_rows
-from bot.search.healing import clean_stale_temp
 from bot.search.index import KnowledgeIndex
+from bot.search.integrity import clean_stale_temp
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.texts import BUILDING_ALONE, HEALING_ALONE
 from tests.support.fault_injection import plant_stale_temp, scramble, segment_files
@@ -276,7 +276,7 @@ def test_damaged_fasttext_model_the_app_starts_and_retrains(settings):
         time.sleep(0.2)
     assert answer.hits and answer.hits[0].searcher == "faiss" and not answer.notice
     state = json.loads((model_dir / "fasttext.json").read_text(encoding="utf-8"))
-    from bot.search.healing import file_digest
+    from bot.search.integrity import file_digest
 
     assert state["model_digest"] == file_digest(model_dir / "fasttext.bin")
     assert not [p for p in model_dir.iterdir() if p.name.startswith(".kbbot-ft-")]  # staging folder gone

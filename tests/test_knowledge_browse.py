@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.entry_table import entry_page, safe_hit_counts
+from bot.editing.entry_table import entry_page, safe_hit_counts
 from bot.errors import KnowledgeError
 from bot.knowledge.csv_io import export_csv, import_csv, read_csv, template_csv
 from bot.knowledge.entries import Entry, load_entries

@@ -11,7 +11,7 @@ import yaml
 
 from bot.config.settings import LintSettings
 from bot.config.variants import replace
-from bot.evaluation.lint import (
+from bot.evaluation.knowledge_check import (
     EMPTY_DOCUMENT,
     IMPORT_DUPLICATE,
     MAGNET,

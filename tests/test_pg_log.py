@@ -12,11 +12,11 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
+from bot.chat.recorder import TurnRecorder
 from bot.config.settings import LogSettings
 from bot.config.variants import replace
 from bot.conversations.log_store import TurnLogError
 from bot.conversations.pg_log import PgTurnLog
-from bot.conversations.recorder import TurnRecorder
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.factory import build_bot, build_recorder
 from tests.support.answers import answered
@@ -103,7 +103,7 @@ def test_a_server_killed_mid_run_keeps_the_chat_answering_and_recording_resumes(
     recorder = TurnRecorder(log)
     assert recorder.record(answered(), "s").turn_id == 1
     own_pg.stop("immediate")  # no clean shutdown: the connection just dies
-    with caplog.at_level(logging.ERROR, logger="bot.conversations.recorder"):
+    with caplog.at_level(logging.ERROR, logger="bot.chat.recorder"):
         lost = recorder.record(answered("断线时的问题"), "s")
         assert lost.turn_id is None and lost.text == "八点到十点。"
         assert not recorder.feedback(1, -1)

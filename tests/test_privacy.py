@@ -202,7 +202,7 @@ def test_retention_runs_on_its_own_and_the_page_reports_it(tmp_path):
     turn_log = TurnLog(tmp_path / "log.sqlite", retention_days=5, retention_rows=0, clock=lambda: clock[0])
     turn_log.record(_turn("很久以前的问题"), "s")
     clock[0] = datetime.now(UTC)
-    from bot.conversations.recorder import TurnRecorder
+    from bot.chat.recorder import TurnRecorder
 
     recorder = TurnRecorder(turn_log)
     recorder.purge_every(0.05)

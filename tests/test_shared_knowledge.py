@@ -19,11 +19,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bot.chat import shared_knowledge
 from bot.config.settings import Settings
 from bot.config.variants import update
 from bot.errors import ConfigError
 from bot.factory import build_index, build_store
+from bot.knowledge import shared_knowledge
 from bot.knowledge.store import ABSENT, KnowledgeWriteError, StaleEditError
 from tests.support.knowledge import TINY, write_knowledge
 
@@ -140,7 +140,7 @@ def test_an_empty_database_is_seeded_once_and_then_wins_over_local_files(
     other = replica(settings, tmp_path, "b", pg_dsn, monkeypatch, knowledge={"x": {"query": "q", "document": "d"}})
     write_knowledge(other.resolve(other.knowledge.path), {"y": {"query": "q2", "document": "d2"}}, "only-b.json")
     build_store(first)  # the first to start seeds the database from its folder
-    with caplog.at_level(logging.INFO, logger="bot.chat.shared_knowledge"):
+    with caplog.at_level(logging.INFO, logger="bot.knowledge.shared_knowledge"):
         store_b = build_store(other)
     assert store_b.files() == ["faq.json"]  # B's own files were replaced by the shared knowledge
     assert json.loads(store_b.folder.joinpath("faq.json").read_text(encoding="utf-8")) == TINY
@@ -194,7 +194,7 @@ def test_a_database_that_is_down_keeps_reads_serving_and_refuses_edits(
     monkeypatch.setattr(shared_knowledge, "RETRY_SECONDS", 0.0)
     a = replica(settings, tmp_path, "a", own_pg.dsn(), monkeypatch)
     own_pg.stop("immediate")
-    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_knowledge"):
+    with caplog.at_level(logging.ERROR, logger="bot.knowledge.shared_knowledge"):
         store, index = build_store(a), build_index(a)  # down at start: the local folder serves
     index.load()
     assert len(index.entries) == len(TINY) and "not synced at start" in caplog.text
@@ -208,7 +208,7 @@ def test_a_database_that_is_down_keeps_reads_serving_and_refuses_edits(
         store.upsert_entry("faq.json", None, "新问题", "新答案", "", expected_version=ABSENT)
     assert (store.folder / "faq.json").read_bytes() == before
     caplog.clear()
-    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_knowledge"):
+    with caplog.at_level(logging.ERROR, logger="bot.knowledge.shared_knowledge"):
         index.refresh()  # the mirror keeps serving
     assert "unreachable" in caplog.text and own_pg.dsn() not in caplog.text
     assert len(index.entries) == len(TINY)

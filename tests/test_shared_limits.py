@@ -10,11 +10,11 @@ import openai
 import psycopg
 import pytest
 
-from bot.chat import shared_limits
-from bot.chat.ratelimit import SlidingWindowLimiter, rate_limiter
-from bot.chat.shared_limits import RateStore, SharedLimiter
 from bot.config.variants import update
 from bot.errors import ConfigError
+from bot.serving import shared_limits
+from bot.serving.ratelimit import SlidingWindowLimiter, rate_limiter
+from bot.serving.shared_limits import RateStore, SharedLimiter
 from tests.support.serving import client
 
 pytestmark = pytest.mark.e2e
@@ -61,7 +61,7 @@ def test_a_database_that_is_down_lets_messages_through_and_is_tried_again(own_pg
     limiter = SharedLimiter(RateStore(own_pg.dsn(), "test", 2), "api-chat", 1, 60.0)
     assert limiter.allow("k") and not limiter.allow("k")
     own_pg.stop("immediate")
-    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
+    with caplog.at_level(logging.ERROR, logger="bot.serving.shared_limits"):
         assert limiter.allow("k")  # let through, not refused: the chat keeps working
     assert "unreachable" in caplog.text and own_pg.dsn() not in caplog.text
     own_pg.start()
@@ -120,7 +120,7 @@ def test_with_the_database_down_a_logout_still_holds_where_it_was_made(own_pg, s
     cookie = a.token()
     assert b.valid(cookie)
     own_pg.stop("immediate")
-    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
+    with caplog.at_level(logging.ERROR, logger="bot.serving.shared_limits"):
         a.revoke(cookie)
         assert not a.valid(cookie)  # this replica saw the logout
         assert b.valid(cookie)  # the other cannot know it while the database is down (logged)
@@ -147,7 +147,7 @@ def test_wecom_memory_falls_back_to_the_replica_s_own_while_the_database_is_down
             ("ZHANGSAN", "我的电话[phone]")
         ]
     own_pg.stop("immediate")
-    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
+    with caplog.at_level(logging.ERROR, logger="bot.serving.shared_limits"):
         assert histories.get("zhangsan") == []  # the replica's own memory: nothing said here yet
         histories.add("zhangsan", "学费是多少？", "1. ... 2. ...")
         assert histories.get("zhangsan")[-1]["content"] == "1. ... 2. ..."  # kept locally meanwhile

@@ -9,11 +9,11 @@ import logging
 import psycopg
 import pytest
 
-from bot.chat import shared_limits
-from bot.chat.logins import ThrottledLogin, credentials_check
-from bot.chat.shared_limits import RateStore
-from bot.chat.shared_logins import SharedThrottledLogin
 from bot.config.variants import update
+from bot.serving import shared_limits
+from bot.serving.logins import ThrottledLogin, credentials_check
+from bot.serving.shared_limits import RateStore
+from bot.serving.shared_logins import SharedThrottledLogin
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +60,7 @@ def test_a_database_that_is_down_throttles_each_replica_on_its_own(own_pg, monke
     (a, _) = replicas(own_pg.dsn())
     assert not a.attempt("boss", "guess", "10.0.0.7")
     own_pg.stop("immediate")
-    with caplog.at_level(logging.ERROR, logger="bot.chat.shared_limits"):
+    with caplog.at_level(logging.ERROR, logger="bot.serving.shared_limits"):
         for _ in range(3):
             assert not a.attempt("boss", "guess", "10.0.0.7")
     assert not a.attempt(*RIGHT, "10.0.0.7")  # locked in this replica's memory: not let through

@@ -10,11 +10,11 @@ import subprocess
 import pytest
 
 from bot import texts
-from bot.chat import services
+from bot.chat import status as services
 from bot.chat.answer import Answer, Strategy
 from bot.factory import build_bot
 from bot.knowledge.store import KnowledgeStore
-from bot.search.healing import ServedSearcher
+from bot.search.integrity import ServedSearcher
 from bot.ui.render import header_markdown, sources_html
 from tests.support.knowledge import ROOT, TINY, with_cutoffs, write_knowledge
 

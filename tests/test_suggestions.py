@@ -9,11 +9,11 @@ import json
 import pytest
 
 from bot.chat.answer import Strategy
-from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.cli.main import main
 from bot.config.settings import Cutoffs
 from bot.conversations.suggestions import suggestions
 from bot.conversations.turn_log import TurnLog
+from bot.editing.editor import KnowledgeEditor
 from bot.factory import build_bot, build_store
 from tests.support.knowledge import with_thresholds, write_knowledge
 

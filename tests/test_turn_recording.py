@@ -49,7 +49,7 @@ def test_a_failing_log_does_not_break_the_chat(settings, caplog, monkeypatch):
 
     assert bot.recorder.log is not None
     monkeypatch.setattr(bot.recorder.log, "record", broken)
-    with caplog.at_level(logging.ERROR, logger="bot.conversations.recorder"):
+    with caplog.at_level(logging.ERROR, logger="bot.chat.recorder"):
         for _ in range(3):
             answer = bot.answer("怎么添加知识？", source="web")
             assert "knowledge 文件夹" in answer.text and answer.turn_id is None

@@ -12,10 +12,10 @@ import time
 import psycopg
 import pytest
 
-from bot.chat import shared_limits
 from bot.config.variants import replace, update
 from bot.conversations.inbox import TurnRecord
 from bot.conversations.turn_log import turn_log_from_settings
+from bot.serving import shared_limits
 from bot.texts import ONLY_TEXT, PICK_HINT
 from tests.support.knowledge import FEES, shared_by_replicas, with_cutoffs, with_fees
 from tests.support.llm_server import Fault

@@ -7,9 +7,9 @@ import hmac
 import math
 
 from bot.api.protocol import APIError
-from bot.chat.logins import ThrottledLogin, locked_message
 from bot.config.secrets import env_secret
 from bot.config.settings import Settings
+from bot.serving.logins import ThrottledLogin, locked_message
 
 USER = "api"  # the throttle's "username": one token, so wrong guesses count per client address
 

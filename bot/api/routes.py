@@ -12,7 +12,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from bot.api.auth import TokenGuard
-from bot.api.bodies import read_capped
 from bot.api.protocol import (
     DONE,
     MODEL,
@@ -29,10 +28,11 @@ from bot.api.protocol import (
 from bot.chat.answer import Answer
 from bot.chat.bot import Bot
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.deployment import Deployment
 from bot.errors import BotError
+from bot.serving.bodies import read_capped
+from bot.serving.ratelimit import rate_limiter
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from starlette.requests import Request  # at run time: FastAPI reads the handler
 from starlette.responses import Response
 
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter
+from bot.serving.ratelimit import rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
 
 if TYPE_CHECKING:

@@ -9,23 +9,23 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
-from bot.chat import services
+from bot.chat import status as services
 from bot.chat.answer import Answer, Cutoffs, Part, Strategy
 from bot.chat.cleaning import clean_message
 from bot.chat.fallback import LastResort
 from bot.chat.generate import finish
-from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder
+from bot.chat.recorder import TurnRecorder
 from bot.chat.respond import Responder
 from bot.chat.routing import Route, routed
 from bot.chat.steps import Ladder, Turn, build_steps
 from bot.chat.turn_search import TurnSearch
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import NO_MASKING, PrivacyPolicy
-from bot.conversations.recorder import TurnRecorder
+from bot.editing.editor import KnowledgeEditor
 from bot.errors import SearchBackendError
 from bot.knowledge.filters import EntryFilter, categories_of
 from bot.knowledge.store import KnowledgeStore
@@ -117,7 +117,7 @@ class Bot(TurnSearch):
         """The configured LLM's name, or None when retrieval-only."""
         return self.llm.name if self.llm is not None else None
 
-    # -- services for front ends (bot/chat/services.py) ---------------------
+    # -- services for front ends (bot/chat/status.py) ---------------------
     def status(self, mode: str | None = None) -> services.Status:
         """Mode, modes, entry count, LLM, notice and knowledge error; never builds or refreshes an index."""
         return services.status(self, mode)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.chat.conversation import QueryRewriter
 from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback
@@ -12,6 +11,7 @@ from bot.chat.grading import RelevanceGrader
 from bot.chat.negatives import NegativeExamples
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
+from bot.chat.standalone import QueryRewriter
 from bot.chat.steps.translate import Translator
 from bot.conversations.popular import PopularEntries
 

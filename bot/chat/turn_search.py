@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from bot.chat.answer import Cutoffs, Part
-from bot.chat.conversation import QueryRewriter, last_user_message
 from bot.chat.followup import followup_queries, reads_as_followup
 from bot.chat.generate import ms
 from bot.chat.grading import Graded, RelevanceGrader
@@ -19,13 +18,14 @@ from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
+from bot.chat.standalone import QueryRewriter, last_user_message
 from bot.chat.steps import Ladder, Retrieval, Turn
 from bot.chat.steps.fallbacks import Rephrased
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Found, Hit
-from bot.search.healing import ServedSearcher
 from bot.search.index import KnowledgeIndex
+from bot.search.integrity import ServedSearcher
 
 if TYPE_CHECKING:
     from collections.abc import Callable

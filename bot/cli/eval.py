@@ -150,7 +150,7 @@ def run_eval(settings: Settings, args) -> int:
     from bot.factory import build_llm
 
     if args.self_check:
-        from bot.cli.lint import run_self_check
+        from bot.cli.knowledge_check import run_self_check
 
         return run_self_check(settings, args)
 

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from bot.cli.lint import add_lint_arguments, run_lint
+from bot.cli.knowledge_check import add_lint_arguments, run_lint
 from bot.cli.suggestions import add_suggestions_arguments, run_suggestions
 from bot.errors import BotError
 from bot.knowledge.entry_ids import key_of
@@ -181,7 +181,7 @@ def _import(store: KnowledgeStore, args) -> int:
 
 def _dry_run(store: KnowledgeStore, path: Path, text: str, args, data: bytes = b"") -> int:
     """List the import's duplicates (inside it, and with the knowledge) and write nothing; 1 when there are any."""
-    from bot.evaluation.lint import import_duplicates
+    from bot.evaluation.knowledge_check import import_duplicates
     from bot.knowledge.imports import incoming_entries
 
     incoming, existing = incoming_entries(store, path, text, args.name, overwrite=args.overwrite, data=data)

@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(settings, args) -> int:
     """``serve``: the browser app and the API, as ``python app.py`` with the same options; blocks until stopped."""
-    from bot.ui.server import main as serve_main
+    from bot.server import main as serve_main
 
     options = ["--config", args.config]
     options += ["--host", args.host] if args.host else []

@@ -21,8 +21,8 @@ from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.background import Worker
 from bot.search.base import ModeSearcher, Progress, SyncReport
-from bot.search.healing import ServedSearcher
 from bot.search.index_sync import IndexSyncing
+from bot.search.integrity import ServedSearcher
 from bot.search.passages import Passages
 from bot.search.progress import BuildProgress, Snapshot
 from bot.search.tokenizer import Tokenizer

@@ -18,7 +18,7 @@ from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry
 from bot.search.background import Worker
 from bot.search.base import IndexStore, ModeSearcher, Progress, Searcher, SyncReport
-from bot.search.healing import index_damage
+from bot.search.integrity import index_damage
 from bot.search.passages import Passages, PassageSearcher
 from bot.search.progress import BuildProgress
 

@@ -6,7 +6,7 @@
   script renews at will) for chat, the retrieval test, knowledge writes and uploads.
 - ``GuardMiddleware``: a Content-Security-Policy on every response (images only from this server), the upload rate,
   and the client address for the login check.
-- ``login_auth``: Gradio's login check, throttled by ``bot.chat.logins.ThrottledLogin`` (shared with the admin
+- ``login_auth``: Gradio's login check, throttled by ``bot.serving.logins.ThrottledLogin`` (shared with the admin
   login and the API's token check).
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 import gradio as gr
 
 from bot.chat.limits import chat_per_minute
-from bot.chat.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
-from bot.chat.ratelimit import RateLimiter, SlidingWindowLimiter, rate_limiter
 from bot.config.settings import Settings
+from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
+from bot.serving.ratelimit import RateLimiter, SlidingWindowLimiter, rate_limiter
 from bot.texts import TOO_MANY, UPLOAD_GONE, UPLOADS_ADMIN_ONLY, UPLOADS_LIMITED
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ import gradio as gr
 
 from bot.chat.answer import Strategy
 from bot.chat.bot import Bot
-from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.config.settings import LogSettings
 from bot.conversations.inbox import Group
 from bot.conversations.log_store import ConversationLog
+from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
 from bot.texts import LOG_OFF

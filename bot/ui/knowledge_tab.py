@@ -15,8 +15,8 @@ from pathlib import Path
 import gradio as gr
 
 from bot.chat.bot import Bot
-from bot.chat.entry_table import HitCounts
-from bot.chat.knowledge_edit import EditResult, KnowledgeEditor, file_name
+from bot.editing.editor import EditResult, KnowledgeEditor, file_name
+from bot.editing.entry_table import HitCounts
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge.store import KnowledgeStore
 from bot.texts import NEW_MODE, NOT_LOADED

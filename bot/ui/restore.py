@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.knowledge_edit import KnowledgeEditor
+from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError
 from bot.texts import NONE_KEPT
 from bot.ui.events import PRIVATE

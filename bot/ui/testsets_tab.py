@@ -12,7 +12,7 @@ import gradio as gr
 from bot.chat.bot import Bot
 from bot.config.settings import Settings
 from bot.errors import BotError
-from bot.evaluation.lint import lint, self_collisions
+from bot.evaluation.knowledge_check import lint, self_collisions
 from bot.evaluation.testsets import TestRun, TestSetStore, diff
 from bot.ui.events import PRIVATE
 from bot.ui.guard import discard_uploaded_file

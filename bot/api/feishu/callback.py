@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Final
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from bot.api.bodies import read_capped
 from bot.api.feishu.crypto import CryptoError, FeishuCrypto
 from bot.api.feishu.messages import (
     MAX_BODY_BYTES,
@@ -43,7 +42,8 @@ from bot.api.im.memory import Histories
 from bot.api.im.render import render
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter, shared_store
+from bot.serving.bodies import read_capped
+from bot.serving.ratelimit import rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:

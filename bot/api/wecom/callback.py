@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import PlainTextResponse, Response
 
-from bot.api.bodies import read_capped
 from bot.api.im.memory import Histories, Seen
 from bot.api.im.render import render
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
@@ -37,7 +36,8 @@ from bot.api.wecom.messages import (
 )
 from bot.api.wecom.sender import WeComSender
 from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter, shared_store
+from bot.serving.bodies import read_capped
+from bot.serving.ratelimit import rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:

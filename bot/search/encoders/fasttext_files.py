@@ -17,7 +17,7 @@ MODEL_STATE = "fasttext.json"
 
 def file_digest(path: Path) -> str:
     """The SHA-256 of a model file, as the index's checksums are computed."""
-    from bot.search.healing import file_digest as digest  # healing imports the search backends
+    from bot.search.integrity import file_digest as digest  # healing imports the search backends
 
     return digest(path)
 

@@ -2,7 +2,7 @@
 in the shared limits' database, so that an attacker cannot multiply the wrong passwords allowed by trying several
 replicas behind the load balancer.
 
-The same rules as :class:`bot.chat.logins.ThrottledLogin` (a doubling lockout per username + address, a cap of wrong
+The same rules as :class:`bot.serving.logins.ThrottledLogin` (a doubling lockout per username + address, a cap of wrong
 passwords per address per minute), on the database's clock: a username + address pair is one row of
 ``login_failures`` (updated under its row lock), a wrong password of an address one ``rate_events`` row. Usernames
 and addresses are stored hashed. While the database cannot be reached each replica throttles in its own memory
@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from bot.chat.logins import ADDRESS_FAILURES_PER_MINUTE, ADDRESS_WINDOW, ThrottledLogin
-from bot.chat.shared_limits import RateStore, hashed_key
+from bot.serving.logins import ADDRESS_FAILURES_PER_MINUTE, ADDRESS_WINDOW, ThrottledLogin
+from bot.serving.shared_limits import RateStore, hashed_key
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """A per-key sliding-window rate limit (one key per browser session, token or client address), in this process's
-memory or, with ``limits.backend: postgres``, shared by every replica (bot/chat/shared_limits.py)."""
+memory or, with ``limits.backend: postgres``, shared by every replica (bot/serving/shared_limits.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.config.settings import Settings
 
 if TYPE_CHECKING:
-    from bot.chat.shared_limits import RateStore
+    from bot.serving.shared_limits import RateStore
 
 
 class RateLimiter(Protocol):
@@ -27,7 +27,7 @@ def rate_limiter(settings: Settings, name: str, max_events: int, window: float =
     memory, or the PostgreSQL database the replicas share."""
     store = shared_store(settings) if max_events > 0 else None
     if store is not None:
-        from bot.chat.shared_limits import SharedLimiter
+        from bot.serving.shared_limits import SharedLimiter
 
         return SharedLimiter(store, name, max_events, window)
     return SlidingWindowLimiter(max_events, window)
@@ -37,7 +37,7 @@ def shared_store(settings: Settings) -> RateStore | None:
     """The PostgreSQL store every replica counts in (a ``RateStore``) with ``limits.backend: postgres``, else None."""
     if settings.limits.backend != "postgres":
         return None
-    from bot.chat.shared_limits import rate_store
+    from bot.serving.shared_limits import rate_store
 
     pg = settings.log.postgres
     return rate_store(pg.dsn_env, pg.connect_timeout)

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from bot.chat.entry_table import EntryPage, HitCounts, entry_page
+from bot.editing.entry_table import EntryPage, HitCounts, entry_page
 from bot.errors import BotError
 from bot.knowledge import csv_io
 from bot.knowledge.entry_ids import EntryId

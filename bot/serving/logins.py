@@ -81,12 +81,12 @@ class ThrottledLogin:
     def from_settings(cls, check: Callable[[str, str], bool], settings: Settings) -> ThrottledLogin:
         """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted in this
         process or (``limits.backend: postgres``) in the database every replica shares."""
-        from bot.chat.ratelimit import shared_store
+        from bot.serving.ratelimit import shared_store
 
         limits = settings.limits
         store = shared_store(settings)
         if store is not None:
-            from bot.chat.shared_logins import SharedThrottledLogin
+            from bot.serving.shared_logins import SharedThrottledLogin
 
             return SharedThrottledLogin(store, check, limits.login_failures, limits.login_lockout_seconds)
         return cls(check, limits.login_failures, limits.login_lockout_seconds)

@@ -1,7 +1,7 @@
 """Rate limits that hold across replicas: every limiter's events counted in PostgreSQL (``limits.backend: postgres``),
 beside the other state the replicas share there: login failures, admin logouts, the IM channels' short histories.
 
-Behind a load balancer each replica's in-memory limiter (bot/chat/ratelimit.py) counts only what reached it, so a
+Behind a load balancer each replica's in-memory limiter (bot/serving/ratelimit.py) counts only what reached it, so a
 client hitting three replicas gets three times its limit. Here the events of every replica are rows of one table
 in the conversation log's database (``log.postgres.dsn_env``): the same sliding window, exact, on the database's
 clock (replicas' clocks may differ). A key's check-and-count runs under a transaction-scoped advisory lock on that
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RETRY_SECONDS = 2.0  # after a failed connection, limiters let messages through this long before trying again
-LOGIN_MEMORY = 900.0  # seconds an idle login record is kept (bot/chat/logins.py MAX_LOCKOUT)
+LOGIN_MEMORY = 900.0  # seconds an idle login record is kept (bot/serving/logins.py MAX_LOCKOUT)
 PRUNE_EVERY = 500  # checks between deletions of events older than the longest window
 IM_CHANNELS = ("wecom", "feishu")  # bot/api/im/shared_memory.py Channel: one pair of tables each
 SCHEMA_LOCK = 7_402_417  # advisory lock id: replicas starting at once create the table one at a time
@@ -37,7 +37,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rate_events (limiter text NOT NULL, key text NOT NULL, "
     "at timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE INDEX IF NOT EXISTS rate_events_key ON rate_events (limiter, key, at)",
-    # login throttling (bot/chat/shared_logins.py): per hashed username + address, failures towards the lockout
+    # login throttling (bot/serving/shared_logins.py): per hashed username + address, failures towards the lockout
     "CREATE TABLE IF NOT EXISTS login_failures (pair text PRIMARY KEY, failures integer NOT NULL DEFAULT 0, "
     "lockouts integer NOT NULL DEFAULT 0, locked_until timestamptz NOT NULL DEFAULT 'epoch', "
     "last timestamptz NOT NULL DEFAULT clock_timestamp())",

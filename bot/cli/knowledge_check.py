@@ -14,7 +14,7 @@ from pathlib import Path
 from bot.config.settings import MODES, Settings
 from bot.config.variants import with_mode
 from bot.errors import ConfigError
-from bot.evaluation.lint import KINDS, Collision, LintReport, lint, self_collisions
+from bot.evaluation.knowledge_check import KINDS, Collision, LintReport, lint, self_collisions
 
 DEFAULT_MODE = "sparse"  # the cheapest searcher: seconds on thousands of entries; --mode picks another
 
