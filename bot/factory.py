@@ -13,8 +13,7 @@ from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
 from bot.chat.handoff import Handoff
-from bot.chat.limits import BoundedChatModel
-from bot.chat.llm import ChatModel, OpenAIChat
+from bot.chat.llm import BoundedChatModel, ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder

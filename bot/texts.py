@@ -34,7 +34,7 @@ LLM_DOWN_NOTICE = (
 )
 CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
 
-# -- bot/chat/limits.py ----------------------------------------------------------------------------
+# -- bot/chat/llm.py ------------------------------------------------------------------------------
 BUSY = (
     "大模型繁忙，请稍后再试。/ The LLM is busy ({limit} calls in flight for {waited:g} s); "
     "raise llm.max_concurrency or try again shortly."

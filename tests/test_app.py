@@ -201,7 +201,7 @@ def test_rate_limit_per_client_address_not_per_session(settings):
 
 
 def test_deprecated_ui_rate_limit_still_wins(settings):
-    from bot.chat.limits import chat_per_minute
+    from bot.serving.ratelimit import chat_per_minute
 
     assert chat_per_minute(settings) == settings.limits.chat_per_minute == 20
     settings = replace(settings, "ui.rate_limit_per_minute", 0)

@@ -14,8 +14,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from bot.chat.limits import BoundedChatModel
-from bot.chat.llm import OpenAIChat
+from bot.chat.llm import BoundedChatModel, OpenAIChat
 from bot.config.variants import replace
 from bot.errors import LLMTimeoutError
 from bot.logfilter import RepeatFilter

@@ -13,7 +13,7 @@ from bot.config.variants import update
 from bot.serving import shared_limits
 from bot.serving.logins import ThrottledLogin, credentials_check
 from bot.serving.shared_limits import RateStore
-from bot.serving.shared_logins import SharedThrottledLogin
+from bot.serving.shared_logins import SharedThrottledLogin, login_throttle
 
 pytestmark = pytest.mark.e2e
 
@@ -71,9 +71,9 @@ def test_a_database_that_is_down_throttles_each_replica_on_its_own(own_pg, monke
 def test_postgres_limits_make_the_login_throttle_shared(settings, pg_dsn, monkeypatch):
     monkeypatch.setenv("KBBOT_TEST_LOGIN_DSN", pg_dsn)
     check = credentials_check(*RIGHT)
-    assert type(ThrottledLogin.from_settings(check, settings)) is ThrottledLogin
+    assert type(login_throttle(check, settings)) is ThrottledLogin
     shared = update(settings, {"limits.backend": "postgres", "log.postgres.dsn_env": "KBBOT_TEST_LOGIN_DSN"})
-    throttle = ThrottledLogin.from_settings(check, shared)
+    throttle = login_throttle(check, shared)
     assert isinstance(throttle, SharedThrottledLogin) and throttle.failures == shared.limits.login_failures
     for store in list(shared_limits._stores.values()):
         store.close()

@@ -27,12 +27,11 @@ from bot.api.protocol import (
 )
 from bot.chat.answer import Answer
 from bot.chat.bot import Bot
-from bot.chat.limits import chat_per_minute
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.deployment import Deployment
 from bot.errors import BotError
 from bot.serving.bodies import read_capped
-from bot.serving.ratelimit import rate_limiter
+from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED
 
 log = logging.getLogger(__name__)

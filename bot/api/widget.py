@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import Response
 
-from bot.chat.limits import chat_per_minute
-from bot.serving.ratelimit import rate_limiter
+from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
 
 if TYPE_CHECKING:

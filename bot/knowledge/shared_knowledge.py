@@ -26,12 +26,12 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.conversations.pg_log import SchemaConnection, pg_dsn, psycopg_module
 from bot.errors import ConfigError
 from bot.fsutil import write_bytes_atomic
 from bot.knowledge.entries import knowledge_files
 from bot.knowledge.lock import FolderLock, LockTimeout
 from bot.knowledge.store import LOCK_TIMEOUT, KnowledgeWriteError
+from bot.storage.postgres import SchemaConnection, pg_dsn, psycopg_module
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.config.settings import LimitSettings, Settings, default_of
+from bot.config.settings import LimitSettings, default_of
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +76,6 @@ class ThrottledLogin:
         self._state: dict[tuple[str, str], _Failures] = {}
         self._by_address: dict[str, deque[float]] = {}  # wrong attempts per address in the last minute
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_settings(cls, check: Callable[[str, str], bool], settings: Settings) -> ThrottledLogin:
-        """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted in this
-        process or (``limits.backend: postgres``) in the database every replica shares."""
-        from bot.serving.ratelimit import shared_store
-
-        limits = settings.limits
-        store = shared_store(settings)
-        if store is not None:
-            from bot.serving.shared_logins import SharedThrottledLogin
-
-            return SharedThrottledLogin(store, check, limits.login_failures, limits.login_lockout_seconds)
-        return cls(check, limits.login_failures, limits.login_lockout_seconds)
 
     def __call__(self, username: str, password: str) -> bool:
         """True when the credentials are right and the pair is not locked out (the address from CLIENT_ADDRESS)."""

@@ -1,5 +1,5 @@
-"""A per-key sliding-window rate limit (one key per browser session, token or client address), in this process's
-memory or, with ``limits.backend: postgres``, shared by every replica (bot/serving/shared_limits.py)."""
+"""The configured chat rate and a per-key sliding-window rate limit (one key per browser session, token or client
+address), in this process's memory or, with ``limits.backend: postgres``, shared by every replica (shared_limits.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ from bot.config.settings import Settings
 
 if TYPE_CHECKING:
     from bot.serving.shared_limits import RateStore
+
+
+def chat_per_minute(settings: Settings) -> int:
+    """Chat messages per client and minute: the deprecated ``ui.rate_limit_per_minute`` when set, else ``limits``."""
+    old = settings.ui.rate_limit_per_minute
+    return old if old is not None else settings.limits.chat_per_minute
 
 
 class RateLimiter(Protocol):

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from bot.conversations.pg_log import SchemaConnection, pg_dsn, psycopg_module
 from bot.errors import ConfigError
+from bot.storage.postgres import SchemaConnection, pg_dsn, psycopg_module
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -15,7 +15,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from bot.config.settings import Settings
 from bot.serving.logins import ADDRESS_FAILURES_PER_MINUTE, ADDRESS_WINDOW, ThrottledLogin
+from bot.serving.ratelimit import shared_store
 from bot.serving.shared_limits import RateStore, hashed_key
 
 log = logging.getLogger(__name__)
@@ -102,3 +104,13 @@ class SharedThrottledLogin(ThrottledLogin):
 
 def _pair(username: str, address: str) -> str:
     return hashed_key(f"{username}\0{address}")
+
+
+def login_throttle(check: Callable[[str, str], bool], settings: Settings) -> ThrottledLogin:
+    """``check`` throttled by ``limits.login_failures`` and ``limits.login_lockout_seconds``, counted in this
+    process or (``limits.backend: postgres``) in the database every replica shares."""
+    limits = settings.limits
+    store = shared_store(settings)
+    if store is not None:
+        return SharedThrottledLogin(store, check, limits.login_failures, limits.login_lockout_seconds)
+    return ThrottledLogin(check, limits.login_failures, limits.login_lockout_seconds)

@@ -34,6 +34,7 @@ from gradio.context import Context
 from bot.config.settings import AdminSettings, Settings, default_of
 from bot.serving.logins import ThrottledLogin, locked_message
 from bot.serving.ratelimit import shared_store
+from bot.serving.shared_logins import login_throttle
 from bot.texts import NOT_ADMIN
 from bot.ui.events import PRIVATE
 
@@ -101,7 +102,7 @@ class AdminAuth:
         admin = cls(
             cfg.credentials(), cfg.session_hours, session_key=cfg.session_key(), scope=scope, cookie_path=cookie_path
         )
-        admin.throttle = ThrottledLogin.from_settings(admin.check_password, settings)
+        admin.throttle = login_throttle(admin.check_password, settings)
         admin.shared_logouts = shared_store(settings)
         return admin
 

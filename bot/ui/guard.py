@@ -23,10 +23,10 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.limits import chat_per_minute
 from bot.config.settings import Settings
 from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
-from bot.serving.ratelimit import RateLimiter, SlidingWindowLimiter, rate_limiter
+from bot.serving.ratelimit import RateLimiter, SlidingWindowLimiter, chat_per_minute, rate_limiter
+from bot.serving.shared_logins import login_throttle
 from bot.texts import TOO_MANY, UPLOAD_GONE, UPLOADS_ADMIN_ONLY, UPLOADS_LIMITED
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ def login_auth(auth: Any, settings: Settings) -> Any:
         check = auth
     else:
         return auth
-    return ThrottledLogin.from_settings(check, settings)
+    return login_throttle(check, settings)
 
 
 class ServerGuard:

@@ -41,9 +41,8 @@ from bot.api.feishu.sender import FeishuSender
 from bot.api.im.memory import Histories
 from bot.api.im.render import render
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
-from bot.chat.limits import chat_per_minute
 from bot.serving.bodies import read_capped
-from bot.serving.ratelimit import rate_limiter, shared_store
+from bot.serving.ratelimit import chat_per_minute, rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:

@@ -35,9 +35,8 @@ from bot.api.wecom.messages import (
     text_reply,
 )
 from bot.api.wecom.sender import WeComSender
-from bot.chat.limits import chat_per_minute
 from bot.serving.bodies import read_capped
-from bot.serving.ratelimit import rate_limiter, shared_store
+from bot.serving.ratelimit import chat_per_minute, rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:
