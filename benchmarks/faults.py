@@ -197,7 +197,7 @@ def fault_tantivy_segments(tmp: Path, jieba: Path):
 
 def fault_faiss_and_fasttext(tmp: Path, jieba: Path):
     """Fault 2 (vectors.faiss body) and fault 3 (fasttext.bin), one after the other on the same state folder."""
-    from bot.search.faiss_searcher import INDEX_FILE
+    from bot.search.faiss_files import INDEX_FILE
 
     s = fasttext_settings(make_settings(tmp, jieba, "f2"))
     first = app_bot(s)

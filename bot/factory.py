@@ -10,9 +10,10 @@ from bot.chat.bot import Bot
 from bot.chat.chitchat import ChitChat
 from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
-from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
 from bot.chat.handoff import Handoff
+from bot.chat.hyde import HydeFallback
+from bot.chat.last_resort import LastResort
 from bot.chat.llm import BoundedChatModel, ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits

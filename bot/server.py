@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.config.settings import load_settings
 from bot.errors import BotError
-from bot.logfilter import limit_repeated_logs
+from bot.serving.logfilter import limit_repeated_logs
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """Every bilingual text a chat user, a widget visitor or an admin reads (Chinese first), in one place, so that
 the same situation reads the same on every front end and a translation has one file to change. Config defaults
 that deployers edit (prompts, the privacy refusal, the hand-off reply) stay in bot/config/settings.py; log lines
-are English (bot/logfilter.py).
+are English (bot/serving/logfilter.py).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ ANSWERS_NEED_LLM = (
     "--answers needs an LLM: set the API key in the {env} environment variable."
 )
 
-# -- bot/chat/fallback.py ----------------------------------------------------------------------------
+# -- bot/chat/last_resort.py --------------------------------------------------------------------------
 DID_YOU_MEAN = "您是不是想问 / Did you mean:"  # heads the fixed reply's suggestions (a channel may renumber them)
 
 # -- bot/api/im (WeCom, Feishu) ----------------------------------------------------------------------

@@ -18,9 +18,9 @@ from bot.config.variants import update
 from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.assembly import sparse_searcher
+from bot.search.es_client import INSTALL_HINT
 from bot.search.es_searcher import (
     DOCKER_HINT,
-    INSTALL_HINT,
     ElasticsearchSearcher,
     build_elasticsearch_searcher,
     mapping,

@@ -114,7 +114,7 @@ def test_both_forms_score_cosine_as_one_plus_cosine_over_two():
 
 
 def test_the_cluster_down_is_a_search_error_and_a_served_notice(tmp_path):
-    from bot.search.integrity import ServedSearcher
+    from bot.search.serving import ServedSearcher
 
     down = replica(tmp_path, HashEncoder(), url=f"http://127.0.0.1:{closed_port()}")
     down._form = "opensearch"  # the form was read at start, before the cluster went away

@@ -17,7 +17,7 @@ import pytest
 from bot.chat.llm import BoundedChatModel, OpenAIChat
 from bot.config.variants import replace
 from bot.errors import LLMTimeoutError
-from bot.logfilter import RepeatFilter
+from bot.serving.logfilter import RepeatFilter
 from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
 from bot.ui.guard import CSP, safe_markdown
 from tests.support.serving import ADMIN_COOKIE as ADMIN

@@ -236,7 +236,8 @@ def test_tantivy_body_damage_is_found_at_open_by_its_checksums(tmp_path, kb_dir,
 
 def test_damaged_faiss_body_is_detected_and_rebuilt_never_served(tmp_path, kb_dir, tokenizer):
     pytest.importorskip("faiss")
-    from bot.search.faiss_searcher import INDEX_FILE, FaissSearcher
+    from bot.search.faiss_files import INDEX_FILE
+    from bot.search.faiss_searcher import FaissSearcher
 
     entries = load_entries(kb_dir)
 

@@ -1,4 +1,4 @@
-"""Bounded logging (bot/logfilter.py): per template, per logger and per traceback, and Gradio's printed tracebacks
+"""Bounded logging (bot/serving/logfilter.py): per template, per logger and per traceback, and Gradio's printed tracebacks
 logged through the filter; a flood of bad requests to the real app writes a bounded number of lines."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from bot.logfilter import GRADIO_FAILED, GRADIO_MODULES, RepeatFilter, log_gradio_tracebacks
+from bot.serving.logfilter import GRADIO_FAILED, GRADIO_MODULES, RepeatFilter, log_gradio_tracebacks
 from tests.support.knowledge import ROOT, TINY, config_dict, write_knowledge
 from tests.support.ports import free_port
 

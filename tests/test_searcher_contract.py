@@ -315,7 +315,7 @@ def test_check_gives_why_a_damaged_index_cannot_serve_and_a_sync_rebuilds_it(sea
 
 
 def test_served_the_search_reports_what_answered_it(searcher):
-    from bot.search.integrity import ServedSearcher
+    from bot.search.serving import ServedSearcher
 
     found = ServedSearcher("sparse", searcher, None, lambda s, exc: None).find(QUESTIONS[0], 3)
     assert ids(found.hits) == ids(searcher.search(QUESTIONS[0], 3)) and not found.failed and found.notices == ()
@@ -339,7 +339,7 @@ class Broken(Searcher):
 
 
 def test_a_failed_search_is_reported_in_its_result_and_changes_nothing_stored():
-    from bot.search.integrity import ServedSearcher
+    from bot.search.serving import ServedSearcher
     from bot.texts import HEALING_ALONE
 
     healed: list[str] = []

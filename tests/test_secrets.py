@@ -234,7 +234,8 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     settings, tokenizer, monkeypatch, debug_logs, auth, fallback
 ):
     pytest.importorskip("elasticsearch")
-    from bot.search.es_searcher import build_client, build_elasticsearch_searcher
+    from bot.search.es_client import build_client
+    from bot.search.es_searcher import build_elasticsearch_searcher
 
     port = closed_port()
     es_block = "retrieval.sparse.elasticsearch"

@@ -119,7 +119,7 @@ def test_a_huge_validation_error_is_logged_cut_to_the_configured_size(settings):
 
     import pydantic
 
-    from bot.logfilter import RepeatFilter
+    from bot.serving.logfilter import RepeatFilter
 
     class Chat(pydantic.BaseModel):
         history: list[int]

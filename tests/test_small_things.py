@@ -14,7 +14,7 @@ from bot.chat import status as services
 from bot.chat.answer import Answer, Strategy
 from bot.factory import build_bot
 from bot.knowledge.store import KnowledgeStore
-from bot.search.integrity import ServedSearcher
+from bot.search.serving import ServedSearcher
 from bot.ui.render import header_markdown, sources_html
 from tests.support.knowledge import ROOT, TINY, with_cutoffs, write_knowledge
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot.search import background
 from bot.search.background import Worker
-from bot.search.faiss_searcher import json_by_item
+from bot.search.faiss_files import json_by_item
 
 pytestmark = pytest.mark.e2e
 

@@ -12,8 +12,8 @@ from typing import Any
 from bot.chat import status as services
 from bot.chat.answer import Answer, Cutoffs, Part, Strategy
 from bot.chat.cleaning import clean_message
-from bot.chat.fallback import LastResort
 from bot.chat.generate import finish
+from bot.chat.last_resort import LastResort
 from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits

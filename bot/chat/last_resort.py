@@ -1,31 +1,12 @@
-"""Fallbacks run when no hit passes: HyDE (search again with a hypothetical answer), then the last resort."""
+"""The last resort: the fixed polite reply with "did you mean" suggestions, or the LLM alone with a notice."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.chat.llm import ChatModel
-from bot.config.settings import HydeSettings, LastResortSettings
+from bot.config.settings import LastResortSettings
 from bot.search.base import Hit
 from bot.texts import DID_YOU_MEAN
-
-
-class HydeFallback:
-    """Asks the LLM for a short hypothetical answer; the bot searches again with question + that answer."""
-
-    def __init__(self, llm: ChatModel, settings: HydeSettings):
-        self.llm = llm
-        self.settings = settings
-
-    def hypothesize(self, question: str) -> str:
-        """The hypothetical answer for ``question`` (raises LLMError if the LLM fails)."""
-        prompt = self.settings.template.format(question=question)
-        return self.llm.complete([{"role": "user", "content": prompt}], max_tokens=self.settings.max_tokens).strip()
-
-    @staticmethod
-    def search_text(question: str, hypothetical: str) -> str:
-        """What is searched on the second try."""
-        return f"{question}\n{hypothetical}"
 
 
 class LastResort:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
-from bot.chat.fallback import HydeFallback
 from bot.chat.grading import RelevanceGrader
+from bot.chat.hyde import HydeFallback
 from bot.chat.negatives import NegativeExamples
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter

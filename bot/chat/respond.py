@@ -10,8 +10,8 @@ from collections.abc import Generator, Iterator, Sequence
 from bot.chat.answer import Answer, Option, Part, Strategy
 from bot.chat.compose import compose
 from bot.chat.dont_know import DontKnowDetector
-from bot.chat.fallback import LastResort
 from bot.chat.generate import finish, ms, stream_reply
+from bot.chat.last_resort import LastResort
 from bot.chat.llm import ChatModel
 from bot.chat.prompt import PromptBuilder
 from bot.chat.splitter import QuestionSplitter

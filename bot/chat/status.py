@@ -16,8 +16,8 @@ from bot.errors import BotError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, ModeSearcher
-from bot.search.integrity import ServedSearcher
 from bot.search.progress import Snapshot
+from bot.search.serving import ServedSearcher
 from bot.texts import BUILDING_RESULTS, NOT_BUILT
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Found, Hit
 from bot.search.index import KnowledgeIndex
-from bot.search.integrity import ServedSearcher
+from bot.search.serving import ServedSearcher
 
 if TYPE_CHECKING:
     from collections.abc import Callable

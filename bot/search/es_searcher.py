@@ -13,13 +13,11 @@ from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import FILTER_DEPTH, Hit, Progress, top_within
-from bot.search.es_client import (  # noqa: F401 - INSTALL_HINT and plain_json_node_class re-exported
-    INSTALL_HINT,
+from bot.search.es_client import (
     _require,
     build_client,
     bulk,
     guard,
-    plain_json_node_class,
 )
 from bot.search.es_cluster import ClusterIndex
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text

@@ -22,9 +22,9 @@ from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.background import Worker
 from bot.search.base import ModeSearcher, Progress, SyncReport
 from bot.search.index_sync import IndexSyncing
-from bot.search.integrity import ServedSearcher
 from bot.search.passages import Passages
 from bot.search.progress import BuildProgress, Snapshot
+from bot.search.serving import ServedSearcher
 from bot.search.tokenizer import Tokenizer
 from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
 

@@ -1,12 +1,10 @@
-"""Healing instead of failing: integrity checks of the files we read, a stand-in while an index is (re)built, and
-the removal of temporary files that a killed process left behind.
+"""Integrity checks of the index files we read, a probe of a suspect index, and the removal of temporary files that a
+killed process left behind.
 
 - tantivy writes a footer with the CRC32 of each file's body; :func:`tantivy_problem` checks every file of the
   segments ``meta.json`` lists (tantivy itself only checks footers when it opens a file, so random bytes in a
   body used to surface as a panic in the middle of a chat).
 - FAISS and fastText files get a digest (:func:`file_digest`) stored beside them and checked before loading.
-- :class:`ServedSearcher` is what a mode serves in a server: its own searcher, or another mode's while its index
-  builds or heals, with a visible notice; a search error marks the mode for healing and never reaches the chat.
 """
 
 from __future__ import annotations
@@ -20,14 +18,11 @@ import shutil
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from bot.errors import ConfigError
 from bot.knowledge.entries import Entry
-from bot.knowledge.filters import EntryFilter
-from bot.search.base import Composite, Found, Hit, ModeSearcher, Retriever, Searcher
-from bot.texts import HEALING_ALONE
+from bot.search.base import Retriever, Searcher
 
 log = logging.getLogger(__name__)
 
@@ -143,67 +138,3 @@ def clean_stale_temp(folders: Iterable[Path]) -> int:
                 freed += size
                 log.info("removed %s, left by a process that is gone (%d bytes)", path, size)
     return freed
-
-
-class ServedSearcher(Composite):
-    """What a mode serves now: its own searcher, or a stand-in (another mode's searcher, or none) with a notice.
-
-    Resolved once per request and never changed after: :meth:`find` reports each search's facts (the system whose
-    thresholds apply, the notices, a failure) in a :class:`Found`. A search error is reported through ``on_error``
-    (which schedules the healing) and answered with no hits.
-    """
-
-    def __init__(
-        self,
-        mode: str,
-        target: ModeSearcher | None,
-        notice: str | None = None,
-        on_error: Callable[[ModeSearcher, BaseException], None] | None = None,
-    ):
-        self.mode, self.target, self.notice, self._on_error = mode, target, notice, on_error
-        self.name = target.name if target is not None else "none"
-        self.system = target.system if target is not None else "sparse"
-
-    @property
-    def standing_in(self) -> bool:
-        """True when this is not the mode's own searcher (building, healing or missing)."""
-        return self.notice is not None
-
-    def notices(self) -> tuple[str, ...]:
-        """The stand-in notice and those its indexes were built with (e.g. Elasticsearch down), once each."""
-        built = [self.target, *self.leaves()] if self.target is not None else []
-        found = [self.notice, *(s.notice for s in built)]
-        return tuple(n for n in dict.fromkeys(found) if n)
-
-    def find(self, query: str, top_k: int, within: EntryFilter | None = None) -> Found:
-        """The target's hits and what answered them; no hits and ``failed`` (healing scheduled) when it raised."""
-        if self.target is None:
-            return Found((), self.system, self.name, self.notices())
-        try:
-            hits = self.target.search(query, top_k, within)
-        except (KeyboardInterrupt, SystemExit, ConfigError):
-            raise
-        except BaseException as exc:
-            if self._on_error is None:  # nothing heals it (scripts, the CLI): the caller sees the error
-                raise
-            log.error(
-                "search failed in mode %s (%s): %s; healing the index in the background",
-                self.mode,
-                type(exc).__name__,
-                exc,
-            )
-            self._on_error(self.target, exc)
-            return Found((), self.system, self.name, (*self.notices(), HEALING_ALONE), failed=True)
-        return Found(tuple(hits), self.system, self.name, self.notices())
-
-    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
-        """The hits of :meth:`find` (for callers that only rank, e.g. the linter)."""
-        return list(self.find(query, top_k, within).hits)
-
-    def leaves(self) -> list[Searcher]:
-        """The target's leaves (their notices show too)."""
-        return self.target.leaves() if self.target is not None else []
-
-    def check(self) -> str | None:
-        """The target's (no searcher: none can serve)."""
-        return self.target.check() if self.target is not None else "no searcher"

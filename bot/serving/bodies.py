@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
-from starlette.requests import Request
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
 
 
-async def read_capped(request: Request, limit: int) -> bytes | None:
+class StreamedRequest(Protocol):
+    """What reading a capped body needs of a request (a Starlette ``Request`` is one)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The request's headers."""
+        ...
+
+    def stream(self) -> AsyncIterator[bytes]:
+        """The body in pieces as they arrive."""
+        ...
+
+
+async def read_capped(request: StreamedRequest, limit: int) -> bytes | None:
     """The request body, or None past ``limit`` bytes (declared or streamed) without reading the rest."""
     if int(request.headers.get("content-length") or 0) > limit:
         return None

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from bot.chat.answer import Answer, Strategy
-from bot.chat.fallback import HydeFallback
 from bot.chat.generate import ms
 from bot.chat.handoff import Handoff
+from bot.chat.hyde import HydeFallback
 from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
