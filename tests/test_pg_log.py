@@ -82,7 +82,7 @@ def test_a_log_from_a_newer_kbbot_is_refused_with_the_fix(pg_dsn, caplog):
 
 def test_a_server_down_at_start_loses_turns_loudly_then_records_once_it_is_up(own_pg, caplog):
     own_pg.stop()
-    with caplog.at_level(logging.DEBUG, logger="bot.conversations"):
+    with caplog.at_level(logging.DEBUG, logger="bot"):
         log = PgTurnLog(own_pg.dsn(), dsn_env="KBBOT_PG_DSN", connect_timeout=2)
         recorder = TurnRecorder(log)
         for _ in range(2):
