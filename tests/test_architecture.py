@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 
 BOT = Path(__file__).resolve().parents[1] / "bot"
 LAYERS = [
-    {"bot.errors", "bot.fsutil", "bot.optional", "bot.openai_compat", "bot.texts"},
+    {"bot.errors", "bot.fsutil", "bot.messages", "bot.optional", "bot.openai_compat", "bot.texts"},
     {"bot.config"},
     {"bot.storage"},  # the PostgreSQL connection the shared stores use
     {"bot.serving"},  # logins, rate limits, capped bodies: what front ends share

@@ -8,6 +8,7 @@ from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
+from bot.messages import Message
 from bot.search.base import Hit
 from tests.support.knowledge import with_cutoffs
 from tests.support.llm_scripts import FOLLOWUP_MARK as REWRITE_MARK
@@ -15,7 +16,10 @@ from tests.support.llm_scripts import scripted
 
 pytestmark = pytest.mark.unit
 
-HISTORY = [{"role": "user", "content": "图书馆开放时间"}, {"role": "assistant", "content": "每天八点到十点。"}]
+HISTORY: list[Message] = [
+    {"role": "user", "content": "图书馆开放时间"},
+    {"role": "assistant", "content": "每天八点到十点。"},
+]
 
 
 def test_llm_rewrites_follow_up_and_searches_the_rewrite(llm_settings, llm_server):

@@ -13,6 +13,7 @@ import pytest
 
 from bot.chat.handoff import SIGNATURE_HEADER, Handoff, unfilled_placeholders
 from bot.config.settings import HandoffSettings, HandoffWebhookSettings, load_settings
+from bot.messages import Message
 from tests.support.knowledge import ROOT
 from tests.support.webhook import Hook
 
@@ -221,7 +222,7 @@ def hook():
     server.close()
 
 
-TRANSCRIPT = [
+TRANSCRIPT: list[Message] = [
     {"role": "user", "content": "图书馆几点开门？"},
     {"role": "assistant", "content": "抱歉…"},
     {"role": "user", "content": "转人工"},
@@ -236,7 +237,7 @@ def make(url: str | None, **webhook) -> Handoff:
 
 def test_webhook_receives_the_transcript(hook):
     h = make(hook.url, timeout=2)
-    h.notify(TRANSCRIPT + [{"role": "user", "content": 3, "extra": "dropped"}, "not a message"], "request")  # type: ignore[list-item, dict-item]  # malformed on purpose
+    h.notify(TRANSCRIPT + [{"role": "user", "content": 3, "extra": "dropped"}, "not a message"], "request")  # type: ignore[list-item, typeddict-unknown-key, typeddict-item]  # malformed on purpose
     assert h.wait(5)
     ((body, headers),) = hook.received
     assert body["reason"] == "request" and body["source"] == "kbbot"

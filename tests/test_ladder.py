@@ -10,6 +10,7 @@ from bot.chat.offers import read_offer
 from bot.config.settings import Cutoffs
 from bot.config.variants import replace
 from bot.factory import build_bot
+from bot.messages import Message, said
 from bot.texts import REPHRASE_REPLY
 from tests.support.knowledge import with_thresholds, write_knowledge
 from tests.support.webhook import Hook
@@ -35,8 +36,8 @@ def ladder_settings(settings, kb_dir):
     return settings
 
 
-def history(*pairs: tuple[str, str]) -> list[dict]:
-    return [m for q, a in pairs for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+def history(*pairs: tuple[str, str]) -> list[Message]:
+    return [m for q, a in pairs for m in (said("user", q), said("assistant", a))]
 
 
 def test_a_request_for_a_person_is_handed_off_and_a_lookalike_is_not(ladder_settings):

@@ -9,6 +9,7 @@ import pytest
 from bot.chat.prompt import PromptBuilder, normalize_history
 from bot.config.variants import replace
 from bot.knowledge.entries import Entry
+from bot.messages import Message
 from bot.search.base import Hit
 
 pytestmark = pytest.mark.unit
@@ -20,7 +21,7 @@ def hit(i: int, relevance: float, doc: str = "内容", bm25: float = 10.0) -> Hi
 
 def test_messages_hold_persona_demos_history_and_references(settings):
     builder = PromptBuilder(settings.prompt)
-    history = [{"role": "user", "content": "之前的问题"}, {"role": "assistant", "content": "之前的回答"}]
+    history: list[Message] = [{"role": "user", "content": "之前的问题"}, {"role": "assistant", "content": "之前的回答"}]
     prompt = builder.build("现在的问题", [hit(1, 0.9), hit(2, 0.5)], history)
     msgs = prompt.messages
     assert msgs[0]["role"] == "system" and msgs[0]["content"] == settings.prompt.persona

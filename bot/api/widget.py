@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import Response
 
+from bot.messages import Message, said
 from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
 
@@ -152,7 +153,7 @@ class WidgetAPI:
         return None
 
 
-def parse_widget_request(body: bytes) -> tuple[str, list[dict[str, str]], str, str]:
+def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:
     """(message, history, session, token) of a widget request, or ValueError saying what is wrong."""
     if len(body) > MAX_BODY_BYTES:
         raise ValueError(f"body over {MAX_BODY_BYTES} bytes")
@@ -172,7 +173,7 @@ def parse_widget_request(body: bytes) -> tuple[str, list[dict[str, str]], str, s
     history = data.get("history") or []
     if not isinstance(history, list) or len(history) > MAX_HISTORY:
         raise ValueError(f"'history' must be a list of at most {MAX_HISTORY} messages")
-    turns = []
+    turns: list[Message] = []
     for turn in history:
         if not (
             isinstance(turn, dict)
@@ -180,5 +181,5 @@ def parse_widget_request(body: bytes) -> tuple[str, list[dict[str, str]], str, s
             and isinstance(turn.get("content"), str)
         ):
             raise ValueError("each history message is {'role': 'user'|'assistant', 'content': '...'}")
-        turns.append({"role": turn["role"], "content": turn["content"]})
+        turns.append(said(turn["role"], turn["content"]))
     return message, turns, session, token

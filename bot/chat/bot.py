@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
 
 from bot.chat import status as services
 from bot.chat.answer import Answer, Cutoffs, Part, Strategy
@@ -29,6 +28,7 @@ from bot.editing.editor import KnowledgeEditor
 from bot.errors import SearchBackendError
 from bot.knowledge.filters import EntryFilter, categories_of
 from bot.knowledge.store import KnowledgeStore
+from bot.messages import History
 from bot.search.base import Hit
 from bot.search.index import KnowledgeIndex
 from bot.texts import (
@@ -154,7 +154,7 @@ class Bot(TurnSearch):
     def answer(
         self,
         message: str,
-        history: Sequence[Any] | None = None,
+        history: History | None = None,
         mode: str | None = None,
         *,
         session: str | None = None,
@@ -175,7 +175,7 @@ class Bot(TurnSearch):
     def turn(
         self,
         message: str,
-        history: Sequence[Any] | None = None,
+        history: History | None = None,
         mode: str | None = None,
         *,
         session: str | None = None,
@@ -202,7 +202,7 @@ class Bot(TurnSearch):
     def stream(
         self,
         message: str,
-        history: Sequence[Any] | None = None,
+        history: History | None = None,
         mode: str | None = None,
         *,
         within: EntryFilter | None = None,
@@ -213,7 +213,7 @@ class Bot(TurnSearch):
     def own_stream(
         self,
         message: str,
-        history: Sequence[Any] | None = None,
+        history: History | None = None,
         mode: str | None = None,
         *,
         within: EntryFilter | None = None,

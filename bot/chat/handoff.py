@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from bot.config.settings import HandoffSettings
+from bot.messages import Message
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ class Handoff:
         """True when hand-off is enabled and the message asks for a person."""
         return self.enabled and is_handoff_request(message)
 
-    def notify(self, transcript: list[dict], reason: str) -> None:
+    def notify(self, transcript: list[Message], reason: str) -> None:
         """Post the transcript to the webhook from a background thread; returns at once and never raises."""
         try:
             url = self.settings.webhook.url

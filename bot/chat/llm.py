@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 from bot.chat.reasoning import SHOWN_CHARS, ThinkFilter, Thought
 from bot.config.settings import LLMSettings, default_of
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
+from bot.messages import Message
 from bot.openai_compat import Endpoint, advice, is_timeout, openai_client
 from bot.texts import BUSY
 
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
-
-Message = dict[str, str]
 
 
 class ChatModel(ABC):

@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.chat.answer import Answer, Strategy
 from bot.knowledge.filters import EntryFilter
+from bot.messages import History
 from bot.texts import ROUTED
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ class Answering(Protocol):
     """What routing needs of the other knowledge base's Bot: its ladder, without routing of its own."""
 
     def own_stream(
-        self, message: str, history: Sequence[Any] | None = None, mode: str | None = None, *, within: EntryFilter | None
+        self, message: str, history: History | None = None, mode: str | None = None, *, within: EntryFilter | None
     ) -> Iterator[Answer]:
         """Snapshots of its own answer."""
         ...
@@ -46,7 +47,7 @@ def routed(
     snapshots: Iterator[Answer],
     route: Route | None,
     message: str,
-    history: Sequence[Any] | None,
+    history: History | None,
     within: EntryFilter | None,
 ) -> Iterator[Answer]:
     """``snapshots`` as they come, but a last resort is replaced by ``route``'s answer, labelled, when that one

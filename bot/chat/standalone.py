@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from bot.chat.llm import ChatModel
 from bot.chat.prompt import normalize_history
 from bot.config.settings import PromptSettings, default_of
+from bot.messages import History
 
 
-def last_user_message(history: Sequence[Any] | None) -> str | None:
+def last_user_message(history: History | None) -> str | None:
     """The most recent user message in ``history``, if any."""
     for message in reversed(normalize_history(history, 1000)):
         if message["role"] == "user":
@@ -33,7 +31,7 @@ class QueryRewriter:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
 
-    def rewrite(self, question: str, history: Sequence[Any]) -> str:
+    def rewrite(self, question: str, history: History) -> str:
         """The standalone question (raises LLMError if the LLM fails; the caller keeps the original)."""
         turns = normalize_history(history, self.max_turns)
         if not turns:

@@ -16,6 +16,7 @@ from bot.chat.prompt import message_text
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.knowledge.filters import entry_filter
+from bot.messages import Message, said
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
 from bot.ui.feedback import remember
 from bot.ui.guard import ClientLimits, client_key, safe_markdown
@@ -28,12 +29,12 @@ log = logging.getLogger(__name__)
 # On a phone (390 px) the chat and its sources stack (sources right under the answer) and the tabs stay in view.
 
 
-def _plain_history(history: list[dict[str, Any]] | None) -> list[dict[str, str]]:
+def _plain_history(history: list[dict[str, Any]] | None) -> list[Message]:
     """Chat history as the Bot expects it: the text the user typed, not its escaped display form."""
     out = []
     for m in history or []:
         if m.get("role") in ("user", "assistant"):
-            out.append({"role": m["role"], "content": html.unescape(message_text(m.get("content")))})
+            out.append(said(m["role"], html.unescape(message_text(m.get("content")))))
     return out
 
 

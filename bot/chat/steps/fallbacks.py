@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.chat.answer import Answer, Strategy
 from bot.chat.generate import ms
@@ -21,6 +21,7 @@ from bot.chat.steps.knowledge import answer_from
 from bot.chat.steps.talk import hand_off
 from bot.errors import LLMError
 from bot.knowledge.entries import Entry
+from bot.messages import History
 from bot.search.base import Hit
 from bot.texts import REPHRASE_REPLY
 
@@ -158,7 +159,7 @@ class LastResortStep:
         return tuple(m[:24] for m in (settings.reply.strip(), settings.notice.strip(), REPHRASE_REPLY) if m)
 
 
-def misses(history: Sequence[Any] | None, markers: Sequence[str]) -> int:
+def misses(history: History | None, markers: Sequence[str]) -> int:
     """How many of the latest assistant messages in a row were misses (read from their text: stateless)."""
     count = 0
     for message in reversed(normalize_history(history, 1000)):

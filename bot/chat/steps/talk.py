@@ -17,13 +17,14 @@ from bot.chat.standalone import last_user_message
 from bot.chat.steps.base import Turn
 from bot.chat.steps.knowledge import answer_from
 from bot.knowledge.entries import Entry
+from bot.messages import Message
 from bot.search.base import Hit
 from bot.texts import REPHRASE_REPLY
 
 
 def hand_off(turn: Turn, handoff: Handoff, reason: str) -> Answer:
     """The finished hand-off answer; the transcript goes to the webhook in the background (never blocks)."""
-    transcript = [*normalize_history(turn.history, 1000), {"role": "user", "content": turn.question}]
+    transcript: list[Message] = [*normalize_history(turn.history, 1000), {"role": "user", "content": turn.question}]
     handoff.notify(transcript, reason)
     # asked for a person: HANDOFF; sent there by misses or a "no": ESCALATE, which the Unanswered inbox lists
     strategy = Strategy.HANDOFF if reason == "request" else Strategy.ESCALATE
