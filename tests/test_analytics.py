@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.chat.recorder import row_of
 from bot.config.settings import load_settings
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import ConversationLog
@@ -96,7 +97,7 @@ def answer_of(seed: Seed) -> Answer:
 
 
 def record(turn_log: ConversationLog, seed: Seed) -> None:
-    turn_id = turn_log.record(answer_of(seed), "s", source=seed.source, now=seed.time)
+    turn_id = turn_log.record(row_of(answer_of(seed)), "s", source=seed.source, now=seed.time)
     if seed.rating is not None:
         turn_log.feedback(turn_id, seed.rating)
 

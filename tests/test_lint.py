@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.chat.recorder import row_of
 from bot.config.settings import LintSettings
 from bot.config.variants import replace
 from bot.evaluation.knowledge_check import (
@@ -239,7 +240,7 @@ def test_cli_lint_probes_magnets_with_the_conversation_log_of_its_own_knowledge(
     log = turn_log_from_settings(load_settings(config))
     assert log is not None
     for question in PROBES:
-        log.record(answered(question), "s1", source="web")
+        log.record(row_of(answered(question)), "s1", source="web")
     log.close()
     doc = json.loads(run(config, "knowledge", "lint", "--json").stdout)
     assert doc["probe_source"] == "log" and doc["probes"] == len(PROBES)

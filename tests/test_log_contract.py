@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.chat.recorder import row_of
 from bot.config.settings import PrivacySettings
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import TurnLogError
@@ -29,7 +30,9 @@ MASK = PrivacyPolicy.from_settings(PrivacySettings()).stored.mask  # the default
 
 def test_a_turn_reads_back_with_every_field(open_log):
     log = open_log(clock=lambda: T0)
-    turn_id = log.record(answered(rewritten="图书馆几点开门", notices=("note",)), "sess-1", "kbbot", source="api")
+    turn_id = log.record(
+        row_of(answered(rewritten="图书馆几点开门", notices=("note",))), "sess-1", "kbbot", source="api"
+    )
     t = log.get(turn_id)
     assert t["time"] == "2025-03-01T08:00:00.000000+00:00" and (t["session"], t["client"], t["source"]) == (
         "sess-1",
@@ -61,7 +64,7 @@ def test_a_turn_reads_back_with_every_field(open_log):
 
 def test_feedback_latest_wins_and_unknown_turns_are_refused(open_log):
     log = open_log(clock=lambda: T0)
-    turn_id = log.record(answered(), "s")
+    turn_id = log.record(row_of(answered()), "s")
     log.feedback(turn_id, 1)
     log.feedback(turn_id, -1, "  答非所问  ")
     t = log.get(turn_id)
@@ -75,10 +78,12 @@ def test_feedback_latest_wins_and_unknown_turns_are_refused(open_log):
 def test_recent_filters_page_and_order(open_log):
     log = open_log(clock=lambda: T0)
     ids = [
-        log.record(answered(f"图书馆问题{i}"), f"s{i % 2}", source=("web", "api")[i % 2], now=T0 + timedelta(hours=i))
+        log.record(
+            row_of(answered(f"图书馆问题{i}")), f"s{i % 2}", source=("web", "api")[i % 2], now=T0 + timedelta(hours=i)
+        )
         for i in range(6)
     ]
-    ids.append(log.record(missed("食堂开门吗"), "s9", source="web", now=T0 + timedelta(hours=7)))
+    ids.append(log.record(row_of(missed("食堂开门吗")), "s9", source="web", now=T0 + timedelta(hours=7)))
     log.feedback(ids[2], -1)
     assert [t["id"] for t in log.recent()] == ids[::-1]
     assert [t["id"] for t in log.recent(limit=2, offset=1)] == [ids[5], ids[4]]
@@ -97,8 +102,8 @@ def test_recent_filters_page_and_order(open_log):
 def test_unanswered_groups_near_duplicates_and_dismiss_hides_until_asked_again(open_log):
     log = open_log(clock=lambda: T0)
     for i, q in enumerate(["图书馆几点开门？", "图书馆几点开门", "图书馆 几点开门!", "食堂在哪"]):
-        log.record(missed(q), "s", now=T0 + timedelta(minutes=i))
-    thumbs_down = log.record(answered("怎么借书"), "s", now=T0 + timedelta(minutes=9))
+        log.record(row_of(missed(q)), "s", now=T0 + timedelta(minutes=i))
+    thumbs_down = log.record(row_of(answered("怎么借书")), "s", now=T0 + timedelta(minutes=9))
     log.feedback(thumbs_down, -1, "wrong")
     groups = log.unanswered(sort="count")
     assert [(g.key, g.count) for g in groups] == [("图书馆几点开门", 3), ("怎么借书", 1), ("食堂在哪", 1)]
@@ -108,7 +113,7 @@ def test_unanswered_groups_near_duplicates_and_dismiss_hides_until_asked_again(o
     assert groups[1].reasons == ("wrong",) and groups[1].thumbs_down == 1
     assert log.dismiss("图书馆几点开门？", now=T0 + timedelta(hours=1)) == 3
     assert [g.key for g in log.unanswered()] == ["怎么借书", "食堂在哪"]
-    log.record(missed("图书馆几点开门"), "s", now=T0 + timedelta(hours=2))
+    log.record(row_of(missed("图书馆几点开门")), "s", now=T0 + timedelta(hours=2))
     assert [(g.key, g.count) for g in log.unanswered(limit=1)] == [("图书馆几点开门", 1)]
     assert [g.key for g in log.unanswered(filters={"until": T0 + timedelta(minutes=5)})] == ["食堂在哪"]
 
@@ -117,7 +122,7 @@ def test_retention_by_age_and_by_rows_keeps_counts_in_step(open_log):
     log = open_log(retention_days=30, retention_rows=3, prune_on_open=False, clock=lambda: T0)
     assert log.last_purge() is None
     for days in (40, 35, 3, 2, 1, 0):
-        log.record(answered(), "s", now=T0 - timedelta(days=days))
+        log.record(row_of(answered()), "s", now=T0 - timedelta(days=days))
     assert log.prune(now=T0) == 3 and log.count() == 3  # two by age, one beyond the newest three
     assert log.last_purge().removed == 3 and log.last_purge().time == "2025-03-01T08:00:00.000000+00:00"
     assert log.hit_counts()["faq:library"][0] == 3
@@ -128,14 +133,14 @@ def test_retention_by_age_and_by_rows_keeps_counts_in_step(open_log):
 def test_prune_runs_every_n_records(open_log):
     log = open_log(retention_days=0, retention_rows=2, prune_every=3, prune_on_open=False, clock=lambda: T0)
     for _ in range(3):
-        log.record(answered(), "s")
+        log.record(row_of(answered()), "s")
     assert log.count() == 2 and log.last_purge().removed == 1
 
 
 def test_personal_data_is_masked_before_it_is_stored(open_log):
     mask = MASK
     log = open_log(mask=mask, clock=lambda: T0)
-    turn_id = log.record(answered("我的手机 13812345678 借书"), "s")
+    turn_id = log.record(row_of(answered("我的手机 13812345678 借书")), "s")
     log.feedback(turn_id, -1, "发到 a.b@example.com")
     t = log.get(turn_id)
     assert "13812345678" not in t["question"] and "[mobile]" in t["question"] and t["reason"] == "发到 [email]"
@@ -144,8 +149,8 @@ def test_personal_data_is_masked_before_it_is_stored(open_log):
 
 def test_mask_stored_masks_older_turns(open_log):
     plain = open_log(clock=lambda: T0)
-    plain.record(answered("身份证 110101199003071234 丢了"), "s")
-    plain.record(answered("没有个人信息"), "s")
+    plain.record(row_of(answered("身份证 110101199003071234 丢了")), "s")
+    plain.record(row_of(answered("没有个人信息")), "s")
     plain.close()
     masked = open_log(mask=MASK, clock=lambda: T0)
     assert masked.mask_stored() == 1
@@ -157,9 +162,9 @@ def test_suggestions_read_conversations_and_rejections_stick(open_log):
     offer = Answer(
         question="开馆时间", text="您是想问？", strategy=Strategy.CLARIFY, mode="sparse", candidates=[hit(LIBRARY, 0.6)]
     )
-    log.record(offer, "conv", now=T0)
-    log.record(answered("图书馆开放时间", strategy=Strategy.CHOSEN), "conv", now=T0 + timedelta(seconds=5))
-    log.record(answered("无会话"), None)
+    log.record(row_of(offer), "conv", now=T0)
+    log.record(row_of(answered("图书馆开放时间", strategy=Strategy.CHOSEN)), "conv", now=T0 + timedelta(seconds=5))
+    log.record(row_of(answered("无会话")), None)
     assert [t["question"] for t in log.session_turns()] == ["开馆时间", "图书馆开放时间"]
     found = suggestions(log, [LIBRARY, CANTEEN])
     assert [(s.entry_id, s.question, s.via) for s in found] == [("faq:library", "开馆时间", ("clarify",))]
@@ -170,9 +175,9 @@ def test_suggestions_read_conversations_and_rejections_stick(open_log):
 
 def test_hit_counts_count_used_entries_only(open_log):
     log = open_log(clock=lambda: T0)
-    log.record(answered(), "s", now=T0)
-    log.record(answered(), "s", now=T0 + timedelta(days=1))
-    log.record(missed("x"), "s")
+    log.record(row_of(answered()), "s", now=T0)
+    log.record(row_of(answered()), "s", now=T0 + timedelta(days=1))
+    log.record(row_of(missed("x")), "s")
     assert log.hit_counts() == {"faq:library": (2, "2025-03-02T08:00:00.000000+00:00")}
 
 
@@ -183,7 +188,7 @@ def test_concurrent_writers_lose_no_turn(open_log):
     def write(n: int) -> None:
         try:
             for i in range(15):
-                turn_id = log.record(answered(f"问题{n}-{i}"), f"s{n}")
+                turn_id = log.record(row_of(answered(f"问题{n}-{i}")), f"s{n}")
                 log.feedback(turn_id, 1 if i % 2 else -1)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
@@ -218,7 +223,7 @@ def seeded_turns(log) -> None:
             timings={"retrieve": float(i % 10 + 1), "total": float(100 + i)},
         )
         when = now - timedelta(days=i // 4, hours=i % 5, minutes=7 * i)
-        turn_id = log.record(answer, "s", source=("web", "api", "cli")[i % 3], now=when)
+        turn_id = log.record(row_of(answer), "s", source=("web", "api", "cli")[i % 3], now=when)
         if i % 4 < 2:
             log.feedback(turn_id, (1, -1)[i % 4])
 

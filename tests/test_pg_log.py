@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
-from bot.chat.recorder import TurnRecorder
+from bot.chat.recorder import TurnRecorder, row_of
 from bot.config.settings import LogSettings
 from bot.config.variants import replace
 from bot.conversations.log_store import TurnLogError
@@ -76,7 +76,7 @@ def test_a_log_from_a_newer_kbbot_is_refused_with_the_fix(pg_dsn, caplog):
         log = PgTurnLog(pg_dsn, dsn_env="KBBOT_PG_DSN")
     assert "has schema version 99, newer than this version of kbbot understands (2); upgrade kbbot" in caplog.text
     with pytest.raises(TurnLogError, match="schema version 99"):
-        log.record(answered(), "s")
+        log.record(row_of(answered()), "s")
     log.close()
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bot.chat.answer import Answer, Strategy
+from bot.chat.recorder import row_of
 from bot.config.settings import PrivacySettings, load_settings
 from bot.config.variants import replace
 from bot.conversations.privacy import PersonalData, PrivacyPolicy
@@ -176,8 +177,8 @@ def test_log_purge_and_log_mask_from_the_command_line(tmp_path):
     assert raw is not None
     old = datetime.now(UTC) - timedelta(days=40)
     for n in range(3):
-        raw.record(_turn(f"旧问题{n} {MOBILE}"), "s", now=old)
-    raw.record(_turn(f"新问题 {MOBILE}"), "s")
+        raw.record(row_of(_turn(f"旧问题{n} {MOBILE}")), "s", now=old)
+    raw.record(row_of(_turn(f"新问题 {MOBILE}")), "s")
     raw.close()
 
     done = _cli(config, "purge")
@@ -200,7 +201,7 @@ def test_log_purge_and_log_mask_from_the_command_line(tmp_path):
 def test_retention_runs_on_its_own_and_the_page_reports_it(tmp_path):
     clock = [datetime.now(UTC) - timedelta(days=10)]
     turn_log = TurnLog(tmp_path / "log.sqlite", retention_days=5, retention_rows=0, clock=lambda: clock[0])
-    turn_log.record(_turn("很久以前的问题"), "s")
+    turn_log.record(row_of(_turn("很久以前的问题")), "s")
     clock[0] = datetime.now(UTC)
     from bot.chat.recorder import TurnRecorder
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.chat.answer import Strategy
+from bot.chat.recorder import row_of
 from bot.config.variants import replace
 from bot.conversations.inbox import group_turns, normalise, similar_pairs
 from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
@@ -30,7 +31,7 @@ def turn_log(tmp_path):
 
 def test_a_turn_is_stored_with_every_field(turn_log):
     answer = answered(rewritten="图书馆几点开门", hypothetical=None, notices=("note",))
-    turn_id = turn_log.record(answer, "sess-1", "kbbot-sparse", source="api")
+    turn_id = turn_log.record(row_of(answer), "sess-1", "kbbot-sparse", source="api")
     t = turn_log.get(turn_id)
     assert t["id"] == turn_id and t["time"] == "2025-03-01T08:00:00.000000+00:00"
     assert (t["session"], t["client"], t["source"]) == ("sess-1", "kbbot-sparse", "api")
@@ -76,7 +77,7 @@ def test_a_turn_is_stored_with_every_field(turn_log):
 def test_nothing_secret_is_in_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-should-not-leak")
     tl = TurnLog(tmp_path / "t.sqlite")
-    tl.record(answered(), "opaque")
+    tl.record(row_of(answered()), "opaque")
     tl.close()
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert b"sk-secret" not in blob
@@ -84,7 +85,7 @@ def test_nothing_secret_is_in_the_file(tmp_path, monkeypatch):
 
 def test_recent_pages_and_filters(turn_log):
     ids = [
-        turn_log.record(answered(f"问题{i}"), f"s{i % 2}", source="web", now=T0 + timedelta(minutes=i))
+        turn_log.record(row_of(answered(f"问题{i}")), f"s{i % 2}", source="web", now=T0 + timedelta(minutes=i))
         for i in range(6)
     ]
     assert [t["id"] for t in turn_log.recent(limit=2)] == ids[:-3:-1]
@@ -100,7 +101,7 @@ def test_recent_pages_and_filters(turn_log):
 
 
 def test_feedback_latest_wins_and_a_thumbs_down_is_unanswered(turn_log):
-    turn_id = turn_log.record(answered("食堂几点关门"), "s")
+    turn_id = turn_log.record(row_of(answered("食堂几点关门")), "s")
     assert turn_log.unanswered() == []
     turn_log.feedback(turn_id, +1)
     turn_log.feedback(turn_id, -1, "  时间不对  ")
@@ -119,8 +120,10 @@ def test_near_duplicates_are_one_group_with_the_candidates_that_almost_passed(tu
     for i, q in enumerate(
         ["图书馆几点开门？", "图书馆几点开门", "图书馆 几点开门!", "图书馆几点开门呀", "ＷＨＥＲＥ is the canteen?"]
     ):
-        turn_log.record(missed(q, near=0.40 + i / 100), f"s{i}", now=T0 + timedelta(minutes=i))
-    turn_log.record(answered(strategy=Strategy.HYDE, question="食堂有清真窗口吗"), "s9", now=T0 + timedelta(minutes=9))
+        turn_log.record(row_of(missed(q, near=0.40 + i / 100)), f"s{i}", now=T0 + timedelta(minutes=i))
+    turn_log.record(
+        row_of(answered(strategy=Strategy.HYDE, question="食堂有清真窗口吗")), "s9", now=T0 + timedelta(minutes=9)
+    )
     groups = turn_log.unanswered()
     assert [g.count for g in groups] == [1, 1, 4]  # newest first
     library = groups[-1]
@@ -159,26 +162,26 @@ def test_normalise_and_the_similarity_join():
 
 def test_dismissal_hides_a_group_until_it_is_asked_again(turn_log):
     for i, q in enumerate(["图书馆几点开门？", "图书馆几点开门呀"]):
-        turn_log.record(missed(q), "s", now=T0 + timedelta(minutes=i))
-    turn_log.record(missed("怎么报名考试"), "s", now=T0 + timedelta(minutes=2))
+        turn_log.record(row_of(missed(q)), "s", now=T0 + timedelta(minutes=i))
+    turn_log.record(row_of(missed("怎么报名考试")), "s", now=T0 + timedelta(minutes=2))
     [_, library] = turn_log.unanswered()
     assert turn_log.dismiss(library.key, now=T0 + timedelta(minutes=5)) == 2
     assert [g.key for g in turn_log.unanswered()] == ["怎么报名考试"]
-    turn_log.record(missed("图书馆几点开门呀！"), "s", now=T0 + timedelta(minutes=6))
+    turn_log.record(row_of(missed("图书馆几点开门呀！")), "s", now=T0 + timedelta(minutes=6))
     [again, _] = turn_log.unanswered()
     assert (again.key, again.count) == ("图书馆几点开门呀", 1)  # only the asks since the dismissal
 
 
 def test_hit_counts_count_only_entries_the_answer_used(turn_log):
-    turn_log.record(answered(), "s", now=T0)
-    turn_log.record(answered(), "s", now=T0 + timedelta(hours=1))
-    turn_log.record(missed("什么都没有"), "s", now=T0 + timedelta(hours=2))
+    turn_log.record(row_of(answered()), "s", now=T0)
+    turn_log.record(row_of(answered()), "s", now=T0 + timedelta(hours=1))
+    turn_log.record(row_of(missed("什么都没有")), "s", now=T0 + timedelta(hours=2))
     assert turn_log.hit_counts() == {"faq:library": (2, "2025-03-01T09:00:00.000000+00:00")}
 
 
 def test_retention_by_rows(tmp_path):
     tl = TurnLog(tmp_path / "t.sqlite", retention_days=0, retention_rows=5, prune_every=3, clock=lambda: T0)
-    ids = [tl.record(answered(), "s") for _ in range(12)]
+    ids = [tl.record(row_of(answered()), "s") for _ in range(12)]
     assert tl.count() <= 5 + 3 and tl.prune() >= 0 and tl.count() == 5
     assert [t["id"] for t in tl.recent()] == ids[:-6:-1]
     assert tl.hit_counts()["faq:library"][0] == 5  # the used-entry rows went with their turns
@@ -190,10 +193,10 @@ def test_retention_by_rows(tmp_path):
 def test_retention_by_days_on_open_and_on_prune(tmp_path):
     path = tmp_path / "t.sqlite"
     tl = TurnLog(path, retention_days=30, retention_rows=0, clock=lambda: T0)
-    old = tl.record(answered(), "s", now=T0 - timedelta(days=31))
-    kept = tl.record(answered(), "s", now=T0 - timedelta(days=29))
+    old = tl.record(row_of(answered()), "s", now=T0 - timedelta(days=31))
+    kept = tl.record(row_of(answered()), "s", now=T0 - timedelta(days=29))
     assert tl.prune() == 1 and [t["id"] for t in tl.recent()] == [kept]
-    tl.record(answered(), "s", now=T0 - timedelta(days=40))
+    tl.record(row_of(answered()), "s", now=T0 - timedelta(days=40))
     tl.close()
     reopened = TurnLog(path, retention_days=30, retention_rows=0, clock=lambda: T0)
     assert [t["id"] for t in reopened.recent()] == [kept]
@@ -213,7 +216,7 @@ def test_a_file_that_is_not_sqlite_is_moved_aside(tmp_path, caplog):
         tl = TurnLog(path)
     assert tl.moved_aside is not None and tl.moved_aside.read_bytes().startswith(b"this is not a database")
     assert "moved it to" in caplog.text
-    assert tl.get(tl.record(answered(), "s"))["question"] == "图书馆几点开门？"
+    assert tl.get(tl.record(row_of(answered()), "s"))["question"] == "图书馆几点开门？"
     tl.close()
 
 
@@ -254,7 +257,7 @@ def hammer(logs: list[TurnLog], threads: int, seconds: float) -> tuple[list[int]
         turn_log, i = logs[n % len(logs)], 0
         while time.monotonic() < stop:
             try:
-                turn_id = turn_log.record(answered(f"线程{n}问题{i}"), f"session-{n}", source="web")
+                turn_id = turn_log.record(row_of(answered(f"线程{n}问题{i}")), f"session-{n}", source="web")
                 if i % 10 == 0:
                     turn_log.feedback(turn_id, -1, "load")
                 with lock:

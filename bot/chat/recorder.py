@@ -8,11 +8,54 @@ import threading
 from typing import Any
 
 from bot.chat.answer import Answer
-from bot.conversations.log_store import ConversationLog
+from bot.conversations.inbox import StoredHit
+from bot.conversations.log_store import ConversationLog, TurnRow
 
 log = logging.getLogger(__name__)
 
 RATINGS = {"Like": 1, "Dislike": -1}  # a chat front end's thumbs; any other label is a thumbs down with a reason
+
+
+def stored_hits(answer: Answer) -> tuple[StoredHit, ...]:
+    """The hits of an answer as stored: the used ones first, then the other candidates, one per entry id."""
+    cutoffs = answer.thresholds
+    rows: dict[str, StoredHit] = {}
+    for used, hits in ((True, answer.hits), (False, answer.candidates)):
+        for h in hits:
+            if h.entry.id in rows:
+                continue
+            row: StoredHit = {
+                "id": h.entry.id,
+                "query": h.entry.query,
+                "relevance": round(h.relevance, 4),
+                "score": round(h.score, 4),
+                "searcher": h.searcher,
+                "passed": used or (cutoffs is not None and cutoffs.passes(h)),
+                "used": used,
+            }
+            if h.subquestion:
+                row["subquestion"] = h.subquestion
+            rows[h.entry.id] = row
+    return tuple(rows.values())
+
+
+def row_of(answer: Answer) -> TurnRow:
+    """The log's row for a finished answer."""
+    return TurnRow(
+        question=answer.question,
+        strategy=answer.strategy.value,
+        mode=answer.mode,
+        hits=stored_hits(answer),
+        thresholds=answer.thresholds.to_dict() if answer.thresholds is not None else None,
+        timings=dict(answer.timings),
+        llm=answer.llm,
+        llm_used=answer.llm_used,
+        text=answer.text,
+        rewritten=answer.rewritten,
+        hypothetical=answer.hypothetical,
+        notices=answer.notices,
+        finished=answer.finished,
+    )
 
 
 class TurnRecorder:
@@ -57,7 +100,7 @@ class TurnRecorder:
         if self.log is None or not answer.finished or not answer.question:  # an empty message is no question
             return answer
         try:
-            turn_id = self.log.record(answer, session, client, source=source)
+            turn_id = self.log.record(row_of(answer), session, client, source=source)
         except Exception as exc:
             self._failed("recording a turn", exc, lost=True)
             return answer
