@@ -392,10 +392,12 @@ SONGS = {
 
 
 def test_a_clarify_question_is_answered_statelessly_from_the_history_the_client_sends(settings, kb_dir, serve_api):
-    from bot.config.settings import Cutoffs
+    from bot.config.settings import CutoffSettings
 
     write_knowledge(kb_dir, SONGS)
-    settings = with_thresholds(settings, "sparse", Cutoffs(answer=0.5, clarify=0.3))  # wide: both entries offered
+    settings = with_thresholds(
+        settings, "sparse", CutoffSettings(answer=0.5, clarify=0.3)
+    )  # wide: both entries offered
     url = serve_api(settings)
     first = ask(url, "校歌是什么")
     extra, text = first.kbbot, first.choices[0].message.content
@@ -420,13 +422,13 @@ def test_a_clarify_question_is_answered_statelessly_from_the_history_the_client_
 
 
 def test_a_confirmation_is_answered_statelessly_yes_and_no(settings, kb_dir, serve_api):
-    from bot.config.settings import Cutoffs
+    from bot.config.settings import CutoffSettings
 
     write_knowledge(kb_dir, SONGS)
     probe = build_bot(with_cutoffs(settings, "sparse", 0.5))
     hits, _ = probe.retrieve("第二首校歌")
     top = hits[0]
-    settings = with_thresholds(settings, "sparse", Cutoffs(answer=top.relevance + 0.04, confirm=0.05))
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=top.relevance + 0.04, confirm=0.05))
     url = serve_api(settings)
     first = ask(url, "第二首校歌")
     assert first.kbbot["decision"] == "confirm" and [o["id"] for o in first.kbbot["options"]] == [top.entry.id]

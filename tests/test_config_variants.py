@@ -8,7 +8,7 @@ import pickle
 import pytest
 from pydantic import ValidationError
 
-from bot.config.settings import Cutoffs, Settings, load_settings
+from bot.config.settings import CutoffSettings, Settings, load_settings
 from bot.config.variants import replace, update, with_mode
 from bot.errors import ConfigError
 from tests.support.knowledge import ROOT, with_cutoffs
@@ -33,7 +33,7 @@ def test_thresholds_cannot_be_changed_in_place_and_a_variant_leaves_them_alone(s
     thresholds = shipped.retrieval.thresholds
     shipped_sparse = thresholds["sparse"]
     with pytest.raises(TypeError, match="bot.config.variants.replace"):
-        thresholds["sparse"] = Cutoffs(answer=0.1)  # type: ignore[index]
+        thresholds["sparse"] = CutoffSettings(answer=0.1)  # type: ignore[index]
     with pytest.raises(TypeError, match="frozen"):
         thresholds.pop("sparse")  # type: ignore[attr-defined]
     variant = with_cutoffs(shipped, "sparse", 0.1)

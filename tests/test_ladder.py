@@ -7,7 +7,7 @@ import pytest
 
 from bot.chat.answer import Decision, Strategy
 from bot.chat.offers import read_offer
-from bot.config.settings import Cutoffs
+from bot.config.settings import CutoffSettings
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.messages import Message, said
@@ -32,7 +32,7 @@ SONGS = {
 @pytest.fixture
 def ladder_settings(settings, kb_dir):
     write_knowledge(kb_dir, SONGS)
-    settings = with_thresholds(settings, "sparse", Cutoffs(answer=0.5, clarify=0.05, confirm=0.3))
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.5, clarify=0.05, confirm=0.3))
     return settings
 
 
@@ -87,7 +87,7 @@ def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(la
     write_knowledge(kb_dir, {**SONGS, "lyrics": lyrics})
     # anthem 1.000 and lyrics 0.994 tie within 0.01; second passes 0.04 below: the tie decides to ask, and the
     # ranking under a tie is no surer, so the passing third is offered too
-    ladder_settings = with_thresholds(ladder_settings, "sparse", Cutoffs(answer=0.5, clarify=0.01, confirm=0.3))
+    ladder_settings = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=0.5, clarify=0.01, confirm=0.3))
     asked = build_bot(ladder_settings).answer("校歌是什么")
     assert asked.decision is Decision.CLARIFY
     assert [o.id for o in asked.options] == ["faq:anthem", "faq:lyrics", "faq:second"]
@@ -104,7 +104,9 @@ def test_a_near_miss_is_confirmed_yes_answers_and_no_asks_to_rephrase(ladder_set
     hits, _ = build_bot(ladder_settings).retrieve("图书馆周末几点关门")
     assert hits[0].entry.id == "faq:library" and hits[0].relevance < 0.95
     # the top hit falls just short of the answer threshold, inside the confirm band
-    ladder_settings = with_thresholds(ladder_settings, "sparse", Cutoffs(answer=hits[0].relevance + 0.04, confirm=0.05))
+    ladder_settings = with_thresholds(
+        ladder_settings, "sparse", CutoffSettings(answer=hits[0].relevance + 0.04, confirm=0.05)
+    )
     bot = build_bot(ladder_settings)
     asked = bot.answer("图书馆周末几点关门")
     assert asked.decision is Decision.CONFIRM and [o.id for o in asked.options] == ["faq:library"]
@@ -128,7 +130,7 @@ def test_a_reply_that_is_a_new_question_goes_down_the_ladder(ladder_settings):
 
 
 def test_the_second_miss_in_a_row_hands_off(ladder_settings):
-    ladder_settings = with_thresholds(ladder_settings, "sparse", Cutoffs(answer=0.5))
+    ladder_settings = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=0.5))
     bot = build_bot(ladder_settings)
     first = bot.answer("火星上有几座城市")
     assert first.decision is Decision.FALLBACK and first.strategy is Strategy.LAST_RESORT
@@ -186,7 +188,7 @@ def test_a_long_answer_mentioning_one_unknown_detail_still_answers(ladder_settin
 
 
 def test_an_escalated_turn_reaches_the_unanswered_inbox_and_a_request_does_not(ladder_settings):
-    ladder_settings = with_thresholds(ladder_settings, "sparse", Cutoffs(answer=0.5))
+    ladder_settings = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=0.5))
     bot = build_bot(ladder_settings)
     first = bot.answer("火星上有几座城市", session="s1", source="api")
     bot.answer("木星有几颗卫星", history(("火星上有几座城市", first.text)), session="s1", source="api")

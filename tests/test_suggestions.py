@@ -10,7 +10,7 @@ import pytest
 
 from bot.chat.answer import Strategy
 from bot.cli.main import main
-from bot.config.settings import Cutoffs
+from bot.config.settings import CutoffSettings
 from bot.conversations.suggestions import suggestions
 from bot.conversations.turn_log import TurnLog
 from bot.editing.editor import KnowledgeEditor
@@ -33,7 +33,7 @@ SONGS = {
 @pytest.fixture
 def traffic_settings(settings, kb_dir):
     write_knowledge(kb_dir, SONGS)
-    settings = with_thresholds(settings, "sparse", Cutoffs(answer=0.5, clarify=0.05))
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.5, clarify=0.05))
     return settings
 
 
@@ -67,12 +67,12 @@ def test_clarify_picks_become_one_suggestion_with_its_count(traffic_settings):
 def test_a_confirmation_and_a_clicked_did_you_mean_are_suggestions_too(traffic_settings):
     hits, _ = build_bot(traffic_settings).retrieve("图书馆周末几点关门")
     traffic_settings = with_thresholds(
-        traffic_settings, "sparse", Cutoffs(answer=hits[0].relevance + 0.04, confirm=0.05)
+        traffic_settings, "sparse", CutoffSettings(answer=hits[0].relevance + 0.04, confirm=0.05)
     )
     bot = build_bot(traffic_settings)
     asked, yes = converse(bot, "a", "图书馆周末几点关门", "是的")
     assert asked.strategy is Strategy.CONFIRM and yes.strategy is Strategy.CHOSEN
-    traffic_settings = with_thresholds(traffic_settings, "sparse", Cutoffs(answer=0.99))
+    traffic_settings = with_thresholds(traffic_settings, "sparse", CutoffSettings(answer=0.99))
     bot = build_bot(traffic_settings)
     missed, clicked = converse(bot, "b", "第二首校歌叫什么名字", "中大的第二校歌是什么？")
     assert missed.strategy is Strategy.LAST_RESORT and "中大的第二校歌是什么？" in missed.suggestions

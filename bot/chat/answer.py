@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from bot.config.retrieval import CutoffSettings
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
 
@@ -85,6 +86,11 @@ class Cutoffs:
     direct: float | None = None
     clarify: float | None = None  # candidates within this of the top one are offered as options (None: never)
     confirm: float | None = None  # a top hit this far below ``answer`` is offered for confirmation (None: never)
+
+    @classmethod
+    def from_settings(cls, system: str, settings: CutoffSettings) -> Cutoffs:
+        """The cutoffs of ``system`` as its ``retrieval.thresholds`` block sets them."""
+        return cls(system, settings.answer, settings.direct, settings.clarify, settings.confirm)
 
     def passes(self, hit: Hit) -> bool:
         """True when the hit is relevant enough to answer from."""
