@@ -55,17 +55,7 @@ def build_llm(settings: Settings) -> ChatModel | None:
         log.info("no %s in the environment: retrieval-only mode", settings.llm.api_key_env)
         return None
     s = settings.llm
-    chat = OpenAIChat(
-        base_url=s.base_url,
-        model=s.model,
-        api_key=key,
-        temperature=s.temperature,
-        max_tokens=s.max_tokens,
-        timeout=s.timeout,
-        max_retries=s.max_retries,
-        key_env=s.api_key_env,
-        max_reasoning_chars=s.max_reasoning_chars,
-    )
+    chat = OpenAIChat(s, key)
     # Slow calls queue for one of max_concurrency slots (up to the LLM timeout) instead of starving every worker.
     return BoundedChatModel(chat, s.max_concurrency, s.timeout, settings.limits.max_step_chars)
 

@@ -17,12 +17,11 @@ import pytest
 from bot.config.variants import update
 from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, load_entries
-from bot.search.assembly import sparse_searcher
+from bot.search.assembly import elasticsearch_searcher, sparse_searcher
 from bot.search.es_client import INSTALL_HINT
 from bot.search.es_searcher import (
     DOCKER_HINT,
     ElasticsearchSearcher,
-    build_elasticsearch_searcher,
     mapping,
 )
 from bot.search.tantivy_searcher import TantivySearcher
@@ -225,7 +224,7 @@ def test_unreachable_at_start_names_host_and_docker(settings, tokenizer):
     port = closed_port()
     settings = es_settings(settings, f"http://127.0.0.1:{port}")
     with pytest.raises(SearchBackendError) as err:
-        build_elasticsearch_searcher(settings, tokenizer)
+        elasticsearch_searcher(settings, tokenizer)
     msg = str(err.value)
     assert f"http://127.0.0.1:{port}" in msg and DOCKER_HINT in msg
     assert "discovery.type=single-node" in msg and "xpack.security.enabled=false" in msg
@@ -237,7 +236,7 @@ def test_credentials_never_appear_in_errors(settings, monkeypatch, tokenizer):
     settings = es_settings(settings, f"http://elastic:url-secret@127.0.0.1:{closed_port()}")
     assert settings.retrieval.sparse.elasticsearch.credentials() == {"basic_auth": ("elastic", "hunter2-secret")}
     with pytest.raises(SearchBackendError) as err:
-        build_elasticsearch_searcher(settings, tokenizer)
+        elasticsearch_searcher(settings, tokenizer)
     assert "secret" not in str(err.value)
 
 

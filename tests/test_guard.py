@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from bot.chat.llm import BoundedChatModel, OpenAIChat
+from bot.config.llm import LLMSettings
 from bot.config.variants import replace
 from bot.errors import LLMTimeoutError
 from bot.serving.logfilter import RepeatFilter
@@ -187,7 +188,7 @@ def test_a_flood_of_identical_warnings_writes_a_bounded_number_of_lines():
 def test_llm_calls_in_flight_are_bounded(llm_server):
     llm_server.chunk_delay = 0.05
     llm_server.reply = lambda body: "一二三四五六七八九十" * 2  # 5 chunks: ~0.25 s per call
-    inner = OpenAIChat(base_url=llm_server.url, model="m", api_key="k", timeout=10, max_retries=0)
+    inner = OpenAIChat(LLMSettings(base_url=llm_server.url, model="m", timeout=10, max_retries=0), "k")
     bounded = BoundedChatModel(inner, limit=2, wait=30)
     replies: list[str] = []
     threads = [

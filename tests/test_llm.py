@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.llm import OpenAIChat
+from bot.config.llm import LLMSettings
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 from tests.support.llm_server import Fault
 
@@ -12,9 +13,9 @@ pytestmark = pytest.mark.unit
 
 
 def chat(server, **kw) -> OpenAIChat:
-    opts = dict(base_url=server.url, model="local-test", api_key="sk-secret-value", timeout=5, max_retries=0)
+    opts = dict(base_url=server.url, model="local-test", timeout=5, max_retries=0)
     opts.update(kw)
-    return OpenAIChat(**opts)
+    return OpenAIChat(LLMSettings.model_validate(opts), "sk-secret-value")
 
 
 def test_stream_yields_pieces_over_sse(llm_server):
@@ -76,7 +77,7 @@ def test_stream_broken_mid_answer_keeps_the_part_received(llm_server):
 
 
 def test_unreachable_server():
-    llm = OpenAIChat(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", timeout=2, max_retries=0)
+    llm = OpenAIChat(LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", timeout=2, max_retries=0), "k")
     with pytest.raises(LLMError, match="cannot connect"):
         llm.complete([{"role": "user", "content": "x"}])
 

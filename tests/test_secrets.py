@@ -234,8 +234,8 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     settings, tokenizer, monkeypatch, debug_logs, auth, fallback
 ):
     pytest.importorskip("elasticsearch")
+    from bot.search.assembly import elasticsearch_searcher
     from bot.search.es_client import build_client
-    from bot.search.es_searcher import build_elasticsearch_searcher
 
     port = closed_port()
     es_block = "retrieval.sparse.elasticsearch"
@@ -256,7 +256,7 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
         monkeypatch.delenv("ES_PASSWORD")
         settings = replace(settings, f"{es_block}.hosts", [f"http://{ES_USER}:{ES_PASSWORD}@127.0.0.1:{port}"])
     es = settings.retrieval.sparse.elasticsearch
-    client = build_client(settings, es)
+    client = build_client(es)
     headers = client.transport.node_pool.all()[0].config.headers if auth == "basic_in_url" else client._headers
     assert headers  # the credentials really are in play (as an Authorization header)
     if fallback:
@@ -269,7 +269,7 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
         assert_clean(searcher.notice, searcher.fallback_reason, repr(searcher))
     else:
         with pytest.raises(SearchBackendError) as caught:
-            build_elasticsearch_searcher(settings, tokenizer)
+            elasticsearch_searcher(settings, tokenizer)
         assert f"127.0.0.1:{port}" in str(caught.value)
         assert_clean(*error_surfaces(caught.value))
     assert_clean(repr(client), *log_surfaces(debug_logs))

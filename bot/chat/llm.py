@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from bot.chat.reasoning import SHOWN_CHARS, ThinkFilter, Thought
-from bot.config.settings import LLMSettings, default_of
+from bot.config.settings import LLMSettings
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
 from bot.messages import Message
 from bot.openai_compat import Endpoint, advice, is_timeout, openai_client
@@ -61,27 +61,18 @@ def read_capped(pieces: Iterator[str], max_chars: int | None) -> str:
 class OpenAIChat(ChatModel):
     """Any OpenAI-compatible chat endpoint (OpenAI, DeepSeek, Qwen, vLLM, Ollama) through the ``openai`` package."""
 
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str,
-        temperature: float = default_of(LLMSettings, "temperature"),
-        max_tokens: int = default_of(LLMSettings, "max_tokens"),
-        timeout: float = default_of(LLMSettings, "timeout"),
-        max_retries: int = default_of(LLMSettings, "max_retries"),
-        key_env: str = default_of(LLMSettings, "api_key_env"),
-        max_reasoning_chars: int = default_of(LLMSettings, "max_reasoning_chars"),
-    ):
-        self.base_url = base_url
-        self.model = model
-        self.name = model
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_reasoning_chars = max_reasoning_chars
-        self.endpoint = Endpoint(base_url, model, timeout, max_retries, key_env, "llm")
+    def __init__(self, settings: LLMSettings, api_key: str):
+        """The endpoint, model and budgets of the ``llm`` block; ``api_key`` read from its environment variable."""
+        self.base_url = settings.base_url
+        self.model = settings.model
+        self.name = settings.model
+        self.temperature = settings.temperature
+        self.max_tokens = settings.max_tokens
+        self.timeout = settings.timeout
+        self.max_reasoning_chars = settings.max_reasoning_chars
+        self.endpoint = Endpoint(
+            settings.base_url, settings.model, settings.timeout, settings.max_retries, settings.api_key_env, "llm"
+        )
         self._client = openai_client(self.endpoint, api_key)
 
     def __repr__(self) -> str:  # never show the key
