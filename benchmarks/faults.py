@@ -34,7 +34,7 @@ from bot.config.settings import Settings, load_settings
 from bot.config.variants import replace
 from bot.conversations.turn_log import TurnLog
 from bot.errors import KnowledgeError
-from bot.factory import build_bot, build_index
+from bot.factory import build_bot, build_index, build_knowledge_base
 from bot.knowledge.entries import load_entries
 from bot.knowledge.store import KnowledgeStore, StaleEditError
 from bot.search.integrity import clean_stale_temp, file_digest
@@ -477,8 +477,9 @@ def fault_corrupt_log(tmp: Path, jieba: Path):
     path.write_bytes(garbage)
     mark = len(CAPTURE.messages)
     bot = build_bot(s)
-    answer = bot.answer(Q, session="s", source="web")
-    tl = bot.recorder.log
+    kb = build_knowledge_base(s, bot)
+    answer = kb.ask(Q, session="s", source="web")
+    tl = kb.recorder.log
     aside = tl.moved_aside if isinstance(tl, TurnLog) else None
     kept = aside is not None and aside.read_bytes() == garbage
     count = tl.count() if tl is not None else -1

@@ -30,12 +30,12 @@ def _serve(settings) -> tuple[str, Any]:
 
     import app
 
-    demo, routes = app.build_server(settings)
+    server = app.build_server(settings)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    return f"http://127.0.0.1:{port}", demo
+    app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    return f"http://127.0.0.1:{port}", server.page
 
 
 def app_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:

@@ -32,7 +32,7 @@ from bot.config.llm import LLMSettings
 from bot.config.settings import Settings, load_settings
 from bot.config.variants import replace
 from bot.evaluation import percentile
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base
 from bot.texts import RATE_LIMITED
 from tests.support.llm_server import LocalLLMServer
 
@@ -148,7 +148,7 @@ def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limi
     llm_block = LLMSettings(base_url=llm_url, model="local-load", timeout=30, max_retries=0)
     llm = OpenAIChat(llm_block, "sk-local-load-not-a-real-key")
     bot = build_bot(settings, llm=llm)
-    demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=concurrency)
+    demo = build_demo(build_knowledge_base(settings, bot), settings).queue(default_concurrency_limit=concurrency)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -1,9 +1,9 @@
-"""Building a Bot from Settings: the one place that reads config and wires the parts together."""
+"""Building a Bot and its knowledge base from Settings: the one place that reads config and wires the parts."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
@@ -16,31 +16,44 @@ from bot.chat.hyde import HydeFallback
 from bot.chat.last_resort import LastResort
 from bot.chat.llm import BoundedChatModel, ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
-from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
+from bot.chat.respond import Responder
 from bot.chat.rewrite import MultiQueryRewrite
+from bot.chat.routing import Route
 from bot.chat.splitter import QuestionSplitter
 from bot.chat.standalone import QueryRewriter
-from bot.chat.steps import Ladder
+from bot.chat.steps import Ladder, build_steps
 from bot.chat.steps.translate import Translator
+from bot.chat.turn_search import CurrentMode, TurnLimits, TurnSearch
 from bot.config.settings import Settings
 from bot.config.watch import ConfiguredMode
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import PrivacyPolicy
 from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
-from bot.errors import KnowledgeError
+from bot.editing.editor import KnowledgeEditor
+from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
+from bot.knowledge_base import KnowledgeBase
 from bot.search.assembly import build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger(__name__)
 PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversation log
+
+
+@dataclass(frozen=True)
+class LLMSteps:
+    """What the LLM does besides answering; each part is None without an LLM or when switched off."""
+
+    hyde: HydeFallback | None = None
+    rewriter: QueryRewriter | None = None  # follow-ups made standalone
+    multi_query: MultiQueryRewrite | None = None  # the "rewrite" fallback step
+    grader: RelevanceGrader | None = None
+    translator: Translator | None = None  # the "translate" fallback step
+    dont_know: DontKnowDetector | None = None  # tells a reply that declines to answer
 
 
 def thresholds(settings: Settings) -> dict[str, Cutoffs]:
@@ -171,6 +184,7 @@ def build_bot(
     watch_config: bool = False,
     keep_last_good: bool = False,
     background: bool | None = None,
+    recorder: TurnRecorder | None = None,
 ) -> Bot:
     """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now.
 
@@ -179,41 +193,61 @@ def build_bot(
     good knowledge keeps serving; without it (the CLI, scripts) it is an error, never an answer from an old index.
     With ``background`` (default: both of the above, i.e. the app) the bot serves at once: indexes are built and
     updated by background workers, and a mode whose index is not ready yet is answered from another with a notice.
+    ``recorder``: the conversation log whose most used entries the bot offers (default: the one of ``settings``).
     """
     background = watch_config and keep_last_good if background is None else background
     index = index or build_index(settings, background)
     llm = llm if llm is not None else build_llm(settings)
     mode = settings.mode
-    recorder = build_recorder(settings, purge_every=PURGE_EVERY if background else None)
-    bot = Bot(
-        index=index,
-        thresholds=thresholds(settings),
-        prompt=PromptBuilder(settings.prompt),
-        last_resort=LastResort(settings.fallback.last_resort),
-        limits=turn_limits(settings),
-        llm=llm,
-        llm_steps=llm_steps(settings, llm),
-        aids=KnowledgeAids(
-            splitter=QuestionSplitter(
-                settings.splitting.conjunctions, settings.splitting.min_part_chars, settings.splitting.max_parts
-            )
-            if settings.splitting.enabled
-            else None,
-            negatives=NegativeExamples(settings.knowledge.negative_similarity),
-            popular=PopularEntries(recorder.log),
-        ),
-        ladder=build_ladder(settings),
-        mode=mode,
-        mode_source=ConfiguredMode(settings.source, mode, kb=settings.kb_name)
-        if watch_config and settings.source
-        else None,
-        recorder=recorder,
-        privacy=PrivacyPolicy.from_settings(settings.privacy),
-    )
     if mode not in index.modes:
-        from bot.errors import ConfigError
-
         raise ConfigError(f"retrieval.mode is {mode!r}; choose one of: {', '.join(index.modes)}")
+    recorder = recorder or build_recorder(settings, purge_every=PURGE_EVERY if background else None)
+    limits = turn_limits(settings)
+    # The LLM's other jobs: none without an LLM, but the check of a reply that declines to answer.
+    helpers = llm_steps(settings, llm)
+    s = settings.splitting
+    splitter = QuestionSplitter(s.conjunctions, s.min_part_chars, s.max_parts) if s.enabled else None
+    ladder = build_ladder(settings)
+    configured = (
+        ConfiguredMode(settings.source, mode, kb=settings.kb_name) if watch_config and settings.source else None
+    )
+    search = TurnSearch(
+        index,
+        thresholds(settings),
+        limits,
+        CurrentMode(mode, index.modes, configured),
+        rewriter=helpers.rewriter,
+        multi_query=helpers.multi_query,
+        grader=helpers.grader,
+        splitter=splitter,
+        negatives=NegativeExamples(settings.knowledge.negative_similarity),
+        chitchat=ladder.chitchat,
+        substitute_followups=llm is None,
+    )
+    popular = PopularEntries(recorder.log)
+    last_resort = LastResort(settings.fallback.last_resort)
+    responder = Responder(
+        PromptBuilder(settings.prompt), last_resort, llm, splitter, limits.max_answer_chars, helpers.dont_know
+    )
+    steps = build_steps(
+        ladder,
+        ladder.chain,
+        responder,
+        search,
+        lambda: index.entries,
+        helpers.hyde,
+        rewrite=helpers.multi_query is not None,
+        translator=helpers.translator,
+        popular=lambda n: popular.top(index.entries, n),
+    )
+    bot = Bot(
+        search,
+        steps,
+        limits,
+        llm_name=llm.name if llm is not None else None,
+        privacy=PrivacyPolicy.from_settings(settings.privacy),
+        popular=popular,
+    )
     if load:
         try:
             index.load()
@@ -228,3 +262,23 @@ def build_bot(
             index.wait_ready("sparse", timeout=300)
         index.searcher(mode)
     return bot
+
+
+def build_knowledge_base(
+    settings: Settings,
+    bot: Bot | None = None,
+    *,
+    name: str | None = None,
+    route: Route | None = None,
+    watch_config: bool = False,
+    keep_last_good: bool = False,
+) -> KnowledgeBase:
+    """The knowledge base of ``settings`` as a front end is given it: its Bot (``bot`` when ready, else built as
+    :func:`build_bot` does), conversation log, store and editor; ``name`` among several, ``route`` to another."""
+    background = watch_config and keep_last_good
+    recorder = build_recorder(settings, purge_every=PURGE_EVERY if background else None)
+    if bot is None:
+        bot = build_bot(settings, watch_config=watch_config, keep_last_good=keep_last_good, recorder=recorder)
+    store = build_store(settings)
+    editor = KnowledgeEditor(bot.search.index, store)
+    return KnowledgeBase(bot, recorder, store, editor, name, route)

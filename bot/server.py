@@ -1,6 +1,6 @@
 """The server: the knowledge-base chat in the browser and the OpenAI-compatible API at /v1 on one port.
 
-``python -m bot serve [--config PATH] [--host H] [--port P] [--share]`` (or ``python app.py …``, the same).
+``python -m bot serve [--config PATH] [--host H] [--port P] [--share]`` (``python app.py …`` is the same).
 """
 
 from __future__ import annotations
@@ -8,14 +8,35 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from bot.config.settings import load_settings
+from bot.chat.routing import Route
+from bot.config.settings import DEFAULT_KB, Settings, load_settings
+from bot.deployment import Deployment
 from bot.errors import BotError
+from bot.knowledge_base import KnowledgeBase
 from bot.serving.logfilter import limit_repeated_logs
+from bot.ui.admin import AdminBlocks
+from bot.ui.guard import ServerGuard
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+@dataclass(frozen=True)
+class Server:
+    """Everything one port serves, built by :func:`build_server` and launched by :func:`serve`."""
+
+    page: AdminBlocks  # the default knowledge base's page, at /
+    routes: list[Any]  # the API, widget, WeCom, Feishu and admin logins, ahead of Gradio's own routes
+    guard: ServerGuard  # the CSP, upload cap, rate and admin checks, and the throttled login
+    pages: dict[str, AdminBlocks]  # path -> the page of each other knowledge base (/kb/<name>)
+    deployment: Deployment
+
+    def close(self) -> None:
+        """Stop serving (the other pages are mounted on the default page's app and stop with it)."""
+        self.page.close()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options; host and port default to config.yaml's ui section (127.0.0.1:7860)."""
     p = argparse.ArgumentParser(description="知识库问答网页 / Knowledge-base chat in the browser")
     p.add_argument("--config", default="config.yaml")
@@ -25,59 +46,54 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def build_server(settings, bot=None):
-    """The Gradio Blocks of the default knowledge base and the routes of the rest: the OpenAI-compatible API over
-    every knowledge base (when ``api.enabled``), the widget, WeCom and Feishu (the default's), the admin logins, and
-    each other knowledge base's page at /kb/<name>/ (mounted by :func:`serve`). ``bot``: the default's, ready."""
+def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
+    """The default knowledge base's page and every route of the server; ``kb``: the default one, when ready.
+
+    The API covers every knowledge base (when ``api.enabled``); the widget, WeCom and Feishu answer from the default
+    one; each other knowledge base gets its page at /kb/<name>/ (mounted by :func:`serve`) with its admin login.
+    """
     from bot.api import api_router, widget_router
-    from bot.config.settings import DEFAULT_KB
-    from bot.deployment import Deployment
-    from bot.ui.guard import ServerGuard
     from bot.ui.pages import admin_routes, any_admin, kb_page, kb_path
 
-    deployment = Deployment(settings, build=serving_bot, bots={DEFAULT_KB: bot} if bot is not None else None)
-    bots = deployment.start()
-    bot = bots[DEFAULT_KB]
-    demo: Any = kb_page(bot, settings)  # carries what serve() adds below
-    pages = {kb_path(name): kb_page(bots[name], deployment.settings[name], name) for name in deployment.names[1:]}
+    deployment = Deployment(settings, build=serving_knowledge_base, ready={DEFAULT_KB: kb} if kb is not None else None)
+    kbs = deployment.start()
+    default = kbs[DEFAULT_KB]
+    page = kb_page(default, settings)
+    pages = {kb_path(name): kb_page(kbs[name], deployment.settings[name], name) for name in deployment.names[1:]}
     routes = list(api_router(deployment, settings).routes) if settings.api.enabled else []
     if settings.widget.enabled:  # the embeddable chat widget (docs/widget.md)
-        routes += widget_router(bot, settings).routes
+        routes += widget_router(default, settings).routes
     if settings.wecom.enabled:  # the WeCom app's message callback (docs/wecom.md)
         from bot.api.wecom import wecom_router
 
-        routes += wecom_router(bot, settings).routes
+        routes += wecom_router(default, settings).routes
     if settings.feishu.enabled:  # the Feishu app's event subscription (docs/feishu.md)
         from bot.api.feishu import feishu_router
 
-        routes += feishu_router(bot, settings).routes
-    if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
-        routes += demo.admin.router().routes
-    for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
-        routes += admin_routes(page, path) if page.admin.enabled else []
-    # serve() adds its CSP, upload cap, rate and admin check, and the throttled login, and mounts the other pages
-    demo.kb_guard = ServerGuard(settings, may_upload=any_admin({"/": demo, **pages}))
-    demo.kb_pages = pages
-    demo.deployment = deployment
-    return demo, routes
+        routes += feishu_router(default, settings).routes
+    if page.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
+        routes += page.admin.router().routes
+    for path, other in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
+        routes += admin_routes(other, path) if other.admin.enabled else []
+    guard = ServerGuard(settings, may_upload=any_admin({"/": page, **pages}))
+    return Server(page, routes, guard, pages, deployment)
 
 
-def serving_bot(settings):
-    """A knowledge base's Bot as a server runs it: following config edits, the last good index kept."""
-    from bot.factory import build_bot
+def serving_knowledge_base(settings: Settings, name: str | None, route: Route | None) -> KnowledgeBase:
+    """A knowledge base as a server runs it: following config edits, the last good index kept."""
+    from bot.factory import build_knowledge_base
 
-    return build_bot(settings, watch_config=True, keep_last_good=True)
+    return build_knowledge_base(settings, name=name, route=route, watch_config=True, keep_last_good=True)
 
 
-def create_app(config: str = "config.yaml"):
-    """Build the Bot and its Gradio Blocks from a config file; returns (demo, settings). With the API: build_server."""
+def create_app(config: str = "config.yaml") -> tuple[AdminBlocks, Settings]:
+    """The default knowledge base's page and the settings of a config file (the API and the rest: build_server)."""
     settings = load_settings(config)
-    demo, _ = build_server(settings)
-    return demo, settings
+    return build_server(settings).page, settings
 
 
-def serve(demo, routes, **launch_kwargs):
-    """Launch the browser app with the API routes on the same FastAPI app and port (blocks unless prevent_thread_lock).
+def serve(server: Server, **launch_kwargs: Any) -> Any:
+    """Launch the page with the server's routes on the same FastAPI app and port (blocks unless prevent_thread_lock).
 
     Gradio builds its FastAPI app at launch; ``app_kwargs`` passes our routes to it, ahead of Gradio's own, so
     ``--share``, the login and the queue work as before. (``gr.mount_gradio_app`` + uvicorn would lose ``--share``.)
@@ -85,39 +101,44 @@ def serve(demo, routes, **launch_kwargs):
     from bot.ui.app import CSS
     from bot.ui.pages import mounted
 
-    guard = getattr(demo, "kb_guard", None)
-    if guard is not None:
-        launch_kwargs = guard.launch_options(launch_kwargs)
-    app_kwargs = {**launch_kwargs.get("app_kwargs", {}), "routes": list(routes)}
-    pages = getattr(demo, "kb_pages", None)
-    if pages:  # the other knowledge bases' pages, with the same login and upload cap
-        mounts, app_kwargs["lifespan"] = mounted(pages, launch_kwargs)
+    launch_kwargs = server.guard.launch_options(launch_kwargs)
+    app_kwargs = {**launch_kwargs.get("app_kwargs", {}), "routes": list(server.routes)}
+    if server.pages:  # the other knowledge bases' pages, with the same login and upload cap
+        mounts, app_kwargs["lifespan"] = mounted(server.pages, launch_kwargs)
         app_kwargs["routes"] += mounts
     launch_kwargs["app_kwargs"] = app_kwargs
-    return demo.launch(css=CSS, **launch_kwargs)
+    return server.page.launch(css=CSS, **launch_kwargs)
 
 
-def main(argv=None) -> None:
-    """Parse options, build the app and serve it until interrupted."""
+def run(settings: Settings, host: str | None = None, port: int | None = None, share: bool = False) -> None:
+    """Build the server for ``settings`` and serve it until interrupted (host and port default to ``ui``)."""
     from bot.ui.guard import use_own_upload_folder
 
+    auth = settings.ui.auth.credentials()  # fail before the slow index build
+    limit_repeated_logs(settings.limits.log_repeats_per_minute, max_chars=settings.limits.max_log_chars)
+    use_own_upload_folder(settings)  # files a previous run received are deleted
+    server = build_server(settings)
+    serve(
+        server,
+        server_name=host or settings.ui.host,
+        server_port=port or settings.ui.port,
+        share=share,
+        auth=auth,
+        auth_message="请登录 / Please log in",
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse options, build the server and serve it until interrupted."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(args.config)
-        auth = settings.ui.auth.credentials()  # fail before the slow index build
-        limit_repeated_logs(settings.limits.log_repeats_per_minute, max_chars=settings.limits.max_log_chars)
-        use_own_upload_folder(settings)  # files a previous run received are deleted
-        demo, routes = build_server(settings)
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    serve(
-        demo,
-        routes,
-        server_name=args.host or settings.ui.host,
-        server_port=args.port or settings.ui.port,
-        share=args.share,
-        auth=auth,
-        auth_message="请登录 / Please log in",
-    )
+    try:
+        run(settings, args.host, args.port, args.share)
+    except BotError as exc:
+        print(f"错误 / error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

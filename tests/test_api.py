@@ -224,8 +224,7 @@ def test_bot_errors_become_openai_errors_before_and_during_a_stream(settings, se
 
 def test_api_can_be_disabled(settings):
     settings = replace(settings, "api.enabled", False)
-    _, routes = app.build_server(settings)
-    assert routes == []
+    assert app.build_server(settings).routes == []
 
 
 def test_api_works_beside_the_browser_login(settings, serve_api):
@@ -426,7 +425,7 @@ def test_a_confirmation_is_answered_statelessly_yes_and_no(settings, kb_dir, ser
 
     write_knowledge(kb_dir, SONGS)
     probe = build_bot(with_cutoffs(settings, "sparse", 0.5))
-    hits, _ = probe.retrieve("第二首校歌")
+    hits, _ = probe.search.retrieve("第二首校歌")
     top = hits[0]
     settings = with_thresholds(settings, "sparse", CutoffSettings(answer=top.relevance + 0.04, confirm=0.05))
     url = serve_api(settings)

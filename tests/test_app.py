@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bot.config.variants import replace
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base
 from bot.ui.app import build_demo
 from tests.support.knowledge import TINY
 from tests.support.ports import free_port
@@ -63,7 +63,7 @@ def test_knowledge_html_is_rendered_escaped(app_client, kb_dir):
 def test_header_shows_mode_and_retrieval_only(settings):
     from bot.ui.app import ChatHandlers
 
-    header = ChatHandlers(build_bot(settings), settings).header("sparse")
+    header = ChatHandlers(build_knowledge_base(settings), settings).header("sparse")
     assert "`sparse`" in header and "Retrieval-only" in header and "6 entries loaded" in header
 
 
@@ -87,7 +87,10 @@ def test_retrieval_tab_shows_every_mode_with_pass_marks(app_client):
     client, bot = app_client
     html_out = client.predict("怎么添加知识", api_name="/retrieval_test")
     for mode in bot.index.modes:
-        assert f"<h4 class='kb-mode'>{mode} · 阈值 / threshold {bot.mode_thresholds(mode).describe()}</h4>" in html_out
+        assert (
+            f"<h4 class='kb-mode'>{mode} · 阈值 / threshold {bot.search.mode_thresholds(mode).describe()}</h4>"
+            in html_out
+        )
     assert "sparse ≥ 0.5" in html_out and f"{bot.index.searcher('hybrid').system} ≥" in html_out
     sparse_table = html_out.split("<h4 class='kb-mode'>sparse")[1].split("<h4")[0]
     assert "<td>1</td><td>✓</td><td><b>1.000</b>" in sparse_table and "<td>✗</td>" in sparse_table
@@ -109,7 +112,7 @@ def test_knowledge_tab_add_is_answered_at_once_and_saved_to_disk(app_client, kb_
     assert "每小时五元" in reply_text(history) and "停车场怎么收费？" in sources
     # A restarted app (new index over the same folders) still has it.
     again = build_bot(settings)
-    assert again.retrieve("停车场怎么收费")[1][0].entry.id == "faq:1"
+    assert again.search.retrieve("停车场怎么收费")[1][0].entry.id == "faq:1"
 
 
 def test_knowledge_tab_rejects_invalid_entry_inline(app_client, kb_dir):
@@ -175,7 +178,7 @@ def test_rate_limit_per_client_address_not_per_session(settings):
 
     settings = replace(settings, "limits.chat_per_minute", 2)
     bot = build_bot(settings)
-    demo = build_demo(bot, settings).queue()
+    demo = build_demo(build_knowledge_base(settings, bot), settings).queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
@@ -190,7 +193,7 @@ def test_rate_limit_per_client_address_not_per_session(settings):
         assert "Too many messages" not in replies[1] and "Too many messages" in replies[2]
     finally:
         demo.close()
-    handlers = ChatHandlers(bot, settings)
+    handlers = ChatHandlers(build_knowledge_base(settings, bot), settings)
 
     def ask(host):
         request = gr.Request(session_hash=f"s-{host}", client={"host": host})  # as Gradio's queue builds one
@@ -275,7 +278,7 @@ def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog, m
     from bot.ui.app import ChatHandlers
 
     bot = build_bot(settings)
-    handlers = ChatHandlers(bot, settings)
+    handlers = ChatHandlers(build_knowledge_base(settings, bot), settings)
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

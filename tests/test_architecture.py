@@ -26,7 +26,7 @@ LAYERS = [
     {"bot.conversations"},
     {"bot.chat"},
     {"bot.editing"},
-    {"bot.factory", "bot.deployment", "bot.evaluation"},
+    {"bot.factory", "bot.knowledge_base", "bot.deployment", "bot.evaluation"},
     {"bot.ui", "bot.api"},
     {"bot.server"},
     {"bot.cli", "bot.__main__", "bot"},

@@ -97,10 +97,12 @@ def test_llm_500_degrades_to_retrieval_answer_with_sources(llm_bot, llm_server):
     assert answer.hits[0].entry.id == "faq:add" and answer.notice == LLM_DOWN_NOTICE
 
 
-def test_llm_timeout_degrades(llm_bot, llm_server, llm_settings):
-    llm_bot.llm.inner.__init__(base_url=llm_server.url, model="m", api_key="k", timeout=0.5, max_retries=0)
+def test_llm_timeout_degrades(llm_server, llm_settings):
+    llm_settings = replace(replace(llm_settings, "llm.timeout", 0.5), "llm.max_retries", 0)
+    llm_server.reply = scripted()
+    bot = build_bot(with_cutoffs(llm_settings, "sparse", 0.5))
     llm_server.fail(Fault(sleep=1.5))
-    answer = llm_bot.answer("怎么添加知识？")
+    answer = bot.answer("怎么添加知识？")
     assert answer.text.startswith(LLM_DOWN_NOTICE) and answer.hits
 
 

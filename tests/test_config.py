@@ -98,7 +98,7 @@ def test_a_mode_whose_system_has_no_thresholds_names_the_key_to_add(tmp_path, ra
     assert bot.retrieve("怎么添加知识")[1]
     for call in (
         lambda: bot.retrieve("怎么添加知识", "dense"),
-        lambda: bot.mode_thresholds("dense"),
+        lambda: bot.search.mode_thresholds("dense"),
         lambda: bot.answer("怎么添加知识", mode="dense"),
     ):
         with pytest.raises(ConfigError) as err:

@@ -11,7 +11,7 @@ import yaml
 from bot.chat.bot import Bot
 from bot.config.settings import load_settings
 from bot.config.watch import ConfiguredMode
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base
 from bot.ui.app import FOLLOW, ChatHandlers
 from tests.support.knowledge import config_dict
 
@@ -34,8 +34,9 @@ def config_path(tmp_path, kb_dir, monkeypatch):
 
 def check_every_turn(bot: Bot) -> None:
     """Make the bot's config watcher look at the file at every turn (it is there: the bot was built watching)."""
-    assert isinstance(bot.mode_source, ConfiguredMode)
-    bot.mode_source.check_interval = 0
+    configured = bot.search.current_mode.configured
+    assert isinstance(configured, ConfiguredMode)
+    configured.check_interval = 0
 
 
 def set_mode(path, mode: str) -> None:
@@ -54,7 +55,8 @@ def test_editing_the_mode_switches_the_running_bot_and_new_pages(config_path):
     answer = bot.answer("怎么添加知识？")
     assert answer.mode == "dense" and answer.hits and answer.hits[0].searcher == "faiss"
     # A new page follows the config: the selector's default is "follow" (no override), its label names the mode.
-    header, selector, *_ = ChatHandlers(bot, load_settings(config_path)).page_defaults()
+    settings = load_settings(config_path)
+    header, selector, *_ = ChatHandlers(build_knowledge_base(settings, bot), settings).page_defaults()
     assert "`dense`" in header and "following config" in header and selector["value"] == FOLLOW
     assert ("跟随配置 / Follow config (dense)", FOLLOW) in selector["choices"]
     set_mode(config_path, "hybrid")
@@ -77,14 +79,14 @@ def test_a_broken_config_edit_keeps_the_last_mode(config_path, caplog):
 
 def test_the_cli_mode_flag_is_not_overridden(config_path):
     bot = build_bot(load_settings(config_path))  # the CLI builds without watching
-    assert bot.mode_source is None
+    assert bot.search.current_mode.configured is None
 
 
 def test_a_typo_in_the_mode_is_shown_in_the_page_until_fixed(config_path, kb_dir):
     settings = load_settings(config_path)
     bot = build_bot(settings, watch_config=True)
     check_every_turn(bot)
-    handlers = ChatHandlers(bot, settings)
+    handlers = ChatHandlers(build_knowledge_base(settings, bot), settings)
     assert "config.yaml" not in handlers.header(None)
     set_mode(config_path, "hybird")
     assert bot.answer("怎么添加知识？").mode == "sparse"

@@ -287,7 +287,7 @@ def test_build_bot_answers_through_elasticsearch(settings, es_url):
     bot = build_bot(settings, llm=None)
     assert bot.index.searcher("sparse").name == "elasticsearch"
     # No threshold of its own: Elasticsearch's relevance is coverage, as tantivy's, so the sparse one applies.
-    assert bot.mode_thresholds() == Cutoffs("sparse", 0.5, None)
+    assert bot.search.mode_thresholds() == Cutoffs("sparse", 0.5, None)
     answer = bot.answer("怎么添加知识？")
     assert answer.hits and answer.hits[0].entry.id == "faq:add" and answer.hits[0].searcher == "elasticsearch"
     assert answer.hits[0].relevance >= 0.5 and answer.thresholds == Cutoffs("sparse", 0.5, None)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from bot.config.variants import replace
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base
 from bot.texts import LONG_BUSY
 from tests.support.knowledge import with_cutoffs
 from tests.support.llm_server import Fault
@@ -44,15 +44,16 @@ def test_long_messages_wait_for_their_own_slots_and_short_ones_do_not(llm_settin
     llm_settings = replace(llm_settings, "limits.long_message_wait_seconds", 0.3)
     llm_server.reply = lambda body: "根据参考资料 [1]，放进 knowledge 文件夹即可。"
     bot = build_bot(llm_settings)
+    kb = build_knowledge_base(llm_settings, bot)
     llm_server.fail(Fault(sleep=2.0))  # the first long message holds its slot for 2 s
     answers: dict[str, object] = {}
-    first = threading.Thread(target=lambda: answers.update(first=bot.answer(LONG, source="api")))
+    first = threading.Thread(target=lambda: answers.update(first=kb.ask(LONG, source="api")))
     first.start()
     time.sleep(0.5)
     started = time.monotonic()
-    second = bot.answer(LONG + "？", source="api")
+    second = kb.ask(LONG + "？", source="api")
     assert second.text == LONG_BUSY and LONG_BUSY in second.notices and time.monotonic() - started < 1.5
-    short = bot.answer("怎么添加知识？", source="api")  # main: nothing kept long messages apart
+    short = kb.ask("怎么添加知识？", source="api")  # main: nothing kept long messages apart
     assert short.llm_used and short.text.startswith("根据参考资料")
     first.join(10)
     assert answers["first"].llm_used  # type: ignore[attr-defined]

@@ -103,7 +103,7 @@ def test_rewrite_is_skipped_without_an_llm(settings, llm_server):
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     answer = bot.answer(HARD)
-    assert bot.multi_query is None and answer.strategy is Strategy.LAST_RESORT and answer.phrasings == ()
+    assert bot.search.multi_query is None and answer.strategy is Strategy.LAST_RESORT and answer.phrasings == ()
     assert llm_server.requests == []
 
 
@@ -209,7 +209,7 @@ def test_broken_grading_keeps_the_retrieval_relevances(grading_settings, llm_ser
 def test_grading_is_off_by_default_and_without_an_llm(settings, llm_server):
     settings = replace(settings, "llm.base_url", llm_server.url)
     settings = replace(settings, "retrieval.grading.enabled", True)
-    assert build_bot(settings).grader is None  # no key: retrieval-only
+    assert build_bot(settings).search.grader is None  # no key: retrieval-only
     settings = replace(settings, "retrieval.grading.enabled", False)
     assert load_settings(settings.source).retrieval.grading.enabled is False
 

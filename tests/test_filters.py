@@ -16,7 +16,7 @@ import yaml
 
 from bot.config.variants import replace
 from bot.errors import KnowledgeError
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base
 from bot.knowledge.entries import load_entries
 from bot.knowledge.filters import FilterError, entry_filter, parse_filter
 from bot.ui.app import ChatHandlers
@@ -119,7 +119,7 @@ def test_a_filter_that_admits_nothing_relevant_never_shows_another_category(offi
 
 def test_the_retrieval_test_tab_and_the_chat_agree_for_the_same_filter(offices):
     bot = build_bot(offices, llm=None)
-    handlers = ChatHandlers(bot, offices)
+    handlers = ChatHandlers(build_knowledge_base(offices, bot), offices)
     assert bot.categories() == ["IT", "招生", "研究生"]
     for category, entry in (("招生", "faq:undergrad_fee"), ("研究生", "faq:graduate_fee")):
         table = handlers.retrieval_test("学费是多少？", [category])

@@ -204,27 +204,28 @@ def test_llm_calls_in_flight_are_bounded(llm_server):
 
 
 def test_waiting_beyond_the_timeout_degrades_like_an_llm_error(llm_settings, llm_server):
-    from bot.factory import build_bot
+    from bot.factory import build_bot, build_llm
     from bot.texts import LLM_DOWN_NOTICE
 
     llm_settings = replace(llm_settings, "llm.max_concurrency", 1)
     llm_settings = replace(llm_settings, "llm.timeout", 0.5)
-    bot = build_bot(llm_settings)
-    assert bot.llm is not None
-    held = bot.llm.stream([{"role": "user", "content": "hold"}])  # a slow caller keeps the only slot
+    llm = build_llm(llm_settings)
+    bot = build_bot(llm_settings, llm=llm)
+    assert llm is not None
+    held = llm.stream([{"role": "user", "content": "hold"}])  # a slow caller keeps the only slot
     assert isinstance(held, Generator)  # closed below to free the slot
     llm_server.chunk_delay = 0.2
     next(held)
     try:
         started = time.monotonic()
         with pytest.raises(LLMTimeoutError, match="busy"):
-            bot.llm.complete([{"role": "user", "content": "hi"}])
+            llm.complete([{"role": "user", "content": "hi"}])
         assert time.monotonic() - started < 5
         answer = bot.answer("怎么添加知识？")
         assert answer.text.startswith(LLM_DOWN_NOTICE) and answer.hits
     finally:
         held.close()
-    assert bot.llm.complete([{"role": "user", "content": "hi"}])  # the slot is free again
+    assert llm.complete([{"role": "user", "content": "hi"}])  # the slot is free again
 
 
 def test_client_key_uses_the_address_not_the_session():

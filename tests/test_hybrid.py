@@ -160,8 +160,8 @@ def test_bot_applies_each_modes_own_threshold(settings):
     from bot.factory import build_bot
 
     bot = build_bot(hybrid_settings(settings))
-    assert bot.mode_thresholds() == Cutoffs("hybrid-e5", HYBRID, None)
-    assert bot.mode_thresholds("dense") == Cutoffs("dense-e5", DENSE, None)
+    assert bot.search.mode_thresholds() == Cutoffs("hybrid-e5", HYBRID, None)
+    assert bot.search.mode_thresholds("dense") == Cutoffs("dense-e5", DENSE, None)
     loose = "附近有什么好吃的"
     assert [h.entry.id for h in bot.retrieve(loose, "dense")[1]] == ["faq:canteen"]  # dense alone answers
     assert bot.retrieve(loose, "hybrid")[1] == []

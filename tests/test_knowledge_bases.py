@@ -3,6 +3,7 @@ own knowledge, routing labelled and one hop only, and the CLI's --kb (the served
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -45,9 +46,9 @@ def test_each_knowledge_base_is_the_top_level_with_its_overrides(two_kbs):
 
 def test_a_single_knowledge_base_config_is_unchanged(settings):
     assert all_settings(settings) == {"default": settings}
-    bot = Deployment(settings).bot()
-    assert bot.name is None and bot.route is None
-    assert bot.answer("图书馆开放时间").knowledge_base is None  # answers carry no name, as before
+    kb = Deployment(settings).knowledge_base()
+    assert kb.name is None and kb.route is None
+    assert kb.ask("图书馆开放时间").knowledge_base is None  # answers carry no name, as before
 
 
 @pytest.mark.parametrize(
@@ -85,31 +86,31 @@ def test_a_bad_knowledge_base_name_is_refused(two_kbs, name):
 
 def test_each_bot_answers_from_its_own_knowledge_and_an_unknown_name_lists_the_known(two_kbs):
     deployment = Deployment(load_settings(two_kbs()))
-    for kb in ("default", "hr"):
-        bot = deployment.bot(kb)
+    for name in ("default", "hr"):
+        kb = deployment.knowledge_base(name)
         for question in QUESTIONS:
-            answer = bot.answer(question)
-            assert answered(answer.text, kb, question) and answer.knowledge_base == kb
+            answer = kb.ask(question)
+            assert answered(answer.text, name, question) and answer.knowledge_base == name
     with pytest.raises(UnknownKnowledgeBase, match="choose one of: default, hr"):
-        deployment.bot("payroll")
+        deployment.knowledge_base("payroll")
     with pytest.raises(ConfigError, match="this config has: default, hr"):
         knowledge_base_settings(load_settings(two_kbs()), "payroll")
-    with pytest.raises(UnknownKnowledgeBase, match="'payroll'"):  # a ready bot for a name the config lacks
-        Deployment(load_settings(two_kbs()), bots={"payroll": deployment.bot("hr")})
+    with pytest.raises(UnknownKnowledgeBase, match="'payroll'"):  # a ready one for a name the config lacks
+        Deployment(load_settings(two_kbs()), ready={"payroll": deployment.knowledge_base("hr")})
 
 
 def test_routing_asks_the_other_knowledge_base_labelled_and_only_once(two_kbs):
     # each routes to the other: a question neither knows must end in the default's last resort, not loop
     config = two_kbs(hr={"routing": {"label": "人事处 HR", "route_to": "default"}}, routing={"route_to": "hr"})
     deployment = Deployment(load_settings(config))
-    routed = deployment.bot().answer(HR_ONLY)
+    routed = deployment.knowledge_base().ask(HR_ONLY)
     label = ROUTED.format(label="人事处 HR")
     assert routed.text.startswith(f"{label}\n\n") and expected("hr", HR_ONLY) in routed.text
     assert label in routed.notices
     assert routed.knowledge_base == "hr" and routed.hits[0].entry.id == "faq:leave"
-    own = deployment.bot().answer(QUESTIONS[0])  # found at home: not routed
+    own = deployment.knowledge_base().ask(QUESTIONS[0])  # found at home: not routed
     assert answered(own.text, "default", QUESTIONS[0]) and own.knowledge_base == "default"
-    nobody = deployment.bot().answer(NOBODY)
+    nobody = deployment.knowledge_base().ask(NOBODY)
     assert nobody.strategy.value == "last_resort" and nobody.knowledge_base == "default" and label not in nobody.text
 
 
@@ -159,12 +160,11 @@ def test_calibrating_one_knowledge_base_writes_its_own_thresholds(two_kbs, tmp_p
 def test_a_failing_route_leaves_the_last_resort(two_kbs, caplog):
     from bot.chat.routing import Route
 
-    bot = Deployment(load_settings(two_kbs())).bot()
+    kb = Deployment(load_settings(two_kbs())).knowledge_base()
 
     def broken():
         raise RuntimeError("hr's index is gone")
 
-    bot.route = Route("hr", "HR", broken)
-    answer = bot.answer(HR_ONLY)
+    answer = dataclasses.replace(kb, route=Route("hr", "HR", broken)).ask(HR_ONLY)
     assert answer.strategy.value == "last_resort" and answer.knowledge_base == "default"
     assert "routing to knowledge base 'hr' failed" in caplog.text

@@ -9,7 +9,7 @@ from bot.chat.answer import Decision, Strategy
 from bot.chat.offers import read_offer
 from bot.config.settings import CutoffSettings
 from bot.config.variants import replace
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base
 from bot.messages import Message, said
 from bot.texts import REPHRASE_REPLY
 from tests.support.knowledge import with_thresholds, write_knowledge
@@ -49,7 +49,8 @@ def test_a_request_for_a_person_is_handed_off_and_a_lookalike_is_not(ladder_sett
         assert answer.decision is Decision.HANDOFF and answer.text == ladder_settings.handoff.reply
         assert answer.strategy is Strategy.HANDOFF  # a request, not a miss: not for the Unanswered inbox
         assert answer.to_dict()["decision"] == "handoff" and not answer.hits
-        assert bot.ladder.handoff is not None and bot.ladder.handoff.wait(5)
+        handoff = next(step for step in bot.steps if step.name == "handoff")
+        assert handoff.handoff.wait(5)  # type: ignore[attr-defined]
         ((body, _),) = hook.received
         assert body["reason"] == "request" and body["transcript"][-1] == {"role": "user", "content": "转人工"}
         assert bot.answer("人工智能学院在哪？").decision is not Decision.HANDOFF
@@ -190,11 +191,12 @@ def test_a_long_answer_mentioning_one_unknown_detail_still_answers(ladder_settin
 def test_an_escalated_turn_reaches_the_unanswered_inbox_and_a_request_does_not(ladder_settings):
     ladder_settings = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=0.5))
     bot = build_bot(ladder_settings)
-    first = bot.answer("火星上有几座城市", session="s1", source="api")
-    bot.answer("木星有几颗卫星", history(("火星上有几座城市", first.text)), session="s1", source="api")
-    bot.answer("转人工", session="s2", source="api")
-    assert bot.recorder.log is not None
-    groups = bot.recorder.log.unanswered()
+    kb = build_knowledge_base(ladder_settings, bot)
+    first = kb.ask("火星上有几座城市", session="s1", source="api")
+    kb.ask("木星有几颗卫星", history(("火星上有几座城市", first.text)), session="s1", source="api")
+    kb.ask("转人工", session="s2", source="api")
+    assert kb.recorder.log is not None
+    groups = kb.recorder.log.unanswered()
     questions = {q for g in groups for q in g.questions}
     assert {"火星上有几座城市", "木星有几颗卫星"} <= questions and "转人工" not in questions
     assert any("escalate" in g.strategies for g in groups)

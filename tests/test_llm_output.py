@@ -13,7 +13,7 @@ import pytest
 
 from bot.chat.reasoning import ThinkFilter, strip_reasoning
 from bot.config.variants import replace
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base, build_llm
 from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import with_cutoffs
 from tests.support.llm_scripts import HARD, grade_by_title, kind
@@ -78,10 +78,10 @@ def test_the_follow_up_rewrite_reads_no_more_than_the_cap(llm_settings, llm_serv
     llm_settings = replace(llm_settings, "limits.max_step_chars", 300)
     llm_server.piece_size = 4096
     llm_server.reply = lambda body: "图书馆几点开门？" + "x" * 1_000_000
-    bot = build_bot(llm_settings)
-    assert bot.llm is not None
+    llm = build_llm(llm_settings)
+    assert llm is not None
     started = time.perf_counter()
-    text = bot.llm.complete([{"role": "user", "content": "改写"}])
+    text = llm.complete([{"role": "user", "content": "改写"}])
     assert len(text) == 300 and text.startswith("图书馆几点开门？")
     assert time.perf_counter() - started < 5
 
@@ -159,10 +159,12 @@ def test_the_reasoning_is_shown_folded_in_the_sources_panel_and_nowhere_else(ans
         llm_server.reply = lambda body: f"<think>{thinking}</think>{ANSWER}"
     else:
         llm_server.reasoning = lambda body: thinking
-    bot = build_bot(answering)
-    answer = bot.answer("怎么添加知识？", source="api")
+    llm = build_llm(answering)
+    bot = build_bot(answering, llm=llm)
+    kb = build_knowledge_base(answering, bot)
+    answer = kb.ask("怎么添加知识？", source="api")
     assert answer.text == ANSWER and answer.reasoning == thinking
     panel = sources_html(answer)
     assert "<details class='kb-reasoning'>" in panel and "&lt;知识&gt;" in panel and "<知识>" not in panel
-    assert bot.llm is not None
-    assert bot.llm.complete([{"role": "user", "content": "怎么添加知识？"}]) == ANSWER  # HyDE and co. never see it
+    assert llm is not None
+    assert llm.complete([{"role": "user", "content": "怎么添加知识？"}]) == ANSWER  # HyDE and co. never see it

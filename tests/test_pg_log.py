@@ -18,7 +18,7 @@ from bot.config.variants import replace
 from bot.conversations.log_store import TurnLogError
 from bot.conversations.pg_log import PgTurnLog
 from bot.conversations.turn_log import turn_log_from_settings
-from bot.factory import build_bot, build_recorder
+from bot.factory import build_bot, build_knowledge_base, build_recorder
 from tests.support.answers import answered
 from tests.support.knowledge import with_cutoffs
 from tests.support.postgres import PASSWORD
@@ -123,8 +123,9 @@ def test_the_served_app_logs_a_web_turn_in_postgres_and_the_admin_inbox_shows_it
     monkeypatch.setenv(pg_settings.ui.admin.password_env, ADMIN_LOGIN[1])
     served = with_cutoffs(pg_settings, "sparse", 0.5)
     bot = build_bot(served)
-    assert isinstance(bot.recorder.log, PgTurnLog)
-    demo, base = serve_in_process(served, bot)
+    kb = build_knowledge_base(served, bot)
+    assert isinstance(kb.recorder.log, PgTurnLog)
+    demo, base = serve_in_process(served, kb)
     try:
         _chat_turn_lands_in_postgres_and_the_inbox(f"{base}/", pg_dsn)
     finally:

@@ -7,7 +7,7 @@ import pytest
 
 from bot.chat.answer import Strategy
 from bot.config.variants import replace, update
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base
 from bot.ui.app import ChatHandlers
 from tests.support.knowledge import with_cutoffs
 
@@ -18,9 +18,10 @@ pytestmark = pytest.mark.unit
 def busy_bot(settings):
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
+    kb = build_knowledge_base(settings, bot)
     for question, times in (("怎么添加知识？", 3), ("图书馆开放时间", 2), ("阈值是什么意思？", 1)):
         for n in range(times):
-            assert bot.answer(question, session=f"{question}{n}", source="web").hits
+            assert kb.ask(question, session=f"{question}{n}", source="web").hits
     bot.popular.forget()
     return bot
 
@@ -35,11 +36,11 @@ def test_examples_popular_fixed_and_both(busy_bot):
 
 def test_the_page_uses_the_configured_source(busy_bot, settings):
     settings = update(settings, {"ui.examples": [], "ui.examples_source": "popular"})
-    assert ChatHandlers(busy_bot, settings).examples()[0] == ["怎么添加知识？"]
+    assert ChatHandlers(build_knowledge_base(settings, busy_bot), settings).examples()[0] == ["怎么添加知识？"]
 
 
 def test_a_deleted_entry_leaves_the_examples_at_once(busy_bot, settings):
-    busy_bot.editor(build_store(settings)).delete("faq.json", "add")
+    build_knowledge_base(settings, busy_bot).editor.delete("faq.json", "add")
     assert "怎么添加知识？" not in busy_bot.examples([], "popular")
 
 
@@ -59,7 +60,7 @@ def test_the_last_resort_can_suggest_popular_entries(busy_bot, settings):
     assert near.strategy is Strategy.LAST_RESORT and near.candidates[0].entry.id == "faq:mode"
     # two of three slots for the closest, then the most used entry
     assert [o.id for o in near.options][:2] == [h.entry.id for h in near.candidates[:2]]
-    popular = [e.id for e in both.popular.top(both.index.entries, 3)]
+    popular = [e.id for e in both.popular.top(both.search.index.entries, 3)]
     assert near.options[2].id == next(i for i in popular if i not in {o.id for o in near.options[:2]})
 
 

@@ -20,7 +20,7 @@ from bot.config.variants import replace
 from bot.conversations.privacy import PersonalData, PrivacyPolicy
 from bot.conversations.turn_log import TurnLog, turn_log_from_settings
 from bot.errors import ConfigError
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base
 from bot.ui.inbox_tab import InboxHandlers
 from tests.support.knowledge import ROOT, config_dict
 
@@ -89,21 +89,22 @@ def _log_path(settings) -> Path:
 
 def test_no_personal_data_reaches_the_sqlite_file_the_inbox_or_the_log_page(settings):
     bot = build_bot(settings)
+    kb = build_knowledge_base(settings, bot)
     asked = [
         f"我的手机号{MOBILE}收不到验证码怎么办",  # misses: goes to the inbox
         f"身份证{ID_CARD}丢了怎么补办",
         f"图书馆开放时间？我电话 {MOBILE[:3]} {MOBILE[3:7]} {MOBILE[7:]}",  # answered
     ]
-    turns = [bot.answer(q, session="s1", source="web") for q in asked]
-    assert bot.recorder.feedback(turns[2].turn_id, -1, f"答非所问，回我邮件 {EMAIL} 或 卡 6222021234567890123")
+    turns = [kb.ask(q, session="s1", source="web") for q in asked]
+    assert kb.recorder.feedback(turns[2].turn_id, -1, f"答非所问，回我邮件 {EMAIL} 或 卡 6222021234567890123")
     path = _log_path(settings)
-    turn_log = bot.recorder.log
+    turn_log = kb.recorder.log
     assert turn_log is not None
     stored = _stored_bytes(path)
     for secret in SECRETS:
         assert secret.encode() not in stored, secret
     assert b"[mobile]" in stored and b"[id_card]" in stored and b"[email]" in stored
-    page = InboxHandlers(bot.recorder.log, None).turns("", "", "")  # type: ignore[arg-type]
+    page = InboxHandlers(kb.recorder.log, None).turns("", "", "")  # type: ignore[arg-type]
     groups = [" ".join((g.key, *g.questions, *g.reasons)) for g in turn_log.unanswered()]
     for secret in SECRETS:
         assert secret not in page and all(secret not in g for g in groups)
@@ -128,12 +129,13 @@ def test_the_llm_sees_what_the_user_typed_unless_configured(llm_settings, llm_se
 def test_refusal_answers_politely_sends_nothing_and_stays_out_of_the_inbox(llm_settings, llm_server):
     llm_settings = replace(llm_settings, "privacy.refuse", True)
     bot = build_bot(llm_settings)
-    answer = bot.answer(f"帮我查一下身份证 {ID_CARD} 的成绩", session="s", source="api")
+    kb = build_knowledge_base(llm_settings, bot)
+    answer = kb.ask(f"帮我查一下身份证 {ID_CARD} 的成绩", session="s", source="api")
     assert answer.strategy == Strategy.REFUSED
     assert answer.text.startswith("为了保护您的隐私") and "To protect your privacy" in answer.text
     assert llm_server.requests == [] and answer.hits == []
-    assert bot.recorder.log is not None and bot.recorder.log.unanswered() == []
-    stored = bot.recorder.log.recent(1)[0]
+    assert kb.recorder.log is not None and kb.recorder.log.unanswered() == []
+    stored = kb.recorder.log.recent(1)[0]
     assert ID_CARD not in stored["question"] and "[id_card]" in stored["question"]
     assert bot.answer("图书馆开放时间").strategy != Strategy.REFUSED  # no personal data: answered as usual
 
@@ -141,10 +143,11 @@ def test_refusal_answers_politely_sends_nothing_and_stays_out_of_the_inbox(llm_s
 def test_masking_off_stores_text_as_typed_and_the_page_says_so(settings):
     settings = replace(settings, "privacy.mask", False)
     bot = build_bot(settings)
-    bot.answer(f"手机号{MOBILE}", session="s", source="web")
-    assert bot.recorder.log is not None
-    assert bot.recorder.log.recent(1)[0]["question"] == f"手机号{MOBILE}"
-    assert "NOT masked" in InboxHandlers(bot.recorder.log, None).turns("", "", "")  # type: ignore[arg-type]
+    kb = build_knowledge_base(settings, bot)
+    kb.ask(f"手机号{MOBILE}", session="s", source="web")
+    assert kb.recorder.log is not None
+    assert kb.recorder.log.recent(1)[0]["question"] == f"手机号{MOBILE}"
+    assert "NOT masked" in InboxHandlers(kb.recorder.log, None).turns("", "", "")  # type: ignore[arg-type]
 
 
 def _cli(config: Path, *args: str) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base
 from bot.ui.indexing import IndexingProgress
 from bot.ui.knowledge_tab import KnowledgeHandlers
 from tests.support.knowledge import with_cutoffs
@@ -21,7 +21,7 @@ def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings, watch_config=True, keep_last_good=True)  # as app.py: a background index
     assert bot.index.wait_ready("sparse", 60) and bot.index.wait_idle(60)
-    editor = bot.editor(build_store(settings))
+    editor = build_knowledge_base(settings, bot).editor
     editor.ack_seconds = 0.5
     leaf = bot.index.searcher("sparse").leaves()[0]
     busy, release = threading.Event(), threading.Event()
@@ -58,6 +58,7 @@ def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb
 def test_a_save_with_an_idle_index_still_says_index_updated(settings):
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings, watch_config=True, keep_last_good=True)
+    kb = build_knowledge_base(settings, bot)
     assert bot.index.wait_ready("sparse", 60) and bot.index.wait_idle(60)
-    status = KnowledgeHandlers(bot.editor(build_store(settings))).save("faq.json", "", "新问题？", "新答案。", "")[0]
+    status = KnowledgeHandlers(kb.editor).save("faq.json", "", "新问题？", "新答案。", "")[0]
     assert "index updated (7 entries)" in status

@@ -13,8 +13,7 @@ from bot.cli.main import main
 from bot.config.settings import CutoffSettings
 from bot.conversations.suggestions import suggestions
 from bot.conversations.turn_log import TurnLog
-from bot.editing.editor import KnowledgeEditor
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base
 from tests.support.knowledge import with_thresholds, write_knowledge
 
 pytestmark = pytest.mark.unit
@@ -37,30 +36,31 @@ def traffic_settings(settings, kb_dir):
     return settings
 
 
-def converse(bot, session: str, *messages: str) -> list:
-    """Messages of one conversation through Bot.turn (recorded, with the history a front end sends)."""
+def converse(kb, session: str, *messages: str) -> list:
+    """Messages of one conversation through KnowledgeBase.ask (recorded, with the history a front end sends)."""
     history: list[dict] = []
     answers = []
     for message in messages:
-        answer = bot.answer(message, list(history), session=session, source="api")
+        answer = kb.ask(message, list(history), session=session, source="api")
         history += [{"role": "user", "content": message}, {"role": "assistant", "content": answer.text}]
         answers.append(answer)
     return answers
 
 
-def log_of(bot) -> TurnLog:
-    assert bot.recorder.log is not None
-    return bot.recorder.log
+def log_of(kb) -> TurnLog:
+    assert kb.recorder.log is not None
+    return kb.recorder.log
 
 
 def test_clarify_picks_become_one_suggestion_with_its_count(traffic_settings):
-    bot = build_bot(traffic_settings)
+    kb = build_knowledge_base(traffic_settings)
+    bot = kb.bot
     for session in ("a", "b"):
-        asked, chosen = converse(bot, session, "校歌是什么", "2")
+        asked, chosen = converse(kb, session, "校歌是什么", "2")
         assert asked.strategy is Strategy.CLARIFY and chosen.strategy is Strategy.CHOSEN
     second = asked.options[1].id
-    converse(bot, "c", "第二校歌是啥")  # asked once, never resolved: no suggestion
-    (s,) = suggestions(log_of(bot), bot.index.entries)
+    converse(kb, "c", "第二校歌是啥")  # asked once, never resolved: no suggestion
+    (s,) = suggestions(log_of(kb), bot.index.entries)
     assert (s.question, s.entry_id, s.count, s.sessions, s.via) == ("校歌是什么", second, 2, ("a", "b"), ("clarify",))
 
 
@@ -69,14 +69,16 @@ def test_a_confirmation_and_a_clicked_did_you_mean_are_suggestions_too(traffic_s
     traffic_settings = with_thresholds(
         traffic_settings, "sparse", CutoffSettings(answer=hits[0].relevance + 0.04, confirm=0.05)
     )
-    bot = build_bot(traffic_settings)
-    asked, yes = converse(bot, "a", "图书馆周末几点关门", "是的")
+    kb = build_knowledge_base(traffic_settings)
+    bot = kb.bot
+    asked, yes = converse(kb, "a", "图书馆周末几点关门", "是的")
     assert asked.strategy is Strategy.CONFIRM and yes.strategy is Strategy.CHOSEN
     traffic_settings = with_thresholds(traffic_settings, "sparse", CutoffSettings(answer=0.99))
-    bot = build_bot(traffic_settings)
-    missed, clicked = converse(bot, "b", "第二首校歌叫什么名字", "中大的第二校歌是什么？")
+    kb = build_knowledge_base(traffic_settings)
+    bot = kb.bot
+    missed, clicked = converse(kb, "b", "第二首校歌叫什么名字", "中大的第二校歌是什么？")
     assert missed.strategy is Strategy.LAST_RESORT and "中大的第二校歌是什么？" in missed.suggestions
-    found = {(s.question, s.entry_id, s.via) for s in suggestions(log_of(bot), bot.index.entries)}
+    found = {(s.question, s.entry_id, s.via) for s in suggestions(log_of(kb), bot.index.entries)}
     assert found == {
         ("图书馆周末几点关门", "faq:library", ("confirm",)),
         ("第二首校歌叫什么名字", "faq:second", ("did-you-mean",)),
@@ -85,29 +87,30 @@ def test_a_confirmation_and_a_clicked_did_you_mean_are_suggestions_too(traffic_s
 
 
 def test_accept_adds_the_phrasing_and_reject_is_for_good(traffic_settings, kb_dir):
-    bot = build_bot(traffic_settings)
-    converse(bot, "a", "校歌是什么", "2")
-    converse(bot, "b", "校歌", "1")
-    pending = suggestions(log_of(bot), bot.index.entries)
+    kb = build_knowledge_base(traffic_settings)
+    bot = kb.bot
+    converse(kb, "a", "校歌是什么", "2")
+    converse(kb, "b", "校歌", "1")
+    pending = suggestions(log_of(kb), bot.index.entries)
     assert len(pending) == 2
     accepted, rejected = pending
-    KnowledgeEditor(bot.index, build_store(traffic_settings)).add_phrasing(accepted.entry_id, accepted.question)
+    kb.editor.add_phrasing(accepted.entry_id, accepted.question)
     stored = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
     key = accepted.entry_id.split(":")[1]
     assert accepted.question in stored[key]["questions"]
     assert bot.answer(accepted.question).hits[0].entry.id == accepted.entry_id  # indexed: answered, no clarify
-    log_of(bot).reject_suggestion(rejected.norm, rejected.entry_id)
-    assert suggestions(log_of(bot), bot.index.entries) == []  # the accepted is a phrasing now, the other rejected
-    converse(bot, "c", "校歌", "1")  # asked and resolved again: still not suggested
-    assert suggestions(TurnLog(log_of(bot).path), bot.index.entries) == []
+    log_of(kb).reject_suggestion(rejected.norm, rejected.entry_id)
+    assert suggestions(log_of(kb), bot.index.entries) == []  # the accepted is a phrasing now, the other rejected
+    converse(kb, "c", "校歌", "1")  # asked and resolved again: still not suggested
+    assert suggestions(TurnLog(log_of(kb).path), bot.index.entries) == []
 
 
 def test_cli_lists_accepts_and_rejects(traffic_settings, capsys, tmp_path):
     import yaml
 
-    bot = build_bot(traffic_settings)
-    converse(bot, "a", "校歌是什么", "2")
-    converse(bot, "b", "校歌", "1")
+    kb = build_knowledge_base(traffic_settings)
+    converse(kb, "a", "校歌是什么", "2")
+    converse(kb, "b", "校歌", "1")
     config = tmp_path / "cli.yaml"
     raw = traffic_settings.model_dump(mode="json", exclude={"base_dir", "source"})
     config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")

@@ -12,7 +12,7 @@ import yaml
 from bot.cli.main import main
 from bot.errors import ConfigError
 from bot.evaluation.testsets import TestSetStore, parse_cases
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base
 from bot.ui.testsets_tab import TestSetHandlers
 from tests.support.knowledge import with_cutoffs
 
@@ -69,14 +69,15 @@ def test_a_run_reports_what_eval_reports_on_the_same_file(ts_settings, tmp_path,
 
 def test_history_and_the_cases_that_changed_after_an_edit(ts_settings):
     bot = build_bot(ts_settings)
-    handlers = TestSetHandlers(bot, ts_settings)
+    kb = build_knowledge_base(ts_settings, bot)
+    handlers = TestSetHandlers(build_knowledge_base(ts_settings, bot), ts_settings)
     path = ts_settings.resolve(ts_settings.state_dir) / "upload.csv"
     path.write_text(CSV, encoding="utf-8")
     status, _ = handlers.save(str(path), "smoke")
     assert "4 questions" in status
     first, _ = handlers.run("smoke")
     assert "recall@1" in first and "<ul class='kb-better'><li>—</li>" in first
-    editor = bot.editor(build_store(ts_settings))
+    editor = kb.editor
     fields = editor.entry("faq.json", "library")
     assert fields is not None
     editor.save("faq.json", "library", "图书馆几点开门", fields.document, fields.metadata)  # fixes one case

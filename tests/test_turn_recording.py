@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from bot.conversations.turn_log import TurnLogError
-from bot.factory import build_bot
+from bot.factory import build_bot, build_knowledge_base
 from bot.ui.admin import COOKIE, AdminAuth
 from tests.support.knowledge import with_cutoffs
 from tests.support.serving import ADMIN_LOGIN as ADMIN
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_every_web_and_api_turn_is_recorded(served):
-    url, bot = served
+    url, kb = served
     for question in ("怎么添加知识？", "火星上有几座城市"):
         event, _ = call(url, "chat", [question, [], "follow"])
         assert event == "complete"
@@ -32,44 +32,47 @@ def test_every_web_and_api_turn_is_recorded(served):
         "POST", f"{url}v1/chat/completions", json=dict(body, stream=True), headers=headers, timeout=60
     ) as r:
         assert "[DONE]" in "".join(r.iter_text())
-    turns = bot.recorder.log.recent(10)
-    assert bot.recorder.log.count() == 4
+    turns = kb.recorder.log.recent(10)
+    assert kb.recorder.log.count() == 4
     assert [t["source"] for t in reversed(turns)] == ["web", "web", "api", "api"]
     assert turns[-1]["question"] == "怎么添加知识？" and turns[-1]["session"]  # the page's opaque session id
     assert turns[-2]["strategy"] == "last_resort"
-    assert [g.question for g in bot.recorder.log.unanswered()] == ["火星上有几座城市"]
+    assert [g.question for g in kb.recorder.log.unanswered()] == ["火星上有几座城市"]
 
 
 def test_a_failing_log_does_not_break_the_chat(settings, caplog, monkeypatch):
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
 
+    kb = build_knowledge_base(settings, bot)
+
     def broken(*args, **kwargs):
         raise TurnLogError("disk full")
 
-    assert bot.recorder.log is not None
-    monkeypatch.setattr(bot.recorder.log, "record", broken)
+    assert kb.recorder.log is not None
+    monkeypatch.setattr(kb.recorder.log, "record", broken)
     with caplog.at_level(logging.ERROR, logger="bot.chat.recorder"):
         for _ in range(3):
-            answer = bot.answer("怎么添加知识？", source="web")
+            answer = kb.ask("怎么添加知识？", source="web")
             assert "knowledge 文件夹" in answer.text and answer.turn_id is None
     assert len([r for r in caplog.records if "disk full" in r.getMessage()]) == 1  # logged once, not per turn
-    assert not bot.recorder.rate(None, False)
+    assert not kb.recorder.rate(None, False)
 
 
 def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
-    answer = bot.answer("怎么添加知识？", source="web", session="s1")
+    kb = build_knowledge_base(settings, bot)
+    answer = kb.ask("怎么添加知识？", source="web", session="s1")
     assert answer.turn_id is not None
-    log = bot.recorder.log
+    log = kb.recorder.log
     assert log is not None
-    assert bot.recorder.rate(answer.turn_id, "错误 / Wrong")
+    assert kb.recorder.rate(answer.turn_id, "错误 / Wrong")
     turn = log.get(answer.turn_id)
     assert turn["rating"] == -1 and turn["reason"] == "错误 / Wrong"
     group = log.unanswered()[0]
     assert group.question == "怎么添加知识？" and group.thumbs_down == 1
-    assert bot.recorder.rate(answer.turn_id, "Like") and log.get(answer.turn_id)["rating"] == 1
+    assert kb.recorder.rate(answer.turn_id, "Like") and log.get(answer.turn_id)["rating"] == 1
 
 
 @pytest.mark.parametrize(
@@ -83,7 +86,7 @@ def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
     ],
 )
 def test_admin_endpoints_refuse_chat_users_over_raw_http(served, kb_dir, api_name, data):
-    url, bot = served
+    url, kb = served
     call(url, "chat", ["火星上有几座城市", [], "follow"])
     before = (kb_dir / "faq.json").read_text(encoding="utf-8")
     forged = {COOKIE: "9999999999." + "0" * 64}
@@ -91,7 +94,7 @@ def test_admin_endpoints_refuse_chat_users_over_raw_http(served, kb_dir, api_nam
         event, payload = call(url, api_name, data, cookies)
         assert event == "error" and "Admin login required" in json.dumps(payload, ensure_ascii=False)
     assert (kb_dir / "faq.json").read_text(encoding="utf-8") == before
-    assert len(bot.recorder.log.unanswered()) == 1  # nothing dismissed
+    assert len(kb.recorder.log.unanswered()) == 1  # nothing dismissed
     event, payload = call(url, api_name, data, login(url))  # the same call with the admin's login works
     assert event == "complete", payload
 
@@ -114,17 +117,17 @@ def test_admin_tokens_expire_and_are_bound_to_this_app():
 
 
 def test_inbox_add_as_phrasing_makes_the_missed_question_find_that_entry(settings):
-    from bot.factory import build_store
     from bot.knowledge.entries import load_entries
     from bot.ui.inbox_tab import InboxHandlers
 
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
+    kb = build_knowledge_base(settings, bot)
     missed = "资料要放到哪个目录"
-    assert bot.answer(missed, source="web").strategy.value == "last_resort"
-    assert bot.recorder.log is not None
-    handlers = InboxHandlers(bot.recorder.log, bot.editor(build_store(settings)))
-    key = bot.recorder.log.unanswered()[0].key
+    assert kb.ask(missed, source="web").strategy.value == "last_resort"
+    assert kb.recorder.log is not None
+    handlers = InboxHandlers(kb.recorder.log, kb.editor)
+    key = kb.recorder.log.unanswered()[0].key
     *_, status = handlers.add_phrasing(key, "faq:add", missed, "latest")
     assert "❌" not in status, status
     entry = next(e for e in load_entries(settings.resolve(settings.knowledge.path)) if e.id == "faq:add")

@@ -63,7 +63,7 @@ def test_a_hit_that_passes_but_is_below_direct_goes_to_the_llm(make_bot, llm_ser
 def test_a_split_message_never_answers_verbatim(make_bot, llm_server):
     bot = make_bot(direct=0.9)
     message = f"{TINY['add']['query']}{TINY['canteen']['query']}"  # "怎么添加知识？食堂在哪里？": two exact queries
-    assert len(bot.splitter.split(message)) == 2
+    assert len(bot.search.splitter.split(message)) == 2
     _, passed = bot.retrieve(message)
     assert {"faq:add", "faq:canteen"} <= {h.entry.id for h in passed if h.relevance >= 0.9}
     answer = bot.answer(message)

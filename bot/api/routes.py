@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -26,10 +27,10 @@ from bot.api.protocol import (
     sse,
 )
 from bot.chat.answer import Answer
-from bot.chat.bot import Bot
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.deployment import Deployment
 from bot.errors import BotError
+from bot.knowledge_base import KnowledgeBase
 from bot.serving.bodies import read_capped
 from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED
@@ -73,13 +74,13 @@ class ChatAPI:
     """The OpenAI-compatible API over the knowledge bases of a deployment (the model picks one and a mode):
     bearer-token auth, the chat's rate and length limits.
 
-    The Bot's blocking work (retrieval, the LLM) runs in the threadpool, one step of a stream at a time, so the
+    A turn's blocking work (retrieval, the LLM) runs in the threadpool, one step of a stream at a time, so the
     event loop keeps serving other clients and the browser app.
     """
 
-    def __init__(self, bots: Bot | Deployment, settings: Settings):
-        self.deployment = bots if isinstance(bots, Deployment) else Deployment(settings, bots={DEFAULT_KB: bots})
-        self.bot = self.deployment.bot()  # the default knowledge base's
+    def __init__(self, served: KnowledgeBase | Deployment, settings: Settings):
+        self.deployment = served if isinstance(served, Deployment) else Deployment(settings, ready={DEFAULT_KB: served})
+        self.kb = self.deployment.knowledge_base()  # the default one
         self.settings = settings
         self.guard = TokenGuard.from_settings(settings)
         self.limiter = rate_limiter(settings, "api-chat", chat_per_minute(settings))
@@ -104,16 +105,17 @@ class ChatAPI:
         key = self.guard.check(request.headers.get("authorization"), address)
         return key or f"addr:{address}"
 
-    def target(self, model: str) -> tuple[Bot, str]:
-        """The Bot and retrieval mode a model name selects: ``kbbot`` / ``kbbot-<mode>`` the default knowledge base,
+    def target(self, model: str) -> tuple[KnowledgeBase, str]:
+        """The knowledge base and retrieval mode a model name selects: ``kbbot`` / ``kbbot-<mode>`` the default one,
         ``kbbot/<kb>`` or ``<kb>`` another one in its configured mode; 404 naming the models when unknown."""
-        ids = model_ids(self.bot.index.modes)
+        status = self.kb.bot.status()
+        ids = model_ids(list(status.modes))
         if model in ids:
-            return self.bot, ids[model] or self.bot.current_mode()
+            return self.kb, ids[model] or status.configured
         name = model.removeprefix(f"{MODEL}/")
         if name in self.deployment.names:
-            bot = self.deployment.bot(name)
-            return bot, bot.current_mode()
+            kb = self.deployment.knowledge_base(name)
+            return kb, kb.bot.status().configured
         known = [*ids, *(kb_model_id(n) for n in self.deployment.names[1:])]
         raise APIError(
             404,
@@ -124,9 +126,10 @@ class ChatAPI:
 
     def models_body(self) -> dict[str, Any]:
         """The model list: the default knowledge base's ids, then ``kbbot/<kb>`` for each other one."""
-        body = model_list(self.bot.index.modes, self.bot.current_mode(), self.created)
+        status = self.kb.bot.status()
+        body = model_list(status.modes, status.configured, self.created)
         for name in self.deployment.names[1:]:
-            mode = self.deployment.bot(name).current_mode()
+            mode = self.deployment.knowledge_base(name).bot.status().configured
             body["data"].append(model_card(kb_model_id(name), mode, self.created, name))
         return body
 
@@ -152,26 +155,26 @@ class ChatAPI:
         """``GET /v1/models/{model}``: one model, or 404."""
         self.authorize(request)
         model_id = request.path_params["model_id"]
-        bot, mode = await run_in_threadpool(self.target, model_id)
-        return JSONResponse(model_card(model_id, mode, self.created, bot.name))
+        kb, mode = await run_in_threadpool(self.target, model_id)
+        return JSONResponse(model_card(model_id, mode, self.created, kb.name))
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: the bot's answer as a ``chat.completion``, or SSE chunks with ``stream``."""
         key = self.authorize(request)
         req = parse_chat_request(await self.read_body(request))
-        bot, mode = await run_in_threadpool(self.target, req.model)
+        kb, mode = await run_in_threadpool(self.target, req.model)
         if not self.limiter.allow(key):
             raise APIError(429, RATE_LIMITED, code="rate_limit_exceeded")
         reply = Reply(model=req.model)
         if not req.stream:
             try:
                 answer = await run_in_threadpool(
-                    bot.answer, req.question, req.history, mode, source="api", within=req.within
+                    functools.partial(kb.ask, req.question, req.history, mode=mode, source="api", within=req.within)
                 )
             except Exception as exc:
                 raise bot_failure(exc) from None
             return JSONResponse(reply.completion(answer))
-        snapshots = bot.turn(req.question, req.history, mode, source="api", within=req.within)  # logged
+        snapshots = kb.turn(req.question, req.history, mode=mode, source="api", within=req.within)  # logged
         # The first snapshot comes after retrieval: most failures surface here, still as a proper HTTP status.
         try:
             first = await run_in_threadpool(next, snapshots, None)

@@ -11,6 +11,7 @@ like the API's: the script sends the history, and a reply to a clarify or confir
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import logging
@@ -27,8 +28,8 @@ from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, T
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +44,10 @@ def widget_script() -> str:
 
 
 class WidgetAPI:
-    """``/widget.js``, ``/widget/chat`` (CORS, token, limits) and ``/widget/demo`` for one Bot."""
+    """``/widget.js``, ``/widget/chat`` (CORS, token, limits) and ``/widget/demo`` for one knowledge base."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
         self.settings = settings.widget
         self.allowed = set(self.settings.allowed_origins)
         self.per_session = rate_limiter(settings, "widget-session", self.settings.max_messages_per_session, DAY)
@@ -131,7 +132,9 @@ class WidgetAPI:
         refused = self.refused(session, address)
         if refused:
             return JSONResponse({"error": refused}, status_code=429, headers=headers)
-        answer = await run_in_threadpool(self.bot.answer, message, history, None, session=session, source="widget")
+        answer = await run_in_threadpool(
+            functools.partial(self.kb.ask, message, history, session=session, source="widget")
+        )
         reply: dict[str, Any] = {
             "reply": answer.text,
             "decision": answer.decision.value,

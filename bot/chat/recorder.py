@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from bot.chat.answer import Answer
@@ -146,3 +147,11 @@ class TurnRecorder:
         if liked is False or liked is None or liked in ("Dislike", "dislike"):
             return self.feedback(turn_id, -1)
         return self.feedback(turn_id, -1, str(liked))
+
+
+def recorded(
+    snapshots: Iterator[Answer], recorder: TurnRecorder, session: str | None = None, source: str | None = None
+) -> Iterator[Answer]:
+    """``snapshots`` as they come, the finished one recorded (with its ``turn_id``) when a ``source`` is given."""
+    for answer in snapshots:
+        yield recorder.record(answer, session, source) if source and answer.finished else answer

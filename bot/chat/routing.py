@@ -20,10 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class Answering(Protocol):
-    """What routing needs of the other knowledge base's Bot: its ladder, without routing of its own."""
+    """What routing needs of the other knowledge base's Bot: its own ladder (routing wraps it, not the Bot)."""
 
-    def own_stream(
-        self, message: str, history: History | None = None, mode: str | None = None, *, within: EntryFilter | None
+    def stream(
+        self, message: str, history: History | None = None, *, mode: str | None = None, within: EntryFilter | None
     ) -> Iterator[Answer]:
         """Snapshots of its own answer."""
         ...
@@ -57,7 +57,7 @@ def routed(
             yield snapshot
             continue
         try:
-            last = deque(route.bot().own_stream(message, history, within=within), maxlen=1)  # its finished answer
+            last = deque(route.bot().stream(message, history, within=within), maxlen=1)  # its finished answer
         except Exception:  # the other knowledge base failing must not cost this one its own reply
             log.exception("routing to knowledge base %r failed; giving this one's last resort", route.name)
             last = deque()

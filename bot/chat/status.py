@@ -1,6 +1,6 @@
 """What front ends show besides a turn: the bot's status, every mode's hits for one query, example questions.
 
-``status`` and ``example_questions`` only read: they never build or refresh an index, so a page can render them
+``status_of`` and ``example_questions`` only read: they never build or refresh an index, so a page can render them
 at any time. ``retrieve_all_modes`` is an explicit request and may build the searchers it needs.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bot.chat.answer import Cutoffs
+from bot.chat.turn_search import TurnSearch
 from bot.errors import BotError
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
@@ -19,9 +19,6 @@ from bot.search.base import Hit, ModeSearcher
 from bot.search.progress import Snapshot
 from bot.search.serving import ServedSearcher
 from bot.texts import BUILDING_RESULTS, NOT_BUILT
-
-if TYPE_CHECKING:
-    from bot.chat.bot import Bot
 
 EXAMPLES = 4  # example questions picked from the knowledge when none of the configured ones is in it
 
@@ -61,43 +58,44 @@ def searcher_notices(searcher: ModeSearcher | None) -> list[str]:
     return [n for n in dict.fromkeys(found) if n]
 
 
-def status(bot: Bot, mode: str | None = None) -> Status:
+def status_of(search: TurnSearch, llm: str | None, mode: str | None = None) -> Status:
     """The status for ``mode`` (None: the configured mode now) without building or refreshing anything."""
-    configured = bot.current_mode()
+    configured = search.current_mode()
     mode = mode or configured
-    searcher = bot.index.built(mode)
+    index = search.index
+    searcher = index.built(mode)
     notices = searcher_notices(searcher) if searcher is not None else [NOT_BUILT.format(mode=mode)]
-    error = bot.index.error
+    error = index.error
     return Status(
         mode=mode,
         configured=configured,
-        modes=tuple(bot.index.modes),
-        entries=len(bot.index.entries),
-        llm=bot.llm_name,
+        modes=tuple(index.modes),
+        entries=len(index.entries),
+        llm=llm,
         built=searcher is not None,
         notice=" ".join(notices) or None,
         knowledge_error=str(error) if error else None,
-        building=tuple(bot.index.building()),
+        building=tuple(index.building()),
         standing_in=isinstance(searcher, ServedSearcher) and searcher.standing_in,
-        config_error=getattr(bot.mode_source, "error", None),
+        config_error=search.current_mode.config_error,
     )
 
 
-def retrieve_all_modes(bot: Bot, query: str, within: EntryFilter | None = None) -> dict[str, ModeRetrieval]:
+def retrieve_all_modes(search: TurnSearch, query: str, within: EntryFilter | None = None) -> dict[str, ModeRetrieval]:
     """Every mode's hits for ``query`` (among the entries ``within`` admits; no LLM); a mode that cannot run gets
     its error text instead."""
-    bot.index.refresh()
+    index = search.index
+    index.refresh()
     results: dict[str, ModeRetrieval] = {}
-    for mode in bot.index.modes:
+    for mode in index.modes:
         try:
-            served = bot.index.searcher(mode)
-            if (
-                isinstance(served, ServedSearcher) and served.standing_in
-            ):  # a server's index still building: not this mode's hits
+            served = index.searcher(mode)
+            if isinstance(served, ServedSearcher) and served.standing_in:
+                # a server's index still building: not this mode's hits
                 results[mode] = ModeRetrieval([], [], None, BUILDING_RESULTS.format(mode=mode))
                 continue
-            hits, passed = bot.retrieve(query, mode, within=within)
-            results[mode] = ModeRetrieval(hits, passed, bot.mode_thresholds(mode))
+            hits, passed = search.retrieve(query, mode, within=within)
+            results[mode] = ModeRetrieval(hits, passed, search.mode_thresholds(mode))
         except BotError as exc:  # e.g. a mode whose optional package is missing: the message says the fix
             results[mode] = ModeRetrieval([], [], None, str(exc))
         except ImportError as exc:

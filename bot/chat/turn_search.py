@@ -1,36 +1,76 @@
 """How a turn searches the knowledge: split parts, entries' negative examples, a failed searcher healed and the
 search repeated, follow-ups (the LLM's standalone rewrite, or the retrieval-only substitution), optional LLM grading,
-and the thresholds of the searcher that answered. Mixed into :class:`bot.chat.bot.Bot`, which holds the parts."""
+and the thresholds of the searcher that answered.
+
+:class:`TurnSearch` is its own object: the factory builds it and gives it to the Bot, which hands
+:meth:`TurnSearch.retrieval` to each :class:`Turn`, and to the rungs that search again (HyDE, rewrite, translate).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from bot.chat.answer import Cutoffs, Part
+from bot.chat.chitchat import ChitChat
+from bot.chat.expensive import ExpensiveGate
 from bot.chat.followup import followup_queries, reads_as_followup
 from bot.chat.generate import ms
 from bot.chat.grading import Graded, RelevanceGrader
-from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
 from bot.chat.standalone import QueryRewriter, last_user_message
-from bot.chat.steps import Ladder, Retrieval, Turn
+from bot.chat.steps import Retrieval, Turn
 from bot.chat.steps.fallbacks import Rephrased
+from bot.config.watch import ConfiguredMode
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
+from bot.messages import History
 from bot.search.base import Found, Hit
 from bot.search.index import KnowledgeIndex
 from bot.search.serving import ServedSearcher
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    """How much work one turn may do: hits per search, the message, answer and searched text lengths, and the
+    gate long messages queue at (``limits.*`` and ``retrieval.top_k``)."""
+
+    top_k: int
+    max_message_chars: int
+    max_answer_chars: int
+    max_search_chars: int | None = None
+    expensive: ExpensiveGate | None = None
+
+
+class CurrentMode:
+    """The mode a message uses when it names none: the config file's now, when it changed while running, else the
+    one the bot started with (never changed: the bot keeps no mode state)."""
+
+    def __init__(self, start: str, modes: list[str], configured: ConfiguredMode | None = None):
+        self.start = start
+        self.modes = modes
+        self.configured = configured  # the config file's mode now, when the app follows it
+
+    def __call__(self) -> str:
+        """The mode now; an unknown one in the file is logged and the start mode used."""
+        mode = self.configured() if self.configured is not None else self.start
+        if mode not in self.modes:
+            log.error("retrieval.mode %r is not one of %s; using %s", mode, self.modes, self.start)
+            return self.start
+        return mode
+
+    @property
+    def config_error(self) -> str | None:
+        """Why the last edit of the config file was not taken (the old mode serves), or None."""
+        return self.configured.error if self.configured is not None else None
 
 
 @dataclass(frozen=True)
@@ -67,21 +107,38 @@ def once_more_if_failed(search: Callable[[], _Result]) -> _Result:
 
 
 class TurnSearch:
-    """The searching half of a Bot (the attributes below are the Bot's)."""
+    """The searching half of a turn: the knowledge index, the thresholds per retrieval system, and what the LLM
+    and the knowledge add to a search (a rewrite, other phrasings, grading, splitting, negative examples)."""
 
-    index: KnowledgeIndex
-    thresholds: dict[str, Cutoffs]
-    llm: ChatModel | None
-    rewriter: QueryRewriter | None
-    multi_query: MultiQueryRewrite | None
-    grader: RelevanceGrader | None
-    splitter: QuestionSplitter | None
-    negatives: NegativeExamples
-    ladder: Ladder
-    top_k: int
-    max_message_chars: int
-    max_search_chars: int | None
-    current_mode: Callable[[], str]
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        thresholds: dict[str, Cutoffs],
+        limits: TurnLimits,
+        current_mode: CurrentMode,
+        *,
+        rewriter: QueryRewriter | None = None,
+        multi_query: MultiQueryRewrite | None = None,
+        grader: RelevanceGrader | None = None,
+        splitter: QuestionSplitter | None = None,
+        negatives: NegativeExamples | None = None,
+        chitchat: ChitChat | None = None,
+        substitute_followups: bool = True,
+    ):
+        self.index = index
+        self.thresholds = dict(thresholds)
+        self.top_k = limits.top_k
+        self.max_message_chars = limits.max_message_chars
+        self.max_search_chars = limits.max_search_chars  # text searched per search
+        self.current_mode = current_mode
+        self.rewriter = rewriter  # follow-ups made standalone by the LLM
+        self.multi_query = multi_query  # the "rewrite" rung's other phrasings
+        self.grader = grader
+        self.splitter = splitter
+        self.negatives = negatives or NegativeExamples()
+        self.chitchat = chitchat  # "你好" then a question: nothing to follow up on
+        # Without an LLM to rewrite a follow-up, it is searched with the previous question's subject.
+        self.substitute_followups = substitute_followups
 
     def retrieve(
         self, query: str, mode: str | None = None, top_k: int | None = None, within: EntryFilter | None = None
@@ -143,7 +200,7 @@ class TurnSearch:
         """The thresholds that apply in ``mode``."""
         return self.cutoffs(self.index.searcher(mode or self.current_mode()).system)
 
-    def _standalone(self, question: str, history, timings: dict[str, float]) -> str | None:
+    def _standalone(self, question: str, history: History | None, timings: dict[str, float]) -> str | None:
         """The follow-up rewritten into a standalone question by the LLM, or None when not needed."""
         if not history or self.rewriter is None:
             return None
@@ -156,7 +213,7 @@ class TurnSearch:
         timings["rewrite"] = ms(t)
         return None if rewritten == question else rewritten
 
-    def _retrieval(self, turn: Turn) -> Retrieval:
+    def retrieval(self, turn: Turn) -> Retrieval:
         """The knowledge search of a turn: a follow-up made standalone (LLM) or substituted (retrieval-only),
         split parts, optional LLM grading, against the thresholds of the searcher that answered."""
         question, history, mode, timings = turn.question, turn.history, turn.base.mode, turn.timings
@@ -165,9 +222,9 @@ class TurnSearch:
         t = time.perf_counter()
         searched = self._search(search_q, mode, within=turn.base.within)
         candidates, passed, parts, found = searched.hits, searched.passed, searched.parts, searched.found
-        previous = last_user_message(history) if self.llm is None else None
+        previous = last_user_message(history) if self.substitute_followups else None
         previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
-        if previous and self.ladder.chitchat is not None and self.ladder.chitchat.match(previous):
+        if previous and self.chitchat is not None and self.chitchat.match(previous):
             previous = None  # "你好" then a question: nothing to follow up on
         if previous and reads_as_followup(question):
             # No LLM to rewrite it: the first standalone query that passes wins ("那深圳呢" after "珠海校区地址是什么"

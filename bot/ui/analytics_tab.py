@@ -18,11 +18,12 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from bot.chat.bot import Bot
 from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.knowledge_base import KnowledgeBase
+from bot.search.index import KnowledgeIndex
 from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
 
@@ -50,10 +51,15 @@ class AnalyticsHandlers:
     """Callbacks of the analytics tab (admins only: registered inside AdminBlocks.admin_only)."""
 
     def __init__(
-        self, turn_log: ConversationLog | None, bot: Bot, top: int, sample: int, export_dir: Path | None = None
+        self,
+        turn_log: ConversationLog | None,
+        index: KnowledgeIndex,
+        top: int,
+        sample: int,
+        export_dir: Path | None = None,
     ):
         self.analytics = Analytics(turn_log, top=top, sample=sample) if turn_log is not None else None
-        self.bot = bot
+        self.index = index
         # One private folder (0700, made on the first export) overwritten by every export and removed at exit: no
         # growth of /tmp per click, and no other local user reads the log's questions. Gradio's copies in its
         # cache go with delete_cache (bot/ui/app.py).
@@ -63,7 +69,7 @@ class AnalyticsHandlers:
         """Every tile for the filter the page shows (ValueError for a bad date)."""
         assert self.analytics is not None
         flt = StatsFilter(parse_time(since), parse_time(until), mode or None, source or None)
-        return self.analytics.compute(flt, [e.id for e in self.bot.index.entries])
+        return self.analytics.compute(flt, [e.id for e in self.index.entries])
 
     def show(self, since: str, until: str, mode: str | None, source: str | None) -> tuple:
         """Status line, then each chart and table, in the order of :func:`analytics_tab`'s outputs."""
@@ -108,9 +114,9 @@ class AnalyticsHandlers:
         return paths
 
 
-def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, list, list]:
+def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHandlers, list, list]:
     """Lay out and wire the analytics tab inside the current Blocks context; (handlers, filter inputs, outputs)."""
-    h = AnalyticsHandlers(bot.recorder.log, bot, top, sample)
+    h = AnalyticsHandlers(kb.log, kb.index, top, sample)
     with gr.Row():
         since = gr.Textbox(label="开始（ISO，UTC）/ Since", placeholder="2026-11-01", elem_id="kb-stats-since")
         until = gr.Textbox(label="结束（不含）/ Until (exclusive)", placeholder="2026-12-01", elem_id="kb-stats-until")
@@ -172,9 +178,9 @@ def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, l
     return h, inputs, outputs
 
 
-def analytics_page(demo: Any, bot: Bot, top: int, sample: int) -> gr.Tab:
+def analytics_page(demo: Any, kb: KnowledgeBase, top: int, sample: int) -> gr.Tab:
     """The analytics tab, hidden until an admin's page loads; filled by its select (an admin event)."""
     with gr.Tab("统计 / Analytics", id="analytics", visible=False) as tab:
-        h, inputs, outputs = analytics_tab(bot, top, sample)
+        h, inputs, outputs = analytics_tab(kb, top, sample)
     tab.select(h.show, inputs, outputs, **PRIVATE)
     return tab

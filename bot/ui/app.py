@@ -1,13 +1,12 @@
-"""The browser app: Gradio wired to a Bot (chat, retrieval test, knowledge tabs). It only translates: the Bot
-owns a turn (``Answer``), its status and the knowledge edits; callbacks that render have no side effects."""
+"""The browser app: Gradio wired to a knowledge base (chat, retrieval test, knowledge tabs). It only translates:
+the knowledge base owns a turn (``Answer``), its status and the knowledge edits; rendering has no side effects."""
 
 from __future__ import annotations
 
 import gradio as gr
 
-from bot.chat.bot import Bot
 from bot.config.settings import Settings
-from bot.knowledge.store import KnowledgeStore
+from bot.knowledge_base import KnowledgeBase
 from bot.ui.admin import AdminAuth, AdminBlocks, admin_view
 from bot.ui.chat_handlers import FOLLOW, ChatHandlers
 from bot.ui.events import PRIVATE
@@ -64,15 +63,13 @@ def category_selector(h: ChatHandlers, elem_id: str) -> tuple[gr.Dropdown, gr.St
     return selector, chosen
 
 
-def build_demo(
-    bot: Bot, settings: Settings, store: KnowledgeStore | None = None, admin: AdminAuth | None = None
-) -> AdminBlocks:
-    """The Gradio Blocks app for ``bot``; the caller queues and launches it (with ``css=CSS``).
+def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = None) -> AdminBlocks:
+    """The Gradio Blocks app for knowledge base ``kb``; the caller queues and launches it (with ``css=CSS``).
 
     The knowledge, inbox and log tabs exist only with admin credentials (``ui.admin``), and serve only requests
     with an admin login (``demo.admin.router()`` serves it at /admin/login).
     """
-    h = ChatHandlers(bot, settings)
+    h = ChatHandlers(kb, settings)
     admin = admin or AdminAuth.from_settings(settings)
     # delete_cache: uploads never imported are deleted after 15 min (imported ones at once), all at shutdown.
     with AdminBlocks(admin, title=settings.ui.title, delete_cache=(900, 900)) as demo:
@@ -97,7 +94,7 @@ def build_demo(
                         feedback_options=FEEDBACK_OPTIONS,
                     )
                     turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
-                    feedback_controls(bot, chatbot, turns)
+                    feedback_controls(kb.recorder, chatbot, turns)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources")
                     sources = gr.HTML(elem_id="kb-sources")
@@ -123,10 +120,10 @@ def build_demo(
             run = gr.Button("检索 / Search", elem_id="kb-rt-run")
             table = gr.HTML(elem_id="kb-rt-results")
         admin_pages = []  # shown to admins only; without admin credentials there are none
-        if store is not None and admin.enabled:
+        if admin.enabled:
             with demo.admin_only(), gr.Tab("知识管理 / Knowledge", id="knowledge", visible=False) as knowledge:
-                knowledge_tab(bot, store, limits=h.limits)
-            admin_pages = [knowledge, *admin_tabs(demo, bot, store, settings.log), testsets_page(demo, bot, settings)]
+                knowledge_tab(kb, limits=h.limits)
+            admin_pages = [knowledge, *admin_tabs(demo, kb, settings.log), testsets_page(demo, kb, settings)]
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
         turn_out = [chatbot, message, sources, header, mode, turns]

@@ -1,4 +1,4 @@
-"""The chat page's callbacks: a Bot's turn translated into Gradio's messages, header, sources and the retrieval
+"""The chat page's callbacks: a knowledge base's turn translated into Gradio's messages, header, sources and the retrieval
 test. They only translate (the Bot owns the turn, its status and the knowledge edits); rendering has no side
 effects."""
 
@@ -11,11 +11,11 @@ from typing import Any
 import gradio as gr
 
 from bot.chat.answer import Answer, Decision
-from bot.chat.bot import Bot
 from bot.chat.prompt import message_text
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.knowledge.filters import entry_filter
+from bot.knowledge_base import KnowledgeBase
 from bot.messages import Message, said
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
 from bot.ui.feedback import remember
@@ -62,10 +62,11 @@ def reply_message(answer: Answer) -> dict[str, Any]:
 
 
 class ChatHandlers:
-    """Gradio callbacks for one Bot; each browser session keeps its own history and mode override in the page."""
+    """Gradio callbacks for one knowledge base; each browser session keeps its history and mode override in the page."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
+        self.bot = kb.bot
         self.settings = settings
         self.limits = ClientLimits(settings)  # per client address: a new session does not reset them
         self.limiter = self.limits.chat
@@ -131,7 +132,7 @@ class ChatHandlers:
         session = getattr(request, "session_hash", None)
         try:
             first = True
-            for answer in self.bot.turn(message, past, chosen, session=session, source="web", within=within):
+            for answer in self.kb.turn(message, past, mode=chosen, session=session, source="web", within=within):
                 shown[-1] = reply_message(answer)
                 if answer.finished:
                     yield (

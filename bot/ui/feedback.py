@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from bot.chat.bot import Bot
+from bot.chat.recorder import TurnRecorder
 from bot.texts import NOT_STORED, THANKS
 from bot.ui.events import PRIVATE
 
@@ -35,8 +35,8 @@ def forget_after(turns: dict[int, int] | None, length: int) -> dict[int, int]:
 class FeedbackHandlers:
     """Callbacks of the chat's feedback: rate a turn, then optionally say why."""
 
-    def __init__(self, bot: Bot):
-        self.bot = bot
+    def __init__(self, recorder: TurnRecorder):
+        self.recorder = recorder
 
     def like(self, turns: dict[int, int] | None, evt: gr.LikeData):
         """Store a thumbs up / down (or flag) on the answer's turn; (reason row, pending turn id)."""
@@ -45,7 +45,7 @@ class FeedbackHandlers:
         liked = evt.liked
         if turn_id is None or liked in ("", None):  # not recorded (an error, the limit, the log off); or un-clicked
             return gr.update(visible=False), None
-        if not self.bot.recorder.rate(turn_id, liked):
+        if not self.recorder.rate(turn_id, liked):
             gr.Warning(NOT_STORED)
             return gr.update(visible=False), None
         if liked is True or liked == "Like":
@@ -57,14 +57,14 @@ class FeedbackHandlers:
         """Store the "why" of the pending thumbs down; (reason row, pending, textbox)."""
         text = (text or "").strip()
         if pending is not None and text:
-            stored = self.bot.recorder.feedback(pending, -1, text)
+            stored = self.recorder.feedback(pending, -1, text)
             (gr.Info if stored else gr.Warning)(THANKS if stored else NOT_STORED)
         return gr.update(visible=False), None, ""
 
 
-def feedback_controls(bot: Bot, chatbot: gr.Chatbot, turns: gr.State) -> None:
+def feedback_controls(recorder: TurnRecorder, chatbot: gr.Chatbot, turns: gr.State) -> None:
     """Lay out the "why" box under the chat and wire the chatbot's like event (inside the current Blocks)."""
-    f = FeedbackHandlers(bot)
+    f = FeedbackHandlers(recorder)
     pending = gr.State(None)
     with gr.Row(visible=False, elem_id="kb-feedback") as row:
         why = gr.Textbox(

@@ -1,6 +1,6 @@
 """The admin tabs over the conversation log: the unanswered inbox (new entry, add as a phrasing, dismiss) and the log.
 
-Both only translate: the groups and turns come from the core's ConversationLog (``bot.recorder.log``), knowledge edits go
+Both only translate: the groups and turns come from the core's ConversationLog (``kb.log``), knowledge edits go
 through the core's KnowledgeEditor, so the index serves a new entry at the next message. Every text is escaped.
 """
 
@@ -13,13 +13,12 @@ from typing import Any
 import gradio as gr
 
 from bot.chat.answer import Strategy
-from bot.chat.bot import Bot
 from bot.config.settings import LogSettings
 from bot.conversations.inbox import Group
 from bot.conversations.log_store import ConversationLog
 from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError, KnowledgeError
-from bot.knowledge.store import KnowledgeStore
+from bot.knowledge_base import KnowledgeBase
 from bot.texts import LOG_OFF
 from bot.ui.admin import fill_for_admins
 from bot.ui.analytics_tab import analytics_page
@@ -195,9 +194,9 @@ class InboxHandlers:
         return turns_html(self.log.recent(100, filters=filters))
 
 
-def inbox_tab(bot: Bot, store: KnowledgeStore) -> tuple[InboxHandlers, Any, list]:
+def inbox_tab(kb: KnowledgeBase) -> tuple[InboxHandlers, Any, list]:
     """Lay out and wire the unanswered inbox inside the current Blocks context; (handlers, sort, refresh outputs)."""
-    h = InboxHandlers(bot.recorder.log, bot.editor(store))
+    h = InboxHandlers(kb.log, kb.editor)
     gr.Markdown(
         "回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组。/ Questions that fell back (HyDE, last "
         "resort) or got a thumbs down, near-duplicates grouped."
@@ -260,17 +259,17 @@ def log_tab(h: InboxHandlers) -> tuple[list, Any]:
     return [strategy, rating, text], table
 
 
-def admin_tabs(demo: Any, bot: Bot, store: KnowledgeStore, log: LogSettings | None = None) -> list[gr.Tab]:
+def admin_tabs(demo: Any, kb: KnowledgeBase, log: LogSettings | None = None) -> list[gr.Tab]:
     """The inbox, log and analytics tabs, hidden until an admin's page loads; every event refuses non-admins."""
     log = log or LogSettings()
     with demo.admin_only():
         with gr.Tab("待解决问题 / Unanswered", id="inbox", visible=False) as inbox:
-            h, sort, listed = inbox_tab(bot, store)
+            h, sort, listed = inbox_tab(kb)
             suggested, suggested_out = suggestions_section(h.log, h.editor)
         with gr.Tab("对话日志 / Log", id="log", visible=False) as turns:
             filters, table = log_tab(h)
         inbox.select(h.refresh, [sort], listed, **PRIVATE)
         inbox.select(suggested.refresh, None, suggested_out, **PRIVATE)
         turns.select(h.turns, filters, [table], **PRIVATE)
-        stats = analytics_page(demo, bot, log.analytics_top, log.analytics_sample)
+        stats = analytics_page(demo, kb, log.analytics_top, log.analytics_sample)
     return [inbox, turns, stats]

@@ -1,4 +1,4 @@
-"""The Feishu event subscription (将事件发送至开发者服务器) over one Bot: ``POST`` takes the URL check and the events.
+"""The Feishu event subscription (将事件发送至开发者服务器) over one knowledge base: ``POST`` takes the URL check and the events.
 
 Every request is checked before anything else happens: a wrong ``X-Lark-Signature`` is 401, a timestamp too far
 from now 403 (a replay), a wrong Verification Token 403, anything malformed 400, a body over the cap 413; none of
@@ -48,8 +48,8 @@ from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,8 @@ def taken() -> Response:
 class FeishuAPI:
     """The event route at ``feishu.path``, the users' histories, the events taken and the IM API of one app."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
         self.settings = s = settings.feishu
         self._token, key = s.verification_token(), s.encrypt_key()
         self.crypto = FeishuCrypto(key) if self._token and key else None
@@ -90,7 +90,7 @@ class FeishuAPI:
         self.seen: SeenFile | SharedSeen = seen
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: a retry, or the user's next message, may reach any replica
-            self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of, CHANNEL)
+            self.histories = SharedHistories(store, self.histories, kb.privacy.stored.mask, self.session_of, CHANNEL)
             self.seen = SharedSeen(store, seen, CHANNEL)
         self.per_minute = rate_limiter(settings, "feishu-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
@@ -206,7 +206,7 @@ class FeishuAPI:
         if message.kind not in TEXT_KINDS:
             return ONLY_TEXT
         who = message.conversation
-        answer = self.bot.answer(question, self.histories.get(who), None, session=self.session_of(who), source=CHANNEL)
+        answer = self.kb.ask(question, self.histories.get(who), session=self.session_of(who), source=CHANNEL)
         text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(who, question, text)
         return text

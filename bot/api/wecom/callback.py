@@ -1,4 +1,4 @@
-"""The WeCom callback (接收消息与事件, safe mode) over one Bot: ``GET`` verifies the URL, ``POST`` takes a message.
+"""The WeCom callback (接收消息与事件, safe mode) over one knowledge base: ``GET`` verifies the URL, ``POST`` takes a message.
 
 Every request is checked before anything else happens: a wrong msg_signature is 401, a timestamp too far from now
 403 (a replay), a message for another corp id 403, anything malformed 400; none of them reaches the bot. A message
@@ -42,8 +42,8 @@ from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,8 @@ def refusal(status: int, reason: str) -> Response:
 class WeComAPI:
     """The callback routes at ``wecom.path``, the in-memory histories and the background sender of one app."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
         self.settings = s = settings.wecom
         token, key = s.token(), s.aes_key()
         self.crypto = WeComCrypto(token, key, s.corp_id) if token and key else None
@@ -74,7 +74,7 @@ class WeComAPI:
         self.seen: Seen | SharedSeen = Seen(2.0 * s.max_clock_skew_seconds)
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: any replica may get the user's next message, or a retry
-            self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of, "wecom")
+            self.histories = SharedHistories(store, self.histories, kb.privacy.stored.mask, self.session_of, "wecom")
             self.seen = SharedSeen(store, self.seen, "wecom")
         self.per_minute = rate_limiter(settings, "wecom-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
@@ -176,7 +176,7 @@ class WeComAPI:
     def answer(self, message: Incoming) -> str:
         """The bot's answer to a text message as WeCom text, remembered in the user's history (worker thread)."""
         history = self.histories.get(message.user)
-        answer = self.bot.answer(message.content, history, None, session=self.session_of(message.user), source="wecom")
+        answer = self.kb.ask(message.content, history, session=self.session_of(message.user), source="wecom")
         text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(message.user, message.content, text)
         return text
