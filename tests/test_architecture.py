@@ -22,6 +22,7 @@ LAYERS = [
     {"bot.search"},
     {"bot.chat.answer"},  # the result types a turn produces and the conversation log stores
     {"bot.conversations"},
+    {"bot.handoff"},  # tickets in the log's database; the ladder and the front ends use the desk
     {"bot.chat"},
     {"bot.factory", "bot.deployment", "bot.evaluation"},
     {"bot.ui", "bot.api", "bot.cli", "bot.__main__", "bot"},
