@@ -11,10 +11,10 @@ import socket
 
 import pytest
 
+from bot.config.settings import HandoffSettings, HandoffWebhookSettings, load_settings
 from bot.handoff.channels import SIGNATURE_HEADER, DeliveryError, WebhookChannel
 from bot.handoff.desk import Desk
 from bot.handoff.requests import is_handoff_request
-from bot.config.settings import HandoffSettings, HandoffWebhookSettings, load_settings
 from tests.support.knowledge import ROOT
 from tests.support.webhook import Hook
 

@@ -127,22 +127,24 @@ class EmailChannel:
         mail.set_content(notice_text(payload))
         try:
             if s.security == "tls":
-                smtp: smtplib.SMTP = smtplib.SMTP_SSL(
-                    s.host, s.port, timeout=s.timeout, context=ssl.create_default_context()
-                )
+                context = ssl.create_default_context()
+                smtp: smtplib.SMTP = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=context)
             else:
                 smtp = smtplib.SMTP(s.host, s.port, timeout=s.timeout)
-            with smtp:
-                if s.security == "starttls":
-                    smtp.starttls(context=ssl.create_default_context())
-                if s.username:
-                    smtp.login(s.username, s.password())
-                smtp.send_message(mail)
         except (OSError, smtplib.SMTPException) as exc:
-            reason = type(exc).__name__ + (
-                f" {exc.smtp_code}" if isinstance(exc, smtplib.SMTPResponseException) else ""
-            )
-            raise DeliveryError(f"e-mail via {s.host}:{s.port} failed: {reason}") from None
+            raise DeliveryError(f"e-mail via {s.host}:{s.port} failed: {type(exc).__name__}") from None
+        # No ``with``: its QUIT on a connection the server closed would hide why it failed (a 535, say).
+        try:
+            if s.security == "starttls":
+                smtp.starttls(context=ssl.create_default_context())
+            if s.username:
+                smtp.login(s.username, s.password())
+            smtp.send_message(mail)
+        except (OSError, smtplib.SMTPException) as exc:
+            code = f" {exc.smtp_code}" if isinstance(exc, smtplib.SMTPResponseException) else ""
+            raise DeliveryError(f"e-mail via {s.host}:{s.port} failed: {type(exc).__name__}{code}") from None
+        finally:
+            smtp.close()
 
 
 class WeComStaffChannel:

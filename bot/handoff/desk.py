@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.config.base import default_of
 from bot.config.handoff import HandoffSettings
+from bot.config.settings import LogSettings
 from bot.conversations.log_store import ConversationLog, utc_iso
 from bot.handoff.channels import Channel
 from bot.handoff.hours import BusinessHours, utc_now
@@ -96,7 +98,7 @@ class Desk:
         mask: Callable[[str | None], str | None] | None = None,
         staffed: bool = False,
         staff_channels: Sequence[str] = (),
-        retention_days: int = 0,
+        retention_days: int = default_of(LogSettings, "retention_days"),
         clock: Callable[[], datetime] = utc_now,
     ):
         self.settings = settings

@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from bot.chat.logins import ThrottledLogin, locked_message
 from bot.chat.ratelimit import shared_store
-from bot.config.settings import Settings
+from bot.config.settings import HandoffSettings, Settings, default_of
 from bot.errors import BotError
 from bot.handoff.desk import Desk
 from bot.handoff.passwords import check_account
@@ -65,7 +65,7 @@ class AgentAuth:
         self,
         accounts: dict[str, str],
         admin: AdminAuth | None = None,
-        session_hours: float = 12.0,
+        session_hours: float = default_of(HandoffSettings, "agent_session_hours"),
         session_key: bytes | None = None,
         clock=time.time,
     ):
@@ -271,7 +271,8 @@ class AgentConsole:
         return data
 
     async def _run(self, request: Request, action, *, body: bool = False) -> Response:
-        """Run ``action(agent, data)`` in the threadpool as the request's agent; refusals and desk errors as JSON."""
+        """Run ``action(agent, data)`` in the threadpool as the request's agent; refusals and desk errors as JSON.
+        A change (``body``) takes only a JSON body: a form on another site cannot send one."""
         try:
             agent = await self._agent(request)
             data = await self._json(request) if body else {}
@@ -328,7 +329,7 @@ class AgentConsole:
                 raise BotError(f"已被 {holder} 接待 / Already taken: {holder}")
             return {"won": True, "ticket": claim.ticket.to_dict()}
 
-        return await self._run(request, take)
+        return await self._run(request, take, body=True)
 
     async def reply(self, request: Request) -> Response:
         """``POST …/reply`` ``{"text"}``: the message as stored (409 unless this agent holds the ticket)."""
@@ -345,7 +346,7 @@ class AgentConsole:
     async def resolve(self, request: Request) -> Response:
         """``POST …/resolve``: the closed ticket (the visitor is told the bot answers again)."""
         ticket_id = int(request.path_params["ticket_id"])
-        return await self._run(request, lambda agent, _: self.desk.resolve(ticket_id, agent).to_dict())
+        return await self._run(request, lambda agent, _: self.desk.resolve(ticket_id, agent).to_dict(), body=True)
 
 
 class _Refused(Exception):

@@ -62,7 +62,7 @@ def build_server(settings, bot=None):
 
 def desk_routes(desk, settings, admin) -> list[Any]:
     """Start the desk's outbox worker with every channel this server runs (the webhook, e-mail, and WeCom's when the
-    WeCom channel is on), and return the agent console's routes."""
+    WeCom channel is on), and return the agent console's routes (none when nobody can log in to it)."""
     from bot.handoff.channels import WeComStaffChannel, WeComVisitorChannel, configured_channels
     from bot.ui.agents import agent_console
 
@@ -75,7 +75,8 @@ def desk_routes(desk, settings, admin) -> list[Any]:
         if settings.handoff.notify.wecom_users:
             channels[WeComStaffChannel.name] = WeComStaffChannel(sender, settings.handoff.notify.wecom_users)
     desk.start_outbox(channels)
-    return list(agent_console(desk, settings, admin).router().routes)
+    console = agent_console(desk, settings, admin)
+    return list(console.router().routes) if console.auth.enabled else []
 
 
 def serving_bot(settings):
