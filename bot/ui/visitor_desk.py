@@ -12,7 +12,8 @@ import gradio as gr
 
 from bot.errors import BotError
 from bot.handoff.desk import Desk
-from bot.handoff.tickets import Conversation
+from bot.handoff.tickets import Conversation, Message, Role
+from bot.texts import STAFF_LABEL
 from bot.ui.guard import safe_markdown
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,13 @@ def conversation_of(visit: Visit | None, session: str | None) -> Conversation | 
     if not visit or not visit.get("secret"):
         return None
     return Conversation("web", visit["secret"], session=session)
+
+
+def page_text(message: Message) -> str:
+    """A desk message as the page's markdown: escaped text, an agent's under their name in bold, a notice in italics."""
+    if message.role is Role.AGENT:
+        return f"**{safe_markdown(STAFF_LABEL.format(name=message.author or ''))}**\n\n{safe_markdown(message.text)}"
+    return f"*{safe_markdown(message.text)}*"
 
 
 class VisitorDesk:
@@ -72,7 +80,5 @@ class VisitorDesk:
         running = gr.Timer(active=updates.status is not None and updates.status.active)
         if not updates.messages:
             return gr.skip(), gr.skip(), running
-        shown = list(history or []) + [
-            {"role": "assistant", "content": safe_markdown(self.desk.shown_text(m))} for m in updates.messages
-        ]
-        return shown, {**visit, "seen": updates.messages[-1].id}, running
+        chat = list(history or []) + [{"role": "assistant", "content": page_text(m)} for m in updates.messages]
+        return chat, {**visit, "seen": updates.messages[-1].id}, running
