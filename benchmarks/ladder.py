@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import data_dir, write_section
 from bot.chat.chitchat import ChitChat
-from bot.handoff.requests import is_handoff_request
 from bot.config.settings import load_settings
 from bot.config.variants import replace, update
+from bot.handoff.requests import is_handoff_request
 from bot.knowledge.entries import Entry, load_entries, write_entries
 from tests.support.knowledge import with_cutoffs
 

@@ -1,7 +1,7 @@
 """Every bilingual text a chat user, a widget visitor or an admin reads (Chinese first), in one place, so that
 the same situation reads the same on every front end and a translation has one file to change. Config defaults
-that deployers edit (prompts, the privacy refusal, the hand-off reply) stay in bot/config/settings.py; log lines
-are English (bot/logfilter.py).
+that deployers edit (prompts, the privacy refusal, the hand-off's contact) stay in bot/config/settings.py; log
+lines are English (bot/logfilter.py).
 """
 
 from __future__ import annotations

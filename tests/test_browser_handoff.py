@@ -94,9 +94,7 @@ def widget_ask(page, text: str) -> None:
     )
 
 
-def test_the_whole_path_in_the_widget_from_the_offer_after_two_misses(
-    browser, desk_settings, serve_api, monkeypatch
-):
+def test_the_whole_path_in_the_widget_from_the_offer_after_two_misses(browser, desk_settings, serve_api, monkeypatch):
     host = HostPage(WIDGET_TOKEN)
     try:
         monkeypatch.setenv(desk_settings.widget.token_env, WIDGET_TOKEN)

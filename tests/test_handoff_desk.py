@@ -232,7 +232,8 @@ class Flaky:
     name = "webhook"
 
     def __init__(self, failures: int):
-        self.failures, self.delivered = failures, []
+        self.failures = failures
+        self.delivered: list[dict] = []
 
     def deliver(self, payload):
         if self.failures:
