@@ -269,3 +269,16 @@ def test_a_notice_leased_by_one_worker_is_not_sent_by_another(log, clock):
     other = desk_of(log, clock).store
     assert other is not None
     assert desk.store.lease(notice, due, 60) and not other.lease(notice, due, 60)
+
+
+def test_retention_deletes_closed_tickets_past_the_logs_days_and_keeps_waiting_ones(log, clock):
+    desk = desk_of(log, clock, open_timeout_hours=24 * 365)
+    old = desk.hand_off(VISITOR, "转人工", [], Reason.ASKED).ticket
+    waiting = desk.hand_off(Conversation("web", "still-waiting-secret-01"), "转人工", [], Reason.ASKED).ticket
+    assert old is not None and waiting is not None and desk.store is not None
+    desk.resolve(old.id, "alice")
+    desk.retention_days = 90
+    clock.now += timedelta(days=91)
+    desk.upkeep()
+    assert [t.id for t in desk.store.tickets()] == [waiting.id]
+    assert desk.store.messages(old.id) == [] and desk.store.pending() == 1  # the waiting ticket's notice stays

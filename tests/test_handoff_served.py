@@ -138,6 +138,7 @@ def test_guessed_conversations_read_nothing_and_the_console_refuses_strangers(de
     assert wrong.status_code == 401
     alice = agent(base, "alice")
     assert alice.post(f"/agent/api/tickets/{ticket}/claim", content=b"{}").status_code == 415  # no JSON type
+    assert alice.get("/agent/api/tickets/999").status_code == 404
     alice.get("/agent/logout")
     assert alice.get("/agent/api/tickets").status_code == 401
 

@@ -49,6 +49,10 @@ class TicketError(BotError):
     """A ticket operation that cannot be done: unknown id, not held by this agent, already closed."""
 
 
+class UnknownTicket(TicketError):
+    """No ticket has this id (never, or deleted by retention)."""
+
+
 def ticket_of(row: Mapping[str, Any]) -> Ticket:
     """A stored row as a Ticket."""
     lines = tuple(Line(Said(d["said"]), d["text"]) for d in json.loads(row["transcript"]))
@@ -139,7 +143,7 @@ class TicketStore:
         """One ticket; TicketError when there is none."""
         rows = self.db.read(f"SELECT {COLUMNS} FROM tickets WHERE id = ?", (int(ticket_id),))
         if not rows:
-            raise TicketError(f"no ticket {ticket_id}")
+            raise UnknownTicket(f"no ticket {ticket_id}")
         return ticket_of(rows[0])
 
     def active(self, conversation: str) -> Ticket | None:

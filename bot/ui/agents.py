@@ -33,6 +33,7 @@ from bot.config.settings import HandoffSettings, Settings, default_of
 from bot.errors import BotError
 from bot.handoff.desk import Desk
 from bot.handoff.passwords import check_account
+from bot.handoff.store import UnknownTicket
 from bot.handoff.tickets import Status, Ticket
 from bot.ui.admin import LOGIN_PAGE, AdminAuth
 
@@ -279,6 +280,8 @@ class AgentConsole:
             result = await run_in_threadpool(action, agent, data)
         except _Refused as refused:
             return JSONResponse({"error": refused.message}, status_code=refused.status)
+        except UnknownTicket as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
         except BotError as exc:
             return JSONResponse({"error": str(exc)}, status_code=409)
         return JSONResponse(result, headers={"Cache-Control": "no-store"})
