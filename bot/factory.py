@@ -21,7 +21,7 @@ from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
 from bot.chat.steps import Ladder
 from bot.chat.steps.translate import Translator
-from bot.config.settings import Settings
+from bot.config.settings import DEFAULT_KB, Settings
 from bot.config.watch import ConfiguredMode
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.popular import PopularEntries
@@ -171,6 +171,11 @@ def build_desk(settings: Settings, turn_log: ConversationLog | None) -> Desk | N
     h = settings.handoff
     if not h.enabled:
         return None
+    privacy = PrivacyPolicy.from_settings(settings.privacy)
+    if settings.kb_name != DEFAULT_KB:
+        # The console and the notices' worker serve the default knowledge base's desk only: another one keeps its
+        # tickets (its inbox lists them) but promises nothing and gives handoff.contact.
+        return Desk(h, TicketStore(turn_log, clock=utc_now) if turn_log is not None else None, mask=privacy.stored.mask)
     staff = list(configured_channels(h))
     if h.notify.wecom_users and settings.wecom.enabled:
         staff.append(WeComStaffChannel.name)
@@ -178,7 +183,6 @@ def build_desk(settings: Settings, turn_log: ConversationLog | None) -> Desk | N
         log.warning("handoff.notify.wecom_users is set but wecom.enabled is false: staff get no WeCom message")
     if turn_log is None:
         log.warning("hand-off without the conversation log (log.enabled): no tickets, a request gets handoff.contact")
-    privacy = PrivacyPolicy.from_settings(settings.privacy)
     return Desk(
         h,
         TicketStore(turn_log, clock=utc_now) if turn_log is not None else None,

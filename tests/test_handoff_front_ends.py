@@ -93,3 +93,21 @@ def test_the_inbox_lists_hand_off_tickets_under_their_own_filter_escaped(tmp_pat
     finally:
         log.close()
     assert HANDOFFS == "handoffs"
+
+
+def test_another_knowledge_base_keeps_its_tickets_but_promises_no_person(two_kbs, monkeypatch):
+    """Only the default knowledge base's desk has a console and a notices' worker: another one gives the contact."""
+    from bot.config.knowledge_bases import knowledge_base_settings
+    from bot.config.settings import load_settings
+    from bot.factory import build_bot
+    from bot.handoff.tickets import Conversation
+
+    monkeypatch.setenv("KBBOT_ADMIN_USER", "boss")
+    monkeypatch.setenv("KBBOT_ADMIN_PASSWORD", "boss-password-1")
+    top = load_settings(two_kbs(handoff={"contact": "电话 020-1234"}))
+    visitor = Conversation("web", "a-visitor-secret-0123456789")
+    default = build_bot(top).answer("转人工", conversation=visitor)
+    assert "在这里回复" in default.text and default.handoff is not None and default.handoff.ticket is not None
+    hr = build_bot(knowledge_base_settings(top, "hr")).answer("转人工", conversation=visitor)
+    assert "在这里回复" not in hr.text and "电话 020-1234" in hr.text
+    assert hr.handoff is not None and hr.handoff.status == "open"  # kept: its inbox lists it
