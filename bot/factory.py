@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
@@ -13,7 +12,6 @@ from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
 from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
-from bot.chat.handoff import Handoff
 from bot.chat.limits import BoundedChatModel
 from bot.chat.llm import ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
@@ -23,21 +21,23 @@ from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
 from bot.chat.steps import Ladder
 from bot.chat.steps.translate import Translator
-from bot.config.settings import Settings
+from bot.config.settings import DEFAULT_KB, Settings
 from bot.config.watch import ConfiguredMode
+from bot.conversations.log_store import ConversationLog
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import PrivacyPolicy
 from bot.conversations.recorder import TurnRecorder
 from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
 from bot.errors import KnowledgeError
+from bot.handoff.channels import WeComStaffChannel, configured_channels
+from bot.handoff.desk import Desk
+from bot.handoff.hours import utc_now
+from bot.handoff.store import TicketStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
 from bot.search.assembly import build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversation log
@@ -165,13 +165,42 @@ def llm_steps(settings: Settings, llm: ChatModel | None) -> LLMSteps:
     )
 
 
-def build_ladder(settings: Settings) -> Ladder:
-    """The ladder's rungs before the fallback chain, the chain, and the small-talk set and hand-off they use."""
+def build_desk(settings: Settings, turn_log: ConversationLog | None) -> Desk | None:
+    """The hand-off desk of ``settings.handoff`` (None when off): tickets in the conversation log's database (none
+    without a log), answered in the chat when agents or an admin can log in, staff told on the configured channels."""
+    h = settings.handoff
+    if not h.enabled:
+        return None
+    privacy = PrivacyPolicy.from_settings(settings.privacy)
+    if settings.kb_name != DEFAULT_KB:
+        # The console and the notices' worker serve the default knowledge base's desk only: another one keeps its
+        # tickets (its inbox lists them) but promises nothing and gives handoff.contact.
+        return Desk(h, TicketStore(turn_log, clock=utc_now) if turn_log is not None else None, mask=privacy.stored.mask)
+    staff = list(configured_channels(h))
+    if h.notify.wecom_users and settings.wecom.enabled:
+        staff.append(WeComStaffChannel.name)
+    elif h.notify.wecom_users:
+        log.warning("handoff.notify.wecom_users is set but wecom.enabled is false: staff get no WeCom message")
+    if turn_log is None:
+        log.warning("hand-off without the conversation log (log.enabled): no tickets, a request gets handoff.contact")
+    return Desk(
+        h,
+        TicketStore(turn_log, clock=utc_now) if turn_log is not None else None,
+        turns=turn_log,
+        mask=privacy.stored.mask,
+        staffed=bool(h.agents) or settings.ui.admin.credentials() is not None,
+        staff_channels=staff,
+        retention_days=settings.log.retention_days,
+    )
+
+
+def build_ladder(settings: Settings, turn_log: ConversationLog | None = None) -> Ladder:
+    """The ladder's rungs before the fallback chain, the chain, and the small-talk set and hand-off desk they use."""
     return Ladder(
         steps=tuple(settings.ladder.steps),
         chain=tuple(settings.fallback.chain),
         chitchat=ChitChat.from_settings(settings.chitchat) if settings.chitchat.enabled else None,
-        handoff=Handoff.from_settings(settings.handoff) if settings.handoff.enabled else None,
+        desk=build_desk(settings, turn_log),
         max_options=settings.ladder.max_options,
     )
 
@@ -215,7 +244,7 @@ def build_bot(
             negatives=NegativeExamples(settings.knowledge.negative_similarity),
             popular=PopularEntries(recorder.log),
         ),
-        ladder=build_ladder(settings),
+        ladder=build_ladder(settings, recorder.log),
         mode=mode,
         mode_source=ConfiguredMode(settings.source, mode, kb=settings.kb_name)
         if watch_config and settings.source

