@@ -63,7 +63,9 @@ def test_wecom_has_no_buttons_so_the_offer_says_how_to_take_it():
 
     offered = Answer("木星", f"抱歉…\n\n{HANDOFF_OFFER}", Strategy.LAST_RESORT, "sparse", handoff=OFFERED)
     assert render(offered, MAX_TEXT_BYTES).endswith(f"{HANDOFF_OFFER}\n{HANDOFF_OFFER_HINT}")
-    assert render(Answer("在吗", "", Strategy.HELD, "sparse"), MAX_TEXT_BYTES) == ""  # a person holds it: the bot sends nothing
+    assert (
+        render(Answer("在吗", "", Strategy.HELD, "sparse"), MAX_TEXT_BYTES) == ""
+    )  # a person holds it: the bot sends nothing
 
 
 def test_one_name_for_the_hand_off_in_the_log_the_inbox_and_analytics(tmp_path):
