@@ -161,18 +161,25 @@ class WeComStaffChannel:
             raise DeliveryError("WeCom app message to staff not delivered (see the WeCom send errors in the log)")
 
 
-class WeComVisitorChannel:
-    """An agent's reply (or the desk's notice) pushed to the WeCom visitor of the conversation."""
+class VisitorPushChannel:
+    """An agent's reply (or the desk's notice) pushed to the IM visitor of the conversation (WeCom, Feishu)."""
 
-    name = "wecom_visitor"
-
-    def __init__(self, sender: TextSender):
+    def __init__(self, channel: str, sender: TextSender):
+        self.name = visitor_push(channel)
+        self.label = {"wecom": "WeCom", "feishu": "Feishu"}.get(channel, channel)
         self.sender = sender
 
     def deliver(self, payload: dict[str, Any]) -> None:
-        """Send the text to the visitor; DeliveryError when WeCom did not take it."""
+        """Send the text to the visitor; DeliveryError when the IM platform did not take it."""
         if not self.sender.send_text(str(payload["user"]), str(payload["text"])):
-            raise DeliveryError("WeCom message to the visitor not delivered (see the WeCom send errors in the log)")
+            raise DeliveryError(
+                f"{self.label} message to the visitor not delivered (see the {self.label} send errors in the log)"
+            )
+
+
+def visitor_push(channel: str) -> str:
+    """The outbox channel that pushes agents' replies to visitors of the front end ``channel`` ("wecom_visitor")."""
+    return f"{channel}_visitor"
 
 
 def configured_channels(settings: HandoffSettings) -> dict[str, Channel]:

@@ -19,7 +19,7 @@ from bot.config.base import default_of
 from bot.config.handoff import HandoffSettings
 from bot.config.settings import LogSettings
 from bot.conversations.log_store import ConversationLog, utc_iso
-from bot.handoff.channels import Channel
+from bot.handoff.channels import Channel, visitor_push
 from bot.handoff.hours import BusinessHours, utc_now
 from bot.handoff.outbox import Outbox
 from bot.handoff.requests import is_handoff_request
@@ -59,7 +59,6 @@ MAX_LINE_CHARS = 4000
 MAX_REPLY_CHARS = 4000  # an agent's reply
 VERIFY_SCAN = 200  # the conversation's recorded turns a transcript is checked against
 SAID_PREFIX = 60  # letters and digits of a recorded answer that must begin a line for the bot to have said it
-VISITOR_PUSH = "wecom_visitor"  # the outbox channel that pushes agents' replies to WeCom visitors
 UPKEEP_PRUNE_EVERY = 3600.0
 MIN_QUESTION = 4  # letters and digits: "是", "好的", "yes" answer the offer, "食堂在哪" asks something
 
@@ -351,13 +350,13 @@ class Desk:
         return True
 
     def _tell(self, ticket: Ticket, text: str) -> None:
-        """A notice to the visitor of ``ticket`` (pushed to WeCom visitors, fetched by pages)."""
+        """A notice to the visitor of ``ticket`` (pushed to IM visitors, fetched by pages)."""
         assert self.store is not None
         self.store.add_message(ticket.id, Role.NOTICE, text, None, self._push(ticket, text))
 
     @staticmethod
     def _push(ticket: Ticket, text: str) -> dict[str, dict[str, Any]]:
-        """The outbox delivery of ``text`` to a visitor whose front end is pushed to (WeCom), else none."""
+        """The outbox delivery of ``text`` to a visitor whose front end is pushed to (WeCom, Feishu), else none."""
         if ticket.address is None:
             return {}
-        return {VISITOR_PUSH: {"user": ticket.address, "text": text}}
+        return {visitor_push(ticket.channel): {"user": ticket.address, "text": text}}

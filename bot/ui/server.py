@@ -65,9 +65,9 @@ def build_server(settings, bot=None):
 
 
 def desk_routes(desk, settings, admin) -> list[Any]:
-    """Start the desk's outbox worker with every channel this server runs (the webhook, e-mail, and WeCom's when the
-    WeCom channel is on), and return the agent console's routes (none when nobody can log in to it)."""
-    from bot.handoff.channels import WeComStaffChannel, WeComVisitorChannel, configured_channels
+    """Start the desk's outbox worker with every channel this server runs (the webhook, e-mail, and WeCom's or
+    Feishu's when that channel is on), and return the agent console's routes (none when nobody can log in to it)."""
+    from bot.handoff.channels import VisitorPushChannel, WeComStaffChannel, configured_channels
     from bot.ui.agents import agent_console
 
     channels = configured_channels(settings.handoff)
@@ -75,9 +75,15 @@ def desk_routes(desk, settings, admin) -> list[Any]:
         from bot.api.wecom.sender import WeComSender
 
         sender = WeComSender(settings.wecom)
-        channels[WeComVisitorChannel.name] = WeComVisitorChannel(sender)
+        push = VisitorPushChannel("wecom", sender)
+        channels[push.name] = push
         if settings.handoff.notify.wecom_users:
             channels[WeComStaffChannel.name] = WeComStaffChannel(sender, settings.handoff.notify.wecom_users)
+    if settings.feishu.enabled:
+        from bot.api.feishu.sender import FeishuSender
+
+        push = VisitorPushChannel("feishu", FeishuSender(settings.feishu))
+        channels[push.name] = push
     desk.start_outbox(channels)
     console = agent_console(desk, settings, admin)
     return list(console.router().routes) if console.auth.enabled else []

@@ -44,6 +44,7 @@ from bot.api.im.render import render
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
 from bot.chat.limits import chat_per_minute
 from bot.chat.ratelimit import rate_limiter, shared_store
+from bot.handoff.tickets import Conversation
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:
@@ -207,7 +208,12 @@ class FeishuAPI:
         if message.kind not in TEXT_KINDS:
             return ONLY_TEXT
         who = message.conversation
-        answer = self.bot.answer(question, self.histories.get(who), None, session=self.session_of(who), source=CHANNEL)
+        session = self.session_of(who)
+        # The conversation's secret is the keyed hash of chat and sender; a person's replies are pushed to the chat.
+        conversation = Conversation(CHANNEL, session, address=message.chat_id, session=session)
+        answer = self.bot.answer(
+            question, self.histories.get(who), None, session=session, source=CHANNEL, conversation=conversation
+        )
         text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(who, question, text)
         return text
