@@ -8,7 +8,7 @@ ladder_starter.jsonl (over knowledge/), each answerable, unanswerable, chit-chat
 fresh conversation. Three chains are compared:
 
 - today: answer the top passing hit, else fall back (what Bot.stream did before issue 21);
-- today + rungs 1-2: the hand-off matcher, then the chit-chat matcher (bot/chat/handoff.py, chitchat.py) in front
+- today + rungs 1-2: the hand-off matcher, then the chit-chat matcher (bot/handoff/requests.py, bot/chat/chitchat.py) in front
   of today's chain — measurable before the ladder is merged;
 - ladder: ``Answer.decision`` and ``Answer.options`` as the bot itself reports them, with the shipped ladder
   (``ladder.steps``) and thresholds; *today* is the same bot with ``ladder.steps: [answer]`` and the answer
@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import data_dir, write_section
 from bot.chat.chitchat import ChitChat
-from bot.chat.handoff import Handoff
 from bot.config.settings import load_settings
 from bot.config.variants import replace, update
+from bot.handoff.requests import is_handoff_request
 from bot.knowledge.entries import Entry, load_entries, write_entries
 from tests.support.knowledge import with_cutoffs
 
@@ -119,11 +119,11 @@ def reported(answer) -> Turn | None:
     return Turn(str(decision), answered, options)
 
 
-def with_rungs(handoff: Handoff, chitchat: ChitChat) -> Callable[[str, Turn], Turn]:
+def with_rungs(chitchat: ChitChat) -> Callable[[str, Turn], Turn]:
     """Today's chain behind the hand-off, then the chit-chat matcher (a request for a person wins: "有人工吗")."""
 
     def decide(message: str, fallback: Turn) -> Turn:
-        if handoff.is_request(message):
+        if is_handoff_request(message):
             return Turn("handoff")
         if chitchat.match(message) is not None:
             return Turn("chitchat")
@@ -204,7 +204,7 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str, spl
     if system in TODAY_ANSWER:
         plain = with_cutoffs(plain, system, TODAY_ANSWER[system])
     today_bot = build_bot(plain, llm=None, index=bot.index, load=False)
-    rungs = with_rungs(Handoff.from_settings(settings.handoff), ChitChat.from_settings(settings.chitchat))
+    rungs = with_rungs(ChitChat.from_settings(settings.chitchat))
     chosen = [m for m in messages if split == "all" or m.split == split]
     before, after, ladder = [], [], []
     start = time.perf_counter()
@@ -226,7 +226,7 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str, spl
 def heldout_matchers(sets: list[tuple[str, list[Entry], list[Message]]]) -> str:
     """Chit-chat and hand-off precision / recall of the matchers alone on each set's held-out split."""
     settings = load_settings(ROOT / "config.yaml")
-    rungs = with_rungs(Handoff.from_settings(settings.handoff), ChitChat.from_settings(settings.chitchat))
+    rungs = with_rungs(ChitChat.from_settings(settings.chitchat))
     parts = []
     for name, _, messages in sets:
         held = [m for m in messages if m.split == "heldout"]

@@ -11,7 +11,6 @@ from bot.chat.chitchat import ChitChat
 from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
 from bot.chat.grading import RelevanceGrader
-from bot.chat.handoff import Handoff
 from bot.chat.hyde import HydeFallback
 from bot.chat.last_resort import LastResort
 from bot.chat.llm import BoundedChatModel, ChatModel, OpenAIChat
@@ -26,13 +25,18 @@ from bot.chat.standalone import QueryRewriter
 from bot.chat.steps import Ladder, build_steps
 from bot.chat.steps.translate import Translator
 from bot.chat.turn_search import CurrentMode, TurnLimits, TurnSearch
-from bot.config.settings import Settings
+from bot.config.settings import DEFAULT_KB, Settings
 from bot.config.watch import ConfiguredMode
+from bot.conversations.log_store import ConversationLog
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import PrivacyPolicy
 from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
 from bot.editing.editor import KnowledgeEditor
 from bot.errors import ConfigError, KnowledgeError
+from bot.handoff.channels import WeComStaffChannel, configured_channels
+from bot.handoff.desk import Desk
+from bot.handoff.hours import utc_now
+from bot.handoff.store import TicketStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
 from bot.knowledge_base import KnowledgeBase
@@ -165,13 +169,42 @@ def llm_steps(settings: Settings, llm: ChatModel | None) -> LLMSteps:
     )
 
 
-def build_ladder(settings: Settings) -> Ladder:
-    """The ladder's rungs before the fallback chain, the chain, and the small-talk set and hand-off they use."""
+def build_desk(settings: Settings, turn_log: ConversationLog | None) -> Desk | None:
+    """The hand-off desk of ``settings.handoff`` (None when off): tickets in the conversation log's database (none
+    without a log), answered in the chat when agents or an admin can log in, staff told on the configured channels."""
+    h = settings.handoff
+    if not h.enabled:
+        return None
+    privacy = PrivacyPolicy.from_settings(settings.privacy)
+    if settings.kb_name != DEFAULT_KB:
+        # The console and the notices' worker serve the default knowledge base's desk only: another one keeps its
+        # tickets (its inbox lists them) but promises nothing and gives handoff.contact.
+        return Desk(h, TicketStore(turn_log, clock=utc_now) if turn_log is not None else None, mask=privacy.stored.mask)
+    staff = list(configured_channels(h))
+    if h.notify.wecom_users and settings.wecom.enabled:
+        staff.append(WeComStaffChannel.name)
+    elif h.notify.wecom_users:
+        log.warning("handoff.notify.wecom_users is set but wecom.enabled is false: staff get no WeCom message")
+    if turn_log is None:
+        log.warning("hand-off without the conversation log (log.enabled): no tickets, a request gets handoff.contact")
+    return Desk(
+        h,
+        TicketStore(turn_log, clock=utc_now) if turn_log is not None else None,
+        turns=turn_log,
+        mask=privacy.stored.mask,
+        staffed=bool(h.agents) or settings.ui.admin.credentials() is not None,
+        staff_channels=staff,
+        retention_days=settings.log.retention_days,
+    )
+
+
+def build_ladder(settings: Settings, turn_log: ConversationLog | None = None) -> Ladder:
+    """The ladder's rungs before the fallback chain, the chain, and the small-talk set and hand-off desk they use."""
     return Ladder(
         steps=tuple(settings.ladder.steps),
         chain=tuple(settings.fallback.chain),
         chitchat=ChitChat.from_settings(settings.chitchat) if settings.chitchat.enabled else None,
-        handoff=Handoff.from_settings(settings.handoff) if settings.handoff.enabled else None,
+        desk=build_desk(settings, turn_log),
         max_options=settings.ladder.max_options,
     )
 
@@ -207,7 +240,7 @@ def build_bot(
     helpers = llm_steps(settings, llm)
     s = settings.splitting
     splitter = QuestionSplitter(s.conjunctions, s.min_part_chars, s.max_parts) if s.enabled else None
-    ladder = build_ladder(settings)
+    ladder = build_ladder(settings, recorder.log)
     configured = (
         ConfiguredMode(settings.source, mode, kb=settings.kb_name) if watch_config and settings.source else None
     )
@@ -247,6 +280,7 @@ def build_bot(
         llm_name=llm.name if llm is not None else None,
         privacy=PrivacyPolicy.from_settings(settings.privacy),
         popular=popular,
+        desk=ladder.desk,
     )
     if load:
         try:

@@ -15,6 +15,8 @@ from bot.chat.turn_search import TurnSearch
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.privacy import PrivacyPolicy
 from bot.editing.editor import KnowledgeEditor
+from bot.handoff.desk import Desk
+from bot.handoff.tickets import Conversation
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.store import KnowledgeStore
 from bot.messages import History
@@ -52,6 +54,11 @@ class KnowledgeBase:
         return self.bot.search.index
 
     @property
+    def desk(self) -> Desk | None:
+        """The hand-off desk (tickets, agents' replies), None when hand-off is off."""
+        return self.bot.desk
+
+    @property
     def privacy(self) -> PrivacyPolicy:
         """What is masked before anything is stored (an IM channel's remembered messages too)."""
         return self.bot.privacy
@@ -65,12 +72,14 @@ class KnowledgeBase:
         within: EntryFilter | None = None,
         session: str | None = None,
         source: str | None = None,
+        conversation: Conversation | None = None,
     ) -> Iterator[Answer]:
         """Snapshots of the answer, routed and named; with a ``source`` ("web", "api"...) the finished one recorded.
 
-        ``session`` is an opaque id the front end chose; a failing log never breaks the turn.
+        ``session`` is an opaque id the front end chose; a failing log never breaks the turn. ``conversation`` is
+        where a hand-off to a person would answer (None: the front end cannot show a person's replies).
         """
-        own = self.bot.stream(message, history, mode=mode, within=within)
+        own = self.bot.stream(message, history, mode=mode, within=within, conversation=conversation)
         named = own if self.name is None else (dataclasses.replace(a, knowledge_base=self.name) for a in own)
         return recorded(routed(named, self.route, message, history, within), self.recorder, session, source)
 
@@ -83,7 +92,10 @@ class KnowledgeBase:
         within: EntryFilter | None = None,
         session: str | None = None,
         source: str | None = None,
+        conversation: Conversation | None = None,
     ) -> Answer:
         """The finished answer of :meth:`turn`."""
-        turn = self.turn(message, history, mode=mode, within=within, session=session, source=source)
+        turn = self.turn(
+            message, history, mode=mode, within=within, session=session, source=source, conversation=conversation
+        )
         return deque(turn, maxlen=1)[0]

@@ -15,9 +15,10 @@ from bot.chat.routing import Route
 from bot.config.settings import DEFAULT_KB, Settings, load_settings
 from bot.deployment import Deployment
 from bot.errors import BotError
+from bot.handoff.desk import Desk
 from bot.knowledge_base import KnowledgeBase
 from bot.serving.logfilter import limit_repeated_logs
-from bot.ui.admin import AdminBlocks
+from bot.ui.admin import AdminAuth, AdminBlocks
 from bot.ui.guard import ServerGuard
 
 
@@ -73,10 +74,37 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
         routes += feishu_router(default, settings).routes
     if page.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
         routes += page.admin.router().routes
+    if default.desk is not None:  # the hand-off: the agent console (/agent) and the staff notices' worker
+        routes += desk_routes(default.desk, settings, page.admin)
     for path, other in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
         routes += admin_routes(other, path) if other.admin.enabled else []
     guard = ServerGuard(settings, may_upload=any_admin({"/": page, **pages}))
     return Server(page, routes, guard, pages, deployment)
+
+
+def desk_routes(desk: Desk, settings: Settings, admin: AdminAuth) -> list[Any]:
+    """Start the desk's outbox worker with every channel this server runs (the webhook, e-mail, and WeCom's or
+    Feishu's when that channel is on), and return the agent console's routes (none when nobody can log in to it)."""
+    from bot.handoff.channels import VisitorPushChannel, WeComStaffChannel, configured_channels
+    from bot.ui.agents import agent_console
+
+    channels = configured_channels(settings.handoff)
+    if settings.wecom.enabled:
+        from bot.api.wecom.sender import WeComSender
+
+        sender = WeComSender(settings.wecom)
+        push = VisitorPushChannel("wecom", sender)
+        channels[push.name] = push
+        if settings.handoff.notify.wecom_users:
+            channels[WeComStaffChannel.name] = WeComStaffChannel(sender, settings.handoff.notify.wecom_users)
+    if settings.feishu.enabled:
+        from bot.api.feishu.sender import FeishuSender
+
+        push = VisitorPushChannel("feishu", FeishuSender(settings.feishu))
+        channels[push.name] = push
+    desk.start_outbox(channels)
+    console = agent_console(desk, settings, admin)
+    return list(console.router().routes) if console.auth.enabled else []
 
 
 def serving_knowledge_base(settings: Settings, name: str | None, route: Route | None) -> KnowledgeBase:

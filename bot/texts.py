@@ -1,7 +1,7 @@
 """Every bilingual text a chat user, a widget visitor or an admin reads (Chinese first), in one place, so that
 the same situation reads the same on every front end and a translation has one file to change. Config defaults
-that deployers edit (prompts, the privacy refusal, the hand-off reply) stay in bot/config/settings.py; log lines
-are English (bot/serving/logfilter.py).
+that deployers edit (prompts, the privacy refusal, the hand-off's contact) stay in bot/config/settings.py; log
+lines are English (bot/serving/logfilter.py).
 """
 
 from __future__ import annotations
@@ -151,3 +151,45 @@ CUT_SHORT = "…（内容过长，已截断 / cut short）"
 
 # -- bot/chat/routing.py ------------------------------------------------------------------------------
 ROUTED = "以下回答来自「{label}」知识库 / Answered from the {label} knowledge base"
+
+# -- bot/handoff/desk.py: the hand-off to a person ----------------------------------------------------
+HANDOFF_OFFER = "需要为您转人工吗？/ Shall I get a person?"  # closes a reply that offers a person (read back from it)
+HANDOFF_BUTTON = "转人工 / Get a person"  # the offer's button; it sends HANDOFF_ACCEPT
+HANDOFF_ACCEPT = "转人工"
+HANDOFF_OFFER_HINT = "回复“是”或“转人工”即可。/ Reply yes to get one."  # where there are no buttons (WeCom)
+HANDOFF_WAIT = (
+    "好的，已为您转接人工客服，工作人员会在这里回复您，请稍候。"
+    "/ OK, a member of staff will reply here in this chat; please wait a moment."
+)
+HANDOFF_CLOSED = (
+    "好的，已为您转接人工客服。现在是非工作时间，工作人员将于{when_zh}起在这里回复您。"
+    "/ OK. We are closed now; a member of staff will reply here from {when_en}."
+)
+HANDOFF_NEVER_OPEN = (
+    "好的，已为您登记转人工的请求，但目前没有安排工作时间。{contact}"
+    "/ Your request is logged, but no staff hours are scheduled."
+)
+HANDOFF_PASSED = "好的，已将您的请求转告工作人员。{contact}"
+HANDOFF_NO_DESK = "目前这里没有人工客服。{contact}"
+HANDOFF_ALREADY = (
+    "您的转人工请求已在排队，工作人员会在这里回复您。/ Your request for a person is already waiting; a member of "
+    "staff will reply here."
+)
+CONTACT_DEFAULT = (
+    "如需帮助，请通过本网站公布的联系方式联系我们。/ Please use the contact details published on this site."
+)
+NOT_SEARCHED = "本轮没有检索知识库。/ The knowledge was not searched for this message."
+STAFF_LABEL = "👤 {name}（人工客服 / staff）"
+STAFF_JOINED = "人工客服 {name} 已接入。/ {name} (staff) has joined the conversation."
+STAFF_RESOLVED = (
+    "人工客服已结束本次对话，接下来由机器人继续为您解答。/ The staff member closed the conversation; the bot answers "
+    "again from here."
+)
+STAFF_IDLE = (
+    "人工客服暂时没有回复，接下来由机器人继续为您解答；需要时可再次发送“转人工”。/ No reply from staff for a while; "
+    "the bot answers again (send “转人工” to ask for a person again)."
+)
+STAFF_EXPIRED = (
+    "抱歉，暂时没有人工客服接待您的请求，接下来由机器人继续为您解答。{contact}"
+    "/ Sorry, nobody from staff took your request in time; the bot answers again."
+)

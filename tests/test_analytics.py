@@ -306,6 +306,8 @@ def test_log_stats_json_equals_the_core(tmp_path):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     trending = out.pop("trending")  # its weeks end at the CLI's "now", a moment later than the core's
+    handoffs = [out.pop(n) for n in ("handoff_rate", "handoff_first_reply", "handoff_per_day")]  # the desk's tiles
+    assert handoffs[0]["rows"][0][2] == 0 and handoffs[2]["rows"] == []  # no tickets in this log
     want = core.to_dict()
     want.pop("trending")
     assert out == json.loads(json.dumps(want, ensure_ascii=False))
@@ -329,7 +331,7 @@ def test_the_analytics_tab_refuses_requests_without_the_admin_cookie(served):
             assert "1 轮对话" in payload[0]
         else:
             names = sorted(Path(f["path"]).name for f in payload[0])
-            assert "analytics-decisions.csv" in names and len(names) == 12
+            assert "analytics-decisions.csv" in names and len(names) == 15  # 12, and the hand-off's 3
 
 
 def test_benchmark_smoke_on_2k_turns(tmp_path):
@@ -378,8 +380,8 @@ def test_csv_export_overwrites_one_private_folder(seeded):
 
     from bot.ui.analytics_tab import AnalyticsHandlers
 
-    bot = SimpleNamespace(index=SimpleNamespace(entries=[Entry(id="faq:never", query="q", document="d")]))
-    h = AnalyticsHandlers(seeded, bot, top=5, sample=1000)  # type: ignore[arg-type]
+    index = SimpleNamespace(entries=[Entry(id="faq:never", query="q", document="d")])
+    h = AnalyticsHandlers(seeded, index, top=5, sample=1000)  # type: ignore[arg-type]
     first = h.export("", "", "", "cli")
     second = h.export("", "", "", "")
     assert first and first == second and h.export_dir is not None

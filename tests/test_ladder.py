@@ -1,17 +1,20 @@
 """The decision ladder through the core: hand-off, small talk, clarify, confirm, replies read statelessly from
-the previous assistant message, misses that escalate, and the LLM's "I don't know" (local test LLM)."""
+the previous assistant message, misses that offer a person, and the LLM's "I don't know" (local test LLM)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.chat.answer import Decision, Strategy
+from bot.chat.answer import OFFERED, Decision, Strategy
 from bot.chat.offers import read_offer
 from bot.config.settings import CutoffSettings
 from bot.config.variants import replace
 from bot.factory import build_bot, build_knowledge_base
+from bot.handoff.channels import configured_channels
+from bot.handoff.outbox import Outbox
+from bot.handoff.tickets import Conversation, Reason
 from bot.messages import Message, said
-from bot.texts import REPHRASE_REPLY
+from bot.texts import HANDOFF_OFFER, REPHRASE_REPLY
 from tests.support.knowledge import with_thresholds, write_knowledge
 from tests.support.webhook import Hook
 
@@ -40,19 +43,21 @@ def history(*pairs: tuple[str, str]) -> list[Message]:
     return [m for q, a in pairs for m in (said("user", q), said("assistant", a))]
 
 
-def test_a_request_for_a_person_is_handed_off_and_a_lookalike_is_not(ladder_settings):
+def test_a_request_for_a_person_opens_a_ticket_and_a_lookalike_does_not(ladder_settings):
     hook = Hook()
     try:
         ladder_settings = replace(ladder_settings, "handoff.webhook.url", hook.url)
         bot = build_bot(ladder_settings)
-        answer = bot.answer("转人工")
-        assert answer.decision is Decision.HANDOFF and answer.text == ladder_settings.handoff.reply
-        assert answer.strategy is Strategy.HANDOFF  # a request, not a miss: not for the Unanswered inbox
-        assert answer.to_dict()["decision"] == "handoff" and not answer.hits
-        handoff = next(step for step in bot.steps if step.name == "handoff")
-        assert handoff.handoff.wait(5)  # type: ignore[attr-defined]
+        answer = bot.answer("转人工", conversation=Conversation("api", "visitor-secret-0123456789"))
+        assert answer.decision is Decision.HANDOFF and answer.strategy is Strategy.HANDOFF and not answer.hits
+        assert answer.handoff is not None and answer.handoff.status == "open" and answer.handoff.ticket is not None
+        # nobody can log in as an agent here: the reply says the webhook took it, not that a person answers here
+        assert answer.text.startswith("好的，已将您的请求转告工作人员") and "在这里回复" not in answer.text
+        assert bot.desk is not None and bot.desk.store is not None
+        assert Outbox(bot.desk.store, configured_channels(ladder_settings.handoff), 1, 1).run_once() == 1
         ((body, _),) = hook.received
-        assert body["reason"] == "request" and body["transcript"][-1] == {"role": "user", "content": "转人工"}
+        assert body["reason"] == "asked" and body["ticket"] == answer.handoff.ticket
+        assert body["transcript"][-1] == {"said": "visitor", "text": "转人工"}
         assert bot.answer("人工智能学院在哪？").decision is not Decision.HANDOFF
     finally:
         hook.close()
@@ -117,9 +122,11 @@ def test_a_near_miss_is_confirmed_yes_answers_and_no_asks_to_rephrase(ladder_set
     assert yes.strategy is Strategy.CHOSEN and yes.hits[0].entry.id == "faq:library" and "八点" in yes.text
     no = bot.answer("不是", past)
     assert no.strategy is Strategy.REPHRASE
+    assert no.handoff is None and HANDOFF_OFFER not in no.text
     ladder_settings = replace(ladder_settings, "handoff.on_confirm_no", True)
-    escalated = build_bot(ladder_settings).answer("不是", past)
-    assert escalated.decision is Decision.HANDOFF and escalated.strategy is Strategy.ESCALATE
+    offered = build_bot(ladder_settings).answer("不是", past)
+    assert offered.strategy is Strategy.REPHRASE and offered.handoff == OFFERED
+    assert offered.text.endswith(HANDOFF_OFFER)
 
 
 def test_a_reply_that_is_a_new_question_goes_down_the_ladder(ladder_settings):
@@ -130,17 +137,28 @@ def test_a_reply_that_is_a_new_question_goes_down_the_ladder(ladder_settings):
     assert bot.answer("2").decision is not Decision.ANSWER  # no offer before it: a "2" alone is not a choice
 
 
-def test_the_second_miss_in_a_row_hands_off(ladder_settings):
+def test_the_second_miss_in_a_row_offers_a_person_and_a_yes_opens_a_ticket(ladder_settings):
     ladder_settings = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=0.5))
     bot = build_bot(ladder_settings)
     first = bot.answer("火星上有几座城市")
-    assert first.decision is Decision.FALLBACK and first.strategy is Strategy.LAST_RESORT
-    second = bot.answer("木星有几颗卫星", history(("火星上有几座城市", first.text)))
-    assert second.decision is Decision.HANDOFF and second.strategy is Strategy.ESCALATE  # listed in the inbox
+    assert first.decision is Decision.FALLBACK and first.strategy is Strategy.LAST_RESORT and first.handoff is None
+    past = history(("火星上有几座城市", first.text))
+    second = bot.answer("木星有几颗卫星", past)
+    # a miss still: the last resort's reply, with the offer of a person after it, and no claim of a request taken
+    assert second.decision is Decision.FALLBACK and second.strategy is Strategy.LAST_RESORT
+    assert second.handoff == OFFERED and second.text.endswith(HANDOFF_OFFER)
+    assert "记录" not in second.text and "recorded" not in second.text
+    assert read_offer(second.text) is not None and read_offer(second.text).kind == "person"  # type: ignore[union-attr]
+    visitor = Conversation("web", "page-state-secret-0123456789")
+    accepted = bot.answer("是", [*past, *history(("木星有几颗卫星", second.text))], conversation=visitor)
+    assert accepted.decision is Decision.HANDOFF and accepted.handoff is not None
+    assert bot.desk is not None and bot.desk.store is not None
+    ticket = bot.desk.store.get(accepted.handoff.ticket or 0)
+    assert ticket.reason is Reason.OFFER_ACCEPTED and ticket.question == "木星有几颗卫星"
+    declined = bot.answer("不用了", [*past, *history(("木星有几颗卫星", second.text))])
+    assert declined.strategy is Strategy.REPHRASE and declined.handoff is None
     ladder_settings = replace(ladder_settings, "handoff.after_misses", 0)
-    assert build_bot(ladder_settings).answer("木星有几颗卫星", history(("火星上有几座城市", first.text))).decision is (
-        Decision.FALLBACK
-    )
+    assert build_bot(ladder_settings).answer("木星有几颗卫星", past).handoff is None
 
 
 def test_rungs_can_be_dropped_in_config(ladder_settings):
@@ -188,15 +206,15 @@ def test_a_long_answer_mentioning_one_unknown_detail_still_answers(ladder_settin
     assert answer.decision is Decision.ANSWER and answer.text == text
 
 
-def test_an_escalated_turn_reaches_the_unanswered_inbox_and_a_request_does_not(ladder_settings):
+def test_misses_reach_the_unanswered_inbox_and_a_request_is_a_ticket(ladder_settings):
     ladder_settings = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=0.5))
     bot = build_bot(ladder_settings)
     kb = build_knowledge_base(ladder_settings, bot)
     first = kb.ask("火星上有几座城市", session="s1", source="api")
     kb.ask("木星有几颗卫星", history(("火星上有几座城市", first.text)), session="s1", source="api")
-    kb.ask("转人工", session="s2", source="api")
-    assert kb.recorder.log is not None
+    kb.ask("转人工", session="s2", source="api", conversation=Conversation("api", "s2-secret-0123456789"))
+    assert kb.recorder.log is not None and bot.desk is not None
     groups = kb.recorder.log.unanswered()
     questions = {q for g in groups for q in g.questions}
     assert {"火星上有几座城市", "木星有几颗卫星"} <= questions and "转人工" not in questions
-    assert any("escalate" in g.strategies for g in groups)
+    assert [t.question for t in bot.desk.queue()] == ["转人工"]

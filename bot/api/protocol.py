@@ -59,6 +59,7 @@ class ChatRequest:
     history: list[Message] = field(default_factory=list)
     stream: bool = False
     within: EntryFilter | None = None  # ``kbbot.filter``: the categories to search
+    conversation: str | None = None  # ``kbbot.conversation``: the secret of a hand-off's conversation
 
 
 def content_text(content: Any, param: str) -> str:
@@ -130,7 +131,28 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     if not question.strip():
         raise bad_request("最后一条用户消息是空的 / The last user message is empty", "messages")
     history, within = turns[: users[-1]], request_filter(body.get(MODEL))
-    return ChatRequest(model=model.strip(), question=question, history=history, stream=bool(stream), within=within)
+    return ChatRequest(
+        model=model.strip(),
+        question=question,
+        history=history,
+        stream=bool(stream),
+        within=within,
+        conversation=request_conversation(body.get(MODEL)),
+    )
+
+
+def request_conversation(extra: Any) -> str | None:
+    """The ``conversation`` of the request's ``kbbot`` object: the secret a hand-off answer gave (8-128 characters)."""
+    if not isinstance(extra, dict) or extra.get("conversation") is None:
+        return None
+    value = extra["conversation"]
+    if not isinstance(value, str) or not 8 <= len(value) <= 128 or not value.isprintable():
+        raise bad_request(
+            "kbbot.conversation 必须是转人工回复给出的字符串 / 'kbbot.conversation' must be the string a hand-off "
+            "answer gave (8-128 characters)",
+            f"{MODEL}.conversation",
+        )
+    return value
 
 
 def request_filter(extra: Any) -> EntryFilter | None:
@@ -141,13 +163,33 @@ def request_filter(extra: Any) -> EntryFilter | None:
         raise bad_request(
             'kbbot 必须是对象 / \'kbbot\' must be an object, e.g. {"filter": {"categories": ["招生"]}}', MODEL
         )
-    unknown = sorted(set(extra) - {"filter"})
+    unknown = sorted(set(extra) - {"filter", "conversation"})
     if unknown:
         raise bad_request(f"kbbot 中有未知字段 / Unknown field(s) in 'kbbot': {', '.join(unknown)}", MODEL)
     try:
         return parse_filter(extra.get("filter"))
     except FilterError as exc:
         raise bad_request(f"filter 无效 / Invalid filter: {exc}", f"{MODEL}.filter") from None
+
+
+NO_CONVERSATION = "没有这个对话的转人工记录 / No hand-off in this conversation"
+
+
+def parse_messages_request(raw: bytes) -> tuple[str, int]:
+    """(conversation secret, after) of a ``/v1/handoff/messages`` body; 400 naming the field that is wrong."""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise bad_request("请求体不是有效的 JSON / The request body is not valid JSON", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise bad_request("请求体必须是 JSON 对象 / The request body must be a JSON object")
+    conversation = request_conversation({"conversation": body.get("conversation")})
+    if conversation is None:
+        raise bad_request("缺少 conversation / 'conversation' is required", "conversation")
+    after = body.get("after", 0)
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise bad_request("after 必须是非负整数 / 'after' must be a non-negative integer", "after")
+    return conversation, after
 
 
 def model_ids(modes: Iterable[str]) -> dict[str, str | None]:
@@ -177,9 +219,20 @@ def model_list(modes: Iterable[str], default_mode: str, created: int) -> dict[st
     }
 
 
-def kbbot_extra(answer: Answer) -> dict[str, Any]:
+def handoff_extra(answer: Answer, conversation: str | None) -> dict[str, Any] | None:
+    """``kbbot.handoff``: the ticket's id and status (and the conversation secret to fetch a person's replies
+    with), ``{"status": "offered"}`` when a person is offered, or None."""
+    if answer.handoff is None:
+        return None
+    extra: dict[str, Any] = answer.handoff.to_dict()
+    if answer.handoff.ticket is not None and conversation is not None:
+        extra["conversation"] = conversation
+    return extra
+
+
+def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, Any]:
     """The extra top-level ``kbbot`` field: the ladder's decision and the entries offered, the sources behind the
-    answer (with their confidence band), its strategy, mode and thresholds."""
+    answer (with their confidence band), its strategy, mode and thresholds, and the hand-off (``handoff``)."""
     sources = []
     for hit in answer.hits:
         source = {
@@ -208,6 +261,7 @@ def kbbot_extra(answer: Answer) -> dict[str, Any]:
         "rewritten": answer.rewritten,
         "hypothetical": answer.hypothetical,
         "notice": answer.notice,
+        "handoff": handoff_extra(answer, conversation),
         "timings_ms": {k: round(v, 2) for k, v in answer.timings.items()},
     }
 
@@ -219,6 +273,7 @@ class Reply:
     model: str
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
+    conversation: str | None = None  # the hand-off conversation's secret, told in ``kbbot.handoff``
 
     def completion(self, answer: Answer) -> dict[str, Any]:
         """A whole ``chat.completion`` object for a finished answer."""
@@ -237,7 +292,7 @@ class Reply:
             ],
             # The bot does not count tokens (the LLM may not even be called); null rather than made-up numbers.
             "usage": None,
-            MODEL: kbbot_extra(answer),
+            MODEL: kbbot_extra(answer, self.conversation),
         }
 
     def chunk(
@@ -252,7 +307,7 @@ class Reply:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
         }
         if answer is not None:
-            out[MODEL] = kbbot_extra(answer)
+            out[MODEL] = kbbot_extra(answer, self.conversation)
         return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from bot.api.auth import TokenGuard
 from bot.api.protocol import (
     DONE,
     MODEL,
+    NO_CONVERSATION,
     APIError,
     Reply,
     TextDelta,
@@ -24,12 +26,14 @@ from bot.api.protocol import (
     model_ids,
     model_list,
     parse_chat_request,
+    parse_messages_request,
     sse,
 )
 from bot.chat.answer import Answer
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.deployment import Deployment
 from bot.errors import BotError
+from bot.handoff.tickets import Conversation
 from bot.knowledge_base import KnowledgeBase
 from bot.serving.bodies import read_capped
 from bot.serving.ratelimit import chat_per_minute, rate_limiter
@@ -96,6 +100,9 @@ class ChatAPI:
             "/models/{model_id:path}", openai_errors(self.model), methods=["GET"], include_in_schema=False
         )
         router.add_api_route("/chat/completions", openai_errors(self.chat), methods=["POST"], include_in_schema=False)
+        router.add_api_route(
+            "/handoff/messages", openai_errors(self.handoff_messages), methods=["POST"], include_in_schema=False
+        )
         return router
 
     # -- helpers --------------------------------------------------------------
@@ -165,16 +172,37 @@ class ChatAPI:
         kb, mode = await run_in_threadpool(self.target, req.model)
         if not self.limiter.allow(key):
             raise APIError(429, RATE_LIMITED, code="rate_limit_exceeded")
-        reply = Reply(model=req.model)
+        # A client that sent no conversation gets a fresh one: should this turn hand off, its secret comes back in
+        # kbbot.handoff and later requests send it (the API keeps no state of its own).
+        conversation = Conversation("api", req.conversation or secrets.token_urlsafe(24))
+        session = conversation.id if req.conversation else None
+        reply = Reply(model=req.model, conversation=conversation.secret)
         if not req.stream:
             try:
                 answer = await run_in_threadpool(
-                    functools.partial(kb.ask, req.question, req.history, mode=mode, source="api", within=req.within)
+                    functools.partial(
+                        kb.ask,
+                        req.question,
+                        req.history,
+                        mode=mode,
+                        source="api",
+                        within=req.within,
+                        session=session,
+                        conversation=conversation,
+                    )
                 )
             except Exception as exc:
                 raise bot_failure(exc) from None
             return JSONResponse(reply.completion(answer))
-        snapshots = kb.turn(req.question, req.history, mode=mode, source="api", within=req.within)  # logged
+        snapshots = kb.turn(
+            req.question,
+            req.history,
+            mode=mode,
+            source="api",
+            within=req.within,
+            session=session,
+            conversation=conversation,
+        )  # logged
         # The first snapshot comes after retrieval: most failures surface here, still as a proper HTTP status.
         try:
             first = await run_in_threadpool(next, snapshots, None)
@@ -185,6 +213,23 @@ class ChatAPI:
         return StreamingResponse(
             self.events(reply, first, snapshots), media_type="text/event-stream", headers=SSE_HEADERS
         )
+
+    async def handoff_messages(self, request: Request) -> Response:
+        """``POST /v1/handoff/messages`` ``{"conversation", "after"}``: a person's replies and the desk's notices
+        after message ``after``, and the ticket's status; 404 for a conversation without a hand-off (or guessed)."""
+        self.authorize(request)
+        conversation, after = parse_messages_request(await self.read_body(request))
+        for name in self.deployment.names:
+            desk = self.deployment.knowledge_base(name).desk
+            if desk is None:
+                continue
+            try:
+                updates = await run_in_threadpool(desk.updates, Conversation("api", conversation), after)
+            except BotError as exc:
+                raise bot_failure(exc) from None
+            if updates.status is not None:
+                return JSONResponse(updates.to_dict())
+        raise APIError(404, NO_CONVERSATION, param="conversation", code="conversation_not_found")
 
     async def events(self, reply: Reply, answer: Answer, snapshots: Iterator[Answer]) -> AsyncIterator[str]:
         """SSE events of one answer: the role, content deltas, a final chunk with ``finish_reason`` and ``kbbot``."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import Response
 
+from bot.handoff.tickets import Conversation, Updates
 from bot.messages import Message, said
 from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 DAY = 86_400.0
 MAX_BODY_BYTES = 64_000
 MAX_HISTORY = 20  # messages of history a widget request may carry
+POLLS_PER_MINUTE = 120  # per client address: a page polls every 3 s, a few tabs or visitors behind one NAT more
 
 
 def widget_script() -> str:
@@ -53,6 +55,8 @@ class WidgetAPI:
         self.per_session = rate_limiter(settings, "widget-session", self.settings.max_messages_per_session, DAY)
         self.per_day = rate_limiter(settings, "widget-day", self.settings.max_messages_per_day, DAY)
         self.per_minute = rate_limiter(settings, "widget-chat", chat_per_minute(settings))
+        # a page polls for a person's replies every few seconds while a hand-off runs
+        self.per_poll = rate_limiter(settings, "widget-poll", POLLS_PER_MINUTE)
         if self.settings.token() is None:
             log.warning("the chat widget refuses every message until %s is set", self.settings.token_env)
 
@@ -63,6 +67,7 @@ class WidgetAPI:
         router = APIRouter()
         router.add_api_route("/widget.js", self.script, methods=["GET"], include_in_schema=False)
         router.add_api_route("/widget/chat", self.chat, methods=["POST", "OPTIONS"], include_in_schema=False)
+        router.add_api_route("/widget/messages", self.messages, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/demo", self.demo, methods=["GET"], include_in_schema=False)
         return router
 
@@ -104,9 +109,8 @@ class WidgetAPI:
             f'<script src="/widget.js" data-token="{token}"></script></body></html>'
         )
 
-    async def chat(self, request: Request) -> Response:
-        """One message from a widget: the bot's reply as JSON, for an allowed origin with the right token."""
-        from starlette.concurrency import run_in_threadpool
+    async def _checked(self, request: Request) -> tuple[dict[str, str], bytes] | Response:
+        """(CORS headers, body) of a request from an allowed origin, or the refusal (403 foreign, 204 preflight)."""
         from starlette.responses import JSONResponse, Response
 
         origin = request.headers.get("origin")
@@ -120,7 +124,17 @@ class WidgetAPI:
         if not self.origin_allowed(request, origin):
             log.info("widget message from a foreign origin %s refused", origin[:200])
             return JSONResponse({"error": FOREIGN}, status_code=403, headers=headers)
-        body = await request.body()
+        return headers, await request.body()
+
+    async def chat(self, request: Request) -> Response:
+        """One message from a widget: the bot's reply as JSON, for an allowed origin with the right token."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        checked = await self._checked(request)
+        if isinstance(checked, Response):
+            return checked
+        headers, body = checked
         try:
             message, history, session, token = parse_widget_request(body)
         except ValueError as exc:
@@ -132,18 +146,49 @@ class WidgetAPI:
         refused = self.refused(session, address)
         if refused:
             return JSONResponse({"error": refused}, status_code=429, headers=headers)
+        # The session is random in the visitor's browser (96 bits): it is the conversation's secret, too.
+        conversation = Conversation("widget", session, session=session)
         answer = await run_in_threadpool(
-            functools.partial(self.kb.ask, message, history, session=session, source="widget")
+            functools.partial(
+                self.kb.ask, message, history, session=session, source="widget", conversation=conversation
+            )
         )
         reply: dict[str, Any] = {
             "reply": answer.text,
             "decision": answer.decision.value,
             "options": [o.to_dict() for o in answer.options],
             "notice": answer.notice,
+            "handoff": answer.handoff.to_dict() if answer.handoff else None,
         }
         if self.settings.show_sources:
             reply["sources"] = [{"id": h.entry.id, "query": h.entry.query} for h in answer.hits]
         return JSONResponse(reply, headers=headers)
+
+    async def messages(self, request: Request) -> Response:
+        """A person's replies and the desk's notices for the widget's conversation after message ``after``: JSON
+        ``{"status", "ticket", "messages": [{id, role, author, text, time}]}`` (status null: no hand-off)."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        checked = await self._checked(request)
+        if isinstance(checked, Response):
+            return checked
+        headers, body = checked
+        try:
+            session, token, after = parse_messages_request(body)
+        except ValueError as exc:
+            return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
+        expected = self.settings.token()
+        if expected is None or token != expected:
+            return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
+        address = request.client.host if request.client else "unknown"
+        if not self.per_poll.allow(f"widget-poll:{address}"):
+            return JSONResponse({"error": TOO_FAST}, status_code=429, headers=headers)
+        desk = self.kb.desk
+        if desk is None:
+            return JSONResponse(Updates(None).to_dict(), headers=headers)
+        updates = await run_in_threadpool(desk.updates, Conversation("widget", session), after)
+        return JSONResponse(updates.to_dict(), headers=headers)
 
     def refused(self, session: str, address: str) -> str | None:
         """Why this message is over a limit (per minute, per session, per day), or None."""
@@ -156,8 +201,7 @@ class WidgetAPI:
         return None
 
 
-def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:
-    """(message, history, session, token) of a widget request, or ValueError saying what is wrong."""
+def _json_object(body: bytes) -> dict[str, Any]:
     if len(body) > MAX_BODY_BYTES:
         raise ValueError(f"body over {MAX_BODY_BYTES} bytes")
     try:
@@ -166,13 +210,35 @@ def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:
         raise ValueError("not JSON") from None
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object")
-    message, session, token = data.get("message"), data.get("session"), data.get("token")
-    if not isinstance(message, str) or not message.strip():
-        raise ValueError("'message' must be a non-empty string")
+    return data
+
+
+def _session_and_token(data: dict[str, Any]) -> tuple[str, str]:
+    session, token = data.get("session"), data.get("token")
     if not isinstance(session, str) or not 8 <= len(session) <= 64:
         raise ValueError("'session' must be a string of 8 to 64 characters")
     if not isinstance(token, str):
         raise ValueError("'token' must be a string")
+    return session, token
+
+
+def parse_messages_request(body: bytes) -> tuple[str, str, int]:
+    """(session, token, after) of a ``/widget/messages`` request, or ValueError saying what is wrong."""
+    data = _json_object(body)
+    session, token = _session_and_token(data)
+    after = data.get("after", 0)
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise ValueError("'after' must be a non-negative integer")
+    return session, token, after
+
+
+def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:
+    """(message, history, session, token) of a widget request, or ValueError saying what is wrong."""
+    data = _json_object(body)
+    message = data.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise ValueError("'message' must be a non-empty string")
+    session, token = _session_and_token(data)
     history = data.get("history") or []
     if not isinstance(history, list) or len(history) > MAX_HISTORY:
         raise ValueError(f"'history' must be a list of at most {MAX_HISTORY} messages")

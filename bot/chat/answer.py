@@ -24,8 +24,8 @@ class Strategy(str, Enum):
     CLARIFY = "clarify"  # close candidates: "您想问的是：" with their questions as options
     CONFIRM = "confirm"  # a near miss: "您是想问「X」吗？"
     CHITCHAT = "chitchat"  # small talk, a persona reply
-    HANDOFF = "handoff"  # a person was asked for: the configured hand-off reply
-    ESCALATE = "escalate"  # misses piled up (or "no" to a confirmation): the hand-off reply; unanswered (inbox)
+    HANDOFF = "handoff"  # a person was asked for (or the offer of one accepted): a ticket, and what happens next
+    HELD = "held"  # a person holds the conversation: the message went to them, the bot stayed quiet
     REPHRASE = "rephrase"  # "no" to a confirmation or "none of these": please ask in other words
 
     @property
@@ -50,7 +50,7 @@ _DECISIONS = {
     Strategy.CONFIRM: Decision.CONFIRM,
     Strategy.CHITCHAT: Decision.CHITCHAT,
     Strategy.HANDOFF: Decision.HANDOFF,
-    Strategy.ESCALATE: Decision.HANDOFF,
+    Strategy.HELD: Decision.HANDOFF,
     Strategy.LAST_RESORT: Decision.FALLBACK,
     Strategy.REFUSED: Decision.FALLBACK,
     Strategy.REPHRASE: Decision.FALLBACK,
@@ -75,6 +75,22 @@ class Option:
     def to_dict(self) -> dict:
         """JSON-ready form."""
         return {"id": self.id, "question": self.question}
+
+
+@dataclass(frozen=True)
+class HandoffState:
+    """A turn's part in a hand-off to a person: ``offered`` (a button offers one), or the ticket's id and status
+    (open, claimed, ...; ``none`` when no ticket could be kept and the reply gives the contact instead)."""
+
+    status: str
+    ticket: int | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready form: ``{"id", "status"}``."""
+        return {"id": self.ticket, "status": self.status}
+
+
+OFFERED = HandoffState("offered")
 
 
 @dataclass(frozen=True)
@@ -168,6 +184,7 @@ class Answer:
     turn_id: int | None = None  # the conversation log's id of this turn, once recorded (Bot.turn)
     within: EntryFilter | None = None  # the categories the search was restricted to (None: the whole knowledge)
     knowledge_base: str | None = None  # the knowledge base that answered (another one when routed; None: one KB)
+    handoff: HandoffState | None = None  # a person offered, or the ticket this turn opened or went to
 
     @property
     def decision(self) -> Decision:
@@ -205,6 +222,7 @@ class Answer:
             "phrasings": list(self.phrasings),
             "rewritten": self.rewritten,
             "suggestions": list(self.suggestions),
+            "handoff": self.handoff.to_dict() if self.handoff else None,
             "parts": [{"question": p.question, "id": p.hit.entry.id if p.hit else None} for p in self.parts],
             "hits": [hit_dict(h, self.thresholds) for h in self.hits],
             "candidates": [hit_dict(h, self.thresholds) for h in self.candidates],

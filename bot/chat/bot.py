@@ -12,12 +12,16 @@ from contextlib import nullcontext
 from bot.chat.answer import Answer, Strategy
 from bot.chat.cleaning import clean_message
 from bot.chat.generate import finish
+from bot.chat.staffed import current_ticket, held, noted
 from bot.chat.status import EXAMPLES, ModeRetrieval, Status, example_questions, retrieve_all_modes, status_of
 from bot.chat.steps import Step, Turn
 from bot.chat.turn_search import TurnLimits, TurnSearch
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import NO_MASKING, PrivacyPolicy
 from bot.errors import SearchBackendError
+from bot.handoff import tickets
+from bot.handoff.desk import Desk
+from bot.handoff.tickets import Conversation
 from bot.knowledge.filters import EntryFilter, categories_of
 from bot.messages import History
 from bot.search.base import Hit
@@ -44,6 +48,7 @@ class Bot:
         llm_name: str | None = None,
         privacy: PrivacyPolicy = NO_MASKING,
         popular: PopularEntries | None = None,
+        desk: Desk | None = None,
     ):
         self.search = search
         self.steps = list(steps)
@@ -52,6 +57,7 @@ class Bot:
         self.llm_name = llm_name  # None: retrieval-only
         self.privacy = privacy
         self.popular = popular or PopularEntries(None)  # the most used entries (examples, "did you mean")
+        self.desk = desk  # the hand-off to a person (None: off): a conversation it holds is relayed to them
 
     def stream(
         self,
@@ -60,17 +66,20 @@ class Bot:
         *,
         mode: str | None = None,
         within: EntryFilter | None = None,
+        conversation: Conversation | None = None,
     ) -> Iterator[Answer]:
         """Snapshots of the answer as it goes down the ladder; the last one has ``finished=True``.
 
-        With ``within`` every search of the turn keeps to the entries it admits. A long message waits for one of
-        the few slots long messages have; when none frees up in time the answer says so.
+        With ``within`` every search of the turn keeps to the entries it admits. ``conversation`` is where a
+        hand-off to a person would answer (None: the front end cannot show a person's replies); while a person
+        holds it, the message goes to them and the answer is empty. A long message waits for one of the few slots
+        long messages have; when none frees up in time the answer says so.
         """
         with self.expensive.slot(message) if self.expensive else nullcontext(True) as admitted:
             if not admitted:
                 yield self._busy(message, mode)
                 return
-            yield from self._ladder(message, history, mode, within)
+            yield from self._ladder(message, history, mode, within, conversation)
 
     def answer(
         self,
@@ -79,9 +88,10 @@ class Bot:
         *,
         mode: str | None = None,
         within: EntryFilter | None = None,
+        conversation: Conversation | None = None,
     ) -> Answer:
         """The finished answer: the last snapshot of :meth:`stream`."""
-        last = deque(self.stream(message, history, mode=mode, within=within), maxlen=1)
+        last = deque(self.stream(message, history, mode=mode, within=within, conversation=conversation), maxlen=1)
         return last[0]
 
     @property
@@ -121,7 +131,12 @@ class Bot:
         return Answer(question, LONG_BUSY, Strategy.LAST_RESORT, mode, llm=self.llm_name).noted(LONG_BUSY)
 
     def _ladder(
-        self, message: str, history: History | None, mode: str | None, within: EntryFilter | None
+        self,
+        message: str,
+        history: History | None,
+        mode: str | None,
+        within: EntryFilter | None,
+        conversation: Conversation | None,
     ) -> Iterator[Answer]:
         start = time.perf_counter()
         mode = mode or self.search.current_mode()
@@ -147,11 +162,25 @@ class Bot:
                 dataclasses.replace(base, text=self.privacy.refusal, strategy=Strategy.REFUSED), timings, start
             )
             return
+        ticket = current_ticket(self.desk, conversation)
+        if self.desk is not None and ticket is not None and ticket.status is tickets.Status.CLAIMED:
+            quiet = held(self.desk, ticket, base, timings, start)
+            if quiet is not None:
+                yield quiet
+                return
         index = self.search.index
         index.refresh()
         if index.error:
             base = dataclasses.replace(base, knowledge_error=str(index.error))
-        turn = Turn(base, history, timings, start, self.search.retrieval)
+        turn = Turn(base, history, timings, start, self.search.retrieval, conversation)
+        if self.desk is not None:
+            yield from noted(self.desk, ticket, self._down_the_ladder(turn, mode))
+        else:
+            yield from self._down_the_ladder(turn, mode)
+
+    def _down_the_ladder(self, turn: Turn, mode: str) -> Iterator[Answer]:
+        """The rungs in order until one finishes the answer; a search backend that fails ends it with a notice."""
+        timings, start = turn.timings, turn.start
         try:
             for step in self.steps:
                 for snapshot in step.run(turn):

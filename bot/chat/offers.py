@@ -2,7 +2,7 @@
 
 The API is stateless (the client sends the history), so the offer must be recoverable from what the bot said:
 the clarify question lists its options as numbered lines under ``CLARIFY_HEAD``, the confirm question quotes one
-entry question in 「」. A reply is a pick (a number, 第二个, the option's text, or "是" to a confirmation), a "no"
+entry question in 「」, and a reply that offers a person holds ``HANDOFF_OFFER``. A reply is a pick (a number, 第二个, the option's text, or "是" to a confirmation), a "no"
 (不是, 都不是, none), or neither: then it is a new question and goes down the ladder as usual.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from bot.chat.prompt import normalize_history
 from bot.messages import History
-from bot.texts import CLARIFY_HEAD, CLARIFY_TAIL, CONFIRM_TEMPLATE
+from bot.texts import CLARIFY_HEAD, CLARIFY_TAIL, CONFIRM_TEMPLATE, HANDOFF_OFFER
 
 CONFIRM_HEAD = "您是想问"
 _OPTION_LINE = re.compile(r"^\s*(\d{1,2})[.．、)]\s*(.+?)\s*$")
@@ -67,6 +67,11 @@ _NO = frozenset(
         "错了",
         "不是这个",
         "不是这些",
+        "不用",
+        "不用了",
+        "不需要",
+        "不要",
+        "算了",
         "no",
         "n",
         "nope",
@@ -74,6 +79,7 @@ _NO = frozenset(
         "none",
         "wrong",
         "nothing",
+        "nothanks",
     ]
 )
 _CN_NUMBERS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
@@ -82,7 +88,8 @@ _PICK = re.compile(r"^(?:选|选择|第|#|no\.?|number|option)?\s*([0-9]{1,2}|[�
 
 @dataclass(frozen=True)
 class Offer:
-    """What the previous assistant message offered: ``kind`` "clarify" or "confirm", and the entry questions."""
+    """What the previous assistant message offered: ``kind`` "clarify" or "confirm" (and the entry questions), or
+    "person" (no questions: a yes hands off)."""
 
     kind: str
     questions: tuple[str, ...]
@@ -111,7 +118,7 @@ def _one_line(text: str) -> str:
 
 
 def previous_offer(history: History | None) -> Offer | None:
-    """The offer made by the last assistant message of ``history``, if it was a clarify or confirm question."""
+    """The offer made by the last assistant message of ``history``: a clarify or confirm question, or a person."""
     turns = normalize_history(history, 1000)
     if not turns or turns[-1]["role"] != "assistant":
         return None
@@ -120,6 +127,8 @@ def previous_offer(history: History | None) -> Offer | None:
 
 def read_offer(text: str) -> Offer | None:
     """The offer in one assistant message's text, or None."""
+    if HANDOFF_OFFER in text:
+        return Offer("person", ())
     if CLARIFY_HEAD in text:
         after = text.split(CLARIFY_HEAD, 1)[1].splitlines()
         found = [m for m in (_OPTION_LINE.match(line) for line in after) if m]
@@ -142,8 +151,10 @@ def read_reply(message: str, offer: Offer) -> Reply | None:
         return None
     if said in _NO:
         return Reply(None)
-    if offer.kind == "confirm" and said in _YES:
+    if offer.kind in ("confirm", "person") and said in _YES:
         return Reply(0)
+    if offer.kind == "person":
+        return None
     number = _number(unicodedata.normalize("NFKC", message).strip().strip("。.!！").lower())
     if number is not None:
         return Reply(number - 1) if 1 <= number <= len(offer.questions) else None

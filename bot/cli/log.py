@@ -11,6 +11,9 @@ from bot.conversations.log_store import ConversationLog, TurnLogError
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.errors import KnowledgeError
+from bot.handoff.hours import utc_now
+from bot.handoff.stats import with_handoffs
+from bot.handoff.store import TicketStore
 
 
 def add_log_arguments(parser: argparse.ArgumentParser, common: list[argparse.ArgumentParser]) -> None:
@@ -63,6 +66,8 @@ def _stats(settings, turn_log: ConversationLog, args: argparse.Namespace) -> int
         print(f"warning: cannot read the knowledge ({exc}); entries never hit left empty", file=sys.stderr)
         entry_ids = []
     stats: Stats = analytics_from_settings(turn_log, settings).compute(flt, entry_ids)
+    store = TicketStore(turn_log, clock=utc_now) if settings.handoff.enabled else None
+    stats = with_handoffs(stats, store, turn_log)
     if args.json:
         print(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2))
     else:

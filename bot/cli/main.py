@@ -1,4 +1,4 @@
-"""Command line: ``python -m bot ask|search|index|eval|calibrate|knowledge``."""
+"""Command line: ``python -m bot ask|search|index|eval|calibrate|knowledge|log|handoff``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from bot.chat.answer import hit_dict
 from bot.cli.calibrate import add_calibrate_arguments, run_calibrate
 from bot.cli.eval import add_eval_arguments, run_eval
+from bot.cli.handoff import add_handoff_arguments, run_handoff
 from bot.cli.knowledge import add_knowledge_arguments, run_knowledge
 from bot.cli.log import add_log_arguments, run_log
 from bot.cli.testset import add_testset_arguments, run_testset
@@ -86,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_parser("log", parents=common, help="the conversation log: purge old turns, mask personal data, stats"),
         common,
     )
+    add_handoff_arguments(
+        sub.add_parser("handoff", parents=common, help="hand-off tickets (list), agents' password hashes"), common
+    )
     return p
 
 
@@ -111,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "serve": _serve,
             "knowledge": run_knowledge,
             "log": run_log,
+            "handoff": run_handoff,
         }[args.command](settings, args)
     except KnowledgeError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Settings of the decision ladder and the fallback chain: small talk, hand-off, splitting, rewrites, last resort."""
+"""Settings of the decision ladder and the fallback chain: small talk, splitting, rewrites, last resort (the
+hand-off's are in bot/config/handoff.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from bot.config.base import Strict, check_template
-from bot.config.secrets import env_secret
 
 
 class HydeSettings(Strict):
@@ -177,51 +177,3 @@ class ChitChatSettings(Strict):
     shipped); relative to the config file."""
     replies: dict[str, str] = Field(default_factory=dict)
     """Per-scenario reply overrides, e.g. ``greeting: "你好！我是XX大学的校园助手。"``; "" turns that scenario off."""
-
-
-class HandoffWebhookSettings(Strict):
-    """Where a hand-off POSTs the transcript as JSON ({"reason", "transcript", "time", "source"}) in the background,
-    with a timeout and retries; a failure is logged and shown to admins, never to the user."""
-
-    url: str | None = None
-    """The webhook URL (http:// or https://); null = none."""
-    timeout: float = Field(default=5.0, gt=0)
-    """Seconds per attempt."""
-    retries: int = Field(default=2, ge=0, le=10)
-    """Retries of a failed post."""
-    secret_env: str | None = None
-    """The environment variable holding the signing secret: the body is signed as X-Kbbot-Signature:
-    sha256=<HMAC-SHA256 hex> when it is set."""
-
-    @field_validator("url")
-    @classmethod
-    def _http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
-
-    def secret(self) -> str | None:
-        """The signing secret from the environment variable named by ``secret_env``, or None."""
-        value = env_secret(self.secret_env)
-        return value or None
-
-
-class HandoffSettings(Strict):
-    """Handing a conversation to a person: on request ("转人工", "talk to a human"; never "人工智能学院在哪"), after
-    misses, or a "no" to a confirmation."""
-
-    enabled: bool = True
-    """Offer hand-offs."""
-    reply: str = (
-        "好的，已为您记录转人工的请求，工作人员会尽快跟进。如有急事，请通过本网站公布的联系方式联系我们。\n"
-        "OK, your request for a person has been recorded and a member of staff will follow up. "
-        "For anything urgent, please use the contact details published on this site."
-    )
-    """What the user reads. The default promises only what the bot does: the request reaches the Unanswered inbox
-    (and the webhook, when set). Put your phone number, link and office hours here (a <placeholder> left in is
-    warned about)."""
-    after_misses: int = Field(default=2, ge=0)
-    """Hand off after this many consecutive misses in one conversation (0 = never)."""
-    on_confirm_no: bool = False
-    """Hand off when the user says "no" to a confirmation question ("您是想问「X」吗？")."""
-    webhook: HandoffWebhookSettings = Field(default_factory=HandoffWebhookSettings)

@@ -17,6 +17,14 @@ from pydantic import Field, ValidationError, field_validator
 from bot.config.base import Strict, check_template, default_of
 from bot.config.channels import FeishuSettings, WeComSettings
 from bot.config.dense import DenseSettings, E5Settings, FastTextSettings, OpenAIEmbeddingSettings
+from bot.config.handoff import (
+    AgentAccount,
+    EmailSettings,
+    HandoffSettings,
+    HandoffWebhookSettings,
+    HoursSettings,
+    NotifySettings,
+)
 from bot.config.knowledge import KnowledgeSettings, LintSettings, RoutingSettings
 from bot.config.ladder import (
     DEFAULT_REWRITE_TEMPLATE,
@@ -25,8 +33,6 @@ from bot.config.ladder import (
     LADDER_STEPS,
     ChitChatSettings,
     FallbackSettings,
-    HandoffSettings,
-    HandoffWebhookSettings,
     HydeSettings,
     LadderSettings,
     LastResortSettings,
@@ -79,6 +85,7 @@ __all__ = [
     "SYSTEMS",
     "APISettings",
     "AdminSettings",
+    "AgentAccount",
     "AuthSettings",
     "ChitChatSettings",
     "ConversationSettings",
@@ -87,6 +94,7 @@ __all__ = [
     "DenseSettings",
     "E5Settings",
     "ElasticsearchSettings",
+    "EmailSettings",
     "EncoderName",
     "FallbackSettings",
     "FastTextSettings",
@@ -94,6 +102,7 @@ __all__ = [
     "GradingSettings",
     "HandoffSettings",
     "HandoffWebhookSettings",
+    "HoursSettings",
     "HybridSettings",
     "HydeSettings",
     "KnowledgeSettings",
@@ -104,6 +113,7 @@ __all__ = [
     "LintSettings",
     "LogSettings",
     "Mode",
+    "NotifySettings",
     "OpenAIEmbeddingSettings",
     "PassageSettings",
     "PiiKind",

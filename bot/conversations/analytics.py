@@ -15,12 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.config.settings import Settings
+from bot.conversations.inbox import strategy_name
 from bot.conversations.log_store import ConversationLog, utc_iso
 from bot.conversations.rollup import BINS, DECISION, DOWN, UP, bin_sql
 from bot.conversations.tiles import Stats, StatsFilter, Tile
 
 # Strategies that mean the knowledge had no answer (the inbox's fallbacks, and the ladder's hand-off to a person).
-UNANSWERED_STRATEGIES = ("hyde", "last_resort", "handoff", "escalate")
+UNANSWERED_STRATEGIES = ("hyde", "last_resort", "handoff", "held")
 WEEK, DAY, HOUR = timedelta(days=7), timedelta(days=1), timedelta(hours=1)
 
 
@@ -108,7 +109,8 @@ class Analytics:
         hours = [0] * 24
         decisions: dict[str, int] = {}
         up = down = 0
-        for hour, strategy, n, ups, downs in cube:
+        for hour, stored, n, ups, downs in cube:
+            strategy = strategy_name(stored)
             day = days.setdefault(hour[:10], [0, 0])
             day[0] += n
             day[1] += n if strategy not in UNANSWERED_STRATEGIES else 0

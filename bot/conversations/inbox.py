@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
+# Strategy names older logs hold, and the one name each goes by now (misses used to "escalate" to the hand-off).
+RENAMED_STRATEGIES = {"escalate": "handoff"}
 SIMILARITY = 0.8  # bigram Jaccard at or above which two questions are one group
 CANDIDATES_SHOWN = 3
 
@@ -178,12 +180,17 @@ class AskedTurn:
             row["time"],
             row["question"],
             row["norm"],
-            row["strategy"],
+            strategy_name(row["strategy"]),
             row["rating"],
             row["reason"],
             misses,
             used,
         )
+
+
+def strategy_name(stored: str) -> str:
+    """The name a stored strategy goes by now (an older log's ``escalate`` is ``handoff``)."""
+    return RENAMED_STRATEGIES.get(stored, stored)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from bot.conversations import rollup
-from bot.conversations.inbox import AskedTurn, Group, SessionTurn, TurnRecord, group_turns, normalise
+from bot.conversations.inbox import AskedTurn, Group, SessionTurn, TurnRecord, group_turns, normalise, strategy_name
 from bot.conversations.log_store import Dialect, EntryHits, Purge, TurnLogError, TurnRow, utc_iso
 
+# 'escalate': misses an older log handed off (bot/conversations/inbox.py RENAMED_STRATEGIES), still unanswered
 UNANSWERED = "(strategy IN ('hyde', 'last_resort', 'escalate') OR rating = -1)"
 JSON_COLUMNS = ("hits", "thresholds", "timings", "notices")
 FILTERS = {  # {p}: the table's alias, where a query joins
@@ -79,6 +80,7 @@ def decode(row: Mapping) -> TurnRecord:
         if d.get(key) is not None:
             d[key] = json.loads(d[key])
     d["llm_used"], d["finished"] = bool(d["llm_used"]), bool(d["finished"])
+    d["strategy"] = strategy_name(d["strategy"])
     return cast("TurnRecord", d)
 
 
@@ -137,6 +139,24 @@ class SqlTurnLog:
     def query(self, sql: str, args: tuple | list = ()) -> list[tuple]:
         """Rows of a read-only statement written with ``?`` placeholders (the analytics tiles)."""
         return [tuple(r) for r in self._read(sql, args)]
+
+    # -- the database, for tables other packages keep in it (bot/handoff) ------
+    def read(self, sql: str, args: Sequence[Any] = ()) -> list:
+        """Rows (by name and by position) of one read statement."""
+        return self._read(sql, args)
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction (``?`` statements); commits on a clean exit, rolls back on an error."""
+        return self._write()
+
+    def create_tables(self, schema: str) -> None:
+        """Run ``schema`` (idempotent statements in SQLite's spelling) in one transaction, under the schema lock."""
+        statements = [s.strip() for s in self.dialect.spell(schema).split(";") if s.strip()]
+        with self._write() as c:
+            if self.dialect.schema_lock:
+                c.execute(self.dialect.schema_lock)
+            for statement in statements:
+                c.execute(statement)
 
     # -- writing -------------------------------------------------------------
     def record(

@@ -8,7 +8,8 @@ Two backends implement it on one portable core (bot/conversations/log_sql.py): S
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
@@ -77,6 +78,16 @@ class Dialect:
     floor: str
     # appended to the SELECT that reads a row about to be updated (PostgreSQL FOR UPDATE; SQLite locks the file)
     lock_row: str = ""
+    # SQLite's spelling of a column type -> this backend's (one schema text for both)
+    types: tuple[tuple[str, str], ...] = ()
+    # run first in a transaction that creates tables: replicas starting at once create them one at a time
+    schema_lock: str = ""
+
+    def spell(self, schema: str) -> str:
+        """``schema`` (written in SQLite's spelling) in this backend's column types."""
+        for sqlite_type, own in self.types:
+            schema = schema.replace(sqlite_type, own)
+        return schema
 
 
 def utc_iso(moment: datetime | None = None) -> str:
@@ -85,7 +96,26 @@ def utc_iso(moment: datetime | None = None) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-class ConversationLog(Protocol):
+class LogDatabase(Protocol):
+    """The log's database as other packages use it for tables they own there (the hand-off's tickets): reads,
+    write transactions and table creation, with ``?`` placeholders on either backend."""
+
+    dialect: Dialect
+
+    def read(self, sql: str, args: Sequence[Any] = ()) -> list:
+        """Rows (by name and by position) of one read statement."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction: its ``execute`` takes ``?`` statements and returns a cursor; commits on a clean exit."""
+        ...
+
+    def create_tables(self, schema: str) -> None:
+        """Run ``schema`` (idempotent statements in SQLite's spelling, ``;``-separated) in one transaction."""
+        ...
+
+
+class ConversationLog(LogDatabase, Protocol):
     """Every answered turn with its feedback, hit counts, the unanswered inbox and the analytics queries."""
 
     retention_days: int

@@ -29,12 +29,6 @@ from bot.storage.postgres import psycopg_module
 
 log = logging.getLogger(__name__)
 
-POSTGRES = Dialect(
-    name="postgres",
-    contains="strpos({col}, ?) > 0",
-    floor="CAST(FLOOR({x}) AS INTEGER)",
-    lock_row=" FOR UPDATE",
-)
 SCHEMA_LOCK = 0x6B62_6F74  # a pg_advisory_xact_lock key: replicas starting at once create the tables one at a time
 # SQLite's spelling of the schema, in PostgreSQL's types (one schema: a column added to one is in both)
 SPELLING = (
@@ -43,13 +37,19 @@ SPELLING = (
     ("REAL", "DOUBLE PRECISION"),
     (" TEXT", ' TEXT COLLATE "C"'),
 )
+POSTGRES = Dialect(
+    name="postgres",
+    contains="strpos({col}, ?) > 0",
+    floor="CAST(FLOOR({x}) AS INTEGER)",
+    lock_row=" FOR UPDATE",
+    types=SPELLING,
+    schema_lock=f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})",
+)
 
 
 def pg_schema() -> list[str]:
     """The statements that create the log's tables and indexes in PostgreSQL."""
-    text = SCHEMA.format(unanswered=UNANSWERED) + rollup.SCHEMA.format(without_rowid="") + INDEXES
-    for sqlite_type, pg_type in SPELLING:
-        text = text.replace(sqlite_type, pg_type)
+    text = POSTGRES.spell(SCHEMA.format(unanswered=UNANSWERED) + rollup.SCHEMA.format(without_rowid="") + INDEXES)
     return [s.strip() for s in text.split(";") if s.strip()]
 
 

@@ -22,6 +22,8 @@ from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.handoff.desk import Desk
+from bot.handoff.stats import with_handoffs
 from bot.knowledge_base import KnowledgeBase
 from bot.search.index import KnowledgeIndex
 from bot.texts import LOG_OFF
@@ -39,7 +41,17 @@ SOURCES = [
 ]
 ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly
 DAYS: dict[str, Any] = {"x_label_angle": -45}  # dates side by side overlap
-TABLES = ("top", "trending", "unanswered", "never_hit", "latency", "feedback")
+TABLES = (
+    "top",
+    "trending",
+    "unanswered",
+    "never_hit",
+    "latency",
+    "feedback",
+    "handoff_rate",
+    "handoff_first_reply",
+    "handoff_per_day",
+)
 
 
 def frame(tile: Tile) -> pd.DataFrame:
@@ -57,9 +69,11 @@ class AnalyticsHandlers:
         top: int,
         sample: int,
         export_dir: Path | None = None,
+        desk: Desk | None = None,
     ):
         self.analytics = Analytics(turn_log, top=top, sample=sample) if turn_log is not None else None
         self.index = index
+        self.desk = desk  # the hand-off's tickets, for its tiles (None: hand-off off)
         # One private folder (0700, made on the first export) overwritten by every export and removed at exit: no
         # growth of /tmp per click, and no other local user reads the log's questions. Gradio's copies in its
         # cache go with delete_cache (bot/ui/app.py).
@@ -69,7 +83,8 @@ class AnalyticsHandlers:
         """Every tile for the filter the page shows (ValueError for a bad date)."""
         assert self.analytics is not None
         flt = StatsFilter(parse_time(since), parse_time(until), mode or None, source or None)
-        return self.analytics.compute(flt, [e.id for e in self.index.entries])
+        stats = self.analytics.compute(flt, [e.id for e in self.index.entries])
+        return with_handoffs(stats, self.desk.store if self.desk is not None else None, self.analytics.log)
 
     def show(self, since: str, until: str, mode: str | None, source: str | None) -> tuple:
         """Status line, then each chart and table, in the order of :func:`analytics_tab`'s outputs."""
@@ -84,6 +99,7 @@ class AnalyticsHandlers:
         turns = stats.tile("feedback").rows[0][0]
         status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC)</div>"
         hits = frame(stats.tile("entry_hits"))
+        shown = {t.name for t in stats.tiles}  # the hand-off's tiles only when hand-off is on
         return (
             status,
             frame(stats.tile("answer_rate")),
@@ -92,7 +108,7 @@ class AnalyticsHandlers:
             frame(stats.tile("per_hour")),
             hits,
             frame(stats.tile("relevance")).assign(bin=lambda d: d["from"].map(lambda v: f"{v:.2f}")),
-            *(frame(stats.tile(name)) for name in TABLES),
+            *(frame(stats.tile(name)) if name in shown else None for name in TABLES),
         )
 
     def export(self, since: str, until: str, mode: str | None, source: str | None) -> list[str] | None:
@@ -116,7 +132,7 @@ class AnalyticsHandlers:
 
 def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHandlers, list, list]:
     """Lay out and wire the analytics tab inside the current Blocks context; (handlers, filter inputs, outputs)."""
-    h = AnalyticsHandlers(kb.log, kb.index, top, sample)
+    h = AnalyticsHandlers(kb.log, kb.index, top, sample, desk=kb.desk)
     with gr.Row():
         since = gr.Textbox(label="开始（ISO，UTC）/ Since", placeholder="2026-11-01", elem_id="kb-stats-since")
         until = gr.Textbox(label="结束（不含）/ Until (exclusive)", placeholder="2026-12-01", elem_id="kb-stats-until")
@@ -166,6 +182,9 @@ def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHa
         "never_hit": "从未命中的条目 / Entries never hit",
         "latency": "延迟 p50/p95（毫秒）/ Latency p50/p95 (ms)",
         "feedback": "点赞/点踩 / Thumbs up / down",
+        "handoff_rate": "转人工率 / Hand-off rate",
+        "handoff_first_reply": "人工首次回复用时 / Time to a person's first reply",
+        "handoff_per_day": "每日转人工工单 / Hand-off tickets per day",
     }
     for name in TABLES:
         tables.append(gr.Dataframe(label=labels[name], interactive=False, elem_id=f"kb-stats-{name}", max_height=320))

@@ -14,6 +14,7 @@ from bot.ui.feedback import FEEDBACK_OPTIONS, feedback_controls, forget_after
 from bot.ui.inbox_tab import admin_tabs
 from bot.ui.knowledge_tab import knowledge_tab
 from bot.ui.testsets_tab import testsets_page
+from bot.ui.visitor_desk import POLL_SECONDS, VisitorDesk, new_visit
 
 # After an answer: a long one shows from its start (Gradio scrolls to its end); a short one stays at the bottom.
 SHOW_ANSWER_START = """() => setTimeout(() => {
@@ -94,6 +95,7 @@ def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = 
                         feedback_options=FEEDBACK_OPTIONS,
                     )
                     turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
+                    visit = gr.State(None)  # the page's hand-off conversation (bot/ui/visitor_desk.py)
                     feedback_controls(kb.recorder, chatbot, turns)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources")
@@ -130,13 +132,19 @@ def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = 
         # While an index builds the header shows its progress, refreshed every 2 s by itself (then the timer stops).
         ticker = gr.Timer(2.0, active=True)
         ticker.tick(h.header_tick, [mode], [header, ticker], **PRIVATE)
+        # While the conversation has a ticket, a person's replies are fetched into the chat every couple of seconds.
+        staff = VisitorDesk(kb.desk)
+        replies = gr.Timer(POLL_SECONDS, active=False)
+        replies.tick(staff.poll, [visit, chatbot], [chatbot, visit, replies], **PRIVATE)
+        chat_in = [message, chatbot, mode, turns, categories, visit]
         for answered in (
-            message.submit(h.chat, [message, chatbot, mode, turns, categories], turn_out, api_name="chat"),
-            send.click(h.chat, [message, chatbot, mode, turns, categories], turn_out, **PRIVATE),
+            message.submit(h.chat, chat_in, turn_out, api_name="chat"),
+            send.click(h.chat, chat_in, turn_out, **PRIVATE),
+            chatbot.option_select(h.suggestion, chat_in[1:], turn_out, **PRIVATE),
         ):
             answered.then(h.arm, [mode], [ticker], **PRIVATE).then(None, js=SHOW_ANSWER_START, **PRIVATE)
-        chatbot.option_select(h.suggestion, [chatbot, mode, turns, categories], turn_out, **PRIVATE)
-        retry.click(h.retry, [chatbot, mode, turns, categories], turn_out, api_name="retry")
+            answered.then(staff.arm, [visit], [replies], **PRIVATE)
+        retry.click(h.retry, [chatbot, mode, turns, categories, visit], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(
             lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE
         )
@@ -145,6 +153,7 @@ def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = 
         mode.input(h.header, [mode], [header], **PRIVATE)
         # A new page follows the configured mode now (config.yaml may have changed since start); nothing is built.
         demo.load(h.page_defaults, None, [header, mode, examples, selector, rt_selector], **PRIVATE)
+        demo.load(new_visit, None, [visit], **PRIVATE)
         query.submit(h.retrieval_test, [query, rt_categories], [table], api_name="retrieval_test")
         run.click(h.retrieval_test, [query, rt_categories], [table], **PRIVATE)
     return demo

@@ -10,17 +10,18 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.answer import Answer, Decision
+from bot.chat.answer import OFFERED, Answer, Decision
 from bot.chat.prompt import message_text
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.knowledge.filters import entry_filter
 from bot.knowledge_base import KnowledgeBase
 from bot.messages import Message, said
-from bot.texts import INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
+from bot.texts import HANDOFF_ACCEPT, HANDOFF_BUTTON, INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
 from bot.ui.feedback import remember
 from bot.ui.guard import ClientLimits, client_key, safe_markdown
 from bot.ui.render import header_markdown, retrieval_html, sources_html
+from bot.ui.visitor_desk import Visit, conversation_of
 
 log = logging.getLogger("bot.ui.app")  # the page's log lines keep their logger
 
@@ -44,11 +45,13 @@ def override(mode: str | None) -> str | None:
 
 
 CONFIRM_BUTTONS = [{"value": "是", "label": "是 / Yes"}, {"value": "不是", "label": "不是 / No"}]
+PERSON_BUTTON = {"value": HANDOFF_ACCEPT, "label": HANDOFF_BUTTON}
 
 
 def reply_message(answer: Answer) -> dict[str, Any]:
     """The chat message of an answer: escaped text, and what it offers (clarify options, yes / no to a
-    confirmation, "did you mean" questions) as buttons; a click sends the button's value as the next message."""
+    confirmation, "did you mean" questions, a person) as buttons; a click sends the button's value as the next
+    message."""
     message: dict[str, Any] = {"role": "assistant", "content": safe_markdown(answer.text)}
     if not answer.finished:
         return message
@@ -58,6 +61,8 @@ def reply_message(answer: Answer) -> dict[str, Any]:
         message["options"] = [{"value": o.question, "label": o.question} for o in answer.options]
     elif answer.suggestions:
         message["options"] = [{"value": q, "label": q} for q in answer.suggestions]
+    if answer.handoff == OFFERED:
+        message["options"] = [*message.get("options", []), dict(PERSON_BUTTON)]
     return message
 
 
@@ -113,11 +118,13 @@ class ChatHandlers:
         mode: str | None = None,
         turns: dict[int, int] | None = None,
         categories: list[str] | None = None,
+        visit: Visit | None = None,
         request: gr.Request | None = None,
     ):
         """Stream one answer, recorded in the log; yields (history, textbox, sources html, header, mode, turn ids).
 
-        ``categories`` (the page's selector) restrict the search; none selected searches the whole knowledge."""
+        ``categories`` (the page's selector) restrict the search; none selected searches the whole knowledge.
+        ``visit`` holds the page's conversation secret: a hand-off's person answers in this conversation."""
         past = _plain_history(history)
         chosen = override(mode)
         within = entry_filter(categories)
@@ -130,10 +137,15 @@ class ChatHandlers:
             yield shown, message, "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
             return
         session = getattr(request, "session_hash", None)
+        conversation = conversation_of(visit, session)
         try:
             first = True
-            for answer in self.kb.turn(message, past, mode=chosen, session=session, source="web", within=within):
+            for answer in self.kb.turn(
+                message, past, mode=chosen, session=session, source="web", within=within, conversation=conversation
+            ):
                 shown[-1] = reply_message(answer)
+                if answer.finished and not answer.text:  # a person holds the conversation: the bot stays quiet
+                    shown.pop()
                 if answer.finished:
                     yield (
                         shown,
@@ -159,11 +171,12 @@ class ChatHandlers:
         mode: str | None,
         turns: dict[int, int] | None,
         categories: list[str] | None,
+        visit: Visit | None,
         evt: gr.SelectData,
         request: gr.Request | None = None,
     ):
-        """Ask the question of a clicked "did you mean" suggestion."""
-        yield from self.chat(str(evt.value), history, mode, turns, categories, request)
+        """Ask the question of a clicked option (a "did you mean" suggestion, or the offer of a person)."""
+        yield from self.chat(str(evt.value), history, mode, turns, categories, visit, request)
 
     def retry(
         self,
@@ -171,6 +184,7 @@ class ChatHandlers:
         mode: str | None = None,
         turns: dict[int, int] | None = None,
         categories: list[str] | None = None,
+        visit: Visit | None = None,
         request: gr.Request | None = None,
     ):
         """Ask the last user message again."""
@@ -181,7 +195,7 @@ class ChatHandlers:
             yield history, "", "", gr.skip(), gr.skip(), {}
             return
         last = html.unescape(message_text(history.pop()["content"]))
-        yield from self.chat(last, history, mode, turns, categories, request)
+        yield from self.chat(last, history, mode, turns, categories, visit, request)
 
     @staticmethod
     def undo(history: list[dict[str, Any]] | None):

@@ -18,6 +18,8 @@ from bot.conversations.inbox import Group
 from bot.conversations.log_store import ConversationLog
 from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError, KnowledgeError
+from bot.handoff.desk import Desk
+from bot.handoff.tickets import Problem, Ticket
 from bot.knowledge_base import KnowledgeBase
 from bot.texts import LOG_OFF
 from bot.ui.admin import fill_for_admins
@@ -27,7 +29,8 @@ from bot.ui.knowledge_tab import result_html
 from bot.ui.suggestions_tab import suggestions_section
 
 e = html.escape
-SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count")]
+HANDOFFS = "handoffs"  # the inbox's filter that lists the hand-off tickets instead of unanswered questions
+SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count"), ("转人工 / Hand-offs", HANDOFFS)]
 STRATEGIES = [("全部 / All", ""), *((s.value.replace("_", " "), s.value) for s in Strategy)]
 RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]
 
@@ -116,20 +119,52 @@ def error_html(exc: BotError) -> str:
     return f"<div class='kb-notice'>❌ 未保存，请修正 / Not saved, please fix: {detail}</div>"
 
 
+def tickets_html(tickets: Sequence[Ticket], problems: Sequence[Problem]) -> str:
+    """The hand-off tickets as a table (id, opened, status, why, front end, question, agent), and notices that
+    have not gone through yet."""
+    failing = "".join(
+        f"<p class='kb-notice'>⚠️ 通知未送达，稍后重试 / Notice not delivered yet: {e(p.channel)} #{p.ticket} "
+        f"×{p.attempts}: {e(p.error)}</p>"
+        for p in problems
+    )
+    if not tickets:
+        return failing + "<p id='kb-inbox-empty'>没有转人工的工单 / No hand-off tickets.</p>"
+    rows = "".join(
+        f"<tr><td>#{t.id}</td><td>{e(_when(t.created))}</td><td class='kb-ticket-status'>{e(t.status.value)}</td>"
+        f"<td>{e(t.reason.value)}</td><td>{e(t.channel)}</td><td>{e(t.question)}</td><td>{e(t.agent or '')}</td></tr>"
+        for t in tickets
+    )
+    return (
+        failing + "<table class='kb-hits kb-tickets'><tr><th>#</th><th>时间 / Opened (UTC)</th><th>状态 / Status</th>"
+        "<th>原因 / Reason</th><th>来源 / Source</th><th>问题 / Question</th><th>坐席 / Agent</th></tr>"
+        f"{rows}</table><p><a href='agent' target='_blank'>坐席控制台 / Agent console →</a></p>"
+    )
+
+
 class InboxHandlers:
     """Callbacks of the inbox and log tabs (admins only: registered inside AdminBlocks.admin_only)."""
 
-    def __init__(self, turn_log: ConversationLog | None, editor: KnowledgeEditor):
+    def __init__(self, turn_log: ConversationLog | None, editor: KnowledgeEditor, desk: Desk | None = None):
         self.log = turn_log
         self.editor = editor
+        self.desk = desk
 
     def _groups(self, sort: str | None) -> list[Group]:
-        return self.log.unanswered(limit=100, sort=sort or "latest") if self.log else []
+        if sort == HANDOFFS or self.log is None:
+            return []
+        return self.log.unanswered(limit=100, sort=sort or "latest")
 
     def refresh(self, sort: str | None, status: str = ""):
-        """(table html, group choices, status html) for the chosen sort order."""
+        """(table html, group choices, status html) for the chosen sort order, or the hand-off tickets."""
         if self.log is None:
             return LOG_OFF, gr.update(choices=[], value=None), status
+        if sort == HANDOFFS:
+            try:
+                tickets = self.desk.queue(None) if self.desk is not None else []
+                listed = tickets_html(tickets, self.desk.problems() if self.desk is not None else [])
+            except BotError as exc:
+                listed = f"<div class='kb-notice'>❌ {e(str(exc))}</div>"
+            return listed, gr.update(choices=[], value=None), status
         groups = self._groups(sort)
         choices = [(f"{g.question} (×{g.count})", g.key) for g in groups]
         return groups_html(groups), gr.update(choices=choices, value=choices[0][1] if choices else None), status
@@ -196,10 +231,10 @@ class InboxHandlers:
 
 def inbox_tab(kb: KnowledgeBase) -> tuple[InboxHandlers, Any, list]:
     """Lay out and wire the unanswered inbox inside the current Blocks context; (handlers, sort, refresh outputs)."""
-    h = InboxHandlers(kb.log, kb.editor)
+    h = InboxHandlers(kb.log, kb.editor, kb.desk)
     gr.Markdown(
-        "回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组。/ Questions that fell back (HyDE, last "
-        "resort) or got a thumbs down, near-duplicates grouped."
+        "回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组；“转人工”列出转人工的工单。/ Questions that fell "
+        "back (HyDE, last resort) or got a thumbs down, near-duplicates grouped; “Hand-offs” lists the hand-off tickets."
     )
     with gr.Row():
         sort = gr.Radio(SORTS, value="latest", label="排序 / Sort", elem_id="kb-inbox-sort")

@@ -9,7 +9,7 @@ from bot.chat.answer import Answer, Band, Cutoffs, Strategy
 from bot.chat.status import ModeRetrieval, Status
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
-from bot.texts import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM
+from bot.texts import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, NOT_SEARCHED
 
 e = html.escape
 
@@ -26,7 +26,7 @@ STRATEGY_LABELS = {
     Strategy.CONFIRM: "请用户确认 / confirm",
     Strategy.CHITCHAT: "闲聊 / chit-chat",
     Strategy.HANDOFF: "转人工 / hand-off",
-    Strategy.ESCALATE: "多次未找到，转人工 / hand-off after misses",
+    Strategy.HELD: "人工客服接待中 / hand-off: held by staff",
     Strategy.REPHRASE: "请用户换个说法 / rephrase",
 }
 BAND_LABELS = {Band.HIGH: "高 / high", Band.MEDIUM: "中 / medium", Band.LOW: "低 / low"}
@@ -155,6 +155,8 @@ def sources_html(answer: Answer) -> str:
             "<table class='kb-hits'><tr><th>#</th><th>来源 / Source</th><th>相关度 / Relevance</th>"
             f"<th>检索器 / Searcher</th></tr>{rows}</table>"
         )
+    elif answer.thresholds is None:  # small talk, a hand-off, a refusal: the knowledge was never searched
+        parts.append(f"<p class='kb-not-searched'>{e(NOT_SEARCHED)}</p>")
     else:
         parts.append("<p>没有达到阈值的知识条目。/ No knowledge entry passed the threshold.</p>")
     if answer.knowledge_error:

@@ -10,11 +10,13 @@ from tests.support.http_stub import StubServer
 
 
 class Hook:
-    """A local webhook receiver: records each JSON body and its headers; scripted statuses and hangs per request."""
+    """A local webhook receiver: records each JSON body and its headers; scripted statuses and hangs per request
+    (a 3xx redirects to ``/moved``, whose GET answers 200 and is counted in ``gets``)."""
 
     def __init__(self, script: list[object] | None = None):
         self.script = list(script or [])  # per request: an HTTP status, or "hang"
         self.received: list[tuple[dict, dict]] = []
+        self.gets: list[str] = []
         self.release = threading.Event()
         hook = self
 
@@ -27,6 +29,15 @@ class Hook:
                     hook.release.wait(10)
                     return
                 self.send_response(int(step))  # type: ignore[call-overload]
+                if 300 <= int(step) < 400:  # type: ignore[call-overload]
+                    self.send_header("Location", "/moved")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def do_GET(self):
+                hook.gets.append(self.path)
+                self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")

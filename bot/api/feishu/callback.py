@@ -41,6 +41,7 @@ from bot.api.feishu.sender import FeishuSender
 from bot.api.im.memory import Histories
 from bot.api.im.render import render
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
+from bot.handoff.tickets import Conversation
 from bot.serving.bodies import read_capped
 from bot.serving.ratelimit import chat_per_minute, rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
@@ -206,7 +207,12 @@ class FeishuAPI:
         if message.kind not in TEXT_KINDS:
             return ONLY_TEXT
         who = message.conversation
-        answer = self.kb.ask(question, self.histories.get(who), session=self.session_of(who), source=CHANNEL)
+        session = self.session_of(who)
+        # The conversation's secret is the keyed hash of chat and sender; a person's replies are pushed to the chat.
+        conversation = Conversation(CHANNEL, session, address=message.chat_id, session=session)
+        answer = self.kb.ask(
+            question, self.histories.get(who), session=session, source=CHANNEL, conversation=conversation
+        )
         text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(who, question, text)
         return text

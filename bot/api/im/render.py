@@ -12,7 +12,7 @@ import re
 from bot.chat.answer import Answer, Decision
 from bot.chat.offers import CLARIFY_HEAD, CLARIFY_TAIL, clarify_text, confirm_text, read_offer
 from bot.texts import CUT_SHORT as CUT
-from bot.texts import DID_YOU_MEAN, PICK_HINT, SOURCES_HEAD
+from bot.texts import DID_YOU_MEAN, HANDOFF_OFFER_HINT, PICK_HINT, SOURCES_HEAD
 
 _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]+)[^)]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
@@ -36,6 +36,8 @@ def with_offer(answer: Answer) -> str:
     """The answer's text with its offer as numbered lines (the core's own numbering reused, its tail replaced)."""
     text = answer.text
     offer = read_offer(text)
+    if offer is not None and offer.kind == "person":  # no buttons here: a yes (or 转人工) takes the offer
+        return f"{text}\n{HANDOFF_OFFER_HINT}"
     if offer is not None and offer.kind == "clarify":
         return text.replace(CLARIFY_TAIL, PICK_HINT) if CLARIFY_TAIL in text else f"{text}\n\n{PICK_HINT}"
     if offer is not None or not answer.options:

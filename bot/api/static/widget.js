@@ -2,6 +2,7 @@
  * A bubble at the bottom right opens a chat panel (in a shadow root, so the page's styles do not leak in).
  * Everything shown is set as text, never as HTML: an answer cannot run script or load remote content.
  * The conversation lives in this page only (sessionStorage); each message sends its history to /widget/chat.
+ * After a hand-off to a person, /widget/messages is polled every few seconds for the person's replies.
  */
 (function () {
   "use strict";
@@ -41,6 +42,9 @@
     ".user{background:#ffedd5;margin-left:auto}",
     ".bot{background:#f3f4f6}",
     ".error{background:#fee2e2;color:#991b1b}",
+    ".person{background:#dcfce7;border:1px solid #86efac}",
+    ".who{display:block;font-size:12px;font-weight:600;color:#166534;margin-bottom:2px}",
+    ".notice{background:none;color:#6b7280;font-size:12px;text-align:center;margin:6px auto}",
     ".options{display:flex;flex-wrap:wrap;gap:6px;margin:4px 0}",
     ".options button{border:1px solid #f97316;background:#fff;color:#c2410c;border-radius:14px;padding:4px 10px;cursor:pointer}",
     ".sources{font-size:12px;color:#555;margin:2px 0 8px}",
@@ -82,16 +86,30 @@
     log.appendChild(el("div", "msg " + role, role === "bot" ? plain(text) : text));
     log.scrollTop = log.scrollHeight;
   }
+  function showPerson(name, text) {
+    var node = el("div", "msg person");
+    node.appendChild(el("span", "who", "👤 " + name + "（人工客服 / staff）"));
+    node.appendChild(document.createTextNode(text));
+    log.appendChild(node);
+    log.scrollTop = log.scrollHeight;
+  }
   function showReply(data) {
-    show("bot", data.reply);
-    if (data.options && data.options.length) {
+    if (data.reply) show("bot", data.reply);
+    var offered = data.handoff && data.handoff.status === "offered";
+    if ((data.options && data.options.length) || offered) {
       var row = el("div", "options");
-      data.options.forEach(function (option, i) {
+      (data.options || []).forEach(function (option, i) {
         var b = el("button", null, (i + 1) + ". " + option.question);
         b.type = "button";
         b.addEventListener("click", function () { ask(option.question); });
         row.appendChild(b);
       });
+      if (offered) {
+        var person = el("button", "get-person", "转人工 / Get a person");
+        person.type = "button";
+        person.addEventListener("click", function () { ask("转人工"); });
+        row.appendChild(person);
+      }
       log.appendChild(row);
     }
     if (data.sources && data.sources.length) {
@@ -99,7 +117,47 @@
     }
     log.scrollTop = log.scrollHeight;
   }
-  (state.history || []).forEach(function (m) { show(m.role === "user" ? "user" : "bot", m.content); });
+  (state.history || []).forEach(function (m) {
+    if (m.person) showPerson(m.person, m.text);
+    else if (m.notice) show("notice", m.content);
+    else show(m.role === "user" ? "user" : "bot", m.content);
+  });
+
+  // A hand-off: a person's replies and the desk's notices arrive by polling, each shown as text.
+  var polling = null;
+  function poll() {
+    fetch(base + "/widget/messages", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ session: state.session, token: token, after: state.seen || 0 }),
+    }).then(function (response) { return response.ok ? response.json() : null; }).then(function (data) {
+      if (!data) return;
+      (data.messages || []).forEach(function (m) {
+        if (m.role === "agent") {
+          showPerson(m.author || "", m.text);
+          state.history.push({ role: "assistant", content: "👤 " + (m.author || "") + "：" + m.text, person: m.author || "", text: m.text });
+        } else {
+          show("notice", m.text);
+          state.history.push({ role: "assistant", content: m.text, notice: true });
+        }
+        state.seen = m.id;
+      });
+      var open = data.status === "open" || data.status === "claimed";
+      state.waiting = open;
+      save();
+      if (!open) stopPolling();
+    }).catch(function () { /* offline for a moment: the next tick tries again */ });
+  }
+  function startPolling() {
+    state.waiting = true;
+    save();
+    if (!polling) polling = setInterval(poll, 3000);
+  }
+  function stopPolling() {
+    if (polling) clearInterval(polling);
+    polling = null;
+  }
+  if (state.waiting) startPolling();
 
   function ask(text) {
     text = String(text || "").trim();
@@ -115,9 +173,11 @@
     }).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (data) {
         if (!response.ok) throw new Error(data.error || "HTTP " + response.status);
-        state.history = history.concat([{ role: "user", content: text }, { role: "assistant", content: data.reply }]);
+        state.history = history.concat([{ role: "user", content: text }]);
+        if (data.reply) state.history.push({ role: "assistant", content: data.reply });
         save();
         showReply(data);
+        if (data.handoff && data.handoff.id) startPolling();
       });
     }).catch(function (error) {
       var message = error && error.message && error.message !== "Failed to fetch" ? error.message

@@ -35,6 +35,7 @@ from bot.api.wecom.messages import (
     text_reply,
 )
 from bot.api.wecom.sender import WeComSender
+from bot.handoff.tickets import Conversation
 from bot.serving.bodies import read_capped
 from bot.serving.ratelimit import chat_per_minute, rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
@@ -167,7 +168,8 @@ class WeComAPI:
         job = self.answers.submit(self.answer, message)
         budget = self.settings.reply_budget_seconds
         if budget > 0 and (await asyncio.wait({asyncio.wrap_future(job)}, timeout=budget))[0]:
-            return self.passive(request, message.user, _result(job))
+            text = _result(job)  # empty while a person holds the conversation: their reply is sent to the user
+            return self.passive(request, message.user, text) if text else Response(status_code=200)
         # WeCom gives up at 5 s (and retries): answer it now, and send the answer when it is ready
         job.add_done_callback(lambda finished: self.sends.submit(self.deliver, message.user, finished))
         return Response(status_code=200)
@@ -176,7 +178,10 @@ class WeComAPI:
     def answer(self, message: Incoming) -> str:
         """The bot's answer to a text message as WeCom text, remembered in the user's history (worker thread)."""
         history = self.histories.get(message.user)
-        answer = self.kb.ask(message.content, history, session=self.session_of(message.user), source="wecom")
+        session = self.session_of(message.user)
+        # The conversation's secret is the keyed hash of the UserID; a person's replies are pushed to the UserID.
+        conversation = Conversation("wecom", session, address=message.user, session=session)
+        answer = self.kb.ask(message.content, history, session=session, source="wecom", conversation=conversation)
         text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(message.user, message.content, text)
         return text
@@ -198,7 +203,9 @@ class WeComAPI:
 
     def deliver(self, user: str, job: Future[str]) -> None:
         """Send a slow answer through the send API (sender thread); failures are logged, never shown."""
-        self.sender.send_text(user, _result(job))
+        text = _result(job)
+        if text:
+            self.sender.send_text(user, text)
 
 
 def _result(job: Future[str]) -> str:

@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bot.chat.chitchat import ChitChat
-from bot.chat.handoff import Handoff
 from bot.chat.hyde import HydeFallback
 from bot.chat.language import KnowledgeLanguage
 from bot.chat.respond import Responder
@@ -18,6 +17,7 @@ from bot.chat.steps.translate import TranslateStep, Translator
 from bot.config.base import default_of
 from bot.config.ladder import LadderSettings
 from bot.config.settings import LADDER_STEPS
+from bot.handoff.desk import Desk
 from bot.knowledge.entries import Entry
 
 __all__ = ["Ladder", "Retrieval", "Step", "Turn", "build_steps"]
@@ -31,7 +31,7 @@ class Ladder:
     steps: tuple[str, ...] = LADDER_STEPS
     chain: tuple[str, ...] = ("hyde", "last_resort")  # fallback.chain
     chitchat: ChitChat | None = None
-    handoff: Handoff | None = None
+    desk: Desk | None = None  # the hand-off to a person (None: off)
     max_options: int = default_of(LadderSettings, "max_options")
 
 
@@ -50,8 +50,8 @@ def build_steps(
     no chit-chat set) is left out, and the last resort always ends the ladder."""
     language = KnowledgeLanguage()
     made: dict[str, Callable[[], Step | None]] = {
-        "choice": lambda: ChoiceStep(entries, responder, ladder.handoff),
-        "handoff": lambda: HandoffStep(ladder.handoff) if ladder.handoff is not None else None,
+        "choice": lambda: ChoiceStep(entries, responder, ladder.desk),
+        "handoff": lambda: HandoffStep(ladder.desk) if ladder.desk is not None else None,
         "chitchat": lambda: ChitChatStep(ladder.chitchat) if ladder.chitchat is not None else None,
         "clarify": lambda: ClarifyStep(ladder.max_options),
         "answer": lambda: AnswerStep(responder),
@@ -61,7 +61,7 @@ def build_steps(
         ),
         "rewrite": lambda: RewriteStep(research, responder) if rewrite else None,
         "hyde": lambda: HydeStep(hyde, research, responder) if hyde is not None else None,
-        "last_resort": lambda: LastResortStep(responder, ladder.handoff, entries, language, popular),
+        "last_resort": lambda: LastResortStep(responder, ladder.desk, entries, language, popular),
     }
     fallbacks = list(chain)[: list(chain).index("last_resort")] if "last_resort" in chain else list(chain)
     names = [*ladder.steps, *fallbacks, "last_resort"]  # steps listed after last_resort never run

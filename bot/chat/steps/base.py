@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.chat.answer import Answer, Cutoffs, Part
+from bot.handoff.tickets import Conversation
 from bot.messages import History
 from bot.search.base import Hit
 
@@ -36,8 +37,10 @@ class Turn:
         timings: dict[str, float],
         start: float,
         search: Callable[[Turn], Retrieval],
+        conversation: Conversation | None = None,
     ):
         self.base = base
+        self.conversation = conversation  # where the visitor talks, for a hand-off (None: no ticket can be opened)
         self.history = history
         self.timings = timings
         self.start = start

@@ -1,5 +1,5 @@
 """The fallback rungs: other phrasings (multi-query rewrite), a hypothetical answer searched (HyDE), the last
-resort, which hands off instead when the conversation keeps missing."""
+resort, which also offers a person when the conversation keeps missing."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import Protocol
 
 from bot.chat.answer import Answer, Strategy
 from bot.chat.generate import ms
-from bot.chat.handoff import Handoff
 from bot.chat.hyde import HydeFallback
 from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
 from bot.chat.steps.base import Turn
 from bot.chat.steps.knowledge import answer_from
-from bot.chat.steps.talk import hand_off
+from bot.chat.steps.talk import offering_person
 from bot.errors import LLMError
+from bot.handoff.desk import Desk
 from bot.knowledge.entries import Entry
 from bot.messages import History
 from bot.search.base import Hit
@@ -97,38 +97,43 @@ class HydeStep:
 
 class LastResortStep:
     """The end of the ladder: the fixed reply with "did you mean" options, or the LLM alone with a notice; after
-    ``handoff.after_misses`` misses in a row (this one included) the configured hand-off instead."""
+    ``handoff.after_misses`` misses in a row (this one included) it also offers a person (never hands off itself)."""
 
     name = "last_resort"
 
     def __init__(
         self,
         responder: Responder,
-        handoff: Handoff | None = None,
+        desk: Desk | None = None,
         entries: Callable[[], list[Entry]] | None = None,
         language: KnowledgeLanguage | None = None,
         popular: Callable[[int], list[Entry]] | None = None,
     ):
         self.responder = responder
-        self.handoff = handoff
+        self.desk = desk
         self.entries = entries
         self.language = language
         self.popular = popular
 
     def run(self, turn: Turn) -> Iterator[Answer]:
-        """Hand off when the misses pile up, else the last resort."""
-        h = self.handoff
-        if h is not None and h.enabled and h.after_misses and misses(turn.history, self.markers) + 1 >= h.after_misses:
-            yield hand_off(turn, h, "misses")
-            return
+        """The last resort; when the misses pile up, with the offer of a person after it."""
         base = turn.replace(strategy=Strategy.LAST_RESORT, hits=[], llm_used=False)
         tip = self._language_tip(turn)
+        offer = self._offers_person(turn)
         for snapshot in self.responder.last(base, turn.history, turn.timings, turn.start, self._offered(base)):
-            yield (
-                dataclasses.replace(snapshot, text=f"{snapshot.text}\n\n{tip}")
-                if tip and snapshot.finished
-                else snapshot
-            )
+            if snapshot.finished and tip:
+                snapshot = dataclasses.replace(snapshot, text=f"{snapshot.text}\n\n{tip}")
+            yield offering_person(snapshot) if snapshot.finished and offer else snapshot
+
+    def _offers_person(self, turn: Turn) -> bool:
+        """True when this miss is the ``handoff.after_misses``-th in a row and a person can be asked for."""
+        d = self.desk
+        return bool(
+            d is not None
+            and d.settings.enabled
+            and d.settings.after_misses
+            and misses(turn.history, self.markers) + 1 >= d.settings.after_misses
+        )
 
     def _offered(self, base: Answer) -> list[Hit]:
         """What "did you mean" picks from (``fallback.last_resort.suggestions_source``): the closest candidates,

@@ -1,58 +1,75 @@
-"""The rungs that need no search: a reply to the previous offer, a request for a person, small talk."""
+"""The rungs that need no search: a reply to the previous offer, a request for a person, small talk; and the
+hand-off itself (a ticket at the desk) and the offer of a person that other rungs make."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator
 
-from bot.chat.answer import Answer, Strategy
+from bot.chat.answer import OFFERED, Answer, HandoffState, Strategy
 from bot.chat.chitchat import ChitChat
 from bot.chat.followup import reads_as_followup
 from bot.chat.generate import finish
-from bot.chat.handoff import Handoff
 from bot.chat.offers import previous_offer, read_reply
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
 from bot.chat.standalone import last_user_message
 from bot.chat.steps.base import Turn
 from bot.chat.steps.knowledge import answer_from
+from bot.errors import BotError
+from bot.handoff.desk import Desk, Handed
+from bot.handoff.tickets import Reason
 from bot.knowledge.entries import Entry
-from bot.messages import Message
 from bot.search.base import Hit
-from bot.texts import REPHRASE_REPLY
+from bot.texts import HANDOFF_NO_DESK, HANDOFF_OFFER, REPHRASE_REPLY
+
+log = logging.getLogger(__name__)
 
 
-def hand_off(turn: Turn, handoff: Handoff, reason: str) -> Answer:
-    """The finished hand-off answer; the transcript goes to the webhook in the background (never blocks)."""
-    transcript: list[Message] = [*normalize_history(turn.history, 1000), {"role": "user", "content": turn.question}]
-    handoff.notify(transcript, reason)
-    # asked for a person: HANDOFF; sent there by misses or a "no": ESCALATE, which the Unanswered inbox lists
-    strategy = Strategy.HANDOFF if reason == "request" else Strategy.ESCALATE
-    answer = turn.replace(text=handoff.reply, strategy=strategy, hits=[], options=())
+def hand_off(turn: Turn, desk: Desk, reason: Reason) -> Answer:
+    """The finished hand-off: a ticket opened (staff told through the outbox) and what really happens next; when
+    the log's database fails, the contact instead (a request is never said to be taken when it was not)."""
+    try:
+        handed = desk.hand_off(turn.conversation, turn.question, normalize_history(turn.history, 1000), reason)
+    except BotError as exc:
+        log.error("hand-off: no ticket could be opened (the visitor gets the contact): %s", exc)
+        handed = Handed(HANDOFF_NO_DESK.format(contact=desk.contact))
+    ticket = handed.ticket
+    state = HandoffState(ticket.status.value, ticket.id) if ticket is not None else HandoffState("none")
+    answer = turn.replace(text=handed.text, strategy=Strategy.HANDOFF, hits=[], options=(), handoff=state)
     return finish(answer, turn.timings, turn.start)
 
 
+def offering_person(answer: Answer) -> Answer:
+    """``answer`` with the offer of a person after its text (a button on pages, read back from the text)."""
+    return dataclasses.replace(answer, text=f"{answer.text}\n\n{HANDOFF_OFFER}", handoff=OFFERED)
+
+
 class ChoiceStep:
-    """A reply to the previous clarify or confirm question ("2", "是的", "不是"), read from that message alone."""
+    """A reply to the previous offer ("2", "是的", "不是"), read from that message alone: a clarify or confirm
+    question's pick, or a yes to the offer of a person."""
 
     name = "choice"
 
-    def __init__(self, entries: Callable[[], list[Entry]], responder: Responder, handoff: Handoff | None = None):
+    def __init__(self, entries: Callable[[], list[Entry]], responder: Responder, desk: Desk | None = None):
         self.entries = entries
         self.responder = responder
-        self.handoff = handoff
+        self.desk = desk
 
     def run(self, turn: Turn) -> Iterator[Answer]:
-        """Answer the picked entry, or ask to rephrase (or hand off) on a "no"; pass on anything else."""
+        """Answer the picked entry, hand off on a yes to a person, or ask to rephrase on a "no"; else pass on."""
         offer = previous_offer(turn.history)
         reply = read_reply(turn.question, offer) if offer else None
         if offer is None or reply is None:
             return
-        if reply.index is None:
-            if offer.kind == "confirm" and self.handoff is not None and self.handoff.on_confirm_no:
-                yield hand_off(turn, self.handoff, "confirm_no")
-                return
-            yield finish(turn.replace(text=REPHRASE_REPLY, strategy=Strategy.REPHRASE), turn.timings, turn.start)
+        if offer.kind == "person" and reply.index is not None and self.desk is not None:
+            yield hand_off(turn, self.desk, Reason.OFFER_ACCEPTED)
+            return
+        if reply.index is None or offer.kind == "person":
+            rephrase = finish(turn.replace(text=REPHRASE_REPLY, strategy=Strategy.REPHRASE), turn.timings, turn.start)
+            offer_one = offer.kind == "confirm" and self.desk is not None and self.desk.settings.on_confirm_no
+            yield offering_person(rephrase) if offer_one else rephrase
             return
         picked = offer.questions[reply.index]
         entry = next((e for e in self.entries() if " ".join(e.query.split()) == picked), None)
@@ -64,17 +81,18 @@ class ChoiceStep:
 
 
 class HandoffStep:
-    """An explicit request for a person ("转人工", "talk to a human"): the configured hand-off."""
+    """An explicit request for a person ("转人工", "talk to a human", the offer's button): a ticket."""
 
     name = "handoff"
 
-    def __init__(self, handoff: Handoff):
-        self.handoff = handoff
+    def __init__(self, desk: Desk):
+        self.desk = desk
 
     def run(self, turn: Turn) -> Iterator[Answer]:
-        """Hand off when the message asks for a person."""
-        if self.handoff.is_request(turn.question):
-            yield hand_off(turn, self.handoff, "request")
+        """Hand off when the message asks for a person (an accepted offer when the bot had just offered one)."""
+        if self.desk.is_request(turn.question):
+            offer = previous_offer(turn.history)
+            yield hand_off(turn, self.desk, Reason.OFFER_ACCEPTED if offer and offer.kind == "person" else Reason.ASKED)
 
 
 class ChitChatStep:
