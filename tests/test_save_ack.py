@@ -27,7 +27,7 @@ def test_a_save_behind_a_long_indexing_is_acknowledged_when_on_disk(settings, kb
     busy, release = threading.Event(), threading.Event()
 
     def bulk_indexing():  # another admin's 3,000-entry import holds the index for a long time
-        with bot.index._leaf_lock(leaf):
+        with bot.index.writer.lock(leaf):
             busy.set()
             release.wait(30)
 

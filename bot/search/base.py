@@ -9,7 +9,7 @@ Elasticsearch, hybrid, passages) guarantees:
 - with ``within``, only the entries it admits, in the order of the unfiltered ranking (:func:`top_within`);
 - ``system`` names the thresholds that apply to the relevance (a key of ``retrieval.thresholds``);
 - no per-search state on the searcher: what answered a search travels in :class:`Found`, which
-  :class:`bot.search.integrity.ServedSearcher.find` builds (the system that answered, notices, a failure). A turn
+  :class:`bot.search.serving.ServedSearcher.find` builds (the system that answered, notices, a failure). A turn
   searches only through that one call (``TurnSearch.find`` / ``_search``), the rewrite and HyDE rungs included.
 
 **Storage role** (:class:`IndexStore`), what the knowledge index's workers use:

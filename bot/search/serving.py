@@ -1,16 +1,174 @@
-"""What a mode serves now: its own searcher, or a stand-in with a notice while its index builds or heals."""
+"""What each retrieval mode serves now: its own searcher once its indexes are ready, else a stand-in with a notice.
+
+:class:`ModeServer` builds a mode's searcher on first use (in a server: in the background, the cheap sparse one
+first) and asks the :class:`~bot.search.writer.IndexWriter` which indexes can serve. :class:`ServedSearcher` is what
+one request searches: the mode's own searcher, or another mode's (or none) while its index builds or heals, with a
+visible notice; a search error marks its indexes broken and never reaches the chat.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Mapping
 
 from bot.errors import ConfigError
 from bot.knowledge.filters import EntryFilter
-from bot.search.base import Composite, Found, Hit, ModeSearcher, Searcher
-from bot.texts import HEALING_ALONE
+from bot.search.background import Worker
+from bot.search.base import Composite, Found, Hit, ModeSearcher, Progress, Searcher, SyncReport
+from bot.search.loading import Loaded
+from bot.search.passages import Passages, PassageSearcher
+from bot.search.writer import IndexWriter
+from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.search.index")  # one logger for the index, whichever of its parts writes
+
+SPARSE = "sparse"  # the mode built first in the background: it stands in for the others until they are ready
+RETRY_FAILED_BUILD = 30.0  # seconds a mode whose build failed reports that error before it is tried again
+
+
+class ModeServer:
+    """One lazily built searcher per retrieval mode, and what each mode serves now."""
+
+    def __init__(
+        self,
+        factories: Mapping[str, Callable[[], ModeSearcher]],
+        writer: IndexWriter,
+        knowledge: Callable[[], Loaded | None],
+        background: bool = False,
+        passages: Passages | None = None,
+    ):
+        self.factories = dict(factories)
+        self.writer = writer
+        self.knowledge = knowledge  # the last good read of the folder (None: not read yet)
+        self.background = background
+        self.passages = passages  # long documents are searched as passages (PassageSearcher over each mode's)
+        self.builder = Worker("build")
+        self._searchers: dict[str, ModeSearcher] = {}
+        self._failed: dict[str, tuple[BaseException, float]] = {}  # mode -> why its build failed, when
+        self._lock = threading.RLock()
+
+    def leaves(self) -> list[Searcher]:
+        """The indexes of the searchers built so far, each once (a hybrid mode shares the sparse and dense ones)."""
+        with self._lock:
+            found = [leaf for s in self._searchers.values() for leaf in s.leaves()]
+        return list(dict.fromkeys(found))
+
+    def searcher(self, mode: str) -> ModeSearcher:
+        """The searcher for ``mode``, built and synced on first use (in the background mode: scheduled, and
+        served by a stand-in until ready); before any knowledge was read, opened as it is on disk."""
+        if mode not in self.factories:
+            raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self.factories)}")
+        if not self.background:
+            with self._lock:
+                if mode not in self._searchers:
+                    if self.knowledge() is not None:
+                        self.sync(mode)
+                    else:
+                        self._searchers[mode] = self._create(mode)
+                return self._searchers[mode]
+        if self.knowledge() is None and mode not in self._searchers:
+            self._build(mode)  # nothing to sync against: open what is on disk, now
+        with self._lock:
+            failed = self._failed.get(mode)
+            if failed is not None and mode not in self._searchers:
+                if time.monotonic() - failed[1] < RETRY_FAILED_BUILD:
+                    raise failed[0]
+                self._failed.pop(mode, None)
+            own = self._searchers.get(mode)
+            for leaf in own.leaves() if own is not None else []:
+                self.writer.retry(leaf)  # a heal that failed (e.g. its backend was down) is tried again in time
+            if mode not in self._searchers:
+                if mode != SPARSE and SPARSE in self.factories and SPARSE not in self._searchers:
+                    # the cheap index first: it answers (with a notice) while the mode's own index builds
+                    self.builder.submit(SPARSE, lambda: self._build(SPARSE))
+                self.builder.submit(mode, lambda: self._build(mode))
+        return self._served(mode)
+
+    def served(self, mode: str) -> ServedSearcher:
+        """What ``mode`` serves now, always wrapped so that :meth:`ServedSearcher.find` reports what answered each
+        search (scripts and the CLI get the mode's own searcher, whose errors are raised)."""
+        searcher = self.searcher(mode)
+        return searcher if isinstance(searcher, ServedSearcher) else ServedSearcher(mode, searcher)
+
+    def built(self, mode: str) -> ModeSearcher | None:
+        """``mode``'s searcher when it was built (or, in the background mode, is being built), else None; never
+        builds (for status pages)."""
+        if not self.background:
+            return self._searchers.get(mode)
+        if mode not in self._searchers and not self.builder.busy(mode):
+            return None
+        return self._served(mode)
+
+    def wait_ready(self, mode: str, timeout: float) -> bool:
+        """Wait until ``mode``'s own indexes serve (scheduling its build); False when ``timeout`` passed first."""
+        self.searcher(mode)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                own = self._searchers.get(mode)
+                if own is not None and self._serves(own):
+                    return True
+                if mode in self._failed:
+                    return False
+            time.sleep(0.02)
+        return False
+
+    def sync(self, mode: str, progress: Progress | None = None, rebuild: bool = False) -> SyncReport:
+        """Build ``mode``'s searcher if needed and sync its indexes in the calling thread (the CLI's ``index``)."""
+        with self._lock:
+            searcher = self._searchers.get(mode) or self._create(mode)
+            self._searchers[mode] = searcher
+        return self.writer.sync_together(searcher.leaves(), progress, rebuild)
+
+    def _create(self, mode: str) -> ModeSearcher:
+        if mode not in self.factories:
+            raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self.factories)}")
+        searcher = self.factories[mode]()
+        return PassageSearcher(searcher, self.passages) if self.passages is not None else searcher
+
+    def _build(self, mode: str) -> None:
+        """Create ``mode``'s searcher, serve what its indexes hold on disk, and schedule their syncs."""
+        try:
+            searcher = self._searchers.get(mode) or self._create(mode)
+        except Exception as exc:
+            log.error("the %s index cannot be built: %s", mode, exc)
+            with self._lock:
+                self._failed[mode] = (exc, time.monotonic())
+            return
+        with self._lock:
+            self._searchers[mode] = searcher
+        for leaf in searcher.leaves():
+            self.writer.open(leaf)
+        if self.knowledge() is not None:
+            for leaf in searcher.leaves():
+                self.writer.schedule(leaf)
+
+    def _serves(self, searcher: ModeSearcher) -> bool:
+        return all(self.writer.serves(leaf) for leaf in searcher.leaves())
+
+    def _served(self, mode: str) -> ServedSearcher:
+        """``mode``'s own searcher when its indexes are ready, else the first ready mode's with a notice."""
+        with self._lock:
+            own = self._searchers.get(mode)
+            if own is not None and self._serves(own):
+                return ServedSearcher(mode, own, None, self._heal)
+            healing = own is not None and any(self.writer.broken(leaf) for leaf in own.leaves())
+            other = next(
+                (m for m in self.factories if m != mode and m in self._searchers and self._serves(self._searchers[m])),
+                None,
+            )
+            stand_in = self._searchers[other] if other is not None else None
+        if stand_in is None:
+            return ServedSearcher(mode, None, HEALING_ALONE if healing else BUILDING_ALONE, self._heal)
+        notice = (HEALING_NOTICE if healing else BUILDING_NOTICE).format(mode=other)
+        return ServedSearcher(mode, stand_in, notice, self._heal)
+
+    def _heal(self, searcher: ModeSearcher | None, exc: BaseException) -> None:
+        """A search failed on ``searcher``: its indexes stop serving and are checked (and rebuilt) in the background."""
+        if searcher is not None:
+            self.writer.mark_broken(searcher.leaves(), exc)
 
 
 class ServedSearcher(Composite):
