@@ -73,6 +73,6 @@ def test_make_run_takes_a_port_and_a_host():
         text=True,
         check=False,
     )
-    assert "app.py --port 7870 --host 0.0.0.0" in dry.stdout, dry.stdout + dry.stderr
+    assert "-m bot serve --port 7870 --host 0.0.0.0" in dry.stdout, dry.stdout + dry.stderr
     plain = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
-    assert "app.py" in plain and "--port" not in plain
+    assert "-m bot serve" in plain and "--port" not in plain
