@@ -19,12 +19,14 @@ from pathlib import Path
 
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
+from bot.search.aliases import Alias
 from bot.search.background import Worker
 from bot.search.base import ModeSearcher, Progress, SyncReport
 from bot.search.healing import ServedSearcher
 from bot.search.index_sync import IndexSyncing
 from bot.search.passages import Passages
 from bot.search.progress import BuildProgress, Snapshot
+from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
 from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
 
@@ -50,12 +52,15 @@ class KnowledgeIndex(IndexSyncing):
         background: bool = False,
         passages: Passages | None = None,
         pull: Callable[[], bool] | None = None,
+        synonyms: Synonyms | None = None,
     ):
         self.folder = Path(folder)
         # Replicas sharing the knowledge (bot/knowledge/shared.py): brings their edits into the folder before each
         # check; True when a file changed.
         self.pull = pull
         self.tokenizer = tokenizer
+        # The searchers' synonyms: told each loaded knowledge, whose aliases they mine (bot/search/aliases.py).
+        self.synonyms = synonyms
         self._factories = dict(factories)
         self._searchers: dict[str, ModeSearcher] = {}
         self._lock = threading.RLock()
@@ -104,6 +109,8 @@ class KnowledgeIndex(IndexSyncing):
                     self._signature, self.error = signature, exc
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
+            if self.synonyms is not None:  # before any sync: an alias may join jieba's words, as keywords do
+                self.synonyms.learn(entries)
             units = self.passages.expand(entries) if self.passages is not None else entries
             with self._lock:
                 self.entries, self.units, self._signature, self.error, self._loaded = (
@@ -163,6 +170,10 @@ class KnowledgeIndex(IndexSyncing):
         if changed:
             log.info("knowledge reloaded: %s", {m: (r.added, r.updated, r.removed) for m, r in reports.items()})
         return changed
+
+    def aliases(self) -> tuple[tuple[Alias, bool], ...]:
+        """The aliases the loaded knowledge defines, each with whether the synonym file drops it (for the linter)."""
+        return self.synonyms.listed() if self.synonyms is not None else ()
 
     def building(self) -> list[Snapshot]:
         """The index syncs running now that write texts (done, total, time left), for a page to show."""
