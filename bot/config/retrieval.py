@@ -128,6 +128,10 @@ class Cutoffs(Strict):
     never."""
     confirm: float | None = Field(default=None, ge=0.0, le=1.0)
     """A top hit at most this far below ``answer`` is offered as "您是想问「X」吗？"; null = never."""
+    stand_in: float | None = Field(default=None, ge=0.0, le=1.0)
+    """While this system stands in for a mode whose index is still building (or healing), a hit answers only from
+    this far above ``answer``; one that would pass the usual cut is offered as "您是想问「X」吗？" instead; null =
+    it answers as usual. BENCHMARKS.md "The first minute"."""
 
 
 def _calibrated_thresholds() -> FrozenDict[str, Cutoffs]:

@@ -107,7 +107,7 @@ def dense_encoder(settings: Settings, tokenizer: Tokenizer) -> Encoder:
         )
     elif d.encoder == "e5":
         e = d.e5
-        encoder = E5Encoder(state / "embeddings", e.num_threads, e.batch_size, e.variant)
+        encoder = E5Encoder(state / "embeddings", e.num_threads, e.batch_size, e.variant, build_workers=e.build_workers)
     else:
         f = d.fasttext
         params = FastTextParams(

@@ -75,7 +75,8 @@ def encode_units(
     each in batches of their role, one progress tick per entry."""
     units = [(e.id, role, text) for e in entries for role, text in unit_texts(e)]
     rows: list[np.ndarray | None] = [None] * len(units)
-    step = max(1, getattr(encoder, "batch_size", BATCH))  # slow encoders report progress more often
+    # slow encoders report progress more often; one batch for each of the encoder's workers per call
+    step = max(1, getattr(encoder, "batch_size", BATCH)) * max(1, getattr(encoder, "workers", 1))
     for role, embed in ((QUESTION, encoder.embed_questions), (DOCUMENT, encoder.embed_documents)):
         picked = [i for i, u in enumerate(units) if u[1] == role]
         for start in range(0, len(picked), step):

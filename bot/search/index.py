@@ -28,7 +28,7 @@ from bot.search.passages import Passages
 from bot.search.progress import BuildProgress, Snapshot
 from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
-from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
+from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE, PARTIAL_NOTICE
 
 log = logging.getLogger(__name__)
 
@@ -294,12 +294,21 @@ class KnowledgeIndex(IndexSyncing):
     def _serves(self, searcher: ModeSearcher) -> bool:
         return all(id(leaf) in self._ready and id(leaf) not in self._broken for leaf in searcher.leaves())
 
+    def _serves_partly(self, searcher: ModeSearcher) -> bool:
+        """True when each index is ready or searchable part-way through its first build (questions before passages)."""
+        return all(
+            (id(leaf) in self._ready or leaf.partial) and id(leaf) not in self._broken for leaf in searcher.leaves()
+        )
+
     def _served(self, mode: str) -> ServedSearcher:
-        """``mode``'s own searcher when its indexes are ready, else the first ready mode's with a notice."""
+        """``mode``'s own searcher when its indexes are ready; part-way through a first build it stands in for itself
+        (with a notice, and a stand-in's cutoffs); else the first ready mode's with a notice."""
         with self._lock:
             own = self._searchers.get(mode)
             if own is not None and self._serves(own):
                 return ServedSearcher(mode, own, None, self._heal)
+            if own is not None and self._serves_partly(own):
+                return ServedSearcher(mode, own, PARTIAL_NOTICE, self._heal)
             healing = own is not None and any(id(leaf) in self._broken for leaf in own.leaves())
             other = next(
                 (m for m in self._factories if m != mode and m in self._searchers and self._serves(self._searchers[m])),
