@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         sets = knowledge_sets(["sysu", "starter"])
         results = [answer_states(name, ents, msgs) for name, ents, msgs in sets]
         body += answers_table(sets, results)
-    body.append(f"Whole run {(time.perf_counter() - started) / 60:.1f} min, {os.cpu_count()} CPUs shared with other work.")
+    body.append(
+        f"Whole run {(time.perf_counter() - started) / 60:.1f} min, {os.cpu_count()} CPUs shared with other work."
+    )
     text = "\n".join(body)
     print(text)
     if not args.no_write:

@@ -85,6 +85,15 @@ _NOUNS = {"n", "nr", "ns", "nt", "nz", "nrt", "nrfg", "ng", "eng", "j", "vn", "a
 _COMMON_NOUNS = {"n", "ng", "vn", "an"}  # a name of one such word is a thing's kind, not its name
 
 
+def _joins(tagged: Sequence[tuple[str, str]], i: int) -> bool:
+    """True when ``tagged[i]`` joins the words beside it into one name: a dot between the parts of a foreign name,
+    与 between two common nouns (经济与管理学部, not 比尔·盖兹与史蒂夫·巴尔默)."""
+    word = tagged[i][0]
+    if word in ("·", "・"):
+        return True
+    return word == "与" and 0 < i < len(tagged) - 1 and {tagged[i - 1][1], tagged[i + 1][1]} <= _COMMON_NOUNS
+
+
 def _english(tagged: Sequence[tuple[str, str]], i: int) -> bool:
     """True when the words on both sides of ``tagged[i]`` are English (china medical board: one name)."""
     return 0 < i < len(tagged) - 1 and tagged[i - 1][1] == "eng" and tagged[i + 1][1] == "eng"
@@ -139,18 +148,23 @@ class AliasMiner:
         tagged = [(w, _flag(w, f)) for w, f in self.tokenizer.tags(clause)]
         if not tagged or tagged[-1][1] not in _NOUNS:
             return None  # a clause that ends in a verb ("...在现址建成") or a particle: not a name
-        # the name is the run of nouns that ends the clause (numbers and 与/和/及 inside it): 根据|基本科学指标数据库
+        # the name is the run of nouns that ends the clause (numbers, 与 and · inside it): 根据|基本科学指标数据库
         start = len(tagged)
         while start > 0 and (
             tagged[start - 1][1] in _NOUNS | {"l"}
-            or (tagged[start - 1][0] in _JOINING and start < len(tagged))
+            or (start < len(tagged) and _joins(tagged, start - 1))
             or (tagged[start - 1][0] == " " and start < len(tagged) and _english(tagged, start - 1))
             or (tagged[start - 1][1] == "m" and start < len(tagged))
         ):
             start -= 1
-        while start < len(tagged) and tagged[start][1] not in _NOUNS:
+        while start < len(tagged) and (tagged[start][1] not in _NOUNS or tagged[start][0] in _MARKERS):
             start += 1
         words = tagged[start:]
+        dots = [i for i, (w, _) in enumerate(words) if w in ("·", "・")]
+        if dots:  # a foreign person's name starts after the common nouns before it: 美国医生|维珍尼亚·阿普伽
+            kinds = [i for i, (_, flag) in enumerate(words[: dots[0]]) if flag in _COMMON_NOUNS]
+            if kinds and kinds[-1] < dots[0] - 1:
+                words = words[kinds[-1] + 1 :]
         if len(words) == 1 and words[0][1] in _COMMON_NOUNS:
             return None  # one ordinary noun (实验室) is what a name is of, not a name
         name = _clean("".join(w for w, _ in words))
