@@ -169,6 +169,7 @@ def answer_states(name: str, entries: list[Entry], messages: list[Message]) -> d
     assert leaf.partial
     for margin in PARTIAL_MARGINS:
         measure("hybrid, questions only", margin, "hybrid", "hybrid-e5")
+        measure("dense, questions only", margin, "dense", "dense-e5")
     return out
 
 
@@ -258,15 +259,17 @@ def answers_table(sets, results: list[dict]) -> list[str]:
     """The table of what is answered in each state of the first minute, and the margins' sweep."""
     sparse_m = chosen_margin(results, "sparse standing in", SPARSE_MARGINS)
     partial_m = chosen_margin(results, "hybrid, questions only", PARTIAL_MARGINS)
+    dense_m = chosen_margin(results, "dense, questions only", PARTIAL_MARGINS)
     lines = [
         "### Answers while it builds",
         "",
         "The ladder messages (benchmarks/data/ladder_sysu.jsonl, ladder_starter.jsonl) through `Bot.answer` in each state",
         "of the first minute, retrieval-only, held-out split. Margins (`retrieval.thresholds.<system>.stand_in`) were",
         f"chosen on the train split: the smallest with at most {TARGET_WRONG:g} wrong answers per 100 on each set —",
-        f"sparse {sparse_m:g}, hybrid-e5 {partial_m:g}. A stand-in answers only from its cut plus the margin; what",
-        "its usual cut would have answered it offers for confirmation. *questions only*: the hybrid index part-way",
-        "through its first build, each entry's question cosine standing for its missing passage cosine.",
+        f"sparse {sparse_m:g}, hybrid-e5 {partial_m:g}, dense-e5 {dense_m:g}. A stand-in answers only from its cut plus",
+        "the margin; what its usual cut would have answered it offers for confirmation. *questions only*: the dense",
+        "index part-way through its first build, each entry's question cosine standing for its missing passage cosine",
+        "(the hybrid mode fuses it with the sparse side as usual).",
         "",
         HEADER,
     ]
@@ -277,12 +280,18 @@ def answers_table(sets, results: list[dict]) -> list[str]:
             ("sparse standing in", sparse_m),
             ("hybrid, questions only", 0.0),
             ("hybrid, questions only", partial_m),
+            ("dense, questions only", 0.0),
+            ("dense, questions only", dense_m),
             ("hybrid (built)", None),
         ):
             label = f"{name} · {state}" + ("" if margin is None else f" · margin {margin:g}")
             lines.append(row(label, result[(state, margin, "heldout")]))
     lines += ["", "Margin sweep on the train split (wrong / right / right or gold offered, per 100):", ""]
-    for state, margins in (("sparse standing in", SPARSE_MARGINS), ("hybrid, questions only", PARTIAL_MARGINS)):
+    for state, margins in (
+        ("sparse standing in", SPARSE_MARGINS),
+        ("hybrid, questions only", PARTIAL_MARGINS),
+        ("dense, questions only", PARTIAL_MARGINS),
+    ):
         for (name, _, _), result in zip(sets, results):
             cells = "; ".join(
                 f"{m:g}: {result[(state, m, 'train')]['wrong']:.1f} / {result[(state, m, 'train')]['right']:.1f} / "
