@@ -140,7 +140,7 @@ def _calibrated_thresholds() -> FrozenDict[str, Cutoffs]:
     return FrozenDict(
         {
             "sparse": Cutoffs(answer=0.49, stand_in=0.2),
-            "dense-e5": Cutoffs(answer=0.87),
+            "dense-e5": Cutoffs(answer=0.87, stand_in=0.1),
             "dense-fasttext": Cutoffs(answer=0.61),
             "dense-openai": Cutoffs(answer=0.87),
             "hybrid-e5": Cutoffs(answer=0.838, clarify=0.005, stand_in=0.06),
