@@ -61,14 +61,16 @@ def test_the_sparse_stand_in_confirms_what_it_would_answer_below_its_margin(sett
     try:
         assert bot.status().standing_in
         offered = bot.answer(question)
-        assert offered.decision == Decision.CONFIRM and offered.thresholds.answer == pytest.approx(0.8)
+        assert offered.decision == Decision.CONFIRM and offered.thresholds is not None
+        assert offered.thresholds.answer == pytest.approx(0.8)
         assert [o.id for o in offered.options] == ["faq:library"] and offered.notices
         sure = bot.answer("图书馆开放时间")  # the whole question matched: above the margin, answered
         assert sure.decision == Decision.ANSWER and sure.hits[0].entry.id == "faq:library"
     finally:
         release.set()
     assert bot.index.wait_ready("hybrid", 120)
-    assert not bot.status().standing_in and bot.answer(question).thresholds.system == "hybrid-e5"
+    built = bot.answer(question).thresholds
+    assert not bot.status().standing_in and built is not None and built.system == "hybrid-e5"
 
 
 class _Recording(CachedEncoder):
@@ -158,4 +160,5 @@ def test_an_index_reopened_after_a_first_build_holds_both_vectors_and_later_edit
     assert roles.count("question") == roles.count("document") == len(bot.index.units)
     reopened = build_bot(settings)
     (again,) = reopened.index.searcher("dense").leaves()
+    assert isinstance(again, FaissSearcher)
     assert sorted(role for _, role in again._owner.values()) == roles and not again.partial
