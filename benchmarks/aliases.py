@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from collections import Counter
@@ -28,11 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import data_dir, write_section
+from benchmarks.common import data_dir, knowledge_folder, share_embeddings, write_section
 from bot.config.settings import load_settings
 from bot.config.variants import update
 from bot.evaluation import EvalQuestion, load_questions
-from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
+from bot.knowledge.entries import Entry, load_entries, parse_text
 
 DATA = ROOT / "benchmarks" / "data"
 STATE = ROOT / ".state" / "bench" / "aliases"
@@ -98,15 +97,8 @@ def build(name: str, entries: list[Entry], system: str, aliases: bool):
 
     mode, _, encoder = system.partition("-")
     work = STATE / name / f"{system}-{'on' if aliases else 'off'}"
-    folder = work / "knowledge"
-    if folder.exists():
-        shutil.rmtree(folder)
-    write_entries(entries, folder)
-    cache, link = STATE / "embeddings", work / "state" / "embeddings"
-    cache.mkdir(parents=True, exist_ok=True)
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.exists():
-        link.symlink_to(cache, target_is_directory=True)
+    folder = knowledge_folder(entries, work)
+    share_embeddings(work, STATE / "embeddings")
     settings = load_settings(ROOT / "config.yaml")
     changes = {"knowledge.path": str(folder), "state_dir": str(work / "state"), "knowledge.synonyms": None}
     changes.update({"knowledge.aliases": aliases, "retrieval.mode": mode, "log.enabled": False})

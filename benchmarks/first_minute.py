@@ -32,13 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import data_dir, write_section
+from benchmarks.common import data_dir, knowledge_folder, write_section
 from benchmarks.ladder import HEADER, Message, knowledge_sets, reported, row, scores
 from bot.chat.answer import Cutoffs
 from bot.config.settings import Cutoffs as CutoffSettings
 from bot.config.settings import load_settings
 from bot.config.variants import update
-from bot.knowledge.entries import Entry, load_entries, write_entries
+from bot.knowledge.entries import Entry, load_entries
 from tests.support.knowledge import with_thresholds
 
 STATE = ROOT / ".state" / "bench" / "first_minute"
@@ -85,7 +85,7 @@ def build_runs(entries: list[Entry], runs: int) -> list[dict]:
         for variant in VARIANTS:
             work = STATE / "build"
             shutil.rmtree(work, ignore_errors=True)
-            write_entries(entries, work / "knowledge")
+            knowledge_folder(entries, work)
             load = os.getloadavg()[0]
             out = subprocess.run(
                 [sys.executable, "-m", "benchmarks.first_minute", "--child", variant, str(work)],
@@ -138,10 +138,7 @@ def answer_states(name: str, entries: list[Entry], messages: list[Message]) -> d
     from bot.search.faiss_searcher import FaissSearcher
 
     work = STATE / "answers" / name
-    knowledge = work / "knowledge"
-    if knowledge.exists():
-        shutil.rmtree(knowledge)
-    write_entries(entries, knowledge)
+    knowledge = knowledge_folder(entries, work)
     settings = load_settings(ROOT / "config.yaml")
     settings = update(settings, {"knowledge.path": str(knowledge), "state_dir": str(work / "state")})
     settings = update(settings, {"log.enabled": False, "retrieval.mode": "hybrid"})
