@@ -35,7 +35,7 @@ from bot.handoff.hours import utc_now
 from bot.handoff.store import TicketStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
-from bot.search.assembly import build_tokenizer, searcher_factories
+from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
 
@@ -46,7 +46,7 @@ PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversatio
 def thresholds(settings: Settings) -> dict[str, Cutoffs]:
     """Each retrieval system's thresholds, in relevance (the same unit for every backend of a system)."""
     return {
-        name: Cutoffs(name, c.answer, c.direct, c.clarify, c.confirm)
+        name: Cutoffs(name, c.answer, c.direct, c.clarify, c.confirm, c.stand_in)
         for name, c in settings.retrieval.thresholds.items()
     }
 
@@ -83,13 +83,15 @@ def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
     p = settings.retrieval.passages
     passages = Passages(p.size, p.overlap) if p.enabled else None
     sync = knowledge_sync(settings)
+    synonyms = build_synonyms(settings, tokenizer)  # read now: a bad line stops the start
     return KnowledgeIndex(
         settings.resolve(settings.knowledge.path),
         tokenizer,
-        searcher_factories(settings, tokenizer),
+        searcher_factories(settings, tokenizer, synonyms),
         background=background,
         passages=passages,
         pull=sync.pull if sync is not None else None,
+        synonyms=synonyms,
     )
 
 

@@ -178,7 +178,7 @@ class ServedSearcher(Composite):
     def find(self, query: str, top_k: int, within: EntryFilter | None = None) -> Found:
         """The target's hits and what answered them; no hits and ``failed`` (healing scheduled) when it raised."""
         if self.target is None:
-            return Found((), self.system, self.name, self.notices())
+            return Found((), self.system, self.name, self.notices(), standing_in=self.standing_in)
         try:
             hits = self.target.search(query, top_k, within)
         except (KeyboardInterrupt, SystemExit, ConfigError):
@@ -193,8 +193,10 @@ class ServedSearcher(Composite):
                 exc,
             )
             self._on_error(self.target, exc)
-            return Found((), self.system, self.name, (*self.notices(), HEALING_ALONE), failed=True)
-        return Found(tuple(hits), self.system, self.name, self.notices())
+            return Found(
+                (), self.system, self.name, (*self.notices(), HEALING_ALONE), failed=True, standing_in=self.standing_in
+            )
+        return Found(tuple(hits), self.system, self.name, self.notices(), standing_in=self.standing_in)
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """The hits of :meth:`find` (for callers that only rank, e.g. the linter)."""

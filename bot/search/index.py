@@ -19,14 +19,16 @@ from pathlib import Path
 
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
+from bot.search.aliases import Alias
 from bot.search.background import Worker
 from bot.search.base import ModeSearcher, Progress, SyncReport
 from bot.search.healing import ServedSearcher
 from bot.search.index_sync import IndexSyncing
 from bot.search.passages import Passages
 from bot.search.progress import BuildProgress, Snapshot
+from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
-from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
+from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE, PARTIAL_NOTICE
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +52,15 @@ class KnowledgeIndex(IndexSyncing):
         background: bool = False,
         passages: Passages | None = None,
         pull: Callable[[], bool] | None = None,
+        synonyms: Synonyms | None = None,
     ):
         self.folder = Path(folder)
         # Replicas sharing the knowledge (bot/knowledge/shared.py): brings their edits into the folder before each
         # check; True when a file changed.
         self.pull = pull
         self.tokenizer = tokenizer
+        # The searchers' synonyms: told each loaded knowledge, whose aliases they mine (bot/search/aliases.py).
+        self.synonyms = synonyms
         self._factories = dict(factories)
         self._searchers: dict[str, ModeSearcher] = {}
         self._lock = threading.RLock()
@@ -104,6 +109,8 @@ class KnowledgeIndex(IndexSyncing):
                     self._signature, self.error = signature, exc
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
+            if self.synonyms is not None:  # before any sync: an alias may join jieba's words, as keywords do
+                self.synonyms.learn(entries)
             units = self.passages.expand(entries) if self.passages is not None else entries
             with self._lock:
                 self.entries, self.units, self._signature, self.error, self._loaded = (
@@ -163,6 +170,10 @@ class KnowledgeIndex(IndexSyncing):
         if changed:
             log.info("knowledge reloaded: %s", {m: (r.added, r.updated, r.removed) for m, r in reports.items()})
         return changed
+
+    def aliases(self) -> tuple[tuple[Alias, bool], ...]:
+        """The aliases the loaded knowledge defines, each with whether the synonym file drops it (for the linter)."""
+        return self.synonyms.listed() if self.synonyms is not None else ()
 
     def building(self) -> list[Snapshot]:
         """The index syncs running now that write texts (done, total, time left), for a page to show."""
@@ -283,12 +294,21 @@ class KnowledgeIndex(IndexSyncing):
     def _serves(self, searcher: ModeSearcher) -> bool:
         return all(id(leaf) in self._ready and id(leaf) not in self._broken for leaf in searcher.leaves())
 
+    def _serves_partly(self, searcher: ModeSearcher) -> bool:
+        """True when each index is ready or searchable part-way through its first build (questions before passages)."""
+        return all(
+            (id(leaf) in self._ready or leaf.partial) and id(leaf) not in self._broken for leaf in searcher.leaves()
+        )
+
     def _served(self, mode: str) -> ServedSearcher:
-        """``mode``'s own searcher when its indexes are ready, else the first ready mode's with a notice."""
+        """``mode``'s own searcher when its indexes are ready; part-way through a first build it stands in for itself
+        (with a notice, and a stand-in's cutoffs); else the first ready mode's with a notice."""
         with self._lock:
             own = self._searchers.get(mode)
             if own is not None and self._serves(own):
                 return ServedSearcher(mode, own, None, self._heal)
+            if own is not None and self._serves_partly(own):
+                return ServedSearcher(mode, own, PARTIAL_NOTICE, self._heal)
             healing = own is not None and any(id(leaf) in self._broken for leaf in own.leaves())
             other = next(
                 (m for m in self._factories if m != mode and m in self._searchers and self._serves(self._searchers[m])),
