@@ -53,3 +53,25 @@ def shared_folder(name: str) -> Path | None:
         print(f"skipped: {folder} not found", file=sys.stderr)
         return None
     return folder
+
+
+def knowledge_folder(entries: list, work: Path) -> Path:
+    """``work``/knowledge holding exactly ``entries`` (written anew, so a run never sees an earlier run's files)."""
+    import shutil
+
+    from bot.knowledge.entries import write_entries
+
+    folder = work / "knowledge"
+    if folder.exists():
+        shutil.rmtree(folder)
+    write_entries(entries, folder)
+    return folder
+
+
+def share_embeddings(work: Path, cache: Path) -> None:
+    """Point ``work``/state/embeddings at ``cache``, so bots in several state folders encode each text once."""
+    cache.mkdir(parents=True, exist_ok=True)
+    link = work / "state" / "embeddings"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        link.symlink_to(cache, target_is_directory=True)

@@ -40,7 +40,7 @@ from bot.handoff.store import TicketStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
 from bot.knowledge_base import KnowledgeBase
-from bot.search.assembly import build_tokenizer, searcher_factories
+from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
 
@@ -87,13 +87,15 @@ def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
     p = settings.retrieval.passages
     passages = Passages(p.size, p.overlap) if p.enabled else None
     sync = knowledge_sync(settings)
+    synonyms = build_synonyms(settings, tokenizer)  # read now: a bad line stops the start
     return KnowledgeIndex(
         settings.resolve(settings.knowledge.path),
         tokenizer,
-        searcher_factories(settings, tokenizer),
+        searcher_factories(settings, tokenizer, synonyms),
         background=background,
         passages=passages,
         pull=sync.pull if sync is not None else None,
+        synonyms=synonyms,
     )
 
 

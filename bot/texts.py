@@ -79,6 +79,10 @@ FALLBACK_NOTICE = (
 
 # -- bot/search/integrity.py -------------------------------------------------------------------------
 BUILDING_NOTICE = "索引构建中…暂由 {mode} 模式回答。/ Index building… answering from the {mode} mode meanwhile."
+PARTIAL_NOTICE = (
+    "索引构建中…暂只按条目的问题匹配，拿不准时会先确认。"
+    "/ Index building… matching the entries' questions only meanwhile, and asking when unsure."
+)
 BUILDING_ALONE = "索引构建中…暂无检索结果。/ Index building… no search results yet."
 HEALING_NOTICE = (
     "索引已损坏，正在后台重建…暂由 {mode} 模式回答。"

@@ -194,6 +194,27 @@ def test_cli_lint_exits_1_with_json_findings_and_0_when_clean(tmp_path, seeded, 
     assert "5 entries · mode sparse" in r.stdout and "nothing flagged" in r.stdout
 
 
+def test_cli_lint_lists_the_aliases_the_knowledge_defines_and_how_to_drop_one_without_failing(tmp_path, kb_dir):
+    clean = tmp_path / "clean"
+    intro = "中山大学（Sun Yat-sen University），简称“中大”，位于广东省，是教育部直属的综合性全国重点大学。"
+    write_knowledge(clean, {**CLEAN, "intro": {"query": "学校简介", "document": intro, "metadata": "简介"}}, "a.json")
+    config = _config(tmp_path, kb_dir)
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["knowledge"]["synonyms"] = "synonyms.txt"
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    (tmp_path / "synonyms.txt").write_text("!sun yat-sen university\n", encoding="utf-8")
+    r = run(config, "knowledge", "lint", "--knowledge", str(clean))
+    assert r.returncode == 0, r.stdout + r.stderr  # aliases are listed, not findings
+    assert "a line !<alias> in synonyms.txt" in r.stdout and "nothing flagged · 2 aliases" in r.stdout
+    assert "中大 = 中山大学 · a:intro (marker: " in r.stdout
+    assert "sun yat-sen university = 中山大学 · a:intro (brackets: " in r.stdout and "· dropped" in r.stdout
+    doc = json.loads(run(config, "knowledge", "lint", "--knowledge", str(clean), "--json").stdout)
+    assert {(a["alias"], a["name"], a["dropped"]) for a in doc["aliases"]} == {
+        ("中大", "中山大学", False),
+        ("sun yat-sen university", "中山大学", True),
+    }
+
+
 def test_cli_import_dry_run_lists_duplicates_and_writes_nothing(tmp_path, kb_dir):
     config = _config(tmp_path, kb_dir)
     before = {p.name: p.read_bytes() for p in kb_dir.iterdir()}

@@ -102,11 +102,28 @@ class Cutoffs:
     direct: float | None = None
     clarify: float | None = None  # candidates within this of the top one are offered as options (None: never)
     confirm: float | None = None  # a top hit this far below ``answer`` is offered for confirmation (None: never)
+    stand_in: float | None = (
+        None  # standing in for another mode: answer only this far above ``answer`` (None: as usual)
+    )
+
+    def standing_in(self) -> Cutoffs:
+        """The cutoffs while this system stands in for a mode whose index is not ready: a hit answers only from
+        ``stand_in`` above the answer cut (direct replies too), and one that would pass the usual cut is offered
+        for confirmation instead; these cutoffs themselves without ``stand_in``."""
+        if self.stand_in is None:
+            return self
+        answer = min(1.0, self.answer + self.stand_in)
+        return replace(
+            self,
+            answer=answer,
+            direct=None if self.direct is None else max(self.direct, answer),
+            confirm=answer - self.answer + (self.confirm or 0.0),
+        )
 
     @classmethod
     def from_settings(cls, system: str, settings: CutoffSettings) -> Cutoffs:
         """The cutoffs of ``system`` as its ``retrieval.thresholds`` block sets them."""
-        return cls(system, settings.answer, settings.direct, settings.clarify, settings.confirm)
+        return cls(system, settings.answer, settings.direct, settings.clarify, settings.confirm, settings.stand_in)
 
     def passes(self, hit: Hit) -> bool:
         """True when the hit is relevant enough to answer from."""

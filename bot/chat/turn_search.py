@@ -174,7 +174,7 @@ class TurnSearch:
 
         hits = search(query)
         whole = results[0]
-        cutoffs = self.cutoffs(whole.system)
+        cutoffs = self.cutoffs(whole.system, whole.standing_in)
         labelled: tuple[Part, ...] = ()
         if len(parts) > 1:
             lists = [(p, search(p)) for p in parts]
@@ -187,14 +187,16 @@ class TurnSearch:
             whole = dataclasses.replace(whole, failed=True)
         return Searched(hits, [h for h in hits if cutoffs.passes(h)], labelled, whole)
 
-    def cutoffs(self, system: str) -> Cutoffs:
-        """The thresholds of one retrieval system ("sparse", "dense-e5", ...); a missing one is a config error."""
+    def cutoffs(self, system: str, standing_in: bool = False) -> Cutoffs:
+        """The thresholds of one retrieval system ("sparse", "dense-e5", ...), those of a stand-in when it stands in
+        for a mode whose index is not ready (:meth:`Cutoffs.standing_in`); a missing one is a config error."""
         if system not in self.thresholds:
             raise ConfigError(
                 f"retrieval.thresholds has no entry for {system!r}; add e.g. "
                 f'`{system}: {{answer: 0.8, direct: null}}` (docs/retrieval-and-decision.md "Scores and thresholds")'
             )
-        return self.thresholds[system]
+        cutoffs = self.thresholds[system]
+        return cutoffs.standing_in() if standing_in else cutoffs
 
     def mode_thresholds(self, mode: str | None = None) -> Cutoffs:
         """The thresholds that apply in ``mode``."""
@@ -237,7 +239,7 @@ class TurnSearch:
                     break
         timings["retrieve"] = ms(t)
         # Thresholds and notices of the searcher that answered (another mode may stand in while an index builds)
-        cutoffs = self.cutoffs(found.system)
+        cutoffs = self.cutoffs(found.system, found.standing_in)
         graded = self._graded(search_q, Graded(candidates, passed, parts), cutoffs, timings)
         turn.replace(candidates=graded.hits, rewritten=rewritten, parts=graded.parts, thresholds=cutoffs)
         turn.base = turn.base.noted(*found.notices)
@@ -248,7 +250,10 @@ class TurnSearch:
         thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
         s = self._search(text, turn.base.mode, within=turn.base.within)
         return self._graded(
-            turn.search_text, Graded(s.hits, s.passed, ()), self.cutoffs(s.found.system), turn.timings
+            turn.search_text,
+            Graded(s.hits, s.passed, ()),
+            self.cutoffs(s.found.system, s.found.standing_in),
+            turn.timings,
         ).passed
 
     def search_rephrased(self, turn: Turn) -> Rephrased:
@@ -259,9 +264,10 @@ class TurnSearch:
             turn.search_text, lambda text: self.find(text, mode, self.top_k, within), self.top_k, turn.timings
         )
         # Thresholds and notices of what answered the phrasings, as for the main search
-        system = rewrites.found[0].system if rewrites.found else self.index.searcher(mode).system
+        first = rewrites.found[0] if rewrites.found else None
+        system = first.system if first is not None else self.index.searcher(mode).system
         turn.base = turn.base.noted(*(n for f in rewrites.found for n in f.notices))
-        cutoffs = self.cutoffs(system)
+        cutoffs = self.cutoffs(system, first is not None and first.standing_in)
         passed = [h for h in rewrites.hits if cutoffs.passes(h)]
         graded = self._graded(turn.search_text, Graded(rewrites.hits, passed, ()), cutoffs, turn.timings)
         return Rephrased(rewrites.phrasings, graded.passed)

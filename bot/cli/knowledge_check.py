@@ -14,7 +14,7 @@ from pathlib import Path
 from bot.config.settings import MODES, Settings
 from bot.config.variants import with_mode
 from bot.errors import ConfigError
-from bot.evaluation.knowledge_check import KINDS, Collision, LintReport, lint, self_collisions
+from bot.evaluation.knowledge_check import KINDS, Collision, LintReport, alias_notes, lint, self_collisions
 
 DEFAULT_MODE = "sparse"  # the cheapest searcher: seconds on thousands of entries; --mode picks another
 
@@ -81,21 +81,34 @@ def run_lint(settings: Settings, args) -> int:
         questions = [line.strip() for line in text.splitlines() if line.strip()]
     else:
         questions = _log_questions(settings, args.knowledge, s.knowledge.lint.probe_sample)
-    report = lint(index.entries, searcher.search, index.tokenizer.tokenize, s.knowledge.lint, questions)
+    notes = alias_notes(index.aliases())
+    report = lint(index.entries, searcher.search, index.tokenizer.tokenize, s.knowledge.lint, questions, notes)
     if args.json:
         print(json.dumps(dict(report.to_dict(), mode=mode), ensure_ascii=False, indent=2))
     else:
-        print(_table(report, mode))
+        where = s.knowledge.synonyms or "the synonym file (knowledge.synonyms)"
+        print(_table(report, mode, where))
     return 1 if report.findings else 0
 
 
-def _table(report: LintReport, mode: str) -> str:
+def _table(report: LintReport, mode: str, synonym_file: str) -> str:
     lines = [f"[{f.kind}] {' ↔ '.join(f.entry_ids)}: {f.detail}" for f in report.findings]
+    if report.aliases:
+        lines.append(
+            f"aliases the knowledge defines, searched like synonyms ({len(report.aliases)}; a wrong one is dropped by "
+            f"a line !<alias> in {synonym_file}):"
+        )
+        lines += [
+            f"  {n.alias.alias} = {n.alias.name} · {n.alias.entry} ({n.alias.how}: {n.alias.evidence})"
+            + (" · dropped" if n.dropped else "")
+            for n in report.aliases
+        ]
     counts = Counter(f.kind for f in report.findings)
     summary = ", ".join(f"{k} {counts[k]}" for k in KINDS if counts[k]) or "nothing flagged"
     lines.append(
         f"{report.entries} entries · mode {mode} · magnets probed with {report.probes} {report.probe_source} "
         f"questions · {report.seconds:.2f}s · {summary}"
+        + (f" · {len(report.aliases)} aliases" if report.aliases else "")
     )
     return "\n".join(lines)
 

@@ -89,6 +89,11 @@ class E5Settings(Strict):
     """OpenMP threads: on a 2-core machine two were slower (measured), and the bot serves chats meanwhile."""
     batch_size: int = Field(default=16, ge=1, le=1024)
     """Texts encoded per call, i.e. per progress tick while indexing (16 long documents take ~10 s here)."""
+    build_workers: int = Field(default=0, ge=0, le=64)
+    """Batches encoded at once while an index is built or synced, each on its own thread with ``num_threads``
+    (0 = one per CPU). Unlike OpenMP threads, which wait for each other at every layer (on the busy 2-core machine
+    two burned 60 % more CPU for a slower build), the workers never wait for each other; they shorten a build only
+    when cores are free (BENCHMARKS.md "The first minute"). A question is still encoded on its own thread."""
     variant: Literal["original", "enpt"] = "original"
     """original (multilingual) or enpt (English/Portuguese)."""
 

@@ -39,6 +39,11 @@ class KnowledgeSettings(Strict):
     = none. A question word of a group also matches the group's other words (sparse), dense questions get the
     group's first word (``retrieval.dense.synonyms``), and every word joins jieba's dictionary. Re-read when edited
     (no re-index). BENCHMARKS.md "Synonyms"."""
+    aliases: bool = True
+    """Find the abbreviations and other names the entries define (中山大学，简称“中大”; 又称/别称/英文缩写 ...;
+    English names in brackets; an entry asking for a name's abbreviation) and search them like synonym groups, from
+    the first index on and anew at each reload. ``knowledge lint`` lists them; a line ``!中大`` in the synonym file
+    drops a wrong one. docs/knowledge.md "Aliases"."""
     lint: LintSettings = Field(default_factory=LintSettings)
     negative_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
     """An entry's ``negative_questions`` block it for a message that overlaps one of them by at least this

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from bot.config.settings import LintSettings
 from bot.knowledge.entries import Entry
+from bot.search.aliases import Alias
 from bot.search.base import Hit
 from bot.search.tokenizer import normalize
 
@@ -255,14 +256,42 @@ def import_duplicates(incoming: Sequence[Entry], existing: Sequence[Entry], thre
 
 
 @dataclass(frozen=True)
+class AliasNote:
+    """An alias the knowledge defines (searched like a synonym), as the linter lists it: not a defect, but one to
+    read; ``dropped`` when the synonym file's ``!`` line removes it."""
+
+    alias: Alias
+    dropped: bool = False
+
+    def to_dict(self) -> dict:
+        """JSON form."""
+        a = self.alias
+        return {
+            "alias": a.alias,
+            "name": a.name,
+            "entry_id": a.entry,
+            "how": a.how,
+            "evidence": a.evidence,
+            "dropped": self.dropped,
+        }
+
+
+def alias_notes(aliases: Iterable[tuple[Alias, bool]]) -> tuple[AliasNote, ...]:
+    """The mined aliases as (alias, dropped by the synonym file) pairs, as notes."""
+    return tuple(AliasNote(a, dropped) for a, dropped in aliases)
+
+
+@dataclass(frozen=True)
 class LintReport:
-    """What the linter found on ``entries`` entries, probing magnets with ``probes`` questions from ``probe_source``."""
+    """What the linter found on ``entries`` entries, probing magnets with ``probes`` questions from ``probe_source``,
+    and the aliases the knowledge defines (listed, not findings: they do not change the exit status)."""
 
     findings: tuple[Finding, ...]
     entries: int
     probes: int
     probe_source: str
     seconds: float
+    aliases: tuple[AliasNote, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON form."""
@@ -274,6 +303,7 @@ class LintReport:
             "seconds": round(self.seconds, 3),
             "counts": {k: counts[k] for k in KINDS if counts[k]},
             "findings": [f.to_dict() for f in self.findings],
+            "aliases": [a.to_dict() for a in self.aliases],
         }
 
 
@@ -283,8 +313,10 @@ def lint(
     tokenize: Callable[[str], list[str]],
     options: LintSettings,
     log_questions: Sequence[str] = (),
+    aliases: Sequence[AliasNote] = (),
 ) -> LintReport:
-    """Run every knowledge check; magnets are probed with ``log_questions`` when given, else a phrasing sample."""
+    """Run every knowledge check; magnets are probed with ``log_questions`` when given, else a phrasing sample.
+    ``aliases`` (mined from the knowledge) are listed in the report as they are."""
     start = time.perf_counter()
     results: dict[str, Sequence[Hit]] = {}
 
@@ -311,4 +343,4 @@ def lint(
     )
     findings += document_findings(entries, tokenize)
     findings += stop_word_phrasings(entries, tokenize)
-    return LintReport(tuple(findings), len(entries), len(probes), source, time.perf_counter() - start)
+    return LintReport(tuple(findings), len(entries), len(probes), source, time.perf_counter() - start, tuple(aliases))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from bot.config.settings import Settings
 from bot.errors import ConfigError, SearchBackendError
+from bot.search.aliases import AliasMiner
 from bot.search.base import ModeSearcher, Searcher
 from bot.search.relevance import SparseSearcher
 from bot.search.synonyms import Synonyms
@@ -35,10 +36,13 @@ def build_tokenizer(settings: Settings) -> Tokenizer:
 
 
 def build_synonyms(settings: Settings, tokenizer: Tokenizer) -> Synonyms | None:
-    """The synonym file of ``knowledge.synonyms`` (re-read when it changes), or None when none is configured."""
-    if not settings.knowledge.synonyms:
+    """The synonym file of ``knowledge.synonyms`` (re-read when it changes) with the aliases mined from the
+    knowledge (``knowledge.aliases``), or None when neither is wanted."""
+    k = settings.knowledge
+    if not k.synonyms and not k.aliases:
         return None
-    return Synonyms(settings.resolve(settings.knowledge.synonyms), tokenizer)
+    path = settings.resolve(k.synonyms) if k.synonyms else None
+    return Synonyms(path, tokenizer, miner=AliasMiner(tokenizer) if k.aliases else None)
 
 
 def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:
@@ -121,7 +125,7 @@ def dense_encoder(settings: Settings, tokenizer: Tokenizer) -> Encoder:
         )
     elif d.encoder == "e5":
         e = d.e5
-        encoder = E5Encoder(state / "embeddings", e.num_threads, e.batch_size, e.variant)
+        encoder = E5Encoder(state / "embeddings", e.num_threads, e.batch_size, e.variant, build_workers=e.build_workers)
     else:
         f = d.fasttext
         params = FastTextParams(
@@ -148,10 +152,14 @@ def dense_encoder(settings: Settings, tokenizer: Tokenizer) -> Encoder:
     return encoder
 
 
-def searcher_factories(settings: Settings, tokenizer: Tokenizer) -> dict[str, Callable[[], ModeSearcher]]:
-    """mode -> a function that builds that mode's searcher (called lazily, on first use)."""
+def searcher_factories(
+    settings: Settings, tokenizer: Tokenizer, synonyms: Synonyms | None = None
+) -> dict[str, Callable[[], ModeSearcher]]:
+    """mode -> a function that builds that mode's searcher (called lazily, on first use); every mode searches with
+    ``synonyms`` (default: built from the settings)."""
     state = settings.resolve(settings.state_dir)
-    synonyms = build_synonyms(settings, tokenizer)  # one file for every mode, read now: a bad line stops the start
+    # one file for every mode, read now: a bad line stops the start
+    synonyms = synonyms if synonyms is not None else build_synonyms(settings, tokenizer)
 
     def sparse() -> SparseSearcher:
         searcher = sparse_searcher(settings, tokenizer)

@@ -124,6 +124,7 @@ class Found:
     searcher: str
     notices: tuple[str, ...] = ()
     failed: bool = False
+    standing_in: bool = False  # another mode's searcher answered (the mode's own index builds or heals)
 
 
 @runtime_checkable
@@ -185,6 +186,12 @@ class Searcher(ABC):
     notice: str | None = None
     # Why the last look at the on-disk index found nothing usable; backends set it when they open it (read: check()).
     _stale: str = "no index yet"
+
+    @property
+    def partial(self) -> bool:
+        """True while a first build has made the index searchable but not complete (its relevance is not yet the
+        calibrated one: it serves as a stand-in for itself)."""
+        return False
 
     @abstractmethod
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:

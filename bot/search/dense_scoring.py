@@ -24,6 +24,7 @@ from bot.search.tokenizer import is_word, normalize
 
 TEMPLATE_KEY = "retrieval.dense.embed_template"
 BATCH = 256  # entries encoded per progress tick
+WORKER_BATCHES = 4  # batches per encoding worker in one call (and progress tick) when an encoder has several
 RECENT_QUERIES = 256  # question vectors remembered (a model change resets the searcher, hence them too)
 
 
@@ -75,7 +76,10 @@ def encode_units(
     each in batches of their role, one progress tick per entry."""
     units = [(e.id, role, text) for e in entries for role, text in unit_texts(e)]
     rows: list[np.ndarray | None] = [None] * len(units)
-    step = max(1, getattr(encoder, "batch_size", BATCH))  # slow encoders report progress more often
+    # Slow encoders report progress more often. Several workers get several batches each per call: a call ends when
+    # its last batch does, so with one batch per worker the others would wait for the slowest at every call.
+    workers = max(1, getattr(encoder, "workers", 1))
+    step = max(1, getattr(encoder, "batch_size", BATCH)) * (workers * WORKER_BATCHES if workers > 1 else 1)
     for role, embed in ((QUESTION, encoder.embed_questions), (DOCUMENT, encoder.embed_documents)):
         picked = [i for i, u in enumerate(units) if u[1] == role]
         for start in range(0, len(picked), step):

@@ -252,7 +252,8 @@ class ElasticsearchSearcher(SparseSearcher):
         }
 
     def _unit_query(self, unit: Unit) -> dict:
-        """A question word, or a synonym group: any of its words (a word of several terms: all of them), best scores."""
+        """A question word, or a synonym group: any of its words (a word of several terms: all of them, weighed as one
+        word by their mean), best scores."""
         if isinstance(unit, str):
             return self._word_query(unit)
         return {
@@ -260,7 +261,7 @@ class ElasticsearchSearcher(SparseSearcher):
                 "queries": [
                     self._word_query(alt[0])
                     if len(alt) == 1
-                    else {"bool": {"must": [self._word_query(t) for t in alt]}}
+                    else {"bool": {"must": [self._word_query(t) for t in alt], "boost": 1.0 / len(alt)}}
                     for alt in unit
                 ]
             }

@@ -79,6 +79,7 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
         self._tombstones: set[int] = set()
         self._entries: dict[str, Entry] = {}
         self._hashes: dict[str, str] = {}
+        self._incomplete: set[str] = set()  # entries whose passage vector a first build has not added yet
 
     def signature(self) -> str:
         """Schema, template and the encoder's model: a change in any means every vector is stale."""
@@ -162,7 +163,17 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
         in the same step: no reader sees the new vectors with the old model or the reverse. Then saved here."""
         with self._lock:
             adopt()
-            for name in ("_index", "kind", "_next_id", "_units", "_owner", "_tombstones", "_entries", "_hashes"):
+            for name in (
+                "_index",
+                "kind",
+                "_next_id",
+                "_units",
+                "_owner",
+                "_tombstones",
+                "_entries",
+                "_hashes",
+                "_incomplete",
+            ):
                 setattr(self, name, getattr(other, name))
             self.forget_queries()
             self._generation += 1
@@ -181,7 +192,10 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
                 if entry_id not in self._units:
                     continue
                 rows = [(self._owner[i][1], self._index.reconstruct(i)) for i in self._units[entry_id]]
-                out[entry_id] = best_cosines(rows, vector, self._entries[entry_id].phrasings)
+                cosines = best_cosines(rows, vector, self._entries[entry_id].phrasings)
+                if entry_id in self._incomplete:  # no passage vector yet: the questions stand for it
+                    cosines = cosines._replace(passage=cosines.question)
+                out[entry_id] = cosines
         return out
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:

@@ -15,6 +15,7 @@ from bot.knowledge.entries import Entry
 from bot.search.base import Progress
 from bot.search.dense_scoring import encode_units
 from bot.search.encoders import Encoder
+from bot.search.encoders.base import DOCUMENT, QUESTION
 from bot.search.faiss_files import _import_faiss
 
 log = logging.getLogger("bot.search.faiss_searcher")  # one logger for the index, whichever half writes
@@ -38,6 +39,7 @@ class VectorWrites:
     _tombstones: set[int]
     _entries: dict[str, Entry]
     _hashes: dict[str, str]
+    _incomplete: set[str]
 
     def unit_texts(self, entry: Entry) -> list[tuple[str, str]]:
         """(role, text) of each vector an entry gets (the index defines it)."""
@@ -107,27 +109,65 @@ class VectorWrites:
         with self._writing:
             if not self._ensure():
                 self.reset("no index yet")
-            # The slow part, outside the readers' lock: searches keep using the current vectors meanwhile.
-            vectors, owners = self._encode(entries, progress)
-            with self._lock:
-                self._upsert_vectors(entries, vectors, owners)
+            if not self._units and self.encoder.questions_first:
+                self._first_build(entries, progress)
+            else:
+                # The slow part, outside the readers' lock: searches keep using the current vectors meanwhile.
+                vectors, owners = self._encode(entries, progress)
+                with self._lock:
+                    self._upsert_vectors(entries, vectors, owners)
             self._maintain()
             self._save()
+
+    def _first_build(self, entries: list[Entry], progress: Progress | None) -> None:
+        """Fill an empty index in two steps: every entry's question vectors (a small share of the text, searchable
+        at once: :attr:`partial`), then their passage vectors."""
+        self.add_questions(entries)
+        log.info("faiss index: the questions of %d entries are searchable; encoding their passages", len(entries))
+        self.add_passages(entries, progress)
+
+    def add_questions(self, entries: list[Entry]) -> None:
+        """Give ``entries`` their question vectors only (replacing what they had): searchable, :attr:`partial`
+        until :meth:`add_passages`; the question cosine stands for the missing passage one."""
+        vectors, owners = encode_units(self.encoder, lambda e: self._role(e, QUESTION), entries, None)
+        with self._lock:
+            self._upsert_vectors(entries, vectors, owners)
+            self._incomplete |= {e.id for e in entries}
+
+    def add_passages(self, entries: list[Entry], progress: Progress | None = None) -> None:
+        """Add the passage vectors of entries that :meth:`add_questions` gave their questions."""
+        vectors, owners = encode_units(self.encoder, lambda e: self._role(e, DOCUMENT), entries, progress)
+        with self._lock:
+            self._add_vectors(vectors, owners)
+            self._incomplete.difference_update(e.id for e in entries)
+
+    def _role(self, entry: Entry, role: str) -> list[tuple[str, str]]:
+        return [unit for unit in self.unit_texts(entry) if unit[0] == role]
+
+    @property
+    def partial(self) -> bool:
+        """True while a first build holds every entry's question vectors but not yet all their passage vectors."""
+        return bool(self._incomplete)
 
     def _upsert_vectors(self, entries: list[Entry], vectors: np.ndarray, owners: list[tuple[str, str]]) -> None:
         """Replace the entries' vectors by the encoded ones (under the readers' lock: quick)."""
         self._drop([i for e in entries for i in self._units.pop(e.id, [])])
-        ids = np.arange(self._next_id, self._next_id + len(owners), dtype=np.int64)
         if self._index is None:
             kind = "hnsw" if len(entries) > self.hnsw_above else "flat"
             self._index, self.kind = self._new_index(kind, vectors.shape[1]), kind
+        self._add_vectors(vectors, owners)
+        for e in entries:
+            self._entries[e.id], self._hashes[e.id] = e, e.content_hash
+
+    def _add_vectors(self, vectors: np.ndarray, owners: list[tuple[str, str]]) -> None:
+        """Add vectors to their entries' (under the readers' lock), after the ones they have."""
+        assert self._index is not None  # the entries' question vectors made it
+        ids = np.arange(self._next_id, self._next_id + len(owners), dtype=np.int64)
         self._index.add_with_ids(vectors, ids)
         self._next_id += len(owners)
         for (entry_id, role), i in zip(owners, ids.tolist()):
             self._units.setdefault(entry_id, []).append(i)
             self._owner[i] = (entry_id, role)
-        for e in entries:
-            self._entries[e.id], self._hashes[e.id] = e, e.content_hash
 
     def remove(self, ids: Iterable[str]) -> None:
         """Remove entries by id; unknown ids are ignored."""
@@ -139,6 +179,7 @@ class VectorWrites:
                 return
             with self._lock:
                 self._drop([n for i in gone for n in self._units.pop(i)])
+                self._incomplete.difference_update(gone)
                 for i in gone:
                     self._entries.pop(i, None)
                     self._hashes.pop(i, None)

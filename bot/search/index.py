@@ -17,11 +17,13 @@ from pathlib import Path
 
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry
+from bot.search.aliases import Alias
 from bot.search.background import Worker, wait_for
 from bot.search.base import ModeSearcher, Progress, SyncReport
 from bot.search.loading import KnowledgeSource
 from bot.search.passages import Passages
 from bot.search.serving import ModeServer
+from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
 from bot.search.writer import IndexWriter
 
@@ -45,10 +47,12 @@ class KnowledgeIndex:
         background: bool = False,
         passages: Passages | None = None,
         pull: Callable[[], bool] | None = None,
+        synonyms: Synonyms | None = None,
     ):
-        self.source = KnowledgeSource(folder, tokenizer, passages, pull)
+        self.source = KnowledgeSource(folder, tokenizer, passages, pull, synonyms)
         self.tokenizer = tokenizer  # the knowledge's keywords are added to it
         self.check_interval = check_interval  # seconds between looks at the folder for edits
+        self.synonyms = synonyms  # the searchers' synonyms, which mine each loaded knowledge's aliases
         self.writer = IndexWriter(lambda: self.source.current)
         self.server = ModeServer(factories, self.writer, lambda: self.source.current, background, passages)
         self.background = background
@@ -73,6 +77,10 @@ class KnowledgeIndex:
     def error(self) -> KnowledgeError | None:
         """Why the last read of the folder failed (the last good knowledge serves), or None."""
         return self.source.error
+
+    def aliases(self) -> tuple[tuple[Alias, bool], ...]:
+        """The aliases the loaded knowledge defines, each with whether the synonym file drops it (for the linter)."""
+        return self.synonyms.listed() if self.synonyms is not None else ()
 
     def load(
         self, progress: Progress | None = None, signature: tuple | None = None, wait: bool | None = None

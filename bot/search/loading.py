@@ -17,6 +17,7 @@ from pathlib import Path
 from bot.errors import KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
 from bot.search.passages import Passages
+from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
 
 
@@ -39,6 +40,7 @@ class KnowledgeSource:
         tokenizer: Tokenizer,
         passages: Passages | None = None,
         pull: Callable[[], bool] | None = None,
+        synonyms: Synonyms | None = None,
     ):
         self.folder = Path(folder)
         self.tokenizer = tokenizer
@@ -47,6 +49,8 @@ class KnowledgeSource:
         # Replicas sharing the knowledge (bot/knowledge/shared.py): brings their edits into the folder before each
         # check; True when a file changed.
         self.pull = pull
+        # The searchers' synonyms: told each loaded knowledge, whose aliases they mine (bot/search/aliases.py).
+        self.synonyms = synonyms
         self.lock = threading.RLock()  # held while the files are read: one read at a time
         self.current: Loaded | None = None  # the last good read; None before one succeeded
         self.error: KnowledgeError | None = None  # why the last read failed, until one succeeds
@@ -75,6 +79,8 @@ class KnowledgeSource:
                 self.signature, self.error = signature, exc
                 raise
             self.tokenizer.add_words(w for e in entries for w in e.metadata)
+            if self.synonyms is not None:  # before any sync: an alias may join jieba's words, as keywords do
+                self.synonyms.learn(entries)
             units = self.passages.expand(entries) if self.passages is not None else entries
             self.current, self.signature, self.error = Loaded(entries, units, signature), signature, None
             return self.current

@@ -20,7 +20,7 @@ from bot.search.base import Composite, Found, Hit, ModeSearcher, Progress, Searc
 from bot.search.loading import Loaded
 from bot.search.passages import Passages, PassageSearcher
 from bot.search.writer import IndexWriter
-from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
+from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE, PARTIAL_NOTICE
 
 log = logging.getLogger("bot.search.index")  # one logger for the index, whichever of its parts writes
 
@@ -149,11 +149,14 @@ class ModeServer:
         return all(self.writer.serves(leaf) for leaf in searcher.leaves())
 
     def _served(self, mode: str) -> ServedSearcher:
-        """``mode``'s own searcher when its indexes are ready, else the first ready mode's with a notice."""
+        """``mode``'s own searcher when its indexes are ready; part-way through a first build it stands in for itself
+        (with a notice, and a stand-in's cutoffs); else the first ready mode's with a notice."""
         with self._lock:
             own = self._searchers.get(mode)
             if own is not None and self._serves(own):
                 return ServedSearcher(mode, own, None, self._heal)
+            if own is not None and all(self.writer.serves_partly(leaf) for leaf in own.leaves()):
+                return ServedSearcher(mode, own, PARTIAL_NOTICE, self._heal)
             healing = own is not None and any(self.writer.broken(leaf) for leaf in own.leaves())
             other = next(
                 (m for m in self.factories if m != mode and m in self._searchers and self._serves(self._searchers[m])),
@@ -204,7 +207,7 @@ class ServedSearcher(Composite):
     def find(self, query: str, top_k: int, within: EntryFilter | None = None) -> Found:
         """The target's hits and what answered them; no hits and ``failed`` (healing scheduled) when it raised."""
         if self.target is None:
-            return Found((), self.system, self.name, self.notices())
+            return Found((), self.system, self.name, self.notices(), standing_in=self.standing_in)
         try:
             hits = self.target.search(query, top_k, within)
         except (KeyboardInterrupt, SystemExit, ConfigError):
@@ -219,8 +222,10 @@ class ServedSearcher(Composite):
                 exc,
             )
             self._on_error(self.target, exc)
-            return Found((), self.system, self.name, (*self.notices(), HEALING_ALONE), failed=True)
-        return Found(tuple(hits), self.system, self.name, self.notices())
+            return Found(
+                (), self.system, self.name, (*self.notices(), HEALING_ALONE), failed=True, standing_in=self.standing_in
+            )
+        return Found(tuple(hits), self.system, self.name, self.notices(), standing_in=self.standing_in)
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """The hits of :meth:`find` (for callers that only rank, e.g. the linter)."""

@@ -1,7 +1,10 @@
-"""Synonym groups from an editable file, applied to questions only (no re-index): ``中大, 中山大学, 中山大学校``.
+"""Synonym groups from an editable file and aliases mined from the knowledge, applied to questions only (no
+re-index): ``中大, 中山大学, 中山大学校``.
 
 One group per line, words separated by commas (``,`` ``，`` ``、``); ``#`` starts a comment. The first word is the
-group's canonical form. Sparse search treats a question word of a group as "any word of the group" (BM25
+group's canonical form. The aliases the knowledge defines itself (中山大学，简称“中大”: bot/search/aliases.py) join
+as groups of their own, or the file's group holding one of their words; a line ``!中大`` (comma-separated words)
+drops those words from the mined aliases (a wrong one shown by ``knowledge lint``). Sparse search treats a question word of a group as "any word of the group" (BM25
 alternatives, and coverage counts the group as matched when an entry has any of them); dense search gets the
 question with the canonical form substituted (BENCHMARKS.md "Synonyms"). A word jieba would cut into single
 characters joins its dictionary, so "中大" stays one token. The file is re-read when it changes; a bad edit is
@@ -20,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import ConfigError
+from bot.knowledge.entries import Entry
+from bot.search.aliases import Alias, AliasMiner, alias_groups
 from bot.search.tokenizer import Tokenizer, is_word, normalize
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,8 @@ class SynonymGroups:
     """Groups of interchangeable words (normalised), each word in at most one group, the canonical form first."""
 
     groups: tuple[tuple[str, ...], ...] = ()
+    excluded: frozenset[str] = frozenset()  # words mined aliases must not use (the file's ``!`` lines)
+    mined: frozenset[str] = frozenset()  # the words that come from aliases mined from the knowledge, not the file
     _of: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -61,19 +68,45 @@ class SynonymGroups:
         """Every word of every group."""
         return [w for g in self.groups for w in g]
 
+    def with_mined(self, mined: Sequence[Sequence[str]]) -> SynonymGroups:
+        """These groups plus ``mined`` ones (their excluded words left out): a mined group sharing a word with a group
+        here adds its other words to it (whose first word stays canonical), else it is a group of its own."""
+        groups = [list(g) for g in self.groups]
+        of = {w: i for i, g in enumerate(groups) for w in g}
+        added: set[str] = set()
+        for group in mined:
+            words = [w for w in dict.fromkeys(group) if w not in self.excluded]
+            if len(words) < 2:
+                continue
+            home = next((of[w] for w in words if w in of), None)
+            if home is None:
+                home = len(groups)
+                groups.append([])
+            for w in words:
+                if w not in of:
+                    of[w] = home
+                    groups[home].append(w)
+                    added.add(w)
+        return SynonymGroups(tuple(tuple(g) for g in groups if len(g) >= 2), self.excluded, frozenset(added))
+
 
 def parse_synonyms(text: str, source: str = "synonyms") -> SynonymGroups:
     """Groups from the file's text; SynonymError naming ``source`` and the line of the first problem."""
     groups: list[tuple[str, ...]] = []
+    excluded: set[str] = set()
     seen: dict[str, int] = {}
     for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        words = tuple(dict.fromkeys(normalize(w).strip() for w in _SPLIT.split(line)))
+        dropped = line.startswith(("!", "！"))
+        words = tuple(dict.fromkeys(normalize(w).strip() for w in _SPLIT.split(line[1:] if dropped else line)))
         where = f"{source}, line {number}"
         if "" in words:
             raise SynonymError(f"{where}: an empty word (two commas in a row, or one at an end): {line!r}")
+        if dropped:
+            excluded.update(words)
+            continue
         if len(words) < 2:
             raise SynonymError(f"{where}: a group needs at least two different words, comma-separated: {line!r}")
         for w in words:
@@ -81,7 +114,7 @@ def parse_synonyms(text: str, source: str = "synonyms") -> SynonymGroups:
                 raise SynonymError(f"{where}: {w!r} is already in the group on line {seen[w]}; a word has one group")
             seen[w] = number
         groups.append(words)
-    return SynonymGroups(tuple(groups))
+    return SynonymGroups(tuple(groups), frozenset(excluded))
 
 
 Form = tuple[str, ...]  # a word as the index's terms (jieba's precise pieces): "北校园" -> ("北", "校园")
@@ -96,31 +129,62 @@ def _minimal(alternatives: list[Form]) -> tuple[Form, ...]:
 
 
 class Synonyms:
-    """A synonym file, re-read when its modification time or size changes; a missing file means no groups."""
+    """A synonym file, re-read when its modification time or size changes (a missing file, or none, means no groups
+    of its own), and the aliases mined from the knowledge (:meth:`learn`, at each load of it)."""
 
-    def __init__(self, path: str | Path, tokenizer: Tokenizer, check_interval: float = CHECK_INTERVAL):
-        self.path = Path(path)
+    def __init__(
+        self,
+        path: str | Path | None,
+        tokenizer: Tokenizer,
+        check_interval: float = CHECK_INTERVAL,
+        miner: AliasMiner | None = None,
+    ):
+        self.path = Path(path) if path is not None else None
         self.tokenizer = tokenizer
         self.check_interval = check_interval
+        self.miner = miner  # None: no aliases are mined (knowledge.aliases: false)
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
+        self._seen = False  # True once the file (or its absence) was read
+        self._file = SynonymGroups()  # the file's groups and exclusions, as last read well
+        self.aliases: tuple[Alias, ...] = ()  # what the last load of the knowledge defined (excluded ones too)
+        self._mined: tuple[tuple[str, ...], ...] = ()
         # The groups, each word's form, and (group number, word) by the first term of its form (for found()).
         self._state: tuple[SynonymGroups, dict[str, Form], dict[str, list[tuple[int, str]]]] = (SynonymGroups(), {}, {})
         self._checked = float("-inf")
         self.error: str | None = None  # why the last re-read failed (the previous groups stay), else None
         self._read(strict=True)
 
-    def _read(self, strict: bool) -> None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            stamp = None
-        else:
-            stamp = (st.st_mtime_ns, st.st_size)
-        if stamp == self._stamp and self._stamp is not None:
+    def learn(self, entries: Sequence[Entry]) -> None:
+        """Mine the aliases ``entries`` define and search with them from now on (nothing without a miner)."""
+        if self.miner is None:
             return
         try:
-            groups = parse_synonyms(self.path.read_text(encoding="utf-8"), str(self.path)) if stamp else SynonymGroups()
+            aliases = self.miner.mine(entries)
+        except Exception:  # a heuristic over any text: a bug in it must not stop the knowledge from loading
+            log.exception("aliases not mined; the previous ones stay in use")
+            return
+        mined = alias_groups(aliases, [f"{e.query}\n{e.document}" for e in entries])
+        with self._lock:
+            self.aliases, self._mined = tuple(aliases), mined
+            self._apply()
+        if aliases:
+            log.info("aliases: %d mined from the knowledge, in %d group(s)", len(aliases), len(mined))
+
+    def _read(self, strict: bool) -> None:
+        try:
+            st = os.stat(self.path) if self.path is not None else None
+        except FileNotFoundError:
+            st = None
+        stamp = (st.st_mtime_ns, st.st_size) if st is not None else None
+        if stamp == self._stamp and self._seen:
+            return
+        try:
+            groups = (
+                parse_synonyms(self.path.read_text(encoding="utf-8"), str(self.path))
+                if stamp is not None and self.path is not None
+                else SynonymGroups()
+            )
         except (SynonymError, OSError, UnicodeDecodeError) as exc:
             message = str(exc) if isinstance(exc, SynonymError) else f"cannot read {self.path}: {exc}"
             if strict:  # at start: a configuration error (exit status 2), like any bad setting
@@ -129,6 +193,14 @@ class Synonyms:
                 log.error("synonyms not reloaded, the previous groups stay in use: %s", message)
             self.error, self._stamp = message, stamp
             return
+        self._file, self._stamp, self.error, self._seen = groups, stamp, None, True
+        self._apply()
+        if stamp is not None:
+            log.info("synonyms: %d group(s) from %s", len(groups.groups), self.path)
+
+    def _apply(self) -> None:
+        """Make the file's groups with the mined ones what searches use (the caller holds the lock, or constructs)."""
+        groups = self._file.with_mined(self._mined)
         # Only words jieba would cut into single characters (abbreviations: 中大) join its dictionary: forcing a
         # longer one whole ("中山大学校") would also cut it out of other words ("中山大学校训" -> 中山大学校 / 训).
         self.tokenizer.add_words(w for w in groups.words if all(len(p) == 1 for p in self.tokenizer.segments(w)))
@@ -138,9 +210,14 @@ class Synonyms:
             for word in group:
                 if forms[word]:
                     starts.setdefault(forms[word][0], []).append((number, word))
-        self._state, self._stamp, self.error = (groups, forms, starts), stamp, None
-        if stamp is not None:
-            log.info("synonyms: %d group(s) from %s", len(groups.groups), self.path)
+        self._state = (groups, forms, starts)
+
+    def listed(self) -> tuple[tuple[Alias, bool], ...]:
+        """Each alias the last load of the knowledge defined, and whether the file's ``!`` lines drop it (its alias
+        or its name)."""
+        self.current()  # the file as it is now
+        dropped = self._file.excluded
+        return tuple((a, a.alias in dropped or a.name in dropped) for a in self.aliases)
 
     def _form(self, text: str) -> Form:
         return tuple(p.strip() for p in self.tokenizer.segments(normalize(text)) if is_word(p))
@@ -173,13 +250,23 @@ class Synonyms:
         return [(groups.groups[n], seen[n]) for n in sorted(seen)]
 
     def units(self, question: str, words: Sequence[str]) -> list[Unit]:
-        """The question's ``words``, those of a found group replaced by one unit: the group's words as terms."""
+        """The question's ``words``, those of a found group (and the terms of the one said) replaced by one unit: the
+        group's words as terms.
+
+        A mined alias is an alternative only when it is the word the question says, or the group's canonical one:
+        an alias the knowledge mentions once (sun yat-sen university) would otherwise rank the entry that mentions
+        it above those about what the question asks (中大校训 -> the English-name entry, on four rare words).
+        """
         found = self.found(question)
         if not found:
             return list(words)
-        forms = self._state[1]
-        members = {w for group, _ in found for w in group}
-        groups: list[Unit] = [_minimal([forms[w] for w in group if forms[w]]) for group, _ in found]
+        groups_now, forms = self._state[0], self._state[1]
+        # the group's words, and the terms of the word said (sun yat-sen university: sun, yat, sen, university)
+        members = {w for group, said in found for w in (*group, *forms[said])}
+        groups: list[Unit] = [
+            _minimal([forms[w] for w in group if forms[w] and (w not in groups_now.mined or w in (said, group[0]))])
+            for group, said in found
+        ]
         return [w for w in words if w not in members] + groups
 
     def canonical(self, text: str, how: str = "substitute") -> str:

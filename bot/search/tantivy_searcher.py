@@ -319,12 +319,15 @@ class TantivySearcher(SparseSearcher):
         def clause(unit: Unit):
             if isinstance(unit, str):
                 return term(unit)
-            # A synonym group: any of its words matches (a word of several terms: all of them), scored as the best.
+            # A synonym group: any of its words matches (a word of several terms: all of them, weighed as one word
+            # by their mean, not their sum), scored as the best.
             return tantivy.Query.disjunction_max_query(
                 [
                     term(alt[0])
                     if len(alt) == 1
-                    else tantivy.Query.boolean_query([(tantivy.Occur.Must, term(t)) for t in alt])
+                    else tantivy.Query.boost_query(
+                        tantivy.Query.boolean_query([(tantivy.Occur.Must, term(t)) for t in alt]), 1.0 / len(alt)
+                    )
                     for alt in unit
                 ]
             )

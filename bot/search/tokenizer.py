@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import jieba
 
@@ -50,6 +51,7 @@ class Tokenizer:
         self._added_freq: dict[str, int] = {}  # in the order added, so worker processes replay them exactly
         self._lock = threading.Lock()
         self._ready = False
+        self._pos: Any = None  # jieba.posseg over this tokenizer's dictionary, made on first use
 
     def _load(self) -> None:
         # jieba reads its 5 MB dictionary on first use; done lazily so importing the bot is cheap.
@@ -85,6 +87,29 @@ class Tokenizer:
         """``text`` cut into consecutive pieces (jieba's precise mode, nothing dropped): joined they are ``text``."""
         self._load()
         return list(self._jieba.cut(text))
+
+    def tags(self, text: str) -> list[tuple[str, str]]:
+        """``text`` cut into words with jieba's part-of-speech tags (precise mode, punctuation kept)."""
+        return [(pair.word, pair.flag) for pair in self._tagger().cut(text)]
+
+    def tag_of(self, word: str) -> str:
+        """jieba's part-of-speech tag of a dictionary word ("x" for a word it has none for, e.g. one added)."""
+        return str(self._tagger().word_tag_tab.get(word, "x"))
+
+    def _tagger(self) -> Any:
+        """jieba.posseg over this tokenizer's dictionary (its tag table is read on first use, about a second)."""
+        self._load()
+        with self._lock:
+            if self._pos is None:
+                import jieba.posseg
+
+                self._pos = jieba.posseg.POSTokenizer(self._jieba)
+            return self._pos
+
+    def word_frequency(self, word: str) -> int:
+        """How often jieba's dictionary (with the words added) counts ``word``; 0 for a word it does not know."""
+        self._load()
+        return int(self._jieba.FREQ.get(word, 0) or 0)
 
     def tokenize_many(self, texts: Sequence[str], processes: int | None = None) -> list[list[str]]:
         """``[tokenize(t) for t in texts]``, spread over up to ``processes`` (default: CPU count) worker processes

@@ -83,6 +83,15 @@ class IndexWriter:
             state = self._leaves.get(leaf)
             return state is not None and state.ready and state.broken is None
 
+    def serves_partly(self, leaf: Searcher) -> bool:
+        """True when ``leaf`` is ready or searchable part-way through its first build (questions before passages),
+        and no search has failed on it since."""
+        with self._lock:
+            state = self._leaves.get(leaf)
+            broken = state is not None and state.broken is not None
+            ready = state is not None and state.ready
+        return (ready or leaf.partial) and not broken
+
     def broken(self, leaf: Searcher) -> bool:
         """True when a search failed on ``leaf`` and it was not checked (and rebuilt) since."""
         with self._lock:

@@ -15,7 +15,7 @@ from bot.search import serving
 from bot.search.base import Composite, Hit, Progress, Searcher, SyncReport
 from bot.search.loading import Loaded
 from bot.search.serving import ModeServer, ServedSearcher
-from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE
+from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE, PARTIAL_NOTICE
 
 pytestmark = pytest.mark.unit
 
@@ -63,6 +63,7 @@ class FakeWriter:
     def __init__(self) -> None:
         self.serving: set[Searcher] = set()
         self.broken_ones: set[Searcher] = set()
+        self.partly: set[Searcher] = set()  # searchable part-way through a first build
         self.opened: list[str] = []
         self.scheduled: list[str] = []
         self.retried: list[str] = []
@@ -73,6 +74,9 @@ class FakeWriter:
 
     def serves(self, leaf: Searcher) -> bool:
         return leaf in self.serving and leaf not in self.broken_ones
+
+    def serves_partly(self, leaf: Searcher) -> bool:
+        return leaf in self.partly and leaf not in self.broken_ones
 
     def broken(self, leaf: Searcher) -> bool:
         return leaf in self.broken_ones
@@ -130,6 +134,9 @@ def test_a_server_builds_the_sparse_mode_first_and_it_stands_in_until_the_mode_s
     assert modes.builder.wait_idle(5) and writer.opened == ["tantivy", "faiss"]  # sparse first
     assert writer.scheduled == ["tantivy", "faiss"]  # knowledge read: each index synced in the background
     assert modes.served("dense").notice == BUILDING_ALONE  # nothing serves yet
+    writer.partly.add(modes.leaves()[1])
+    assert modes.served("dense").notice == PARTIAL_NOTICE and modes.served("dense").name == "faiss"  # part-way
+    writer.partly.clear()
     writer.serving.add(modes.leaves()[0])
     stand_in = modes.served("dense")
     assert stand_in.name == "tantivy" and stand_in.notice == BUILDING_NOTICE.format(mode="sparse")

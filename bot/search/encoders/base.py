@@ -37,8 +37,12 @@ class Encoder(ABC):
     """
 
     name: str = "encoder"
-    # Texts per embed call for callers that report progress between calls (slow encoders set it lower).
+    # Texts per batch for callers that report progress between calls (slow encoders set it lower).
     batch_size: int = 256
+    # Batches of an index's texts encoded at once (each on its own thread), when the model allows it.
+    workers: int = 1
+    # A first build encodes every entry's questions before any passage, and searches them meanwhile (slow models).
+    questions_first: bool = False
 
     @abstractmethod
     def signature(self) -> str:

