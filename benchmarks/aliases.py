@@ -100,7 +100,11 @@ def build(name: str, entries: list[Entry], system: str, aliases: bool):
     folder = knowledge_folder(entries, work)
     share_embeddings(work, STATE / "embeddings")
     settings = load_settings(ROOT / "config.yaml")
-    changes = {"knowledge.path": str(folder), "state_dir": str(work / "state"), "knowledge.synonyms": None}
+    changes: dict[str, object] = {
+        "knowledge.path": str(folder),
+        "state_dir": str(work / "state"),
+        "knowledge.synonyms": None,
+    }
     changes.update({"knowledge.aliases": aliases, "retrieval.mode": mode, "log.enabled": False})
     if encoder:
         changes["retrieval.dense.encoder"] = encoder
