@@ -271,6 +271,19 @@ def test_a_notice_leased_by_one_worker_is_not_sent_by_another(log, clock):
     assert desk.store.lease(notice, due, 60) and not other.lease(notice, due, 60)
 
 
+def test_a_notice_whose_worker_died_mid_send_is_sent_once_its_lease_runs_out(log, clock):
+    desk = desk_of(log, clock)
+    desk.hand_off(VISITOR, "转人工", [], Reason.ASKED)
+    assert desk.store is not None
+    [(notice, _, _, due, _)] = desk.store.due()
+    assert desk.store.lease(notice, due, 30)  # a worker took it, then was killed before it marked it sent
+    channel = Flaky(0)
+    outbox = Outbox(desk.store, {"webhook": channel}, retry_seconds=10, max_retry_seconds=60, lease_seconds=30)
+    assert outbox.run_once() == 0  # still leased
+    clock.now += timedelta(seconds=31)
+    assert outbox.run_once() == 1 and [p["ticket"] for p in channel.delivered] == [1]
+
+
 def test_retention_deletes_closed_tickets_past_the_logs_days_and_keeps_waiting_ones(log, clock):
     desk = desk_of(log, clock, open_timeout_hours=24 * 365)
     old = desk.hand_off(VISITOR, "转人工", [], Reason.ASKED).ticket

@@ -45,6 +45,8 @@ def test_kill_9_with_open_tickets_loses_no_ticket_message_or_notice(settings, tm
             "handoff.notify.poll_seconds": 0.5,
             "handoff.notify.retry_seconds": 0.5,
             "handoff.notify.max_retry_seconds": 1,
+            # a notice the kill caught mid-send is sent again once its lease runs out
+            "handoff.notify.lease_seconds": 5,
         },
     )
     config = replica_config(settings, tmp_path, "app")

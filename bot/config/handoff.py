@@ -96,6 +96,9 @@ class NotifySettings(Strict):
     """The longest wait between two attempts."""
     poll_seconds: float = Field(default=2.0, gt=0, le=60)
     """How often the outbox worker looks for notices to send and idle conversations to hand back."""
+    lease_seconds: float = Field(default=120.0, gt=0)
+    """How long a notice in delivery is not taken by another worker: a worker killed mid-send leaves its notice to
+    be sent again after this (at least once); longer than a channel's longest attempt (timeouts, retries)."""
 
 
 class AgentAccount(Strict):

@@ -304,7 +304,14 @@ class Desk:
             return None
         if self.outbox is None:
             n = self.settings.notify
-            self.outbox = Outbox(self.store, channels, n.retry_seconds, n.max_retry_seconds, upkeep=self.upkeep)
+            self.outbox = Outbox(
+                self.store,
+                channels,
+                n.retry_seconds,
+                n.max_retry_seconds,
+                upkeep=self.upkeep,
+                lease_seconds=n.lease_seconds,
+            )
             self.outbox.start(n.poll_seconds)
             missing = sorted(set(self.staff_channels) - set(channels))
             if missing:

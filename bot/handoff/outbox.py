@@ -13,12 +13,12 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+from bot.config.base import default_of
+from bot.config.handoff import NotifySettings
 from bot.handoff.channels import Channel, DeliveryError
 from bot.handoff.store import TicketStore
 
 log = logging.getLogger(__name__)
-
-LEASE_SECONDS = 120.0  # a notice in delivery is not taken by another worker for this long
 
 
 class Outbox:
@@ -31,11 +31,13 @@ class Outbox:
         retry_seconds: float,
         max_retry_seconds: float,
         upkeep: Callable[[], None] | None = None,
+        lease_seconds: float = default_of(NotifySettings, "lease_seconds"),
     ):
         self.store = store
         self.channels = dict(channels)
         self.retry_seconds, self.max_retry_seconds = retry_seconds, max_retry_seconds
         self.upkeep = upkeep
+        self.lease_seconds = lease_seconds  # a notice in delivery is not taken by another worker for this long
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing = False
@@ -51,7 +53,7 @@ class Outbox:
         delivered = 0
         for notice_id, name, payload, due, attempts in self.store.due():
             channel = self.channels.get(name)
-            if channel is None or not self.store.lease(notice_id, due, LEASE_SECONDS):
+            if channel is None or not self.store.lease(notice_id, due, self.lease_seconds):
                 continue  # a channel this process does not run (another replica may), or taken by another worker
             try:
                 channel.deliver(payload)
