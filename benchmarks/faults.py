@@ -4,7 +4,7 @@
 
 Every fault is injected into real files under a temp folder and handled by the product's own code through its
 public APIs (``build_bot`` / ``build_index`` as app.py builds them, ``KnowledgeStore``, ``TurnLog``), the way
-tests/test_faults.py, tests/test_healing.py, tests/test_knowledge_safety.py and tests/test_turn_log.py inject them.
+tests/test_faults.py, tests/search/test_healing.py, tests/knowledge/test_knowledge_safety.py and tests/conversations/test_turn_log.py inject them.
 The "as intended" column is computed from the observations, never typed. Prints a markdown table and writes it into
 BENCHMARKS.md (section ``faults``).
 """
@@ -84,7 +84,7 @@ def make_settings(tmp: Path, jieba: Path, name: str) -> Settings:
 
 
 def fasttext_settings(s: Settings) -> Settings:
-    """The dense mode with a small, quick fastText model (tests/test_healing.py)."""
+    """The dense mode with a small, quick fastText model (tests/search/test_healing.py)."""
     s = replace(s, "retrieval.mode", "dense")
     s = replace(s, "retrieval.dense.encoder", "fasttext")
     s = replace(s, "retrieval.dense.fasttext.dim", 16)

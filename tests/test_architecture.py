@@ -184,7 +184,7 @@ ROOT = BOT.parent
 
 
 def imported_test_modules(path: Path) -> list[str]:
-    """The test modules (``tests.test_*``) a file imports, however it spells the import."""
+    """The test modules (``tests.…test_*``) a file imports, however it spells the import."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         names = []
@@ -192,7 +192,11 @@ def imported_test_modules(path: Path) -> list[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        found += [".".join(n.split(".")[:2]) for n in names if n.startswith("tests.test_")]
+        for name in names:
+            parts = name.split(".")
+            test = next((i for i, part in enumerate(parts) if part.startswith("test_")), None)
+            if parts[0] == "tests" and test is not None:
+                found.append(".".join(parts[: test + 1]))
     return sorted(set(found))
 
 
@@ -204,8 +208,8 @@ def test_no_test_module_or_benchmark_imports_a_test_module():
 
 def test_the_check_sees_both_spellings_of_importing_a_test_module(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from tests import test_app\nfrom tests.test_api import TOKEN\n", encoding="utf-8")
-    assert imported_test_modules(bad) == ["tests.test_api", "tests.test_app"]
+    bad.write_text("from tests.ui import test_app\nfrom tests.api.test_api import TOKEN\n", encoding="utf-8")
+    assert imported_test_modules(bad) == ["tests.api.test_api", "tests.ui.test_app"]
 
 
 def test_conftest_holds_fixtures_only():
@@ -266,11 +270,11 @@ def marked_groups(tree: ast.Module) -> list[str]:
 
 def test_every_test_module_is_in_exactly_one_group():
     wrong = {}
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         marked, expected = marked_groups(tree), expected_group(path, tree)
         if marked != [expected]:
-            wrong[path.name] = f"marked {marked}, should be [{expected!r}]"
+            wrong[str(path.relative_to(ROOT))] = f"marked {marked}, should be [{expected!r}]"
     assert wrong == {}, "set the module's pytestmark to pytest.mark.<group> (unit, contract or e2e)"
 
 

@@ -428,7 +428,7 @@ def test_truncated_embedding_cache_starts_afresh_with_a_log_line(tmp_path, caplo
         assert (tmp_path / "emb" / f"{CACHE_FILE}.damaged").is_file()
 
 
-# -- LLM faults through the Bot (complements tests/test_bot.py) ----------------------------
+# -- LLM faults through the Bot (complements tests/chat/test_bot.py) ----------------------------
 @pytest.fixture
 def llm_bot_factory(llm_settings, llm_server):
     """Build a Bot against the local server with a given retry budget and timeout."""

@@ -2,7 +2,7 @@
 
 A backend supplies the connection (:meth:`SqlTurnLog._read`, :meth:`SqlTurnLog._write`), the insert that returns the
 new turn's id and its :class:`~bot.conversations.log_store.Dialect`; recording, feedback, retention, masking, the inbox
-and the admin queries live here, so both backends behave alike (tests/test_log_contract.py holds them to it).
+and the admin queries live here, so both backends behave alike (tests/conversations/test_log_contract.py holds them to it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The search layer's two roles and the contract every backend keeps (tests/test_searcher_contract.py).
+"""The search layer's two roles and the contract every backend keeps (tests/search/test_searcher_contract.py).
 
 **Query role** (:class:`Retriever`): ``search(query, top_k, within) -> list[Hit]``. Every backend (tantivy, FAISS,
 Elasticsearch, hybrid, passages) guarantees:

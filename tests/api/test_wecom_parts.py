@@ -1,5 +1,5 @@
 """The WeCom channel's parts without a server: the crypto against WeCom's own sample and the simulator's independent
-implementation, the settings' checks, the callback XML (the parts it shares with Feishu: tests/test_im_parts.py)."""
+implementation, the settings' checks, the callback XML (the parts it shares with Feishu: tests/api/test_im_parts.py)."""
 
 from __future__ import annotations
 

@@ -202,7 +202,7 @@ def test_a_lone_surrogate_escape_outside_the_entry_fields_is_refused_and_an_uplo
     from bot.errors import BotError
     from bot.knowledge.store import KnowledgeStore
 
-    # found by tests/test_fuzz_knowledge.py: an extra key's value held "\ud800,\udc00" (two halves, not a pair)
+    # found by tests/knowledge/test_fuzz_knowledge.py: an extra key's value held "\ud800,\udc00" (two halves, not a pair)
     text = '[{"query": "食堂在哪里", "document": "d", "extra": {"x\\ud800,\\udc00": null}}]'
     folder = tmp_path / "kb"
     folder.mkdir()

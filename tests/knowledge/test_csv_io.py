@@ -63,7 +63,7 @@ def test_similar_questions_become_phrasings_and_the_category_a_keyword(store):
     import_csv(store, text, "faq.json")
     entry = saved(store)["1"]
     assert entry["questions"] == ["停车多少钱", "车停哪里收费"] and entry["metadata"] == "校园"
-    assert entry["categories"] == ["校园"]  # and what a search can be restricted to (tests/test_filters.py)
+    assert entry["categories"] == ["校园"]  # and what a search can be restricted to (tests/knowledge/test_filters.py)
 
 
 def test_two_columns_for_one_field_are_refused(store):

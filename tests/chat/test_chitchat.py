@@ -17,7 +17,7 @@ from tests.support.knowledge import ROOT
 
 pytestmark = pytest.mark.unit
 
-LABELLED = Path(__file__).parent / "data" / "chitchat_labelled.jsonl"
+LABELLED = Path(__file__).parents[1] / "data" / "chitchat_labelled.jsonl"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 

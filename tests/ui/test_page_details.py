@@ -1,24 +1,22 @@
-"""Small things a newcomer saw on screen (issue 22 item 13): one ⚠️ per notice, a retrieval-test block that says its
-index is building, problem lines that do not send chat users to a tab they cannot see, entry numbers never reused
-after a delete, and `make run PORT=…`."""
+"""Details a newcomer sees on the page: one ⚠️ per notice, a retrieval-test block that says its index is building,
+problem lines that do not send chat users to a tab they cannot see, and entry numbers never reused after a delete."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from bot import texts
-from bot.chat import status as services
 from bot.chat.answer import Answer, Strategy
+from bot.chat.status import Status
 from bot.factory import build_bot
 from bot.knowledge.store import KnowledgeStore
 from bot.search.serving import ServedSearcher
 from bot.ui.render import header_markdown, sources_html
-from tests.support.knowledge import ROOT, TINY, with_cutoffs, write_knowledge
+from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.unit
 
 LLM_NOTICE = "⚠️ 知识库中没有匹配的内容，以下回答仅来自大模型，请注意核实。/ No knowledge matched."
 
@@ -27,7 +25,7 @@ def test_a_notice_that_brings_its_own_warning_sign_shows_one(settings):
     answer = Answer(question="q", text="t", strategy=Strategy.LAST_RESORT, mode="sparse").noted(LLM_NOTICE)
     assert sources_html(answer).count("⚠️") == 1
     status = build_bot(settings).status()
-    header = header_markdown("kb", services.Status(**{**status.__dict__, "notice": LLM_NOTICE}), "r")
+    header = header_markdown("kb", Status(**{**status.__dict__, "notice": LLM_NOTICE}), "r")
     assert header.count("⚠️") == 1
 
 
@@ -63,16 +61,3 @@ def test_a_deleted_number_is_never_handed_to_a_new_entry(tmp_path):
     store.delete_entry("faq.json", "3")
     again = KnowledgeStore(kb, tmp_path / "state" / "locks")  # remembered across restarts
     assert again.import_file("faq.json", json.dumps([{"query": "四", "document": "四"}]), merge=True)[-1] == "faq:4"
-
-
-def test_make_run_takes_a_port_and_a_host():
-    dry = subprocess.run(
-        ["make", "-n", "run", "PORT=7870", "HOST=0.0.0.0", "VENV=/nonexistent-venv"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "-m bot serve --port 7870 --host 0.0.0.0" in dry.stdout, dry.stdout + dry.stderr
-    plain = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
-    assert "-m bot serve" in plain and "--port" not in plain

@@ -1,6 +1,6 @@
 """Category filters: entries list ``categories``; a turn, the API, the CLI and the page's two tabs keep to them.
 
-The searcher contract (tests/test_searcher_contract.py) checks every backend's filtered ranking; these tests check
+The searcher contract (tests/search/test_searcher_contract.py) checks every backend's filtered ranking; these tests check
 that every front end passes the filter down, that nothing outside it is ever shown, and that bad filters get a
 clear error.
 """
