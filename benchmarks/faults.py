@@ -1,4 +1,4 @@
-"""Issue 13's fault table: each fault injected into a temporary copy of a tiny knowledge base, the outcome measured.
+"""The fault table: each fault injected into a temporary copy of a tiny knowledge base, the outcome measured.
 
     .venv/bin/python -m benchmarks.faults [--no-write]
 
@@ -538,11 +538,13 @@ def main(argv=None) -> None:
         except Exception as exc:
             traceback.print_exc()
             rows[2] = rows[3] = (None, f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
-        try:  # issue 28: attacks on the served app and a misbehaving LLM
+        try:  # attacks on the served app and a misbehaving LLM
             leaks = leak_rows(lambda name: make_settings(tmp, jieba, name))
         except Exception as exc:
             traceback.print_exc()
-            leaks = {11: ("issue 28 attacks", "", f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)}
+            leaks = {
+                11: ("attacks on the served app", "", f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
+            }
         rows.update({n: row[1:] for n, row in leaks.items()})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -571,7 +573,7 @@ def main(argv=None) -> None:
     print(f"\n{len(rows) - len(bad)}/{len(rows)} as intended ({took:.0f} s)" + (f"; not: {bad}" if bad else ""))
     if not args.no_write:
         header = (
-            f"## Faults (issues 13 and 28)\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
+            f"## Faults\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
             f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}): each fault "
             "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
             "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); rows 11-19 attack "

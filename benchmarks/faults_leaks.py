@@ -1,4 +1,4 @@
-"""Issue 28's adversarial scenarios as rows of the faults table (benchmarks/faults.py imports :func:`leak_rows`).
+"""Adversarial scenarios as rows of the faults table (benchmarks/faults.py imports :func:`leak_rows`).
 
 Each attack goes to the real app (``app.build_server`` + ``app.serve`` on a loopback port, as ``python app.py``)
 or the local test LLM (tests/support/llm_server.py) over HTTP, the outcome is measured, and "as intended" is computed.
@@ -43,7 +43,7 @@ def app_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
     from bot.ui.admin import COOKIE
 
     os.environ.update(KBBOT_ADMIN_USER=ADMIN_USER, KBBOT_ADMIN_PASSWORD=ADMIN_PASSWORD, KBBOT_API_TOKEN=TOKEN)
-    os.environ["FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # what uvicorn trusted before issue 28.7
+    os.environ["FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # what uvicorn trusted before the proxy setting
     s = make_settings("leaks")
     kb = Path(s.knowledge.path)
     s = replace(s, "limits.login_failures", 3)

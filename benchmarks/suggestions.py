@@ -1,4 +1,4 @@
-"""Suggested phrasings from replayed traffic (issue 24 item 1) — one run, one BENCHMARKS.md section.
+"""Suggested phrasings from replayed traffic — one run, one BENCHMARKS.md section.
 
     .venv/bin/python -m benchmarks.suggestions [--modes sparse,hybrid-e5] [--no-write]
 

@@ -1,4 +1,4 @@
-"""The knowledge linter: defects an admin can fix before users hit them (issue 24 item 3).
+"""The knowledge linter: defects an admin can fix before users hit them.
 
 Every check is a pure function over entries (and, for the retrieval checks, a search function), so the CLI,
 ``eval --self-check`` and the tests run the very same code. Thresholds come from ``knowledge.lint`` settings.

@@ -1,4 +1,4 @@
-"""Abuse of the /v1 API on the real server (issue 28.6, 28.12): token guessing is throttled like logins, and a
+"""Abuse of the /v1 API on the real server: token guessing is throttled like logins, and a
 100k-deep JSON body is an OpenAI-style 400, not a 500."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The same question through the page, the API, the widget, WeCom and Feishu (their simulators) gets the same decision
-and the same entries: the core owns the turn, the front ends only translate (issue 26). Read back from the conversation log,
+and the same entries: the core owns the turn, the front ends only translate. Read back from the conversation log,
 where every front end records its turns."""
 
 from __future__ import annotations

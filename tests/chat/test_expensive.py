@@ -1,4 +1,4 @@
-"""Bounded work per message (issue 28.14): each search reads at most ``limits.max_search_chars`` of the message,
+"""Bounded work per message: each search reads at most ``limits.max_search_chars`` of the message,
 and long messages have their own concurrency limit, so one client sending many cannot slow every other chat."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Follow-ups without an LLM put the new subject in the previous question's slot (issue 22 item 3): "那深圳呢？" after
+"""Follow-ups without an LLM put the new subject in the previous question's slot: "那深圳呢？" after
 "珠海校区地址是什么？" searches "深圳校区地址是什么？", not both messages together (which found Zhuhai again).
 
 The pairs below are measured through the bot in retrieval-only sparse mode at config.yaml's threshold, on the starter

@@ -1,4 +1,4 @@
-"""LLM output the bot uses is checked and bounded (issue 28.3, 28.4, issue 22 item 12), against the local test LLM:
+"""LLM output the bot uses is checked and bounded, against the local test LLM:
 a 200 that is not an answer degrades like any LLM fault, text reused by HyDE, rewrites, grading and follow-up
 rewrites is cut at ``limits.max_step_chars``, and reasoning (``<think>`` blocks, ``reasoning_content``) never
 reaches the answer, the searches or the grader."""

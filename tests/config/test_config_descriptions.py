@@ -1,4 +1,4 @@
-"""Every setting says what it does: the descriptions docs/configuration.md is generated from (issue 23 item 2)."""
+"""Every setting says what it does: the descriptions docs/configuration.md is generated from."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The shipped config.yaml is short: it sets only what differs from the defaults, plus a few keys every deployer
-changes (issue 23 item 2); keys it leaves out can still be written (calibrate --write) and watched."""
+changes; keys it leaves out can still be written (calibrate --write) and watched."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every config key the starter knowledge, the README and docs/ name exists in the settings model, so the bot's own help
-cannot drift from config.yaml again (issue 22 item 4: it told users to set keys the config now rejects)."""
+cannot drift from config.yaml again (it once told users to set keys the config rejects)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""docs/configuration.md's reference is generated from the settings models and kept current (issue 23 item 2)."""
+"""docs/configuration.md's reference is generated from the settings models and kept current."""
 
 from __future__ import annotations
 

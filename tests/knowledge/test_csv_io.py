@@ -1,4 +1,4 @@
-"""FAQ sheets as people keep them import (issue 22 item 11): their headers in both languages, and Excel .xlsx files
+"""FAQ sheets as people keep them import: their headers in both languages, and Excel .xlsx files
 written by openpyxl (what Excel and WPS save), through the store, the CLI in a subprocess and the editor; errors name
 rows as Excel shows them and write nothing."""
 

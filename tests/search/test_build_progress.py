@@ -1,4 +1,4 @@
-"""Waiting for an index is not blind (issue 22 item 6): while a sync runs, the status (and the page header) shows
+"""Waiting for an index is not blind: while a sync runs, the status (and the page header) shows
 texts done / total and the time left; `python -m bot index` counts the same texts in its bar; a mode standing in for
 another says so in the sources panel."""
 

@@ -1,4 +1,4 @@
-"""Edits made on disk answer the very next message (issue 22 item 7): after `python -m bot knowledge add …` in a real
+"""Edits made on disk answer the very next message: after `python -m bot knowledge add …` in a real
 subprocess, and after a broken file is deleted, both for the CLI-style bot and for the background bot the app builds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Admin data stays behind the admin login (issue 28.1): no page loader answers without the admin cookie, and the
+"""Admin data stays behind the admin login: no page loader answers without the admin cookie, and the
 ``/config`` every visitor gets holds no entry rows, hit counts, knowledge file names, knowledge errors or state path.
 Checked through the raw Gradio HTTP API (``/gradio_api/queue/join`` with every ``fn_index``), as an attacker would."""
 

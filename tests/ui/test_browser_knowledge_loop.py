@@ -1,4 +1,4 @@
-"""The knowledge loop in Chromium (issue 24): a clarify pick in the chat becomes a suggested phrasing an admin
+"""The knowledge loop in Chromium: a clarify pick in the chat becomes a suggested phrasing an admin
 accepts in the Unanswered tab, and a test set uploaded and run in the Test sets tab shows its numbers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a newcomer trips over (issue 22), in headless Chromium against `python app.py`: no traceback on page load
+"""What a newcomer trips over, in headless Chromium against `python app.py`: no traceback on page load
 without admin variables, and a five-hit sources table that stays in its box at phone width. Fixtures as in
 test_browser."""
 

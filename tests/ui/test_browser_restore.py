@@ -1,4 +1,4 @@
-"""Restore in the page (issue 28.15), in headless Chromium against `python app.py`: an admin adds an entry, lists
+"""Restore in the page, in headless Chromium against `python app.py`: an admin adds an entry, lists
 the file's kept versions and restores the one before, byte for byte; desktop and phone screenshots."""
 
 from __future__ import annotations

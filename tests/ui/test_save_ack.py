@@ -1,4 +1,4 @@
-"""A save is acknowledged once it is on disk, not after another admin's indexing (issue 28.8): the knowledge tab
+"""A save is acknowledged once it is on disk, not after another admin's indexing: the knowledge tab
 says the index is still updating, and how far it got; the edit serves once the indexing is done."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The smaller holes of issue 28, on the real served app: forwarded addresses (28.7), anonymous uploads (28.13),
-logout (28.5), CSV formulas (28.11), unsafe file names (28.10) and oversized validation errors (28.9)."""
+"""The served app's smaller guards: forwarded addresses, anonymous uploads, logout, CSV formulas, unsafe file names,
+oversized validation errors and the restore of an overwritten file."""
 
 from __future__ import annotations
 
