@@ -4,7 +4,8 @@
 
 Every fault is injected into real files under a temp folder and handled by the product's own code through its
 public APIs (``build_bot`` / ``build_index`` as app.py builds them, ``KnowledgeStore``, ``TurnLog``), the way
-tests/test_faults.py, tests/search/test_healing.py, tests/knowledge/test_knowledge_safety.py and tests/conversations/test_turn_log.py inject them.
+tests/test_faults.py, tests/search/test_healing.py, tests/knowledge/test_knowledge_safety.py and
+tests/conversations/test_turn_log.py inject them.
 The "as intended" column is computed from the observations, never typed. Prints a markdown table and writes it into
 BENCHMARKS.md (section ``faults``).
 """

@@ -198,7 +198,7 @@ class Answer:
     parts: tuple[Part, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
-    turn_id: int | None = None  # the conversation log's id of this turn, once recorded (Bot.turn)
+    turn_id: int | None = None  # the conversation log's id of this turn, once recorded (KnowledgeBase.turn)
     within: EntryFilter | None = None  # the categories the search was restricted to (None: the whole knowledge)
     knowledge_base: str | None = None  # the knowledge base that answered (another one when routed; None: one KB)
     handoff: HandoffState | None = None  # a person offered, or the ticket this turn opened or went to
