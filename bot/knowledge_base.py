@@ -81,7 +81,7 @@ class KnowledgeBase:
         """
         own = self.bot.stream(message, history, mode=mode, within=within, conversation=conversation)
         named = own if self.name is None else (dataclasses.replace(a, knowledge_base=self.name) for a in own)
-        return recorded(routed(named, self.route, message, history, within), self.recorder, session, source)
+        yield from recorded(routed(named, self.route, message, history, within), self.recorder, session, source)
 
     def ask(
         self,

@@ -116,7 +116,7 @@ def test_stream_cut_keeps_partial_and_says_so(llm_bot, llm_server):
 
 def test_retrieval_only_direct(offline_bot):
     answer = offline_bot.answer("怎么添加知识？")
-    assert offline_bot.retrieval_only and not answer.llm_used
+    assert offline_bot.status().llm is None and not answer.llm_used
     assert answer.strategy is Strategy.DIRECT
     assert answer.text.startswith(RETRIEVAL_ONLY_LABEL) and "knowledge 文件夹" in answer.text
 
