@@ -1,6 +1,8 @@
-"""Several knowledge bases in one deployment: name -> settings, and each one's KnowledgeBase built on first use
-(or at start). Front ends pick one by name (a URL path, the API's ``model``, the CLI's ``--kb``) through
-:meth:`Deployment.knowledge_base`; an unknown name is a ConfigError listing the known ones."""
+"""Several knowledge bases in one deployment, each built once, on first use or at start.
+
+Front ends pick one by name (a URL path, the API's ``model``, the CLI's ``--kb``) through
+:meth:`Deployment.knowledge_base`; an unknown name is a ConfigError listing the known ones.
+"""
 
 from __future__ import annotations
 

@@ -78,8 +78,11 @@ def build_llm(settings: Settings) -> ChatModel | None:
 
 
 def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
-    """The knowledge index with every mode's searcher factory (nothing is built yet); with ``background`` (a
-    server) its updates run off the request path. Temporary files a killed process left are removed first."""
+    """The knowledge index with every mode's searcher factory; nothing is built yet.
+
+    With ``background`` (a server) its updates run off the request path. Temporary files a killed process left are
+    removed first.
+    """
     from bot.search.integrity import clean_stale_temp
 
     clean_stale_temp([settings.resolve(settings.state_dir)])
@@ -100,8 +103,10 @@ def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
 
 
 def knowledge_sync(settings: Settings) -> KnowledgeSync | None:
-    """The process's mirror of the knowledge shared by replicas (``knowledge.shared: postgres``), None when the
-    folder is the knowledge; ConfigError (naming the variable) for a missing or malformed DSN."""
+    """The process's mirror of the knowledge replicas share, None when the folder is the knowledge.
+
+    ``knowledge.shared: postgres``; ConfigError (naming the variable) for a missing or malformed DSN.
+    """
     if settings.knowledge.shared == "none":
         return None
     from bot.knowledge.shared_knowledge import shared_knowledge
@@ -172,8 +177,11 @@ def llm_steps(settings: Settings, llm: ChatModel | None) -> LLMSteps:
 
 
 def build_desk(settings: Settings, turn_log: ConversationLog | None) -> Desk | None:
-    """The hand-off desk of ``settings.handoff`` (None when off): tickets in the conversation log's database (none
-    without a log), answered in the chat when agents or an admin can log in, staff told on the configured channels."""
+    """The hand-off desk of ``settings.handoff``, None when hand-off is off.
+
+    Tickets live in the conversation log's database (none without a log); they are answered in the chat when agents
+    or an admin can log in, and staff are told on the configured channels.
+    """
     h = settings.handoff
     if not h.enabled:
         return None
@@ -309,8 +317,11 @@ def build_knowledge_base(
     watch_config: bool = False,
     keep_last_good: bool = False,
 ) -> KnowledgeBase:
-    """The knowledge base of ``settings`` as a front end is given it: its Bot (``bot`` when ready, else built as
-    :func:`build_bot` does), conversation log, store and editor; ``name`` among several, ``route`` to another."""
+    """The knowledge base of ``settings`` as a front end is given it.
+
+    Its Bot (``bot`` when ready, else built as :func:`build_bot` does), conversation log, store and editor; ``name``
+    among several, ``route`` to another.
+    """
     background = watch_config and keep_last_good
     recorder = build_recorder(settings, purge_every=PURGE_EVERY if background else None)
     if bot is None:

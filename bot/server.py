@@ -83,8 +83,11 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
 
 
 def desk_routes(desk: Desk, settings: Settings, admin: AdminAuth) -> list[Any]:
-    """Start the desk's outbox worker with every channel this server runs (the webhook, e-mail, and WeCom's or
-    Feishu's when that channel is on), and return the agent console's routes (none when nobody can log in to it)."""
+    """The agent console's routes (none when nobody can log in), the desk's outbox started.
+
+    The outbox worker gets every channel this server runs: the webhook, e-mail, and WeCom's or Feishu's when that
+    channel is on.
+    """
     from bot.handoff.channels import VisitorPushChannel, WeComStaffChannel, configured_channels
     from bot.ui.agents import agent_console
 

@@ -1,6 +1,8 @@
-"""Routing between knowledge bases: a question one finds nothing for is asked of a configured other one, whose
-answer is labelled as coming from it (``routing.route_to``; docs/knowledge-bases.md). One hop: the other one
-answers from its own ladder only, so A -> B -> A cannot loop."""
+"""Routing between knowledge bases: what one finds nothing for is asked of another (``routing.route_to``).
+
+The other one's answer is labelled as coming from it (docs/knowledge-bases.md). One hop: the other one answers from
+its own ladder only, so A -> B -> A cannot loop. The factory's KnowledgeBase applies :func:`routed` to a turn.
+"""
 
 from __future__ import annotations
 
@@ -50,8 +52,11 @@ def routed(
     history: History | None,
     within: EntryFilter | None,
 ) -> Iterator[Answer]:
-    """``snapshots`` as they come, but a last resort is replaced by ``route``'s answer, labelled, when that one
-    found something (else the last resort stands)."""
+    """``snapshots`` as they come, a last resort replaced by ``route``'s answer when that one finds something.
+
+    The routed answer is labelled with the other knowledge base's name; when it finds nothing too, the last resort
+    stands.
+    """
     for snapshot in snapshots:
         if route is None or not found_nothing(snapshot):
             yield snapshot

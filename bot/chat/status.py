@@ -82,8 +82,10 @@ def status_of(search: TurnSearch, llm: str | None, mode: str | None = None) -> S
 
 
 def retrieve_all_modes(search: TurnSearch, query: str, within: EntryFilter | None = None) -> dict[str, ModeRetrieval]:
-    """Every mode's hits for ``query`` (among the entries ``within`` admits; no LLM); a mode that cannot run gets
-    its error text instead."""
+    """Every mode's hits for ``query`` without the LLM; a mode that cannot run gets its error text.
+
+    Only entries ``within`` admits are searched.
+    """
     index = search.index
     index.refresh()
     results: dict[str, ModeRetrieval] = {}
@@ -111,10 +113,10 @@ def _key(text: str) -> str:
 def example_questions(
     entries: Sequence[Entry], configured: Sequence[str], limit: int = EXAMPLES, popular: Sequence[str] = ()
 ) -> list[str]:
-    """The configured examples that are questions of loaded entries, then ``popular`` ones (most used entries'
-    questions) up to ``limit``; when there are none, up to ``limit`` entry questions.
+    """Up to ``limit`` example questions: the configured ones in the knowledge, then ``popular`` ones.
 
-    Picked evenly across the knowledge in loading order, so a replaced knowledge base shows its own questions.
+    Without either, entry questions picked evenly across the knowledge in loading order, so a replaced knowledge base
+    shows its own questions.
     """
     known = {_key(e.query) for e in entries}
     kept = [q for q in configured if _key(q) in known]

@@ -1,6 +1,8 @@
-"""How a turn searches the knowledge: split parts, entries' negative examples, a failed searcher healed and the
-search repeated, follow-ups (the LLM's standalone rewrite, or the retrieval-only substitution), optional LLM grading,
-and the thresholds of the searcher that answered.
+"""How a turn searches the knowledge, and against which thresholds.
+
+Split parts, entries' negative examples, a failed searcher healed and the search repeated, follow-ups (the LLM's
+standalone rewrite, or the retrieval-only substitution), optional LLM grading, and the thresholds of the searcher
+that answered.
 
 :class:`TurnSearch` is its own object: the factory builds it and gives it to the Bot, which hands
 :meth:`TurnSearch.retrieval` to each :class:`Turn`, and to the rungs that search again (HyDE, rewrite, translate).
@@ -40,8 +42,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TurnLimits:
-    """How much work one turn may do: hits per search, the message, answer and searched text lengths, and the
-    gate long messages queue at (``limits.*`` and ``retrieval.top_k``)."""
+    """How much work one turn may do (``limits.*`` and ``retrieval.top_k``).
+
+    Hits per search, the message, answer and searched text lengths, and the gate long messages queue at.
+    """
 
     top_k: int
     max_message_chars: int
@@ -51,8 +55,11 @@ class TurnLimits:
 
 
 class CurrentMode:
-    """The mode a message uses when it names none: the config file's now, when it changed while running, else the
-    one the bot started with (never changed: the bot keeps no mode state)."""
+    """The mode a message uses when it names none.
+
+    The config file's mode now, when it changed while running, else the one the bot started with; the bot keeps no
+    mode state.
+    """
 
     def __init__(self, start: str, modes: list[str], configured: ConfiguredMode | None = None):
         self.start = start
@@ -107,8 +114,11 @@ def once_more_if_failed(search: Callable[[], _Result]) -> _Result:
 
 
 class TurnSearch:
-    """The searching half of a turn: the knowledge index, the thresholds per retrieval system, and what the LLM
-    and the knowledge add to a search (a rewrite, other phrasings, grading, splitting, negative examples)."""
+    """The searching half of a turn, given to the Bot and to the rungs that search again.
+
+    It holds the knowledge index, the thresholds per retrieval system, and what the LLM and the knowledge add to a
+    search: a rewrite, other phrasings, grading, splitting, negative examples.
+    """
 
     def __init__(
         self,
@@ -143,8 +153,10 @@ class TurnSearch:
     def retrieve(
         self, query: str, mode: str | None = None, top_k: int | None = None, within: EntryFilter | None = None
     ) -> tuple[list[Hit], list[Hit]]:
-        """(all hits, hits that pass the mode's threshold) for ``query`` (among the entries ``within`` admits), split
-        into parts when it asks several things."""
+        """(every hit, the hits that pass the mode's threshold) for ``query``, split when it asks several things.
+
+        Only entries ``within`` admits are searched.
+        """
         searched = self._search(query, mode, top_k, within=within)
         return searched.hits, searched.passed
 
@@ -155,8 +167,10 @@ class TurnSearch:
         top_k: int | None = None,
         within: EntryFilter | None = None,
     ) -> Searched:
-        """The hits for ``query``: a split message also gets each part's best passing hit, labelled; searched once
-        more if it failed (:func:`once_more_if_failed`)."""
+        """The hits for ``query``, searched once more if it failed (:func:`once_more_if_failed`).
+
+        A split message also gets each part's best passing hit, labelled.
+        """
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
         return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within))
@@ -188,8 +202,10 @@ class TurnSearch:
         return Searched(hits, [h for h in hits if cutoffs.passes(h)], labelled, whole)
 
     def cutoffs(self, system: str, standing_in: bool = False) -> Cutoffs:
-        """The thresholds of one retrieval system ("sparse", "dense-e5", ...), those of a stand-in when it stands in
-        for a mode whose index is not ready (:meth:`Cutoffs.standing_in`); a missing one is a config error."""
+        """The thresholds of one retrieval system ("sparse", "dense-e5", ...); ConfigError when it has none.
+
+        With ``standing_in`` the system answers for a mode whose index is not ready: :meth:`Cutoffs.standing_in`.
+        """
         if system not in self.thresholds:
             raise ConfigError(
                 f"retrieval.thresholds has no entry for {system!r}; add e.g. "
@@ -216,8 +232,11 @@ class TurnSearch:
         return None if rewritten == question else rewritten
 
     def retrieval(self, turn: Turn) -> Retrieval:
-        """The knowledge search of a turn: a follow-up made standalone (LLM) or substituted (retrieval-only),
-        split parts, optional LLM grading, against the thresholds of the searcher that answered."""
+        """The knowledge search of a turn, against the thresholds of the searcher that answered.
+
+        A follow-up is made standalone by the LLM (or substituted without one), a split message searched by part, and
+        the hits graded by the LLM when grading is on.
+        """
         question, history, mode, timings = turn.question, turn.history, turn.base.mode, turn.timings
         rewritten = self._standalone(question, history, timings)
         search_q = rewritten or question
@@ -246,8 +265,10 @@ class TurnSearch:
         return Retrieval(graded.hits, graded.passed, graded.parts, cutoffs)
 
     def search_again(self, turn: Turn, text: str) -> list[Hit]:
-        """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded against the
-        thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
+        """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded.
+
+        The thresholds are those of the searcher that answered this search (a stand-in's while an index builds).
+        """
         s = self._search(text, turn.base.mode, within=turn.base.within)
         return self._graded(
             turn.search_text,
@@ -273,21 +294,21 @@ class TurnSearch:
         return Rephrased(rewrites.phrasings, graded.passed)
 
     def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None) -> Found:
-        """One search of what ``mode`` serves now and what answered it, searched once more if it failed
-        (:func:`once_more_if_failed`)."""
+        """One search of what ``mode`` serves now, searched once more if it failed (:func:`once_more_if_failed`)."""
         return once_more_if_failed(lambda: self._found(self.index.served(mode), text, top_k, within))
 
     def _found(self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None) -> Found:
-        """The one search every path of a turn makes (the message, its parts, the rewrite's phrasings, HyDE's text):
-        ``searcher``'s hits for ``text`` (bounded), without the entries whose negative questions keep them from it."""
+        """``searcher``'s hits for ``text`` (bounded), without entries whose negative questions exclude them.
+
+        The one search every path of a turn makes: the message, its parts, the rewrite's phrasings, HyDE's text.
+        """
         text = text[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         found = searcher.find(text, top_k, within)
         kept = self.negatives.filter(text, found.hits, self.index.entries, searcher)
         return found if len(kept) == len(found.hits) else dataclasses.replace(found, hits=tuple(kept))
 
     def _graded(self, question: str, found: Graded, cutoffs: Cutoffs, timings: dict[str, float]) -> Graded:
-        """``found`` after the optional LLM grading, against ``cutoffs``: the thresholds of the searcher that found
-        the hits."""
+        """``found`` after the optional LLM grading, against the thresholds of the searcher that found the hits."""
         if self.grader is None or not found.hits:
             return found
         t = time.perf_counter()

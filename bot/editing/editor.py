@@ -155,8 +155,10 @@ class KnowledgeEditor:
         return (file, parsed.key) if file else None
 
     def add_phrasing(self, entry_id: str, question: str) -> EditResult:
-        """Add ``question`` to an entry's phrasings (its ``questions``), as a page edit would: locked, versioned,
-        with history, indexed at once; BotError when the entry or the question is missing."""
+        """Add ``question`` to an entry's phrasings; BotError when the entry or the question is missing.
+
+        As a page edit would: locked, versioned, with history, indexed at once.
+        """
         question = (question or "").strip()
         where = self.locate(entry_id)
         fields = self.entry(*where) if where else None
@@ -192,8 +194,10 @@ class KnowledgeEditor:
         return self._refreshed(f"已导入 / Imported {name}: {len(ids)} entries", name, None, ids)
 
     def import_csv(self, name: str, text: str | bytes) -> EditResult:
-        """Import a knowledge CSV, or an Excel .xlsx as bytes (see bot/knowledge/csv_io.py); rows without a file go
-        to ``name``'s .json."""
+        """Import a knowledge CSV, or an Excel .xlsx as bytes (bot/knowledge/csv_io.py).
+
+        Rows without a file go to ``name``'s .json.
+        """
         default = file_name(PurePosixPath(name).stem)
         source = PurePosixPath(name).name
         if isinstance(text, bytes):

@@ -99,8 +99,11 @@ class KnowledgeIndex:
         return {name: f.result() for name, f in futures.items()} if wait else {}
 
     def refresh(self, force: bool = False, wait: bool | None = None) -> bool:
-        """Reload when the files changed on disk; True if the index changed (or, in the background mode without
-        ``wait``, when a reload was scheduled). A malformed edit is logged and kept in ``error``."""
+        """Reload when the files changed on disk; True if the index changed.
+
+        In the background mode without ``wait``, True when a reload was scheduled. A malformed edit is logged and kept in
+        ``error``.
+        """
         wait = not self.background if wait is None else wait
         signature = self.source.changed(force, self.check_interval)
         if signature is None:

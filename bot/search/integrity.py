@@ -1,5 +1,6 @@
-"""Integrity checks of the index files we read, a probe of a suspect index, and the removal of temporary files that a
-killed process left behind.
+"""Integrity checks of index files, a probe of a suspect index, and stale temporary files removed.
+
+The temporary files are those a killed process left behind.
 
 - tantivy writes a footer with the CRC32 of each file's body; :func:`tantivy_problem` checks every file of the
   segments ``meta.json`` lists (tantivy itself only checks footers when it opens a file, so random bytes in a
@@ -85,8 +86,10 @@ def probe(searcher: Retriever, entries: Sequence[Entry], samples: int = 3) -> st
 
 
 def index_damage(leaf: Searcher, entries: Sequence[Entry]) -> str | None:
-    """Why ``leaf``'s index cannot serve after a search failed on it (its ``check()``: no index, a file not matching
-    its checksum; else a probe search that fails), or None: then the failure was not the index's."""
+    """Why ``leaf``'s index cannot serve after a search failed on it, or None when the failure was not its own.
+
+    Its ``check()`` (no index, a file not matching its checksum), else a probe search that fails.
+    """
     try:
         reason = leaf.check()
     except Exception as exc:

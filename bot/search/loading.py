@@ -23,8 +23,7 @@ from bot.search.tokenizer import Tokenizer
 
 @dataclass(frozen=True)
 class Loaded:
-    """One good read of the folder: its entries, the units the indexes hold (long ones cut into passages), and the
-    folder's signature then."""
+    """One good read of the folder: entries, the units the indexes hold, and the folder's signature then."""
 
     entries: list[Entry]
     units: list[Entry]
@@ -58,8 +57,11 @@ class KnowledgeSource:
         self._last_check = 0.0
 
     def changed(self, force: bool = False, check_interval: float = 0.0) -> tuple | None:
-        """The folder's signature when it should be read again: it changed since the last read, looked at no more
-        often than every ``check_interval`` seconds, or ``force``."""
+        """The folder's signature when it should be read again, else None.
+
+        It is read again when it changed since the last read (looked at no more often than every ``check_interval``
+        seconds) or with ``force``.
+        """
         now = time.monotonic()
         # Another replica's edit is in the folder from here on; it is read now, whatever check_interval says.
         pulled = self.pull() if self.pull is not None else False

@@ -56,8 +56,11 @@ class ModeServer:
         return list(dict.fromkeys(found))
 
     def searcher(self, mode: str) -> ModeSearcher:
-        """The searcher for ``mode``, built and synced on first use (in the background mode: scheduled, and
-        served by a stand-in until ready); before any knowledge was read, opened as it is on disk."""
+        """The searcher for ``mode``, built and synced on first use.
+
+        In the background mode the build is scheduled and a stand-in serves until it is ready; before any knowledge was
+        read, the index is opened as it is on disk.
+        """
         if mode not in self.factories:
             raise ConfigError(f"unknown retrieval mode {mode!r}; choose one of: {', '.join(self.factories)}")
         if not self.background:
@@ -87,14 +90,18 @@ class ModeServer:
         return self._served(mode)
 
     def served(self, mode: str) -> ServedSearcher:
-        """What ``mode`` serves now, always wrapped so that :meth:`ServedSearcher.find` reports what answered each
-        search (scripts and the CLI get the mode's own searcher, whose errors are raised)."""
+        """What ``mode`` serves now, wrapped so that :meth:`ServedSearcher.find` reports what answered.
+
+        Scripts and the CLI get the mode's own searcher, whose errors are raised.
+        """
         searcher = self.searcher(mode)
         return searcher if isinstance(searcher, ServedSearcher) else ServedSearcher(mode, searcher)
 
     def built(self, mode: str) -> ModeSearcher | None:
-        """``mode``'s searcher when it was built (or, in the background mode, is being built), else None; never
-        builds (for status pages)."""
+        """``mode``'s searcher when it was built (or is being built in the background), else None.
+
+        It never builds: status pages call it.
+        """
         if not self.background:
             return self._searchers.get(mode)
         if mode not in self._searchers and not self.builder.busy(mode):
@@ -149,8 +156,11 @@ class ModeServer:
         return all(self.writer.serves(leaf) for leaf in searcher.leaves())
 
     def _served(self, mode: str) -> ServedSearcher:
-        """``mode``'s own searcher when its indexes are ready; part-way through a first build it stands in for itself
-        (with a notice, and a stand-in's cutoffs); else the first ready mode's with a notice."""
+        """``mode``'s own searcher when its indexes are ready, else a stand-in with a notice.
+
+        Part-way through a first build the mode stands in for itself (with a stand-in's cutoffs); else the first ready
+        mode answers.
+        """
         with self._lock:
             own = self._searchers.get(mode)
             if own is not None and self._serves(own):

@@ -1,5 +1,6 @@
-"""How the knowledge index writes: each on-disk index (a mode's leaf) synced on its own worker under its own lock,
-checked and rebuilt first when a search failed on it.
+"""How the knowledge index writes: each on-disk index synced on its own worker under its own lock.
+
+An index (a mode's leaf) a search failed on is checked, and rebuilt when damaged, before its next sync.
 
 :class:`IndexWriter` keeps one :class:`LeafState` per index (tantivy, FAISS, cluster vectors...). It reads the
 knowledge it writes from ``knowledge()`` when a sync starts, so ten saves in a row cost one or two syncs, not ten;
@@ -84,8 +85,7 @@ class IndexWriter:
             return state is not None and state.ready and state.broken is None
 
     def serves_partly(self, leaf: Searcher) -> bool:
-        """True when ``leaf`` is ready or searchable part-way through its first build (questions before passages),
-        and no search has failed on it since."""
+        """True when ``leaf`` is ready or searchable part-way through its first build, and not broken."""
         with self._lock:
             state = self._leaves.get(leaf)
             broken = state is not None and state.broken is not None

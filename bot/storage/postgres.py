@@ -17,8 +17,10 @@ from bot.optional import optional_import
 
 
 def pg_dsn(dsn_env: str, needed_by: str, error: type[BotError]) -> str:
-    """The DSN from the environment variable ``dsn_env`` for ``needed_by`` (a setting that is ``postgres``);
-    ``error`` naming the variable, never its value, when it is unset or not a DSN."""
+    """The DSN from the environment variable ``dsn_env``, for the setting ``needed_by``.
+
+    ``error`` names the variable, never its value, when it is unset or not a DSN.
+    """
     psycopg = psycopg_module(needed_by, error)
     dsn = env_secret(dsn_env)
     if not dsn:
@@ -45,9 +47,11 @@ def psycopg_module(needed_by: str, error: type[BotError]) -> Any:
 
 
 class SchemaConnection:
-    """One autocommit connection to ``dsn``, opened on first use and again whenever it closed or broke; each opening
-    runs ``schema`` (idempotent statements) under the advisory lock ``schema_lock``, so replicas starting at once
-    create their tables one at a time. Not locked: its owner uses it one caller at a time."""
+    """One autocommit connection to ``dsn``, opened on first use and again when it closed or broke.
+
+    Each opening runs ``schema`` (idempotent statements) under the advisory lock ``schema_lock``, so replicas starting
+    at once create their tables one at a time. Not locked: its owner uses it one caller at a time.
+    """
 
     def __init__(
         self,
