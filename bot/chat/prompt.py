@@ -101,21 +101,21 @@ class PromptBuilder:
         Each hit shows at most max_hit_chars of its document: a long entry its best passages (docs/retrieval-and-decision.md "Long
         documents"), with "…" where text was skipped.
         """
-        kept = sorted(hits, key=lambda h: h.relevance, reverse=True)
-        documents = {id(h): excerpt(h, self.settings.max_hit_chars) for h in kept}
+        ranked = sorted(hits, key=lambda h: h.relevance, reverse=True)
+        kept = [(h, excerpt(h, self.settings.max_hit_chars)) for h in ranked]  # each hit with its shown text
         while kept:
             blocks = [
-                self.render_reference(i, h.entry.query, documents[id(h)], h.entry.keywords, h.subquestion)
-                for i, h in enumerate(kept, 1)
+                self.render_reference(i, h.entry.query, document, h.entry.keywords, h.subquestion)
+                for i, (h, document) in enumerate(kept, 1)
             ]
             text = "\n\n".join(blocks)
             if len(text) <= self.settings.max_context_chars or len(kept) == 1:
                 if len(text) > self.settings.max_context_chars:  # one hit over the budget: show less of it
-                    h = kept[0]
+                    h, shown = kept[0]
                     over = len(text) - self.settings.max_context_chars
-                    document = excerpt(h, max(len(documents[id(h)]) - over, 1))
+                    document = excerpt(h, max(len(shown) - over, 1))
                     text = self.render_reference(1, h.entry.query, document, h.entry.keywords, h.subquestion)
-                return text, kept
+                return text, [h for h, _ in kept]
             kept = kept[:-1]
         return self.settings.no_references, []
 
