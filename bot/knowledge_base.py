@@ -13,7 +13,6 @@ from bot.chat.recorder import TurnRecorder, recorded
 from bot.chat.routing import Route, routed
 from bot.chat.turn_search import TurnSearch
 from bot.conversations.log_store import ConversationLog
-from bot.conversations.privacy import PrivacyPolicy
 from bot.editing.editor import KnowledgeEditor
 from bot.handoff.desk import Desk
 from bot.handoff.tickets import Conversation
@@ -58,10 +57,9 @@ class KnowledgeBase:
         """The hand-off desk (tickets, agents' replies), None when hand-off is off."""
         return self.bot.desk
 
-    @property
-    def privacy(self) -> PrivacyPolicy:
-        """What is masked before anything is stored (an IM channel's remembered messages too)."""
-        return self.bot.privacy
+    def mask(self, text: str | None) -> str | None:
+        """``text`` with personal data masked as the log stores it (an IM channel's remembered messages too)."""
+        return self.bot.privacy.stored.mask(text)
 
     def turn(
         self,

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from bot.editing.entry_table import EntryPage, HitCounts, entry_page
 from bot.errors import BotError
 from bot.knowledge import csv_io
-from bot.knowledge.entry_ids import EntryId
+from bot.knowledge.entry_ids import EntryId, entry_id, key_of
 from bot.knowledge.files import entry_version
 from bot.knowledge.history import FileVersion
 from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
 from bot.search.index import KnowledgeIndex
+
+SAVED, ADDED = "已保存 / Saved", "已新增 / Added"  # what a save and an add report, before the entry id
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,23 @@ class KnowledgeEditor:
 
         With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten.
         """
+        return self._save(SAVED, file, key, query, document, metadata, expected_version, questions)
+
+    def _save(
+        self,
+        done: str,
+        file: str | None,
+        key: str | None,
+        query: str,
+        document: str,
+        metadata: str,
+        expected_version: str | None,
+        questions: list[str] | None,
+    ) -> EditResult:
         file = file_name(file)
         if not file:
             raise KnowledgeWriteError("请选择或输入文件名 / Choose or type a file name")
-        entry_id = self.store.upsert_entry(
+        saved = self.store.upsert_entry(
             file,
             (key or "").strip() or None,
             query or "",
@@ -129,8 +143,7 @@ class KnowledgeEditor:
             expected_version=expected_version,
             questions=questions,
         )
-        new_key = entry_id[len(PurePosixPath(file).stem) + 1 :]
-        return self._refreshed(f"已保存 / Saved {entry_id}", file, new_key, (entry_id,))
+        return self._refreshed(f"{done} {saved}", file, key_of(saved), (saved,))
 
     def add(
         self,
@@ -143,8 +156,7 @@ class KnowledgeEditor:
         questions: list[str] | None = None,
     ) -> EditResult:
         """Add a new entry (empty ``key``: the next number); refused, nothing written, when ``key`` exists."""
-        result = self.save(file, key, query, document, metadata, expected_version=ABSENT, questions=questions)
-        return dataclasses.replace(result, done=result.done.replace("已保存 / Saved", "已新增 / Added", 1))
+        return self._save(ADDED, file, key, query, document, metadata, ABSENT, questions)
 
     def locate(self, entry_id: str) -> tuple[str, str] | None:
         """(file, key) of an entry id '<stem>:<key>' among the knowledge files, or None."""
@@ -185,8 +197,8 @@ class KnowledgeEditor:
         if not file or not key:
             raise KnowledgeWriteError("请选择文件和条目 / Choose a file and an entry")
         self.store.delete_entry(file, key, expected_version=expected_version)
-        entry_id = f"{PurePosixPath(file).stem}:{key}"
-        return self._refreshed(f"已删除 / Deleted {entry_id}", file, None, (entry_id,))
+        deleted = entry_id(PurePosixPath(file).stem, key)
+        return self._refreshed(f"已删除 / Deleted {deleted}", file, None, (deleted,))
 
     def import_file(self, name: str, text: str, overwrite: bool = False) -> EditResult:
         """Store an uploaded knowledge file; raises BotError (KnowledgeError lists every bad entry)."""

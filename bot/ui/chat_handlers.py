@@ -23,10 +23,9 @@ from bot.ui.guard import ClientLimits, client_key, safe_markdown
 from bot.ui.render import header_markdown, retrieval_html, sources_html
 from bot.ui.visitor_desk import Visit, conversation_of
 
-log = logging.getLogger("bot.ui.app")  # the page's log lines keep their logger
+log = logging.getLogger(__name__)
 
 FOLLOW = "follow"  # the mode selector's "follow config" choice: no per-session override
-log = logging.getLogger(__name__)
 # On a phone (390 px) the chat and its sources stack (sources right under the answer) and the tabs stay in view.
 
 

@@ -91,7 +91,7 @@ class FeishuAPI:
         self.seen: SeenFile | SharedSeen = seen
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: a retry, or the user's next message, may reach any replica
-            self.histories = SharedHistories(store, self.histories, kb.privacy.stored.mask, self.session_of, CHANNEL)
+            self.histories = SharedHistories(store, self.histories, kb.mask, self.session_of, CHANNEL)
             self.seen = SharedSeen(store, seen, CHANNEL)
         self.per_minute = rate_limiter(settings, "feishu-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(

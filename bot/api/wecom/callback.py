@@ -75,7 +75,7 @@ class WeComAPI:
         self.seen: Seen | SharedSeen = Seen(2.0 * s.max_clock_skew_seconds)
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: any replica may get the user's next message, or a retry
-            self.histories = SharedHistories(store, self.histories, kb.privacy.stored.mask, self.session_of, "wecom")
+            self.histories = SharedHistories(store, self.histories, kb.mask, self.session_of, "wecom")
             self.seen = SharedSeen(store, self.seen, "wecom")
         self.per_minute = rate_limiter(settings, "wecom-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
