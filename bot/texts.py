@@ -118,6 +118,7 @@ UPLOAD_GONE = (
 )
 UPLOADS_ADMIN_ONLY = "只有管理员可以上传文件 / Only a logged-in admin may upload files."
 UPLOADS_LIMITED = "上传太频繁，请稍等一分钟再试。/ Too many uploads; please wait a minute and try again."
+BODY_TOO_LARGE = "请求过大（上限 {limit} 字节）/ The request is too large (at most {limit} bytes)."
 
 # -- bot/ui/knowledge_tab.py -----------------------------------------------------------------------
 NOT_LOADED = (

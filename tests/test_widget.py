@@ -130,6 +130,19 @@ def test_turns_are_logged_as_widget_turns(widget):
     assert log is not None and [t["source"] for t in log.recent(5)] == ["widget"]
 
 
+def test_a_body_over_64_kb_is_refused_without_reading_the_rest(widget):
+    from bot.api.widget import MAX_BODY_BYTES
+    from tests.support.bodies import post_streamed
+
+    base, settings = widget
+    prefix = b'{"session": "ssssssssssss", "token": "' + WIDGET_TOKEN.encode() + b'", "message": "'
+    streamed = post_streamed(base, "/widget/chat", 200 * 1024 * 1024, prefix, b'"}', headers={"Origin": ALLOWED})
+    assert streamed.status == 413 and f"body over {MAX_BODY_BYTES} bytes".encode() in streamed.reply
+    assert streamed.sent < 16 * 1024 * 1024  # what the sockets buffered: not the 200 MB
+    log = turn_log_from_settings(settings)
+    assert log is None or log.recent(10) == []
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [

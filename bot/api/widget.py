@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import Response
 
+from bot.api.bodies import read_capped
 from bot.chat.limits import chat_per_minute
 from bot.chat.ratelimit import rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
@@ -119,7 +120,10 @@ class WidgetAPI:
         if not self.origin_allowed(request, origin):
             log.info("widget message from a foreign origin %s refused", origin[:200])
             return JSONResponse({"error": FOREIGN}, status_code=403, headers=headers)
-        body = await request.body()
+        body = await read_capped(request, MAX_BODY_BYTES)  # the rest of a larger body is never read
+        if body is None:
+            too_large = f"{BAD_REQUEST}: body over {MAX_BODY_BYTES} bytes"
+            return JSONResponse({"error": too_large}, status_code=413, headers=headers)
         try:
             message, history, session, token = parse_widget_request(body)
         except ValueError as exc:

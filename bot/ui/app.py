@@ -102,7 +102,11 @@ def build_demo(
                     gr.Markdown("### 来源 / Sources")
                     sources = gr.HTML(elem_id="kb-sources")
             message = gr.Textbox(
-                placeholder="输入问题，回车发送 / Type a question and press Enter", show_label=False, elem_id="kb-input"
+                placeholder="输入问题，回车发送 / Type a question and press Enter",
+                show_label=False,
+                elem_id="kb-input",
+                # One past the cap: a longer paste still reaches the bot as "too long", which says so.
+                max_length=settings.limits.max_message_chars + 1,
             )
             with gr.Row(elem_id="kb-buttons"):
                 send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")
