@@ -205,6 +205,24 @@ def test_retention_by_days_on_open_and_on_prune(tmp_path):
     later.close()
 
 
+def test_purged_questions_leave_no_trace_in_the_file_its_wal_dismissals_or_rejections(tmp_path):
+    path = tmp_path / "t.sqlite"
+    tl = TurnLog(path, retention_days=30, retention_rows=0, clock=lambda: T0)
+    secret = "紫色大象住在哪栋宿舍"
+    tl.record(missed(secret + "？"), "s", now=T0 - timedelta(days=31))
+    tl.record(missed("图书馆几点开门？"), "s", now=T0)
+    assert tl.dismiss(secret) == 1
+    tl.reject_suggestion(normalise(secret), "faq:library")
+    assert secret.encode() in path.read_bytes() + path.with_name("t.sqlite-wal").read_bytes()
+    assert tl.prune() == 1
+    on_disk = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.sqlite"))
+    assert secret.encode() not in on_disk and "紫色".encode() not in on_disk
+    assert tl.rejected_suggestions() == set() and tl.count() == 1
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM dismissals").fetchone() == (0,)
+    tl.close()
+
+
 def test_a_file_that_is_not_sqlite_is_moved_aside(tmp_path, caplog):
     path = tmp_path / "log" / "turns.sqlite"
     path.parent.mkdir()
