@@ -142,6 +142,32 @@ def test_histories_expire_are_bounded_and_per_user():
     assert memory.get("b") == []
 
 
+def test_taken_keys_survive_a_restart_and_the_file_keeps_only_live_ones(tmp_path):
+    now = [1_000.0]
+    path = tmp_path / "wecom" / "taken.txt"
+    seen = Seen(ttl=10, clock=lambda: now[0], path=path)
+    assert seen.first("id:1") and seen.first("ev:lisi:1:enter_agent")
+    restarted = Seen(ttl=10, clock=lambda: now[0], path=path)
+    assert not restarted.first("id:1") and not restarted.first("ev:lisi:1:enter_agent")
+    assert "lisi" not in path.read_text()  # keys are kept hashed
+    now[0] = 1_011.0
+    assert Seen(ttl=10, clock=lambda: now[0], path=path).first("id:1")  # past the ttl: a new message
+    assert len(path.read_text().splitlines()) == 1  # the file was pruned by age when read
+
+
+def test_a_cut_last_line_and_an_unwritable_folder_cost_nothing_but_the_memory(tmp_path, caplog):
+    from bot.chat.shared_limits import hashed_key
+
+    path = tmp_path / "taken.txt"
+    path.write_text(f"1000.000 {hashed_key('id:1')}\n1000.5", encoding="ascii")  # a crash cut the last line
+    assert not Seen(ttl=10, clock=lambda: 1_001.0, path=path).first("id:1")
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    seen = Seen(ttl=10, path=blocked / "taken.txt")  # its folder is a file
+    assert seen.first("id:1") and not seen.first("id:1")
+    assert "cannot" in caplog.text
+
+
 def test_seen_takes_a_key_once_within_its_ttl():
     now = [0.0]
     seen = Seen(ttl=10, clock=lambda: now[0])

@@ -71,7 +71,8 @@ class WeComAPI:
             )
         self.sender = WeComSender(s)
         self.histories: Histories | SharedHistories = Histories(s.history_messages, s.history_ttl_seconds, s.max_users)
-        self.seen: Seen | SharedSeen = Seen(2.0 * s.max_clock_skew_seconds)
+        taken = settings.resolve(settings.state_dir) / "wecom" / "taken-messages.txt"
+        self.seen: Seen | SharedSeen = Seen(2.0 * s.max_clock_skew_seconds, path=taken)
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: any replica may get the user's next message, or a retry
             self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of)
