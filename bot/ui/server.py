@@ -33,7 +33,7 @@ def build_server(settings, bot=None):
     from bot.config.settings import DEFAULT_KB
     from bot.deployment import Deployment
     from bot.ui.guard import ServerGuard
-    from bot.ui.pages import admin_routes, any_admin, kb_page, kb_path
+    from bot.ui.pages import admin_routes, kb_page, kb_path, upload_admin
 
     deployment = Deployment(settings, build=serving_bot, bots={DEFAULT_KB: bot} if bot is not None else None)
     bots = deployment.start()
@@ -52,7 +52,7 @@ def build_server(settings, bot=None):
     for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
         routes += admin_routes(page, path) if page.admin.enabled else []
     # serve() adds its CSP, upload cap, rate and admin check, and the throttled login, and mounts the other pages
-    demo.kb_guard = ServerGuard(settings, may_upload=any_admin({"/": demo, **pages}))
+    demo.kb_guard = ServerGuard(settings, may_upload=upload_admin({"/": demo, **pages}))
     demo.kb_pages = pages
     demo.deployment = deployment
     return demo, routes
