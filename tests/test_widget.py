@@ -71,6 +71,15 @@ def test_the_apps_own_origin_may_use_its_demo_page(widget):
     page = httpx.get(f"{base}/widget/demo")
     assert page.status_code == 200 and f'data-token="{WIDGET_TOKEN}"' in page.text
     assert post(base, "怎么添加知识？", origin=base).status_code == 200
+    assert post(base, "怎么添加知识？", origin=base.replace("127.0.0.1", "localhost")).status_code == 200
+
+
+def test_a_request_naming_its_own_host_is_not_the_apps_origin(widget):
+    base, _ = widget
+    body = {"message": "怎么添加知识？", "history": [], "session": SESSION, "token": WIDGET_TOKEN}
+    forged = {"Origin": "http://evil.example", "Host": "evil.example"}
+    r = httpx.post(f"{base}/widget/chat", json=body, headers=forged, timeout=60)
+    assert r.status_code == 403 and r.json()["error"] == FOREIGN
 
 
 def test_a_wrong_token_is_401(widget):
