@@ -98,7 +98,8 @@ def main(argv=None) -> None:
     from bot.ui.guard import use_own_upload_folder
 
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # force: `python -m bot serve` arrives here with the CLI's WARNING handler already on the root logger
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     try:
         settings = load_settings(args.config)
         auth = settings.ui.auth.credentials()  # fail before the slow index build
