@@ -100,6 +100,10 @@ BAD_REQUEST = "请求无效 / Bad request"
 
 # -- bot/ui/admin.py -------------------------------------------------------------------------------
 NOT_ADMIN = "需要管理员登录 / Admin login required"
+ADMIN_OFF = (
+    "管理功能未启用：请设置环境变量 {user} 和 {password} 后重启。"
+    "/ Admin is off: set the environment variables {user} and {password}, then restart."
+)
 
 # -- bot/ui/analytics_tab.py -----------------------------------------------------------------------
 LOG_OFF = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from bot.config.variants import replace
@@ -339,3 +340,16 @@ def test_loading_faiss_writes_no_loader_lines_at_info():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "INFO:bot:ready" in done.stderr, done.stderr
     assert "faiss.loader" not in done.stderr  # "Could not load library with AVX512 support" read as an error
+
+
+def test_the_admin_login_without_its_variables_says_which_to_set(settings, serve_api, monkeypatch):
+    monkeypatch.delenv(settings.ui.admin.username_env, raising=False)
+    monkeypatch.delenv(settings.ui.admin.password_env, raising=False)
+    base = serve_api(settings).removesuffix("/v1")
+    for response in (
+        httpx.get(base + "/admin/login", timeout=30),
+        httpx.post(base + "/admin/login", data={"username": "admin", "password": "guess"}, timeout=30),
+    ):
+        assert response.status_code == 404 and response.headers["content-type"].startswith("text/html")
+        assert "KBBOT_ADMIN_USER" in response.text and "KBBOT_ADMIN_PASSWORD" in response.text, response.text
+        assert "kbbot_admin" not in response.cookies

@@ -47,10 +47,10 @@ def build_server(settings, bot=None):
         from bot.api.wecom import wecom_router
 
         routes += wecom_router(bot, settings).routes
-    if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
-        routes += demo.admin.router().routes
+    # the admin login (/admin/login) for the knowledge, inbox and log tabs; while admin is off it says how to turn it on
+    routes += demo.admin.router().routes
     for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
-        routes += admin_routes(page, path) if page.admin.enabled else []
+        routes += admin_routes(page, path)
     # serve() adds its CSP, upload cap, rate and admin check, and the throttled login, and mounts the other pages
     demo.kb_guard = ServerGuard(settings, may_upload=upload_admin({"/": demo, **pages}))
     demo.kb_pages = pages
