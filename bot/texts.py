@@ -100,6 +100,10 @@ BAD_REQUEST = "请求无效 / Bad request"
 
 # -- bot/ui/admin.py -------------------------------------------------------------------------------
 NOT_ADMIN = "需要管理员登录 / Admin login required"
+DUPLICATE_QUESTION = (
+    "未保存：条目 {entry} 已经有这个问题（“{question}”）；请编辑该条目，或用“添加为已有条目的问法”。"
+    "/ Not saved: entry {entry} already asks “{question}”; edit it, or use “Add as a phrasing of an entry”."
+)
 ADMIN_OFF = (
     "管理功能未启用：请设置环境变量 {user} 和 {password} 后重启。"
     "/ Admin is off: set the environment variables {user} and {password}, then restart."

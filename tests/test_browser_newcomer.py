@@ -273,3 +273,55 @@ def test_the_import_status_shows_right_under_the_import_button(browser, app_conf
         shot(page, "knowledge-import-status")
     finally:
         app.stop()
+
+
+def test_a_new_entry_from_the_inbox_takes_phrasings_picks_the_questions_file_and_warns_of_a_duplicate(
+    browser, tmp_path
+):
+    english = {k: v for k, v in TINY.items() if k == "ollama"} | {
+        "hours": {"query": "When does the library open?", "document": "At 8 am.", "metadata": "library,hours"}
+    }
+    chinese = {k: v for k, v in TINY.items() if k != "ollama"}
+    write_knowledge(tmp_path / "knowledge", english, "guide_en.json")  # listed first: the old default
+    write_knowledge(tmp_path / "knowledge", chinese, "guide_zh.json")
+    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.5)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    app = App(config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.get_by_role("tab", name="对话 / Chat").click()
+        for question in ("火星上有几座城市？", "火星上有几座城市", "月球上有几座城市？"):
+            ask(page, question)
+        page.get_by_role("tab", name="待解决问题 / Unanswered").click()
+        wait_value(page, "kb-inbox-query", "月球上有几座城市？")
+        assert page.locator("#kb-inbox-file input").input_value() == "guide_zh.json"  # the question's language
+        page.locator("#kb-inbox-pick input").click()
+        page.get_by_role("option", name=re.compile("火星上有几座城市")).click()
+        wait_value(page, "kb-inbox-query", "火星上有几座城市")
+        wait_value(page, "kb-inbox-phrasings", "火星上有几座城市？")  # the group's other wording, one per line
+        page.locator("#kb-inbox-phrasings textarea").fill("火星上有几座城市？\n火星有城市吗")
+        page.locator("#kb-inbox-document textarea").fill("火星上还没有城市。")
+        shot(page, "inbox-new-entry-phrasings")
+        page.locator("#kb-inbox-new").click()
+        page.locator("#kb-inbox-status").get_by_text("index updated").wait_for(timeout=30000)
+        saved = json.loads((tmp_path / "knowledge" / "guide_zh.json").read_text(encoding="utf-8"))
+        [new] = [v for v in saved.values() if v["query"] == "火星上有几座城市"]
+        assert new["questions"] == ["火星上有几座城市？", "火星有城市吗"]
+        # The moon's group is left; typing a question an entry already asks is refused, naming the entry.
+        wait_value(page, "kb-inbox-query", "月球上有几座城市？")
+        page.locator("#kb-inbox-query textarea").fill("食堂在哪里")
+        page.locator("#kb-inbox-document textarea").fill("东区。")
+        page.locator("#kb-inbox-new").click()
+        page.locator("#kb-inbox-status").get_by_text("already asks").wait_for(timeout=30000)
+        assert "guide_zh:canteen" in page.locator("#kb-inbox-status").inner_text()
+        assert (
+            sum(
+                v["query"].startswith("食堂")
+                for v in json.loads((tmp_path / "knowledge" / "guide_zh.json").read_text(encoding="utf-8")).values()
+            )
+            == 1
+        )
+        shot(page, "inbox-new-entry-duplicate")
+    finally:
+        app.stop()
