@@ -67,6 +67,8 @@ def test_five_hit_sources_scroll_inside_their_box(browser, tmp_path, width, heig
         page.goto(app.url, wait_until="domcontentloaded")
         page.locator("#kb-input textarea").wait_for(timeout=30000)
         ask(page, FIVE_HITS)
+        if width < 640:  # folded on a phone until asked for
+            page.locator("#kb-sources-toggle input").check()
         assert page.locator("#kb-sources .kb-hits tr").count() == 6  # the header row and five hits
         # One vocabulary: the Searcher column names the mode as the header does, not the engine (tantivy).
         assert page.locator("#kb-sources .kb-hits td:nth-child(4)").all_inner_texts() == ["sparse"] * 5
@@ -85,6 +87,33 @@ def test_five_hit_sources_scroll_inside_their_box(browser, tmp_path, width, heig
                 if box:
                     assert not _overlaps(sources, box), (selector, sources, box)
         shot(page, f"chat-five-hits-{width}px")
+    finally:
+        app.stop()
+
+
+def test_on_a_phone_the_answer_is_on_screen_after_sending_and_the_sources_fold(browser, tmp_path):
+    app = App(library_config(tmp_path), offline_env())
+    try:
+        page = browser.new_page(viewport={"width": 390, "height": 844}, locale="zh-CN", is_mobile=True)
+        page.goto(app.url, wait_until="domcontentloaded")
+        page.locator("#kb-input textarea").wait_for(timeout=30000)
+        for question in ("图书馆的开放时间？", FIVE_HITS):  # the second answer is long, with five sources
+            ask(page, question)
+        page.wait_for_timeout(1000)  # the scroll after the answer
+        answer = page.locator("#kb-chat .bot-row").last.bounding_box()
+        typing = page.locator("#kb-input").bounding_box()
+        assert answer is not None and typing is not None
+        assert 0 <= answer["y"] < 844 and answer["y"] + 40 < typing["y"], answer  # the answer's start is on screen
+        assert typing["y"] + typing["height"] <= 844, typing  # and so is the input, right below the chat
+        assert not page.locator("#kb-sources").is_visible() and page.locator("#kb-sources-toggle").is_visible()
+        shot(page, "chat-answer-on-screen-390px")
+        page.locator("#kb-sources-toggle input").check()
+        assert page.locator("#kb-sources .kb-hits").is_visible()
+        shot(page, "chat-sources-open-390px")
+        page.locator("#kb-sources-toggle input").uncheck()
+        assert not page.locator("#kb-sources").is_visible()
+        page.set_viewport_size({"width": 1400, "height": 1000})  # on a wide screen: no toggle, the sources shown
+        assert page.locator("#kb-sources .kb-hits").is_visible() and not page.locator("#kb-sources-toggle").is_visible()
     finally:
         app.stop()
 
