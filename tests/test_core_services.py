@@ -119,6 +119,17 @@ def test_examples_come_from_the_knowledge_in_use():
     assert example_questions(entries[:2], ["x"], 4) == ["问题0？", "问题1？"] and example_questions([], ["x"]) == []
 
 
+def test_entries_titled_like_headings_are_no_examples_but_their_question_phrasings_are():
+    entries = [
+        Entry("f:history", "中山大学的1925年历史", "d"),  # a heading: never an example
+        Entry("f:gym", "体育馆开放时间", "d", questions=("体育馆几点开门", "gym hours")),
+        Entry("f:en", "How do I connect Ollama?", "d"),
+        Entry("f:fees", "学费标准", "d"),
+    ]
+    assert example_questions(entries, [], 4) == ["体育馆几点开门", "How do I connect Ollama?"]
+    assert example_questions(entries[:1], [], 4) == []  # none worded as a question: no examples at all
+
+
 def test_header_shows_entries_mode_source_and_a_generic_knowledge_line(offline_bot, settings):
     status = offline_bot.status()
     header = header_markdown("T", status, "仅检索", follows_config=True)

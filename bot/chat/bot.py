@@ -135,7 +135,8 @@ class Bot(TurnSearch):
         the most used entries' (popular), or both in that order; else some of the knowledge's entries'."""
         limit = max(len(configured), services.EXAMPLES)
         entries = self.index.entries
-        popular = [e.query for e in self.popular.top(entries, limit)] if source != "fixed" else []
+        top = self.popular.top(entries, limit) if source != "fixed" else []
+        popular = [services.example_of(e) or e.query for e in top]  # asked and answered: a title too
         return services.example_questions(entries, configured if source != "popular" else (), limit, popular)
 
     def editor(self, store: KnowledgeStore) -> KnowledgeEditor:
