@@ -122,6 +122,11 @@ class Bot(TurnSearch):
         """Mode, modes, entry count, LLM, notice and knowledge error; never builds or refreshes an index."""
         return services.status(self, mode)
 
+    def catch_up(self) -> None:
+        """Pick up knowledge files changed on disk since the last message (the CLI's or another process's edit),
+        as a message would, before a page shows what is loaded."""
+        self.index.refresh()
+
     def retrieve_all_modes(self, query: str, within: EntryFilter | None = None) -> dict[str, services.ModeRetrieval]:
         """Every mode's hits for ``query`` without the LLM (the retrieval-test tab); errors per mode as text."""
         return services.retrieve_all_modes(self, query, within)

@@ -245,7 +245,9 @@ class KnowledgeEditor:
         return csv_io.export_csv(self.index.entries, self.store.folder)
 
     def page(self, text: str = "", page: int = 1, hits: HitCounts | None = None) -> EntryPage:
-        """One page of the entries the index serves now that match ``text`` (the entry browser)."""
+        """One page of the entries the index serves now that match ``text`` (the entry browser); files changed on
+        disk since the last message are picked up first."""
+        self.index.refresh()
         return entry_page(self.index.entries, text, page, folder=self.store.folder, hits=hits)
 
     def _refreshed(self, done: str, file: str, key: str | None, ids: tuple[str, ...]) -> EditResult:

@@ -201,6 +201,7 @@ class ChatHandlers:
     def page_defaults(self):
         """(header, mode selector, examples, two category selectors) for a newly opened page: follow the configured
         mode as it is now; the category selectors offer the knowledge's categories now (hidden when it has none)."""
+        self.bot.catch_up()  # an entry added on disk since the last message counts in the header
         samples = self.examples()
         return (
             self.header(None),

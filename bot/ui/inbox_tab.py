@@ -25,16 +25,13 @@ from bot.ui.admin import fill_for_admins
 from bot.ui.analytics_tab import analytics_page
 from bot.ui.events import PRIVATE
 from bot.ui.knowledge_tab import result_html
+from bot.ui.render import minute
 from bot.ui.suggestions_tab import suggestions_section
 
 e = html.escape
 SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count")]
 STRATEGIES = [("全部 / All", ""), *((s.value.replace("_", " "), s.value) for s in Strategy)]
 RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]
-
-
-def _when(iso: str) -> str:
-    return (iso or "")[:16].replace("T", " ")
 
 
 def groups_html(groups: list[Group]) -> str:
@@ -59,7 +56,7 @@ def groups_html(groups: list[Group]) -> str:
         )
         strategies = ", ".join(f"{e(k)} ×{v}" for k, v in sorted(g.strategies.items()))
         rows.append(
-            f"<tr><td>{e(g.question)}{others}</td><td>{g.count}</td><td>{e(_when(g.latest))}</td>"
+            f"<tr><td>{e(g.question)}{others}</td><td>{g.count}</td><td>{e(minute(g.latest))}</td>"
             f"<td>{strategies}</td><td>{g.thumbs_down or ''}{reasons}</td><td>{near}</td></tr>"
         )
     return (
@@ -81,7 +78,7 @@ def turns_html(turns: Sequence[Mapping[str, Any]]) -> str:
         answer = answer[:120] + ("…" if len(answer) > 120 else "")
         latency = f"{t['latency_ms']:.0f}" if t.get("latency_ms") is not None else ""
         rows.append(
-            f"<tr><td>{t['id']}</td><td>{e(_when(t['time']))}</td><td>{e(t.get('source') or '')}</td>"
+            f"<tr><td>{t['id']}</td><td>{e(minute(t['time']))}</td><td>{e(t.get('source') or '')}</td>"
             f"<td class='kb-strategy'>{e(t['strategy'])}</td><td>{e(t.get('mode') or '')}</td>"
             f"<td>{e(t['question'])}</td><td><small>{e(answer)}</small></td><td>{rating}{reason}</td>"
             f"<td>{latency}</td></tr>"
@@ -99,7 +96,7 @@ def retention_html(turn_log: ConversationLog) -> str:
     rows = f"{turn_log.retention_rows:,} 条 / turns" if turn_log.retention_rows else "不限条数 / no row limit"
     purge = turn_log.last_purge()
     last = (
-        f"{e(_when(purge.time))} UTC，删除 {purge.removed:,} 条 / removed {purge.removed:,}"
+        f"{e(minute(purge.time))} UTC，删除 {purge.removed:,} 条 / removed {purge.removed:,}"
         if purge
         else "尚未运行 / not yet"
     )
