@@ -354,3 +354,27 @@ def test_a_new_entry_from_the_inbox_takes_phrasings_picks_the_questions_file_and
         shot(page, "inbox-new-entry-duplicate")
     finally:
         app.stop()
+
+
+def test_the_knowledge_tab_starts_with_a_file_chosen_and_last_hits_to_the_minute(browser, app_config):
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.get_by_role("tab", name="对话 / Chat").click()
+        ask(page, "怎么添加知识？")  # one hit for faq:add
+        page.reload(wait_until="domcontentloaded")
+        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        page.wait_for_function("() => document.querySelector('#kb-k-file input').value === 'faq.json'", timeout=30000)
+        page.locator("#kb-k-key input").click()
+        page.get_by_role("option", name="add", exact=True).wait_for(timeout=10000)  # its keys one click away
+        page.keyboard.press("Escape")
+        table = page.locator("#kb-eb-table")
+        table.get_by_text("怎么添加知识？").first.wait_for(timeout=10000)
+        page.wait_for_function(
+            "() => /\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d/.test(document.querySelector('#kb-eb-table').innerText)",
+            timeout=10000,
+        )
+        assert not re.search(r"T\d\d:\d\d:\d\d", table.inner_text())  # not ISO with seconds and microseconds
+        shot(page, "knowledge-tab-file-chosen")
+    finally:
+        app.stop()

@@ -312,9 +312,12 @@ def knowledge_tab(
 
     def admin_page():
         rows, page_line, _ = browser.show("", 1)
-        return health_html(bot.status()), rows, page_line, gr.update(choices=k.editor.files()), template_file()
+        files = k.editor.files()
+        first = files[0] if files else None  # a file is chosen: its keys are one click away
+        chosen = gr.update(choices=files, value=first), k.key_choices(first)
+        return health_html(bot.status()), rows, page_line, *chosen, template_file()
 
-    fill_for_admins(admin_page, [health, table, info, file, template])
+    fill_for_admins(admin_page, [health, table, info, file, key, template])
     form = [query, document, metadata, questions, file, key, loaded, mode, confirm_row]
     file.input(k.keys, [file], [key, loaded, mode], **PRIVATE)
     key.input(k.choose, [file, key, loaded], form, **PRIVATE)
