@@ -14,7 +14,8 @@ from bot.chat.answer import Strategy
 from bot.config.variants import replace
 from bot.conversations.inbox import group_turns, normalise, similar_pairs
 from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
-from tests.support.answers import answered, missed
+from bot.ui.inbox_tab import groups_html
+from tests.support.answers import CANTEEN, LIBRARY, answered, hit, missed
 
 pytestmark = pytest.mark.unit
 
@@ -113,6 +114,16 @@ def test_feedback_latest_wins_and_a_thumbs_down_is_unanswered(turn_log):
         turn_log.feedback(999, -1)
     with pytest.raises(ValueError):
         turn_log.feedback(turn_id, 5)
+
+
+def test_a_thumbs_down_names_only_the_entry_that_answered_not_the_others_listed(turn_log):
+    listed = [hit(LIBRARY, 0.8), hit(CANTEEN, 0.7)]  # the second shown under "other related entries"
+    turn_id = turn_log.record(answered("图书馆周末开吗", hits=listed, candidates=listed), "s")
+    turn_log.feedback(turn_id, -1)
+    [group] = turn_log.unanswered()
+    assert [a["id"] for a in group.answered] == ["faq:library"]
+    shown = groups_html([group])  # the inbox row: one entry marked answered, the other not named at all
+    assert shown.count("(答的 / answered)") == 1 and "faq:canteen" not in shown
 
 
 def test_near_duplicates_are_one_group_with_the_candidates_that_almost_passed(turn_log):
