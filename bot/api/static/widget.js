@@ -77,13 +77,22 @@
     if (text != null) node.textContent = text;
     return node;
   }
-  function plain(text) { return String(text || "").replace(/\*\*(.+?)\*\*/g, "$1").replace(/^#+\s*/gm, ""); }
+  // Markdown read as text: bold and headings unmarked, list items ("- other related entry") as bullets.
+  function plain(text) {
+    return String(text || "").replace(/\*\*(.+?)\*\*/g, "$1").replace(/^#+\s*/gm, "").replace(/^\s*[-*]\s+/gm, "• ");
+  }
   function show(role, text) {
-    log.appendChild(el("div", "msg " + role, role === "bot" ? plain(text) : text));
+    var node = log.appendChild(el("div", "msg " + role, role === "bot" ? plain(text) : text));
     log.scrollTop = log.scrollHeight;
+    return node;
+  }
+  // A reply taller than the log shows from its start, not its end; a short one leaves the log at the bottom.
+  function reveal(node) {
+    var top = node.offsetTop - log.offsetTop - 8;
+    log.scrollTop = node.offsetHeight > log.clientHeight ? top : log.scrollHeight;
   }
   function showReply(data) {
-    show("bot", data.reply);
+    var reply = show("bot", data.reply);
     if (data.options && data.options.length) {
       var row = el("div", "options");
       data.options.forEach(function (option, i) {
@@ -97,7 +106,7 @@
     if (data.sources && data.sources.length) {
       log.appendChild(el("div", "sources", "来源 / Sources: " + data.sources.map(function (s) { return s.query; }).join(" · ")));
     }
-    log.scrollTop = log.scrollHeight;
+    reveal(reply);
   }
   (state.history || []).forEach(function (m) { show(m.role === "user" ? "user" : "bot", m.content); });
 
