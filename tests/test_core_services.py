@@ -163,3 +163,12 @@ def test_a_split_hit_is_labelled_by_the_part_that_ranks_it_best(offline_bot):
     hits, _ = offline_bot.retrieve("怎么添加知识，怎么切换检索模式？")
     labels = {h.entry.id: h.subquestion for h in hits}
     assert labels["faq:add"] == "怎么添加知识" and labels["faq:mode"] == "怎么切换检索模式"
+
+
+def test_did_you_mean_offers_only_entries_within_reach_of_the_threshold(offline_bot, settings):
+    answer = offline_bot.answer("我想把资料放进机器人")  # 怎么添加知识？ at 0.20 of 0.5; 阈值是什么意思？ at 0.10
+    relevance = {h.entry.query: h.relevance for h in answer.candidates}
+    assert relevance["阈值是什么意思？"] < 0.35 * 0.5 <= relevance["怎么添加知识？"]
+    assert answer.suggestions == ("怎么添加知识？",) and "阈值" not in answer.text
+    anything = build_bot(with_cutoffs(replace(settings, "fallback.last_resort.suggestions_reach", 0.0), "sparse", 0.5))
+    assert anything.answer("我想把资料放进机器人").suggestions == ("怎么添加知识？", "阈值是什么意思？")
