@@ -209,7 +209,7 @@ class CappedExchange:
 
     async def refuse(self) -> None:
         """Answer 413 (unless a response has begun) and stop passing anything on."""
-        from starlette.responses import PlainTextResponse
+        from starlette.responses import JSONResponse
 
         log.info(
             "request body to %s over %d bytes refused from %s",
@@ -218,8 +218,13 @@ class CappedExchange:
             (self.scope.get("client") or ("unknown", 0))[0],
         )
         if not self.started:
-            too_large = PlainTextResponse(
-                BODY_TOO_LARGE.format(limit=self.limit), status_code=413, headers={"Connection": "close"}
+            # In the OpenAI error shape the API's clients read (its own cap answers the same way); any client can
+            # show the message.
+            error = {"message": BODY_TOO_LARGE.format(limit=self.limit), "type": "invalid_request_error"}
+            too_large = JSONResponse(
+                {"error": {**error, "param": None, "code": "request_too_large"}},
+                status_code=413,
+                headers={"Connection": "close"},
             )
             await too_large(self.scope, self._receive, self.send)
         self.refused = True
