@@ -130,6 +130,11 @@ class Bot(TurnSearch):
         """Mode, modes, entry count, LLM, notice and knowledge error; never builds or refreshes an index."""
         return services.status(self, mode)
 
+    def catch_up(self) -> None:
+        """Pick up knowledge files changed on disk since the last message (the CLI's or another process's edit),
+        as a message would, before a page shows what is loaded."""
+        self.index.refresh()
+
     def retrieve_all_modes(self, query: str, within: EntryFilter | None = None) -> dict[str, services.ModeRetrieval]:
         """Every mode's hits for ``query`` without the LLM (the retrieval-test tab); errors per mode as text."""
         return services.retrieve_all_modes(self, query, within)
@@ -143,7 +148,8 @@ class Bot(TurnSearch):
         the most used entries' (popular), or both in that order; else some of the knowledge's entries'."""
         limit = max(len(configured), services.EXAMPLES)
         entries = self.index.entries
-        popular = [e.query for e in self.popular.top(entries, limit)] if source != "fixed" else []
+        top = self.popular.top(entries, limit) if source != "fixed" else []
+        popular = [services.example_of(e) or e.query for e in top]  # asked and answered: a title too
         return services.example_questions(entries, configured if source != "popular" else (), limit, popular)
 
     def editor(self, store: KnowledgeStore) -> KnowledgeEditor:

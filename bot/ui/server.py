@@ -33,7 +33,7 @@ def build_server(settings, bot=None):
     from bot.config.settings import DEFAULT_KB
     from bot.deployment import Deployment
     from bot.ui.guard import ServerGuard
-    from bot.ui.pages import admin_routes, any_admin, kb_page, kb_path
+    from bot.ui.pages import admin_routes, kb_page, kb_path, upload_admin
 
     deployment = Deployment(settings, build=serving_bot, bots={DEFAULT_KB: bot} if bot is not None else None)
     bots = deployment.start()
@@ -51,14 +51,14 @@ def build_server(settings, bot=None):
         from bot.api.feishu import feishu_router
 
         routes += feishu_router(bot, settings).routes
-    if demo.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
-        routes += demo.admin.router().routes
+    # the admin login (/admin/login) for the knowledge, inbox and log tabs; while admin is off it says how to turn it on
+    routes += demo.admin.router().routes
     if bot.desk is not None:  # the hand-off: the agent console (/agent) and the staff notices' worker
         routes += desk_routes(bot.desk, settings, demo.admin)
     for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
-        routes += admin_routes(page, path) if page.admin.enabled else []
+        routes += admin_routes(page, path)
     # serve() adds its CSP, upload cap, rate and admin check, and the throttled login, and mounts the other pages
-    demo.kb_guard = ServerGuard(settings, may_upload=any_admin({"/": demo, **pages}))
+    demo.kb_guard = ServerGuard(settings, may_upload=upload_admin({"/": demo, **pages}))
     demo.kb_pages = pages
     demo.deployment = deployment
     return demo, routes
@@ -129,7 +129,8 @@ def main(argv=None) -> None:
     from bot.ui.guard import use_own_upload_folder
 
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # force: `python -m bot serve` arrives here with the CLI's WARNING handler already on the root logger
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     try:
         settings = load_settings(args.config)
         auth = settings.ui.auth.credentials()  # fail before the slow index build
