@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
 from benchmarks.faults_leaks import leak_rows
+from benchmarks.faults_memory import BEFORE, memory_rows
 from bot.config.settings import Settings, load_settings
 from bot.config.variants import replace
 from bot.conversations.turn_log import TurnLog
@@ -547,6 +548,12 @@ def main(argv=None) -> None:
                 11: ("attacks on the served app", "", f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
             }
         rows.update({n: row[1:] for n, row in leaks.items()})
+        try:  # memory an anonymous client can take, before and after the caps
+            memory = memory_rows()
+        except Exception as exc:
+            traceback.print_exc()
+            memory = {23: ("memory attacks", "", f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)}
+        rows.update({n: row[1:] for n, row in memory.items()})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     names = {
@@ -561,6 +568,7 @@ def main(argv=None) -> None:
         9: "an overwrite import, then `restore` from history",
         10: "a corrupt conversation-log file",
         **{n: row[0] for n, row in leaks.items()},
+        **{n: row[0] for n, row in memory.items()},
     }
     lines = ["| fault | injected how | observed outcome | as intended |", "|---|---|---|---|"]
     for n in sorted(rows):
@@ -579,7 +587,11 @@ def main(argv=None) -> None:
             "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
             "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); rows 11-19 attack "
             "the real served app over HTTP (benchmarks/faults_leaks.py), rows 20-22 use the local test LLM "
-            "(tests/support/llm_server.py). "
+            "(tests/support/llm_server.py). Rows 23-27 (benchmarks/faults_memory.py) measure the memory an anonymous "
+            "client can take, side by side: *before* is the code of commit "
+            f"{BEFORE} (unpacked by `git archive`), *after* this checkout, each serving the tiny knowledge in a child "
+            "process (`python -m bot serve`) whose resident memory (VmRSS) is sampled every 10 ms; the spreadsheet is "
+            "read by each tree's `read_xlsx` in a child with a 2 GB address-space cap. "
             '"As intended" is computed from the observations. Times include the shared-CPU noise.'
         )
         write_section("faults", header + "\n\n" + table)

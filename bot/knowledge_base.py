@@ -61,6 +61,13 @@ class KnowledgeBase:
         """``text`` with personal data masked as the log stores it (an IM channel's remembered messages too)."""
         return self.bot.privacy.stored.mask(text)
 
+    def catch_up(self) -> None:
+        """Pick up knowledge files changed on disk since the last message, as a message would.
+
+        A page calls it before it shows what is loaded: the CLI's or another process's edit counts at once.
+        """
+        self.bot.index.refresh()
+
     def turn(
         self,
         message: str,

@@ -54,7 +54,7 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
     one; each other knowledge base gets its page at /kb/<name>/ (mounted by :func:`serve`) with its admin login.
     """
     from bot.api import api_router, widget_router
-    from bot.ui.pages import admin_routes, any_admin, kb_page, kb_path
+    from bot.ui.pages import admin_routes, kb_page, kb_path, upload_admin
 
     deployment = Deployment(settings, build=serving_knowledge_base, ready={DEFAULT_KB: kb} if kb is not None else None)
     kbs = deployment.start()
@@ -72,13 +72,13 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
         from bot.api.feishu import feishu_router
 
         routes += feishu_router(default, settings).routes
-    if page.admin.enabled:  # the admin login (/admin/login) for the knowledge, inbox and log tabs
-        routes += page.admin.router().routes
+    # the admin login (/admin/login) for the knowledge, inbox and log tabs; while admin is off it says how to turn it on
+    routes += page.admin.router().routes
     if default.desk is not None:  # the hand-off: the agent console (/agent) and the staff notices' worker
         routes += desk_routes(default.desk, settings, page.admin)
     for path, other in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
-        routes += admin_routes(other, path) if other.admin.enabled else []
-    guard = ServerGuard(settings, may_upload=any_admin({"/": page, **pages}))
+        routes += admin_routes(other, path)
+    guard = ServerGuard(settings, may_upload=upload_admin({"/": page, **pages}))
     return Server(page, routes, guard, pages, deployment)
 
 
@@ -145,6 +145,8 @@ def run(settings: Settings, host: str | None = None, port: int | None = None, sh
     """Build the server for ``settings`` and serve it until interrupted (host and port default to ``ui``)."""
     from bot.ui.guard import use_own_upload_folder
 
+    # force: `python -m bot serve` arrives here with the CLI's WARNING handler already on the root logger
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     auth = settings.ui.auth.credentials()  # fail before the slow index build
     limit_repeated_logs(settings.limits.log_repeats_per_minute, max_chars=settings.limits.max_log_chars)
     use_own_upload_folder(settings)  # files a previous run received are deleted
@@ -162,7 +164,6 @@ def run(settings: Settings, host: str | None = None, port: int | None = None, sh
 def main(argv: list[str] | None = None) -> None:
     """Parse options, build the server and serve it until interrupted."""
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(args.config)
     except BotError as exc:

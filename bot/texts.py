@@ -104,6 +104,14 @@ BAD_REQUEST = "请求无效 / Bad request"
 
 # -- bot/ui/admin.py -------------------------------------------------------------------------------
 NOT_ADMIN = "需要管理员登录 / Admin login required"
+DUPLICATE_QUESTION = (
+    "未保存：条目 {entry} 已经有这个问题（“{question}”）；请编辑该条目，或用“添加为已有条目的问法”。"
+    "/ Not saved: entry {entry} already asks “{question}”; edit it, or use “Add as a phrasing of an entry”."
+)
+ADMIN_OFF = (
+    "管理功能未启用：请设置环境变量 {user} 和 {password} 后重启。"
+    "/ Admin is off: set the environment variables {user} and {password}, then restart."
+)
 
 # -- bot/ui/analytics_tab.py -----------------------------------------------------------------------
 LOG_OFF = (
@@ -122,6 +130,7 @@ UPLOAD_GONE = (
 )
 UPLOADS_ADMIN_ONLY = "只有管理员可以上传文件 / Only a logged-in admin may upload files."
 UPLOADS_LIMITED = "上传太频繁，请稍等一分钟再试。/ Too many uploads; please wait a minute and try again."
+BODY_TOO_LARGE = "请求过大（上限 {limit} 字节）/ The request is too large (at most {limit} bytes)."
 
 # -- bot/ui/knowledge_tab.py -----------------------------------------------------------------------
 NOT_LOADED = (

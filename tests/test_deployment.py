@@ -168,3 +168,24 @@ def test_a_failing_route_leaves_the_last_resort(two_kbs, caplog):
     answer = dataclasses.replace(kb, route=Route("hr", "HR", broken)).ask(HR_ONLY)
     assert answer.strategy.value == "last_resort" and answer.knowledge_base == "default"
     assert "routing to knowledge base 'hr' failed" in caplog.text
+
+
+def test_the_docs_example_config_loads_and_routes_only_the_default(tmp_path):
+    import re
+    import textwrap
+
+    from tests.support.knowledge import ROOT, TINY, write_knowledge
+
+    doc = (ROOT / "docs" / "knowledge-bases.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(textwrap.dedent(b)) for b in re.findall(r"```yaml\n(.*?)```", doc, re.S)]
+    config = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    for block in blocks:  # the page's examples put into the shipped config.yaml, as a reader does
+        for key, value in block.items():
+            config[key] = {**(config.get(key) or {}), **value} if isinstance(value, dict) else value
+    assert config["routing"]["route_to"] == "hr" and "hr" in config["knowledge_bases"]
+    for folder in ("knowledge", "knowledge-hr"):
+        write_knowledge(tmp_path / folder, TINY)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    every = all_settings(load_settings(tmp_path / "config.yaml"))
+    assert every["default"].routing.route_to == "hr" and every["hr"].routing.route_to == ""
+    assert every["hr"].routing.label == "人事处 / HR"

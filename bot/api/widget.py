@@ -2,7 +2,8 @@
 ``<script src="https://kb.example.org/widget.js" data-token="…"></script>``, and talks to ``/widget/chat``.
 
 The widget's requests come from other sites, so ``/widget/chat`` answers only browsers on an allowed origin
-(``widget.allowed_origins``, plus the app's own origin for its demo page); any other ``Origin`` (or none) gets 403
+(``widget.allowed_origins``, plus the app's own origin for its demo page: the address the connection came in on,
+not the Host header a client picks); any other ``Origin`` (or none) gets 403
 without the bot being asked (with CORS headers, so the widget can show why). The widget token names the widget (401 when wrong), and each session and each
 client address per day have their own limits (429). Replies are plain JSON the script renders as text: the
 ladder's decision, its options as buttons, sources only when ``widget.show_sources``. Conversations are stateless
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import html
+import ipaddress
 import json
 import logging
 from importlib import resources
@@ -23,6 +25,7 @@ from starlette.responses import Response
 
 from bot.handoff.tickets import Conversation, Updates
 from bot.messages import Message, said
+from bot.serving.bodies import read_capped
 from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
 
@@ -74,7 +77,7 @@ class WidgetAPI:
     # -- origins ---------------------------------------------------------------
     def origin_allowed(self, request: Request, origin: str) -> bool:
         """True when ``origin`` may use the widget: an allowed origin, or this app's own (its demo page)."""
-        return origin in self.allowed or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+        return origin in self.allowed or origin in own_origins(request)
 
     @staticmethod
     def cors(origin: str) -> dict[str, str]:
@@ -124,7 +127,11 @@ class WidgetAPI:
         if not self.origin_allowed(request, origin):
             log.info("widget message from a foreign origin %s refused", origin[:200])
             return JSONResponse({"error": FOREIGN}, status_code=403, headers=headers)
-        return headers, await request.body()
+        body = await read_capped(request, MAX_BODY_BYTES)  # the rest of a larger body is never read
+        if body is None:
+            too_large = f"{BAD_REQUEST}: body over {MAX_BODY_BYTES} bytes"
+            return JSONResponse({"error": too_large}, status_code=413, headers=headers)
+        return headers, body
 
     async def chat(self, request: Request) -> Response:
         """One message from a widget: the bot's reply as JSON, for an allowed origin with the right token."""
@@ -199,6 +206,29 @@ class WidgetAPI:
         if not self.per_day.allow(address):
             return DAY_FULL
         return None
+
+
+def own_origins(request: Request) -> set[str]:
+    """The origins of this app as the connection reached it: the address and port of the socket that accepted it
+    (with ``localhost`` for a loopback one), never the request's own Host header, which any client sets."""
+    server = request.scope.get("server")
+    if not server or server[1] is None:
+        return set()
+    host, port = str(server[0]), int(server[1])
+    names = {f"[{host}]" if ":" in host else host}
+    if _loopback(host):
+        names |= {"localhost", "127.0.0.1", "[::1]"}
+    scheme = request.url.scheme
+    default = {"http": 80, "https": 443}.get(scheme)
+    return {f"{scheme}://{name}" + ("" if port == default else f":{port}") for name in names}
+
+
+def _loopback(host: str) -> bool:
+    """True for a loopback address (or the name localhost)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

@@ -13,7 +13,15 @@ from bot.chat.answer import Answer, Strategy
 from bot.chat.cleaning import clean_message
 from bot.chat.generate import finish
 from bot.chat.staffed import current_ticket, held, noted
-from bot.chat.status import EXAMPLES, ModeRetrieval, Status, example_questions, retrieve_all_modes, status_of
+from bot.chat.status import (
+    EXAMPLES,
+    ModeRetrieval,
+    Status,
+    example_of,
+    example_questions,
+    retrieve_all_modes,
+    status_of,
+)
 from bot.chat.steps import Step, Turn
 from bot.chat.turn_search import TurnLimits, TurnSearch
 from bot.conversations.popular import PopularEntries
@@ -122,7 +130,8 @@ class Bot:
         # The configured ones count only when they are in the loaded knowledge; with none left, some entries'.
         limit = max(len(configured), EXAMPLES)
         entries = self.search.index.entries
-        popular = [e.query for e in self.popular.top(entries, limit)] if source != "fixed" else []
+        top = self.popular.top(entries, limit) if source != "fixed" else []
+        popular = [example_of(e) or e.query for e in top]  # asked and answered: a title too
         return example_questions(entries, configured if source != "popular" else (), limit, popular)
 
     def _busy(self, message: str, mode: str | None) -> Answer:

@@ -110,19 +110,39 @@ def _key(text: str) -> str:
     return re.sub(r"[\s?？!！。.]+", "", text.casefold())
 
 
+# What a question reads like: a question mark, a Chinese question word, or an English question's first word. An
+# entry titled like a heading ("中山大学的1925年历史") is no example of what to ask.
+_QUESTION = re.compile(
+    r"[?？]\s*$|吗|什么|怎么|怎样|如何|哪|几|多少|为什么|为何|是否|能否|可否|可以.{0,8}吗|有没有"
+    r"|^\s*(how|what|when|where|why|who|which|can|could|do|does|did|is|are|should|may|will)\b",
+    re.IGNORECASE,
+)
+
+
+def reads_as_question(text: str) -> bool:
+    """True when ``text`` is worded as a question (see _QUESTION)."""
+    return bool(_QUESTION.search(text or ""))
+
+
+def example_of(entry: Entry) -> str | None:
+    """The entry's first phrasing worded as a question (its query, else one of its ``questions``), or None."""
+    return next((p for p in entry.phrasings if reads_as_question(p)), None)
+
+
 def example_questions(
     entries: Sequence[Entry], configured: Sequence[str], limit: int = EXAMPLES, popular: Sequence[str] = ()
 ) -> list[str]:
     """Up to ``limit`` example questions: the configured ones in the knowledge, then ``popular`` ones.
 
-    Without either, entry questions picked evenly across the knowledge in loading order, so a replaced knowledge base
-    shows its own questions.
+    Without either, entries' phrasings worded as questions, picked evenly across the knowledge in loading order, so a
+    replaced knowledge base shows its own questions.
     """
     known = {_key(e.query) for e in entries}
     kept = [q for q in configured if _key(q) in known]
     kept += [q for q in popular if q not in kept][: max(0, limit - len(kept))]
-    if kept or not entries:
+    asked = [q for q in map(example_of, entries) if q]
+    if kept or not asked:
         return kept
-    step = len(entries) / min(limit, len(entries))
-    picked = [entries[int(i * step)].query for i in range(min(limit, len(entries)))]
+    step = len(asked) / min(limit, len(asked))
+    picked = [asked[int(i * step)] for i in range(min(limit, len(asked)))]
     return list(dict.fromkeys(picked))

@@ -74,6 +74,19 @@ def _entry_options(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--query", required=required, help="title or typical question")
     p.add_argument("--document", required=required, help="the answer text")
     p.add_argument("--metadata", default="" if required else None, help="comma-separated keywords")
+    p.add_argument(
+        "--questions",
+        action="append",
+        metavar="Q1|Q2",
+        help="other phrasings of the question, separated by | (or the option repeated); edit: replaces them",
+    )
+
+
+def _phrasings(given: list[str] | None) -> list[str] | None:
+    """The --questions given (split on |, blanks dropped), or None when the option was not used."""
+    if given is None:
+        return None
+    return [q.strip() for part in given for q in part.split("|") if q.strip()]
 
 
 def run_knowledge(settings, args) -> int:
@@ -113,7 +126,15 @@ def _file(name: str) -> str:
 
 def _add(store: KnowledgeStore, args) -> int:
     file = _file(args.file)
-    entry_id = store.upsert_entry(file, args.key, args.query, args.document, args.metadata, expected_version=ABSENT)
+    entry_id = store.upsert_entry(
+        file,
+        args.key,
+        args.query,
+        args.document,
+        args.metadata,
+        expected_version=ABSENT,
+        questions=_phrasings(args.questions),
+    )
     key = key_of(entry_id) if args.key is None else args.key
     print(f"已添加 / Added {entry_id} to {file} (version {store.version(file, key)})")
     return 0
@@ -131,7 +152,13 @@ def _edit(store: KnowledgeStore, args) -> int:
         for name in ("query", "document", "metadata")
     }
     entry_id = store.upsert_entry(
-        file, args.key, str(pick["query"]), str(pick["document"]), pick["metadata"] or "", expected_version=expected
+        file,
+        args.key,
+        str(pick["query"]),
+        str(pick["document"]),
+        pick["metadata"] or "",
+        expected_version=expected,
+        questions=_phrasings(args.questions),
     )
     print(f"已保存 / Saved {entry_id} (version {expected} → {store.version(file, args.key)})")
     return 0

@@ -67,4 +67,5 @@ class RoutingSettings(Strict):
     route_to: str = ""
     """Another knowledge base asked when this one finds nothing (the ladder would give its last-resort reply); its
     answer is labelled with that knowledge base's label. One hop only: the other one's own ``route_to`` is not
-    followed. Empty: no routing."""
+    followed. Empty: no routing. Each entry of ``knowledge_bases`` starts without it (it is not taken from the top
+    level), so ``route_to: hr`` at the top level routes the default to hr, and hr nowhere."""

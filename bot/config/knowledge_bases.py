@@ -46,9 +46,11 @@ def block(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 def own_defaults(settings: Settings, name: str, label: str) -> dict[str, Any]:
     """What a knowledge base gets of its own, under its overrides: a state folder, admin variables, a page title
-    naming it, and the default-only channels off."""
+    naming it, no routing of its own (the top level's ``route_to`` names the one it routes to: often this one),
+    and the default-only channels off."""
     return {
         "state_dir": str(Path(settings.state_dir) / "kb" / name),
+        "routing": {"route_to": ""},
         "ui": {
             "title": f"{settings.ui.title} · {label}",  # the page says which knowledge base it is
             "admin": {

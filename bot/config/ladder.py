@@ -54,6 +54,10 @@ class LastResortSettings(Strict):
     suggestions_source: Literal["candidates", "popular", "both"] = "candidates"
     """"Did you mean" options: the closest entries (candidates), the most used ones (popular, from the conversation
     log), or both (the closer half of the slots, then popular ones, then the other closest)."""
+    suggestions_reach: float = Field(default=0.35, ge=0, le=1)
+    """A close entry is offered as "did you mean" only when its relevance reaches this share of the answer
+    threshold; further ones are unrelated (an entry at a fifth of the cut shared one word), and no suggestion beats
+    a wrong one. 0 offers the closest whatever their relevance. Popular entries are offered as before."""
 
 
 DEFAULT_REWRITE_TEMPLATE = (

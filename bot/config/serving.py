@@ -130,6 +130,10 @@ class LimitSettings(Strict):
     """Knowledge saves, deletes and imports per minute; file uploads count separately against the same number."""
     max_upload_mb: float = Field(default=5, gt=0)
     """Larger uploads are refused (413); uploaded files are deleted after import and at start."""
+    max_body_kb: int = Field(default=1024, ge=64)
+    """Any other request body (a chat message with the conversation so far, an API or widget call) larger than this
+    is refused (413) as soon as its declared or received size passes it, before the app reads the rest; the API
+    and the widget keep their own smaller caps (1 MB, 64 kB)."""
     login_failures: int = Field(default=5, ge=1)
     """This many wrong passwords from one address for one username lock that pair out for
     ``login_lockout_seconds`` (doubling)."""

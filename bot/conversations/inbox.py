@@ -170,11 +170,13 @@ class AskedTurn:
             for h in json.loads(row["hits"])
             if not h.get("passed")
         )
-        used = tuple(
-            AnsweredEntry({"id": h["id"], "query": h["query"]})
-            for h in json.loads(row["hits"])
-            if h.get("used") and row["rating"] == -1
-        )
+        # The entry that answered is the first used hit (of each part of a split question): the others were listed
+        # under "other related entries" or given as further references, not the answer the thumbs down was for.
+        tops: dict[str, AnsweredEntry] = {}
+        for h in json.loads(row["hits"]) if row["rating"] == -1 else ():
+            if h.get("used"):
+                tops.setdefault(h.get("subquestion", ""), AnsweredEntry({"id": h["id"], "query": h["query"]}))
+        used = tuple(tops.values())
         return cls(
             row["id"],
             row["time"],

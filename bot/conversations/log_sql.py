@@ -222,12 +222,20 @@ class SqlTurnLog:
                 ).rowcount
             if gone:
                 rollup.trim(c, self.dialect)
+            # A hidden group or a rejected suggestion keeps a question's normal form: it goes with the question.
+            for table in ("dismissals", "rejected_suggestions"):
+                c.execute(f"DELETE FROM {table} WHERE norm NOT IN (SELECT norm FROM turns)")
             note = json.dumps({"time": utc_iso(when), "removed": gone})
             c.execute(
                 "INSERT INTO meta VALUES ('last_purge', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (note,),
             )
+        if gone:
+            self._purged()
         return gone
+
+    def _purged(self) -> None:
+        """After retention removed turns: a backend whose files keep copies of deleted text drops them."""
 
     def last_purge(self) -> Purge | None:
         """When retention last ran and how many turns it removed (None: never, in this log)."""

@@ -8,11 +8,17 @@ unless ``privacy.mask_llm`` says otherwise (a masked number cannot be looked up,
 The built-in kinds favour masking too much over too little where they must guess: a run of 16-19 digits that
 passes the Luhn check (or starts with UnionPay's 62) is a bank card even when it is an order number; an 18-digit
 number with a plausible birth date is an ID card whatever its check digit (typos and made-up examples are masked).
+
+People type the same number in many forms: full-width digits (a Chinese input method in full-width mode), Arabic-Indic
+digits, a full-width ``＠``, digits with a dot or a single space between each. The patterns are matched on a normal
+copy of the text (NFKC, every decimal digit as ASCII; once more with those separators dropped) and each finding masks
+the span of the original text it came from, so the stored text keeps no digit of it in any form.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -60,6 +66,46 @@ class Finding:
     end: int
 
 
+# Between two digits one of these is dropped in the second normal copy ("138.1234.5678", "1 3 8 1 2 3 4 ..."); dashes
+# are not, the patterns read them (a landline's extension follows one).
+DIGIT_SEPARATORS = frozenset(". \u00a0\u3000\u00b7\u30fb")
+DIGITS = frozenset("0123456789")
+
+
+@dataclass(frozen=True)
+class NormalCopy:
+    """A text as the patterns read it, with the original index each of its characters came from."""
+
+    text: str
+    origin: tuple[int, ...]
+
+    @classmethod
+    def of(cls, text: str) -> NormalCopy:
+        """NFKC, each character on its own (so each keeps its origin), and every decimal digit as an ASCII one."""
+        chars: list[str] = []
+        origin: list[int] = []
+        for i, ch in enumerate(text):
+            for c in unicodedata.normalize("NFKC", ch):
+                digit = unicodedata.decimal(c, None)
+                chars.append(c if digit is None else str(digit))
+                origin.append(i)
+        return cls("".join(chars), tuple(origin))
+
+    def without_digit_separators(self) -> NormalCopy:
+        """This copy without a lone separator between two digits."""
+        t = self.text
+        keep = [
+            k
+            for k in range(len(t))
+            if not (t[k] in DIGIT_SEPARATORS and 0 < k < len(t) - 1 and t[k - 1] in DIGITS and t[k + 1] in DIGITS)
+        ]
+        return NormalCopy("".join(t[k] for k in keep), tuple(self.origin[k] for k in keep))
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span of this copy's ``[start, end)``."""
+        return self.origin[start], self.origin[end - 1] + 1
+
+
 class PersonalData:
     """Finds and masks personal data of the configured kinds (none: masking is off and text passes unchanged)."""
 
@@ -76,14 +122,19 @@ class PersonalData:
         return bool(self._patterns)
 
     def find(self, text: str) -> list[Finding]:
-        """The findings in ``text``, in order, never overlapping (the kind tried first wins a span)."""
+        """The findings in ``text`` (spans of ``text`` itself, whatever form its digits take), in order, never
+        overlapping (the kind tried first wins a span; then what is found with the separators kept)."""
         found: list[Finding] = []
-        for kind, pattern in self._patterns:
-            check = CHECKS.get(kind)
-            for m in pattern.finditer(text):
-                overlaps = any(f.start < m.end() and m.start() < f.end for f in found)
-                if m.end() > m.start() and not overlaps and (check is None or check(m.group())):
-                    found.append(Finding(kind, m.start(), m.end()))
+        normal = NormalCopy.of(text)
+        for copy in (normal, normal.without_digit_separators()):
+            for kind, pattern in self._patterns:
+                check = CHECKS.get(kind)
+                for m in pattern.finditer(copy.text):
+                    if m.end() == m.start() or (check is not None and not check(m.group())):
+                        continue
+                    start, end = copy.span(m.start(), m.end())
+                    if not any(f.start < end and start < f.end for f in found):
+                        found.append(Finding(kind, start, end))
         return sorted(found, key=lambda f: f.start)
 
     def contains(self, text: str | None) -> bool:

@@ -78,6 +78,8 @@ class TurnLog(SqlTurnLog):
         conn.execute("PRAGMA foreign_keys = ON")
         # A 64 MiB page cache keeps the indexes the analytics tiles scan in memory between tiles (the default is 2 MiB).
         conn.execute("PRAGMA cache_size = -65536")
+        # Deleted rows are overwritten with zeros, not left in free pages: purged questions are gone from the file.
+        conn.execute("PRAGMA secure_delete = ON")
         return self._remember(conn)
 
     def _conn(self) -> sqlite3.Connection:
@@ -98,6 +100,13 @@ class TurnLog(SqlTurnLog):
         ).lastrowid
         assert turn_id is not None  # lastrowid of an INSERT
         return int(turn_id)
+
+    def _purged(self) -> None:
+        """Write the WAL into the file and empty it: the WAL keeps copies of the pages the purge rewrote."""
+        with self._write_lock:
+            busy, _, _ = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:  # a reader holds an old snapshot; the next purge (or the last connection's close) empties it
+            log.info("conversation log %s: the WAL could not be emptied after a purge (a reader is busy)", self.path)
 
     def _open(self) -> None:
         try:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from bot.chat.language import SAMPLE, language_of
+from bot.conversations.inbox import normalise
 from bot.editing.entry_table import EntryPage, HitCounts, entry_page
 from bot.errors import BotError
 from bot.knowledge import csv_io
+from bot.knowledge.entries import Entry
 from bot.knowledge.entry_ids import EntryId, entry_id, key_of
 from bot.knowledge.files import entry_version
 from bot.knowledge.history import FileVersion
@@ -158,6 +161,29 @@ class KnowledgeEditor:
         """Add a new entry (empty ``key``: the next number); refused, nothing written, when ``key`` exists."""
         return self._save(ADDED, file, key, query, document, metadata, ABSENT, questions)
 
+    def file_for(self, question: str) -> str | None:
+        """The file a new entry for ``question`` most likely belongs in: the one with the most entries (among the
+        first SAMPLE of each) written in the question's language; the first file on a tie; None without files."""
+        language = language_of(question)
+        best, most = None, -1
+        for file in self.files():
+            try:
+                stored = self.store.entries(file)[:SAMPLE]
+            except BotError:
+                continue
+            same = sum(
+                isinstance(raw, dict) and language_of(str(raw.get("query", ""))) == language for _, raw in stored
+            )
+            if same > most:
+                best, most = file, same
+        return best
+
+    def asking(self, question: str) -> Entry | None:
+        """The loaded entry whose question or a phrasing of it is ``question`` (compared in the inbox's normal
+        form: case, width and punctuation aside), or None."""
+        norm = normalise(question)
+        return next((e for e in self.index.entries if norm in {normalise(p) for p in e.phrasings}), None)
+
     def locate(self, entry_id: str) -> tuple[str, str] | None:
         """(file, key) of an entry id '<stem>:<key>' among the knowledge files, or None."""
         parsed = EntryId.parse(entry_id)
@@ -235,7 +261,9 @@ class KnowledgeEditor:
         return csv_io.export_csv(self.index.entries, self.store.folder)
 
     def page(self, text: str = "", page: int = 1, hits: HitCounts | None = None) -> EntryPage:
-        """One page of the entries the index serves now that match ``text`` (the entry browser)."""
+        """One page of the entries the index serves now that match ``text`` (the entry browser); files changed on
+        disk since the last message are picked up first."""
+        self.index.refresh()
         return entry_page(self.index.entries, text, page, folder=self.store.folder, hits=hits)
 
     def _refreshed(self, done: str, file: str, key: str | None, ids: tuple[str, ...]) -> EditResult:

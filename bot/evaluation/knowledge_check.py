@@ -197,7 +197,8 @@ def magnets(
     ``max_coverage`` of the question (the hit's relevance): it won on a word or two, not on the question.
     """
     wins: Counter[str] = Counter()
-    examples: dict[str, str] = {}
+    # The example quoted is the least covered win: the first one found may be a question the entry does answer.
+    examples: dict[str, tuple[float, str]] = {}
     for question, owner in probes:
         hits = search(question, 1)
         if not hits:
@@ -206,14 +207,14 @@ def magnets(
         unrelated = top.entry.id != owner if owner is not None else top.relevance < max_coverage
         if unrelated:
             wins[top.entry.id] += 1
-            examples.setdefault(top.entry.id, question)
+            examples[top.entry.id] = min(examples.get(top.entry.id, (math.inf, "")), (top.relevance, question))
     need = max(min_questions, math.ceil(share * len(probes)))
     by_id = {e.id: e for e in entries}
     return [
         Finding(
             MAGNET,
             (entry_id,),
-            f"{by_id[entry_id].query!r} tops {count} of {len(probes)} unrelated questions, e.g. {examples[entry_id]!r}"
+            f"{by_id[entry_id].query!r} tops {count} of {len(probes)} unrelated questions, e.g. {examples[entry_id][1]!r}"
             if entry_id in by_id
             else f"tops {count} of {len(probes)} unrelated questions",
         )

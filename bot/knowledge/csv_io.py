@@ -17,9 +17,11 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.errors import KnowledgeError, KnowledgeProblem
 from bot.knowledge.entries import Entry, parse_keywords
@@ -133,22 +135,86 @@ def read_csv(text: str, default_file: str, source: str = "CSV") -> dict[str, Csv
     return read_rows(list(enumerate(rows, start=1)), default_file, source)
 
 
+# What one .xlsx import may read: far beyond a FAQ sheet, far below what exhausts memory. A sheet's own size claim
+# (<dimension>) is never trusted: openpyxl would pad every row to it (A1:XFD1048576 in 1.5 KB is 17 billion cells).
+MAX_XLSX_ROWS = 20_000  # rows with content
+EXCEL_ROWS = 1_048_576  # Excel's last row
+MAX_XLSX_COLUMNS = 50
+MAX_XLSX_CELLS = 200_000  # non-empty cells
+MAX_XLSX_CHARS = 20_000_000  # characters in all cells
+MAX_XLSX_UNPACKED_BYTES = 100 * 1024 * 1024  # the workbook's files once unzipped
+
+
 def read_xlsx(data: bytes, default_file: str, source: str = "Excel") -> dict[str, CsvFile]:
     """As :func:`read_csv`, for the first sheet of an Excel .xlsx file (rows numbered as Excel shows them)."""
     from openpyxl import load_workbook
 
+    def refuse(why: str) -> KnowledgeError:
+        return KnowledgeError([KnowledgeProblem(source, None, why)])
+
     try:
-        sheet = load_workbook(io.BytesIO(data), read_only=True, data_only=True).worksheets[0]
-        rows = [
-            (number, [_cell(v) for v in values])
-            for number, values in enumerate(sheet.iter_rows(min_row=1, values_only=True), start=1)
-        ]
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+        if unpacked > MAX_XLSX_UNPACKED_BYTES:
+            raise refuse(
+                f"工作簿解压后超过 {MAX_XLSX_UNPACKED_BYTES // 2**20} MB / the workbook unpacks to "
+                f"{unpacked // 2**20} MB, over the cap of {MAX_XLSX_UNPACKED_BYTES // 2**20} MB"
+            )
+        book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            sheet = book.worksheets[0]
+            sheet.reset_dimensions()
+            rows = list(_sheet_rows(sheet, refuse))
+        finally:
+            book.close()
+    except KnowledgeError:
+        raise
+    except MemoryError:
+        raise refuse(
+            "工作簿太大，无法读入内存 / the workbook is too large to read into memory; split it into smaller files"
+        ) from None
     except Exception as exc:  # openpyxl raises many kinds (zip, XML, key errors) for a file that is not a workbook
-        why = f"不是有效的 Excel .xlsx 文件 / not a valid Excel .xlsx file: {type(exc).__name__}: {exc}"
-        raise KnowledgeError([KnowledgeProblem(source, None, why)]) from None
+        raise refuse(
+            f"不是有效的 Excel .xlsx 文件 / not a valid Excel .xlsx file: {type(exc).__name__}: {exc}"
+        ) from None
     while rows and not any(c.strip() for c in rows[0][1]):
-        rows.pop(0)  # blank rows above the header
+        rows.pop(0)  # rows of spaces above the header
     return read_rows(rows, default_file, source)
+
+
+def _sheet_rows(sheet: Any, refuse: Callable[[str], KnowledgeError]) -> Iterator[tuple[int, list[str]]]:
+    """(row number, cells up to the last filled one) of each non-blank row of a read-only sheet; a KnowledgeError
+    naming the cap when it has more rows, columns, cells or characters than one import reads."""
+    kept = cells = chars = 0
+    # One column past the cap is read, to tell a sheet that has it from one that ends there.
+    rows = sheet.iter_rows(min_row=1, max_col=MAX_XLSX_COLUMNS + 1, values_only=True)
+    for number, values in enumerate(rows, start=1):
+        # openpyxl makes up the blank rows between two row numbers: a number past Excel's last row is a bomb
+        if number > EXCEL_ROWS:
+            raise refuse(f"行号超过 Excel 的上限 / a row number past Excel's last row ({EXCEL_ROWS})")
+        if values.count(None) == len(values):
+            continue
+        row = [_cell(v) for v in values]
+        while row and not row[-1]:
+            row.pop()
+        if not row:
+            continue
+        kept += 1
+        cells += sum(1 for c in row if c)
+        chars += sum(len(c) for c in row)
+        if kept > MAX_XLSX_ROWS:
+            raise refuse(f"表格超过 {MAX_XLSX_ROWS} 行 / the sheet has more than {MAX_XLSX_ROWS} rows; split it")
+        if len(row) > MAX_XLSX_COLUMNS:
+            raise refuse(
+                f"第 {number} 行超过 {MAX_XLSX_COLUMNS} 列 / row {number} has more than {MAX_XLSX_COLUMNS} columns"
+            )
+        if cells > MAX_XLSX_CELLS:
+            raise refuse(f"表格超过 {MAX_XLSX_CELLS} 个单元格 / the sheet has more than {MAX_XLSX_CELLS} filled cells")
+        if chars > MAX_XLSX_CHARS:
+            raise refuse(
+                f"表格超过 {MAX_XLSX_CHARS} 个字符 / the sheet's cells hold more than {MAX_XLSX_CHARS} characters"
+            )
+        yield number, row
 
 
 def _cell(value: object) -> str:

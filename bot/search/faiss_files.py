@@ -22,6 +22,11 @@ STATE_FILE = "kbbot-state.json"
 INDEX_FILE = "vectors.faiss"
 
 
+# faiss's loader reports at INFO each CPU build it tries and cannot load ("Could not load library with AVX512
+# support ..."): normal on most CPUs, yet it reads like an error at every start. Its warnings still show.
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+
+
 def _import_faiss():
     return optional_import("faiss", "dense and hybrid retrieval (faiss-cpu)", DENSE_HINT)
 

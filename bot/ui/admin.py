@@ -35,7 +35,7 @@ from bot.config.settings import AdminSettings, Settings, default_of
 from bot.serving.logins import ThrottledLogin, locked_message
 from bot.serving.ratelimit import shared_store
 from bot.serving.shared_logins import login_throttle
-from bot.texts import NOT_ADMIN
+from bot.texts import ADMIN_OFF, NOT_ADMIN
 from bot.ui.events import PRIVATE
 
 if TYPE_CHECKING:
@@ -75,12 +75,18 @@ class AdminAuth:
         session_key: bytes | None = None,
         scope: str = "",
         cookie_path: str = "/",
+        variables: tuple[str, str] = (
+            default_of(AdminSettings, "username_env"),
+            default_of(AdminSettings, "password_env"),
+        ),
     ):
         """``throttle``: the login lockout around :meth:`check_password` (the chat login's policy; built from
         ``limits`` by :meth:`from_settings`, ThrottledLogin's defaults without it). ``scope``: the knowledge base
         this admin may edit, among several (its cookie has its own name and signature, sent under ``cookie_path``
-        only), so an admin of one is refused by another even with the same session key."""
+        only), so an admin of one is refused by another even with the same session key. ``variables``: the
+        environment variables that hold the credentials (named on the login page while they are unset)."""
         self.credentials = credentials
+        self.variables = variables
         self.scope = scope
         self.cookie = f"{COOKIE}_{scope}" if scope else COOKIE
         self.cookie_path = cookie_path
@@ -100,7 +106,12 @@ class AdminAuth:
         as the chat login is (``limits.login_failures``, ``limits.login_lockout_seconds``)."""
         cfg = settings.ui.admin
         admin = cls(
-            cfg.credentials(), cfg.session_hours, session_key=cfg.session_key(), scope=scope, cookie_path=cookie_path
+            cfg.credentials(),
+            cfg.session_hours,
+            session_key=cfg.session_key(),
+            scope=scope,
+            cookie_path=cookie_path,
+            variables=(cfg.username_env, cfg.password_env),
         )
         admin.throttle = login_throttle(admin.check_password, settings)
         admin.shared_logouts = shared_store(settings)
@@ -186,12 +197,10 @@ class AdminAuth:
         return router
 
     def login_form(self, message: str = "", status: int = 200) -> HTMLResponse:
-        """The login page (with an error line when ``message``)."""
+        """The login page (with an error line when ``message``); while admin is off, a 404 saying how to turn it
+        on."""
         if not self.enabled:
-            message = message or (
-                "管理功能未启用：请设置环境变量 KBBOT_ADMIN_USER 和 KBBOT_ADMIN_PASSWORD 后重启。"
-                "/ Admin is off: set KBBOT_ADMIN_USER and KBBOT_ADMIN_PASSWORD, then restart."
-            )
+            message, status = ADMIN_OFF.format(user=self.variables[0], password=self.variables[1]), 404
         line = f"<p class='err' id='kb-admin-error'>{html.escape(message)}</p>" if message else ""
         return HTMLResponse(
             LOGIN_PAGE.format(message=line),
@@ -202,6 +211,8 @@ class AdminAuth:
     async def login(self, request: Request) -> Response:
         """Check the posted username and password behind the login lockout; on success set the cookie and go to
         the app. 401 for a wrong password, 429 (saying when to retry) while the username + address is locked."""
+        if not self.enabled:
+            return self.login_form()
         address = request.client.host if request.client else "unknown"
         form = await request.form()
         username, password = str(form.get("username") or ""), str(form.get("password") or "")

@@ -54,6 +54,17 @@ TABLES = (
 )
 
 
+ONE_DAY = (
+    "只有一天的数据，折线图从第二天起显示；当天回答率 {rate} / One day of data so far: the line charts start on the second "
+    "day; the answer rate that day is {rate}"
+)
+
+
+def _rate(rate: pd.DataFrame) -> str:
+    """The one day's answer rate of an answer_rate frame, as text."""
+    return f"{float(rate['rate'].iloc[0]):.0%}" if len(rate) else "—"
+
+
 def frame(tile: Tile) -> pd.DataFrame:
     """A tile's rows as a DataFrame with its columns."""
     return pd.DataFrame(list(tile.rows), columns=list(tile.columns))
@@ -97,19 +108,27 @@ class AnalyticsHandlers:
             note = f"日期格式应为 ISO，如 2026-11-01 / Dates must be ISO, like 2026-11-01: {exc}"
             return (f"<div class='kb-notice'>{html.escape(note)}</div>", *empty)
         turns = stats.tile("feedback").rows[0][0]
-        status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC)</div>"
-        hits = frame(stats.tile("entry_hits"))
+        rate, hits = frame(stats.tile("answer_rate")), frame(stats.tile("entry_hits"))
+        # A line needs two days: over one, Gradio's line charts draw nothing at all. They wait, and say why.
+        lines = rate["day"].nunique() >= 2
+        note = "" if lines or not turns else f"<br>{ONE_DAY.format(rate=_rate(rate))}"
+        status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC){note}</div>"
         shown = {t.name for t in stats.tiles}  # the hand-off's tiles only when hand-off is on
         return (
             status,
-            frame(stats.tile("answer_rate")),
+            gr.update(value=rate, visible=lines),
             frame(stats.tile("decisions")),
             frame(stats.tile("per_day")),
             frame(stats.tile("per_hour")),
-            hits,
+            gr.update(value=hits, visible=lines),
             frame(stats.tile("relevance")).assign(bin=lambda d: d["from"].map(lambda v: f"{v:.2f}")),
             *(frame(stats.tile(name)) if name in shown else None for name in TABLES),
         )
+
+    def export_box(self, since: str, until: str, mode: str | None, source: str | None):
+        """The CSV box with :meth:`export`'s files, shown only once there are some."""
+        paths = self.export(since, until, mode, source)
+        return gr.update(value=paths, visible=bool(paths))
 
     def export(self, since: str, until: str, mode: str | None, source: str | None) -> list[str] | None:
         """One CSV per tile in the export folder (overwritten each time); their paths."""
@@ -141,7 +160,7 @@ def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHa
         show = gr.Button("显示 / Show", variant="primary", elem_id="kb-stats-show")
         export = gr.Button("导出 CSV / Export CSV", elem_id="kb-stats-export")
     status = gr.HTML(elem_id="kb-stats-status")
-    files = gr.File(label="CSV", file_count="multiple", interactive=False, elem_id="kb-stats-files")
+    files = gr.File(label="CSV", file_count="multiple", interactive=False, visible=False, elem_id="kb-stats-files")
     with gr.Row():
         rate = gr.LinePlot(
             x="day", y="rate", title="每日回答率 / Answer rate per day", elem_id="kb-stats-rate", y_lim=[0, 1], **DAYS
@@ -193,7 +212,7 @@ def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHa
     show.click(h.show, inputs, outputs, api_name="analytics")
     for f in (mode, source):
         f.change(h.show, inputs, outputs, **PRIVATE)
-    export.click(h.export, inputs, [files], api_name="analytics_export")
+    export.click(h.export_box, inputs, [files], api_name="analytics_export")
     return h, inputs, outputs
 
 

@@ -16,7 +16,8 @@ from bot.ui.knowledge_tab import knowledge_tab
 from bot.ui.testsets_tab import testsets_page
 from bot.ui.visitor_desk import POLL_SECONDS, VisitorDesk, new_visit
 
-# After an answer: a long one shows from its start (Gradio scrolls to its end); a short one stays at the bottom.
+# After an answer: a long one shows from its start (Gradio scrolls to its end); a short one stays at the bottom. On a
+# phone the page itself scrolls to the chat, so the answer and its buttons are on screen above the input.
 SHOW_ANSWER_START = """() => setTimeout(() => {
   const wrap = document.querySelector('#kb-chat .bubble-wrap');
   const rows = document.querySelectorAll('#kb-chat .bot-row');
@@ -24,9 +25,12 @@ SHOW_ANSWER_START = """() => setTimeout(() => {
   if (!wrap || !last) return;
   const top = last.getBoundingClientRect().top - wrap.getBoundingClientRect().top;
   if (last.getBoundingClientRect().height > wrap.clientHeight) wrap.scrollTop += top - 8;
+  const chat = document.querySelector('#kb-chat');
+  if (chat && window.matchMedia('(max-width: 640px)').matches)
+    window.scrollTo({top: window.scrollY + chat.getBoundingClientRect().top - 4});
 }, 300)"""  # after the chat's own scroll to the end, which follows the last render
 CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}
-#kb-main{flex-wrap:wrap}
+#kb-main{flex-wrap:wrap} #kb-sources-toggle{display:none!important}
 /* Wide admin tables scroll sideways inside their box on a phone instead of running off the page. */
 #kb-inbox-table,#kb-log-table,#kb-rt-results{overflow-x:auto!important}
 /* The chat's label and toolbar float over its top: the scrolling messages start below them, never under them. */
@@ -40,6 +44,9 @@ CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;borde
   .tab-container button{padding:4px 6px!important;font-size:13px!important;min-width:0!important;
     white-space:normal!important;height:auto!important;line-height:1.25!important}
   #kb-sources{max-height:50vh;overflow:auto!important}  /* Gradio sets an inline overflow:visible */
+  /* The sources fold behind a checkbox (below the answer they pushed the input off the screen); no server event. */
+  #kb-sources-head{display:none} #kb-sources-toggle{display:block!important}
+  #kb-main:not(:has(#kb-sources-toggle input:checked)) #kb-sources{display:none!important}
   #kb-buttons{flex-wrap:nowrap} #kb-buttons>button{min-width:0!important;padding:6px 4px!important}
 }"""
 
@@ -98,10 +105,17 @@ def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = 
                     visit = gr.State(None)  # the page's hand-off conversation (bot/ui/visitor_desk.py)
                     feedback_controls(kb.recorder, chatbot, turns)
                 with gr.Column(scale=2, min_width=320):
-                    gr.Markdown("### 来源 / Sources")
+                    gr.Markdown("### 来源 / Sources", elem_id="kb-sources-head")
+                    gr.Checkbox(
+                        False, label="显示来源 / Show the sources", container=False, elem_id="kb-sources-toggle"
+                    )
                     sources = gr.HTML(elem_id="kb-sources")
             message = gr.Textbox(
-                placeholder="输入问题，回车发送 / Type a question and press Enter", show_label=False, elem_id="kb-input"
+                placeholder="输入问题，回车发送 / Type a question and press Enter",
+                show_label=False,
+                elem_id="kb-input",
+                # One past the cap: a longer paste still reaches the bot as "too long", which says so.
+                max_length=settings.limits.max_message_chars + 1,
             )
             with gr.Row(elem_id="kb-buttons"):
                 send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")

@@ -127,13 +127,17 @@ class ChatHandlers:
         past = _plain_history(history)
         chosen = override(mode)
         within = entry_filter(categories)
+        # The page shows (and sends back) at most what the bot reads of a message, however much was posted; the
+        # bot gets one character more, so that it still says the message was cut.
+        cap = self.settings.limits.max_message_chars
+        message = (message or "")[: cap + 1]
         shown = list(history or []) + [
-            {"role": "user", "content": safe_markdown(message or "")},
+            {"role": "user", "content": safe_markdown(message[:cap])},
             {"role": "assistant", "content": ""},
         ]
         if not self.limiter.allow(client_key(request)):
             shown[-1] = {"role": "assistant", "content": RATE_LIMITED}
-            yield shown, message, "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
+            yield shown, message[:cap], "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
             return
         session = getattr(request, "session_hash", None)
         conversation = conversation_of(visit, session)
@@ -212,6 +216,7 @@ class ChatHandlers:
     def page_defaults(self):
         """(header, mode selector, examples, two category selectors) for a newly opened page: follow the configured
         mode as it is now; the category selectors offer the knowledge's categories now (hidden when it has none)."""
+        self.kb.catch_up()  # an entry added on disk since the last message counts in the header
         samples = self.examples()
         return (
             self.header(None),

@@ -10,6 +10,7 @@ import gradio as gr
 from bot.editing.editor import KnowledgeEditor
 from bot.editing.entry_table import EntryPage, HitCounts, safe_hit_counts
 from bot.ui.events import PRIVATE
+from bot.ui.render import minute
 
 HEADERS = [
     "文件 file",
@@ -19,7 +20,7 @@ HEADERS = [
     "关键词 keywords",
     "其他问法 phrasings",
     "命中 hits",
-    "最近命中 last hit",
+    "最近命中 last hit (UTC)",
 ]
 NONE = "—"
 
@@ -35,7 +36,7 @@ def table_rows(page: EntryPage) -> list[list[str]]:
             r.keywords,
             " | ".join(r.questions) or NONE,
             NONE if r.hits is None else str(r.hits),
-            r.last_hit or NONE,
+            minute(r.last_hit) or NONE,
         ]
         for r in page.rows
     ]

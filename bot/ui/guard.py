@@ -4,8 +4,8 @@
   holding ``![x](http://host/track)`` or ``<img src=...>`` never makes a viewer's browser fetch anything.
 - ``ClientLimits`` / ``limited``: per-minute limits keyed by the client's address (not its browser session, which a
   script renews at will) for chat, the retrieval test, knowledge writes and uploads.
-- ``GuardMiddleware``: a Content-Security-Policy on every response (images only from this server), the upload rate,
-  and the client address for the login check.
+- ``GuardMiddleware``: a Content-Security-Policy on every response (images only from this server), a cap on every
+  request body (``BodyCaps``), the upload rate, and the client address for the login check.
 - ``login_auth``: Gradio's login check, throttled by ``bot.serving.logins.ThrottledLogin`` (shared with the admin
   login and the API's token check).
 """
@@ -18,16 +18,19 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from starlette.types import Message, Receive, Scope, Send
 
+from bot.config.serving import LimitSettings
 from bot.config.settings import Settings
 from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
 from bot.serving.ratelimit import RateLimiter, SlidingWindowLimiter, chat_per_minute, rate_limiter
 from bot.serving.shared_logins import login_throttle
-from bot.texts import TOO_MANY, UPLOAD_GONE, UPLOADS_ADMIN_ONLY, UPLOADS_LIMITED
+from bot.texts import BODY_TOO_LARGE, TOO_MANY, UPLOAD_GONE, UPLOADS_ADMIN_ONLY, UPLOADS_LIMITED
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +144,95 @@ def use_own_upload_folder(settings: Settings) -> Path:
     return folder
 
 
+MB = 1024 * 1024
+# A multipart upload carries its boundaries and part headers around the file.
+UPLOAD_FORM_BYTES = 64 * 1024
+
+
+def is_upload(path: str) -> bool:
+    """True for Gradio's upload route (``/gradio_api/upload``, also under a mounted page's path)."""
+    return path.rstrip("/").endswith("/upload")
+
+
+@dataclass(frozen=True)
+class BodyCaps:
+    """The most bytes a request body may carry: an upload, and any other request."""
+
+    upload: int
+    other: int
+
+    @classmethod
+    def from_limits(cls, limits: LimitSettings) -> BodyCaps:
+        """The caps of ``limits.max_upload_mb`` (plus the form around the file) and ``limits.max_body_kb``."""
+        return cls(upload=int(limits.max_upload_mb * MB) + UPLOAD_FORM_BYTES, other=limits.max_body_kb * 1024)
+
+    def limit(self, path: str) -> int:
+        """The cap of a request to ``path``."""
+        return self.upload if is_upload(path) else self.other
+
+
+class CappedExchange:
+    """One request's receive and send, with its body counted: past ``limit`` bytes the client gets 413 and the app
+    a disconnect, so nobody buffers the rest; the CSP header goes on every response."""
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, limit: int, csp: bytes):
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+        self.limit = limit
+        self.csp = csp
+        self.received = 0
+        self.started = False
+        self.refused = False
+
+    async def receive(self) -> Message:
+        """The next ASGI message of the request; a disconnect once the body passed the cap."""
+        if self.refused:
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit:
+                await self.refuse()
+                return {"type": "http.disconnect"}
+        return message
+
+    async def send(self, message: Message) -> None:
+        """Send one ASGI message with the CSP header; nothing after the 413 of a refused body."""
+        if self.refused:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-security-policy"]
+            message = {**message, "headers": [*headers, (b"content-security-policy", self.csp)]}
+        await self._send(message)
+
+    async def refuse(self) -> None:
+        """Answer 413 (unless a response has begun) and stop passing anything on."""
+        from starlette.responses import JSONResponse
+
+        log.info(
+            "request body to %s over %d bytes refused from %s",
+            str(self.scope.get("path", ""))[:200],
+            self.limit,
+            (self.scope.get("client") or ("unknown", 0))[0],
+        )
+        if not self.started:
+            # In the OpenAI error shape the API's clients read (its own cap answers the same way); any client can
+            # show the message.
+            error = {"message": BODY_TOO_LARGE.format(limit=self.limit), "type": "invalid_request_error"}
+            too_large = JSONResponse(
+                {"error": {**error, "param": None, "code": "request_too_large"}},
+                status_code=413,
+                headers={"Connection": "close"},
+            )
+            await too_large(self.scope, self._receive, self.send)
+        self.refused = True
+
+
 class GuardMiddleware:
-    """ASGI middleware: the CSP header on every response, the upload rate per address, the client address for
-    the login check (``CLIENT_ADDRESS``)."""
+    """ASGI middleware: the CSP header on every response, the body cap of every request, the upload rate per
+    address, the client address for the login check (``CLIENT_ADDRESS``)."""
 
     def __init__(
         self,
@@ -151,48 +240,64 @@ class GuardMiddleware:
         uploads: RateLimiter | None = None,
         csp: str = CSP,
         may_upload: Callable[[Any], bool] | None = None,
+        caps: BodyCaps | None = None,
     ):
-        """``may_upload(request)``: whether a request may upload at all (the admin check); None: anyone may."""
+        """``may_upload(request)``: whether a request may upload at all (the admin check); None: anyone may.
+        ``caps``: the request body caps (the defaults of ``limits``)."""
         self.app = app
         self.uploads = uploads
         self.csp = csp.encode("latin-1")
         self.may_upload = may_upload
+        self.caps = caps or BodyCaps.from_limits(LimitSettings())
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI call."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         host = (scope.get("client") or ("unknown", 0))[0]
         token = CLIENT_ADDRESS.set(host)
+        exchange = CappedExchange(scope, receive, send, self.caps.limit(scope.get("path", "")), self.csp)
         try:
             refused = self._upload_refused(scope, host)
             if refused is not None:
-                await refused(scope, receive, send)
+                await refused(scope, receive, exchange.send)
                 return
-
-            async def send_with_csp(message: dict) -> None:
-                if message["type"] == "http.response.start":
-                    headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-security-policy"]
-                    message = {**message, "headers": [*headers, (b"content-security-policy", self.csp)]}
-                await send(message)
-
-            await self.app(scope, receive, send_with_csp)
+            if declared_length(scope) > exchange.limit:
+                await exchange.refuse()
+                return
+            try:
+                await self.app(scope, exchange.receive, exchange.send)
+            except Exception:
+                # The app may fail on the disconnect it was handed; the client has its 413 already.
+                if not exchange.refused:
+                    raise
         finally:
             CLIENT_ADDRESS.reset(token)
 
-    def _upload_refused(self, scope: dict, host: str) -> Any:
+    def _upload_refused(self, scope: Scope, host: str) -> Any:
         """The response refusing an upload (403 for anyone but an admin, 429 over the rate), or None."""
         from starlette.requests import Request
         from starlette.responses import PlainTextResponse
 
-        if scope.get("method") != "POST" or not scope.get("path", "").rstrip("/").endswith("/upload"):
+        if scope.get("method") != "POST" or not is_upload(scope.get("path", "")):
             return None
         if self.may_upload is not None and not self.may_upload(Request(scope)):
             return PlainTextResponse(UPLOADS_ADMIN_ONLY, status_code=403)
         if self.uploads is not None and not self.uploads.allow(f"addr:{host}"):
             return PlainTextResponse(UPLOADS_LIMITED, status_code=429)
         return None
+
+
+def declared_length(scope: Scope) -> int:
+    """The request's Content-Length (0 when absent or unreadable: the body is then counted as it arrives)."""
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
 
 
 def login_auth(auth: Any, settings: Settings) -> Any:
@@ -215,7 +320,7 @@ def login_auth(auth: Any, settings: Settings) -> Any:
 
 
 class ServerGuard:
-    """What app.serve adds to Gradio's launch for one app: middleware, the upload size cap and a throttled login."""
+    """What app.serve adds to Gradio's launch for one app: middleware, the body and upload caps, a throttled login."""
 
     def __init__(self, settings: Settings, may_upload: Callable[[Any], bool] | None = None):
         """``may_upload(request)``: who may upload (the admin check; only admins import knowledge files)."""
@@ -232,7 +337,12 @@ class ServerGuard:
         app_kwargs = dict(out.get("app_kwargs") or {})
         app_kwargs["middleware"] = [
             *app_kwargs.get("middleware", []),
-            Middleware(GuardMiddleware, uploads=self.uploads, may_upload=self.may_upload),
+            Middleware(
+                GuardMiddleware,
+                uploads=self.uploads,
+                may_upload=self.may_upload,
+                caps=BodyCaps.from_limits(self.settings.limits),
+            ),
         ]
         out["app_kwargs"] = app_kwargs
         # uvicorn (started by Gradio, no option for it) trusts X-Forwarded-For from FORWARDED_ALLOW_IPS, by default

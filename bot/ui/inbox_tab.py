@@ -21,11 +21,12 @@ from bot.errors import BotError, KnowledgeError
 from bot.handoff.desk import Desk
 from bot.handoff.tickets import Problem, Ticket
 from bot.knowledge_base import KnowledgeBase
-from bot.texts import LOG_OFF
+from bot.texts import DUPLICATE_QUESTION, LOG_OFF
 from bot.ui.admin import fill_for_admins
 from bot.ui.analytics_tab import analytics_page
 from bot.ui.events import PRIVATE
 from bot.ui.knowledge_tab import result_html
+from bot.ui.render import minute
 from bot.ui.suggestions_tab import suggestions_section
 
 e = html.escape
@@ -33,10 +34,6 @@ HANDOFFS = "handoffs"  # the inbox's filter that lists the hand-off tickets inst
 SORTS = [("最新 / Newest", "latest"), ("最常问 / Most asked", "count"), ("转人工 / Hand-offs", HANDOFFS)]
 STRATEGIES = [("全部 / All", ""), *((s.value.replace("_", " "), s.value) for s in Strategy)]
 RATINGS = [("全部 / All", ""), ("👎", "-1"), ("👍", "1")]
-
-
-def _when(iso: str) -> str:
-    return (iso or "")[:16].replace("T", " ")
 
 
 def groups_html(groups: list[Group]) -> str:
@@ -61,7 +58,7 @@ def groups_html(groups: list[Group]) -> str:
         )
         strategies = ", ".join(f"{e(k)} ×{v}" for k, v in sorted(g.strategies.items()))
         rows.append(
-            f"<tr><td>{e(g.question)}{others}</td><td>{g.count}</td><td>{e(_when(g.latest))}</td>"
+            f"<tr><td>{e(g.question)}{others}</td><td>{g.count}</td><td>{e(minute(g.latest))}</td>"
             f"<td>{strategies}</td><td>{g.thumbs_down or ''}{reasons}</td><td>{near}</td></tr>"
         )
     return (
@@ -83,7 +80,7 @@ def turns_html(turns: Sequence[Mapping[str, Any]]) -> str:
         answer = answer[:120] + ("…" if len(answer) > 120 else "")
         latency = f"{t['latency_ms']:.0f}" if t.get("latency_ms") is not None else ""
         rows.append(
-            f"<tr><td>{t['id']}</td><td>{e(_when(t['time']))}</td><td>{e(t.get('source') or '')}</td>"
+            f"<tr><td>{t['id']}</td><td>{e(minute(t['time']))}</td><td>{e(t.get('source') or '')}</td>"
             f"<td class='kb-strategy'>{e(t['strategy'])}</td><td>{e(t.get('mode') or '')}</td>"
             f"<td>{e(t['question'])}</td><td><small>{e(answer)}</small></td><td>{rating}{reason}</td>"
             f"<td>{latency}</td></tr>"
@@ -101,7 +98,7 @@ def retention_html(turn_log: ConversationLog) -> str:
     rows = f"{turn_log.retention_rows:,} 条 / turns" if turn_log.retention_rows else "不限条数 / no row limit"
     purge = turn_log.last_purge()
     last = (
-        f"{e(_when(purge.time))} UTC，删除 {purge.removed:,} 条 / removed {purge.removed:,}"
+        f"{e(minute(purge.time))} UTC，删除 {purge.removed:,} 条 / removed {purge.removed:,}"
         if purge
         else "尚未运行 / not yet"
     )
@@ -130,7 +127,7 @@ def tickets_html(tickets: Sequence[Ticket], problems: Sequence[Problem]) -> str:
     if not tickets:
         return failing + "<p id='kb-inbox-empty'>没有转人工的工单 / No hand-off tickets.</p>"
     rows = "".join(
-        f"<tr><td>#{t.id}</td><td>{e(_when(t.created))}</td><td class='kb-ticket-status'>{e(t.status.value)}</td>"
+        f"<tr><td>#{t.id}</td><td>{e(minute(t.created))}</td><td class='kb-ticket-status'>{e(t.status.value)}</td>"
         f"<td>{e(t.reason.value)}</td><td>{e(t.channel)}</td><td>{e(t.question)}</td><td>{e(t.agent or '')}</td></tr>"
         for t in tickets
     )
@@ -170,30 +167,50 @@ class InboxHandlers:
         return groups_html(groups), gr.update(choices=choices, value=choices[0][1] if choices else None), status
 
     def pick(self, key: str | None, sort: str | None):
-        """Start both forms afresh for a group: (new entry query, document, metadata, phrasing, entry choices).
+        """Start both forms afresh for a group: (new entry file, query, other phrasings, document, metadata,
+        phrasing, entry choices).
 
-        Nothing of the previous group's entry stays (document and keywords are cleared). The entries offered for
-        the phrasing are those that answered its thumbs-down turns (a wrong answer: the question was theirs but
-        worded otherwise), then the near misses.
+        Nothing of the previous group's entry stays (document and keywords are cleared). The new entry's other
+        phrasings are the group's other questions, and its file the one written in the question's language. The
+        entries offered for the phrasing are those that answered its thumbs-down turns (a wrong answer: the
+        question was theirs but worded otherwise), then the near misses.
         """
         group = next((g for g in self._groups(sort) if g.key == key), None)
         if group is None:
-            return "", "", "", "", gr.update(choices=[], value=None)
+            return gr.skip(), "", "", "", "", "", gr.update(choices=[], value=None)
         choices = [(f"👎 {a['id']} · {a['query']}", a["id"]) for a in group.answered]
         seen = {a["id"] for a in group.answered}
         choices += [(f"{c['id']} · {c['query']}", c["id"]) for c in group.candidates if c["id"] not in seen]
         entry = gr.update(choices=choices, value=choices[0][1] if choices else None)
-        return group.question, "", "", group.question, entry
+        others = "\n".join(q for q in group.questions if q != group.question)
+        file = self.editor.file_for(group.question)
+        return gr.update(value=file) if file else gr.skip(), group.question, others, "", "", group.question, entry
 
     def _done(self, key: str | None, sort: str | None, status: str):
         if key and self.log is not None:
             self.log.dismiss(key)  # handled: it leaves the inbox until asked (and missed) again
         return self.refresh(sort, status)
 
-    def new_entry(self, key: str | None, file: str | None, query: str, document: str, metadata: str, sort: str | None):
-        """Add an entry for the group's question (through the KnowledgeEditor: indexed at once), then file the group."""
+    def new_entry(
+        self,
+        key: str | None,
+        file: str | None,
+        query: str,
+        phrasings: str | None,
+        document: str,
+        metadata: str,
+        sort: str | None,
+    ):
+        """Add an entry for the group's question (through the KnowledgeEditor: indexed at once), then file the group;
+        refused, with the entry named, when an entry already asks one of its questions."""
+        questions = [q.strip() for q in (phrasings or "").splitlines() if q.strip()]
+        for question in (query, *questions):
+            existing = self.editor.asking(question)
+            if existing is not None:
+                notice = DUPLICATE_QUESTION.format(question=e(question), entry=e(existing.id))
+                return gr.skip(), gr.skip(), f"<div class='kb-notice'>⚠️ {notice}</div>"
         try:
-            result = self.editor.save(file, None, query, document, metadata)
+            result = self.editor.add(file, None, query, document, metadata, questions=questions)
         except BotError as exc:
             return gr.skip(), gr.skip(), error_html(exc)
         return self._done(key, sort, result_html(result))
@@ -249,6 +266,9 @@ def inbox_tab(kb: KnowledgeBase) -> tuple[InboxHandlers, Any, list]:
             elem_id="kb-inbox-file",
         )
         query = gr.Textbox(label="问题/标题 query", elem_id="kb-inbox-query")
+        phrasings = gr.Textbox(
+            label="其他问法 questions（每行一个 / one per line）", lines=2, elem_id="kb-inbox-phrasings"
+        )
         document = gr.Textbox(label="内容 document", lines=3, elem_id="kb-inbox-document")
         metadata = gr.Textbox(label="关键词 metadata（逗号分隔 / comma-separated）", elem_id="kb-inbox-metadata")
         create = gr.Button("新建条目 / New entry", variant="primary", elem_id="kb-inbox-new")
@@ -273,8 +293,10 @@ def inbox_tab(kb: KnowledgeBase) -> tuple[InboxHandlers, Any, list]:
     fill_for_admins(files, [file])
     refresh.click(h.refresh, [sort], listed, api_name="inbox")
     sort.change(h.refresh, [sort], listed, **PRIVATE)
-    pick.change(h.pick, [pick, sort], [query, document, metadata, phrasing, entry], **PRIVATE)
-    create.click(h.new_entry, [pick, file, query, document, metadata, sort], listed, api_name="inbox_new_entry")
+    pick.change(h.pick, [pick, sort], [file, query, phrasings, document, metadata, phrasing, entry], **PRIVATE)
+    create.click(
+        h.new_entry, [pick, file, query, phrasings, document, metadata, sort], listed, api_name="inbox_new_entry"
+    )
     add.click(h.add_phrasing, [pick, entry, phrasing, sort], listed, api_name="inbox_add_phrasing")
     dismiss.click(h.dismiss, [pick, sort], listed, api_name="inbox_dismiss")
     return h, sort, listed

@@ -101,6 +101,12 @@ class KnowledgeHandlers:
         """The key list of ``file`` (the first MAX_KEY_CHOICES) with ``value`` chosen."""
         return gr.update(choices=self.editor.keys(file)[:MAX_KEY_CHOICES], value=value)
 
+    def first_file(self):
+        """(file selector, key selector) of a fresh page: the first file chosen, its keys one click away."""
+        files = self.editor.files()
+        first = files[0] if files else None
+        return gr.update(choices=files, value=first), self.key_choices(first)
+
     def keys(self, file: str | None):
         """A file was chosen: its keys, and the form adds a new entry to it."""
         return self.key_choices(file), None, NEW_MODE
@@ -310,9 +316,9 @@ def knowledge_tab(
 
     def admin_page():
         rows, page_line, _ = browser.show("", 1)
-        return health_html(kb.bot.status()), rows, page_line, gr.update(choices=k.editor.files()), template_file()
+        return health_html(kb.bot.status()), rows, page_line, *k.first_file(), template_file()
 
-    fill_for_admins(admin_page, [health, table, info, file, template])
+    fill_for_admins(admin_page, [health, table, info, file, key, template])
     form = [query, document, metadata, questions, file, key, loaded, mode, confirm_row]
     file.input(k.keys, [file], [key, loaded, mode], **PRIVATE)
     key.input(k.choose, [file, key, loaded], form, **PRIVATE)

@@ -43,9 +43,16 @@ def admin_routes(demo: AdminBlocks, path: str) -> list[Any]:
     return list(router.routes)
 
 
-def any_admin(pages: Mapping[str, AdminBlocks]) -> Callable[[Any], bool]:
-    """``allows(request)``: True when the request carries a valid admin cookie of any page (who may upload)."""
-    return lambda request: any(page.admin.allows(request) for page in pages.values())
+def upload_admin(pages: Mapping[str, AdminBlocks]) -> Callable[[Any], bool]:
+    """``allows(request)``: True when the request carries a valid admin cookie of the page it uploads to (the page
+    whose path it is under, ``/kb/<name>/…``; else the default's at ``/``): who may upload there."""
+
+    def allows(request: Any) -> bool:
+        path = request.url.path
+        under = [prefix for prefix in pages if prefix != "/" and path.startswith(prefix.rstrip("/") + "/")]
+        return pages[max(under, key=len) if under else "/"].admin.allows(request)
+
+    return allows
 
 
 def mounted(pages: Mapping[str, AdminBlocks], launch: Mapping[str, Any]) -> tuple[list[Any], Any]:
@@ -63,6 +70,8 @@ def mounted(pages: Mapping[str, AdminBlocks], launch: Mapping[str, Any]) -> tupl
             auth=launch.get("auth"),
             auth_message=launch.get("auth_message"),
             max_file_size=launch.get("max_file_size"),
+            # as the default page: errors reach the log, visitors see only that one happened
+            show_error=bool(launch.get("show_error", False)),
             css=CSS,
         )
         mounts.append(holder.router.routes[-1])

@@ -32,6 +32,11 @@ STRATEGY_LABELS = {
 BAND_LABELS = {Band.HIGH: "高 / high", Band.MEDIUM: "中 / medium", Band.LOW: "低 / low"}
 
 
+def minute(iso: str | None) -> str:
+    """A stored UTC timestamp to the minute, as people read it ("2026-11-27 09:05"; empty for none)."""
+    return (iso or "")[:16].replace("T", " ")
+
+
 def warn(text: str) -> str:
     """A notice with one ⚠️ in front (config notices may bring their own), escaped."""
     return f"⚠️ {e(text.strip().removeprefix('⚠️').strip())}"

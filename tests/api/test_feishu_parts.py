@@ -5,14 +5,12 @@ the events taken kept in the state folder across a restart."""
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 from pydantic import ValidationError
 
 from bot.api.feishu.crypto import CryptoError, FeishuCrypto
 from bot.api.feishu.messages import Event, EventError, Mention, Outgoing, event_of, incoming
-from bot.api.feishu.seen import SeenFile
 from bot.config.channels import FeishuSettings
 from bot.config.knowledge_bases import knowledge_base_settings
 from bot.config.variants import update
@@ -104,27 +102,6 @@ def test_settings_are_off_by_default_and_reject_unknown_keys_and_bad_paths():
         FeishuSettings.model_validate({"path": "feishu/"})
     with pytest.raises(ValidationError, match="open.feishu.cn"):
         FeishuSettings.model_validate({"api_base": "open.feishu.cn"})
-
-
-def test_events_taken_are_remembered_across_a_restart_and_forgotten_after_their_time(tmp_path):
-    now = [1_700_000_000.0]
-    path = tmp_path / "feishu" / "events.sqlite"
-    first = SeenFile(path, ttl=3600, clock=lambda: now[0])
-    assert first.first("ev-1") and not first.first("ev-1") and first.first("ev-2")
-    first.close()
-    again = SeenFile(path, ttl=3600, clock=lambda: now[0])  # a new process: only the file knows
-    assert not again.first("ev-1")
-    now[0] += 3601
-    assert again.first("ev-1") and not again.first("ev-1")
-
-
-def test_a_state_folder_that_cannot_be_written_keeps_the_events_in_memory_and_says_so(tmp_path, caplog):
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the folder should be")
-    seen = SeenFile(blocker / "events.sqlite", ttl=3600)
-    with caplog.at_level(logging.ERROR, logger="bot.api.feishu"):
-        assert seen.first("ev-1") and not seen.first("ev-1")
-    assert "kept in memory meanwhile" in caplog.text
 
 
 def test_only_the_default_knowledge_base_serves_feishu(settings):

@@ -3,12 +3,15 @@ and sources, cut to one message; each conversation's bounded memory; the events 
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import pytest
 
 from bot.api.im.delivery import TokenCache
 from bot.api.im.memory import Histories, Seen
 from bot.api.im.render import fit, plain, render
+from bot.api.im.seen import SeenFile
 from bot.chat.answer import Answer, Option, Strategy
 from bot.chat.offers import CLARIFY_TAIL, clarify_text, read_offer
 from bot.knowledge.entries import Entry
@@ -108,3 +111,26 @@ def test_a_token_is_kept_until_shortly_before_it_expires_and_fetched_again_when_
         assert tokens.get(http) == "t-2"
         assert tokens.get(http, fresh=True) == "t-3" and "t-3" not in repr(tokens)
     assert fetched == [0.0, 6901.0, 6901.0]
+
+
+def test_events_taken_are_remembered_across_a_restart_and_forgotten_after_their_time(tmp_path):
+    now = [1_700_000_000.0]
+    path = tmp_path / "feishu" / "events.sqlite"
+    first = SeenFile(path, 3600, "Feishu", clock=lambda: now[0])
+    assert first.first("ev-1") and not first.first("ev-1") and first.first("ev-2")
+    first.close()
+    again = SeenFile(path, 3600, "Feishu", clock=lambda: now[0])  # a new process: only the file knows
+    assert not again.first("ev-1")
+    now[0] += 3601
+    assert again.first("ev-1") and not again.first("ev-1")
+    again.first("ev:lisi:1:enter_agent")  # a WeCom event key names its member: the file keeps keys hashed
+    assert b"lisi" not in path.read_bytes() and b"ev-1" not in path.read_bytes()
+
+
+def test_a_state_folder_that_cannot_be_written_keeps_the_events_in_memory_and_says_so(tmp_path, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the folder should be")
+    seen = SeenFile(blocker / "events.sqlite", 3600, "Feishu")
+    with caplog.at_level(logging.ERROR, logger="bot.api.im"):
+        assert seen.first("ev-1") and not seen.first("ev-1")
+    assert "kept in memory meanwhile" in caplog.text

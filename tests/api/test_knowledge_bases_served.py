@@ -107,3 +107,23 @@ def test_an_admin_of_one_knowledge_base_cannot_edit_another(served_kbs, tmp_path
     assert save_entry(base, "/kb/hr/", hr, "人事处的新问题？") == "complete"
     assert "人事处的新问题？" in files["hr"].read_text(encoding="utf-8")
     assert files["admissions"].read_text(encoding="utf-8") == before["admissions"]
+
+
+def test_each_page_hides_error_details_and_takes_uploads_only_from_its_own_admin(served_kbs):
+    from tests.support.gradio_http import queue_call
+
+    base, _ = served_kbs
+    for path in ("", "/kb/hr"):
+        deps = httpx.get(f"{base}{path}/config", timeout=30).json()["dependencies"]
+        chat = next(d["id"] for d in deps if d.get("api_name") == "chat")
+        failed = queue_call(base + path, chat, 2)  # two inputs of five: the handler cannot run
+        assert '"success":false' in failed and "input values" not in failed, (path, failed[-300:])
+    hr_login = httpx.post(f"{base}/kb/hr/admin/login", data=dict(zip(("username", "password"), HR_ADMIN, strict=True)))
+    hr = {HR_COOKIE: hr_login.cookies[HR_COOKIE]}
+    boss = login(base + "/")
+
+    def upload(path: str, cookies: dict[str, str]) -> int:
+        files = {"files": ("faq.json", b'{"a": {"query": "q", "document": "d"}}')}
+        return httpx.post(f"{base}{path}/gradio_api/upload", files=files, cookies=cookies, timeout=30).status_code
+
+    assert [upload("/kb/hr", hr), upload("", hr), upload("/kb/hr", boss), upload("", boss)] == [200, 403, 403, 200]

@@ -97,6 +97,18 @@ def test_a_retried_msgid_is_answered_once_events_get_an_empty_200_and_images_a_n
     assert len(turns(settings)) == 1  # the first message only
 
 
+def test_a_callback_replayed_after_a_restart_is_not_answered_again(wecom_settings, serve_api):
+    wecom_settings = with_cutoffs(wecom_settings, "sparse", 0.5)
+    message = text_message("怎么添加知识？", msg_id="8888")
+    first = start(serve_api, wecom_settings)
+    captured = first.signed(message)  # what an attacker on the path keeps: the body and its signed query
+    assert "knowledge 文件夹" in first.reply(first.post_raw(*captured))["Content"]
+    restarted = start(serve_api, wecom_settings)  # a new process over the same state folder
+    replay = restarted.post_raw(*captured)
+    assert replay.status_code == 200 and replay.content == b""
+    assert len(turns(wecom_settings)) == 1
+
+
 def test_a_clarify_question_then_2_answers_the_second_option(wecom_settings, serve_api, tmp_path):
     wecom_settings = with_fees(wecom_settings, tmp_path / "fees")
     sim = start(serve_api, wecom_settings)

@@ -71,6 +71,15 @@ def test_the_apps_own_origin_may_use_its_demo_page(widget):
     page = httpx.get(f"{base}/widget/demo")
     assert page.status_code == 200 and f'data-token="{WIDGET_TOKEN}"' in page.text
     assert post(base, "怎么添加知识？", origin=base).status_code == 200
+    assert post(base, "怎么添加知识？", origin=base.replace("127.0.0.1", "localhost")).status_code == 200
+
+
+def test_a_request_naming_its_own_host_is_not_the_apps_origin(widget):
+    base, _ = widget
+    body = {"message": "怎么添加知识？", "history": [], "session": SESSION, "token": WIDGET_TOKEN}
+    forged = {"Origin": "http://evil.example", "Host": "evil.example"}
+    r = httpx.post(f"{base}/widget/chat", json=body, headers=forged, timeout=60)
+    assert r.status_code == 403 and r.json()["error"] == FOREIGN
 
 
 def test_a_wrong_token_is_401(widget):
@@ -128,6 +137,19 @@ def test_turns_are_logged_as_widget_turns(widget):
     assert post(base, "怎么添加知识？").status_code == 200
     log = turn_log_from_settings(settings)
     assert log is not None and [t["source"] for t in log.recent(5)] == ["widget"]
+
+
+def test_a_body_over_64_kb_is_refused_without_reading_the_rest(widget):
+    from bot.api.widget import MAX_BODY_BYTES
+    from tests.support.bodies import post_streamed
+
+    base, settings = widget
+    prefix = b'{"session": "ssssssssssss", "token": "' + WIDGET_TOKEN.encode() + b'", "message": "'
+    streamed = post_streamed(base, "/widget/chat", 200 * 1024 * 1024, prefix, b'"}', headers={"Origin": ALLOWED})
+    assert streamed.status == 413 and f"body over {MAX_BODY_BYTES} bytes".encode() in streamed.reply
+    assert streamed.sent < 16 * 1024 * 1024  # what the sockets buffered: not the 200 MB
+    log = turn_log_from_settings(settings)
+    assert log is None or log.recent(10) == []
 
 
 @pytest.mark.parametrize(

@@ -97,3 +97,24 @@ def test_a_cut_single_reference_stays_valid_json(settings):
     content = next(ln for ln in text.split("\n") if ln.startswith("内容 / Content: "))
     document = json.loads(content.removeprefix("内容 / Content: "))
     assert document.endswith("…") and document.startswith("长") and len(text) < 400
+
+
+def test_the_shipped_demonstrations_quote_the_shipped_knowledge_as_it_is():
+    """A demonstration teaches the LLM how to answer from a reference: one quoting an entry that has since changed
+    (a mode change "needs a restart") teaches it to contradict the knowledge."""
+    from bot.config.settings import load_settings
+    from bot.knowledge.entries import load_entries
+    from tests.support.knowledge import ROOT
+
+    settings = load_settings(ROOT / "config.yaml")
+    entries = {e.query: e for e in load_entries(ROOT / settings.knowledge.path)}
+    quoted = 0
+    for demo in settings.prompt.demonstrations:
+        for ref in demo.references if "[1]" in demo.answer else ():  # the answer cites it: it must be the entry
+            entry = entries.get(ref["query"])
+            if entry is not None:
+                assert ref["document"] == entry.document, ref["query"]
+                quoted += 1
+        if "retrieval.mode" in demo.answer:  # a running app follows the edit (bot/config/watch.py)
+            assert "重启应用后生效" not in demo.answer and "不用重启" in demo.answer
+    assert quoted >= 1

@@ -80,7 +80,7 @@ def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
     [
         ("save_entry", ["faq.json", "", "停车场怎么收费？", "每小时五元。", "停车", None]),
         ("inbox", ["latest"]),
-        ("inbox_new_entry", [None, "faq.json", "停车场怎么收费？", "每小时五元。", "停车", "latest"]),
+        ("inbox_new_entry", [None, "faq.json", "停车场怎么收费？", "", "每小时五元。", "停车", "latest"]),
         ("inbox_dismiss", ["火星上有几座城市", "latest"]),
         ("log_turns", ["", "", ""]),
     ],

@@ -119,6 +119,17 @@ def test_examples_come_from_the_knowledge_in_use():
     assert example_questions(entries[:2], ["x"], 4) == ["问题0？", "问题1？"] and example_questions([], ["x"]) == []
 
 
+def test_entries_titled_like_headings_are_no_examples_but_their_question_phrasings_are():
+    entries = [
+        Entry("f:history", "中山大学的1925年历史", "d"),  # a heading: never an example
+        Entry("f:gym", "体育馆开放时间", "d", questions=("体育馆几点开门", "gym hours")),
+        Entry("f:en", "How do I connect Ollama?", "d"),
+        Entry("f:fees", "学费标准", "d"),
+    ]
+    assert example_questions(entries, [], 4) == ["体育馆几点开门", "How do I connect Ollama?"]
+    assert example_questions(entries[:1], [], 4) == []  # none worded as a question: no examples at all
+
+
 def test_header_shows_entries_mode_source_and_a_generic_knowledge_line(offline_bot, settings):
     status = offline_bot.status()
     header = header_markdown("T", status, "仅检索", follows_config=True)
@@ -153,3 +164,12 @@ def test_a_split_hit_is_labelled_by_the_part_that_ranks_it_best(offline_bot):
     hits, _ = offline_bot.retrieve("怎么添加知识，怎么切换检索模式？")
     labels = {h.entry.id: h.subquestion for h in hits}
     assert labels["faq:add"] == "怎么添加知识" and labels["faq:mode"] == "怎么切换检索模式"
+
+
+def test_did_you_mean_offers_only_entries_within_reach_of_the_threshold(offline_bot, settings):
+    answer = offline_bot.answer("我想把资料放进机器人")  # 怎么添加知识？ at 0.20 of 0.5; 阈值是什么意思？ at 0.10
+    relevance = {h.entry.query: h.relevance for h in answer.candidates}
+    assert relevance["阈值是什么意思？"] < 0.35 * 0.5 <= relevance["怎么添加知识？"]
+    assert answer.suggestions == ("怎么添加知识？",) and "阈值" not in answer.text
+    anything = build_bot(with_cutoffs(replace(settings, "fallback.last_resort.suggestions_reach", 0.0), "sparse", 0.5))
+    assert anything.answer("我想把资料放进机器人").suggestions == ("怎么添加知识？", "阈值是什么意思？")

@@ -54,6 +54,17 @@ def test_add_show_edit_delete(config_file, kb_dir):
         assert r.returncode == 2 and r.stderr.startswith("错误 / error:"), (bad, r.stderr)
 
 
+def test_add_and_edit_take_other_phrasings(config_file, kb_dir):
+    r = cli(config_file, "add", "--file", "faq", "--query", "停车场怎么收费？", "--document", "五元。",
+            "--questions", "停车多少钱 | 停车费", "--questions", "车位收费")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert read(kb_dir / "faq.json")["1"]["questions"] == ["停车多少钱", "停车费", "车位收费"]
+    r = cli(config_file, "edit", "--file", "faq", "--key", "1", "--document", "每小时五元。")
+    assert r.returncode == 0 and read(kb_dir / "faq.json")["1"]["questions"] == ["停车多少钱", "停车费", "车位收费"]
+    r = cli(config_file, "edit", "--file", "faq", "--key", "1", "--questions", "停车贵吗")
+    assert r.returncode == 0 and read(kb_dir / "faq.json")["1"]["questions"] == ["停车贵吗"]
+
+
 def test_import_history_restore(config_file, kb_dir, tmp_path):
     original = (kb_dir / "faq.json").read_bytes()
     upload = tmp_path / "faq.json"

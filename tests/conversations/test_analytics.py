@@ -330,7 +330,8 @@ def test_the_analytics_tab_refuses_requests_without_the_admin_cookie(served):
         if api_name == "analytics":
             assert "1 轮对话" in payload[0]
         else:
-            names = sorted(Path(f["path"]).name for f in payload[0])
+            assert payload[0]["visible"] is True  # the CSV box appears with its files
+            names = sorted(Path(f["path"]).name for f in payload[0]["value"])
             assert "analytics-decisions.csv" in names and len(names) == 15  # 12, and the hand-off's 3
 
 
@@ -391,3 +392,54 @@ def test_csv_export_overwrites_one_private_folder(seeded):
     assert decisions[0] == "decision,turns,share" and decisions[1].startswith("direct,21,")
     assert (h.export_dir / "analytics-never_hit.csv").read_text(encoding="utf-8-sig").split() == ["entry", "faq:never"]
     assert h.export("not a date", "", "", "") is None
+
+
+def test_one_day_of_data_hides_the_line_charts_and_says_why_and_the_csv_box_waits_for_an_export(tmp_path):
+    from types import SimpleNamespace
+
+    from bot.ui.analytics_tab import AnalyticsHandlers
+
+    turn_log = TurnLog(tmp_path / "log.sqlite", retention_days=0, retention_rows=0, clock=lambda: NOW)
+    for seed in seeds()[:2]:  # two turns on NOW's day
+        record(turn_log, Seed(**{**seed.__dict__, "time": NOW - timedelta(minutes=5)}))
+    bot = SimpleNamespace(index=SimpleNamespace(entries=[]))
+    h = AnalyticsHandlers(turn_log, bot, top=5, sample=1000)  # type: ignore[arg-type]
+    status, rate, _decisions, per_day, _hour, hits, *_ = h.show("", "", "", "")
+    assert rate["visible"] is False and hits["visible"] is False and len(rate["value"]) == 1
+    assert "One day of data so far" in status and "2 轮对话" in status and len(per_day) == 1  # bars need no second day
+    record(turn_log, Seed(**{**seeds()[2].__dict__, "time": NOW - timedelta(days=1)}))
+    status, rate, *_ = h.show("", "", "", "")
+    assert rate["visible"] is True and "One day" not in status
+    box = h.export_box("", "", "", "")
+    assert box["visible"] is True and len(box["value"]) > 5
+    assert h.export_box("not a date", "", "", "")["visible"] is False
+    turn_log.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_one_day_of_data_in_chromium_shows_no_empty_chart_nor_an_empty_csv_box(browser, app_config):
+    from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+
+    settings = load_settings(app_config)
+    turn_log = turn_log_from_settings(settings)
+    assert turn_log is not None
+    for seed in seeds()[:6]:
+        record(turn_log, Seed(**{**seed.__dict__, "time": datetime.now(UTC) - timedelta(minutes=5)}))
+    turn_log.close()
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.get_by_role("tab", name="统计 / Analytics").click()
+        page.locator("#kb-stats-status").get_by_text("One day of data so far").wait_for(timeout=30000)
+        page.locator("#kb-stats-day canvas, #kb-stats-day svg").first.wait_for(timeout=20000)
+        page.wait_for_timeout(1000)  # the charts' first paint
+        assert not page.locator("#kb-stats-rate").is_visible() and not page.locator("#kb-stats-hits").is_visible()
+        assert not page.locator("#kb-stats-files").is_visible()  # no empty CSV box above the charts
+        shot(page, "analytics-one-day")
+        page.locator("#kb-stats-export").click()  # then the box appears, with the files
+        page.wait_for_function(
+            "() => document.querySelector('#kb-stats-files')?.innerText.includes('analytics-decisions')", timeout=30000
+        )
+    finally:
+        app.stop()

@@ -116,6 +116,41 @@ def test_no_personal_data_reaches_the_sqlite_file_the_inbox_or_the_log_page(sett
         assert secret.encode() not in _stored_bytes(path)
 
 
+TYPED = {  # one mobile number as people type it; none of them may be stored in any form
+    "full-width": "１３８１２３４５６７８",
+    "arabic-indic": "١٣٨١٢٣٤٥٦٧٨",
+    "dotted": "138.1234.5678",
+    "spaced": "1 3 8 1 2 3 4 5 6 7 8",
+}
+
+
+def test_typed_forms_of_a_number_are_masked_in_all_that_is_stored(llm_settings, llm_server):
+    from bot.conversations.analytics import analytics_from_settings
+
+    llm_server.reply = lambda body: f"您说的号码是 {TYPED['full-width']}，邮箱 zhang＠example.com。"  # HyDE and answers
+    bot = build_bot(llm_settings)
+    kb = build_knowledge_base(llm_settings, bot)
+    for form in TYPED.values():
+        kb.ask(f"我的手机号{form}收不到火星的验证码", session="s1", source="web")
+    turn_log = kb.recorder.log
+    assert turn_log is not None
+    assert kb.recorder.feedback(turn_log.recent(1)[0]["id"], -1, f"回我 {TYPED['arabic-indic']}")
+    rows = turn_log.recent(10)
+    stats = analytics_from_settings(turn_log, llm_settings).compute()
+    shown = [
+        _stored_bytes(_log_path(llm_settings)).decode("utf-8", "replace"),
+        InboxHandlers(turn_log, None).turns("", "", ""),  # type: ignore[arg-type]
+        str([(g.key, g.questions, g.reasons) for g in turn_log.unanswered()]),
+        *(tile.csv() for tile in stats.tiles),
+    ]
+    for text in shown:
+        for form in [*TYPED.values(), MOBILE, "zhang＠example", "zhang@example"]:
+            assert form not in text, (form, text[:300])
+    assert all("[mobile]" in r["question"] and r["norm"] and "138" not in r["norm"] for r in rows)
+    assert {r["hypothetical"] for r in rows} == {"您说的号码是 [mobile]，邮箱 [email]。"}
+    assert any("[mobile]" in tile.csv() for tile in stats.tiles)
+
+
 def test_the_llm_sees_what_the_user_typed_unless_configured(llm_settings, llm_server):
     question = f"图书馆开放时间？我的手机号{MOBILE}"
     build_bot(llm_settings).answer(question)

@@ -15,7 +15,8 @@ from bot.chat.recorder import row_of
 from bot.config.variants import replace
 from bot.conversations.inbox import group_turns, normalise, similar_pairs
 from bot.conversations.turn_log import TurnLog, TurnLogError, turn_log_from_settings
-from tests.support.answers import answered, missed
+from bot.ui.inbox_tab import groups_html
+from tests.support.answers import CANTEEN, LIBRARY, answered, hit, missed
 
 pytestmark = pytest.mark.unit
 
@@ -116,13 +117,25 @@ def test_feedback_latest_wins_and_a_thumbs_down_is_unanswered(turn_log):
         turn_log.feedback(turn_id, 5)
 
 
+def test_a_thumbs_down_names_only_the_entry_that_answered_not_the_others_listed(turn_log):
+    listed = [hit(LIBRARY, 0.8), hit(CANTEEN, 0.7)]  # the second shown under "other related entries"
+    turn_id = turn_log.record(row_of(answered("图书馆周末开吗", hits=listed, candidates=listed)), "s")
+    turn_log.feedback(turn_id, -1)
+    [group] = turn_log.unanswered()
+    assert [a["id"] for a in group.answered] == ["faq:library"]
+    shown = groups_html([group])  # the inbox row: one entry marked answered, the other not named at all
+    assert shown.count("(答的 / answered)") == 1 and "faq:canteen" not in shown
+
+
 def test_near_duplicates_are_one_group_with_the_candidates_that_almost_passed(turn_log):
     for i, q in enumerate(
         ["图书馆几点开门？", "图书馆几点开门", "图书馆 几点开门!", "图书馆几点开门呀", "ＷＨＥＲＥ is the canteen?"]
     ):
         turn_log.record(row_of(missed(q, near=0.40 + i / 100)), f"s{i}", now=T0 + timedelta(minutes=i))
     turn_log.record(
-        row_of(answered(strategy=Strategy.HYDE, question="食堂有清真窗口吗")), "s9", now=T0 + timedelta(minutes=9)
+        row_of(answered(strategy=Strategy.HYDE, question="食堂有清真窗口吗")),
+        "s9",
+        now=T0 + timedelta(minutes=9),
     )
     groups = turn_log.unanswered()
     assert [g.count for g in groups] == [1, 1, 4]  # newest first
@@ -206,6 +219,24 @@ def test_retention_by_days_on_open_and_on_prune(tmp_path):
     assert later.count() == 0
     reopened.close()
     later.close()
+
+
+def test_purged_questions_leave_no_trace_in_the_file_its_wal_dismissals_or_rejections(tmp_path):
+    path = tmp_path / "t.sqlite"
+    tl = TurnLog(path, retention_days=30, retention_rows=0, clock=lambda: T0)
+    secret = "紫色大象住在哪栋宿舍"
+    tl.record(row_of(missed(secret + "？")), "s", now=T0 - timedelta(days=31))
+    tl.record(row_of(missed("图书馆几点开门？")), "s", now=T0)
+    assert tl.dismiss(secret) == 1
+    tl.reject_suggestion(normalise(secret), "faq:library")
+    assert secret.encode() in path.read_bytes() + path.with_name("t.sqlite-wal").read_bytes()
+    assert tl.prune() == 1
+    on_disk = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.sqlite"))
+    assert secret.encode() not in on_disk and "紫色".encode() not in on_disk
+    assert tl.rejected_suggestions() == set() and tl.count() == 1
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM dismissals").fetchone() == (0,)
+    tl.close()
 
 
 def test_a_file_that_is_not_sqlite_is_moved_aside(tmp_path, caplog):

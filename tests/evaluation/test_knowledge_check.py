@@ -269,3 +269,15 @@ def test_cli_lint_probes_magnets_with_the_conversation_log_of_its_own_knowledge(
     # The log belongs to the configured knowledge: other knowledge is probed with its own phrasings.
     doc = json.loads(run(config, "knowledge", "lint", "--json", "--knowledge", str(kb_dir)).stdout)
     assert doc["probe_source"] == "sample" and doc["findings"] == []
+
+
+def test_a_magnets_example_is_its_least_covered_win_not_a_question_it_answers(settings, seeded):
+    index = _sparse_index(settings, seeded)
+    search = index.searcher("sparse").search
+    probes = ["药学是什么", *PROBES]  # the first: the one-word entry nearly covers it, it is a fair answer
+    covered = {q: search(q, 1)[0].relevance for q in probes[:5]}
+    assert covered["药学是什么"] == max(covered.values()) < LintSettings().magnet_max_coverage
+    report = lint(index.entries, search, index.tokenizer.tokenize, LintSettings(), probes)
+    [magnet] = [f for f in report.findings if f.kind == MAGNET]
+    least = min(covered, key=lambda q: covered[q])
+    assert magnet.detail.endswith(f"e.g. {least!r}") and "药学是什么" not in magnet.detail

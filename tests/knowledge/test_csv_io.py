@@ -5,6 +5,7 @@ rows as Excel shows them and write nothing."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import yaml
@@ -14,7 +15,7 @@ from bot.errors import KnowledgeError
 from bot.knowledge.csv_io import import_csv, import_xlsx, read_csv
 from bot.knowledge.store import KnowledgeStore
 from tests.support.cli import knowledge as cli
-from tests.support.knowledge import TINY, config_dict, write_knowledge
+from tests.support.knowledge import ROOT, TINY, config_dict, write_knowledge
 
 pytestmark = pytest.mark.e2e
 
@@ -95,6 +96,91 @@ def test_an_excel_sheet_imports_with_rows_numbered_as_excel_shows_them(store, tm
 def test_a_file_that_is_not_a_workbook_is_a_clear_error(store):
     with pytest.raises(KnowledgeError, match="not a valid Excel .xlsx file"):
         import_xlsx(store, b"question,answer\n", "faq.json", "fake.xlsx")
+
+
+BOMB_READER = """
+import json, sys, time
+from bot.errors import KnowledgeError
+from bot.knowledge.csv_io import read_xlsx
+started = time.monotonic()
+try:
+    out = {"rows": [r for f in read_xlsx(open(sys.argv[1], "rb").read(), "faq.json").values() for r in f.unkeyed]}
+except KnowledgeError as exc:
+    out = {"error": str(exc)}
+out["seconds"] = time.monotonic() - started
+status = open("/proc/self/status").read()  # VmHWM: this program's peak (ru_maxrss would count the forked parent)
+out["peak_mb"] = int(status.split("VmHWM:")[1].split()[0]) // 1024
+print(json.dumps(out, ensure_ascii=False))
+"""
+
+
+def test_a_sheet_claiming_every_cell_of_excel_reads_its_two_rows_in_little_memory(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    from tests.support.fault_injection import spreadsheet_bomb
+
+    bomb = tmp_path / "bomb.xlsx"
+    bomb.write_bytes(spreadsheet_bomb([("question", "answer"), ("停车场怎么收费？", "五元。")]))
+    assert bomb.stat().st_size < 8_000
+
+    def one_gigabyte() -> None:  # a reader that trusts the sheet's claim stops here instead of taking the machine
+        resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+    done = subprocess.run(
+        [sys.executable, "-c", BOMB_READER, str(bomb)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=one_gigabyte,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    out = json.loads(done.stdout)
+    assert out.get("rows") == [{"query": "停车场怎么收费？", "document": "五元。", "metadata": ""}], out
+    assert out["peak_mb"] < 300 and out["seconds"] < 30
+
+
+def test_a_row_number_past_excels_last_row_is_refused_not_padded(store):
+    from tests.support.fault_injection import spreadsheet_bomb
+
+    bomb = spreadsheet_bomb([("question", "answer"), ("问", "答")], last_row=10**12)
+    with pytest.raises(KnowledgeError, match="past Excel's last row"):
+        import_xlsx(store, bomb, "faq.json", "bomb.xlsx")
+    assert list(saved(store)) == list(TINY)
+
+
+@pytest.mark.parametrize(
+    ("cap", "value", "rows", "message"),
+    [
+        ("MAX_XLSX_ROWS", 3, [("question", "answer")] + [(f"问{n}", "答") for n in range(3)], "more than 3 rows"),
+        ("MAX_XLSX_COLUMNS", 3, [("question", "answer"), ("问", "答", "", "x")], "row 2 has more than 3 columns"),
+        ("MAX_XLSX_CELLS", 5, [("question", "answer")] + [(f"问{n}", "答") for n in range(2)], "more than 5 filled"),
+        ("MAX_XLSX_CHARS", 30, [("question", "answer"), ("问" * 20, "答" * 20)], "more than 30 characters"),
+        ("MAX_XLSX_UNPACKED_BYTES", 1000, [("question", "answer"), ("问", "答")], "over the cap of 0 MB"),
+    ],
+)
+def test_a_sheet_over_a_cap_is_refused_naming_the_cap(store, tmp_path, monkeypatch, cap, value, rows, message):
+    from bot.knowledge import csv_io
+
+    monkeypatch.setattr(csv_io, cap, value)
+    sheet = xlsx(tmp_path / "big.xlsx", rows)
+    with pytest.raises(KnowledgeError, match=message):
+        import_xlsx(store, sheet.read_bytes(), "faq.json", "big.xlsx")
+    assert list(saved(store)) == list(TINY)
+
+
+def test_running_out_of_memory_is_not_called_an_invalid_file(store, tmp_path, monkeypatch):
+    from bot.knowledge import csv_io
+
+    def exhausted(value: object) -> str:
+        raise MemoryError
+
+    monkeypatch.setattr(csv_io, "_cell", exhausted)
+    sheet = xlsx(tmp_path / "ok.xlsx", [("question", "answer"), ("问", "答")])
+    with pytest.raises(KnowledgeError, match="too large to read into memory") as caught:
+        import_xlsx(store, sheet.read_bytes(), "faq.json", "ok.xlsx")
+    assert "not a valid" not in str(caught.value)
 
 
 def test_numbers_in_excel_cells_are_text_without_a_decimal_point(tmp_path, store):

@@ -145,9 +145,13 @@ def test_questions_asked_by_users_are_not_stored(tmp_path):
 
 def test_progress_ticks_per_encoder_batch(tmp_path, entries):
     ticks: list[int] = []
-    s = searcher(tmp_path, batch_size=2)
+    s = searcher(tmp_path, batch_size=2, build_workers=1)
     s.sync(entries, progress=ticks.append)
     assert ticks == [2, 2, 2]
+    # several workers take several batches per call, and a tick comes per call: every entry still counted once
+    ticks.clear()
+    searcher(tmp_path / "workers", batch_size=2, build_workers=2).sync(entries, progress=ticks.append)
+    assert sum(ticks) == len(entries) and len(ticks) < 3
 
 
 def test_threads_encode_the_same_vectors(tmp_path):

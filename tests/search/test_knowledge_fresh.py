@@ -55,3 +55,18 @@ def test_deleting_a_broken_file_clears_the_problem_at_the_next_message(bot, kb_d
     broken.unlink()
     answer = bot.answer("怎么添加知识？")
     assert not answer.knowledge_error and answer.hits[0].entry.id == "faq:add"
+
+
+def test_the_page_header_and_the_admin_table_show_a_cli_add_before_any_message(bot, config_file):
+    from bot.factory import build_store
+    from bot.ui.chat_handlers import ChatHandlers
+    from bot.ui.entry_browser import EntryBrowser
+
+    settings = load_settings(config_file)
+    handlers, table = ChatHandlers(bot, settings), EntryBrowser(bot.editor(build_store(settings)))
+    assert "6 entries loaded" in handlers.page_defaults()[0]
+    done = cli(config_file, "add", "--file", "faq.json", "--query", PARKING, "--document", "校内停车每小时五元。")
+    assert done.returncode == 0, done.stderr
+    rows, info, _ = table.show(PARKING, 1)  # the admin opens the knowledge table: no chat message in between
+    assert [r[2] for r in rows] == [PARKING] and "1" in info
+    assert "7 entries loaded" in handlers.page_defaults()[0]  # a page opened now counts it

@@ -75,3 +75,28 @@ def save_same_id(folder: str, locks: str, file: str, barrier, results) -> None:
         results.put((file, "ok"))
     except KnowledgeError as exc:
         results.put((file, "; ".join(str(p) for p in exc.problems) if exc.problems else str(exc)))
+
+
+def spreadsheet_bomb(rows: list[tuple], last_row: int = 1_048_576) -> bytes:
+    """An .xlsx of ``rows`` whose sheet claims every cell Excel has (``<dimension ref="A1:XFD1048576"/>``) and ends
+    with an empty row numbered ``last_row``: a few KB that a reader trusting the claim pads to 17 billion cells."""
+    import io
+    import re
+    import zipfile
+
+    from openpyxl import Workbook
+
+    book = Workbook()
+    for row in rows:
+        book.active.append(list(row))
+    plain = io.BytesIO()
+    book.save(plain)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(plain.getvalue())) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                data = re.sub(rb'<dimension ref="[^"]*"\s*/>', b'<dimension ref="A1:XFD1048576"/>', data)
+                data = data.replace(b"</sheetData>", b'<row r="%d"/></sheetData>' % last_row)
+            z.writestr(info, data)
+    return out.getvalue()

@@ -133,14 +133,18 @@ class WeComSimulator:
         echostr = encrypt(echo, self.aes_key, self.corp_id)
         return httpx.get(self.url, params={**self.query(echostr, **kwargs), "echostr": echostr}, timeout=30)
 
-    def post(self, inner: str, receive_id: str | None = None, **kwargs) -> httpx.Response:
-        """One callback POST carrying ``inner`` (a message's XML) encrypted in the documented envelope."""
+    def signed(self, inner: str, receive_id: str | None = None, **kwargs) -> tuple[bytes, dict[str, str]]:
+        """(body, query) of one callback carrying ``inner`` (a message's XML) encrypted in the documented envelope."""
         encrypted = encrypt(inner, self.aes_key, receive_id or self.corp_id)
         body = (
             f"<xml><ToUserName><![CDATA[{self.corp_id}]]></ToUserName><AgentID><![CDATA[{AGENT_ID}]]></AgentID>"
             f"<Encrypt><![CDATA[{encrypted}]]></Encrypt></xml>"
         )
-        return self.post_raw(body.encode(), self.query(encrypted, **kwargs))
+        return body.encode(), self.query(encrypted, **kwargs)
+
+    def post(self, inner: str, receive_id: str | None = None, **kwargs) -> httpx.Response:
+        """One callback POST carrying ``inner`` (a message's XML) encrypted in the documented envelope."""
+        return self.post_raw(*self.signed(inner, receive_id, **kwargs))
 
     def post_raw(self, body: bytes, params: dict[str, str]) -> httpx.Response:
         """A POST of any body (malformed ones included)."""

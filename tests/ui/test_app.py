@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from bot.config.variants import replace
@@ -322,6 +323,36 @@ def test_python_m_bot_serve_starts_the_same_server(app_config, tmp_path):
             with pytest.raises(urllib.error.HTTPError) as refused:  # the API is there, locked without a token
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5)
             assert refused.value.code == 401
+            # the documented INFO lines are written (the CLI's WARNING level does not hold for the server)
+            assert "INFO bot.factory: no OPENAI_API_KEY in the environment" in log.read_text()
         finally:
             proc.terminate()
             proc.wait(timeout=20)
+
+
+def test_loading_faiss_writes_no_loader_lines_at_info():
+    import subprocess
+    import sys
+
+    from tests.support.knowledge import ROOT
+
+    script = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from bot.search.faiss_files import _import_faiss; _import_faiss(); logging.getLogger('bot').info('ready')"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "INFO:bot:ready" in done.stderr, done.stderr
+    assert "faiss.loader" not in done.stderr  # "Could not load library with AVX512 support" read as an error
+
+
+def test_the_admin_login_without_its_variables_says_which_to_set(settings, serve_api, monkeypatch):
+    monkeypatch.delenv(settings.ui.admin.username_env, raising=False)
+    monkeypatch.delenv(settings.ui.admin.password_env, raising=False)
+    base = serve_api(settings).removesuffix("/v1")
+    for response in (
+        httpx.get(base + "/admin/login", timeout=30),
+        httpx.post(base + "/admin/login", data={"username": "admin", "password": "guess"}, timeout=30),
+    ):
+        assert response.status_code == 404 and response.headers["content-type"].startswith("text/html")
+        assert "KBBOT_ADMIN_USER" in response.text and "KBBOT_ADMIN_PASSWORD" in response.text, response.text
+        assert "kbbot_admin" not in response.cookies

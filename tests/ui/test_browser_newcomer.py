@@ -67,6 +67,8 @@ def test_five_hit_sources_scroll_inside_their_box(browser, tmp_path, width, heig
         page.goto(app.url, wait_until="domcontentloaded")
         page.locator("#kb-input textarea").wait_for(timeout=30000)
         ask(page, FIVE_HITS)
+        if width < 640:  # folded on a phone until asked for
+            page.locator("#kb-sources-toggle input").check()
         assert page.locator("#kb-sources .kb-hits tr").count() == 6  # the header row and five hits
         # One vocabulary: the Searcher column names the mode as the header does, not the engine (tantivy).
         assert page.locator("#kb-sources .kb-hits td:nth-child(4)").all_inner_texts() == ["sparse"] * 5
@@ -85,6 +87,33 @@ def test_five_hit_sources_scroll_inside_their_box(browser, tmp_path, width, heig
                 if box:
                     assert not _overlaps(sources, box), (selector, sources, box)
         shot(page, f"chat-five-hits-{width}px")
+    finally:
+        app.stop()
+
+
+def test_on_a_phone_the_answer_is_on_screen_after_sending_and_the_sources_fold(browser, tmp_path):
+    app = App(library_config(tmp_path), offline_env())
+    try:
+        page = browser.new_page(viewport={"width": 390, "height": 844}, locale="zh-CN", is_mobile=True)
+        page.goto(app.url, wait_until="domcontentloaded")
+        page.locator("#kb-input textarea").wait_for(timeout=30000)
+        for question in ("图书馆的开放时间？", FIVE_HITS):  # the second answer is long, with five sources
+            ask(page, question)
+        page.wait_for_timeout(1000)  # the scroll after the answer
+        answer = page.locator("#kb-chat .bot-row").last.bounding_box()
+        typing = page.locator("#kb-input").bounding_box()
+        assert answer is not None and typing is not None
+        assert 0 <= answer["y"] < 844 and answer["y"] + 40 < typing["y"], answer  # the answer's start is on screen
+        assert typing["y"] + typing["height"] <= 844, typing  # and so is the input, right below the chat
+        assert not page.locator("#kb-sources").is_visible() and page.locator("#kb-sources-toggle").is_visible()
+        shot(page, "chat-answer-on-screen-390px")
+        page.locator("#kb-sources-toggle input").check()
+        assert page.locator("#kb-sources .kb-hits").is_visible()
+        shot(page, "chat-sources-open-390px")
+        page.locator("#kb-sources-toggle input").uncheck()
+        assert not page.locator("#kb-sources").is_visible()
+        page.set_viewport_size({"width": 1400, "height": 1000})  # on a wide screen: no toggle, the sources shown
+        assert page.locator("#kb-sources .kb-hits").is_visible() and not page.locator("#kb-sources-toggle").is_visible()
     finally:
         app.stop()
 
@@ -271,5 +300,81 @@ def test_the_import_status_shows_right_under_the_import_button(browser, app_conf
         assert 0 <= box["y"] - (button["y"] + button["height"]) < 80, (button, box)
         status.scroll_into_view_if_needed()
         shot(page, "knowledge-import-status")
+    finally:
+        app.stop()
+
+
+def test_a_new_entry_from_the_inbox_takes_phrasings_picks_the_questions_file_and_warns_of_a_duplicate(
+    browser, tmp_path
+):
+    english = {k: v for k, v in TINY.items() if k == "ollama"} | {
+        "hours": {"query": "When does the library open?", "document": "At 8 am.", "metadata": "library,hours"}
+    }
+    chinese = {k: v for k, v in TINY.items() if k != "ollama"}
+    write_knowledge(tmp_path / "knowledge", english, "guide_en.json")  # listed first: the old default
+    write_knowledge(tmp_path / "knowledge", chinese, "guide_zh.json")
+    raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.5)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    app = App(config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.get_by_role("tab", name="对话 / Chat").click()
+        for question in ("火星上有几座城市？", "火星上有几座城市", "月球上有几座城市？"):
+            ask(page, question)
+        page.get_by_role("tab", name="待解决问题 / Unanswered").click()
+        wait_value(page, "kb-inbox-query", "月球上有几座城市？")
+        assert page.locator("#kb-inbox-file input").input_value() == "guide_zh.json"  # the question's language
+        page.locator("#kb-inbox-pick input").click()
+        page.get_by_role("option", name=re.compile("火星上有几座城市")).click()
+        wait_value(page, "kb-inbox-query", "火星上有几座城市")
+        wait_value(page, "kb-inbox-phrasings", "火星上有几座城市？")  # the group's other wording, one per line
+        page.locator("#kb-inbox-phrasings textarea").fill("火星上有几座城市？\n火星有城市吗")
+        page.locator("#kb-inbox-document textarea").fill("火星上还没有城市。")
+        shot(page, "inbox-new-entry-phrasings")
+        page.locator("#kb-inbox-new").click()
+        page.locator("#kb-inbox-status").get_by_text("index updated").wait_for(timeout=30000)
+        saved = json.loads((tmp_path / "knowledge" / "guide_zh.json").read_text(encoding="utf-8"))
+        [new] = [v for v in saved.values() if v["query"] == "火星上有几座城市"]
+        assert new["questions"] == ["火星上有几座城市？", "火星有城市吗"]
+        # The moon's group is left; typing a question an entry already asks is refused, naming the entry.
+        wait_value(page, "kb-inbox-query", "月球上有几座城市？")
+        page.locator("#kb-inbox-query textarea").fill("食堂在哪里")
+        page.locator("#kb-inbox-document textarea").fill("东区。")
+        page.locator("#kb-inbox-new").click()
+        page.locator("#kb-inbox-status").get_by_text("already asks").wait_for(timeout=30000)
+        assert "guide_zh:canteen" in page.locator("#kb-inbox-status").inner_text()
+        assert (
+            sum(
+                v["query"].startswith("食堂")
+                for v in json.loads((tmp_path / "knowledge" / "guide_zh.json").read_text(encoding="utf-8")).values()
+            )
+            == 1
+        )
+        shot(page, "inbox-new-entry-duplicate")
+    finally:
+        app.stop()
+
+
+def test_the_knowledge_tab_starts_with_a_file_chosen_and_last_hits_to_the_minute(browser, app_config):
+    app = App(app_config, dict(offline_env(), **ADMIN_ENV))
+    try:
+        page = open_knowledge_tab(browser, app)
+        page.get_by_role("tab", name="对话 / Chat").click()
+        ask(page, "怎么添加知识？")  # one hit for faq:add
+        page.reload(wait_until="domcontentloaded")
+        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        page.wait_for_function("() => document.querySelector('#kb-k-file input').value === 'faq.json'", timeout=30000)
+        page.locator("#kb-k-key input").click()
+        page.get_by_role("option", name="add", exact=True).wait_for(timeout=10000)  # its keys one click away
+        page.keyboard.press("Escape")
+        table = page.locator("#kb-eb-table")
+        table.get_by_text("怎么添加知识？").first.wait_for(timeout=10000)
+        page.wait_for_function(
+            "() => /\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d/.test(document.querySelector('#kb-eb-table').innerText)",
+            timeout=10000,
+        )
+        assert not re.search(r"T\d\d:\d\d:\d\d", table.inner_text())  # not ISO with seconds and microseconds
+        shot(page, "knowledge-tab-file-chosen")
     finally:
         app.stop()

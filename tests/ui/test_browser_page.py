@@ -175,11 +175,12 @@ def test_phone_width_keeps_tabs_visible_and_sources_under_the_answer(browser, ap
             box = tab.bounding_box()
             assert tab.is_visible() and box["x"] >= 0 and box["x"] + box["width"] <= 390, name
             assert tab.evaluate("b => b.scrollWidth <= b.clientWidth + 1 && b.scrollHeight <= b.clientHeight + 1"), name
+        page.locator("#kb-sources-toggle input").check()  # folded on a phone until asked for
         page.evaluate("() => window.scrollTo(0, 0)")
         chat, sources = page.locator("#kb-chat").bounding_box(), page.locator("#kb-sources").bounding_box()
         box_input = page.locator("#kb-input").bounding_box()
         assert sources["y"] >= chat["y"] + chat["height"] - 1  # below the answer, not beside it
-        assert sources["y"] - (chat["y"] + chat["height"]) < 120  # right under it: only the "Sources" title between
+        assert sources["y"] - (chat["y"] + chat["height"]) < 120  # right under it: only the sources' checkbox between
         assert sources["y"] < box_input["y"] and sources["x"] < chat["x"] + chat["width"]
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 390  # no sideways scrolling
         path = shot(page, "chat-390px")

@@ -66,3 +66,42 @@ def test_the_widget_on_another_origin_answers_and_clarifies(browser, settings, s
     finally:
         allowed.close()
         foreign.close()
+
+
+def test_a_long_widget_answer_shows_from_its_start_with_related_entries_as_bullets(
+    browser, settings, serve_api, monkeypatch, tmp_path
+):
+    page_host = HostPage(WIDGET_TOKEN)
+    try:
+        rooms = ("自习室", "阅览室", "讨论室")
+        knowledge = {
+            room: {
+                "query": f"图书馆{room}在哪里？",
+                "document": "\n".join(f"第{n}条：图书馆{room}的说明，开放时间和位置。" for n in range(1, 41)),
+                "metadata": f"图书馆,{room}",
+            }
+            for room in rooms
+        }
+        write_knowledge(tmp_path / "rooms", knowledge)
+        monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
+        settings = replace(settings, "knowledge.path", str(tmp_path / "rooms"))
+        settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": [page_host.origin]})
+        settings = with_thresholds(
+            settings, "sparse", settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.05})
+        )
+        page_host.app_url = serve_api(settings).removesuffix("/v1")
+        page = browser.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN")
+        page.goto(page_host.origin, wait_until="domcontentloaded")
+        page.locator("#kbbot-widget .bubble").click()
+        ask(page, "图书馆的自习室、阅览室和讨论室在哪里？")
+        page.wait_for_timeout(300)
+        reply = page.locator("#kbbot-widget .msg.bot").last
+        text = reply.inner_text()
+        assert "第40条" in text and sum(line.startswith("• 图书馆") for line in text.splitlines()) == 2
+        assert not any(line.startswith("- ") for line in text.splitlines())  # no markdown list markers as text
+        log_box, reply_box = page.locator("#kbbot-widget .log").bounding_box(), reply.bounding_box()
+        assert log_box is not None and reply_box is not None and reply_box["height"] > log_box["height"]
+        assert log_box["y"] - 1 <= reply_box["y"] <= log_box["y"] + 20, (log_box, reply_box)  # its start in view
+        shot(page, "widget-long-answer")
+    finally:
+        page_host.close()

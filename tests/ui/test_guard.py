@@ -22,9 +22,12 @@ from bot.serving.logfilter import RepeatFilter
 from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
 from bot.ui.guard import CSP, safe_markdown
 from tests.support.serving import ADMIN_COOKIE as ADMIN
+from tests.support.serving import TOKEN
 from tests.support.serving import admin_call as call
 
 pytestmark = pytest.mark.e2e
+
+MB = 1024 * 1024
 
 
 # -- content that cannot reach out -----------------------------------------------------
@@ -77,6 +80,44 @@ def test_upload_over_the_size_cap_is_refused_and_imported_uploads_are_deleted(se
     assert not Path(stored).exists()  # imported: gone from Gradio's upload folder
     again = call(base, "upload_file", {"path": stored, "meta": {"_type": "gradio.FileData"}}, False)[0]
     assert "choose it again" in again
+
+
+# -- request bodies ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "path", ["/gradio_api/queue/join", "/gradio_api/call/chat", "/v1/chat/completions", "/admin/login"]
+)
+def test_a_body_past_the_cap_is_refused_on_every_route_before_it_is_read(settings, serve_app, monkeypatch, path):
+    from tests.support.bodies import chat_fn_index, chat_join_body, post_streamed
+
+    monkeypatch.setenv(settings.api.token_env, TOKEN)
+    base = serve_app(replace(settings, "limits.max_body_kb", 64))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    if path == "/admin/login":  # a form is read; a JSON body is not
+        auth["Content-Type"] = "application/x-www-form-urlencoded"
+    streamed = post_streamed(base, path, 200 * MB, *chat_join_body(chat_fn_index(base)), headers=auth)
+    # refused as soon as 64 KiB passed: what was sent is what the socket buffers took, far below the 200 MB
+    assert streamed.status == 413 and streamed.sent < 16 * MB, streamed
+    assert "at most 65536 bytes" in streamed.reply.decode("utf-8", "replace") or streamed.reply.endswith(b"\r\n\r\n")
+    declared = httpx.post(base + path, content=b"x" * (65 * 1024), headers=auth, timeout=30)
+    assert declared.status_code == 413 and "at most 65536 bytes" in declared.text
+    assert declared.headers["content-security-policy"] == CSP
+
+
+def test_a_body_under_the_cap_still_reaches_the_chat(settings, serve_app):
+    from tests.support.bodies import chat_fn_index, chat_join_body, post_streamed
+
+    base = serve_app(replace(settings, "limits.max_body_kb", 64))
+    prefix, suffix = chat_join_body(chat_fn_index(base))
+    assert post_streamed(base, "/gradio_api/queue/join", 60 * 1024, prefix, suffix).status == 200
+    assert "knowledge 文件夹" in call(base, "chat", "怎么添加知识？", [], None, {}, [])[0][-1]["content"][0]["text"]
+
+
+def test_a_long_chat_message_is_shown_and_sent_back_cut_to_what_the_bot_reads(settings, serve_app):
+    settings = replace(settings, "limits.max_message_chars", 50)
+    base = serve_app(settings)
+    history, textbox, sources, *_ = call(base, "chat", "怎么添加知识？" + "啊" * 100_000, [], None, {}, [])
+    assert [len(m["content"][0]["text"]) for m in history[:1]] == [50] and textbox == ""
+    assert "first 50 characters" in sources  # the bot still says it was cut
 
 
 def test_uploads_are_limited_per_address(settings, serve_app):

@@ -62,6 +62,15 @@ def test_entry_page_hits_and_missing_log():
     assert safe_hit_counts(None) is None and safe_hit_counts(unreadable_log) is None
 
 
+def test_the_table_shows_the_last_hit_to_the_minute():
+    from bot.ui.entry_browser import HEADERS, table_rows
+
+    page = entry_page(synthetic(2), "", hits={"big:1": (4, "2026-11-27T09:05:33.123456+00:00")})
+    cells = dict(zip(HEADERS, table_rows(page)[1], strict=True))
+    assert cells["最近命中 last hit (UTC)"] == "2026-11-27 09:05" and cells["命中 hits"] == "4"
+    assert dict(zip(HEADERS, table_rows(page)[0], strict=True))["最近命中 last hit (UTC)"] == "—"
+
+
 def test_a_save_keeps_the_files_layout_and_key_order(tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()

@@ -36,10 +36,10 @@ from bot.api.feishu.messages import (
     event_of,
     incoming,
 )
-from bot.api.feishu.seen import SeenFile
 from bot.api.feishu.sender import FeishuSender
 from bot.api.im.memory import Histories
 from bot.api.im.render import render
+from bot.api.im.seen import SeenFile
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
 from bot.handoff.tickets import Conversation
 from bot.serving.bodies import read_capped
@@ -87,7 +87,9 @@ class FeishuAPI:
             log.warning("Feishu messages cannot be answered until %s and %s are set", s.app_id_env, s.app_secret_env)
         self.sender = FeishuSender(s)
         self.histories: Histories | SharedHistories = Histories(s.history_messages, s.history_ttl_seconds, s.max_users)
-        seen = SeenFile(settings.resolve(settings.state_dir) / "feishu" / "events.sqlite", s.remember_events_seconds)
+        seen = SeenFile(
+            settings.resolve(settings.state_dir) / "feishu" / "events.sqlite", s.remember_events_seconds, "Feishu"
+        )
         self.seen: SeenFile | SharedSeen = seen
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: a retry, or the user's next message, may reach any replica

@@ -81,10 +81,19 @@
     if (text != null) node.textContent = text;
     return node;
   }
-  function plain(text) { return String(text || "").replace(/\*\*(.+?)\*\*/g, "$1").replace(/^#+\s*/gm, ""); }
+  // Markdown read as text: bold and headings unmarked, list items ("- other related entry") as bullets.
+  function plain(text) {
+    return String(text || "").replace(/\*\*(.+?)\*\*/g, "$1").replace(/^#+\s*/gm, "").replace(/^\s*[-*]\s+/gm, "• ");
+  }
   function show(role, text) {
-    log.appendChild(el("div", "msg " + role, role === "bot" ? plain(text) : text));
+    var node = log.appendChild(el("div", "msg " + role, role === "bot" ? plain(text) : text));
     log.scrollTop = log.scrollHeight;
+    return node;
+  }
+  // A reply taller than the log shows from its start, not its end; a short one leaves the log at the bottom.
+  function reveal(node) {
+    var top = node.offsetTop - log.offsetTop - 8;
+    log.scrollTop = node.offsetHeight > log.clientHeight ? top : log.scrollHeight;
   }
   function showPerson(name, text) {
     var node = el("div", "msg person");
@@ -94,7 +103,7 @@
     log.scrollTop = log.scrollHeight;
   }
   function showReply(data) {
-    if (data.reply) show("bot", data.reply);
+    var reply = data.reply ? show("bot", data.reply) : null;
     var offered = data.handoff && data.handoff.status === "offered";
     if ((data.options && data.options.length) || offered) {
       var row = el("div", "options");
@@ -115,7 +124,8 @@
     if (data.sources && data.sources.length) {
       log.appendChild(el("div", "sources", "来源 / Sources: " + data.sources.map(function (s) { return s.query; }).join(" · ")));
     }
-    log.scrollTop = log.scrollHeight;
+    if (reply) reveal(reply);
+    else log.scrollTop = log.scrollHeight;
   }
   (state.history || []).forEach(function (m) {
     if (m.person) showPerson(m.person, m.text);

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import PlainTextResponse, Response
 
-from bot.api.im.memory import Histories, Seen
+from bot.api.im.memory import Histories
 from bot.api.im.render import render
+from bot.api.im.seen import SeenFile
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
 from bot.api.wecom.crypto import CryptoError, WeComCrypto, WrongReceiver
 from bot.api.wecom.messages import (
@@ -72,7 +73,10 @@ class WeComAPI:
             )
         self.sender = WeComSender(s)
         self.histories: Histories | SharedHistories = Histories(s.history_messages, s.history_ttl_seconds, s.max_users)
-        self.seen: Seen | SharedSeen = Seen(2.0 * s.max_clock_skew_seconds)
+        # taken MsgIds outlive a restart: a captured callback replayed after one is still refused
+        taken = settings.resolve(settings.state_dir) / "wecom" / "taken-messages.sqlite"
+        seen = SeenFile(taken, 2.0 * s.max_clock_skew_seconds, "WeCom")
+        self.seen: SeenFile | SharedSeen = seen
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: any replica may get the user's next message, or a retry
             self.histories = SharedHistories(store, self.histories, kb.mask, self.session_of, "wecom")

@@ -136,11 +136,13 @@ class LastResortStep:
         )
 
     def _offered(self, base: Answer) -> list[Hit]:
-        """What "did you mean" picks from (``fallback.last_resort.suggestions_source``): the closest candidates,
-        the most used entries, or both (the closer half of the slots first, then popular, then the other closest)."""
+        """What "did you mean" picks from (``fallback.last_resort.suggestions_source``): the closest candidates
+        within reach of the answer threshold (``suggestions_reach``), the most used entries, or both (the closer half
+        of the slots first, then popular, then the other closest)."""
         settings = self.responder.last_resort.settings
         source = settings.suggestions_source
-        closest = list(base.candidates) if source != "popular" else []
+        cut = base.thresholds.answer * settings.suggestions_reach if base.thresholds is not None else 0.0
+        closest = [h for h in base.candidates if h.relevance >= cut] if source != "popular" else []
         if source == "candidates" or self.popular is None:
             return closest
         within = base.within  # a filtered turn suggests only entries of its categories

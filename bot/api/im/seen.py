@@ -1,6 +1,6 @@
-"""The Feishu events already taken, in a SQLite file of the state folder: Feishu retries an event for hours (5 s,
-5 min, 1 h, 6 h) and a signed request can be replayed within the clock window, so an event id must be remembered
-across a restart, not only in memory. Ids older than the window Feishu retries in are deleted now and then.
+"""The IM events already taken, in a SQLite file of the state folder: Feishu retries an event for hours (5 s, 5 min,
+1 h, 6 h), WeCom retries a slow callback, and a signed request can be replayed within the clock window, so an event
+id must be remembered across a restart, not only in memory. Ids older than the window are deleted now and then.
 
 While the file cannot be written (a full or read-only disk) the ids are kept in memory, and that is logged.
 """
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.api.im.memory import Seen
+from bot.serving.shared_limits import hashed_key
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +23,12 @@ PRUNE_EVERY = 200  # takes between deletions of the expired ids
 
 
 class SeenFile:
-    """Event ids taken in the last ``ttl`` seconds, kept in the SQLite file ``path``: each is taken once."""
+    """Event ids taken in the last ``ttl`` seconds, kept in the SQLite file ``path``: each is taken once. ``channel``
+    names the platform in log lines."""
 
-    def __init__(self, path: Path, ttl: float, clock: Callable[[], float] = time.time):
+    def __init__(self, path: Path, ttl: float, channel: str, clock: Callable[[], float] = time.time):
         self.path, self.ttl, self.clock = path, ttl, clock  # wall-clock time: it must mean the same after a restart
+        self.channel = channel
         self.memory = Seen(ttl)  # while the file cannot be written
         self._connection: sqlite3.Connection | None = None
         self._takes = 0
@@ -41,6 +44,7 @@ class SeenFile:
 
     def first(self, key: str) -> bool:
         """True the first time ``key`` is offered (within ``ttl``, across restarts), False for a repeat."""
+        key = hashed_key(key)  # a WeCom event key holds the member's UserID: the file keeps none
         with self._lock:
             now = self.clock()
             try:
@@ -53,7 +57,9 @@ class SeenFile:
                         connection.execute("DELETE FROM seen WHERE at < ?", (now - self.ttl,))
                 return taken
             except (sqlite3.Error, OSError) as exc:
-                log.error("Feishu events taken cannot be kept in %s (%s); kept in memory meanwhile", self.path, exc)
+                log.error(
+                    "%s events taken cannot be kept in %s (%s); kept in memory meanwhile", self.channel, self.path, exc
+                )
                 self.close()
                 return self.memory.first(key)
 
