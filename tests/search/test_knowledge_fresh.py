@@ -58,12 +58,13 @@ def test_deleting_a_broken_file_clears_the_problem_at_the_next_message(bot, kb_d
 
 
 def test_the_page_header_and_the_admin_table_show_a_cli_add_before_any_message(bot, config_file):
-    from bot.factory import build_store
+    from bot.factory import build_knowledge_base
     from bot.ui.chat_handlers import ChatHandlers
     from bot.ui.entry_browser import EntryBrowser
 
     settings = load_settings(config_file)
-    handlers, table = ChatHandlers(bot, settings), EntryBrowser(bot.editor(build_store(settings)))
+    kb = build_knowledge_base(settings, bot)  # what the page is given
+    handlers, table = ChatHandlers(kb, settings), EntryBrowser(kb.editor)
     assert "6 entries loaded" in handlers.page_defaults()[0]
     done = cli(config_file, "add", "--file", "faq.json", "--query", PARKING, "--document", "校内停车每小时五元。")
     assert done.returncode == 0, done.stderr
