@@ -401,7 +401,7 @@ def test_one_day_of_data_hides_the_line_charts_and_says_why_and_the_csv_box_wait
     turn_log = TurnLog(tmp_path / "log.sqlite", retention_days=0, retention_rows=0, clock=lambda: NOW)
     for seed in seeds()[:2]:  # two turns on NOW's day
         record(turn_log, Seed(**{**seed.__dict__, "time": NOW - timedelta(minutes=5)}))
-    bot = SimpleNamespace(index=SimpleNamespace(entries=[]))
+    bot = SimpleNamespace(index=SimpleNamespace(entries=[]), desk=None)  # no hand-off desk
     h = AnalyticsHandlers(turn_log, bot, top=5, sample=1000)  # type: ignore[arg-type]
     status, rate, _decisions, per_day, _hour, hits, *_ = h.show("", "", "", "")
     assert rate["visible"] is False and hits["visible"] is False and len(rate["value"]) == 1
