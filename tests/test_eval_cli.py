@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from bot.cli.main import main
+from bot.config.retrieval import AgreementWeights
 from bot.config.settings import load_settings
 from bot.config.yaml_edit import YamlEditError, put_scalar, set_scalar
 from bot.evaluation import (
@@ -100,6 +101,7 @@ def config(tmp_path, kb, monkeypatch, jieba_cache):
         (("retrieval", "thresholds", "sparse", "confirm"), None),
         (("retrieval", "thresholds", "dense-e5", "answer"), 0.87),
         (("retrieval", "thresholds", "hybrid-e5", "answer"), 0.81),
+        *((("retrieval", "agreement", "sparse", name), 0.0) for name in AgreementWeights.model_fields),
     ]:
         text = put_scalar(text, keys, value)  # config.yaml leaves most keys to their defaults: added where absent
     path = tmp_path / "config.yaml"
@@ -166,7 +168,14 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
     assert r["recall"] == {"1": 0.8, "3": 0.8, "5": 0.8} and r["mrr"] == pytest.approx(0.8)
     assert r["pass_rate"] == 1.0
     # the fixture pins the answer threshold; the clarify margin is config.yaml's
-    assert r["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": None, "confirm": None}
+    assert r["thresholds"] == {
+        "system": "sparse",
+        "answer": 0.5,
+        "direct": None,
+        "clarify": None,
+        "confirm": None,
+        "unsure": None,
+    }
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
     assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
 
@@ -199,7 +208,7 @@ def test_eval_modes_side_by_side(config, questions, capsys):
     _, dense, hybrid = doc["modes"]
     assert [m["mode"] for m in doc["modes"]] == ["sparse", "dense", "hybrid"]
     assert [m["thresholds"] for m in doc["modes"]] == [
-        {"system": s, "answer": a, "direct": None, "clarify": c, "confirm": None}
+        {"system": s, "answer": a, "direct": None, "clarify": c, "confirm": None, "unsure": None}
         for s, a, c in [("sparse", 0.5, None), ("dense-e5", 0.87, None), ("hybrid-e5", 0.81, 0.005)]
     ]
     for m in (dense, hybrid):

@@ -4,7 +4,8 @@ of the entry it resolved to, for an admin to accept (a new phrasing, indexed at 
 Read from the conversation log, per conversation, turn after turn:
 - a clarify or confirm question, then the user's pick (strategy ``chosen``): the asked question → the picked entry;
 - a fallback with "did you mean" options (last resort, hand-off after misses), then a message that is exactly an
-  entry's question and is answered by it (a clicked suggestion): the missed question → that entry.
+  entry's question and is answered by it (a clicked suggestion), or picks one by number from the unsure fallback's
+  numbered options: the missed question → that entry.
 Nothing changes without approval. Questions are stored masked by the log, and an entry's own phrasings and
 rejected pairs are never suggested.
 """
@@ -82,6 +83,8 @@ def resolutions(turns: Sequence[SessionTurn], entries: dict[str, Entry]) -> list
             continue
         if turn["strategy"] == "chosen" and previous["strategy"] in OFFERS:
             found.append(Resolution(previous, entry_id, OFFERS[previous["strategy"]], turn))
+        elif turn["strategy"] == "chosen" and previous["strategy"] in FALLBACKS:  # a number picked from its options
+            found.append(Resolution(previous, entry_id, "did-you-mean", turn))
         elif previous["strategy"] in FALLBACKS and normalise(turn["question"]) == normalise(entries[entry_id].query):
             found.append(Resolution(previous, entry_id, "did-you-mean", turn))
     return found
