@@ -22,7 +22,7 @@ from bot.chat.steps.talk import hand_off
 from bot.errors import LLMError
 from bot.knowledge.entries import Entry
 from bot.search.base import Hit
-from bot.texts import REPHRASE_REPLY, UNSURE_HEAD
+from bot.texts import REPHRASE_REPLY
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +153,9 @@ class LastResortStep:
 
     @property
     def markers(self) -> tuple[str, ...]:
-        """How the bot's own misses begin: the last resort's reply or notice (or its unsure "did you mean"), the
-        request to rephrase."""
+        """How the bot's own misses begin: the last resort's reply or notice, the request to rephrase."""
         settings = self.responder.last_resort.settings
-        return tuple(
-            m[:24] for m in (settings.reply.strip(), settings.notice.strip(), REPHRASE_REPLY, UNSURE_HEAD) if m
-        )
+        return tuple(m[:24] for m in (settings.reply.strip(), settings.notice.strip(), REPHRASE_REPLY) if m)
 
 
 def misses(history: Sequence[Any] | None, markers: Sequence[str]) -> int:
