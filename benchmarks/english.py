@@ -8,7 +8,7 @@ translation standing in for the LLM's: *as asked* searches the English question 
 LLM), *translated* searches the Chinese one (what the translate step searches when the LLM translates as well as
 we did: an upper bound). Shipped thresholds; right = the first passing hit is gold. Each hybrid mode runs twice in
 the same run: as main shipped it (words fused whatever the language, no agreement: ``benchmarks.ladder.as_main``)
-and as shipped now (a message in a language none of its candidates is written in ranked by the dense side alone).
+and as shipped now (a message and an entry in two languages scored by the dense side alone).
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         "question answered wrongly never reaches the fallback step). "
         f"The language check reads {mismatched} of {len(rows)} questions as not in the knowledge's language "
         "(the step and the retrieval-only tip apply to those). *hybrid-e5 (main)* fuses word coverage for any "
-        "language, as main did; *(new)* ranks a message written in a language none of its candidates is in by the "
-        "multilingual dense side alone (`retrieval.hybrid.language_aware`), with agreement; *dense-e5* is the dense "
+        "language, as main did; *(new)* scores a message and an entry written in two languages by the multilingual "
+        "dense side alone (`retrieval.hybrid.language_aware`), with agreement; *dense-e5* is the dense "
         "side as its own mode. Gold offered = nothing passes and a gold entry is among the three closest, which the "
         'reply offers as "did you mean" (with the tip to ask in Chinese).'
     )

@@ -108,8 +108,8 @@ class HybridSettings(Strict):
     candidates: int = Field(default=20, ge=1, le=1000)
     """Entries each side proposes before all of them are scored on both sides."""
     language_aware: bool = True
-    """A message written in another language than all of its candidates' questions (English on a Chinese knowledge
-    base) is ranked by the multilingual dense side alone: words cannot match across languages. BENCHMARKS.md
+    """A candidate whose question is written in another language than the message (a Chinese entry for an English
+    question) is scored by the multilingual dense side alone: words cannot match across languages. BENCHMARKS.md
     "English questions on a Chinese knowledge base"."""
 
     @field_validator("sparse_weight")
@@ -279,7 +279,7 @@ class RetrievalSettings(Strict):
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
     thresholds: Mapping[str, Cutoffs] = Field(default_factory=_calibrated_thresholds)
     """Cutoffs per retrieval system (sparse, and dense-/hybrid- per encoder: their cosines differ), e.g.
-    ``hybrid-e5: {answer: 0.838, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
+    ``hybrid-e5: {answer: 0.83, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
     system, the others keep theirs. The shipped ones were chosen on four
     knowledge bases at once and checked on each one left out (docs/retrieval-and-decision.md "Scores and
     thresholds"); ``python -m bot calibrate --write`` rewrites them."""

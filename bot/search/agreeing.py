@@ -3,12 +3,13 @@ message (bot/search/agreement.py), then are ranked again: the entry for the year
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 from bot.config.retrieval import AgreementWeights
 from bot.knowledge.filters import EntryFilter
 from bot.search.agreement import adjusted
-from bot.search.base import Composite, Hit, ModeSearcher, Searcher
+from bot.search.base import Composite, Hit, ModeSearcher, Searcher, top_within
 from bot.search.relevance import SparseSearcher
 
 BASE_SIGNAL = "base"  # a hit's relevance before agreement (what calibrate replays other weights from)
@@ -25,10 +26,14 @@ class AgreeingSearcher(Composite):
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """The best ``top_k`` of ``inner``'s first candidates by agreed relevance; each hit's signals add the
-        agreement signals and its relevance before them (``base``)."""
+        agreement signals and its relevance before them (``base``). Filtered, the first ``top_k`` admitted of the
+        unfiltered ranking (:func:`top_within`): a rank-based relevance (sparse's) depends on the list it is in."""
         if top_k <= 0:
             return []
-        hits = self.inner.search(query, max(top_k, DEPTH), within)
+        return top_within(lambda n: self._ranked(query, n), lambda h: h.entry, within, top_k, sys.maxsize)
+
+    def _ranked(self, query: str, top_k: int) -> list[Hit]:
+        hits = self.inner.search(query, max(top_k, DEPTH))
         scored = []
         for hit, agreement in zip(hits, self.sparse.agreements(query, [h.entry for h in hits])):
             signals = {**hit.signals, BASE_SIGNAL: hit.relevance, **agreement.signals()}

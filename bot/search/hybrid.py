@@ -9,17 +9,15 @@ ranks the hits and is what the threshold compares. An entry that only one side l
 score there to pass: a loose dense match no longer answers on its own, as it did when a hit passed on either
 side's threshold, and there is no rank-fusion score without a meaning to put a threshold on.
 
-Words cannot match across languages: when none of the candidates' questions is written in the message's language
-(an English question on a Chinese knowledge base), coverage says nothing and only pulls the ranking towards
-entries sharing a stray Latin word. With ``language_aware`` such a message is ranked by the multilingual dense side
-alone (relevance = dense relevance, signal ``cross_language``); the thresholds then decide as usual.
+Words cannot match across languages: between a message and an entry whose question is written in another
+language (an English question, a Chinese entry), coverage says nothing and only pulls the ranking towards entries
+sharing a stray Latin word. With ``language_aware`` such a pair is scored by the multilingual dense side alone
+(relevance = dense relevance, signal ``cross_language``); each entry's relevance still depends on the message and
+that entry only, so a filtered search ranks as the unfiltered one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Composite, DenseRetriever, Hit, Searcher
 from bot.search.language import language_of
@@ -69,7 +67,7 @@ class HybridSearcher(Composite):
         vector = self.dense.query_vector(query) if only_sparse else None
         cosines = self.dense.similarities(vector, only_sparse) if vector is not None else {}
         coverages = dict(zip((e.id for e in only_dense), self.sparse.relevances(query, only_dense)))
-        weight = 0.0 if self.language_aware and self.across_languages(query, entries.values()) else self.sparse_weight
+        asked = language_of(query) if self.language_aware else None
         hits = []
         for entry_id, entry in entries.items():
             sparse = sparse_hits.get(entry_id)
@@ -79,9 +77,11 @@ class HybridSearcher(Composite):
                 self.dense.hit(entry, cosines[entry_id]) if entry_id in cosines else None
             )
             dense_relevance = dense.relevance if dense else 0.0
+            across = asked is not None and language_of(entry.query) not in (asked, None)
+            weight = 0.0 if across else self.sparse_weight
             relevance = weight * coverage + (1.0 - weight) * dense_relevance
             signals = {**(sparse.signals if sparse else {"coverage": coverage}), **(dense.signals if dense else {})}
-            if weight != self.sparse_weight:
+            if across:
                 signals["cross_language"] = 1.0
             # the alternative question that matched: the dense side's (it compares vectors of each), else the sparse's
             matched = dense.matched_question if dense else sparse.matched_question if sparse else ""
@@ -89,12 +89,6 @@ class HybridSearcher(Composite):
         # Ties go to the entry with the better sparse score (words in common), then the id: a stable order.
         hits.sort(key=lambda h: (-h.relevance, -h.signals.get("bm25", 0.0), h.entry.id))
         return hits[:top_k]
-
-    @staticmethod
-    def across_languages(query: str, entries: Iterable[Entry]) -> bool:
-        """True when ``query`` is written in a language none of ``entries``' questions is written in."""
-        asked = language_of(query)
-        return asked is not None and all(language_of(e.query) != asked for e in entries)
 
     def check(self) -> str | None:
         """Why either index cannot serve (named by its role), or None."""
