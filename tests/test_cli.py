@@ -33,9 +33,11 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "system": "sparse",
         "answer": 0.5,
         "direct": None,
-        "clarify": None,
+        # what the file leaves out of the block keeps its shipped value
+        "clarify": 0.0,
         "confirm": None,
-        "unsure": None,
+        "unsure": 0.15,
+        "stand_in": 0.2,
     }
     assert out["decision"] == "answer" and out["options"] == []
     best = out["hits"][0]

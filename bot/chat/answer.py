@@ -158,6 +158,7 @@ class Cutoffs:
             "clarify": self.clarify,
             "confirm": self.confirm,
             "unsure": self.unsure,
+            "stand_in": self.stand_in,
         }
 
 

@@ -142,7 +142,6 @@ class Cutoffs(Strict):
     it answers as usual. BENCHMARKS.md "The first minute"."""
 
 
-
 class AgreementWeights(Strict):
     """How much a hit's relevance drops for each way its entry's questions disagree with the message
     (bot/search/agreement.py, docs/retrieval-and-decision.md "Agreement"): ``forward`` and ``backward`` times the

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from bot.config.retrieval import AgreementWeights
 from bot.config.settings import Settings
 from bot.errors import ConfigError, SearchBackendError
-from bot.search.aliases import AliasMiner
 from bot.search.agreeing import AgreeingSearcher
+from bot.search.aliases import AliasMiner
 from bot.search.base import ModeSearcher, Searcher
 from bot.search.relevance import SparseSearcher
 from bot.search.synonyms import Synonyms
