@@ -46,7 +46,7 @@ PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversatio
 def thresholds(settings: Settings) -> dict[str, Cutoffs]:
     """Each retrieval system's thresholds, in relevance (the same unit for every backend of a system)."""
     return {
-        name: Cutoffs(name, c.answer, c.direct, c.clarify, c.confirm, c.stand_in)
+        name: Cutoffs(name, c.answer, c.direct, c.clarify, c.confirm, c.unsure, c.stand_in)
         for name, c in settings.retrieval.thresholds.items()
     }
 

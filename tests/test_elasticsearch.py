@@ -368,7 +368,14 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
     assert indexed.returncode == 0 and "added 6" in indexed.stdout, indexed.stderr
     out = json.loads(run("ask", "怎么添加知识？", "--json").stdout)
     assert out["hits"][0]["id"] == "faq:add" and out["hits"][0]["searcher"] == "elasticsearch"
-    assert out["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": None, "confirm": None}
+    assert out["thresholds"] == {
+        "system": "sparse",
+        "answer": 0.5,
+        "direct": None,
+        "clarify": None,
+        "confirm": None,
+        "unsure": None,
+    }
     assert out["hits"][0]["relevance"] == 1.0 and out["hits"][0]["signals"]["coverage"] == 1.0
     searched = run("search", "图书馆几点开放")
     assert searched.stdout.splitlines()[0].startswith("✓ 1. 0.700") and "sparse ≥ 0.5" in searched.stdout
