@@ -24,6 +24,7 @@ from bot.errors import ConfigError
 from bot.evaluation.decisions import decide, summarize
 from bot.evaluation.questions import EvalQuestion, load_questions
 from bot.evaluation.run import run_questions
+from bot.knowledge.entries import Entry
 
 if TYPE_CHECKING:
     from bot.chat.bot import Bot
@@ -38,7 +39,7 @@ CREATE INDEX IF NOT EXISTS runs_testset ON runs(testset, id);
 """
 
 
-def parse_cases(text: str, filename: str, entries: Sequence[Any]) -> list[EvalQuestion]:
+def parse_cases(text: str, filename: str, entries: Sequence[Entry]) -> list[EvalQuestion]:
     """The labelled questions of a CSV or JSON-lines test set (gold ids resolved against ``entries``);
     ConfigError naming the file and line of the first problem."""
     text = text.removeprefix("\ufeff")
@@ -150,7 +151,7 @@ class TestSetStore:
         conn.row_factory = sqlite3.Row
         return conn
 
-    def save(self, name: str, filename: str, text: str, entries: Sequence[Any]) -> int:
+    def save(self, name: str, filename: str, text: str, entries: Sequence[Entry]) -> int:
         """Store (or replace) a test set after checking every row; returns its number of cases."""
         name = (name or "").strip() or Path(filename).stem
         cases = parse_cases(text, filename, entries)
@@ -166,7 +167,7 @@ class TestSetStore:
         with self._connect() as c:
             return [r[0] for r in c.execute("SELECT name FROM testsets ORDER BY name")]
 
-    def cases(self, name: str, entries: Sequence[Any]) -> list[EvalQuestion]:
+    def cases(self, name: str, entries: Sequence[Entry]) -> list[EvalQuestion]:
         """The questions of a stored test set; ConfigError when there is none by that name."""
         with self._connect() as c:
             row = c.execute("SELECT filename, text FROM testsets WHERE name = ?", (name,)).fetchone()

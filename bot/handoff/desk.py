@@ -37,6 +37,7 @@ from bot.handoff.tickets import (
     Ticket,
     Updates,
 )
+from bot.messages import History
 from bot.texts import (
     CONTACT_DEFAULT,
     HANDOFF_ALREADY,
@@ -123,7 +124,7 @@ class Desk:
 
     # -- the visitor's side ------------------------------------------------------------
     def hand_off(
-        self, conversation: Conversation | None, question: str, history: Sequence[Any] | None, reason: Reason
+        self, conversation: Conversation | None, question: str, history: History | None, reason: Reason
     ) -> Handed:
         """Open the conversation's ticket (or find the one waiting) and say what really happens next."""
         if self.store is None or conversation is None:
@@ -166,7 +167,7 @@ class Desk:
             return HANDOFF_PASSED.format(contact=self.contact)
         return HANDOFF_NO_DESK.format(contact=self.contact)
 
-    def transcript(self, conversation: Conversation, history: Sequence[Any] | None, question: str) -> list[Line]:
+    def transcript(self, conversation: Conversation, history: History | None, question: str) -> list[Line]:
         """The history and the question as transcript lines, masked: the visitor's, the bot's replies the log has on
         record for this conversation, and assistant text the client sent that the bot never said (unverified)."""
         said = self._said(conversation.session)

@@ -18,6 +18,7 @@ from bot.handoff.hours import BusinessHours
 from bot.handoff.outbox import Outbox
 from bot.handoff.store import TicketError, TicketStore
 from bot.handoff.tickets import Conversation, Reason, Role, Said, Status
+from bot.messages import Message
 from bot.texts import (
     CONTACT_DEFAULT,
     HANDOFF_ALREADY,
@@ -120,7 +121,7 @@ def test_the_transcript_marks_what_the_bot_did_not_say_and_masks_personal_data(l
 
     said = "图书馆每天早上八点到晚上十点开放。"
     log.record(Answer("图书馆几点开门", said, Strategy.DIRECT, "sparse"), "sess-1")
-    history = [
+    history: list[Message] = [
         {"role": "user", "content": "图书馆几点开门"},
         {"role": "assistant", "content": said},
         {"role": "user", "content": "我的手机号 13812345678，请回电"},

@@ -23,6 +23,7 @@ from bot.handoff.desk import Desk
 from bot.handoff.outbox import Outbox
 from bot.handoff.store import TicketStore
 from bot.handoff.tickets import Conversation, Reason
+from bot.messages import Message as ChatMessage
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.unit
@@ -78,7 +79,7 @@ def test_a_new_tickets_mail_arrives_after_an_outage_exactly_once(tmp_path, monke
         staff_channels=["email"],
         clock=clock,
     )
-    history = [{"role": "user", "content": "我的邮箱 someone@example.org 收不到通知"}]
+    history: list[ChatMessage] = [{"role": "user", "content": "我的邮箱 someone@example.org 收不到通知"}]
     handed = desk.hand_off(Conversation("web", "mail-test-secret-0123"), "转人工", history, Reason.ASKED)
     assert handed.ticket is not None and desk.store is not None
     outbox = Outbox(desk.store, {"email": EmailChannel(email(port))}, retry_seconds=0.01, max_retry_seconds=0.01)
