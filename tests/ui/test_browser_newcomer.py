@@ -30,6 +30,7 @@ def library_config(tmp_path):
     """config.yaml over LIBRARY, with a low sparse threshold so that all five entries pass it."""
     write_knowledge(tmp_path / "knowledge", LIBRARY)
     raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.05)
+    raw["retrieval"]["thresholds"]["sparse"]["clarify"] = None  # five close hits answer; the shipped margin would ask
     raw["retrieval"]["top_k"] = 5
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
@@ -212,7 +213,8 @@ def test_a_cold_switch_to_dense_shows_build_progress_in_the_header_by_itself(bro
         page.get_by_role("option", name="dense", exact=True).click()
         ask(page, "第7号规定是什么？")  # answered by sparse while dense builds: the panel says so
         head = page.locator("#kb-sources .kb-sources p").first.inner_text()
-        assert "sparse answers meanwhile" in head and "sparse ≥ 0.3" in head, head
+        # standing in, sparse answers only from its stand-in margin (shipped 0.2) above the file's 0.3
+        assert "sparse answers meanwhile" in head and "sparse ≥ 0.5" in head, head
         building = page.locator("#kb-header .kb-building")
         building.wait_for(timeout=60000)  # no reload, no message: the header's timer brings it
         first = building.inner_text()
