@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from bot.chat.answer import Cutoffs
-from bot.config.settings import SYSTEMS, load_settings
+from bot.config.settings import SYSTEMS, CutoffSettings, load_settings
 from bot.config.variants import replace
 from bot.errors import ConfigError
 from bot.factory import build_bot
@@ -161,3 +161,10 @@ def test_cutoffs_describe_and_serialise():
         "unsure": None,
         "stand_in": None,
     }
+
+
+def test_the_cutoffs_of_a_threshold_block_keep_every_cutoff_in_its_place():
+    block = CutoffSettings(answer=0.5, direct=0.9, clarify=0.01, confirm=0.02, unsure=0.03, stand_in=0.04)
+    cutoffs = Cutoffs.from_settings("sparse", block)
+    assert cutoffs == Cutoffs("sparse", 0.5, direct=0.9, clarify=0.01, confirm=0.02, unsure=0.03, stand_in=0.04)
+    assert cutoffs.to_dict() == {"system": "sparse", **block.model_dump()}  # one field each, the same names
