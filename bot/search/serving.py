@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from bot.errors import ConfigError
 from bot.knowledge.filters import EntryFilter
@@ -19,7 +20,6 @@ from bot.search.background import Worker
 from bot.search.base import Composite, Found, Hit, ModeSearcher, Progress, Searcher, SyncReport
 from bot.search.loading import Loaded
 from bot.search.passages import Passages, PassageSearcher
-from bot.search.writer import IndexWriter
 from bot.texts import BUILDING_ALONE, BUILDING_NOTICE, HEALING_ALONE, HEALING_NOTICE, PARTIAL_NOTICE
 
 log = logging.getLogger("bot.search.index")  # one logger for the index, whichever of its parts writes
@@ -28,13 +28,28 @@ SPARSE = "sparse"  # the mode built first in the background: it stands in for th
 RETRY_FAILED_BUILD = 30.0  # seconds a mode whose build failed reports that error before it is tried again
 
 
+class LeafStates(Protocol):
+    """What the server asks of the index writer (:class:`~bot.search.writer.IndexWriter`) about each index."""
+
+    def open(self, leaf: Searcher) -> None: ...
+    def serves(self, leaf: Searcher) -> bool: ...
+    def serves_partly(self, leaf: Searcher) -> bool: ...
+    def broken(self, leaf: Searcher) -> bool: ...
+    def mark_broken(self, leaves: Iterable[Searcher], exc: BaseException) -> None: ...
+    def retry(self, leaf: Searcher) -> None: ...
+    def schedule(self, leaf: Searcher) -> object: ...
+    def sync_together(
+        self, leaves: list[Searcher], progress: Progress | None = None, rebuild: bool = False
+    ) -> SyncReport: ...
+
+
 class ModeServer:
     """One lazily built searcher per retrieval mode, and what each mode serves now."""
 
     def __init__(
         self,
         factories: Mapping[str, Callable[[], ModeSearcher]],
-        writer: IndexWriter,
+        writer: LeafStates,
         knowledge: Callable[[], Loaded | None],
         background: bool = False,
         passages: Passages | None = None,

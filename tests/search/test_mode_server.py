@@ -102,7 +102,7 @@ LOADED = Loaded([ENTRY], [ENTRY], (1,))
 def server(writer: FakeWriter, background: bool, loaded: Loaded | None = LOADED, **extra) -> ModeServer:
     sparse, dense = Leaf("tantivy"), Leaf("faiss", "dense-e5")
     factories = {"sparse": lambda: sparse, "dense": lambda: dense, "hybrid": lambda: Fused(sparse, dense), **extra}
-    return ModeServer(factories, writer, lambda: loaded, background)  # type: ignore[arg-type]
+    return ModeServer(factories, writer, lambda: loaded, background)
 
 
 def test_a_script_syncs_a_mode_on_first_use_and_an_unknown_mode_names_the_known():
