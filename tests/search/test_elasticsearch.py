@@ -371,13 +371,12 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
         "system": "sparse",
         "answer": 0.5,
         "direct": None,
-        # what the file leaves out of the block keeps its shipped value
-        "clarify": 0.0,
+        "clarify": 0.0,  # a file naming the answer cut keeps the shipped clarify, unsure and stand-in
         "confirm": None,
         "unsure": 0.15,
         "stand_in": 0.2,
     }
     assert out["hits"][0]["relevance"] == 1.0 and out["hits"][0]["signals"]["coverage"] == 1.0
     searched = run("search", "图书馆几点开放")
-    # coverage 0.7 less the shipped agreement (backward 0.03 x the third of the question the message leaves out)
+    # coverage 0.7, less the agreement's share for a message that covers 2 of the entry's 3 question words
     assert searched.stdout.splitlines()[0].startswith("✓ 1. 0.690") and "sparse ≥ 0.5" in searched.stdout

@@ -27,8 +27,7 @@ def test_chat_answers_with_source_and_escapes_html(app_client, kb_dir):
     # The panel shows the relevance the threshold compares, then the signals behind it.
     assert "sparse ≥ 0.5" in sources and "相关度 / Relevance" in sources
     assert "<b>1.000</b> <span class='kb-band kb-band-high'>高 / high</span> <small>(BM25 " in sources
-    # coverage, then the agreement signals (their weights are off here: the relevance is the coverage)
-    assert "覆盖 coverage 1 · base 1 · q_forward 1 · q_backward 1 · conflict 0" in sources
+    assert "覆盖 coverage 1 · " in sources and "conflict 0" in sources  # the agreement signals follow
 
 
 def test_off_topic_gets_last_resort(app_client):

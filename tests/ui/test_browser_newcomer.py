@@ -30,8 +30,9 @@ def library_config(tmp_path):
     """config.yaml over LIBRARY, with a low sparse threshold so that all five entries pass it."""
     write_knowledge(tmp_path / "knowledge", LIBRARY)
     raw = config_dict(tmp_path, tmp_path / "knowledge", sparse=0.05)
-    raw["retrieval"]["thresholds"]["sparse"]["clarify"] = None  # five close hits answer; the shipped margin would ask
     raw["retrieval"]["top_k"] = 5
+    # a plain answer with its five sources: no "did you mean" among close candidates, no "not sure"
+    raw["retrieval"]["thresholds"]["sparse"].update(clarify=None, unsure=None)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     return path
@@ -213,7 +214,7 @@ def test_a_cold_switch_to_dense_shows_build_progress_in_the_header_by_itself(bro
         page.get_by_role("option", name="dense", exact=True).click()
         ask(page, "第7号规定是什么？")  # answered by sparse while dense builds: the panel says so
         head = page.locator("#kb-sources .kb-sources p").first.inner_text()
-        # standing in, sparse answers only from its stand-in margin (shipped 0.2) above the file's 0.3
+        # the stand-in answers only above its own cut plus the shipped stand-in margin (0.3 + 0.2)
         assert "sparse answers meanwhile" in head and "sparse ≥ 0.5" in head, head
         building = page.locator("#kb-header .kb-building")
         building.wait_for(timeout=60000)  # no reload, no message: the header's timer brings it

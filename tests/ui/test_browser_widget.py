@@ -87,7 +87,11 @@ def test_a_long_widget_answer_shows_from_its_start_with_related_entries_as_bulle
         settings = replace(settings, "knowledge.path", str(tmp_path / "rooms"))
         settings = update(settings, {"widget.enabled": True, "widget.allowed_origins": [page_host.origin]})
         settings = with_thresholds(
-            settings, "sparse", settings.retrieval.thresholds["sparse"].model_copy(update={"answer": 0.05})
+            settings,
+            "sparse",
+            settings.retrieval.thresholds["sparse"].model_copy(
+                update={"answer": 0.05, "clarify": None, "unsure": None}
+            ),
         )
         page_host.app_url = serve_api(settings).removesuffix("/v1")
         page = browser.new_page(viewport={"width": 1200, "height": 800}, locale="zh-CN")
