@@ -198,9 +198,25 @@ def config_error_html(error: str | None) -> str:
     )
 
 
+def rule_problems_html(problems: tuple[str, ...]) -> str:
+    """The knowledge tab's view of the rules left out of rules.yaml, each with its file and line, or nothing."""
+    if not problems:
+        return ""
+    return (
+        "<div class='kb-notice kb-rule-problems'>⚠️ 规则文件中有规则没有生效，其余规则和知识照常使用。/ Some rules of "
+        f"{e(RULES_FILE)} were left out; the other rules and the knowledge serve as usual."
+        f"<pre>{e(chr(10).join(problems))}</pre></div>"
+    )
+
+
 def health_html(status: Status) -> str:
-    """What is wrong with the knowledge files and the config, in full, for admins (nothing when all is well)."""
-    return knowledge_error_html(status.knowledge_error) + config_error_html(status.config_error)
+    """What is wrong with the knowledge files, the rules and the config, in full, for admins (nothing when all is
+    well)."""
+    return (
+        knowledge_error_html(status.knowledge_error)
+        + rule_problems_html(status.rule_problems)
+        + config_error_html(status.config_error)
+    )
 
 
 def retrieval_html(query: str, results: Mapping[str, ModeRetrieval], within: EntryFilter | None = None) -> str:

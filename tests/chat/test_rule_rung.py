@@ -13,7 +13,7 @@ from bot.chat.answer import Decision, Strategy
 from bot.config.variants import replace
 from bot.factory import build_bot, build_knowledge_base
 from bot.knowledge.filters import entry_filter
-from bot.ui.render import sources_html
+from bot.ui.render import health_html, sources_html
 from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 
 pytestmark = pytest.mark.unit
@@ -79,6 +79,8 @@ def test_bad_rules_are_logged_with_file_and_line_and_the_knowledge_and_other_rul
     assert any("rules.yaml:1: the rule answers with entry 'faq:removed'" in m for m in logged)
     assert any("rules.yaml:3: the regex '(没闭合' does not compile" in m for m in logged)
     assert bot.index.error is None and len(bot.index.entries) == len(TINY)
+    health = health_html(bot.status())  # the knowledge tab's view, for admins
+    assert "Some rules of rules.yaml were left out" in health and "rules.yaml:3: the regex" in health
     assert bot.answer("食堂").strategy is Strategy.RULE
     assert bot.answer("怎么添加知识？").hits[0].entry.id == "faq:add"
 
