@@ -90,3 +90,13 @@ def test_the_folder_signature_notices_the_rules_file(tmp_path):
     (tmp_path / "rules.yaml").write_text("- exact: q\n  entry: faq:a\n", encoding="utf-8")
     assert folder_signature(tmp_path) != before
     assert [e.id for e in load_entries(tmp_path)] == ["faq:a"]  # the rules file is not a knowledge file
+
+
+def test_an_edit_through_the_store_keeps_the_variants(tmp_path):
+    from bot.knowledge.store import KnowledgeStore
+
+    write_knowledge(tmp_path / "kb", {"phone": PHONE})
+    store = KnowledgeStore(tmp_path / "kb", tmp_path / "locks")
+    store.upsert_entry("faq.json", "phone", "校医院的电话？", "新的电话：020-1234", "电话")
+    (entry,) = load_entries(tmp_path / "kb")
+    assert entry.document == "新的电话：020-1234" and entry.document_for("api") == "020-84112233"
