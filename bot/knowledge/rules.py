@@ -9,7 +9,7 @@ The file is a YAML list, checked in order before the knowledge is searched; the 
     - regex: '^(学费|tuition)\\b'   # a search anywhere in the normalised message (the `regex` package)
       entry: fees:tuition
 
-Messages and exact/contains patterns are compared after :func:`normalise`; a regex is searched in the normalised
+Messages and exact/contains patterns are compared after :func:`rule_form`; a regex is searched in the normalised
 message as written, case-insensitively. A regex gets what is left of a per-message time budget and is skipped
 (reported, the ladder goes on) when it runs out, so a pattern that backtracks forever cannot stall a turn. A bad
 rule (unknown entry, a regex that does not compile, a wrong key) is left out and reported with its file and line;
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,9 +34,10 @@ KINDS = ("exact", "contains", "regex")
 ENTRY = "entry"
 FLAGS = regex.IGNORECASE | regex.FULLCASE
 _STR = "tag:yaml.org,2002:str"
+Report = Callable[[int | None, str], None]  # records a problem at a line of the rules file (None: the whole file)
 
 
-def normalise(text: str) -> str:
+def rule_form(text: str) -> str:
     """``text`` as rules compare it: NFKC (full-width to half-width), case-folded, runs of whitespace as one space,
     and punctuation and spaces at either end removed ("  ＷｉＦｉ密码？" → "wifi密码")."""
     text = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
@@ -106,7 +107,7 @@ class RuleSet:
 
     def match(self, message: str, timeout: float) -> RuleMatch:
         """The first rule ``message`` matches; the regex rules share ``timeout`` seconds between them."""
-        said = normalise(message)
+        said = rule_form(message)
         if not said:
             return RuleMatch(None)
         deadline = time.monotonic() + timeout
@@ -154,6 +155,9 @@ def parse_rules(text: str, file: str, entry_ids: Collection[str]) -> RuleSet:
         mark = getattr(exc, "problem_mark", None)
         problem(mark.line + 1 if mark is not None else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}")
         return RuleSet(problems=tuple(problems))
+    except RecursionError:  # the composer recurses into nested collections
+        problem(None, "invalid YAML: nested too deeply")
+        return RuleSet(problems=tuple(problems))
     if root is None:
         return NO_RULES
     if not isinstance(root, yaml.SequenceNode):
@@ -176,7 +180,7 @@ def _scalar(node: yaml.Node) -> str | None:
     return None
 
 
-def _rules_of(item: yaml.Node, file: str, entry_ids: Collection[str], problem) -> list[Rule]:
+def _rules_of(item: yaml.Node, file: str, entry_ids: Collection[str], problem: Report) -> list[Rule]:
     """The rules of one list item (one per pattern), or none with the problem reported."""
     line = _line(item)
     if not isinstance(item, yaml.MappingNode):
@@ -220,7 +224,7 @@ def _rules_of(item: yaml.Node, file: str, entry_ids: Collection[str], problem) -
     return out
 
 
-def _rule(kind: str, pattern: str, entry: str, file: str, line: int, problem) -> Rule | None:
+def _rule(kind: str, pattern: str, entry: str, file: str, line: int, problem: Report) -> Rule | None:
     if kind == "regex":
         if not pattern.strip():
             problem(line, "the regex is empty (it would match every message)")
@@ -231,7 +235,7 @@ def _rule(kind: str, pattern: str, entry: str, file: str, line: int, problem) ->
             problem(line, f"the regex {pattern!r} does not compile: {exc}")
             return None
         return Rule(kind, pattern, entry, file, line, compiled=compiled)
-    text = normalise(pattern)
+    text = rule_form(pattern)
     if not text:
         problem(line, f"the {kind} pattern {pattern!r} is empty once normalised (spaces and punctuation only)")
         return None

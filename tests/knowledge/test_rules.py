@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.knowledge.rules import load_rules, normalise, parse_rules, shadows
+from bot.knowledge.rules import load_rules, parse_rules, rule_form, shadows
 
 pytestmark = pytest.mark.unit
 
@@ -48,11 +48,11 @@ def test_the_first_matching_rule_answers():
 
 
 def test_normalising_folds_width_case_spaces_and_end_punctuation():
-    assert normalise("  ＷｉＦｉ   密码？！ ") == "wifi 密码"
-    assert normalise("「校医院电话」。") == "校医院电话"
-    assert normalise("STRASSE") == normalise("straße")  # case-folded, not just lowered
-    assert normalise("？！。 ") == ""
-    assert normalise("C++ 教程") == "c++ 教程"  # symbols and inner punctuation stay
+    assert rule_form("  ＷｉＦｉ   密码？！ ") == "wifi 密码"
+    assert rule_form("「校医院电话」。") == "校医院电话"
+    assert rule_form("STRASSE") == rule_form("straße")  # case-folded, not just lowered
+    assert rule_form("？！。 ") == ""
+    assert rule_form("C++ 教程") == "c++ 教程"  # symbols and inner punctuation stay
 
 
 def test_patterns_are_text_as_written_not_yaml_numbers_or_booleans():
@@ -86,9 +86,11 @@ def test_a_bad_rule_is_left_out_with_its_file_and_line_and_the_others_load(text,
         assert rules.match("好的规则", 1.0).rule is not None
 
 
-def test_a_file_that_is_not_a_list_is_one_problem():
+def test_a_file_that_is_not_a_list_or_nested_too_deeply_is_one_problem():
     (problem,) = parse_rules("exact: 电话\nentry: faq:phone\n", "r.yaml", IDS).problems
     assert problem.file == "r.yaml:1" and "must be a list of rules" in problem.problem
+    (deep,) = parse_rules("[" * 100_000, "r.yaml", IDS).problems
+    assert deep.file == "r.yaml" and deep.problem == "invalid YAML: nested too deeply"
 
 
 def test_no_file_no_rules_and_an_unreadable_one_is_a_problem(kb_dir):
