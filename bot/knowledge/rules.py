@@ -23,6 +23,7 @@ import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import regex
 import yaml
@@ -30,7 +31,8 @@ import yaml
 from bot.errors import KnowledgeProblem
 from bot.knowledge.entries import RULES_FILE
 
-KINDS = ("exact", "contains", "regex")
+Kind = Literal["exact", "contains", "regex"]
+KINDS: tuple[Kind, ...] = ("exact", "contains", "regex")
 ENTRY = "entry"
 FLAGS = regex.IGNORECASE | regex.FULLCASE
 _STR = "tag:yaml.org,2002:str"
@@ -58,7 +60,7 @@ class Rule:
     """One pattern of the rules file: its kind (exact, contains, regex), the pattern as written, the entry it
     answers with, and where it is (file and 1-based line)."""
 
-    kind: str
+    kind: Kind
     pattern: str
     entry_id: str
     file: str
@@ -76,7 +78,7 @@ class Rule:
         return f"{self.kind} {self.pattern!r} → {self.entry_id} ({self.where})"
 
     def to_dict(self) -> dict:
-        """JSON form (the API's ``kbbot.rule``): kind, pattern, entry id and line; the file's name only."""
+        """JSON form (the API's ``kbbot.rule``): kind, pattern, entry id and line (not the file: a server path)."""
         return {"kind": self.kind, "pattern": self.pattern, "id": self.entry_id, "line": self.line}
 
     def matches(self, said: str, timeout: float) -> bool:
@@ -224,7 +226,7 @@ def _rules_of(item: yaml.Node, file: str, entry_ids: Collection[str], problem: R
     return out
 
 
-def _rule(kind: str, pattern: str, entry: str, file: str, line: int, problem: Report) -> Rule | None:
+def _rule(kind: Kind, pattern: str, entry: str, file: str, line: int, problem: Report) -> Rule | None:
     if kind == "regex":
         if not pattern.strip():
             problem(line, "the regex is empty (it would match every message)")
