@@ -109,7 +109,7 @@ class RuleSet:
 
     def match(self, message: str, timeout: float) -> RuleMatch:
         """The first rule ``message`` matches; the regex rules share ``timeout`` seconds between them."""
-        said = rule_form(message)
+        said = rule_form(message) if self.rules else ""  # no rules file: nothing to compute
         if not said:
             return RuleMatch(None)
         deadline = time.monotonic() + timeout
