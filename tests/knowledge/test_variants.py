@@ -100,3 +100,15 @@ def test_an_edit_through_the_store_keeps_the_variants(tmp_path):
     store.upsert_entry("faq.json", "phone", "校医院的电话？", "新的电话：020-1234", "电话")
     (entry,) = load_entries(tmp_path / "kb")
     assert entry.document == "新的电话：020-1234" and entry.document_for("api") == "020-84112233"
+
+
+def test_the_channels_are_the_sources_the_front_ends_record():
+    import re
+
+    from bot.api.feishu.callback import CHANNEL
+    from tests.support.knowledge import ROOT
+
+    code = "".join(
+        p.read_text(encoding="utf-8") for p in (ROOT / "bot").rglob("*.py") if p.parts[-2] in ("api", "ui", "wecom")
+    )
+    assert set(re.findall(r'source="(\w+)"', code)) | {CHANNEL} == set(CHANNELS)
