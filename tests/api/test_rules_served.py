@@ -1,12 +1,13 @@
 """Rules and per-channel variants through the served app: the API's ``kbbot`` shows strategy rule and the rule,
 a regex that backtracks forever costs a request nothing, the log records the turn as a rule, and WeCom's passive
-reply is the entry's WeCom variant where the API gets its API one."""
+reply and Feishu's message are the entry's variants for them where the API gets its API one."""
 
 from __future__ import annotations
 
 import pytest
 
 from bot.conversations.turn_log import turn_log_from_settings
+from tests.support.feishu import FeishuSimulator, text_event
 from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 from tests.support.serving import ask, streamed
 from tests.support.wecom import WeComSimulator, text_message
@@ -15,8 +16,9 @@ pytestmark = pytest.mark.e2e
 
 ON_WECOM = "食堂：东区体育馆旁，11:00-13:00 开饭。"
 ON_API = "canteen: east campus, 11:00-13:00"
+ON_FEISHU = "食堂（飞书版）：东区体育馆旁"
 DOCUMENT = TINY["canteen"]["document"]
-CANTEEN = {**TINY["canteen"], "variants": {"wecom": ON_WECOM, "api": ON_API}}
+CANTEEN = {**TINY["canteen"], "variants": {"wecom": ON_WECOM, "api": ON_API, "feishu": ON_FEISHU}}
 RULES = (
     "- regex: '^(a|aa)+$'  # backtracks forever on a run of a before a b\n"
     "  entry: faq:add\n"
@@ -66,3 +68,13 @@ def test_wecom_gets_its_variant_of_a_rule_answer_and_of_a_searched_one(pinned, w
     assert log is not None
     rows = {r["question"]: r for r in log.recent(10)}
     assert rows["中午吃饭去哪儿"]["strategy"] == "rule" and rows["中午吃饭去哪儿"]["source"] == "wecom"
+
+
+def test_feishu_sends_its_variant_of_a_rule_answer_through_the_im_api(
+    pinned, feishu_settings, serve_api, open_platform
+):
+    settings = with_cutoffs(feishu_settings, "sparse", 0.5)
+    sim = FeishuSimulator(serve_api(settings).removesuffix("/v1") + settings.feishu.path)
+    assert sim.post(text_event("开饭了没")).status_code == 200
+    (sent,) = open_platform.wait_sent(1)
+    assert sent["text"] == ON_FEISHU
