@@ -216,6 +216,7 @@ def build_ladder(settings: Settings, turn_log: ConversationLog | None = None) ->
         chitchat=ChitChat.from_settings(settings.chitchat) if settings.chitchat.enabled else None,
         desk=build_desk(settings, turn_log),
         max_options=settings.ladder.max_options,
+        rules_timeout=settings.knowledge.rules_timeout,
     )
 
 
@@ -282,6 +283,7 @@ def build_bot(
         rewrite=helpers.multi_query is not None,
         translator=helpers.translator,
         popular=lambda n: popular.top(index.entries, n),
+        rules=lambda: index.rules,
     )
     bot = Bot(
         search,

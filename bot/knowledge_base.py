@@ -79,14 +79,16 @@ class KnowledgeBase:
         source: str | None = None,
         conversation: Conversation | None = None,
     ) -> Iterator[Answer]:
-        """Snapshots of the answer, routed and named; with a ``source`` ("web", "api"...) the finished one recorded.
+        """Snapshots of the answer, routed and named; with a ``source`` ("web", "api"...: the channel, whose
+        variant of an entry a verbatim reply uses) the finished one recorded.
 
         ``session`` is an opaque id the front end chose; a failing log never breaks the turn. ``conversation`` is
         where a hand-off to a person would answer (None: the front end cannot show a person's replies).
         """
-        own = self.bot.stream(message, history, mode=mode, within=within, conversation=conversation)
+        own = self.bot.stream(message, history, mode=mode, within=within, conversation=conversation, channel=source)
         named = own if self.name is None else (dataclasses.replace(a, knowledge_base=self.name) for a in own)
-        yield from recorded(routed(named, self.route, message, history, within), self.recorder, session, source)
+        routed_on = routed(named, self.route, message, history, within, source)
+        yield from recorded(routed_on, self.recorder, session, source)
 
     def ask(
         self,

@@ -262,6 +262,7 @@ def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, An
         "hypothetical": answer.hypothetical,
         "notice": answer.notice,
         "handoff": handoff_extra(answer, conversation),
+        "rule": answer.rule.to_dict() if answer.rule else None,
         "timings_ms": {k: round(v, 2) for k, v in answer.timings.items()},
     }
 

@@ -7,6 +7,7 @@ from enum import Enum
 
 from bot.config.retrieval import CutoffSettings
 from bot.knowledge.filters import EntryFilter
+from bot.knowledge.rules import Rule
 from bot.search.base import Hit
 
 
@@ -27,6 +28,7 @@ class Strategy(str, Enum):
     HANDOFF = "handoff"  # a person was asked for (or the offer of one accepted): a ticket, and what happens next
     HELD = "held"  # a person holds the conversation: the message went to them, the bot stayed quiet
     REPHRASE = "rephrase"  # "no" to a confirmation or "none of these": please ask in other words
+    RULE = "rule"  # an exact-match rule of the knowledge folder pinned the message to an entry (no search, no LLM)
 
     @property
     def decision(self) -> Decision:
@@ -213,6 +215,8 @@ class Answer:
     within: EntryFilter | None = None  # the categories the search was restricted to (None: the whole knowledge)
     knowledge_base: str | None = None  # the knowledge base that answered (another one when routed; None: one KB)
     handoff: HandoffState | None = None  # a person offered, or the ticket this turn opened or went to
+    channel: str | None = None  # where the message came from (CHANNELS): an entry's variant for it is what it shows
+    rule: Rule | None = None  # the exact-match rule that answered (strategy rule)
 
     @property
     def decision(self) -> Decision:
@@ -251,6 +255,7 @@ class Answer:
             "rewritten": self.rewritten,
             "suggestions": list(self.suggestions),
             "handoff": self.handoff.to_dict() if self.handoff else None,
+            "rule": self.rule.to_dict() if self.rule else None,
             "parts": [{"question": p.question, "id": p.hit.entry.id if p.hit else None} for p in self.parts],
             "hits": [hit_dict(h, self.thresholds) for h in self.hits],
             "candidates": [hit_dict(h, self.thresholds) for h in self.candidates],

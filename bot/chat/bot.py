@@ -75,10 +75,12 @@ class Bot:
         mode: str | None = None,
         within: EntryFilter | None = None,
         conversation: Conversation | None = None,
+        channel: str | None = None,
     ) -> Iterator[Answer]:
         """Snapshots of the answer as it goes down the ladder; the last one has ``finished=True``.
 
-        With ``within`` every search of the turn keeps to the entries it admits. ``conversation`` is where a
+        With ``within`` every search of the turn keeps to the entries it admits. ``channel`` (one of CHANNELS) is
+        where the message came from: a reply that is an entry's own text uses the entry's variant for it. ``conversation`` is where a
         hand-off to a person would answer (None: the front end cannot show a person's replies); while a person
         holds it, the message goes to them and the answer is empty. A long message waits for one of the few slots
         long messages have; when none frees up in time the answer says so.
@@ -87,7 +89,7 @@ class Bot:
             if not admitted:
                 yield self._busy(message, mode)
                 return
-            yield from self._ladder(message, history, mode, within, conversation)
+            yield from self._ladder(message, history, mode, within, conversation, channel)
 
     def answer(
         self,
@@ -97,10 +99,11 @@ class Bot:
         mode: str | None = None,
         within: EntryFilter | None = None,
         conversation: Conversation | None = None,
+        channel: str | None = None,
     ) -> Answer:
         """The finished answer: the last snapshot of :meth:`stream`."""
-        last = deque(self.stream(message, history, mode=mode, within=within, conversation=conversation), maxlen=1)
-        return last[0]
+        turn = self.stream(message, history, mode=mode, within=within, conversation=conversation, channel=channel)
+        return deque(turn, maxlen=1)[0]
 
     @property
     def index(self) -> KnowledgeIndex:
@@ -146,6 +149,7 @@ class Bot:
         mode: str | None,
         within: EntryFilter | None,
         conversation: Conversation | None,
+        channel: str | None,
     ) -> Iterator[Answer]:
         start = time.perf_counter()
         mode = mode or self.search.current_mode()
@@ -162,6 +166,7 @@ class Bot:
             llm=self.llm_name,
             finished=False,
             within=within,
+            channel=channel,
         ).noted(truncated)
         if not question:
             yield dataclasses.replace(base, text=EMPTY_REPLY, strategy=Strategy.LAST_RESORT, finished=True)

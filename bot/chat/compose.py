@@ -10,16 +10,23 @@ from bot.search.passages import excerpt
 from bot.texts import OTHERS_LABEL, PART_NOT_FOUND, RETRIEVAL_ONLY_LABEL
 
 
-def compose(hits: Sequence[Hit], parts: Sequence[Part], no_hits: str, max_hit_chars: int | None = None) -> str:
+def compose(
+    hits: Sequence[Hit],
+    parts: Sequence[Part],
+    no_hits: str,
+    max_hit_chars: int | None = None,
+    channel: str | None = None,
+) -> str:
     """The reply without an LLM; ``no_hits`` is used when nothing passed.
 
     A split message gets one block per part, each labelled with its sub-question (parts answered by the same
     entry share a block); otherwise the best hit's document (a long one: its best passages within
-    ``max_hit_chars``). The other passing hits follow as titles.
+    ``max_hit_chars``; an entry's variant for ``channel`` instead, whole). The other passing hits follow as titles.
     """
 
     def _entry(hit: Hit) -> str:
-        document = hit.entry.document if max_hit_chars is None else excerpt(hit, max_hit_chars)
+        whole = hit.entry.document if max_hit_chars is None else excerpt(hit, max_hit_chars)
+        document = hit.entry.variant(channel) or whole  # a variant was written for this channel: sent as written
         return f"**{hit.entry.query}**\n\n{document}"
 
     if not hits:

@@ -46,7 +46,8 @@ class Responder:
         """Snapshots of the answer from ``base.hits``, the last one finished; returns True instead of finishing
         when the LLM declined to answer from them (a miss: the caller goes on down the ladder)."""
         if self.llm is None:
-            yield finish(dataclasses.replace(base, text=self.compose(base.hits, base.parts)), timings, start)
+            text = self.compose(base.hits, base.parts, base.channel)
+            yield finish(dataclasses.replace(base, text=text), timings, start)
             return False
         best = base.hits[0]
         # Not for a split message, even when its best hit came from the search for the whole message (no label).
@@ -59,7 +60,7 @@ class Responder:
             and base.thresholds.is_direct(best)
         ):
             # So close to one entry that its document is the answer: no LLM call, and labelled as such.
-            text = f"{VERBATIM_LABEL}\n\n**{best.entry.query}**\n\n{best.entry.document}"
+            text = f"{VERBATIM_LABEL}\n\n**{best.entry.query}**\n\n{best.entry.document_for(base.channel)}"
             strategy = Strategy.VERBATIM if base.strategy is Strategy.DIRECT else base.strategy
             yield finish(dataclasses.replace(base, text=text, strategy=strategy, hits=[best]), timings, start)
             return False
@@ -68,7 +69,7 @@ class Responder:
         prompt = self.prompt.build(question, base.hits, history)
         timings["prompt"] = ms(t)
         base = dataclasses.replace(base, hits=prompt.used, llm_used=True)
-        fallback = self.compose(prompt.used, base.parts)
+        fallback = self.compose(prompt.used, base.parts, base.channel)
         for snapshot in self._generate(base, prompt.messages, timings, start, fallback):
             if snapshot.finished and snapshot.llm_used and self.dont_know.declines(snapshot.text):
                 return True  # a miss: the streamed part is replaced by what the next rung says
@@ -103,6 +104,7 @@ class Responder:
         assert self.llm is not None  # callers check that there is an LLM
         yield from stream_reply(self.llm, messages, base, timings, start, fallback, prefix, self.max_answer_chars)
 
-    def compose(self, hits: Sequence[Hit], parts: Sequence[Part] = ()) -> str:
-        """Retrieval-only reply: each part's best entry (a split message) or the best hit's document, then titles."""
-        return compose(hits, parts, self.last_resort.fixed_reply([]), self.prompt.settings.max_hit_chars)
+    def compose(self, hits: Sequence[Hit], parts: Sequence[Part] = (), channel: str | None = None) -> str:
+        """Retrieval-only reply: each part's best entry (a split message) or the best hit's document (``channel``'s
+        variant when the entry has one), then titles."""
+        return compose(hits, parts, self.last_resort.fixed_reply([]), self.prompt.settings.max_hit_chars, channel)

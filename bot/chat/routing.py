@@ -25,7 +25,13 @@ class Answering(Protocol):
     """What routing needs of the other knowledge base's Bot: its own ladder (routing wraps it, not the Bot)."""
 
     def stream(
-        self, message: str, history: History | None = None, *, mode: str | None = None, within: EntryFilter | None
+        self,
+        message: str,
+        history: History | None = None,
+        *,
+        mode: str | None = None,
+        within: EntryFilter | None,
+        channel: str | None,
     ) -> Iterator[Answer]:
         """Snapshots of its own answer."""
         ...
@@ -51,6 +57,7 @@ def routed(
     message: str,
     history: History | None,
     within: EntryFilter | None,
+    channel: str | None = None,
 ) -> Iterator[Answer]:
     """``snapshots`` as they come, a last resort replaced by ``route``'s answer when that one finds something.
 
@@ -62,7 +69,9 @@ def routed(
             yield snapshot
             continue
         try:
-            last = deque(route.bot().stream(message, history, within=within), maxlen=1)  # its finished answer
+            last = deque(
+                route.bot().stream(message, history, within=within, channel=channel), maxlen=1
+            )  # its finished answer
         except Exception:  # the other knowledge base failing must not cost this one its own reply
             log.exception("routing to knowledge base %r failed; giving this one's last resort", route.name)
             last = deque()

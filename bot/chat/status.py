@@ -38,6 +38,7 @@ class Status:
     building: tuple[Snapshot, ...] = ()  # index syncs running now: texts done / total, time left
     standing_in: bool = False  # the mode's own index is not serving yet: another mode answers meanwhile
     config_error: str | None = None  # why the last edit of the config file was not taken (the old mode serves)
+    rule_problems: tuple[str, ...] = ()  # the rules of rules.yaml left out, each with its file and line (admins)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def status_of(search: TurnSearch, llm: str | None, mode: str | None = None) -> S
         building=tuple(index.building()),
         standing_in=isinstance(searcher, ServedSearcher) and searcher.standing_in,
         config_error=search.current_mode.config_error,
+        rule_problems=tuple(str(p) for p in index.rules.problems),
     )
 
 

@@ -82,7 +82,8 @@ def run_lint(settings: Settings, args) -> int:
     else:
         questions = _log_questions(settings, args.knowledge, s.knowledge.lint.probe_sample)
     notes = alias_notes(index.aliases())
-    report = lint(index.entries, searcher.search, index.tokenizer.tokenize, s.knowledge.lint, questions, notes)
+    tokenize = index.tokenizer.tokenize
+    report = lint(index.entries, searcher.search, tokenize, s.knowledge.lint, questions, notes, index.rules)
     if args.json:
         print(json.dumps(dict(report.to_dict(), mode=mode), ensure_ascii=False, indent=2))
     else:
@@ -92,7 +93,7 @@ def run_lint(settings: Settings, args) -> int:
 
 
 def _table(report: LintReport, mode: str, synonym_file: str) -> str:
-    lines = [f"[{f.kind}] {' ↔ '.join(f.entry_ids)}: {f.detail}" for f in report.findings]
+    lines = [f"[{f.kind}] {' ↔ '.join(f.entry_ids) + ': ' if f.entry_ids else ''}{f.detail}" for f in report.findings]
     if report.aliases:
         lines.append(
             f"aliases the knowledge defines, searched like synonyms ({len(report.aliases)}; a wrong one is dropped by "

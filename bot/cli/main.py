@@ -238,5 +238,8 @@ def _index(settings, args) -> int:
     print(
         f"{len(index.entries)} entries · mode {mode} · added {report.added}, updated {report.updated}, "
         f"removed {report.removed}{' (rebuilt)' if report.rebuilt else ''} · {report.seconds:.2f}s{cached}"
+        + (f" · {len(index.rules.rules)} rule(s)" if index.rules.rules else "")
     )
+    for problem in index.rules.problems:  # the knowledge is indexed; these rules alone do not answer
+        print(f"warning: rule left out: {problem}", file=sys.stderr)
     return 0

@@ -45,6 +45,10 @@ class KnowledgeSettings(Strict):
     the first index on and anew at each reload. ``knowledge lint`` lists them; a line ``!中大`` in the synonym file
     drops a wrong one. docs/knowledge.md "Aliases"."""
     lint: LintSettings = Field(default_factory=LintSettings)
+    rules_timeout: float = Field(default=0.1, gt=0, le=5)
+    """Seconds the regex rules of ``rules.yaml`` may take together on one message; a regex still running then is
+    skipped (logged with its file and line) and the ladder goes on, so a pattern that backtracks forever cannot
+    stall a turn. docs/knowledge.md "Rules"."""
     negative_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
     """An entry's ``negative_questions`` block it for a message that overlaps one of them by at least this
     (character-bigram Dice) and more than any of the entry's own phrasings (bot/chat/negatives.py)."""

@@ -117,8 +117,8 @@ class FallbackSettings(Strict):
 
 
 # The rungs before the fallback chain, in order: a reply to the previous clarify/confirm question, a request for a
-# person, small talk, close candidates, the answer, a near miss.
-LADDER_STEPS = ("choice", "handoff", "chitchat", "clarify", "answer", "confirm")
+# person, the knowledge folder's exact-match rules, small talk, close candidates, the answer, a near miss.
+LADDER_STEPS = ("choice", "handoff", "rule", "chitchat", "clarify", "answer", "confirm")
 
 
 class LadderSettings(Strict):
@@ -127,7 +127,8 @@ class LadderSettings(Strict):
 
     steps: list[str] = Field(default_factory=lambda: list(LADDER_STEPS))
     """Rungs in order: a reply to the previous clarify/confirm question (choice), a request for a person (handoff),
-    small talk (chitchat), close candidates (clarify), the answer (answer, required), a near miss (confirm)."""
+    the exact-match rules of the knowledge folder's rules.yaml (rule), small talk (chitchat), close candidates
+    (clarify), the answer (answer, required), a near miss (confirm)."""
     max_options: int = Field(default=3, ge=2, le=9)
     """At most this many entries are offered by a clarify question (and by a near miss's "我不太确定，您是想问：")."""
     dont_know_patterns: list[str] = Field(default_factory=list)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from bot.config.settings import LintSettings
 from bot.knowledge.entries import Entry
+from bot.knowledge.rules import NO_RULES, RuleSet, shadows
 from bot.search.aliases import Alias
 from bot.search.base import Hit
 from bot.search.tokenizer import normalize
@@ -30,6 +31,8 @@ EMPTY_DOCUMENT = "empty_document"
 ONE_WORD_DOCUMENT = "one_word_document"
 STOP_WORD_PHRASING = "stop_word_phrasing"
 IMPORT_DUPLICATE = "import_duplicate"
+RULE_ERROR = "rule_error"
+RULE_SHADOWED = "rule_shadowed"
 KINDS = (
     SELF_RETRIEVAL,
     NEAR_DUPLICATE,
@@ -38,6 +41,8 @@ KINDS = (
     ONE_WORD_DOCUMENT,
     STOP_WORD_PHRASING,
     IMPORT_DUPLICATE,
+    RULE_ERROR,
+    RULE_SHADOWED,
 )
 
 # Function words of questions (Chinese and English): a phrasing made only of these says nothing an index can match.
@@ -256,6 +261,13 @@ def import_duplicates(incoming: Sequence[Entry], existing: Sequence[Entry], thre
     return out
 
 
+def rule_findings(rules: RuleSet) -> list[Finding]:
+    """The rules left out of the load (each with its file and line), and the rules an earlier one shadows."""
+    out = [Finding(RULE_ERROR, (), str(problem)) for problem in rules.problems]
+    out += [Finding(RULE_SHADOWED, (s.rule.entry_id, s.by.entry_id), s.describe()) for s in shadows(rules.rules)]
+    return out
+
+
 @dataclass(frozen=True)
 class AliasNote:
     """An alias the knowledge defines (searched like a synonym), as the linter lists it: not a defect, but one to
@@ -315,9 +327,11 @@ def lint(
     options: LintSettings,
     log_questions: Sequence[str] = (),
     aliases: Sequence[AliasNote] = (),
+    rules: RuleSet = NO_RULES,
 ) -> LintReport:
     """Run every knowledge check; magnets are probed with ``log_questions`` when given, else a phrasing sample.
-    ``aliases`` (mined from the knowledge) are listed in the report as they are."""
+    ``aliases`` (mined from the knowledge) are listed in the report as they are; ``rules`` (the rules file as
+    loaded) are checked too."""
     start = time.perf_counter()
     results: dict[str, Sequence[Hit]] = {}
 
@@ -344,4 +358,5 @@ def lint(
     )
     findings += document_findings(entries, tokenize)
     findings += stop_word_phrasings(entries, tokenize)
+    findings += rule_findings(rules)
     return LintReport(tuple(findings), len(entries), len(probes), source, time.perf_counter() - start, tuple(aliases))

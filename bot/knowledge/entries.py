@@ -15,6 +15,11 @@ from bot.knowledge.entry_ids import entry_id, key_of, stem_of
 
 _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
 
+# Where people ask: the front ends' names, as the conversation log records them; an entry's ``variants`` are keyed
+# by them.
+CHANNELS = ("web", "widget", "wecom", "feishu", "api")
+RULES_FILE = "rules.yaml"  # the knowledge folder's exact-match rules (bot/knowledge/rules.py)
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -22,7 +27,9 @@ class Entry:
 
     ``questions`` are other phrasings of ``query`` (optional); every searcher matches them as it matches the query.
     ``negative_questions`` are questions it must not answer (bot/chat/negatives.py). ``categories`` are the
-    groups it belongs to, which a search can be restricted to (bot/knowledge/filters.py).
+    groups it belongs to, which a search can be restricted to (bot/knowledge/filters.py). ``variants`` are
+    (channel, text) pairs: the text sent instead of ``document`` on that channel when the entry's own text is the
+    reply (docs/knowledge.md "Per-channel answers").
     """
 
     id: str
@@ -34,6 +41,15 @@ class Entry:
     # Questions this entry must never answer (nor close paraphrases of them); not indexed, so not in content_hash.
     negative_questions: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    variants: tuple[tuple[str, str], ...] = ()
+
+    def variant(self, channel: str | None) -> str | None:
+        """The text written for ``channel`` (None: the entry has no variant for it)."""
+        return next((text for name, text in self.variants if name == channel), None)
+
+    def document_for(self, channel: str | None) -> str:
+        """The text this entry shows on ``channel``: its variant for it when it has one, else ``document``."""
+        return self.variant(channel) or self.document
 
     @property
     def phrasings(self) -> tuple[str, ...]:
@@ -53,13 +69,15 @@ class Entry:
             fields.append(list(self.questions))
         if self.categories:  # indexes keep the entry's record, and a filter reads its categories from the hit
             fields.append({"categories": list(self.categories)})
+        if self.variants:  # not searched, but the indexes keep the record a verbatim reply is written from
+            fields.append({"variants": dict(self.variants)})
         blob = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def entry_record(entry: Entry) -> dict:
     """The stored form of an entry (indexes keep it so hits can be shown without the knowledge files)."""
-    record = {
+    record: dict[str, object] = {
         "id": entry.id,
         "query": entry.query,
         "document": entry.document,
@@ -72,6 +90,8 @@ def entry_record(entry: Entry) -> dict:
         record["negative_questions"] = list(entry.negative_questions)
     if entry.categories:
         record["categories"] = list(entry.categories)
+    if entry.variants:
+        record["variants"] = dict(entry.variants)
     return record
 
 
@@ -86,6 +106,7 @@ def entry_from_record(record: dict) -> Entry:
         tuple(record.get("questions", ())),
         tuple(record.get("negative_questions", ())),
         tuple(record.get("categories", ())),
+        tuple(record.get("variants", {}).items()),
     )
 
 
@@ -95,13 +116,15 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
     files: dict[str, dict[str, dict]] = {}
     for e in entries:
         stem, key = stem_of(e.id), key_of(e.id)
-        data = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
+        data: dict[str, object] = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
         if e.questions:
             data["questions"] = list(e.questions)
         if e.negative_questions:
             data["negative_questions"] = list(e.negative_questions)
         if e.categories:
             data["categories"] = list(e.categories)
+        if e.variants:
+            data["variants"] = dict(e.variants)
         files.setdefault(stem, {})[key] = data
     for stem, records in files.items():
         (folder / f"{stem}.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
@@ -176,6 +199,7 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
         ("negative_questions", "questions it must not answer"),
     ):
         ok = _check_strings(file, key, name, what, raw.get(name), problems) and ok
+    ok = _check_variants(file, key, raw.get("variants"), problems) and ok
     for name in ("query", "document", "metadata", "questions", "negative_questions", "categories"):
         value = raw.get(name)
         texts = value if isinstance(value, list) else [value]
@@ -191,6 +215,32 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
             )
             ok = False
     return raw if ok else None
+
+
+def _check_variants(file: str, key: str, value: Any, problems: list[KnowledgeProblem]) -> bool:
+    """True when ``value`` is absent or maps known channels to non-empty text; else every problem is recorded."""
+    if value is None:
+        return True
+    if not isinstance(value, dict):
+        why = f"'variants' must be an object {{channel: text}}, got {type(value).__name__}"
+        problems.append(KnowledgeProblem(file, key, why))
+        return False
+    before = len(problems)
+    for channel in getattr(value, "duplicates", []):
+        problems.append(KnowledgeProblem(file, key, f"'variants' lists the channel {channel!r} twice"))
+    for channel, text in value.items():
+        if channel not in CHANNELS:
+            why = f"'variants' names an unknown channel {channel!r}; the channels are {', '.join(CHANNELS)}"
+        elif not isinstance(text, str):
+            why = f"the {channel!r} variant must be a string, got {type(text).__name__}"
+        elif not text.strip():
+            why = f"the {channel!r} variant is empty (leave the channel out to send the document)"
+        elif _LONE_SURROGATE.search(text):
+            why = f"the {channel!r} variant contains a lone UTF-16 surrogate escape, which is not a character"
+        else:
+            continue
+        problems.append(KnowledgeProblem(file, key, why))
+    return len(problems) == before
 
 
 def _check_strings(file: str, key: str, name: str, what: str, value: Any, problems: list[KnowledgeProblem]) -> bool:
@@ -235,6 +285,7 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
                     questions=parse_questions(checked.get("questions"), checked["query"]),
                     negative_questions=parse_questions(checked.get("negative_questions")),
                     categories=parse_keywords(checked.get("categories") or ""),
+                    variants=tuple((c, t.strip()) for c, t in (checked.get("variants") or {}).items()),
                 )
             )
     return entries
@@ -334,13 +385,19 @@ def fingerprint(entries: Iterable[Entry]) -> str:
     return h.hexdigest()[:16]
 
 
+def knowledge_and_rules_files(folder: Path) -> list[Path]:
+    """The knowledge files and, when there is one, the rules file: everything a load of ``folder`` reads."""
+    rules = folder / RULES_FILE
+    return [*knowledge_files(folder), *([rules] if rules.is_file() else [])]
+
+
 def folder_signature(folder: str | Path) -> tuple:
-    """Cheap stat-based signature of the knowledge files, to notice edits without reading them."""
+    """Cheap stat-based signature of the knowledge and rules files, to notice edits without reading them."""
     folder = Path(folder)
     if not folder.is_dir():
         return ()
     out = []
-    for path in knowledge_files(folder):
+    for path in knowledge_and_rules_files(folder):
         try:
             st = path.stat()
         except OSError:

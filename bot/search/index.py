@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bot.errors import ConfigError, KnowledgeError
 from bot.knowledge.entries import Entry
+from bot.knowledge.rules import NO_RULES, RuleSet
 from bot.search.aliases import Alias
 from bot.search.background import Worker, wait_for
 from bot.search.base import ModeSearcher, Progress, SyncReport
@@ -72,6 +73,11 @@ class KnowledgeIndex:
     def units(self) -> list[Entry]:
         """What the indexes hold: the entries, long ones cut into passages."""
         return self.source.current.units if self.source.current is not None else []
+
+    @property
+    def rules(self) -> RuleSet:
+        """The last good knowledge's exact-match rules (none before one was read)."""
+        return self.source.current.rules if self.source.current is not None else NO_RULES
 
     @property
     def error(self) -> KnowledgeError | None:

@@ -8,6 +8,7 @@ replica's edit pulled in, or a file changed on disk), and :meth:`KnowledgeSource
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -16,18 +17,23 @@ from pathlib import Path
 
 from bot.errors import KnowledgeError
 from bot.knowledge.entries import Entry, folder_signature, load_entries
+from bot.knowledge.rules import NO_RULES, RuleSet, load_rules
 from bot.search.passages import Passages
 from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Loaded:
-    """One good read of the folder: entries, the units the indexes hold, and the folder's signature then."""
+    """One good read of the folder: entries, the units the indexes hold, the folder's signature then, and the
+    exact-match rules (a bad rule is left out of them, never the reason a read fails)."""
 
     entries: list[Entry]
     units: list[Entry]
     signature: tuple
+    rules: RuleSet = NO_RULES
 
 
 class KnowledgeSource:
@@ -84,5 +90,8 @@ class KnowledgeSource:
             if self.synonyms is not None:  # before any sync: an alias may join jieba's words, as keywords do
                 self.synonyms.learn(entries)
             units = self.passages.expand(entries) if self.passages is not None else entries
-            self.current, self.signature, self.error = Loaded(entries, units, signature), signature, None
+            rules = load_rules(self.folder, {e.id for e in entries})
+            for problem in rules.problems:  # the rule is left out; the knowledge and the other rules serve
+                log.error("knowledge rule left out: %s", problem)
+            self.current, self.signature, self.error = Loaded(entries, units, signature, rules), signature, None
             return self.current

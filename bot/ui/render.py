@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from bot.chat.answer import Answer, Band, Cutoffs, Strategy
 from bot.chat.status import ModeRetrieval, Status
+from bot.knowledge.entries import RULES_FILE
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
 from bot.texts import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, NOT_SEARCHED
@@ -28,6 +29,7 @@ STRATEGY_LABELS = {
     Strategy.HANDOFF: "转人工 / hand-off",
     Strategy.HELD: "人工客服接待中 / hand-off: held by staff",
     Strategy.REPHRASE: "请用户换个说法 / rephrase",
+    Strategy.RULE: "精确匹配规则 / rule",
 }
 BAND_LABELS = {Band.HIGH: "高 / high", Band.MEDIUM: "中 / medium", Band.LOW: "低 / low"}
 
@@ -131,6 +133,12 @@ def sources_html(answer: Answer) -> str:
         parts.append(f"<p class='kb-filter'><b>分类 / Categories:</b> {e(answer.within.describe())}</p>")
     if answer.notice:
         parts.append(f"<p class='kb-notice'>{warn(answer.notice)}</p>")
+    if answer.rule is not None:  # the file's name only: its folder is the server's
+        r = answer.rule
+        parts.append(
+            f"<p class='kb-rule'><b>规则 / Rule:</b> {e(r.kind)} <code>{e(r.pattern)}</code> → {e(r.entry_id)} "
+            f"<small>({e(RULES_FILE)} 第 {r.line} 行 / line {r.line})</small></p>"
+        )
     if answer.rewritten:
         parts.append(f"<p class='kb-rewritten'><b>检索用的问题 / Searched as:</b> {e(answer.rewritten)}</p>")
     if answer.phrasings:
@@ -190,9 +198,25 @@ def config_error_html(error: str | None) -> str:
     )
 
 
+def rule_problems_html(problems: tuple[str, ...]) -> str:
+    """The knowledge tab's view of the rules left out of rules.yaml, each with its file and line, or nothing."""
+    if not problems:
+        return ""
+    return (
+        "<div class='kb-notice kb-rule-problems'>⚠️ 规则文件中有规则没有生效，其余规则和知识照常使用。/ Some rules of "
+        f"{e(RULES_FILE)} were left out; the other rules and the knowledge serve as usual."
+        f"<pre>{e(chr(10).join(problems))}</pre></div>"
+    )
+
+
 def health_html(status: Status) -> str:
-    """What is wrong with the knowledge files and the config, in full, for admins (nothing when all is well)."""
-    return knowledge_error_html(status.knowledge_error) + config_error_html(status.config_error)
+    """What is wrong with the knowledge files, the rules and the config, in full, for admins (nothing when all is
+    well)."""
+    return (
+        knowledge_error_html(status.knowledge_error)
+        + rule_problems_html(status.rule_problems)
+        + config_error_html(status.config_error)
+    )
 
 
 def retrieval_html(query: str, results: Mapping[str, ModeRetrieval], within: EntryFilter | None = None) -> str:

@@ -131,3 +131,14 @@ def test_a_config_typo_is_an_error_naming_the_key(tmp_path, kb_dir):
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     r = run(path, "search", "怎么添加知识？")
     assert r.returncode == 2 and "retrieval.top_kk" in r.stderr and not r.stdout
+
+
+def test_index_counts_the_rules_and_warns_of_a_bad_one_with_its_line(config_file, kb_dir):
+    (kb_dir / "rules.yaml").write_text(
+        "- exact: 开饭啦\n  entry: faq:canteen\n- regex: '(食堂'\n  entry: faq:canteen\n", encoding="utf-8"
+    )
+    r = run(config_file, "index")
+    assert r.returncode == 0 and "added 6" in r.stdout and " · 1 rule(s)" in r.stdout
+    assert f"warning: rule left out: {kb_dir / 'rules.yaml'}:3: the regex '(食堂' does not compile" in r.stderr
+    asked = json.loads(run(config_file, "ask", "开饭啦！", "--json").stdout)
+    assert asked["strategy"] == "rule" and asked["rule"]["line"] == 1 and asked["hits"][0]["id"] == "faq:canteen"

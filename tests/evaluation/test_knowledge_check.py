@@ -281,3 +281,29 @@ def test_a_magnets_example_is_its_least_covered_win_not_a_question_it_answers(se
     [magnet] = [f for f in report.findings if f.kind == MAGNET]
     least = min(covered, key=lambda q: covered[q])
     assert magnet.detail.endswith(f"e.g. {least!r}") and "药学是什么" not in magnet.detail
+
+
+def test_cli_lint_reports_bad_and_shadowed_rules_with_file_and_line(tmp_path, kb_dir):
+    clean = tmp_path / "clean"
+    write_knowledge(clean, CLEAN, "a.json")
+    rules = clean / "rules.yaml"
+    rules.write_text(
+        "- contains: 食堂\n  entry: a:canteen\n"  # 1
+        "- exact: 食堂几点开门\n  entry: a:library\n"  # 3: never answers, the contains rule takes it
+        "- regex: '(图书馆'\n  entry: a:library\n"  # 5: does not compile
+        "- exact: 校车\n  entry: a:bus\n",  # 7: no such entry
+        encoding="utf-8",
+    )
+    r = run(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert f"[rule_error] {rules}:5: the regex '(图书馆' does not compile: missing ) at position 4" in lines
+    assert f"[rule_error] {rules}:7: the rule answers with entry 'a:bus', which the knowledge does not have" in lines
+    (shadow,) = [line for line in lines if line.startswith("[rule_shadowed]")]
+    assert shadow.startswith(f"[rule_shadowed] a:library ↔ a:canteen: {rules}:3: exact '食堂几点开门'")
+    assert "contains '食堂' → a:canteen" in shadow and "rule_error 2, rule_shadowed 1" in lines[-1]
+    rules.write_text(
+        "- exact: 食堂几点开门\n  entry: a:library\n- contains: 食堂\n  entry: a:canteen\n", encoding="utf-8"
+    )
+    clean_run = run(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
+    assert clean_run.returncode == 0 and "nothing flagged" in clean_run.stdout  # the narrower rule first: both answer

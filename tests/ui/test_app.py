@@ -356,3 +356,19 @@ def test_the_admin_login_without_its_variables_says_which_to_set(settings, serve
         assert response.status_code == 404 and response.headers["content-type"].startswith("text/html")
         assert "KBBOT_ADMIN_USER" in response.text and "KBBOT_ADMIN_PASSWORD" in response.text, response.text
         assert "kbbot_admin" not in response.cookies
+
+
+def test_a_rule_answers_on_the_page_with_the_web_variant_and_the_sources_say_rule(app_client, kb_dir):
+    from tests.support.knowledge import write_knowledge
+
+    client, bot = app_client
+    bot.index.check_interval = 0
+    canteen = {**TINY["canteen"], "variants": {"web": "网页版：东区食堂，11 点开饭", "wecom": "企业微信版"}}
+    write_knowledge(kb_dir, {**TINY, "canteen": canteen})
+    (kb_dir / "rules.yaml").write_text("- contains: 开饭\n  entry: faq:canteen\n", encoding="utf-8")
+    history, _, sources, *_ = client.predict("几点开饭？", [], "sparse", api_name="/chat")
+    reply = history[-1]["content"]
+    reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
+    assert reply == "网页版：东区食堂，11 点开饭"
+    assert "精确匹配规则 / rule" in sources and "rules.yaml 第 1 行 / line 1" in sources
+    assert "<code>开饭</code> → faq:canteen" in sources

@@ -12,13 +12,16 @@ from bot.chat.respond import Responder
 from bot.chat.steps.base import Retrieval, Step, Turn
 from bot.chat.steps.fallbacks import HydeStep, LastResortStep, Research, RewriteStep
 from bot.chat.steps.knowledge import AnswerStep, ClarifyStep, ConfirmStep
+from bot.chat.steps.rule import RuleStep
 from bot.chat.steps.talk import ChitChatStep, ChoiceStep, HandoffStep
 from bot.chat.steps.translate import TranslateStep, Translator
 from bot.config.base import default_of
+from bot.config.knowledge import KnowledgeSettings
 from bot.config.ladder import LadderSettings
 from bot.config.settings import LADDER_STEPS
 from bot.handoff.desk import Desk
 from bot.knowledge.entries import Entry
+from bot.knowledge.rules import NO_RULES, RuleSet
 
 __all__ = ["Ladder", "Retrieval", "Step", "Turn", "build_steps"]
 
@@ -33,6 +36,7 @@ class Ladder:
     chitchat: ChitChat | None = None
     desk: Desk | None = None  # the hand-off to a person (None: off)
     max_options: int = default_of(LadderSettings, "max_options")
+    rules_timeout: float = default_of(KnowledgeSettings, "rules_timeout")
 
 
 def build_steps(
@@ -45,6 +49,7 @@ def build_steps(
     rewrite: bool = False,
     translator: Translator | None = None,
     popular: Callable[[int], list[Entry]] | None = None,
+    rules: Callable[[], RuleSet] = lambda: NO_RULES,
 ) -> list[Step]:
     """The steps named by ``ladder.steps`` then ``chain``; a rung whose part is not configured (no LLM for HyDE,
     no chit-chat set) is left out, and the last resort always ends the ladder."""
@@ -52,6 +57,7 @@ def build_steps(
     made: dict[str, Callable[[], Step | None]] = {
         "choice": lambda: ChoiceStep(entries, responder, ladder.desk),
         "handoff": lambda: HandoffStep(ladder.desk) if ladder.desk is not None else None,
+        "rule": lambda: RuleStep(rules, entries, ladder.rules_timeout),
         "chitchat": lambda: ChitChatStep(ladder.chitchat) if ladder.chitchat is not None else None,
         "clarify": lambda: ClarifyStep(ladder.max_options),
         "answer": lambda: AnswerStep(responder),
