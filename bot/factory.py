@@ -35,6 +35,7 @@ from bot.handoff.hours import utc_now
 from bot.handoff.store import TicketStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
+from bot.knowledge.validity import Availability
 from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
@@ -245,6 +246,7 @@ def build_bot(
             else None,
             negatives=NegativeExamples(settings.knowledge.negative_similarity),
             popular=PopularEntries(recorder.log),
+            availability=Availability(settings.knowledge.timezone),
         ),
         ladder=build_ladder(settings, recorder.log),
         mode=mode,

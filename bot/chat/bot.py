@@ -94,6 +94,7 @@ class Bot(TurnSearch):
         self.grader = helpers.grader
         self.splitter = aids.splitter
         self.negatives = aids.negatives or NegativeExamples()
+        self.availability = aids.availability
         self.popular = aids.popular or PopularEntries(None)  # the most used entries (examples, "did you mean")
         self.responder = Responder(
             prompt, last_resort, self.llm, self.splitter, self.max_answer_chars, helpers.dont_know

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.chat.conversation import QueryRewriter
 from bot.chat.dont_know import DontKnowDetector
@@ -14,6 +14,7 @@ from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter
 from bot.chat.steps.translate import Translator
 from bot.conversations.popular import PopularEntries
+from bot.knowledge.validity import Availability
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,10 @@ class LLMSteps:
 @dataclass(frozen=True)
 class KnowledgeAids:
     """What the knowledge adds to a search: splitting a message that asks several things, entries' negative
-    examples, and the most used entries (examples, "did you mean")."""
+    examples, the most used entries (examples, "did you mean"), and which entries may answer today (drafts and
+    entries outside their validity never do)."""
 
     splitter: QuestionSplitter | None = None
     negatives: NegativeExamples | None = None
     popular: PopularEntries | None = None
+    availability: Availability = field(default_factory=Availability)

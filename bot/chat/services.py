@@ -96,7 +96,7 @@ def retrieve_all_modes(bot: Bot, query: str, within: EntryFilter | None = None) 
             ):  # a server's index still building: not this mode's hits
                 results[mode] = ModeRetrieval([], [], None, BUILDING_RESULTS.format(mode=mode))
                 continue
-            hits, passed = bot.retrieve(query, mode, within=within)
+            hits, passed = bot.retrieve(query, mode, within=within, unpublished=True)
             results[mode] = ModeRetrieval(hits, passed, bot.mode_thresholds(mode))
         except BotError as exc:  # e.g. a mode whose optional package is missing: the message says the fix
             results[mode] = ModeRetrieval([], [], None, str(exc))

@@ -23,6 +23,7 @@ from bot.chat.steps import Ladder, Retrieval, Turn
 from bot.chat.steps.fallbacks import Rephrased
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
+from bot.knowledge.validity import Availability
 from bot.search.base import Found, Hit
 from bot.search.healing import ServedSearcher
 from bot.search.index import KnowledgeIndex
@@ -77,6 +78,7 @@ class TurnSearch:
     grader: RelevanceGrader | None
     splitter: QuestionSplitter | None
     negatives: NegativeExamples
+    availability: Availability
     ladder: Ladder
     top_k: int
     max_message_chars: int
@@ -84,11 +86,18 @@ class TurnSearch:
     current_mode: Callable[[], str]
 
     def retrieve(
-        self, query: str, mode: str | None = None, top_k: int | None = None, within: EntryFilter | None = None
+        self,
+        query: str,
+        mode: str | None = None,
+        top_k: int | None = None,
+        within: EntryFilter | None = None,
+        *,
+        unpublished: bool = False,
     ) -> tuple[list[Hit], list[Hit]]:
         """(all hits, hits that pass the mode's threshold) for ``query`` (among the entries ``within`` admits), split
-        into parts when it asks several things."""
-        searched = self._search(query, mode, top_k, within=within)
+        into parts when it asks several things; drafts and expired entries too with ``unpublished`` (the
+        retrieval test)."""
+        searched = self._search(query, mode, top_k, within=within, unpublished=unpublished)
         return searched.hits, searched.passed
 
     def _search(
@@ -97,14 +106,17 @@ class TurnSearch:
         mode: str | None = None,
         top_k: int | None = None,
         within: EntryFilter | None = None,
+        unpublished: bool = False,
     ) -> Searched:
         """The hits for ``query``: a split message also gets each part's best passing hit, labelled; searched once
         more if it failed (:func:`once_more_if_failed`)."""
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
-        return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within))
+        return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within, unpublished))
 
-    def _search_once(self, query: str, mode: str, top_k: int, within: EntryFilter | None) -> Searched:
+    def _search_once(
+        self, query: str, mode: str, top_k: int, within: EntryFilter | None, unpublished: bool = False
+    ) -> Searched:
         """One try of :meth:`_search`; a failure of any part's search marks the whole one failed."""
         searcher = self.index.served(mode)
         query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
@@ -112,7 +124,7 @@ class TurnSearch:
         results: list[Found] = []
 
         def search(text: str) -> list[Hit]:
-            results.append(self._found(searcher, text, top_k, within))
+            results.append(self._found(searcher, text, top_k, within, unpublished))
             return list(results[-1].hits)
 
         hits = search(query)
@@ -220,12 +232,16 @@ class TurnSearch:
         (:func:`once_more_if_failed`)."""
         return once_more_if_failed(lambda: self._found(self.index.served(mode), text, top_k, within))
 
-    def _found(self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None) -> Found:
+    def _found(
+        self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None, unpublished: bool = False
+    ) -> Found:
         """The one search every path of a turn makes (the message, its parts, the rewrite's phrasings, HyDE's text):
-        ``searcher``'s hits for ``text`` (bounded), without the entries whose negative questions keep them from it."""
+        ``searcher``'s hits for ``text`` (bounded), without the entries whose negative questions keep them from it,
+        nor (unless ``unpublished``) drafts and entries outside their validity."""
         text = text[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         found = searcher.find(text, top_k, within)
         kept = self.negatives.filter(text, found.hits, self.index.entries, searcher)
+        kept = kept if unpublished else self.availability.keep(kept)
         return found if len(kept) == len(found.hits) else dataclasses.replace(found, hits=tuple(kept))
 
     def _graded(self, question: str, found: Graded, cutoffs: Cutoffs, timings: dict[str, float]) -> Graded:

@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.errors import KnowledgeError, KnowledgeProblem
 from bot.knowledge.entry_ids import entry_id, key_of, stem_of
+from bot.knowledge.validity import clean_day, field_problems
 
 _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
 
@@ -22,7 +23,8 @@ class Entry:
 
     ``questions`` are other phrasings of ``query`` (optional); every searcher matches them as it matches the query.
     ``negative_questions`` are questions it must not answer (bot/chat/negatives.py). ``categories`` are the
-    groups it belongs to, which a search can be restricted to (bot/knowledge/filters.py).
+    groups it belongs to, which a search can be restricted to (bot/knowledge/filters.py). A ``draft`` and an entry
+    outside ``valid_from`` .. ``valid_until`` (ISO dates) never answer a visitor (bot/knowledge/validity.py).
     """
 
     id: str
@@ -34,6 +36,15 @@ class Entry:
     # Questions this entry must never answer (nor close paraphrases of them); not indexed, so not in content_hash.
     negative_questions: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    draft: bool = False
+    valid_from: str | None = None
+    valid_until: str | None = None
+
+    @property
+    def availability(self) -> dict[str, object]:
+        """The draft flag and validity dates that are set, as the files store them."""
+        values = {"draft": self.draft or None, "valid_from": self.valid_from, "valid_until": self.valid_until}
+        return {k: v for k, v in values.items() if v is not None}
 
     @property
     def phrasings(self) -> tuple[str, ...]:
@@ -53,13 +64,15 @@ class Entry:
             fields.append(list(self.questions))
         if self.categories:  # indexes keep the entry's record, and a filter reads its categories from the hit
             fields.append({"categories": list(self.categories)})
+        if self.availability:  # indexes keep the record, and a turn reads whether it may answer from the hit
+            fields.append(self.availability)
         blob = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def entry_record(entry: Entry) -> dict:
     """The stored form of an entry (indexes keep it so hits can be shown without the knowledge files)."""
-    record = {
+    record: dict[str, object] = {
         "id": entry.id,
         "query": entry.query,
         "document": entry.document,
@@ -72,6 +85,7 @@ def entry_record(entry: Entry) -> dict:
         record["negative_questions"] = list(entry.negative_questions)
     if entry.categories:
         record["categories"] = list(entry.categories)
+    record.update(entry.availability)
     return record
 
 
@@ -86,6 +100,9 @@ def entry_from_record(record: dict) -> Entry:
         tuple(record.get("questions", ())),
         tuple(record.get("negative_questions", ())),
         tuple(record.get("categories", ())),
+        bool(record.get("draft", False)),
+        record.get("valid_from"),
+        record.get("valid_until"),
     )
 
 
@@ -95,13 +112,14 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
     files: dict[str, dict[str, dict]] = {}
     for e in entries:
         stem, key = stem_of(e.id), key_of(e.id)
-        data = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
+        data: dict[str, object] = {"query": e.query, "document": e.document, "metadata": list(e.metadata)}
         if e.questions:
             data["questions"] = list(e.questions)
         if e.negative_questions:
             data["negative_questions"] = list(e.negative_questions)
         if e.categories:
             data["categories"] = list(e.categories)
+        data.update(e.availability)
         files.setdefault(stem, {})[key] = data
     for stem, records in files.items():
         (folder / f"{stem}.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
@@ -176,6 +194,9 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
         ("negative_questions", "questions it must not answer"),
     ):
         ok = _check_strings(file, key, name, what, raw.get(name), problems) and ok
+    for why in field_problems(raw):
+        problems.append(KnowledgeProblem(file, key, why))
+        ok = False
     for name in ("query", "document", "metadata", "questions", "negative_questions", "categories"):
         value = raw.get(name)
         texts = value if isinstance(value, list) else [value]
@@ -235,6 +256,9 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
                     questions=parse_questions(checked.get("questions"), checked["query"]),
                     negative_questions=parse_questions(checked.get("negative_questions")),
                     categories=parse_keywords(checked.get("categories") or ""),
+                    draft=bool(checked.get("draft", False)),
+                    valid_from=clean_day(checked.get("valid_from")),
+                    valid_until=clean_day(checked.get("valid_until")),
                 )
             )
     return entries
