@@ -46,7 +46,7 @@ TABLES = (
     "never_hit",
     "latency",
     "feedback",
-    "handoff_rate",
+    "handoff_tickets",
     "handoff_first_reply",
     "handoff_per_day",
 )
@@ -193,7 +193,7 @@ def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, l
         "never_hit": "从未命中的条目 / Entries never hit",
         "latency": "延迟 p50/p95（毫秒）/ Latency p50/p95 (ms)",
         "feedback": "点赞/点踩 / Thumbs up / down",
-        "handoff_rate": "转人工率 / Hand-off rate",
+        "handoff_tickets": "转人工工单 / Hand-off tickets",
         "handoff_first_reply": "人工首次回复用时 / Time to a person's first reply",
         "handoff_per_day": "每日转人工工单 / Hand-off tickets per day",
     }

@@ -106,7 +106,7 @@ def build_demo(
                     )
                     turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
                     visit = gr.State(None)  # the page's hand-off conversation (bot/ui/visitor_desk.py)
-                    feedback_controls(bot, chatbot, turns)
+                    after_answer = feedback_controls(bot, chatbot, turns, settings.feedback)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources", elem_id="kb-sources-head")
                     gr.Checkbox(
@@ -160,7 +160,7 @@ def build_demo(
             chatbot.option_select(h.suggestion, chat_in[1:], turn_out, **PRIVATE),
         ):
             answered.then(h.arm, [mode], [ticker], **PRIVATE).then(None, js=SHOW_ANSWER_START, **PRIVATE)
-            answered.then(staff.arm, [visit], [replies], **PRIVATE)
+            after_answer(answered.then(staff.arm, [visit], [replies], **PRIVATE))
         retry.click(h.retry, [chatbot, mode, turns, categories, visit], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(
             lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE
