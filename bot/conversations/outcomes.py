@@ -61,7 +61,7 @@ DID_NOT_HELP = tuple(
         "not what i asked",
     )
 )
-SHORT_MESSAGE = 16  # characters of a normal form that can still be a mere "that did not help"
+AROUND = 4  # characters besides the phrase ("这个没用啊") that a mere "that did not help" may have
 
 
 def reason_code(reason: str | None, rating: int | None = -1) -> str | None:
@@ -89,7 +89,7 @@ def asks_solved(policy: str, long_answer_chars: int, strategy: str, text: str | 
 
 def says_it_did_not_help(norm: str) -> bool:
     """True when a (normalised) message is a short "that did not help"."""
-    return len(norm) <= SHORT_MESSAGE and any(p in norm for p in DID_NOT_HELP)
+    return any(p in norm and len(norm) - len(p) <= AROUND for p in DID_NOT_HELP)
 
 
 @dataclass(frozen=True)
