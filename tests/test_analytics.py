@@ -305,6 +305,8 @@ def test_log_stats_json_equals_the_core(tmp_path):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     trending = out.pop("trending")  # its weeks end at the CLI's "now", a moment later than the core's
+    topics = out.pop("topics")  # added by the CLI beside the core's tiles (bot/conversations/topics.py)
+    assert topics["rows"] == [] and "Too few questions" in topics["note"]
     handoffs = [out.pop(n) for n in ("handoff_tickets", "handoff_first_reply", "handoff_per_day")]  # the desk's
     assert handoffs[0]["rows"][0][2] == 0 and handoffs[2]["rows"] == []  # no tickets in this log
     want = core.to_dict()
@@ -331,7 +333,7 @@ def test_the_analytics_tab_refuses_requests_without_the_admin_cookie(served):
         else:
             assert payload[0]["visible"] is True  # the CSV box appears with its files
             names = sorted(Path(f["path"]).name for f in payload[0]["value"])
-            assert "analytics-decisions.csv" in names and len(names) == 21  # 18, and the hand-off's 3
+            assert "analytics-decisions.csv" in names and len(names) == 22  # 19, and the hand-off's 3
 
 
 def test_benchmark_smoke_on_2k_turns(tmp_path):

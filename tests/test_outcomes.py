@@ -32,7 +32,10 @@ def turn(i: int, minutes: float, question: str, strategy: str = "direct", sessio
     )
 
 
-def outcome(*turns: TurnFacts, judge: Judge = Judge(30, 0.5)):
+JUDGE = Judge(30, 0.5)
+
+
+def outcome(*turns: TurnFacts, judge: Judge = JUDGE):
     answers = judge.answers(turns)
     return [a.resolved for a in sorted(answers, key=lambda a: a.turn.id)], judge.conversations(turns, answers)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from bot.chat.entry_table import EntryPage, HitCounts, entry_page
@@ -16,6 +16,7 @@ from bot.knowledge.entry_ids import EntryId
 from bot.knowledge.files import entry_version
 from bot.knowledge.history import FileVersion
 from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
+from bot.knowledge.validity import Publication
 from bot.search.index import KnowledgeIndex
 
 
@@ -53,6 +54,7 @@ class EntryFields:
     metadata: str
     version: str | None = None
     questions: tuple[str, ...] = ()  # other phrasings of the question
+    publication: Publication = field(default_factory=Publication)  # draft flag and validity dates
 
 
 def file_name(file: str | None) -> str:
@@ -102,6 +104,7 @@ class KnowledgeEditor:
                     ",".join(map(str, meta)) if isinstance(meta, list) else str(meta),
                     entry_version(raw),
                     tuple(str(q) for q in raw.get("questions") or () if isinstance(q, str)),
+                    Publication.of(raw),
                 )
         return None
 
@@ -115,10 +118,12 @@ class KnowledgeEditor:
         *,
         expected_version: str | None = None,
         questions: list[str] | None = None,
+        publication: Publication | None = None,
     ) -> EditResult:
         """Add (empty ``key``: the next number) or edit one entry; raises BotError naming what is wrong.
 
-        With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten.
+        With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten;
+        ``publication`` sets the draft flag and validity dates (None keeps the entry's).
         """
         file = file_name(file)
         if not file:
@@ -131,6 +136,7 @@ class KnowledgeEditor:
             metadata or "",
             expected_version=expected_version,
             questions=questions,
+            publication=publication,
         )
         new_key = entry_id[len(PurePosixPath(file).stem) + 1 :]
         return self._refreshed(f"已保存 / Saved {entry_id}", file, new_key, (entry_id,))
@@ -144,9 +150,12 @@ class KnowledgeEditor:
         metadata: str,
         *,
         questions: list[str] | None = None,
+        publication: Publication | None = None,
     ) -> EditResult:
         """Add a new entry (empty ``key``: the next number); refused, nothing written, when ``key`` exists."""
-        result = self.save(file, key, query, document, metadata, expected_version=ABSENT, questions=questions)
+        result = self.save(
+            file, key, query, document, metadata, expected_version=ABSENT, questions=questions, publication=publication
+        )
         return dataclasses.replace(result, done=result.done.replace("已保存 / Saved", "已新增 / Added", 1))
 
     def file_for(self, question: str) -> str | None:

@@ -9,6 +9,7 @@ import sys
 from bot.conversations.analytics import analytics_from_settings
 from bot.conversations.log_store import ConversationLog, TurnLogError
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.conversations.topics import topic_finder_from_settings, with_topics
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.errors import KnowledgeError
 from bot.handoff.hours import utc_now
@@ -71,6 +72,7 @@ def _stats(settings, turn_log: ConversationLog, args: argparse.Namespace) -> int
         print(f"warning: cannot read the knowledge ({exc}); entries never hit left empty", file=sys.stderr)
         titles = {}
     stats: Stats = analytics_from_settings(turn_log, settings).compute(flt, list(titles), titles=titles)
+    stats = with_topics(stats, topic_finder_from_settings(settings), turn_log, settings.log.analytics_top)
     store = TicketStore(turn_log, clock=utc_now) if settings.handoff.enabled else None
     stats = with_handoffs(stats, store, turn_log)
     if args.json:

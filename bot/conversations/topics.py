@@ -26,7 +26,7 @@ import numpy as np
 from bot.config.base import default_of
 from bot.config.operating import TopicSettings
 from bot.conversations.log_store import ConversationLog, utc_iso
-from bot.conversations.tiles import StatsFilter, Tile
+from bot.conversations.tiles import Stats, StatsFilter, Tile
 
 if TYPE_CHECKING:
     from bot.config.settings import Settings
@@ -253,6 +253,43 @@ class TopicFinder:
             key = ("topic", label_of[n]) if n in label_of else ("alone", n)
             merged.setdefault(key, []).append(g)
         return list(merged.values())
+
+
+def with_topics(stats: Stats, finder: TopicFinder | None, log: ConversationLog, top: int) -> Stats:
+    """``stats`` with the topics tile (none without a finder)."""
+    if finder is None:
+        return stats
+    found = finder.topics(log, stats.filter, stats.filter.until or log.clock())
+    return Stats(filter=stats.filter, tiles=(*stats.tiles, found.tile(top)))
+
+
+def joined(members: Sequence[Group]) -> Group:
+    """One inbox group of several that share a topic: the most asked one's key and question first, counts added."""
+    from bot.conversations.inbox import Group
+
+    if len(members) == 1:
+        return members[0]
+    ordered = sorted(members, key=lambda g: (-g.count, g.key))
+    first = ordered[0]
+    strategies: dict[str, int] = {}
+    for g in ordered:
+        for name, n in g.strategies.items():
+            strategies[name] = strategies.get(name, 0) + n
+    candidates = sorted((c for g in ordered for c in g.candidates), key=lambda c: -c["relevance"])
+    return Group(
+        key=first.key,
+        count=sum(g.count for g in ordered),
+        latest=max(g.latest for g in ordered),
+        question=first.question,
+        questions=tuple(dict.fromkeys(q for g in ordered for q in g.questions))[:8],
+        strategies=strategies,
+        thumbs_down=sum(g.thumbs_down for g in ordered),
+        reasons=tuple(dict.fromkeys(r for g in ordered for r in g.reasons))[:5],
+        candidates=tuple({c["id"]: c for c in candidates}.values())[:3],
+        turn_ids=tuple(i for g in ordered for i in g.turn_ids),
+        norms=frozenset(n for g in ordered for n in g.norms),
+        answered=tuple({a["id"]: a for g in ordered for a in g.answered}.values())[:3],
+    )
 
 
 def topic_finder_from_settings(settings: Settings) -> TopicFinder:

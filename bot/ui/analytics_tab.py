@@ -22,7 +22,9 @@ from bot.chat.bot import Bot
 from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import ConversationLog
+from bot.conversations.outcomes import Judge
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.conversations.topics import TopicFinder, with_topics
 from bot.handoff.stats import with_handoffs
 from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
@@ -40,6 +42,9 @@ SOURCES = [
 ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly
 DAYS: dict[str, Any] = {"x_label_angle": -45}  # dates side by side overlap
 TABLES = (
+    "failing_entries",
+    "topics",
+    "down_reasons",
     "top",
     "trending",
     "unanswered",
@@ -63,6 +68,33 @@ def _rate(rate: pd.DataFrame) -> str:
     return f"{float(rate['rate'].iloc[0]):.0%}" if len(rate) else "—"
 
 
+OUTCOMES = {  # tile -> the line's name on the outcomes chart
+    "resolution_rate": "解决率 / resolved",
+    "answered_rate": "作答率 / answered",
+    "handoff_rate": "转人工率 / handed off",
+    "solved_yes_rate": "“解决了”/ solved yes",
+}
+
+
+def outcome_frame(stats: Stats) -> pd.DataFrame:
+    """The outcome rates per day in long form (day, outcome, rate): one line per outcome."""
+    rows = [(row[0], label, row[-1]) for name, label in OUTCOMES.items() for row in stats.tile(name).rows]
+    return pd.DataFrame(rows, columns=["day", "outcome", "rate"])
+
+
+def outcome_line(stats: Stats) -> str:
+    """The period's outcome rates as one line (escaped)."""
+    parts = []
+    for name, label in OUTCOMES.items():
+        total = stats.tile(name).total
+        if total is not None and total[1]:
+            parts.append(f"{label} {float(total[-1]):.0%}")
+    handed = stats.tile("handoff_rate").total
+    if handed is not None and handed[1]:
+        parts.append(f"独立接待率 / deflected {1 - float(handed[-1]):.0%}")
+    return f"<br><b>{html.escape(' · '.join(parts))}</b>" if parts else ""
+
+
 def frame(tile: Tile) -> pd.DataFrame:
     """A tile's rows as a DataFrame with its columns."""
     return pd.DataFrame(list(tile.rows), columns=list(tile.columns))
@@ -72,10 +104,18 @@ class AnalyticsHandlers:
     """Callbacks of the analytics tab (admins only: registered inside AdminBlocks.admin_only)."""
 
     def __init__(
-        self, turn_log: ConversationLog | None, bot: Bot, top: int, sample: int, export_dir: Path | None = None
+        self,
+        turn_log: ConversationLog | None,
+        bot: Bot,
+        top: int,
+        sample: int,
+        export_dir: Path | None = None,
+        topics: TopicFinder | None = None,
+        judge: Judge | None = None,
     ):
-        self.analytics = Analytics(turn_log, top=top, sample=sample) if turn_log is not None else None
+        self.analytics = Analytics(turn_log, top=top, sample=sample, judge=judge) if turn_log is not None else None
         self.bot = bot
+        self.topics = topics
         # One private folder (0700, made on the first export) overwritten by every export and removed at exit: no
         # growth of /tmp per click, and no other local user reads the log's questions. Gradio's copies in its
         # cache go with delete_cache (bot/ui/app.py).
@@ -85,13 +125,15 @@ class AnalyticsHandlers:
         """Every tile for the filter the page shows (ValueError for a bad date)."""
         assert self.analytics is not None
         flt = StatsFilter(parse_time(since), parse_time(until), mode or None, source or None)
-        stats = self.analytics.compute(flt, [e.id for e in self.bot.index.entries])
+        titles = {e.id: e.query for e in self.bot.index.entries}
+        stats = self.analytics.compute(flt, list(titles), titles=titles)
+        stats = with_topics(stats, self.topics, self.analytics.log, self.analytics.top)
         desk = self.bot.desk
         return with_handoffs(stats, desk.store if desk is not None else None, self.analytics.log)
 
     def show(self, since: str, until: str, mode: str | None, source: str | None) -> tuple:
         """Status line, then each chart and table, in the order of :func:`analytics_tab`'s outputs."""
-        empty = (None,) * 6 + (None,) * len(TABLES)
+        empty = (None,) * 7 + (None,) * len(TABLES)
         if self.analytics is None:
             return (LOG_OFF, *empty)
         try:
@@ -104,7 +146,7 @@ class AnalyticsHandlers:
         # A line needs two days: over one, Gradio's line charts draw nothing at all. They wait, and say why.
         lines = rate["day"].nunique() >= 2
         note = "" if lines or not turns else f"<br>{ONE_DAY.format(rate=_rate(rate))}"
-        status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC){note}</div>"
+        status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC){note}{outcome_line(stats)}</div>"
         shown = {t.name for t in stats.tiles}  # the hand-off's tiles only when hand-off is on
         return (
             status,
@@ -114,6 +156,7 @@ class AnalyticsHandlers:
             frame(stats.tile("per_hour")),
             gr.update(value=hits, visible=lines),
             frame(stats.tile("relevance")).assign(bin=lambda d: d["from"].map(lambda v: f"{v:.2f}")),
+            gr.update(value=outcome_frame(stats), visible=lines),
             *(frame(stats.tile(name)) if name in shown else None for name in TABLES),
         )
 
@@ -141,9 +184,11 @@ class AnalyticsHandlers:
         return paths
 
 
-def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, list, list]:
+def analytics_tab(
+    bot: Bot, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
+) -> tuple[AnalyticsHandlers, list, list]:
     """Lay out and wire the analytics tab inside the current Blocks context; (handlers, filter inputs, outputs)."""
-    h = AnalyticsHandlers(bot.recorder.log, bot, top, sample)
+    h = AnalyticsHandlers(bot.recorder.log, bot, top, sample, topics=topics, judge=judge)
     with gr.Row():
         since = gr.Textbox(label="开始（ISO，UTC）/ Since", placeholder="2026-11-01", elem_id="kb-stats-since")
         until = gr.Textbox(label="结束（不含）/ Until (exclusive)", placeholder="2026-12-01", elem_id="kb-stats-until")
@@ -185,8 +230,20 @@ def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, l
             elem_id="kb-stats-relevance",
             y_lim=ZERO,
         )
+    outcomes = gr.LinePlot(
+        x="day",
+        y="rate",
+        color="outcome",
+        title="结果（每个对话）/ Outcomes per conversation",
+        elem_id="kb-stats-outcomes",
+        y_lim=[0, 1],
+        **DAYS,
+    )
     tables = []
     labels = {
+        "failing_entries": "最让访客失望的条目 / Entries that fail visitors most",
+        "topics": "问题主题 / Topics (questions grouped by meaning)",
+        "down_reasons": "点踩原因 / Thumbs-down reasons",
         "top": "最常问 / Top questions",
         "trending": "上升（近 7 天对比前 7 天）/ Trending (last 7 days vs the 7 before)",
         "unanswered": "回答不了的问题组 / Top unanswered groups",
@@ -200,7 +257,7 @@ def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, l
     for name in TABLES:
         tables.append(gr.Dataframe(label=labels[name], interactive=False, elem_id=f"kb-stats-{name}", max_height=320))
     inputs = [since, until, mode, source]
-    outputs = [status, rate, decisions, per_day, per_hour, hits, relevance, *tables]
+    outputs = [status, rate, decisions, per_day, per_hour, hits, relevance, outcomes, *tables]
     show.click(h.show, inputs, outputs, api_name="analytics")
     for f in (mode, source):
         f.change(h.show, inputs, outputs, **PRIVATE)
@@ -208,9 +265,11 @@ def analytics_tab(bot: Bot, top: int, sample: int) -> tuple[AnalyticsHandlers, l
     return h, inputs, outputs
 
 
-def analytics_page(demo: Any, bot: Bot, top: int, sample: int) -> gr.Tab:
+def analytics_page(
+    demo: Any, bot: Bot, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
+) -> gr.Tab:
     """The analytics tab, hidden until an admin's page loads; filled by its select (an admin event)."""
     with gr.Tab("统计 / Analytics", id="analytics", visible=False) as tab:
-        h, inputs, outputs = analytics_tab(bot, top, sample)
+        h, inputs, outputs = analytics_tab(bot, top, sample, topics, judge)
     tab.select(h.show, inputs, outputs, **PRIVATE)
     return tab

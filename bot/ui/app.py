@@ -7,6 +7,7 @@ import gradio as gr
 
 from bot.chat.bot import Bot
 from bot.config.settings import Settings
+from bot.conversations.topics import topic_finder_from_settings
 from bot.knowledge.store import KnowledgeStore
 from bot.ui.admin import AdminAuth, AdminBlocks, admin_view
 from bot.ui.chat_handlers import FOLLOW, ChatHandlers
@@ -14,6 +15,7 @@ from bot.ui.events import PRIVATE
 from bot.ui.feedback import FEEDBACK_OPTIONS, feedback_controls, forget_after
 from bot.ui.inbox_tab import admin_tabs
 from bot.ui.knowledge_tab import knowledge_tab
+from bot.ui.review import edit_review
 from bot.ui.testsets_tab import testsets_page
 from bot.ui.visitor_desk import POLL_SECONDS, VisitorDesk, new_visit
 
@@ -141,8 +143,12 @@ def build_demo(
         admin_pages = []  # shown to admins only; without admin credentials there are none
         if store is not None and admin.enabled:
             with demo.admin_only(), gr.Tab("知识管理 / Knowledge", id="knowledge", visible=False) as knowledge:
-                knowledge_tab(bot, store, limits=h.limits)
-            admin_pages = [knowledge, *admin_tabs(demo, bot, store, settings.log), testsets_page(demo, bot, settings)]
+                record_link = knowledge_tab(bot, store, limits=h.limits, review=edit_review(bot, store, settings))
+            admin_pages = [
+                knowledge,
+                *admin_tabs(demo, bot, store, settings.log, topic_finder_from_settings(settings), record_link),
+                testsets_page(demo, bot, settings),
+            ]
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
         turn_out = [chatbot, message, sources, header, mode, turns]

@@ -34,6 +34,7 @@ def build_server(settings, bot=None):
     from bot.deployment import Deployment
     from bot.ui.guard import ServerGuard
     from bot.ui.pages import admin_routes, kb_page, kb_path, upload_admin
+    from bot.ui.review import publisher_routes
 
     deployment = Deployment(settings, build=serving_bot, bots={DEFAULT_KB: bot} if bot is not None else None)
     bots = deployment.start()
@@ -53,6 +54,7 @@ def build_server(settings, bot=None):
         routes += feishu_router(bot, settings).routes
     # the admin login (/admin/login) for the knowledge, inbox and log tabs; while admin is off it says how to turn it on
     routes += demo.admin.router().routes
+    routes += publisher_routes(settings)  # /publisher/login when knowledge.publishers lists someone
     if bot.desk is not None:  # the hand-off: the agent console (/agent) and the staff notices' worker
         routes += desk_routes(bot.desk, settings, demo.admin)
     for path, page in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
