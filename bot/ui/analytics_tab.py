@@ -92,7 +92,9 @@ def outcome_line(stats: Stats) -> str:
     handed = stats.tile("handoff_rate").total
     if handed is not None and handed[1]:
         parts.append(f"独立接待率 / deflected {1 - float(handed[-1]):.0%}")
-    return f"<br><b>{html.escape(' · '.join(parts))}</b>" if parts else ""
+    line = f"<br><b>{html.escape(' · '.join(parts))}</b>" if parts else ""
+    notes = "".join(f"<br><small>{html.escape(t.title)}: {html.escape(t.note)}</small>" for t in stats.tiles if t.note)
+    return line + notes
 
 
 def frame(tile: Tile) -> pd.DataFrame:

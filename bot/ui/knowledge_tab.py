@@ -413,12 +413,13 @@ def publication_row() -> tuple[gr.Checkbox, gr.Textbox, gr.Textbox]:
     return draft, valid_from, valid_until
 
 
-def confirm_changes_row() -> tuple[gr.Row, gr.Button, gr.Button]:
-    """Lay out the hidden row that confirms a save or a publication the replay found answers lost or changed by."""
-    with gr.Row(visible=False, elem_id="kb-k-save-confirm-row") as row:
+def confirm_changes_row() -> tuple[gr.Row, gr.Button, gr.Row, gr.Button]:
+    """Lay out the hidden rows that confirm a save or a publication the replay found answers lost or changed by."""
+    with gr.Row(visible=False, elem_id="kb-k-save-confirm-row") as save_row:
         save_anyway = gr.Button("确认保存 / Save anyway", variant="stop", elem_id="kb-k-save-confirm")
+    with gr.Row(visible=False, elem_id="kb-k-publish-confirm-row") as publish_row:
         publish_anyway = gr.Button("确认发布 / Publish anyway", variant="stop", elem_id="kb-k-publish-confirm")
-    return row, save_anyway, publish_anyway
+    return save_row, save_anyway, publish_row, publish_anyway
 
 
 def publishing_events(
@@ -428,13 +429,14 @@ def publishing_events(
     saving: list,
     saved_out: list,
     draft: gr.Checkbox,
+    publish_row: gr.Row,
 ) -> list:
-    """Wire Save, Save anyway, Publish and Publish anyway (the last two of ``saving`` and ``saved_out``: the loaded
-    state and the confirm row); the events that write."""
+    """Wire Save, Save anyway, Publish and Publish anyway (``saving[5]`` is the loaded state; ``publish_row`` holds
+    Publish anyway); the events that write."""
     save, save_anyway, publish, publish_anyway = buttons
-    loaded, mode, status, confirm_row = saving[5], saved_out[8], saved_out[0], saved_out[9]
+    loaded, mode, status = saving[5], saved_out[8], saved_out[0]
     confirmed = gr.State(True)
-    published_out = [status, loaded, mode, draft, confirm_row]
+    published_out = [status, loaded, mode, draft, publish_row]
     return [
         save.click(guard(k.save, 10), saving, saved_out, api_name="save_entry"),
         save_anyway.click(guard(k.save, 10), [*saving, confirmed], saved_out, **PRIVATE),
@@ -498,7 +500,7 @@ def knowledge_tab(
         publish = gr.Button("发布草稿 / Publish the draft", elem_id="kb-k-publish")
         delete = gr.Button("删除… / Delete…", variant="stop", elem_id="kb-k-delete")
         record = gr.Button("📈 此条目的记录 / This entry's record", elem_id="kb-k-record")
-    save_confirm_row, save_anyway, publish_anyway = confirm_changes_row()
+    save_confirm_row, save_anyway, publish_confirm_row, publish_anyway = confirm_changes_row()
     with gr.Row(visible=False, elem_id="kb-k-confirm-row") as confirm_row:
         confirm_text = gr.HTML(elem_id="kb-k-confirm-text")
         confirm = gr.Button("确认删除 / Yes, delete", variant="stop", elem_id="kb-k-delete-confirm")
@@ -534,6 +536,7 @@ def knowledge_tab(
         [file, key, query, document, metadata, loaded, questions, draft, valid_from, valid_until],
         [status, file, key, query, document, metadata, questions, loaded, mode, save_confirm_row],
         draft,
+        publish_confirm_row,
     )
     for done in writes:
         done.then(browser.show, [search, page], table_out, **PRIVATE)
