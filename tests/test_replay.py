@@ -77,13 +77,19 @@ def test_test_set_questions_are_replayed_too(settings, kb_dir):
     replayer = replayer_from_settings(bot, store, settings)
     questions, _ = replayer.questions()
     assert [(q.text, q.source) for q in questions] == [("图书馆几点开放？", "testset:campus")]
-    replay = replayer.replay_edit(lambda s: (s.delete_entry("faq.json", "library"), ["faq:library"])[1])
+
+    def delete(scratch) -> list[str]:
+        scratch.delete_entry("faq.json", "library")
+        return ["faq:library"]
+
+    replay = replayer.replay_edit(delete)
     assert [c.source for c in replay.lost] == ["testset:campus"]
 
 
 def test_a_long_log_is_replayed_newest_distinct_first_and_says_what_it_skipped(settings):
     bot = build_bot(settings)
     log = bot.recorder.log
+    assert log is not None
     for i in range(30):
         bot.answer(f"第{i}个问题是什么", source="api")
         bot.answer(f"第{i}个问题是什么", source="api")  # asked twice: one question

@@ -83,7 +83,9 @@ def test_the_inbox_groups_join_by_topic(settings, finder):
     bot = build_bot(settings)
     for q in FEES + ["游泳馆几点开门", "游泳馆开放时间"]:
         bot.answer(q, source="web")
-    groups = bot.recorder.log.unanswered(limit=50)
+    log = bot.recorder.log
+    assert log is not None
+    groups = log.unanswered(limit=50)
     merged = finder.merge(groups)
     assert len(groups) > len(merged) >= 2
     fees = next(m for m in merged if any(g.question in FEES for g in m))
