@@ -21,7 +21,7 @@ $(VENV)/.test-deps: pyproject.toml | $(VENV)/bin/python
 
 # make run PORT=7870 HOST=0.0.0.0: another port or address (default: ui.port and ui.host in config.yaml)
 run: $(VENV)/.run-deps
-	$(PY) app.py $(if $(PORT),--port $(PORT)) $(if $(HOST),--host $(HOST))
+	$(PY) -m bot serve $(if $(PORT),--port $(PORT)) $(if $(HOST),--host $(HOST))
 
 index: $(VENV)/.run-deps
 	$(PY) -m bot index

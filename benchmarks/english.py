@@ -1,4 +1,4 @@
-"""English questions over the Chinese campus knowledge (issue 22 item 10) — one run, one BENCHMARKS.md section.
+"""English questions over the Chinese campus knowledge — one run, one BENCHMARKS.md section.
 
     .venv/bin/python -m benchmarks.english [--modes sparse,hybrid-e5] [--no-write]
 

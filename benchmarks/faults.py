@@ -1,10 +1,11 @@
-"""Issue 13's fault table: each fault injected into a temporary copy of a tiny knowledge base, the outcome measured.
+"""The fault table: each fault injected into a temporary copy of a tiny knowledge base, the outcome measured.
 
     .venv/bin/python -m benchmarks.faults [--no-write]
 
 Every fault is injected into real files under a temp folder and handled by the product's own code through its
 public APIs (``build_bot`` / ``build_index`` as app.py builds them, ``KnowledgeStore``, ``TurnLog``), the way
-tests/test_faults.py, tests/test_healing.py, tests/test_knowledge_safety.py and tests/test_turn_log.py inject them.
+tests/test_faults.py, tests/search/test_healing.py, tests/knowledge/test_knowledge_safety.py and
+tests/conversations/test_turn_log.py inject them.
 The "as intended" column is computed from the observations, never typed. Prints a markdown table and writes it into
 BENCHMARKS.md (section ``faults``).
 """
@@ -35,10 +36,10 @@ from bot.config.settings import Settings, load_settings
 from bot.config.variants import replace
 from bot.conversations.turn_log import TurnLog
 from bot.errors import KnowledgeError
-from bot.factory import build_bot, build_index
+from bot.factory import build_bot, build_index, build_knowledge_base
 from bot.knowledge.entries import load_entries
 from bot.knowledge.store import KnowledgeStore, StaleEditError
-from bot.search.healing import clean_stale_temp, file_digest
+from bot.search.integrity import clean_stale_temp, file_digest
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from tests.support.fault_injection import plant_stale_temp, save_same_id, scramble, segment_files
@@ -85,7 +86,7 @@ def make_settings(tmp: Path, jieba: Path, name: str) -> Settings:
 
 
 def fasttext_settings(s: Settings) -> Settings:
-    """The dense mode with a small, quick fastText model (tests/test_healing.py)."""
+    """The dense mode with a small, quick fastText model (tests/search/test_healing.py)."""
     s = replace(s, "retrieval.mode", "dense")
     s = replace(s, "retrieval.dense.encoder", "fasttext")
     s = replace(s, "retrieval.dense.fasttext.dim", 16)
@@ -198,7 +199,7 @@ def fault_tantivy_segments(tmp: Path, jieba: Path):
 
 def fault_faiss_and_fasttext(tmp: Path, jieba: Path):
     """Fault 2 (vectors.faiss body) and fault 3 (fasttext.bin), one after the other on the same state folder."""
-    from bot.search.faiss_searcher import INDEX_FILE
+    from bot.search.faiss_files import INDEX_FILE
 
     s = fasttext_settings(make_settings(tmp, jieba, "f2"))
     first = app_bot(s)
@@ -478,8 +479,9 @@ def fault_corrupt_log(tmp: Path, jieba: Path):
     path.write_bytes(garbage)
     mark = len(CAPTURE.messages)
     bot = build_bot(s)
-    answer = bot.answer(Q, session="s", source="web")
-    tl = bot.recorder.log
+    kb = build_knowledge_base(s, bot)
+    answer = kb.ask(Q, session="s", source="web")
+    tl = kb.recorder.log
     aside = tl.moved_aside if isinstance(tl, TurnLog) else None
     kept = aside is not None and aside.read_bytes() == garbage
     count = tl.count() if tl is not None else -1
@@ -538,11 +540,13 @@ def main(argv=None) -> None:
         except Exception as exc:
             traceback.print_exc()
             rows[2] = rows[3] = (None, f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
-        try:  # issue 28: attacks on the served app and a misbehaving LLM
+        try:  # attacks on the served app and a misbehaving LLM
             leaks = leak_rows(lambda name: make_settings(tmp, jieba, name))
         except Exception as exc:
             traceback.print_exc()
-            leaks = {11: ("issue 28 attacks", "", f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)}
+            leaks = {
+                11: ("attacks on the served app", "", f"raised {type(exc).__name__}: {short(str(exc), 120)}", False)
+            }
         rows.update({n: row[1:] for n, row in leaks.items()})
         try:  # memory an anonymous client can take, before and after the caps
             memory = memory_rows()
@@ -578,7 +582,7 @@ def main(argv=None) -> None:
     print(f"\n{len(rows) - len(bad)}/{len(rows)} as intended ({took:.0f} s)" + (f"; not: {bad}" if bad else ""))
     if not args.no_write:
         header = (
-            f"## Faults (issues 13 and 28)\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
+            f"## Faults\n\nOne run of `python -m benchmarks.faults` ({took:.0f} s, "
             f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}): each fault "
             "injected into a temp copy of the tiny test knowledge base (6 entries) and handled by the product's "
             "code (`build_bot` as app.py builds it, `build_index`, `KnowledgeStore`, `TurnLog`); rows 11-19 attack "

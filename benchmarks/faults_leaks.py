@@ -1,4 +1,4 @@
-"""Issue 28's adversarial scenarios as rows of the faults table (benchmarks/faults.py imports :func:`leak_rows`).
+"""Adversarial scenarios as rows of the faults table (benchmarks/faults.py imports :func:`leak_rows`).
 
 Each attack goes to the real app (``app.build_server`` + ``app.serve`` on a loopback port, as ``python app.py``)
 or the local test LLM (tests/support/llm_server.py) over HTTP, the outcome is measured, and "as intended" is computed.
@@ -30,12 +30,12 @@ def _serve(settings) -> tuple[str, Any]:
 
     import app
 
-    demo, routes = app.build_server(settings)
+    server = app.build_server(settings)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    return f"http://127.0.0.1:{port}", demo
+    app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    return f"http://127.0.0.1:{port}", server.page
 
 
 def app_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
@@ -43,7 +43,7 @@ def app_rows(make_settings: Callable[[str], Any]) -> dict[int, Row]:
     from bot.ui.admin import COOKIE
 
     os.environ.update(KBBOT_ADMIN_USER=ADMIN_USER, KBBOT_ADMIN_PASSWORD=ADMIN_PASSWORD, KBBOT_API_TOKEN=TOKEN)
-    os.environ["FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # what uvicorn trusted before issue 28.7
+    os.environ["FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # what uvicorn trusted before the proxy setting
     s = make_settings("leaks")
     kb = Path(s.knowledge.path)
     s = replace(s, "limits.login_failures", 3)

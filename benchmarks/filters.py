@@ -1,4 +1,4 @@
-"""Category filters (issue 26 item 2): random filtered questions never get an entry outside the filter, a filtered
+"""Category filters: random filtered questions never get an entry outside the filter, a filtered
 search equals the unfiltered ranking restricted to the filter, and what it costs — one run, one BENCHMARKS.md
 section.
 

@@ -35,8 +35,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import data_dir, knowledge_folder, write_section
 from benchmarks.ladder import HEADER, Message, knowledge_sets, reported, row, scores
 from bot.chat.answer import Cutoffs
-from bot.config.settings import Cutoffs as CutoffSettings
-from bot.config.settings import load_settings
+from bot.config.settings import CutoffSettings, load_settings
 from bot.config.variants import update
 from bot.knowledge.entries import Entry, load_entries
 from tests.support.knowledge import with_thresholds
@@ -144,7 +143,7 @@ def answer_states(name: str, entries: list[Entry], messages: list[Message]) -> d
     settings = update(settings, {"log.enabled": False, "retrieval.mode": "hybrid"})
     full = build_bot(settings, llm=None)
     index = full.index
-    shipped = full.thresholds
+    shipped = full.search.thresholds
     out: dict = {}
     splits = {s: [m for m in messages if m.split == s] for s in ("train", "heldout")}
 

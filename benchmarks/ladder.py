@@ -7,7 +7,7 @@ ladder_starter.jsonl (over knowledge/), each answerable, unanswerable, chit-chat
 (benchmarks/data/README.md). Every message goes through the product's Bot.answer, retrieval-only (no LLM), in a
 fresh conversation. Three chains are compared:
 
-- today: answer the top passing hit, else fall back (what Bot.stream did before issue 21);
+- today: answer the top passing hit, else fall back (what the bot did before the ladder);
 - today + rungs 1-2: the hand-off matcher, then the chit-chat matcher (bot/handoff/requests.py, bot/chat/chitchat.py) in front
   of today's chain — measurable before the ladder is merged;
 - ladder: ``Answer.decision`` and ``Answer.options`` as the bot itself reports them, with the shipped ladder
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     body = "\n".join(
         [
-            "## The decision ladder (issue 21)",
+            "## The decision ladder",
             "",
             f"`python -m benchmarks.ladder` — messages: {counts}; split: {args.split}. Retrieval-only (no LLM), "
             "shipped thresholds. *today* answers the top passing hit or falls back, at the answer thresholds shipped "

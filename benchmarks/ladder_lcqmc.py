@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         bot, settings = build(data.entries, STATE / "lcqmc" / name, name)
         mode = settings.retrieval.mode
         system = bot.index.searcher(mode).system
-        shipped = bot.cutoffs(system)
+        shipped = bot.search.cutoffs(system)
         cases = []
         for q in data.questions:
             hits, _ = bot.retrieve(q.question, mode=mode, top_k=10)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import data_dir, write_section
 from bot.config.settings import load_settings
 from bot.config.variants import update
-from bot.evaluation.lint import IMPORT_DUPLICATE, KINDS, LintReport, lint
+from bot.evaluation.knowledge_check import IMPORT_DUPLICATE, KINDS, LintReport, lint
 from bot.knowledge.entries import Entry, load_entries, parse_text, write_entries
 
 STATE = ROOT / ".state" / "bench" / "lint"

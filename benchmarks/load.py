@@ -28,10 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
 from bot.chat.llm import OpenAIChat
+from bot.config.llm import LLMSettings
 from bot.config.settings import Settings, load_settings
 from bot.config.variants import replace
 from bot.evaluation import percentile
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base
 from bot.texts import RATE_LIMITED
 from tests.support.llm_server import LocalLLMServer
 
@@ -144,11 +145,10 @@ def serve(base: Settings, state: Path, concurrency: int, llm_url: str, rate_limi
     settings = replace(settings, "state_dir", str(state))
     settings = replace(settings, "retrieval.mode", "sparse")
     settings = replace(settings, "ui.rate_limit_per_minute", rate_limit)
-    llm = OpenAIChat(
-        base_url=llm_url, model="local-load", api_key="sk-local-load-not-a-real-key", timeout=30, max_retries=0
-    )
+    llm_block = LLMSettings(base_url=llm_url, model="local-load", timeout=30, max_retries=0)
+    llm = OpenAIChat(llm_block, "sk-local-load-not-a-real-key")
     bot = build_bot(settings, llm=llm)
-    demo = build_demo(bot, settings, build_store(settings)).queue(default_concurrency_limit=concurrency)
+    demo = build_demo(build_knowledge_base(settings, bot), settings).queue(default_concurrency_limit=concurrency)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

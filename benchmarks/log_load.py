@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_section
 from bot.chat.answer import Answer, Cutoffs, Strategy
+from bot.chat.recorder import row_of
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.pg_log import PgTurnLog
 from bot.conversations.turn_log import TurnLog
@@ -87,7 +88,7 @@ def run(
             answer = make_answer(n, i)
             t = time.perf_counter()
             try:
-                turn_id = turn_log.record(answer, f"session-{n}", source="web")
+                turn_id = turn_log.record(row_of(answer), f"session-{n}", source="web")
                 if i % 10 == 0:
                     turn_log.feedback(turn_id, -1, "load test")
             except Exception as exc:

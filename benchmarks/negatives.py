@@ -1,4 +1,4 @@
-"""Negative examples (issue 21 item 6): an entry given ``negative_questions`` is no longer answered for them or for
+"""Negative examples: an entry given ``negative_questions`` is no longer answered for them or for
 paraphrases of them we wrote apart, and still answers its own questions — one run, one BENCHMARKS.md section.
 
     .venv/bin/python -m benchmarks.negatives [--modes sparse,hybrid-e5] [--no-write]

@@ -84,11 +84,11 @@ def replay_rows(knowledge: list[dict], evals: list[dict]) -> list[str]:
         s = settings_for(folder, mode)
         start = time.perf_counter()
         bot = build_bot(s)
-        bot.index.searcher(mode)
+        bot.search.index.searcher(mode)
         built = time.perf_counter() - start
         store = build_store(s)
         question_store = EmbeddingCache(STATE / "state" / "embeddings" / "questions.sqlite", max_rows=400_000)
-        replayer = Replayer(bot, store, None, None, question_store if mode == "hybrid" else None)
+        replayer = Replayer(bot.search, store, None, None, question_store if mode == "hybrid" else None)
         runs = [("cold", None), ("warm", None)] if mode == "hybrid" else [("—", None)]
         for label, _ in runs:
             if label == "cold":

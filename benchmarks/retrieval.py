@@ -208,7 +208,7 @@ def runs_on(
             for leaf in searcher.leaves():
                 getattr(leaf, "forget_queries", lambda: None)()  # every system pays for encoding its questions
             print(f"  {label}: {system} (indexed {time.perf_counter() - start:.0f} s) ...", flush=True)
-            out[system] = run_questions(partial(bot.retrieve, mode=mode, top_k=10), questions, system, label)
+            out[system] = run_questions(partial(bot.search.retrieve, mode=mode, top_k=10), questions, system, label)
     if "rank_bm25" in systems:
         bm25 = RankBM25(entries)
         out["rank_bm25"] = run_questions(bm25.retrieve, questions, "rank_bm25", label)

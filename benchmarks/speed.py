@@ -432,7 +432,7 @@ def worker_pipeline(config: Path, mode: str, questions: list[str], passes: int) 
         for q in questions:
             probe.at = None
             t = time.perf_counter()
-            for _answer in bot.stream(q, None, mode):
+            for _answer in bot.stream(q, mode=mode):
                 if probe.at is not None:
                     break
             end = probe.at or time.perf_counter()  # no LLM call at all (should not happen): whole answer

@@ -41,7 +41,7 @@ def measure(bot, mode: str, cases, ks=(5, 10)) -> dict[str, float]:
     found = {k: 0 for k in ks}
     both = {k: 0 for k in ks}
     for message, gold_a, gold_b in cases:
-        ids = [h.entry.id for h in bot.retrieve(message, mode, top_k=bot.top_k)[0]]
+        ids = [h.entry.id for h in bot.retrieve(message, mode, top_k=bot.search.top_k)[0]]
         for k in ks:
             top = set(ids[:k])
             hit_a, hit_b = bool(top & gold_a), bool(top & gold_b)
@@ -65,10 +65,10 @@ def main(argv=None) -> int:
         settings = replace(settings, "state_dir", tmp)
         settings = replace(settings, "knowledge.path", str(ROOT / "knowledge"))
         bot = build_bot(settings, llm=None)
-        splitter = bot.splitter
+        splitter = bot.search.splitter
         for mode in args.modes.split(","):
             for label, split in (("off", None), ("on", splitter)):
-                bot.splitter = split
+                bot.search.splitter = split
                 r = measure(bot, mode, cases)
                 lines.append(
                     f"| {mode} | {label} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['both@5']:.3f} | {r['both@10']:.3f} |"

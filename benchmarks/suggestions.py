@@ -1,4 +1,4 @@
-"""Suggested phrasings from replayed traffic (issue 24 item 1) — one run, one BENCHMARKS.md section.
+"""Suggested phrasings from replayed traffic — one run, one BENCHMARKS.md section.
 
     .venv/bin/python -m benchmarks.suggestions [--modes sparse,hybrid-e5] [--no-write]
 
@@ -22,9 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import mode_arguments, publish, shared_folder
 from benchmarks.ladder import STATE, build
-from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.conversations.suggestions import suggestions
-from bot.factory import build_store
+from bot.factory import build_knowledge_base
 from bot.knowledge.entries import load_entries
 
 
@@ -44,12 +43,12 @@ def recall_at_1(bot, mode: str, asked: list[tuple[str, frozenset[str]]]) -> floa
     return right / len(asked) if asked else 0.0
 
 
-def replay(bot, mode: str, traffic: list[tuple[str, frozenset[str]]]) -> int:
+def replay(kb, mode: str, traffic: list[tuple[str, frozenset[str]]]) -> int:
     """Run the traffic; the simulated user resolves every offer that holds a gold entry. Returns the resolutions."""
     resolved = 0
     for n, (question, gold) in enumerate(traffic):
         session = f"t{n}"
-        first = bot.answer(question, mode=mode, session=session, source="api")
+        first = kb.ask(question, mode=mode, session=session, source="api")
         offered = [i for i, o in enumerate(first.options) if o.id in gold]
         if not offered:
             continue
@@ -57,7 +56,7 @@ def replay(bot, mode: str, traffic: list[tuple[str, frozenset[str]]]) -> int:
         decision = first.decision.value
         reply = {"clarify": str(offered[0] + 1), "confirm": "是"}.get(decision, pick.question)
         history = [{"role": "user", "content": question}, {"role": "assistant", "content": first.text}]
-        second = bot.answer(reply, history, mode=mode, session=session, source="api")
+        second = kb.ask(reply, history, mode=mode, session=session, source="api")
         resolved += bool(second.hits and second.hits[0].entry.id == pick.id)
     return resolved
 
@@ -83,15 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         bot, settings = build(entries, work, mode)
         m = settings.retrieval.mode
         before = recall_at_1(bot, m, heldout)
-        resolved = replay(bot, m, traffic)
-        assert bot.recorder.log is not None
-        found = suggestions(bot.recorder.log, bot.index.entries)
+        kb = build_knowledge_base(settings, bot)
+        resolved = replay(kb, m, traffic)
+        assert kb.recorder.log is not None
+        found = suggestions(kb.recorder.log, bot.index.entries)
         gold_of = dict(traffic)
         on_gold = sum(s.entry_id in gold_of.get(s.question, frozenset()) for s in found)
         given = {s.entry_id for s in found}
         subset = [(q, g) for q, g in heldout if g & given]
         subset_before = recall_at_1(bot, m, subset)  # the knowledge is unchanged until the suggestions are accepted
-        editor = KnowledgeEditor(bot.index, build_store(settings))
+        editor = kb.editor
         for s in found:
             editor.add_phrasing(s.entry_id, s.question)
         lines.append(

@@ -7,8 +7,9 @@ The public API, for programs that ask the bot in process (an avatar, a script)::
     answer = bot.answer("怎么添加知识？")
     print(answer.text, [hit.entry.id for hit in answer.hits])
 
-Layers, lowest first: ``config`` and ``knowledge`` → ``search`` → ``chat`` (the core: a turn, knowledge edits,
-per-mode retrieval) → front ends ``ui``, ``api``, ``cli``. Lower layers never import front ends
+Layers, lowest first: ``config`` → ``storage`` → ``serving`` → ``knowledge`` → ``search`` → ``conversations`` →
+``handoff`` → ``chat`` (the turn) → ``editing`` → ``factory`` / ``knowledge_base`` → front ends ``ui``, ``api`` →
+``server`` → ``cli`` (docs/development.md "Layout"). Lower layers never import higher ones, nor front ends
 (tests/test_architecture.py). Names are imported lazily so ``import bot.errors`` stays cheap.
 """
 
@@ -28,6 +29,8 @@ _EXPORTS = {
     "load_settings": "bot.config.settings",
     "build_bot": "bot.factory",
     "build_store": "bot.factory",
+    "build_knowledge_base": "bot.factory",
+    "KnowledgeBase": "bot.knowledge_base",
     "BotError": "bot.errors",
     "ConfigError": "bot.errors",
     "KnowledgeError": "bot.errors",
@@ -42,12 +45,14 @@ __all__ = [
     "Cutoffs",
     "Entry",
     "Hit",
+    "KnowledgeBase",
     "KnowledgeError",
     "LLMError",
     "SearchBackendError",
     "Settings",
     "Strategy",
     "build_bot",
+    "build_knowledge_base",
     "build_store",
     "load_settings",
 ]
@@ -57,8 +62,9 @@ if TYPE_CHECKING:
     from bot.chat.bot import Bot
     from bot.config.settings import Settings, load_settings
     from bot.errors import BotError, ConfigError, KnowledgeError, LLMError, SearchBackendError
-    from bot.factory import build_bot, build_store
+    from bot.factory import build_bot, build_knowledge_base, build_store
     from bot.knowledge.entries import Entry
+    from bot.knowledge_base import KnowledgeBase
     from bot.search.base import Hit
 
 

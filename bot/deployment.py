@@ -1,17 +1,23 @@
-"""Several knowledge bases in one deployment: name -> settings, and each one's Bot built on first use (or at
-start). Front ends pick one by name (a URL path, the API's ``model``, the CLI's ``--kb``) through :meth:`bot`;
-an unknown name is a ConfigError listing the known ones."""
+"""Several knowledge bases in one deployment, each built once, on first use or at start.
+
+Front ends pick one by name (a URL path, the API's ``model``, the CLI's ``--kb``) through
+:meth:`Deployment.knowledge_base`; an unknown name is a ConfigError listing the known ones.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 
-from bot.chat.bot import Bot
 from bot.chat.routing import Route
 from bot.config.knowledge_bases import all_settings
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.errors import ConfigError
+from bot.knowledge_base import KnowledgeBase
+
+# Builds one knowledge base from its settings, with its name (None when it is the only one) and its route.
+Build = Callable[[Settings, str | None, Route | None], KnowledgeBase]
 
 
 class UnknownKnowledgeBase(ConfigError):
@@ -24,25 +30,22 @@ class UnknownKnowledgeBase(ConfigError):
 
 
 class Deployment:
-    """The knowledge bases of one config file (the top level is ``default``) and their Bots.
+    """The knowledge bases of one config file (the top level is ``default``), each built once.
 
-    ``build`` makes a Bot from one knowledge base's settings (the CLI's plain one, or the server's that follows
-    config edits); ``bots`` are ready ones to use instead (tests, a caller that built the default itself).
+    ``build`` makes a KnowledgeBase from one knowledge base's settings (the CLI's plain one, or the server's that
+    follows config edits); ``ready`` are built ones to use instead (tests, a caller that built the default itself).
     """
 
     def __init__(
-        self,
-        settings: Settings,
-        build: Callable[[Settings], Bot] | None = None,
-        bots: Mapping[str, Bot] | None = None,
+        self, settings: Settings, build: Build | None = None, ready: Mapping[str, KnowledgeBase] | None = None
     ):
         self.settings = all_settings(settings)
-        self.build = build or _plain_bot
-        self._bots: dict[str, Bot] = {}
+        self.build = build or _plain
+        self._built: dict[str, KnowledgeBase] = {}
         self._lock = threading.Lock()
-        for name, bot in (bots or {}).items():
-            self.settings_of(name)  # a ready Bot for a name the config lacks is a mistake
-            self._adopt(name, bot)
+        for name, kb in (ready or {}).items():
+            self.settings_of(name)  # a ready knowledge base for a name the config lacks is a mistake
+            self._built[name] = dataclasses.replace(kb, name=self._own_name(name), route=self._route(name))
 
     @property
     def names(self) -> list[str]:
@@ -64,30 +67,32 @@ class Deployment:
         """The name people see: ``routing.label``, else the name."""
         return self.settings_of(name).routing.label or name
 
-    def bot(self, name: str = DEFAULT_KB) -> Bot:
-        """Knowledge base ``name``'s Bot, built on first use; UnknownKnowledgeBase for a name the config lacks."""
+    def knowledge_base(self, name: str = DEFAULT_KB) -> KnowledgeBase:
+        """Knowledge base ``name``, built on first use; UnknownKnowledgeBase for a name the config lacks."""
         settings = self.settings_of(name)
         with self._lock:
-            if name in self._bots:
-                return self._bots[name]
-        bot = self.build(settings)  # outside the lock: a slow index build must not hold up the others
+            if name in self._built:
+                return self._built[name]
+        # outside the lock: a slow index build must not hold up the others
+        kb = self.build(settings, self._own_name(name), self._route(name))
         with self._lock:
-            return self._bots[name] if name in self._bots else self._adopt(name, bot)
+            return self._built.setdefault(name, kb)
 
-    def start(self) -> dict[str, Bot]:
-        """Every knowledge base's Bot, built now (a server: nobody waits for a build on their first message)."""
-        return {name: self.bot(name) for name in self.names}
+    def start(self) -> dict[str, KnowledgeBase]:
+        """Every knowledge base, built now (a server: nobody waits for a build on their first message)."""
+        return {name: self.knowledge_base(name) for name in self.names}
 
-    def _adopt(self, name: str, bot: Bot) -> Bot:
-        bot.name = name if self.several else None  # one knowledge base: answers carry no name, as before
+    def _own_name(self, name: str) -> str | None:
+        return name if self.several else None  # one knowledge base: answers carry no name
+
+    def _route(self, name: str) -> Route | None:
         target = self.settings[name].routing.route_to
-        if target:
-            bot.route = Route(target, self.label(target), lambda: self.bot(target))
-        self._bots[name] = bot
-        return bot
+        if not target:
+            return None
+        return Route(target, self.label(target), lambda: self.knowledge_base(target).bot)
 
 
-def _plain_bot(settings: Settings) -> Bot:
-    from bot.factory import build_bot
+def _plain(settings: Settings, name: str | None, route: Route | None) -> KnowledgeBase:
+    from bot.factory import build_knowledge_base
 
-    return build_bot(settings)
+    return build_knowledge_base(settings, name=name, route=route)

@@ -1,34 +1,38 @@
-"""Building a Bot from Settings: the one place that reads config and wires the parts together."""
+"""Building a Bot and its knowledge base from Settings: the one place that reads config and wires the parts."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from bot.chat.answer import Cutoffs
 from bot.chat.bot import Bot
 from bot.chat.chitchat import ChitChat
-from bot.chat.conversation import QueryRewriter
 from bot.chat.dont_know import DontKnowDetector
 from bot.chat.expensive import ExpensiveGate
-from bot.chat.fallback import HydeFallback, LastResort
 from bot.chat.grading import RelevanceGrader
-from bot.chat.limits import BoundedChatModel
-from bot.chat.llm import ChatModel, OpenAIChat
+from bot.chat.hyde import HydeFallback
+from bot.chat.last_resort import LastResort
+from bot.chat.llm import BoundedChatModel, ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
-from bot.chat.parts import KnowledgeAids, LLMSteps, TurnLimits
 from bot.chat.prompt import PromptBuilder
+from bot.chat.recorder import TurnRecorder
+from bot.chat.respond import Responder
 from bot.chat.rewrite import MultiQueryRewrite
+from bot.chat.routing import Route
 from bot.chat.splitter import QuestionSplitter
-from bot.chat.steps import Ladder
+from bot.chat.standalone import QueryRewriter
+from bot.chat.steps import Ladder, build_steps
 from bot.chat.steps.translate import Translator
+from bot.chat.turn_search import CurrentMode, TurnLimits, TurnSearch
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.config.watch import ConfiguredMode
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import PrivacyPolicy
-from bot.conversations.recorder import TurnRecorder
 from bot.conversations.turn_log import TurnLogError, turn_log_from_settings
-from bot.errors import KnowledgeError
+from bot.editing.editor import KnowledgeEditor
+from bot.errors import ConfigError, KnowledgeError
 from bot.handoff.channels import WeComStaffChannel, configured_channels
 from bot.handoff.desk import Desk
 from bot.handoff.hours import utc_now
@@ -36,6 +40,7 @@ from bot.handoff.store import TicketStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
 from bot.knowledge.validity import Availability
+from bot.knowledge_base import KnowledgeBase
 from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
@@ -44,12 +49,21 @@ log = logging.getLogger(__name__)
 PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversation log
 
 
+@dataclass(frozen=True)
+class LLMSteps:
+    """What the LLM does besides answering; each part is None without an LLM or when switched off."""
+
+    hyde: HydeFallback | None = None
+    rewriter: QueryRewriter | None = None  # follow-ups made standalone
+    multi_query: MultiQueryRewrite | None = None  # the "rewrite" fallback step
+    grader: RelevanceGrader | None = None
+    translator: Translator | None = None  # the "translate" fallback step
+    dont_know: DontKnowDetector | None = None  # tells a reply that declines to answer
+
+
 def thresholds(settings: Settings) -> dict[str, Cutoffs]:
     """Each retrieval system's thresholds, in relevance (the same unit for every backend of a system)."""
-    return {
-        name: Cutoffs(name, c.answer, c.direct, c.clarify, c.confirm, c.stand_in)
-        for name, c in settings.retrieval.thresholds.items()
-    }
+    return {name: Cutoffs.from_settings(name, c) for name, c in settings.retrieval.thresholds.items()}
 
 
 def build_llm(settings: Settings) -> ChatModel | None:
@@ -59,25 +73,18 @@ def build_llm(settings: Settings) -> ChatModel | None:
         log.info("no %s in the environment: retrieval-only mode", settings.llm.api_key_env)
         return None
     s = settings.llm
-    chat = OpenAIChat(
-        base_url=s.base_url,
-        model=s.model,
-        api_key=key,
-        temperature=s.temperature,
-        max_tokens=s.max_tokens,
-        timeout=s.timeout,
-        max_retries=s.max_retries,
-        key_env=s.api_key_env,
-        max_reasoning_chars=s.max_reasoning_chars,
-    )
+    chat = OpenAIChat(s, key)
     # Slow calls queue for one of max_concurrency slots (up to the LLM timeout) instead of starving every worker.
     return BoundedChatModel(chat, s.max_concurrency, s.timeout, settings.limits.max_step_chars)
 
 
 def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
-    """The knowledge index with every mode's searcher factory (nothing is built yet); with ``background`` (a
-    server) its updates run off the request path. Temporary files a killed process left are removed first."""
-    from bot.search.healing import clean_stale_temp
+    """The knowledge index with every mode's searcher factory; nothing is built yet.
+
+    With ``background`` (a server) its updates run off the request path. Temporary files a killed process left are
+    removed first.
+    """
+    from bot.search.integrity import clean_stale_temp
 
     clean_stale_temp([settings.resolve(settings.state_dir)])
     tokenizer = build_tokenizer(settings)
@@ -97,11 +104,13 @@ def build_index(settings: Settings, background: bool = False) -> KnowledgeIndex:
 
 
 def knowledge_sync(settings: Settings) -> KnowledgeSync | None:
-    """The process's mirror of the knowledge shared by replicas (``knowledge.shared: postgres``), None when the
-    folder is the knowledge; ConfigError (naming the variable) for a missing or malformed DSN."""
+    """The process's mirror of the knowledge replicas share, None when the folder is the knowledge.
+
+    ``knowledge.shared: postgres``; ConfigError (naming the variable) for a missing or malformed DSN.
+    """
     if settings.knowledge.shared == "none":
         return None
-    from bot.chat.shared_knowledge import shared_knowledge
+    from bot.knowledge.shared_knowledge import shared_knowledge
 
     state = settings.resolve(settings.state_dir)
     pg = settings.log.postgres
@@ -169,8 +178,11 @@ def llm_steps(settings: Settings, llm: ChatModel | None) -> LLMSteps:
 
 
 def build_desk(settings: Settings, turn_log: ConversationLog | None) -> Desk | None:
-    """The hand-off desk of ``settings.handoff`` (None when off): tickets in the conversation log's database (none
-    without a log), answered in the chat when agents or an admin can log in, staff told on the configured channels."""
+    """The hand-off desk of ``settings.handoff``, None when hand-off is off.
+
+    Tickets live in the conversation log's database (none without a log); they are answered in the chat when agents
+    or an admin can log in, and staff are told on the configured channels.
+    """
     h = settings.handoff
     if not h.enabled:
         return None
@@ -216,6 +228,7 @@ def build_bot(
     watch_config: bool = False,
     keep_last_good: bool = False,
     background: bool | None = None,
+    recorder: TurnRecorder | None = None,
 ) -> Bot:
     """A ready Bot; with ``load`` the knowledge is read and the configured mode's index synced now.
 
@@ -224,42 +237,63 @@ def build_bot(
     good knowledge keeps serving; without it (the CLI, scripts) it is an error, never an answer from an old index.
     With ``background`` (default: both of the above, i.e. the app) the bot serves at once: indexes are built and
     updated by background workers, and a mode whose index is not ready yet is answered from another with a notice.
+    ``recorder``: the conversation log whose most used entries the bot offers (default: the one of ``settings``).
     """
     background = watch_config and keep_last_good if background is None else background
     index = index or build_index(settings, background)
     llm = llm if llm is not None else build_llm(settings)
     mode = settings.mode
-    recorder = build_recorder(settings, purge_every=PURGE_EVERY if background else None)
-    bot = Bot(
-        index=index,
-        thresholds=thresholds(settings),
-        prompt=PromptBuilder(settings.prompt),
-        last_resort=LastResort(settings.fallback.last_resort),
-        limits=turn_limits(settings),
-        llm=llm,
-        llm_steps=llm_steps(settings, llm),
-        aids=KnowledgeAids(
-            splitter=QuestionSplitter(
-                settings.splitting.conjunctions, settings.splitting.min_part_chars, settings.splitting.max_parts
-            )
-            if settings.splitting.enabled
-            else None,
-            negatives=NegativeExamples(settings.knowledge.negative_similarity),
-            popular=PopularEntries(recorder.log),
-            availability=Availability(settings.knowledge.timezone),
-        ),
-        ladder=build_ladder(settings, recorder.log),
-        mode=mode,
-        mode_source=ConfiguredMode(settings.source, mode, kb=settings.kb_name)
-        if watch_config and settings.source
-        else None,
-        recorder=recorder,
-        privacy=PrivacyPolicy.from_settings(settings.privacy),
-    )
     if mode not in index.modes:
-        from bot.errors import ConfigError
-
         raise ConfigError(f"retrieval.mode is {mode!r}; choose one of: {', '.join(index.modes)}")
+    recorder = recorder or build_recorder(settings, purge_every=PURGE_EVERY if background else None)
+    limits = turn_limits(settings)
+    # The LLM's other jobs: none without an LLM, but the check of a reply that declines to answer.
+    helpers = llm_steps(settings, llm)
+    s = settings.splitting
+    splitter = QuestionSplitter(s.conjunctions, s.min_part_chars, s.max_parts) if s.enabled else None
+    ladder = build_ladder(settings, recorder.log)
+    configured = (
+        ConfiguredMode(settings.source, mode, kb=settings.kb_name) if watch_config and settings.source else None
+    )
+    search = TurnSearch(
+        index,
+        thresholds(settings),
+        limits,
+        CurrentMode(mode, index.modes, configured),
+        rewriter=helpers.rewriter,
+        multi_query=helpers.multi_query,
+        grader=helpers.grader,
+        splitter=splitter,
+        negatives=NegativeExamples(settings.knowledge.negative_similarity),
+        availability=Availability(settings.knowledge.timezone),
+        chitchat=ladder.chitchat,
+        substitute_followups=llm is None,
+    )
+    popular = PopularEntries(recorder.log)
+    last_resort = LastResort(settings.fallback.last_resort)
+    responder = Responder(
+        PromptBuilder(settings.prompt), last_resort, llm, splitter, limits.max_answer_chars, helpers.dont_know
+    )
+    steps = build_steps(
+        ladder,
+        ladder.chain,
+        responder,
+        search,
+        lambda: index.entries,
+        helpers.hyde,
+        rewrite=helpers.multi_query is not None,
+        translator=helpers.translator,
+        popular=lambda n: popular.top(index.entries, n),
+    )
+    bot = Bot(
+        search,
+        steps,
+        limits,
+        llm_name=llm.name if llm is not None else None,
+        privacy=PrivacyPolicy.from_settings(settings.privacy),
+        popular=popular,
+        desk=ladder.desk,
+    )
     if load:
         try:
             index.load()
@@ -274,3 +308,26 @@ def build_bot(
             index.wait_ready("sparse", timeout=300)
         index.searcher(mode)
     return bot
+
+
+def build_knowledge_base(
+    settings: Settings,
+    bot: Bot | None = None,
+    *,
+    name: str | None = None,
+    route: Route | None = None,
+    watch_config: bool = False,
+    keep_last_good: bool = False,
+) -> KnowledgeBase:
+    """The knowledge base of ``settings`` as a front end is given it.
+
+    Its Bot (``bot`` when ready, else built as :func:`build_bot` does), conversation log, store and editor; ``name``
+    among several, ``route`` to another.
+    """
+    background = watch_config and keep_last_good
+    recorder = build_recorder(settings, purge_every=PURGE_EVERY if background else None)
+    if bot is None:
+        bot = build_bot(settings, watch_config=watch_config, keep_last_good=keep_last_good, recorder=recorder)
+    store = build_store(settings)
+    editor = KnowledgeEditor(bot.search.index, store)
+    return KnowledgeBase(bot, recorder, store, editor, name, route)

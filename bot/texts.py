@@ -1,7 +1,7 @@
 """Every bilingual text a chat user, a widget visitor or an admin reads (Chinese first), in one place, so that
 the same situation reads the same on every front end and a translation has one file to change. Config defaults
 that deployers edit (prompts, the privacy refusal, the hand-off's contact) stay in bot/config/settings.py; log
-lines are English (bot/logfilter.py).
+lines are English (bot/serving/logfilter.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ LLM_DOWN_NOTICE = (
 )
 CUT_NOTICE = "（回答被中断 / The answer was cut off.）"
 
-# -- bot/chat/limits.py ----------------------------------------------------------------------------
+# -- bot/chat/llm.py ------------------------------------------------------------------------------
 BUSY = (
     "大模型繁忙，请稍后再试。/ The LLM is busy ({limit} calls in flight for {waited:g} s); "
     "raise llm.max_concurrency or try again shortly."
@@ -52,7 +52,7 @@ REPHRASE_REPLY = (
 # -- bot/chat/respond.py ---------------------------------------------------------------------------
 VERBATIM_LABEL = "【知识库原文 / Straight from the knowledge base】"
 
-# -- bot/chat/services.py --------------------------------------------------------------------------
+# -- bot/chat/status.py --------------------------------------------------------------------------
 NOT_BUILT = (
     "{mode} 索引尚未建立，下一条消息会建立它（可能需要一些时间）。"
     "/ The {mode} index is not built yet; the next message builds it (this may take a while)."
@@ -77,7 +77,7 @@ FALLBACK_NOTICE = (
     "⚠️ Elasticsearch 不可用，已改用内置检索引擎。/ Elasticsearch is unavailable; using the embedded search engine."
 )
 
-# -- bot/search/healing.py -------------------------------------------------------------------------
+# -- bot/search/integrity.py -------------------------------------------------------------------------
 BUILDING_NOTICE = "索引构建中…暂由 {mode} 模式回答。/ Index building… answering from the {mode} mode meanwhile."
 PARTIAL_NOTICE = (
     "索引构建中…暂只按条目的问题匹配，拿不准时会先确认。"
@@ -150,7 +150,7 @@ ANSWERS_NEED_LLM = (
     "--answers needs an LLM: set the API key in the {env} environment variable."
 )
 
-# -- bot/chat/fallback.py ----------------------------------------------------------------------------
+# -- bot/chat/last_resort.py --------------------------------------------------------------------------
 DID_YOU_MEAN = "您是不是想问 / Did you mean:"  # heads the fixed reply's suggestions (a channel may renumber them)
 
 # -- bot/api/im (WeCom, Feishu) ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from bot.config.settings import Settings, load_settings
 from bot.config.variants import replace, update
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base
 from bot.search.tokenizer import Tokenizer
 from bot.ui.app import build_demo
 from tests.support.knowledge import ROOT, TINY, with_cutoffs, write_knowledge
@@ -174,15 +174,16 @@ def serve_app(settings, monkeypatch):
 
 @pytest.fixture
 def served(settings, monkeypatch):
-    """The real server (Gradio page + API + admin login) on a free port, with admin credentials; yields (url, bot)."""
+    """The real server (Gradio page + API + admin login) on a free port, with admin credentials; yields (url, its
+    default knowledge base)."""
     monkeypatch.setenv(settings.api.token_env, TOKEN)
     monkeypatch.setenv(settings.ui.admin.username_env, ADMIN_LOGIN[0])
     monkeypatch.setenv(settings.ui.admin.password_env, ADMIN_LOGIN[1])
     settings = with_cutoffs(settings, "sparse", 0.5)
-    bot = build_bot(settings)
-    demo, url = serve_in_process(settings, bot)
+    kb = build_knowledge_base(settings)
+    demo, url = serve_in_process(settings, kb)
     try:
-        yield f"{url}/", bot
+        yield f"{url}/", kb
     finally:
         demo.close()
 
@@ -198,7 +199,7 @@ def app_client(settings, monkeypatch):
     monkeypatch.setenv(settings.ui.admin.password_env, "admin-password")
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
-    demo = build_demo(bot, settings, build_store(settings)).queue()
+    demo = build_demo(build_knowledge_base(settings, bot), settings).queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
@@ -264,7 +265,7 @@ def pg_settings(settings, pg_dsn, monkeypatch) -> Settings:
 def own_stores():
     """The process's shared-state stores (limits.backend: postgres) opened by the test are closed and forgotten
     after it."""
-    from bot.chat import shared_limits
+    from bot.serving import shared_limits
 
     yield
     for store in list(shared_limits._stores.values()):

@@ -1,8 +1,9 @@
 """The folder tree is the architecture: lower layers never import higher ones, and never a front end.
 
-Layers, lowest first. A module may import its own layer and the ones below it, never one above: so the core
-(``chat``) cannot reach into the browser page, and the page goes through the core instead of the searchers'
-internals. Checked on the import statements of every module, including imports inside functions.
+Layers, lowest first, one package per floor (the front ends share one). A module may import its own layer and the
+ones below it, never one above: so the core (``chat``) cannot reach into the browser page, and the page goes through
+the core instead of the searchers' internals. Checked on the import statements of every module, including imports
+inside functions and under ``TYPE_CHECKING``, and no module reaches itself through its imports (no import cycle).
 """
 
 from __future__ import annotations
@@ -16,16 +17,20 @@ pytestmark = pytest.mark.unit
 
 BOT = Path(__file__).resolve().parents[1] / "bot"
 LAYERS = [
-    {"bot.errors", "bot.fsutil", "bot.optional", "bot.openai_compat", "bot.texts"},
+    {"bot.errors", "bot.fsutil", "bot.messages", "bot.optional", "bot.openai_compat", "bot.texts"},
     {"bot.config"},
+    {"bot.storage"},  # the PostgreSQL connection the shared stores use
+    {"bot.serving"},  # logins, rate limits, capped bodies: what front ends share
     {"bot.knowledge"},
     {"bot.search"},
-    {"bot.chat.answer"},  # the result types a turn produces and the conversation log stores
     {"bot.conversations"},
     {"bot.handoff"},  # tickets in the log's database; the ladder and the front ends use the desk
     {"bot.chat"},
-    {"bot.factory", "bot.deployment", "bot.evaluation"},
-    {"bot.ui", "bot.api", "bot.cli", "bot.__main__", "bot"},
+    {"bot.editing"},
+    {"bot.factory", "bot.knowledge_base", "bot.deployment", "bot.evaluation"},
+    {"bot.ui", "bot.api"},
+    {"bot.server"},
+    {"bot.cli", "bot.__main__", "bot"},
 ]
 FRONT_END_PACKAGES = {"gradio", "fastapi", "starlette", "uvicorn"}
 
@@ -79,6 +84,73 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
     assert "bot.ui.app" in imports(bad) and layer_of("bot.ui.app") > layer_of("bot.search.index")
 
 
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` a file imports: ``from bot.chat import status`` is the module ``bot.chat.status``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in known else node.module)
+    return found & known
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through their imports (Tarjan's strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph.get(node, ()):
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_import_cycle_not_even_a_deferred_one():
+    known = {module_name(p) for p in MODULES}
+    graph = {module_name(p): imported_modules(p, known) - {module_name(p)} for p in MODULES}
+    assert import_cycles(graph) == [], "break the circle: move what both need below them, or pass it in"
+
+
+def test_the_cycle_check_sees_a_circle_through_a_deferred_import(tmp_path):
+    (tmp_path / "a.py").write_text("from bot.x import b\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("def f():\n    from bot.x.a import g\n", encoding="utf-8")
+    known = {"bot.x.a", "bot.x.b", "bot.x"}
+    graph = {
+        "bot.x.a": imported_modules(tmp_path / "a.py", known),
+        "bot.x.b": imported_modules(tmp_path / "b.py", known),
+    }
+    assert graph == {"bot.x.a": {"bot.x.b"}, "bot.x.b": {"bot.x.a"}}
+    assert import_cycles(graph) == [["bot.x.a", "bot.x.b"]]
+    assert import_cycles({"bot.x.a": {"bot.x.b"}, "bot.x.b": set()}) == []
+
+
 CONCRETE_BACKENDS = {
     "bot.search.tantivy_searcher",
     "bot.search.es_searcher",
@@ -112,7 +184,7 @@ ROOT = BOT.parent
 
 
 def imported_test_modules(path: Path) -> list[str]:
-    """The test modules (``tests.test_*``) a file imports, however it spells the import."""
+    """The test modules (``tests.…test_*``) a file imports, however it spells the import."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         names = []
@@ -120,7 +192,11 @@ def imported_test_modules(path: Path) -> list[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        found += [".".join(n.split(".")[:2]) for n in names if n.startswith("tests.test_")]
+        for name in names:
+            parts = name.split(".")
+            test = next((i for i, part in enumerate(parts) if part.startswith("test_")), None)
+            if parts[0] == "tests" and test is not None:
+                found.append(".".join(parts[: test + 1]))
     return sorted(set(found))
 
 
@@ -132,8 +208,8 @@ def test_no_test_module_or_benchmark_imports_a_test_module():
 
 def test_the_check_sees_both_spellings_of_importing_a_test_module(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from tests import test_app\nfrom tests.test_api import TOKEN\n", encoding="utf-8")
-    assert imported_test_modules(bad) == ["tests.test_api", "tests.test_app"]
+    bad.write_text("from tests.ui import test_app\nfrom tests.api.test_api import TOKEN\n", encoding="utf-8")
+    assert imported_test_modules(bad) == ["tests.api.test_api", "tests.ui.test_app"]
 
 
 def test_conftest_holds_fixtures_only():
@@ -194,11 +270,11 @@ def marked_groups(tree: ast.Module) -> list[str]:
 
 def test_every_test_module_is_in_exactly_one_group():
     wrong = {}
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         marked, expected = marked_groups(tree), expected_group(path, tree)
         if marked != [expected]:
-            wrong[path.name] = f"marked {marked}, should be [{expected!r}]"
+            wrong[str(path.relative_to(ROOT))] = f"marked {marked}, should be [{expected!r}]"
     assert wrong == {}, "set the module's pytestmark to pytest.mark.<group> (unit, contract or e2e)"
 
 

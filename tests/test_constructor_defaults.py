@@ -15,10 +15,10 @@ pytestmark = pytest.mark.unit
 
 # Named like a setting but not one, or left for now: (module, function, parameter) and why.
 NOT_SETTINGS = {
-    ("bot/chat/conversation.py", "__init__", "max_tokens"),  # the follow-up rewrite's budget: no such setting
+    ("bot/chat/standalone.py", "__init__", "max_tokens"),  # the follow-up rewrite's budget: no such setting
     ("bot/conversations/turn_log.py", "__init__", "timeout"),  # SQLite's busy timeout, not llm.timeout
     ("bot/evaluation/calibration.py", "neighbours", "count"),  # thresholds tried, not fallback.rewrite.count
-    ("bot/evaluation/lint.py", "sample_probes", "seed"),  # sampling seeds, not fastText's
+    ("bot/evaluation/knowledge_check.py", "sample_probes", "seed"),  # sampling seeds, not fastText's
     ("bot/evaluation/questions.py", "subsample", "seed"),
     ("bot/knowledge/csv_io.py", "read_csv", "source"),  # a name for error messages
     ("bot/knowledge/csv_io.py", "read_xlsx", "source"),

@@ -23,7 +23,7 @@ import pytest
 from bot.chat.answer import Strategy
 from bot.config.variants import update
 from bot.errors import KnowledgeError
-from bot.factory import build_bot, build_index
+from bot.factory import build_bot, build_index, build_knowledge_base
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
 from bot.search.tokenizer import Tokenizer
@@ -331,7 +331,7 @@ def test_restart_with_a_malformed_file_serves_the_last_good_index(settings, kb_d
         build_bot(settings)
     restarted = build_bot(settings, keep_last_good=True)  # the app keeps serving
     assert restarted.answer("怎么添加知识？").hits[0].entry.id == "faq:add"
-    assert "faq.json" in str(restarted.index.error)
+    assert "faq.json" in str(restarted.search.index.error)
 
 
 def test_first_start_with_a_malformed_file_fails_with_the_problem(settings, kb_dir):
@@ -428,7 +428,7 @@ def test_truncated_embedding_cache_starts_afresh_with_a_log_line(tmp_path, caplo
         assert (tmp_path / "emb" / f"{CACHE_FILE}.damaged").is_file()
 
 
-# -- LLM faults through the Bot (complements tests/test_bot.py) ----------------------------
+# -- LLM faults through the Bot (complements tests/chat/test_bot.py) ----------------------------
 @pytest.fixture
 def llm_bot_factory(llm_settings, llm_server):
     """Build a Bot against the local server with a given retry budget and timeout."""
@@ -455,7 +455,8 @@ def test_5xx_persisting_past_retries_degrades_to_retrieval_with_sources(llm_bot_
 
     bot = llm_bot_factory(max_retries=1)
     llm_server.fail(Fault(status=503), Fault(status=502))
-    *_, (history, _, sources, *_) = ChatHandlers(bot, llm_settings).chat("怎么添加知识？", [])
+    handlers = ChatHandlers(build_knowledge_base(llm_settings, bot), llm_settings)
+    *_, (history, _, sources, *_) = handlers.chat("怎么添加知识？", [])
     reply = history[-1]["content"]
     assert reply.startswith(LLM_DOWN_NOTICE) and RETRIEVAL_ONLY_LABEL in reply and "knowledge 文件夹" in reply
     assert LLM_DOWN_NOTICE in sources and "怎么添加知识？" in sources

@@ -1,4 +1,4 @@
-"""Two app processes as replicas behind a load balancer (issue 27's measure): one search server (the
+"""Two app processes as replicas behind a load balancer: one search server (the
 OpenSearch-compatible osmem-server), one PostgreSQL holding the knowledge, the log and the limits.
 
 An entry added through replica A (the knowledge CLI with A's config) is answered by replica B on its next message,

@@ -22,7 +22,7 @@ import yaml
 
 from bot.config.variants import replace, update
 from bot.errors import BotError, SearchBackendError
-from bot.factory import build_bot, build_store
+from bot.factory import build_bot, build_knowledge_base, build_llm
 from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import ROOT, config_dict, with_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
@@ -123,8 +123,9 @@ def key_reached_the_server(server: LocalLLMServer) -> bool:
     "fault", [None, Fault(status=401), Fault(status=500), Fault(sleep=1.5)], ids=["answer", "401", "500", "timeout"]
 )
 def test_bot_answers_and_failures_do_not_leak_the_key(secret_settings, llm_server, debug_logs, fault):
-    bot = build_bot(secret_settings)
-    assert_clean(repr(bot.llm), vars(bot))
+    llm = build_llm(secret_settings)
+    bot = build_bot(secret_settings, llm=llm)
+    assert_clean(repr(llm), vars(bot), vars(bot.search))
     if fault:
         llm_server.fail(fault)
     answer = bot.answer("怎么添加知识？")
@@ -234,7 +235,8 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     settings, tokenizer, monkeypatch, debug_logs, auth, fallback
 ):
     pytest.importorskip("elasticsearch")
-    from bot.search.es_searcher import build_client, build_elasticsearch_searcher
+    from bot.search.assembly import elasticsearch_searcher
+    from bot.search.es_client import build_client
 
     port = closed_port()
     es_block = "retrieval.sparse.elasticsearch"
@@ -255,7 +257,7 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
         monkeypatch.delenv("ES_PASSWORD")
         settings = replace(settings, f"{es_block}.hosts", [f"http://{ES_USER}:{ES_PASSWORD}@127.0.0.1:{port}"])
     es = settings.retrieval.sparse.elasticsearch
-    client = build_client(settings, es)
+    client = build_client(es)
     headers = client.transport.node_pool.all()[0].config.headers if auth == "basic_in_url" else client._headers
     assert headers  # the credentials really are in play (as an Authorization header)
     if fallback:
@@ -268,7 +270,7 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
         assert_clean(searcher.notice, searcher.fallback_reason, repr(searcher))
     else:
         with pytest.raises(SearchBackendError) as caught:
-            build_elasticsearch_searcher(settings, tokenizer)
+            elasticsearch_searcher(settings, tokenizer)
         assert f"127.0.0.1:{port}" in str(caught.value)
         assert_clean(*error_surfaces(caught.value))
     assert_clean(repr(client), *log_surfaces(debug_logs))
@@ -290,7 +292,7 @@ def test_app_chat_page_and_config_do_not_leak(secret_settings, llm_server, debug
     from bot.ui.app import build_demo
 
     bot = build_bot(secret_settings)
-    demo = build_demo(bot, secret_settings, build_store(secret_settings)).queue()
+    demo = build_demo(build_knowledge_base(secret_settings, bot), secret_settings).queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     base = f"http://127.0.0.1:{port}"

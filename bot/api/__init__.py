@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
     from bot.deployment import Deployment
+    from bot.knowledge_base import KnowledgeBase
 
 
-def api_router(bot: Bot | Deployment, settings: Settings) -> APIRouter:
-    """The API's routes (under ``/v1``) for one Bot, or every knowledge base of a deployment (the model picks one);
+def api_router(served: KnowledgeBase | Deployment, settings: Settings) -> APIRouter:
+    """The API's routes (under ``/v1``) for one knowledge base, or every one of a deployment (the model picks one);
     mount them on any FastAPI app."""
     from bot.api.routes import ChatAPI
 
-    return ChatAPI(bot, settings).router()
+    return ChatAPI(served, settings).router()
 
 
-def widget_router(bot: Bot, settings: Settings) -> APIRouter:
-    """The chat widget's routes (``/widget.js``, ``/widget/chat``, ``/widget/demo``) for one Bot."""
+def widget_router(kb: KnowledgeBase, settings: Settings) -> APIRouter:
+    """The chat widget's routes (``/widget.js``, ``/widget/chat``, ``/widget/demo``) for one knowledge base."""
     from bot.api.widget import WidgetAPI
 
-    return WidgetAPI(bot, settings).router()
+    return WidgetAPI(kb, settings).router()

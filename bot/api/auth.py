@@ -7,9 +7,10 @@ import hmac
 import math
 
 from bot.api.protocol import APIError
-from bot.chat.logins import ThrottledLogin, locked_message
 from bot.config.secrets import env_secret
 from bot.config.settings import Settings
+from bot.serving.logins import ThrottledLogin, locked_message
+from bot.serving.shared_logins import login_throttle
 
 USER = "api"  # the throttle's "username": one token, so wrong guesses count per client address
 
@@ -38,7 +39,7 @@ class TokenGuard:
     def from_settings(cls, settings: Settings) -> TokenGuard:
         """From ``api``, with wrong tokens throttled by the logins' ``limits.login_failures`` and lockout."""
         guard = cls(settings.api.token_env, settings.api.require_token)
-        guard.throttle = ThrottledLogin.from_settings(guard._matches, settings)
+        guard.throttle = login_throttle(guard._matches, settings)
         return guard
 
     def _matches(self, _user: str, given: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.chat.answer import Answer
 from bot.knowledge.filters import EntryFilter, FilterError, parse_filter
+from bot.messages import Message, said
 
 MODEL = "kbbot"
 OWNER = "kbbot"
@@ -55,7 +56,7 @@ class ChatRequest:
 
     model: str
     question: str
-    history: list[dict[str, str]] = field(default_factory=list)
+    history: list[Message] = field(default_factory=list)
     stream: bool = False
     within: EntryFilter | None = None  # ``kbbot.filter``: the categories to search
     conversation: str | None = None  # ``kbbot.conversation``: the secret of a hand-off's conversation
@@ -109,7 +110,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raise bad_request(
             "缺少 messages，或它不是非空列表 / 'messages' is required and must be a non-empty list", "messages"
         )
-    turns: list[dict[str, str]] = []
+    turns: list[Message] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise bad_request(
@@ -122,7 +123,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
             )
         text = content_text(message.get("content"), f"messages[{i}].content")
         if role in CONVERSATION_ROLES:
-            turns.append({"role": role, "content": text})
+            turns.append(said(role, text))
     users = [i for i, turn in enumerate(turns) if turn["role"] == "user"]
     if not users:
         raise bad_request("messages 中没有用户消息 / 'messages' holds no user message to answer", "messages")

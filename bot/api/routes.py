@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
@@ -13,7 +14,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from bot.api.auth import TokenGuard
-from bot.api.bodies import read_capped
 from bot.api.protocol import (
     DONE,
     MODEL,
@@ -30,13 +30,13 @@ from bot.api.protocol import (
     sse,
 )
 from bot.chat.answer import Answer
-from bot.chat.bot import Bot
-from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.deployment import Deployment
 from bot.errors import BotError
 from bot.handoff.tickets import Conversation
+from bot.knowledge_base import KnowledgeBase
+from bot.serving.bodies import read_capped
+from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import INTERNAL_ERROR, RATE_LIMITED
 
 log = logging.getLogger(__name__)
@@ -78,13 +78,13 @@ class ChatAPI:
     """The OpenAI-compatible API over the knowledge bases of a deployment (the model picks one and a mode):
     bearer-token auth, the chat's rate and length limits.
 
-    The Bot's blocking work (retrieval, the LLM) runs in the threadpool, one step of a stream at a time, so the
+    A turn's blocking work (retrieval, the LLM) runs in the threadpool, one step of a stream at a time, so the
     event loop keeps serving other clients and the browser app.
     """
 
-    def __init__(self, bots: Bot | Deployment, settings: Settings):
-        self.deployment = bots if isinstance(bots, Deployment) else Deployment(settings, bots={DEFAULT_KB: bots})
-        self.bot = self.deployment.bot()  # the default knowledge base's
+    def __init__(self, served: KnowledgeBase | Deployment, settings: Settings):
+        self.deployment = served if isinstance(served, Deployment) else Deployment(settings, ready={DEFAULT_KB: served})
+        self.kb = self.deployment.knowledge_base()  # the default one
         self.settings = settings
         self.guard = TokenGuard.from_settings(settings)
         self.limiter = rate_limiter(settings, "api-chat", chat_per_minute(settings))
@@ -112,16 +112,17 @@ class ChatAPI:
         key = self.guard.check(request.headers.get("authorization"), address)
         return key or f"addr:{address}"
 
-    def target(self, model: str) -> tuple[Bot, str]:
-        """The Bot and retrieval mode a model name selects: ``kbbot`` / ``kbbot-<mode>`` the default knowledge base,
+    def target(self, model: str) -> tuple[KnowledgeBase, str]:
+        """The knowledge base and retrieval mode a model name selects: ``kbbot`` / ``kbbot-<mode>`` the default one,
         ``kbbot/<kb>`` or ``<kb>`` another one in its configured mode; 404 naming the models when unknown."""
-        ids = model_ids(self.bot.index.modes)
+        status = self.kb.bot.status()
+        ids = model_ids(list(status.modes))
         if model in ids:
-            return self.bot, ids[model] or self.bot.current_mode()
+            return self.kb, ids[model] or status.configured
         name = model.removeprefix(f"{MODEL}/")
         if name in self.deployment.names:
-            bot = self.deployment.bot(name)
-            return bot, bot.current_mode()
+            kb = self.deployment.knowledge_base(name)
+            return kb, kb.bot.status().configured
         known = [*ids, *(kb_model_id(n) for n in self.deployment.names[1:])]
         raise APIError(
             404,
@@ -132,9 +133,10 @@ class ChatAPI:
 
     def models_body(self) -> dict[str, Any]:
         """The model list: the default knowledge base's ids, then ``kbbot/<kb>`` for each other one."""
-        body = model_list(self.bot.index.modes, self.bot.current_mode(), self.created)
+        status = self.kb.bot.status()
+        body = model_list(status.modes, status.configured, self.created)
         for name in self.deployment.names[1:]:
-            mode = self.deployment.bot(name).current_mode()
+            mode = self.deployment.knowledge_base(name).bot.status().configured
             body["data"].append(model_card(kb_model_id(name), mode, self.created, name))
         return body
 
@@ -160,14 +162,14 @@ class ChatAPI:
         """``GET /v1/models/{model}``: one model, or 404."""
         self.authorize(request)
         model_id = request.path_params["model_id"]
-        bot, mode = await run_in_threadpool(self.target, model_id)
-        return JSONResponse(model_card(model_id, mode, self.created, bot.name))
+        kb, mode = await run_in_threadpool(self.target, model_id)
+        return JSONResponse(model_card(model_id, mode, self.created, kb.name))
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: the bot's answer as a ``chat.completion``, or SSE chunks with ``stream``."""
         key = self.authorize(request)
         req = parse_chat_request(await self.read_body(request))
-        bot, mode = await run_in_threadpool(self.target, req.model)
+        kb, mode = await run_in_threadpool(self.target, req.model)
         if not self.limiter.allow(key):
             raise APIError(429, RATE_LIMITED, code="rate_limit_exceeded")
         # A client that sent no conversation gets a fresh one: should this turn hand off, its secret comes back in
@@ -178,10 +180,11 @@ class ChatAPI:
         if not req.stream:
             try:
                 answer = await run_in_threadpool(
-                    lambda: bot.answer(
+                    functools.partial(
+                        kb.ask,
                         req.question,
                         req.history,
-                        mode,
+                        mode=mode,
                         source="api",
                         within=req.within,
                         session=session,
@@ -191,8 +194,14 @@ class ChatAPI:
             except Exception as exc:
                 raise bot_failure(exc) from None
             return JSONResponse(reply.completion(answer))
-        snapshots = bot.turn(
-            req.question, req.history, mode, source="api", within=req.within, session=session, conversation=conversation
+        snapshots = kb.turn(
+            req.question,
+            req.history,
+            mode=mode,
+            source="api",
+            within=req.within,
+            session=session,
+            conversation=conversation,
         )  # logged
         # The first snapshot comes after retrieval: most failures surface here, still as a proper HTTP status.
         try:
@@ -211,7 +220,7 @@ class ChatAPI:
         self.authorize(request)
         conversation, after = parse_messages_request(await self.read_body(request))
         for name in self.deployment.names:
-            desk = self.deployment.bot(name).desk
+            desk = self.deployment.knowledge_base(name).desk
             if desk is None:
                 continue
             try:

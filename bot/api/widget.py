@@ -12,6 +12,7 @@ like the API's: the script sends the history, and a reply to a clarify or confir
 
 from __future__ import annotations
 
+import functools
 import html
 import ipaddress
 import json
@@ -22,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import Response
 
-from bot.api.bodies import read_capped
-from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter
 from bot.handoff.tickets import Conversation, Updates
+from bot.messages import Message, said
+from bot.serving.bodies import read_capped
+from bot.serving.ratelimit import chat_per_minute, rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,10 @@ def widget_script() -> str:
 
 
 class WidgetAPI:
-    """``/widget.js``, ``/widget/chat`` (CORS, token, limits) and ``/widget/demo`` for one Bot."""
+    """``/widget.js``, ``/widget/chat`` (CORS, token, limits) and ``/widget/demo`` for one knowledge base."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
         self.settings = settings.widget
         self.allowed = set(self.settings.allowed_origins)
         self.per_session = rate_limiter(settings, "widget-session", self.settings.max_messages_per_session, DAY)
@@ -155,7 +156,9 @@ class WidgetAPI:
         # The session is random in the visitor's browser (96 bits): it is the conversation's secret, too.
         conversation = Conversation("widget", session, session=session)
         answer = await run_in_threadpool(
-            lambda: self.bot.answer(message, history, None, session=session, source="widget", conversation=conversation)
+            functools.partial(
+                self.kb.ask, message, history, session=session, source="widget", conversation=conversation
+            )
         )
         reply: dict[str, Any] = {
             "reply": answer.text,
@@ -188,7 +191,7 @@ class WidgetAPI:
         address = request.client.host if request.client else "unknown"
         if not self.per_poll.allow(f"widget-poll:{address}"):
             return JSONResponse({"error": TOO_FAST}, status_code=429, headers=headers)
-        desk = self.bot.desk
+        desk = self.kb.desk
         if desk is None:
             return JSONResponse(Updates(None).to_dict(), headers=headers)
         updates = await run_in_threadpool(desk.updates, Conversation("widget", session), after)
@@ -259,7 +262,7 @@ def parse_messages_request(body: bytes) -> tuple[str, str, int]:
     return session, token, after
 
 
-def parse_widget_request(body: bytes) -> tuple[str, list[dict[str, str]], str, str]:
+def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:
     """(message, history, session, token) of a widget request, or ValueError saying what is wrong."""
     data = _json_object(body)
     message = data.get("message")
@@ -269,7 +272,7 @@ def parse_widget_request(body: bytes) -> tuple[str, list[dict[str, str]], str, s
     history = data.get("history") or []
     if not isinstance(history, list) or len(history) > MAX_HISTORY:
         raise ValueError(f"'history' must be a list of at most {MAX_HISTORY} messages")
-    turns = []
+    turns: list[Message] = []
     for turn in history:
         if not (
             isinstance(turn, dict)
@@ -277,5 +280,5 @@ def parse_widget_request(body: bytes) -> tuple[str, list[dict[str, str]], str, s
             and isinstance(turn.get("content"), str)
         ):
             raise ValueError("each history message is {'role': 'user'|'assistant', 'content': '...'}")
-        turns.append({"role": turn["role"], "content": turn["content"]})
+        turns.append(said(turn["role"], turn["content"]))
     return message, turns, session, token

@@ -1,1 +1,1 @@
-"""The core: one chat turn (retrieve, threshold, prompt, fall back), answers, the LLM client and limits."""
+"""The turn: the Bot down the ladder of rungs, the search it makes, the answer it writes, and what wraps it."""

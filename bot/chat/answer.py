@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from bot.config.retrieval import CutoffSettings
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
 
@@ -119,6 +120,11 @@ class Cutoffs:
             confirm=answer - self.answer + (self.confirm or 0.0),
         )
 
+    @classmethod
+    def from_settings(cls, system: str, settings: CutoffSettings) -> Cutoffs:
+        """The cutoffs of ``system`` as its ``retrieval.thresholds`` block sets them."""
+        return cls(system, settings.answer, settings.direct, settings.clarify, settings.confirm, settings.stand_in)
+
     def passes(self, hit: Hit) -> bool:
         """True when the hit is relevant enough to answer from."""
         return hit.relevance >= self.answer
@@ -192,7 +198,7 @@ class Answer:
     parts: tuple[Part, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
-    turn_id: int | None = None  # the conversation log's id of this turn, once recorded (Bot.turn)
+    turn_id: int | None = None  # the conversation log's id of this turn, once recorded (KnowledgeBase.turn)
     within: EntryFilter | None = None  # the categories the search was restricted to (None: the whole knowledge)
     knowledge_base: str | None = None  # the knowledge base that answered (another one when routed; None: one KB)
     handoff: HandoffState | None = None  # a person offered, or the ticket this turn opened or went to

@@ -1,5 +1,5 @@
 """Long messages cost the most (every part searched, every mode encoded, HyDE on top): at most a few are answered at
-once, so one client sending many cannot slow every other chat (issue 28.14). Short messages never wait here."""
+once, so one client sending many cannot slow every other chat. Short messages never wait here."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ again, so only messages that *read* as follow-ups are combined:
   "when was it founded?").
 
 Greetings, thanks, farewells and other small talk never are; neither is anything else (a question that is
-complete on its own). The rule is measured on tests/test_followup.py's list of pairs.
+complete on its own). The rule is measured on tests/chat/test_followup.py's list of pairs.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def reads_as_followup(message: str) -> bool:
 # previous answer again (its words outnumber the new subject's), so the subject is put in the previous question's
 # slot: the tokens it lines up with (same last word: 珠海校区 → 深圳校区; shared affix: 医学部 → 工学部; same kind:
 # a place for a place, a person, a number, a verb, a Latin word), else the last noun phrase. Measured on the pairs
-# in tests/test_followup_subjects.py.
+# in tests/chat/test_followup_subjects.py.
 _LEAD = re.compile(
     r"^(那么|那个|那|还有|另外|至于|然后|接着|再问一下|再问|同样|也|and what about|what about|how about|what of|"
     r"same for|and|also|but)\s*",

@@ -38,18 +38,17 @@ class KnowledgeLanguage:
     """The knowledge's main language, recomputed when the loaded entries change (a cheap sample of questions)."""
 
     def __init__(self) -> None:
-        self._key: tuple[int, int] | None = None
+        self._entries: Sequence[Entry] | None = None  # the loaded knowledge the language was read from
         self._language: str | None = None
 
     def of(self, entries: Sequence[Entry]) -> str | None:
         """The language most entry questions are in (None for empty knowledge)."""
-        key = (id(entries), len(entries))
-        if key != self._key:
+        if entries is not self._entries:  # the loaded knowledge changed: a new list object
             step = max(1, len(entries) // SAMPLE)
             votes = [language_of(e.query) for e in entries[::step]]
             zh, en = votes.count("zh"), votes.count("en")
             self._language = None if zh + en == 0 else "zh" if zh >= en else "en"
-            self._key = key
+            self._entries = entries
         return self._language
 
     def mismatch(self, question: str, entries: Sequence[Entry]) -> str | None:

@@ -1,23 +1,24 @@
-"""The chat role: ``complete`` and ``stream`` over an OpenAI-compatible endpoint, failures as our own errors."""
+"""The chat LLM: ``complete`` and ``stream`` over an OpenAI-compatible endpoint, and a cap on calls in flight."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from bot.chat.reasoning import SHOWN_CHARS, ThinkFilter, Thought
-from bot.config.settings import LLMSettings, default_of
+from bot.config.settings import LLMSettings
 from bot.errors import LLMError, LLMStreamBroken, LLMTimeoutError
+from bot.messages import Message
 from bot.openai_compat import Endpoint, advice, is_timeout, openai_client
+from bot.texts import BUSY
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
 log = logging.getLogger(__name__)
-
-Message = dict[str, str]
 
 
 class ChatModel(ABC):
@@ -60,27 +61,18 @@ def read_capped(pieces: Iterator[str], max_chars: int | None) -> str:
 class OpenAIChat(ChatModel):
     """Any OpenAI-compatible chat endpoint (OpenAI, DeepSeek, Qwen, vLLM, Ollama) through the ``openai`` package."""
 
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str,
-        temperature: float = default_of(LLMSettings, "temperature"),
-        max_tokens: int = default_of(LLMSettings, "max_tokens"),
-        timeout: float = default_of(LLMSettings, "timeout"),
-        max_retries: int = default_of(LLMSettings, "max_retries"),
-        key_env: str = default_of(LLMSettings, "api_key_env"),
-        max_reasoning_chars: int = default_of(LLMSettings, "max_reasoning_chars"),
-    ):
-        self.base_url = base_url
-        self.model = model
-        self.name = model
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_reasoning_chars = max_reasoning_chars
-        self.endpoint = Endpoint(base_url, model, timeout, max_retries, key_env, "llm")
+    def __init__(self, settings: LLMSettings, api_key: str):
+        """The endpoint, model and budgets of the ``llm`` block; ``api_key`` read from its environment variable."""
+        self.base_url = settings.base_url
+        self.model = settings.model
+        self.name = settings.model
+        self.temperature = settings.temperature
+        self.max_tokens = settings.max_tokens
+        self.timeout = settings.timeout
+        self.max_reasoning_chars = settings.max_reasoning_chars
+        self.endpoint = Endpoint(
+            settings.base_url, settings.model, settings.timeout, settings.max_retries, settings.api_key_env, "llm"
+        )
         self._client = openai_client(self.endpoint, api_key)
 
     def __repr__(self) -> str:  # never show the key
@@ -158,3 +150,32 @@ class OpenAIChat(ChatModel):
                 f"{where} answered HTTP {response.response.status_code} ({kind}) without any answer text; is "
                 "llm.base_url the API (it usually ends in /v1), not a web page or a proxy's error page?"
             )
+
+
+class BoundedChatModel(ChatModel):
+    """A ChatModel with at most ``limit`` calls in flight; a call that waits longer than ``wait`` s fails as a timeout.
+
+    The slot is held while the reply streams and released when the stream ends, fails or is closed, so slow calls
+    queue here instead of starving every worker, and the waiting caller degrades like any LLM failure.
+    """
+
+    def __init__(self, inner: ChatModel, limit: int, wait: float, max_chars: int | None = None):
+        """``max_chars``: what :meth:`complete` reads at most (ChatModel.max_chars)."""
+        self.inner = inner
+        self.max_chars = max_chars
+        self.name = inner.name
+        self.limit = limit
+        self.wait = wait
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def __repr__(self) -> str:
+        return f"BoundedChatModel({self.inner!r}, limit={self.limit})"
+
+    def stream(self, messages: Sequence[Message], max_tokens: int | None = None) -> Iterator[str]:
+        """The inner model's stream, once a slot is free (LLMTimeoutError after ``wait`` s)."""
+        if not self._slots.acquire(timeout=self.wait):
+            raise LLMTimeoutError(BUSY.format(limit=self.limit, waited=self.wait))
+        try:
+            yield from self.inner.stream(messages, max_tokens=max_tokens)
+        finally:
+            self._slots.release()

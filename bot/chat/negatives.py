@@ -72,15 +72,14 @@ class NegativeExamples:
 
     def __init__(self, min_similarity: float = default_of(KnowledgeSettings, "negative_similarity")):
         self.min_similarity = min_similarity
-        self._key: tuple[int, int] | None = None
+        self._entries: Sequence[Entry] | None = None  # the loaded knowledge _by_id was made from
         self._by_id: dict[str, Entry] = {}
-        self._dense: dict[int, DenseCloseness | None] = {}
+        self._dense: dict[object, DenseCloseness] = {}  # by the index that holds the vectors
 
     def _refresh(self, entries: Sequence[Entry]) -> None:
-        key = (id(entries), len(entries))
-        if key != self._key:  # the loaded knowledge changed: a new list object
+        if entries is not self._entries:  # the loaded knowledge changed: a new list object
             self._by_id = {e.id: e for e in entries if e.negative_questions}
-            self._key = key
+            self._entries = entries
 
     def blocks(self, question: str, entry: Entry, searcher: ModeSearcher | None = None) -> bool:
         """True when ``question`` is closer to one of ``entry``'s negatives than to any of its phrasings."""
@@ -99,10 +98,9 @@ class NegativeExamples:
         dense = dense_leaf(searcher) if searcher is not None else None
         if dense is None:
             return None
-        key = id(dense)
-        if key not in self._dense:
-            self._dense[key] = DenseCloseness(dense.query_vector, dense.encoder.embed_questions)
-        return self._dense[key]
+        if dense not in self._dense:
+            self._dense[dense] = DenseCloseness(dense.query_vector, dense.encoder.embed_questions)
+        return self._dense[dense]
 
     def filter(
         self, question: str, hits: Sequence[Hit], entries: Sequence[Entry], searcher: ModeSearcher | None = None

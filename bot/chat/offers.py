@@ -12,9 +12,9 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.chat.prompt import normalize_history
+from bot.messages import History
 from bot.texts import CLARIFY_HEAD, CLARIFY_TAIL, CONFIRM_TEMPLATE, HANDOFF_OFFER
 
 CONFIRM_HEAD = "您是想问"
@@ -117,7 +117,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def previous_offer(history: Sequence[Any] | None) -> Offer | None:
+def previous_offer(history: History | None) -> Offer | None:
     """The offer made by the last assistant message of ``history``: a clarify or confirm question, or a person."""
     turns = normalize_history(history, 1000)
     if not turns or turns[-1]["role"] != "assistant":

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config.settings import PromptSettings
+from bot.messages import History, Message, said
 from bot.search.base import Hit
 from bot.search.passages import excerpt
-
-Message = dict[str, str]
 
 
 def message_text(content: Any) -> str:
@@ -25,7 +24,7 @@ def message_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def normalize_history(history: Sequence[Any] | None, max_turns: int, max_chars: int | None = None) -> list[Message]:
+def normalize_history(history: Sequence[object] | None, max_turns: int, max_chars: int | None = None) -> list[Message]:
     """The last ``max_turns`` user/assistant turns as OpenAI messages, at most ``max_chars`` characters in all.
 
     Accepts dicts or (user, bot) pairs. History comes from the client (a browser or an API caller can forge any),
@@ -47,18 +46,18 @@ def normalize_history(history: Sequence[Any] | None, max_turns: int, max_chars: 
     return out[::-1]
 
 
-def _last_turns(history: Sequence[Any] | None, max_turns: int) -> list[Message]:
+def _last_turns(history: Sequence[object] | None, max_turns: int) -> list[Message]:
     messages: list[Message] = []
     for item in history or []:
         if isinstance(item, dict) and item.get("role") in ("user", "assistant"):
             text = message_text(item.get("content"))
             if text.strip():
-                messages.append({"role": item["role"], "content": text})
+                messages.append(said(item["role"], text))
         elif isinstance(item, (list, tuple)) and len(item) == 2:
             for role, content in zip(("user", "assistant"), item):
                 text = message_text(content)
                 if text.strip():
-                    messages.append({"role": role, "content": text})
+                    messages.append(said(role, text))
     if max_turns <= 0:
         return []
     # One turn is a user message and the reply to it; keep whole turns from the end.
@@ -102,21 +101,21 @@ class PromptBuilder:
         Each hit shows at most max_hit_chars of its document: a long entry its best passages (docs/retrieval-and-decision.md "Long
         documents"), with "…" where text was skipped.
         """
-        kept = sorted(hits, key=lambda h: h.relevance, reverse=True)
-        documents = {id(h): excerpt(h, self.settings.max_hit_chars) for h in kept}
+        ranked = sorted(hits, key=lambda h: h.relevance, reverse=True)
+        kept = [(h, excerpt(h, self.settings.max_hit_chars)) for h in ranked]  # each hit with its shown text
         while kept:
             blocks = [
-                self.render_reference(i, h.entry.query, documents[id(h)], h.entry.keywords, h.subquestion)
-                for i, h in enumerate(kept, 1)
+                self.render_reference(i, h.entry.query, document, h.entry.keywords, h.subquestion)
+                for i, (h, document) in enumerate(kept, 1)
             ]
             text = "\n\n".join(blocks)
             if len(text) <= self.settings.max_context_chars or len(kept) == 1:
                 if len(text) > self.settings.max_context_chars:  # one hit over the budget: show less of it
-                    h = kept[0]
+                    h, shown = kept[0]
                     over = len(text) - self.settings.max_context_chars
-                    document = excerpt(h, max(len(documents[id(h)]) - over, 1))
+                    document = excerpt(h, max(len(shown) - over, 1))
                     text = self.render_reference(1, h.entry.query, document, h.entry.keywords, h.subquestion)
-                return text, kept
+                return text, [h for h, _ in kept]
             kept = kept[:-1]
         return self.settings.no_references, []
 
@@ -135,18 +134,18 @@ class PromptBuilder:
             out.append({"role": "assistant", "content": demo.answer})
         return out
 
-    def build(self, question: str, hits: Sequence[Hit], history: Sequence[Any] | None = None) -> Prompt:
+    def build(self, question: str, hits: Sequence[Hit], history: History | None = None) -> Prompt:
         """System persona, demonstrations, recent history, then references and the question."""
         refs, used = self.references(hits)
-        messages = [{"role": "system", "content": self.settings.persona}]
+        messages: list[Message] = [{"role": "system", "content": self.settings.persona}]
         messages += self._demonstrations()
         messages += normalize_history(history, self.settings.max_history_turns, self.settings.max_history_chars)
         messages.append({"role": "user", "content": self._user(refs, question)})
         return Prompt(messages, used)
 
-    def build_plain(self, question: str, history: Sequence[Any] | None = None) -> list[Message]:
+    def build_plain(self, question: str, history: History | None = None) -> list[Message]:
         """Persona and history only, for the LLM-alone last resort."""
-        messages = [{"role": "system", "content": self.settings.persona}]
+        messages: list[Message] = [{"role": "system", "content": self.settings.persona}]
         messages += normalize_history(history, self.settings.max_history_turns, self.settings.max_history_chars)
         messages.append({"role": "user", "content": question})
         return messages

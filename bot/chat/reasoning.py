@@ -1,4 +1,4 @@
-"""Reasoning models' thinking kept out of the text the bot uses (issue 22 item 12).
+"""Reasoning models' thinking kept out of the text the bot uses.
 
 DeepSeek-R1, Qwen3 and QwQ either stream a separate ``reasoning_content`` (dropped where the stream is read,
 bot/chat/llm.py) or put ``<think>…</think>`` inside the content. :class:`ThinkFilter` removes the latter from a

@@ -10,12 +10,13 @@ from collections.abc import Generator, Iterator, Sequence
 from bot.chat.answer import Answer, Option, Part, Strategy
 from bot.chat.compose import compose
 from bot.chat.dont_know import DontKnowDetector
-from bot.chat.fallback import LastResort
 from bot.chat.generate import finish, ms, stream_reply
+from bot.chat.last_resort import LastResort
 from bot.chat.llm import ChatModel
 from bot.chat.prompt import PromptBuilder
 from bot.chat.splitter import QuestionSplitter
 from bot.config.settings import LimitSettings, default_of
+from bot.messages import History
 from bot.search.base import Hit
 from bot.texts import VERBATIM_LABEL
 
@@ -39,7 +40,9 @@ class Responder:
         self.max_answer_chars = max_answer_chars
         self.dont_know = dont_know or DontKnowDetector()
 
-    def respond(self, base: Answer, history, timings: dict[str, float], start: float) -> Generator[Answer, None, bool]:
+    def respond(
+        self, base: Answer, history: History | None, timings: dict[str, float], start: float
+    ) -> Generator[Answer, None, bool]:
         """Snapshots of the answer from ``base.hits``, the last one finished; returns True instead of finishing
         when the LLM declined to answer from them (a miss: the caller goes on down the ladder)."""
         if self.llm is None:
@@ -73,7 +76,12 @@ class Responder:
         return False
 
     def last(
-        self, base: Answer, history, timings: dict[str, float], start: float, offered: Sequence[Hit] | None = None
+        self,
+        base: Answer,
+        history: History | None,
+        timings: dict[str, float],
+        start: float,
+        offered: Sequence[Hit] | None = None,
     ) -> Iterator[Answer]:
         """The last resort: the fixed reply with "did you mean" options (from ``offered``, default the turn's
         candidates), or the LLM alone with a notice."""

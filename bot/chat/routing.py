@@ -1,28 +1,31 @@
-"""Routing between knowledge bases: a question one finds nothing for is asked of a configured other one, whose
-answer is labelled as coming from it (``routing.route_to``; docs/knowledge-bases.md). One hop: the other one
-answers from its own ladder only, so A -> B -> A cannot loop."""
+"""Routing between knowledge bases: what one finds nothing for is asked of another (``routing.route_to``).
+
+The other one's answer is labelled as coming from it (docs/knowledge-bases.md). One hop: the other one answers from
+its own ladder only, so A -> B -> A cannot loop. The factory's KnowledgeBase applies :func:`routed` to a turn.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.chat.answer import Answer, Strategy
 from bot.knowledge.filters import EntryFilter
+from bot.messages import History
 from bot.texts import ROUTED
 
 log = logging.getLogger(__name__)
 
 
 class Answering(Protocol):
-    """What routing needs of the other knowledge base's Bot: its ladder, without routing of its own."""
+    """What routing needs of the other knowledge base's Bot: its own ladder (routing wraps it, not the Bot)."""
 
-    def own_stream(
-        self, message: str, history: Sequence[Any] | None = None, mode: str | None = None, *, within: EntryFilter | None
+    def stream(
+        self, message: str, history: History | None = None, *, mode: str | None = None, within: EntryFilter | None
     ) -> Iterator[Answer]:
         """Snapshots of its own answer."""
         ...
@@ -46,17 +49,20 @@ def routed(
     snapshots: Iterator[Answer],
     route: Route | None,
     message: str,
-    history: Sequence[Any] | None,
+    history: History | None,
     within: EntryFilter | None,
 ) -> Iterator[Answer]:
-    """``snapshots`` as they come, but a last resort is replaced by ``route``'s answer, labelled, when that one
-    found something (else the last resort stands)."""
+    """``snapshots`` as they come, a last resort replaced by ``route``'s answer when that one finds something.
+
+    The routed answer is labelled with the other knowledge base's name; when it finds nothing too, the last resort
+    stands.
+    """
     for snapshot in snapshots:
         if route is None or not found_nothing(snapshot):
             yield snapshot
             continue
         try:
-            last = deque(route.bot().own_stream(message, history, within=within), maxlen=1)  # its finished answer
+            last = deque(route.bot().stream(message, history, within=within), maxlen=1)  # its finished answer
         except Exception:  # the other knowledge base failing must not cost this one its own reply
             log.exception("routing to knowledge base %r failed; giving this one's last resort", route.name)
             last = deque()

@@ -1,37 +1,84 @@
-"""How a turn searches the knowledge: split parts, entries' negative examples, a failed searcher healed and the
-search repeated, follow-ups (the LLM's standalone rewrite, or the retrieval-only substitution), optional LLM grading,
-and the thresholds of the searcher that answered. Mixed into :class:`bot.chat.bot.Bot`, which holds the parts."""
+"""How a turn searches the knowledge, and against which thresholds.
+
+Split parts, entries' negative examples, a failed searcher healed and the search repeated, follow-ups (the LLM's
+standalone rewrite, or the retrieval-only substitution), optional LLM grading, and the thresholds of the searcher
+that answered.
+
+:class:`TurnSearch` is its own object: the factory builds it and gives it to the Bot, which hands
+:meth:`TurnSearch.retrieval` to each :class:`Turn`, and to the rungs that search again (HyDE, rewrite, translate).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from bot.chat.answer import Cutoffs, Part
-from bot.chat.conversation import QueryRewriter, last_user_message
+from bot.chat.chitchat import ChitChat
+from bot.chat.expensive import ExpensiveGate
 from bot.chat.followup import followup_queries, reads_as_followup
 from bot.chat.generate import ms
 from bot.chat.grading import Graded, RelevanceGrader
-from bot.chat.llm import ChatModel
 from bot.chat.negatives import NegativeExamples
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.splitter import QuestionSplitter, merge_hits
-from bot.chat.steps import Ladder, Retrieval, Turn
+from bot.chat.standalone import QueryRewriter, last_user_message
+from bot.chat.steps import Retrieval, Turn
 from bot.chat.steps.fallbacks import Rephrased
+from bot.config.watch import ConfiguredMode
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.validity import Availability
+from bot.messages import History
 from bot.search.base import Found, Hit
-from bot.search.healing import ServedSearcher
 from bot.search.index import KnowledgeIndex
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from bot.search.serving import ServedSearcher
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    """How much work one turn may do (``limits.*`` and ``retrieval.top_k``).
+
+    Hits per search, the message, answer and searched text lengths, and the gate long messages queue at.
+    """
+
+    top_k: int
+    max_message_chars: int
+    max_answer_chars: int
+    max_search_chars: int | None = None
+    expensive: ExpensiveGate | None = None
+
+
+class CurrentMode:
+    """The mode a message uses when it names none.
+
+    The config file's mode now, when it changed while running, else the one the bot started with; the bot keeps no
+    mode state.
+    """
+
+    def __init__(self, start: str, modes: list[str], configured: ConfiguredMode | None = None):
+        self.start = start
+        self.modes = modes
+        self.configured = configured  # the config file's mode now, when the app follows it
+
+    def __call__(self) -> str:
+        """The mode now; an unknown one in the file is logged and the start mode used."""
+        mode = self.configured() if self.configured is not None else self.start
+        if mode not in self.modes:
+            log.error("retrieval.mode %r is not one of %s; using %s", mode, self.modes, self.start)
+            return self.start
+        return mode
+
+    @property
+    def config_error(self) -> str | None:
+        """Why the last edit of the config file was not taken (the old mode serves), or None."""
+        return self.configured.error if self.configured is not None else None
 
 
 @dataclass(frozen=True)
@@ -68,22 +115,43 @@ def once_more_if_failed(search: Callable[[], _Result]) -> _Result:
 
 
 class TurnSearch:
-    """The searching half of a Bot (the attributes below are the Bot's)."""
+    """The searching half of a turn, given to the Bot and to the rungs that search again.
 
-    index: KnowledgeIndex
-    thresholds: dict[str, Cutoffs]
-    llm: ChatModel | None
-    rewriter: QueryRewriter | None
-    multi_query: MultiQueryRewrite | None
-    grader: RelevanceGrader | None
-    splitter: QuestionSplitter | None
-    negatives: NegativeExamples
-    availability: Availability
-    ladder: Ladder
-    top_k: int
-    max_message_chars: int
-    max_search_chars: int | None
-    current_mode: Callable[[], str]
+    It holds the knowledge index, the thresholds per retrieval system, and what the LLM and the knowledge add to a
+    search: a rewrite, other phrasings, grading, splitting, negative examples, which entries may answer today.
+    """
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        thresholds: dict[str, Cutoffs],
+        limits: TurnLimits,
+        current_mode: CurrentMode,
+        *,
+        rewriter: QueryRewriter | None = None,
+        multi_query: MultiQueryRewrite | None = None,
+        grader: RelevanceGrader | None = None,
+        splitter: QuestionSplitter | None = None,
+        negatives: NegativeExamples | None = None,
+        availability: Availability | None = None,
+        chitchat: ChitChat | None = None,
+        substitute_followups: bool = True,
+    ):
+        self.index = index
+        self.thresholds = dict(thresholds)
+        self.top_k = limits.top_k
+        self.max_message_chars = limits.max_message_chars
+        self.max_search_chars = limits.max_search_chars  # text searched per search
+        self.current_mode = current_mode
+        self.rewriter = rewriter  # follow-ups made standalone by the LLM
+        self.multi_query = multi_query  # the "rewrite" rung's other phrasings
+        self.grader = grader
+        self.splitter = splitter
+        self.negatives = negatives or NegativeExamples()
+        self.availability = availability or Availability()  # drafts and entries outside their validity never answer
+        self.chitchat = chitchat  # "你好" then a question: nothing to follow up on
+        # Without an LLM to rewrite a follow-up, it is searched with the previous question's subject.
+        self.substitute_followups = substitute_followups
 
     def retrieve(
         self,
@@ -94,9 +162,11 @@ class TurnSearch:
         *,
         unpublished: bool = False,
     ) -> tuple[list[Hit], list[Hit]]:
-        """(all hits, hits that pass the mode's threshold) for ``query`` (among the entries ``within`` admits), split
-        into parts when it asks several things; drafts and expired entries too with ``unpublished`` (the
-        retrieval test)."""
+        """(every hit, the hits that pass the mode's threshold) for ``query``, split when it asks several things.
+
+        Only entries ``within`` admits are searched; drafts and entries outside their validity too with
+        ``unpublished`` (the retrieval test).
+        """
         searched = self._search(query, mode, top_k, within=within, unpublished=unpublished)
         return searched.hits, searched.passed
 
@@ -108,8 +178,10 @@ class TurnSearch:
         within: EntryFilter | None = None,
         unpublished: bool = False,
     ) -> Searched:
-        """The hits for ``query``: a split message also gets each part's best passing hit, labelled; searched once
-        more if it failed (:func:`once_more_if_failed`)."""
+        """The hits for ``query``, searched once more if it failed (:func:`once_more_if_failed`).
+
+        A split message also gets each part's best passing hit, labelled.
+        """
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
         return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within, unpublished))
@@ -143,8 +215,10 @@ class TurnSearch:
         return Searched(hits, [h for h in hits if cutoffs.passes(h)], labelled, whole)
 
     def cutoffs(self, system: str, standing_in: bool = False) -> Cutoffs:
-        """The thresholds of one retrieval system ("sparse", "dense-e5", ...), those of a stand-in when it stands in
-        for a mode whose index is not ready (:meth:`Cutoffs.standing_in`); a missing one is a config error."""
+        """The thresholds of one retrieval system ("sparse", "dense-e5", ...); ConfigError when it has none.
+
+        With ``standing_in`` the system answers for a mode whose index is not ready: :meth:`Cutoffs.standing_in`.
+        """
         if system not in self.thresholds:
             raise ConfigError(
                 f"retrieval.thresholds has no entry for {system!r}; add e.g. "
@@ -157,7 +231,7 @@ class TurnSearch:
         """The thresholds that apply in ``mode``."""
         return self.cutoffs(self.index.searcher(mode or self.current_mode()).system)
 
-    def _standalone(self, question: str, history, timings: dict[str, float]) -> str | None:
+    def _standalone(self, question: str, history: History | None, timings: dict[str, float]) -> str | None:
         """The follow-up rewritten into a standalone question by the LLM, or None when not needed."""
         if not history or self.rewriter is None:
             return None
@@ -170,18 +244,21 @@ class TurnSearch:
         timings["rewrite"] = ms(t)
         return None if rewritten == question else rewritten
 
-    def _retrieval(self, turn: Turn) -> Retrieval:
-        """The knowledge search of a turn: a follow-up made standalone (LLM) or substituted (retrieval-only),
-        split parts, optional LLM grading, against the thresholds of the searcher that answered."""
+    def retrieval(self, turn: Turn) -> Retrieval:
+        """The knowledge search of a turn, against the thresholds of the searcher that answered.
+
+        A follow-up is made standalone by the LLM (or substituted without one), a split message searched by part, and
+        the hits graded by the LLM when grading is on.
+        """
         question, history, mode, timings = turn.question, turn.history, turn.base.mode, turn.timings
         rewritten = self._standalone(question, history, timings)
         search_q = rewritten or question
         t = time.perf_counter()
         searched = self._search(search_q, mode, within=turn.base.within)
         candidates, passed, parts, found = searched.hits, searched.passed, searched.parts, searched.found
-        previous = last_user_message(history) if self.llm is None else None
+        previous = last_user_message(history) if self.substitute_followups else None
         previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
-        if previous and self.ladder.chitchat is not None and self.ladder.chitchat.match(previous):
+        if previous and self.chitchat is not None and self.chitchat.match(previous):
             previous = None  # "你好" then a question: nothing to follow up on
         if previous and reads_as_followup(question):
             # No LLM to rewrite it: the first standalone query that passes wins ("那深圳呢" after "珠海校区地址是什么"
@@ -201,8 +278,10 @@ class TurnSearch:
         return Retrieval(graded.hits, graded.passed, graded.parts, cutoffs)
 
     def search_again(self, turn: Turn, text: str) -> list[Hit]:
-        """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded against the
-        thresholds of the searcher that answered this search (a stand-in's while an index builds)."""
+        """The passing hits for ``text`` (HyDE's question with its hypothetical answer), graded.
+
+        The thresholds are those of the searcher that answered this search (a stand-in's while an index builds).
+        """
         s = self._search(text, turn.base.mode, within=turn.base.within)
         return self._graded(
             turn.search_text,
@@ -228,16 +307,17 @@ class TurnSearch:
         return Rephrased(rewrites.phrasings, graded.passed)
 
     def find(self, text: str, mode: str, top_k: int, within: EntryFilter | None) -> Found:
-        """One search of what ``mode`` serves now and what answered it, searched once more if it failed
-        (:func:`once_more_if_failed`)."""
+        """One search of what ``mode`` serves now, searched once more if it failed (:func:`once_more_if_failed`)."""
         return once_more_if_failed(lambda: self._found(self.index.served(mode), text, top_k, within))
 
     def _found(
         self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None, unpublished: bool = False
     ) -> Found:
-        """The one search every path of a turn makes (the message, its parts, the rewrite's phrasings, HyDE's text):
-        ``searcher``'s hits for ``text`` (bounded), without the entries whose negative questions keep them from it,
-        nor (unless ``unpublished``) drafts and entries outside their validity."""
+        """``searcher``'s hits for ``text`` (bounded), without entries whose negative questions exclude them.
+
+        The one search every path of a turn makes: the message, its parts, the rewrite's phrasings, HyDE's text.
+        Unless ``unpublished``, drafts and entries outside their validity are left out too.
+        """
         text = text[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         found = searcher.find(text, top_k, within)
         kept = self.negatives.filter(text, found.hits, self.index.entries, searcher)
@@ -245,8 +325,7 @@ class TurnSearch:
         return found if len(kept) == len(found.hits) else dataclasses.replace(found, hits=tuple(kept))
 
     def _graded(self, question: str, found: Graded, cutoffs: Cutoffs, timings: dict[str, float]) -> Graded:
-        """``found`` after the optional LLM grading, against ``cutoffs``: the thresholds of the searcher that found
-        the hits."""
+        """``found`` after the optional LLM grading, against the thresholds of the searcher that found the hits."""
         if self.grader is None or not found.hits:
             return found
         t = time.perf_counter()

@@ -105,7 +105,7 @@ def _calibrate_once(
         for mode in modes:
             system = bot.index.searcher(mode).system
             outcomes = run_questions(
-                functools.partial(bot.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]
+                functools.partial(bot.search.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]
             ).outcomes
             best = {o.question.question: o.best_relevance for o in outcomes}
             cases = [Case(tuple(zip(o.ranked, o.relevances)), o.question.gold) for o in outcomes]
@@ -115,7 +115,7 @@ def _calibrate_once(
                     [best[q.question] for q in split.answerable],
                     [best[q.question] for q in split.unanswerable],
                     cases,
-                    ladder_base=bot.cutoffs(system).answer if keep_answer else None,
+                    ladder_base=bot.search.cutoffs(system).answer if keep_answer else None,
                 )
             )
         return results

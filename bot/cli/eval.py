@@ -85,7 +85,7 @@ def evaluate_mode(bot, mode: str, questions: list[EvalQuestion], top_k: int, ans
             f1.append(f1_score(text, q.answers))
     return ModeReport(
         run,
-        bot.mode_thresholds(mode).to_dict(),
+        bot.search.mode_thresholds(mode).to_dict(),
         _mean(em) if answers else None,
         _mean(f1) if answers else None,
         len(em),
@@ -150,7 +150,7 @@ def run_eval(settings: Settings, args) -> int:
     from bot.factory import build_llm
 
     if args.self_check:
-        from bot.cli.lint import run_self_check
+        from bot.cli.knowledge_check import run_self_check
 
         return run_self_check(settings, args)
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.cli.lint import add_lint_arguments, run_lint
+from bot.cli.knowledge_check import add_lint_arguments, run_lint
 from bot.cli.suggestions import add_suggestions_arguments, run_suggestions
 from bot.errors import BotError
 from bot.knowledge.entry_ids import key_of
@@ -167,14 +167,15 @@ def run_knowledge(settings, args) -> int:
 def _replayed(settings, store: KnowledgeStore, args) -> int:
     """Apply the edit to a scratch copy, replay real questions against it, print what changes; write nothing."""
     from bot.evaluation.replay import replayer_from_settings
-    from bot.factory import build_bot
+    from bot.factory import build_knowledge_base
 
     findings: list = []
     if args.action == "import":
         findings, edit = _import_plan(store, args)
     else:
         edit = lambda scratch: EDITS[args.action](scratch, args)[1]
-    replay = replayer_from_settings(build_bot(settings), store, settings).replay_edit(edit, args.mode)
+    kb = build_knowledge_base(settings)
+    replay = replayer_from_settings(kb.search, store, kb.recorder, settings).replay_edit(edit, args.mode)
     if args.json:
         out = replay.to_dict()
         if args.action == "import":
@@ -327,7 +328,7 @@ def _import(store: KnowledgeStore, args) -> int:
 
 def _import_plan(store: KnowledgeStore, args) -> tuple[list, Callable[[KnowledgeStore], list[str]]]:
     """The import's duplicates (inside it, and with the knowledge), and the import as an edit of a scratch store."""
-    from bot.evaluation.lint import import_duplicates
+    from bot.evaluation.knowledge_check import import_duplicates
     from bot.knowledge.imports import incoming_entries
 
     path = Path(args.path)

@@ -19,7 +19,7 @@ from bot.cli.testset import add_testset_arguments, run_testset
 from bot.config.knowledge_bases import knowledge_base_settings
 from bot.config.settings import DEFAULT_KB, MODES, load_settings
 from bot.config.variants import with_mode
-from bot.errors import BotError, KnowledgeError
+from bot.errors import BotError, ConfigError, KnowledgeError
 from bot.knowledge.filters import entry_filter
 
 
@@ -122,37 +122,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BotError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
-        return 2 if exc.__class__.__name__ == "ConfigError" else 1
+        return 2 if isinstance(exc, ConfigError) else 1
 
 
 def _serve(settings, args) -> int:
-    """``serve``: the browser app and the API, as ``python app.py`` with the same options; blocks until stopped."""
-    from bot.ui.server import main as serve_main
+    """``serve``: the browser app and the API on one port; blocks until stopped."""
+    from bot.server import run
 
-    options = ["--config", args.config]
-    options += ["--host", args.host] if args.host else []
-    options += ["--port", str(args.port)] if args.port else []
-    serve_main([*options, "--share"] if args.share else options)
+    # Every knowledge base of the file, each in its configured mode: --kb and --mode do not apply to a server.
+    run(load_settings(args.config), args.host, args.port, args.share)
     return 0
 
 
 def _ask(settings, args) -> int:
     from bot.deployment import Deployment
-    from bot.factory import build_bot
+    from bot.factory import build_knowledge_base
 
-    def build(kb_settings):
-        return build_bot(with_mode(kb_settings, args.mode, "--mode") if args.mode else kb_settings)
+    def build(kb_settings, name, route):
+        kb_settings = with_mode(kb_settings, args.mode, "--mode") if args.mode else kb_settings
+        return build_knowledge_base(kb_settings, name=name, route=route)
 
     # the whole deployment, as routing.route_to may ask another knowledge base (built only then)
-    bot = Deployment(load_settings(args.config), build).bot(args.kb or DEFAULT_KB)
-    answer = bot.answer(args.question, within=entry_filter(args.category))
+    kb = Deployment(load_settings(args.config), build).knowledge_base(args.kb or DEFAULT_KB)
+    answer = kb.ask(args.question, within=entry_filter(args.category))
     if args.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0
     print(answer.text)
     print(
         f"\n[decision: {answer.decision.value} · strategy: {answer.strategy.value} · mode: {answer.mode} · "
-        f"{'LLM: ' + bot.llm.name if bot.llm else 'retrieval-only'}]"
+        f"{'LLM: ' + answer.llm if answer.llm else 'retrieval-only'}]"
     )
     for i, hit in enumerate(answer.hits, 1):
         band = f", {answer.thresholds.band(hit).value}" if answer.thresholds else ""
@@ -175,13 +174,14 @@ def _search(settings, args) -> int:
     bot = build_bot(settings, llm=None)
     within = entry_filter(args.category)
     hits, passed = bot.retrieve(args.query, top_k=args.top_k, within=within)
-    cutoffs = bot.mode_thresholds()
+    cutoffs = bot.search.mode_thresholds()
+    mode = bot.search.current_mode()
     if args.json:
         print(
             json.dumps(
                 {
                     "query": args.query,
-                    "mode": bot.mode,
+                    "mode": mode,
                     "filter": within.to_dict() if within else None,
                     "thresholds": cutoffs.to_dict(),
                     "hits": [dict(hit_dict(h), passed=h in passed) for h in hits],
@@ -198,7 +198,7 @@ def _search(settings, args) -> int:
         signals = " ".join(f"{k} {v:.3g}" for k, v in hit.signals.items())
         print(f"{mark} {i}. {hit.relevance:.3f}  {hit.entry.query}  [{hit.entry.id}]  ({signals})")
         _print_passages(hit, "     ")
-    print(f"(mode {bot.mode}, relevance threshold {cutoffs.describe()}; ✓ = passes)")
+    print(f"(mode {mode}, relevance threshold {cutoffs.describe()}; ✓ = passes)")
     return 0
 
 

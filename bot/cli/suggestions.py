@@ -16,9 +16,9 @@ def add_suggestions_arguments(p) -> None:
 
 def run_suggestions(settings, args) -> int:
     """List the pending suggestions, or accept / reject one; 2 when the log is off or N is not listed."""
-    from bot.chat.knowledge_edit import KnowledgeEditor
     from bot.conversations.suggestions import suggestions
     from bot.conversations.turn_log import turn_log_from_settings
+    from bot.editing.editor import KnowledgeEditor
     from bot.factory import build_index, build_store
 
     log = turn_log_from_settings(settings, prune_on_open=False)

@@ -116,7 +116,7 @@ class HybridSettings(Strict):
         return value
 
 
-class Cutoffs(Strict):
+class CutoffSettings(Strict):
     """The relevance in [0, 1] a hit needs: to be a reference (answer), and to be the reply itself (direct)."""
 
     answer: float = Field(ge=0.0, le=1.0)
@@ -134,18 +134,18 @@ class Cutoffs(Strict):
     it answers as usual. BENCHMARKS.md "The first minute"."""
 
 
-def _calibrated_thresholds() -> FrozenDict[str, Cutoffs]:
+def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
     """The shipped cutoffs, chosen by ``python -m bot calibrate`` on four knowledge bases at once; the stand-in
     margins by benchmarks/first_minute.py on the ladder sets' train split."""
     return FrozenDict(
         {
-            "sparse": Cutoffs(answer=0.49, stand_in=0.2),
-            "dense-e5": Cutoffs(answer=0.87, stand_in=0.1),
-            "dense-fasttext": Cutoffs(answer=0.61),
-            "dense-openai": Cutoffs(answer=0.87),
-            "hybrid-e5": Cutoffs(answer=0.838, clarify=0.005, stand_in=0.06),
-            "hybrid-fasttext": Cutoffs(answer=0.44),
-            "hybrid-openai": Cutoffs(answer=0.838, clarify=0.005),
+            "sparse": CutoffSettings(answer=0.49, stand_in=0.2),
+            "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
+            "dense-fasttext": CutoffSettings(answer=0.61),
+            "dense-openai": CutoffSettings(answer=0.87),
+            "hybrid-e5": CutoffSettings(answer=0.838, clarify=0.005, stand_in=0.06),
+            "hybrid-fasttext": CutoffSettings(answer=0.44),
+            "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),
         }
     )
 
@@ -217,7 +217,7 @@ class RetrievalSettings(Strict):
     sparse: SparseSettings = Field(default_factory=SparseSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
-    thresholds: Mapping[str, Cutoffs] = Field(default_factory=_calibrated_thresholds)
+    thresholds: Mapping[str, CutoffSettings] = Field(default_factory=_calibrated_thresholds)
     """Cutoffs per retrieval system (sparse, and dense-/hybrid- per encoder: their cosines differ), e.g.
     ``hybrid-e5: {answer: 0.838, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
     system, the others keep theirs. The shipped ones were chosen on four
@@ -235,7 +235,7 @@ class RetrievalSettings(Strict):
         merged: dict[str, object] = {k: v.model_dump() for k, v in _calibrated_thresholds().items()}
         for system, cutoffs in value.items():
             shipped = merged.get(system)
-            if isinstance(cutoffs, Cutoffs):
+            if isinstance(cutoffs, CutoffSettings):
                 cutoffs = cutoffs.model_dump(exclude_unset=True)
             merged[system] = (
                 {**shipped, **cutoffs} if isinstance(shipped, dict) and isinstance(cutoffs, dict) else cutoffs
@@ -244,7 +244,7 @@ class RetrievalSettings(Strict):
 
     @field_validator("thresholds")
     @classmethod
-    def _systems(cls, value: Mapping[str, Cutoffs]) -> Mapping[str, Cutoffs]:
+    def _systems(cls, value: Mapping[str, CutoffSettings]) -> Mapping[str, CutoffSettings]:
         unknown = [k for k in value if k not in SYSTEMS]
         if unknown:
             raise ValueError(f"unknown system(s) {', '.join(unknown)}; use: {', '.join(SYSTEMS)}")

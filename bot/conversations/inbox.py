@@ -147,30 +147,6 @@ class TurnRecord(TypedDict):
     top_relevance: float | None
 
 
-def stored_hits(answer) -> list[StoredHit]:
-    """The hits of an answer as stored: the used ones first, then the other candidates, one per entry id."""
-    cutoffs = getattr(answer, "thresholds", None)
-    rows: dict[str, StoredHit] = {}
-    for used, hits in ((True, getattr(answer, "hits", ()) or ()), (False, getattr(answer, "candidates", ()) or ())):
-        for h in hits:
-            if h.entry.id in rows:
-                continue
-            passed = used or (cutoffs is not None and cutoffs.passes(h))
-            row: StoredHit = {
-                "id": h.entry.id,
-                "query": h.entry.query,
-                "relevance": round(h.relevance, 4),
-                "score": round(h.score, 4),
-                "searcher": h.searcher,
-                "passed": passed,
-                "used": used,
-            }
-            if getattr(h, "subquestion", ""):
-                row["subquestion"] = h.subquestion
-            rows[h.entry.id] = row
-    return list(rows.values())
-
-
 @dataclass(frozen=True)
 class AskedTurn:
     """One turn that went unanswered (a fallback strategy or a thumbs down), as the inbox needs it."""

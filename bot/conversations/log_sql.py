@@ -2,7 +2,7 @@
 
 A backend supplies the connection (:meth:`SqlTurnLog._read`, :meth:`SqlTurnLog._write`), the insert that returns the
 new turn's id and its :class:`~bot.conversations.log_store.Dialect`; recording, feedback, retention, masking, the inbox
-and the admin queries live here, so both backends behave alike (tests/test_log_contract.py holds them to it).
+and the admin queries live here, so both backends behave alike (tests/conversations/test_log_contract.py holds them to it).
 """
 
 from __future__ import annotations
@@ -15,17 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from bot.conversations import rollup
-from bot.conversations.inbox import (
-    AskedTurn,
-    Group,
-    SessionTurn,
-    TurnRecord,
-    group_turns,
-    normalise,
-    stored_hits,
-    strategy_name,
-)
-from bot.conversations.log_store import Dialect, EntryHits, Purge, TurnLogError, utc_iso
+from bot.conversations.inbox import AskedTurn, Group, SessionTurn, TurnRecord, group_turns, normalise, strategy_name
+from bot.conversations.log_store import Dialect, EntryHits, Purge, TurnLogError, TurnRow, utc_iso
 
 # 'escalate': misses an older log handed off (bot/conversations/inbox.py RENAMED_STRATEGIES), still unanswered
 UNANSWERED = "(strategy IN ('hyde', 'last_resort', 'escalate') OR rating = -1)"
@@ -47,14 +38,17 @@ def _label(value: str | None) -> str | None:
     return None if value is None else str(value)[:200]
 
 
-def turn_row(answer: Any, session: str | None, client: str | None, source: str | None, when: str, mask) -> dict:
-    """The turns row of one answer, personal data masked with ``mask``: column -> value."""
-    get = lambda name, default=None: getattr(answer, name, default)  # fields the Answer may gain or lack
-    cutoffs, timings, hits = get("thresholds"), dict(get("timings") or {}), stored_hits(answer)
-    question, rewritten = mask(answer.question) or "", mask(get("rewritten"))
-    for hit in hits:
-        if "subquestion" in hit:
-            hit["subquestion"] = mask(hit["subquestion"])
+def turn_row(
+    turn: TurnRow,
+    session: str | None,
+    client: str | None,
+    source: str | None,
+    when: str,
+    mask: Callable[[str | None], str | None],
+) -> dict[str, Any]:
+    """The turns row of one turn, personal data masked with ``mask``: column -> value."""
+    hits = [{**h, "subquestion": mask(h["subquestion"])} if "subquestion" in h else h for h in turn.hits]
+    question, rewritten = mask(turn.question) or "", mask(turn.rewritten)
     return {
         "time": when,
         "session": _label(session),
@@ -63,19 +57,19 @@ def turn_row(answer: Any, session: str | None, client: str | None, source: str |
         "question": question,
         "rewritten": rewritten,
         "norm": normalise(rewritten or question),
-        "strategy": str(getattr(answer.strategy, "value", answer.strategy)),
-        "mode": get("mode"),
+        "strategy": turn.strategy,
+        "mode": turn.mode,
         "hits": json.dumps(hits, ensure_ascii=False),
-        "thresholds": json.dumps(cutoffs.to_dict()) if cutoffs is not None else None,
-        "timings": json.dumps(timings),
-        "latency_ms": timings.get("total"),
-        "llm": get("llm"),
-        "llm_used": int(bool(get("llm_used"))),
-        "answer": mask(get("text", "")),
-        "hypothetical": mask(get("hypothetical")),
-        "notices": json.dumps(list(get("notices") or ()), ensure_ascii=False),
-        "finished": int(bool(get("finished", True))),
-        "top_relevance": max((h["relevance"] for h in hits), default=None),
+        "thresholds": json.dumps(dict(turn.thresholds)) if turn.thresholds is not None else None,
+        "timings": json.dumps(dict(turn.timings)),
+        "latency_ms": turn.timings.get("total"),
+        "llm": turn.llm,
+        "llm_used": int(turn.llm_used),
+        "answer": mask(turn.text),
+        "hypothetical": mask(turn.hypothetical),
+        "notices": json.dumps(list(turn.notices), ensure_ascii=False),
+        "finished": int(turn.finished),
+        "top_relevance": max((h["relevance"] for h in turn.hits), default=None),
     }
 
 
@@ -167,7 +161,7 @@ class SqlTurnLog:
     # -- writing -------------------------------------------------------------
     def record(
         self,
-        answer: Any,
+        turn: TurnRow,
         session: str | None,
         client: str | None = None,
         *,
@@ -175,7 +169,7 @@ class SqlTurnLog:
         now: datetime | None = None,
     ) -> int:
         """Store one answered turn (``source``: "web", "api", "widget", "wecom", "feishu", "cli"; ``client``: an opaque caller label); its id."""
-        row = turn_row(answer, session, client, source, utc_iso(now or self.clock()), self.mask)
+        row = turn_row(turn, session, client, source, utc_iso(now or self.clock()), self.mask)
         used = sorted({h["id"] for h in json.loads(row["hits"]) if h["used"]})  # one lock order for every writer
         with self._write() as c:
             turn_id = self._insert_turn(c, row)

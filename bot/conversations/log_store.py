@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
-from bot.conversations.inbox import Group, SessionTurn, TurnRecord
+from bot.conversations.inbox import Group, SessionTurn, StoredHit, TurnRecord
 from bot.conversations.log_schema import SCHEMA_VERSION
 from bot.errors import BotError
 
@@ -31,6 +31,25 @@ def refuse_newer_schema(found: str | None, log_name: str, fix: str) -> None:
             f"{log_name} has schema version {found}, newer than this version of kbbot understands "
             f"({SCHEMA_VERSION}); {fix}"
         )
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    """One finished turn as the log stores it; the recorder builds it from the turn's answer (bot/chat/recorder.py)."""
+
+    question: str
+    strategy: str
+    mode: str | None = None
+    hits: tuple[StoredHit, ...] = ()  # the used hits first, then the other candidates, one per entry
+    thresholds: Mapping[str, Any] | None = None  # the cutoffs that applied, as stored (Cutoffs.to_dict())
+    timings: Mapping[str, float] = field(default_factory=dict)
+    llm: str | None = None
+    llm_used: bool = False
+    text: str = ""
+    rewritten: str | None = None
+    hypothetical: str | None = None
+    notices: tuple[str, ...] = ()
+    finished: bool = True
 
 
 class EntryHits(NamedTuple):
@@ -107,7 +126,7 @@ class ConversationLog(LogDatabase, Protocol):
 
     def record(
         self,
-        answer: Any,
+        row: TurnRow,
         session: str | None,
         client: str | None = None,
         *,

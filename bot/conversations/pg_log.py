@@ -19,15 +19,13 @@ from datetime import datetime
 from typing import Any
 
 from bot.config.base import default_of
-from bot.config.secrets import env_secret
 from bot.config.settings import LogSettings
 from bot.config.storage import PostgresSettings
 from bot.conversations import rollup
 from bot.conversations.log_schema import INDEXES, SCHEMA, SCHEMA_VERSION
 from bot.conversations.log_sql import UNANSWERED, SqlTurnLog
 from bot.conversations.log_store import Dialect, TurnLogError, refuse_newer_schema
-from bot.errors import BotError
-from bot.optional import optional_import
+from bot.storage.postgres import psycopg_module
 
 log = logging.getLogger(__name__)
 
@@ -53,73 +51,6 @@ def pg_schema() -> list[str]:
     """The statements that create the log's tables and indexes in PostgreSQL."""
     text = POSTGRES.spell(SCHEMA.format(unanswered=UNANSWERED) + rollup.SCHEMA.format(without_rowid="") + INDEXES)
     return [s.strip() for s in text.split(";") if s.strip()]
-
-
-def pg_dsn(dsn_env: str, needed_by: str = "log.backend", error: type[BotError] = TurnLogError) -> str:
-    """The DSN from the environment variable ``dsn_env`` for ``needed_by`` (a setting that is ``postgres``);
-    ``error`` naming the variable, never its value, when it is unset or not a DSN."""
-    psycopg = psycopg_module(needed_by, error)
-    dsn = env_secret(dsn_env)
-    if not dsn:
-        raise error(
-            f"{needed_by} is postgres but the environment variable {dsn_env} is empty; set it to a PostgreSQL "
-            f"DSN such as postgresql://kbbot:PASSWORD@db-host:5432/kbbot (or set log.postgres.dsn_env)"
-        )
-    try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        # libpq's message quotes the string, which may hold the password: name the variable only.
-        raise error(
-            f"the environment variable {dsn_env} is not a valid PostgreSQL DSN; expected e.g. "
-            "postgresql://kbbot:PASSWORD@db-host:5432/kbbot or 'host=db-host dbname=kbbot user=kbbot'"
-        ) from None
-    return dsn
-
-
-def psycopg_module(needed_by: str = "log.backend", error: type[BotError] = TurnLogError) -> Any:
-    """The psycopg package, or ``error`` saying that ``needed_by: postgres`` needs it and how to install it."""
-    return optional_import(
-        "psycopg", f"{needed_by}: postgres", "pip install 'kbbot[pg]' (or: pip install 'psycopg[binary]')", error
-    )
-
-
-class SchemaConnection:
-    """One autocommit connection to ``dsn``, opened on first use and again whenever it closed or broke; each opening
-    runs ``schema`` (idempotent statements) under the advisory lock ``schema_lock``, so replicas starting at once
-    create their tables one at a time. Not locked: its owner uses it one caller at a time."""
-
-    def __init__(
-        self,
-        psycopg: Any,
-        dsn: str,
-        connect_timeout: int,
-        application_name: str,
-        schema_lock: int,
-        schema: Sequence[str],
-    ):
-        self.psycopg, self.dsn, self.connect_timeout = psycopg, dsn, connect_timeout
-        self.application_name, self.schema_lock, self.schema = application_name, schema_lock, schema
-        self._conn: Any = None
-
-    def get(self) -> Any:
-        """The live connection (a new one when there was none or it broke)."""
-        if self._conn is not None and not self._conn.closed and not self._conn.broken:
-            return self._conn
-        conn = self.psycopg.connect(
-            self.dsn, autocommit=True, connect_timeout=self.connect_timeout, application_name=self.application_name
-        )
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.schema_lock,))
-            for statement in self.schema:
-                conn.execute(statement)
-        self._conn = conn
-        return conn
-
-    def close(self) -> None:
-        """Close the connection (the next get() opens a new one)."""
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
 
 
 class _Row(tuple):
@@ -176,7 +107,7 @@ class PgTurnLog(SqlTurnLog):
         dsn_env: str = default_of(PostgresSettings, "dsn_env"),
     ):
         super().__init__(retention_days, retention_rows, prune_every, clock, mask)
-        self.psycopg = psycopg_module()
+        self.psycopg = psycopg_module("log.backend", TurnLogError)
         self._dsn, self.where, self.connect_timeout = dsn, f"PostgreSQL (${dsn_env})", connect_timeout
         self._schema_ready = False
         # After a failed connect, calls fail at once for this long: a server that does not answer costs a chat turn

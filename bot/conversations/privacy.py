@@ -21,9 +21,9 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.config.settings import PII_KINDS, PrivacySettings
+from bot.messages import History
 
 _SEP = r"[-\s]?"  # people group digits with spaces or dashes
 _DATE = r"(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
@@ -183,16 +183,11 @@ class PrivacyPolicy:
         """The question as the bot searches it and sends it to the LLM."""
         return (self.detect.mask(question) or "") if self.mask_llm else question
 
-    def for_history(self, history: Sequence[Any] | None) -> Sequence[Any] | None:
+    def for_history(self, history: History | None) -> History | None:
         """The chat history as the bot uses it: with ``mask_llm``, every message's text masked."""
         if not self.mask_llm or not history:
             return history
-        return [
-            {**m, "content": self.detect.mask(m["content"])}
-            if isinstance(m, dict) and isinstance(m.get("content"), str)
-            else m
-            for m in history
-        ]
+        return [{"role": m["role"], "content": self.detect.mask(m["content"]) or ""} for m in history]
 
 
 NO_MASKING = PrivacyPolicy(PersonalData(()), PersonalData(()))

@@ -231,11 +231,12 @@ def turn_log_from_settings(settings: Any, prune_on_open: bool = True) -> Convers
     privacy = getattr(settings, "privacy", None)
     mask = PrivacyPolicy.from_settings(privacy).stored.mask if privacy is not None and privacy.mask else None
     if getattr(cfg, "backend", "sqlite") == "postgres":
-        from bot.conversations.pg_log import PgTurnLog, pg_dsn
+        from bot.conversations.pg_log import PgTurnLog
+        from bot.storage.postgres import pg_dsn
 
         pg = cfg.postgres
         return PgTurnLog(
-            pg_dsn(pg.dsn_env),
+            pg_dsn(pg.dsn_env, "log.backend", TurnLogError),
             cfg.retention_days,
             cfg.retention_rows,
             mask=mask,

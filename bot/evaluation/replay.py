@@ -38,7 +38,8 @@ from bot.search.base import ModeSearcher, dense_leaf
 from bot.search.staging_index import fill, staged_copy
 
 if TYPE_CHECKING:
-    from bot.chat.bot import Bot
+    from bot.chat.recorder import TurnRecorder
+    from bot.chat.turn_search import TurnSearch
     from bot.config.settings import Settings
     from bot.evaluation.testsets import TestSetStore
     from bot.search.encoders.cache import EmbeddingCache
@@ -193,11 +194,11 @@ class Side:
 
 
 class Replayer:
-    """Replays questions for edits of one bot's knowledge (``knowledge.replay``: days and the cap)."""
+    """Replays questions for edits of one knowledge base (``knowledge.replay``: days and the cap)."""
 
     def __init__(
         self,
-        bot: Bot,
+        search: TurnSearch,
         store: KnowledgeStore,
         log: ConversationLog | None,
         testsets: TestSetStore | None = None,
@@ -207,7 +208,7 @@ class Replayer:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         """``question_store``: where visitors' question vectors are kept (shared with topics), None: encode each."""
-        self.bot, self.store, self.log, self.testsets = bot, store, log, testsets
+        self.search, self.store, self.log, self.testsets = search, store, log, testsets
         self.question_store = question_store
         self.days, self.max_questions, self.clock = days, max_questions, clock
 
@@ -218,7 +219,7 @@ class Replayer:
             log_questions(self.log, self.days, self.max_questions, self.clock()) if self.log is not None else ([], 0)
         )
         seen = {q.text for q in logged}
-        tests = [q for q in testset_questions(self.testsets, self.bot.index.entries) if q.text not in seen]
+        tests = [q for q in testset_questions(self.testsets, self.search.index.entries) if q.text not in seen]
         return logged + list({q.text: q for q in tests}.values()), skipped
 
     def replay_edit(self, edit: Edit, mode: str | None = None) -> Replay:
@@ -239,20 +240,20 @@ class Replayer:
         """Replay ``questions`` (default: :meth:`questions`) against the knowledge now and ``after`` the edit (the
         ``publishing`` ids answer there even as drafts)."""
         start = time.perf_counter()
-        mode = mode or self.bot.current_mode()
+        mode = mode or self.search.current_mode()
         if questions is None:
             questions, skipped = self.questions()
-        index = self.bot.index
+        index = self.search.index
         live = index.searcher(mode)
         known = self._question_vectors(live, [q.text for q in questions])
-        day = self.bot.availability.today()
+        day = self.search.availability.today()
         with tempfile.TemporaryDirectory(prefix="kbbot-replay-") as tmp:
             sides = []
             for name, entries, touched in (("before", index.entries, ()), ("after", after, publishing)):
                 searcher = staged_copy(live, Path(tmp) / name, known)
                 fill(searcher, entries, index.passages)
-                negatives = NegativeExamples(self.bot.negatives.min_similarity)
-                sides.append(Side(searcher, entries, self.bot.cutoffs, negatives, day, self.bot.top_k, touched))
+                negatives = NegativeExamples(self.search.negatives.min_similarity)
+                sides.append(Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched))
             before, after_side = sides
 
             def both(q: Question) -> tuple[Answering | None, Answering | None]:
@@ -288,9 +289,13 @@ class Replayer:
         return found
 
 
-def replayer_from_settings(bot: Bot, store: KnowledgeStore, settings: Settings) -> Replayer:
-    """A Replayer over the bot's log, the stored test sets and the question store under ``state_dir``
-    (``knowledge.replay``: days and the cap)."""
+def replayer_from_settings(
+    search: TurnSearch, store: KnowledgeStore, recorder: TurnRecorder, settings: Settings
+) -> Replayer:
+    """A Replayer over the recorder's log, the stored test sets and the question store under ``state_dir``.
+
+    ``knowledge.replay`` gives the days and the cap.
+    """
     from bot.evaluation.testsets import TestSetStore
     from bot.search.encoders.cache import EmbeddingCache
 
@@ -298,9 +303,9 @@ def replayer_from_settings(bot: Bot, store: KnowledgeStore, settings: Settings) 
     tests = state / "testsets.sqlite"
     r = settings.knowledge.replay
     return Replayer(
-        bot,
+        search,
         store,
-        bot.recorder.log,
+        recorder.log,
         TestSetStore(tests) if tests.exists() else None,
         EmbeddingCache(state / "embeddings" / QUESTIONS_FILE, max_rows=2 * settings.log.topics.max_questions),
         r.days,

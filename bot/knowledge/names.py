@@ -1,5 +1,5 @@
 """Names that become file paths, entry ids and log lines: no control or invisible formatting characters, no deep
-folders (issue 28.10). A newline in an entry id forges log lines; a right-to-left override shows ``gpj.exe`` as
+folders. A newline in an entry id forges log lines; a right-to-left override shows ``gpj.exe`` as
 ``exe.jpg``; 60 nested folders are nobody's knowledge layout."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A :class:`KnowledgeStore` runs each edit inside ``sync.editing()`` (under its folder lock) and its reads after
 ``sync.pull()``. The local default does nothing. A shared one (``knowledge.shared: postgres``,
-bot/chat/shared_knowledge.py) makes the knowledge folder and the history folder a mirror of the store of record:
+bot/knowledge/shared_knowledge.py) makes the knowledge folder and the history folder a mirror of the store of record:
 ``editing`` takes the shared writer lock, brings the mirror up to date, lets the store run its ordinary edit on it,
 then stores what changed (or puts the mirror back when the edit failed); ``pull`` brings in other replicas' edits.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.config.settings import Settings
@@ -21,6 +22,7 @@ from bot.search.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from bot.search.encoders import Encoder
+    from bot.search.es_searcher import ElasticsearchSearcher
     from bot.search.es_vectors import ClusterVectors
     from bot.search.faiss_searcher import FaissSearcher
 
@@ -52,16 +54,30 @@ def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:
     weights: dict[str, int] = dict(settings.retrieval.sparse.field_weights.items())  # field name -> weight
     if settings.retrieval.sparse.backend != "elasticsearch":
         return TantivySearcher(path, tokenizer, weights)
-    from bot.search.es_searcher import build_elasticsearch_searcher
     from bot.texts import FALLBACK_NOTICE
 
     try:
-        return build_elasticsearch_searcher(settings, tokenizer)
+        return elasticsearch_searcher(settings, tokenizer)
     except SearchBackendError as exc:
         if not settings.retrieval.sparse.elasticsearch.fallback_to_embedded:
             raise
         log.warning("Elasticsearch unavailable, falling back to the embedded engine: %s", exc)
         return TantivySearcher(path, tokenizer, weights, notice=FALLBACK_NOTICE, fallback_reason=str(exc))
+
+
+def es_ca_certs(settings: Settings) -> Path | None:
+    """The CA file of ``retrieval.sparse.elasticsearch``, resolved against the config's folder (None: the system's)."""
+    ca = settings.retrieval.sparse.elasticsearch.ca_certs
+    return settings.resolve(ca) if ca else None
+
+
+def elasticsearch_searcher(settings: Settings, tokenizer: Tokenizer) -> ElasticsearchSearcher:
+    """The Elasticsearch searcher of ``retrieval.sparse``, checked reachable (no fallback: see sparse_searcher)."""
+    from bot.search.es_searcher import build_elasticsearch_searcher
+
+    sparse = settings.retrieval.sparse
+    weights: dict[str, int] = dict(sparse.field_weights.items())  # field name -> weight
+    return build_elasticsearch_searcher(sparse.elasticsearch, weights, tokenizer, es_ca_certs(settings))
 
 
 def cluster_vectors(settings: Settings, encoder: Encoder) -> ClusterVectors:
@@ -74,7 +90,9 @@ def cluster_vectors(settings: Settings, encoder: Encoder) -> ClusterVectors:
 
     es, d = settings.retrieval.sparse.elasticsearch, settings.retrieval.dense
     hosts = ", ".join(safe_host(h) for h in es.hosts)
-    cluster = ClusterIndex(build_client(settings, es), f"{es.index}-vectors", hosts, es.shards, es.replicas)
+    cluster = ClusterIndex(
+        build_client(es, es_ca_certs(settings)), f"{es.index}-vectors", hosts, es.shards, es.replicas
+    )
     searcher = ClusterVectors(cluster, encoder, d.embed_template, d.question_weight, es.vector_form)
     _ = searcher.form  # reads the server's version: an unreachable cluster stops the start, naming the host
     return searcher

@@ -73,6 +73,22 @@ def _stopped() -> None:
             _saved_interval = _our_interval = None
 
 
+def wait_for(workers: Callable[[], list[Worker]], timeout: float | None = None, once: bool = False) -> bool:
+    """Wait until none of ``workers()`` has a job, asked again as jobs start others (unless ``once``: the workers
+    there are now, one pass); False when ``timeout`` seconds passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        current = workers()
+        if not once and not any(w.busy() for w in current):
+            return True
+        for worker in current:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not worker.wait_idle(left):
+                return False
+        if once:
+            return True
+
+
 class Worker:
     """Runs submitted jobs one at a time on its own daemon thread; equal waiting jobs are merged."""
 

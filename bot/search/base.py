@@ -1,4 +1,4 @@
-"""The search layer's two roles and the contract every backend keeps (tests/test_searcher_contract.py).
+"""The search layer's two roles and the contract every backend keeps (tests/search/test_searcher_contract.py).
 
 **Query role** (:class:`Retriever`): ``search(query, top_k, within) -> list[Hit]``. Every backend (tantivy, FAISS,
 Elasticsearch, hybrid, passages) guarantees:
@@ -9,7 +9,7 @@ Elasticsearch, hybrid, passages) guarantees:
 - with ``within``, only the entries it admits, in the order of the unfiltered ranking (:func:`top_within`);
 - ``system`` names the thresholds that apply to the relevance (a key of ``retrieval.thresholds``);
 - no per-search state on the searcher: what answered a search travels in :class:`Found`, which
-  :class:`bot.search.healing.ServedSearcher.find` builds (the system that answered, notices, a failure). A turn
+  :class:`bot.search.serving.ServedSearcher.find` builds (the system that answered, notices, a failure). A turn
   searches only through that one call (``TurnSearch.find`` / ``_search``), the rewrite and HyDE rungs included.
 
 **Storage role** (:class:`IndexStore`), what the knowledge index's workers use:

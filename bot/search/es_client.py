@@ -6,8 +6,10 @@ import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+from bot.config.retrieval import ElasticsearchSettings
 from bot.errors import SearchBackendError
 from bot.optional import optional_import
 from bot.texts import SEARCH_DOWN_NOTICE
@@ -44,12 +46,12 @@ def plain_json_node_class() -> type:
     return PlainJsonNode
 
 
-def build_client(settings: Any, es: Any) -> Any:
-    """An Elasticsearch client from settings; credentials only from the environment, never logged."""
+def build_client(es: ElasticsearchSettings, ca_certs: Path | None = None) -> Any:
+    """An Elasticsearch client for ``es`` (``ca_certs``: its CA file, resolved); credentials from the environment."""
     elasticsearch = _require()
     kwargs: dict[str, Any] = dict(es.credentials())
-    if es.ca_certs:
-        kwargs["ca_certs"] = str(settings.resolve(es.ca_certs))
+    if ca_certs is not None:
+        kwargs["ca_certs"] = str(ca_certs)
     if not es.compat_headers:
         kwargs["node_class"] = plain_json_node_class()
     return elasticsearch.Elasticsearch(

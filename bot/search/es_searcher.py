@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -13,13 +14,11 @@ from bot.errors import SearchBackendError
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import FILTER_DEPTH, Hit, Progress, top_within
-from bot.search.es_client import (  # noqa: F401 - INSTALL_HINT and plain_json_node_class re-exported
-    INSTALL_HINT,
+from bot.search.es_client import (
     _require,
     build_client,
     bulk,
     guard,
-    plain_json_node_class,
 )
 from bot.search.es_cluster import ClusterIndex
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
@@ -321,14 +320,19 @@ def _total_hits(resp: Any, seen: int) -> int:
     return int(value) if isinstance(value, int) else seen
 
 
-def build_elasticsearch_searcher(settings: Any, tokenizer: Tokenizer, client: Any = None) -> ElasticsearchSearcher:
-    """The Elasticsearch searcher, checked reachable (SearchBackendError naming the fix when it is not)."""
-    es = settings.retrieval.sparse.elasticsearch
+def build_elasticsearch_searcher(
+    es: ElasticsearchSettings,
+    field_weights: Mapping[str, int],
+    tokenizer: Tokenizer,
+    ca_certs: Path | None = None,
+    client: Any = None,
+) -> ElasticsearchSearcher:
+    """The Elasticsearch searcher of ``es``, checked reachable (SearchBackendError naming the fix when it is not)."""
     searcher = ElasticsearchSearcher(
-        client if client is not None else build_client(settings, es),
+        client if client is not None else build_client(es, ca_certs),
         es.index,
         tokenizer,
-        settings.retrieval.sparse.field_weights,
+        field_weights,
         analyzer=es.analyzer,
         shards=es.shards,
         replicas=es.replicas,

@@ -13,7 +13,7 @@ import numpy as np
 from bot.fsutil import commit_file, temp_beside, write_text_atomic
 from bot.optional import optional_import
 from bot.search.encoders import DENSE_HINT
-from bot.search.healing import file_digest
+from bot.search.integrity import file_digest
 
 log = logging.getLogger(__name__)
 

@@ -27,20 +27,16 @@ import numpy as np
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, Searcher, SyncReport, top_within
-from bot.search.dense_scoring import (  # noqa: F401 - Cosines and TEMPLATE_KEY re-exported
-    TEMPLATE_KEY,
+from bot.search.dense_scoring import (
     Cosines,
     DenseScoring,
     best_cosines,
 )
 from bot.search.encoders import Encoder
-from bot.search.faiss_files import (  # noqa: F401 - INDEX_FILE, STATE_FILE and json_by_item re-exported
-    INDEX_FILE,
+from bot.search.faiss_files import (
     SCHEMA_VERSION,
-    STATE_FILE,
     _import_faiss,
     _search_one_thread,
-    json_by_item,
     read_state,
     write_state,
 )

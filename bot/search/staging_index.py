@@ -20,10 +20,10 @@ from bot.knowledge.entries import Entry
 from bot.search.base import ModeSearcher, Searcher
 from bot.search.dense_scoring import DenseScoring
 from bot.search.encoders import Encoder
-from bot.search.healing import ServedSearcher
 from bot.search.hybrid import HybridSearcher
 from bot.search.passages import Passages, PassageSearcher
 from bot.search.relevance import SparseSearcher
+from bot.search.serving import ServedSearcher
 from bot.search.tantivy_searcher import TantivySearcher
 
 FLAT = 10**9  # a staging FAISS index stays flat (exact); it is searched a few thousand times, then dropped

@@ -21,7 +21,7 @@ from bot.fsutil import commit_file, temp_beside, write_json_atomic
 from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, top_within
-from bot.search.healing import tantivy_problem
+from bot.search.integrity import tantivy_problem
 from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
 from bot.search.synonyms import Unit
 from bot.search.tokenizer import Tokenizer

@@ -1,6 +1,6 @@
 """Admins apart from chat users: a login at ``/admin/login`` (credentials from the environment) that sets a signed
 cookie, and Blocks whose admin events refuse, server-side, every request without it. The login is throttled as the
-chat login is (:class:`bot.chat.logins.ThrottledLogin`: a lockout per username + address, a cap per address).
+chat login is (:class:`bot.serving.logins.ThrottledLogin`: a lockout per username + address, a cap per address).
 
 Gradio exposes every event as an HTTP endpoint (``/gradio_api/call/<api_name>``, the queue by ``fn_index``), so
 hiding the admin tabs is only for looks: :class:`AdminBlocks` checks the cookie in ``process_api``, the one path
@@ -31,14 +31,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from gradio.context import Context
 
-from bot.chat.logins import ThrottledLogin, locked_message
-from bot.chat.ratelimit import shared_store
 from bot.config.settings import AdminSettings, Settings, default_of
+from bot.serving.logins import ThrottledLogin, locked_message
+from bot.serving.ratelimit import shared_store
+from bot.serving.shared_logins import login_throttle
 from bot.texts import ADMIN_OFF, NOT_ADMIN
 from bot.ui.events import PRIVATE
 
 if TYPE_CHECKING:
-    from bot.chat.shared_limits import RateStore
+    from bot.serving.shared_limits import RateStore
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class AdminAuth:
         self._key = session_key or secrets.token_bytes(32)
         self._revoked: dict[str, int] = {}  # session -> expiry of cookies logged out before they expire
         self._revoked_lock = threading.Lock()
-        # with limits.backend: postgres, logouts are also rows every replica reads (bot/chat/shared_limits.py)
+        # with limits.backend: postgres, logouts are also rows every replica reads (bot/serving/shared_limits.py)
         self.shared_logouts: RateStore | None = None
         self.throttle = throttle or ThrottledLogin(self.check_password)
 
@@ -112,7 +113,7 @@ class AdminAuth:
             cookie_path=cookie_path,
             variables=(cfg.username_env, cfg.password_env),
         )
-        admin.throttle = ThrottledLogin.from_settings(admin.check_password, settings)
+        admin.throttle = login_throttle(admin.check_password, settings)
         admin.shared_logouts = shared_store(settings)
         return admin
 

@@ -27,18 +27,19 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from bot.chat.logins import ThrottledLogin, locked_message
-from bot.chat.ratelimit import shared_store
 from bot.config.settings import HandoffSettings, Settings, default_of
 from bot.errors import BotError
 from bot.handoff.desk import Desk
 from bot.handoff.passwords import check_account
 from bot.handoff.store import UnknownTicket
 from bot.handoff.tickets import Status, Ticket
+from bot.serving.logins import ThrottledLogin, locked_message
+from bot.serving.ratelimit import shared_store
+from bot.serving.shared_logins import login_throttle
 from bot.ui.admin import LOGIN_PAGE, AdminAuth
 
 if TYPE_CHECKING:
-    from bot.chat.shared_limits import RateStore
+    from bot.serving.shared_limits import RateStore
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class AgentAuth:
             h.agent_session_hours,
             session_key=settings.ui.admin.session_key(),
         )
-        auth.throttle = ThrottledLogin.from_settings(auth.check_password, settings)
+        auth.throttle = login_throttle(auth.check_password, settings)
         auth.shared_logouts = shared_store(settings)
         return auth
 

@@ -18,14 +18,16 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from bot.chat.bot import Bot
 from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.outcomes import Judge
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
 from bot.conversations.topics import TopicFinder, with_topics
+from bot.handoff.desk import Desk
 from bot.handoff.stats import with_handoffs
+from bot.knowledge_base import KnowledgeBase
+from bot.search.index import KnowledgeIndex
 from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
 
@@ -108,16 +110,18 @@ class AnalyticsHandlers:
     def __init__(
         self,
         turn_log: ConversationLog | None,
-        bot: Bot,
+        index: KnowledgeIndex,
         top: int,
         sample: int,
         export_dir: Path | None = None,
+        desk: Desk | None = None,
         topics: TopicFinder | None = None,
         judge: Judge | None = None,
     ):
         self.analytics = Analytics(turn_log, top=top, sample=sample, judge=judge) if turn_log is not None else None
-        self.bot = bot
-        self.topics = topics
+        self.index = index
+        self.desk = desk  # the hand-off's tickets, for its tiles (None: hand-off off)
+        self.topics = topics  # the questions grouped by meaning (None: no topics tile)
         # One private folder (0700, made on the first export) overwritten by every export and removed at exit: no
         # growth of /tmp per click, and no other local user reads the log's questions. Gradio's copies in its
         # cache go with delete_cache (bot/ui/app.py).
@@ -127,11 +131,10 @@ class AnalyticsHandlers:
         """Every tile for the filter the page shows (ValueError for a bad date)."""
         assert self.analytics is not None
         flt = StatsFilter(parse_time(since), parse_time(until), mode or None, source or None)
-        titles = {e.id: e.query for e in self.bot.index.entries}
+        titles = {e.id: e.query for e in self.index.entries}
         stats = self.analytics.compute(flt, list(titles), titles=titles)
         stats = with_topics(stats, self.topics, self.analytics.log, self.analytics.top)
-        desk = self.bot.desk
-        return with_handoffs(stats, desk.store if desk is not None else None, self.analytics.log)
+        return with_handoffs(stats, self.desk.store if self.desk is not None else None, self.analytics.log)
 
     def show(self, since: str, until: str, mode: str | None, source: str | None) -> tuple:
         """Status line, then each chart and table, in the order of :func:`analytics_tab`'s outputs."""
@@ -187,10 +190,10 @@ class AnalyticsHandlers:
 
 
 def analytics_tab(
-    bot: Bot, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
+    kb: KnowledgeBase, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
 ) -> tuple[AnalyticsHandlers, list, list]:
     """Lay out and wire the analytics tab inside the current Blocks context; (handlers, filter inputs, outputs)."""
-    h = AnalyticsHandlers(bot.recorder.log, bot, top, sample, topics=topics, judge=judge)
+    h = AnalyticsHandlers(kb.log, kb.index, top, sample, desk=kb.desk, topics=topics, judge=judge)
     with gr.Row():
         since = gr.Textbox(label="开始（ISO，UTC）/ Since", placeholder="2026-11-01", elem_id="kb-stats-since")
         until = gr.Textbox(label="结束（不含）/ Until (exclusive)", placeholder="2026-12-01", elem_id="kb-stats-until")
@@ -268,10 +271,10 @@ def analytics_tab(
 
 
 def analytics_page(
-    demo: Any, bot: Bot, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
+    demo: Any, kb: KnowledgeBase, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
 ) -> gr.Tab:
     """The analytics tab, hidden until an admin's page loads; filled by its select (an admin event)."""
     with gr.Tab("统计 / Analytics", id="analytics", visible=False) as tab:
-        h, inputs, outputs = analytics_tab(bot, top, sample, topics, judge)
+        h, inputs, outputs = analytics_tab(kb, top, sample, topics, judge)
     tab.select(h.show, inputs, outputs, **PRIVATE)
     return tab

@@ -1,20 +1,20 @@
-"""The browser app: Gradio wired to a Bot (chat, retrieval test, knowledge tabs). It only translates: the Bot
-owns a turn (``Answer``), its status and the knowledge edits; callbacks that render have no side effects."""
+"""The browser app: Gradio wired to a knowledge base (chat, retrieval test, knowledge tabs). It only translates:
+the knowledge base owns a turn (``Answer``), its status and the knowledge edits; rendering has no side effects."""
 
 from __future__ import annotations
 
 import gradio as gr
 
-from bot.chat.bot import Bot
 from bot.config.settings import Settings
 from bot.conversations.topics import topic_finder_from_settings
-from bot.knowledge.store import KnowledgeStore
+from bot.knowledge_base import KnowledgeBase
 from bot.ui.admin import AdminAuth, AdminBlocks, admin_view
 from bot.ui.chat_handlers import FOLLOW, ChatHandlers
 from bot.ui.events import PRIVATE
 from bot.ui.feedback import FEEDBACK_OPTIONS, feedback_controls, forget_after
 from bot.ui.inbox_tab import admin_tabs
 from bot.ui.knowledge_tab import knowledge_tab
+from bot.ui.publishers import PublisherAuth
 from bot.ui.review import edit_review
 from bot.ui.testsets_tab import testsets_page
 from bot.ui.visitor_desk import POLL_SECONDS, VisitorDesk, new_visit
@@ -75,14 +75,15 @@ def category_selector(h: ChatHandlers, elem_id: str) -> tuple[gr.Dropdown, gr.St
 
 
 def build_demo(
-    bot: Bot, settings: Settings, store: KnowledgeStore | None = None, admin: AdminAuth | None = None
+    kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = None, publishers: PublisherAuth | None = None
 ) -> AdminBlocks:
-    """The Gradio Blocks app for ``bot``; the caller queues and launches it (with ``css=CSS``).
+    """The Gradio Blocks app for knowledge base ``kb``; the caller queues and launches it (with ``css=CSS``).
 
     The knowledge, inbox and log tabs exist only with admin credentials (``ui.admin``), and serve only requests
-    with an admin login (``demo.admin.router()`` serves it at /admin/login).
+    with an admin login (``demo.admin.router()`` serves it at /admin/login). ``publishers``: the accounts whose
+    login (``publishers.router()``, /publisher/login) publishes when ``knowledge.require_approval`` asks for it.
     """
-    h = ChatHandlers(bot, settings)
+    h = ChatHandlers(kb, settings)
     admin = admin or AdminAuth.from_settings(settings)
     # delete_cache: uploads never imported are deleted after 15 min (imported ones at once), all at shutdown.
     with AdminBlocks(admin, title=settings.ui.title, delete_cache=(900, 900)) as demo:
@@ -108,7 +109,7 @@ def build_demo(
                     )
                     turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
                     visit = gr.State(None)  # the page's hand-off conversation (bot/ui/visitor_desk.py)
-                    after_answer = feedback_controls(bot, chatbot, turns, settings.feedback)
+                    after_answer = feedback_controls(kb.recorder, chatbot, turns, settings.feedback)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources", elem_id="kb-sources-head")
                     gr.Checkbox(
@@ -141,13 +142,14 @@ def build_demo(
             run = gr.Button("检索 / Search", elem_id="kb-rt-run")
             table = gr.HTML(elem_id="kb-rt-results")
         admin_pages = []  # shown to admins only; without admin credentials there are none
-        if store is not None and admin.enabled:
+        if admin.enabled:
             with demo.admin_only(), gr.Tab("知识管理 / Knowledge", id="knowledge", visible=False) as knowledge:
-                record_link = knowledge_tab(bot, store, limits=h.limits, review=edit_review(bot, store, settings))
+                review = edit_review(kb, settings, publishers)
+                record_link = knowledge_tab(kb, limits=h.limits, review=review)
             admin_pages = [
                 knowledge,
-                *admin_tabs(demo, bot, store, settings.log, topic_finder_from_settings(settings), record_link),
-                testsets_page(demo, bot, settings),
+                *admin_tabs(demo, kb, settings.log, topic_finder_from_settings(settings), record_link),
+                testsets_page(demo, kb, settings),
             ]
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
@@ -156,7 +158,7 @@ def build_demo(
         ticker = gr.Timer(2.0, active=True)
         ticker.tick(h.header_tick, [mode], [header, ticker], **PRIVATE)
         # While the conversation has a ticket, a person's replies are fetched into the chat every couple of seconds.
-        staff = VisitorDesk(h.bot.desk)
+        staff = VisitorDesk(kb.desk)
         replies = gr.Timer(POLL_SECONDS, active=False)
         replies.tick(staff.poll, [visit, chatbot], [chatbot, visit, replies], **PRIVATE)
         chat_in = [message, chatbot, mode, turns, categories, visit]

@@ -1,4 +1,4 @@
-"""The chat page's callbacks: a Bot's turn translated into Gradio's messages, header, sources and the retrieval
+"""The chat page's callbacks: a knowledge base's turn translated into Gradio's messages, header, sources and the retrieval
 test. They only translate (the Bot owns the turn, its status and the knowledge edits); rendering has no side
 effects."""
 
@@ -11,30 +11,30 @@ from typing import Any
 import gradio as gr
 
 from bot.chat.answer import OFFERED, Answer, Decision
-from bot.chat.bot import Bot
 from bot.chat.prompt import message_text
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.knowledge.filters import entry_filter
+from bot.knowledge_base import KnowledgeBase
+from bot.messages import Message, said
 from bot.texts import HANDOFF_ACCEPT, HANDOFF_BUTTON, INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
 from bot.ui.feedback import remember
 from bot.ui.guard import ClientLimits, client_key, safe_markdown
 from bot.ui.render import header_markdown, retrieval_html, sources_html
 from bot.ui.visitor_desk import Visit, conversation_of
 
-log = logging.getLogger("bot.ui.app")  # the page's log lines keep their logger
+log = logging.getLogger(__name__)
 
 FOLLOW = "follow"  # the mode selector's "follow config" choice: no per-session override
-log = logging.getLogger(__name__)
 # On a phone (390 px) the chat and its sources stack (sources right under the answer) and the tabs stay in view.
 
 
-def _plain_history(history: list[dict[str, Any]] | None) -> list[dict[str, str]]:
+def _plain_history(history: list[dict[str, Any]] | None) -> list[Message]:
     """Chat history as the Bot expects it: the text the user typed, not its escaped display form."""
     out = []
     for m in history or []:
         if m.get("role") in ("user", "assistant"):
-            out.append({"role": m["role"], "content": html.unescape(message_text(m.get("content")))})
+            out.append(said(m["role"], html.unescape(message_text(m.get("content")))))
     return out
 
 
@@ -66,10 +66,11 @@ def reply_message(answer: Answer) -> dict[str, Any]:
 
 
 class ChatHandlers:
-    """Gradio callbacks for one Bot; each browser session keeps its own history and mode override in the page."""
+    """Gradio callbacks for one knowledge base; each browser session keeps its history and mode override in the page."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
+        self.bot = kb.bot
         self.settings = settings
         self.limits = ClientLimits(settings)  # per client address: a new session does not reset them
         self.limiter = self.limits.chat
@@ -142,8 +143,8 @@ class ChatHandlers:
         conversation = conversation_of(visit, session)
         try:
             first = True
-            for answer in self.bot.turn(
-                message, past, chosen, session=session, source="web", within=within, conversation=conversation
+            for answer in self.kb.turn(
+                message, past, mode=chosen, session=session, source="web", within=within, conversation=conversation
             ):
                 shown[-1] = reply_message(answer)
                 if answer.finished and not answer.text:  # a person holds the conversation: the bot stays quiet
@@ -215,7 +216,7 @@ class ChatHandlers:
     def page_defaults(self):
         """(header, mode selector, examples, two category selectors) for a newly opened page: follow the configured
         mode as it is now; the category selectors offer the knowledge's categories now (hidden when it has none)."""
-        self.bot.catch_up()  # an entry added on disk since the last message counts in the header
+        self.kb.catch_up()  # an entry added on disk since the last message counts in the header
         samples = self.examples()
         return (
             self.header(None),

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from bot.chat.entry_table import EntryPage, HitCounts, safe_hit_counts
-from bot.chat.knowledge_edit import KnowledgeEditor
+from bot.editing.editor import KnowledgeEditor
+from bot.editing.entry_table import EntryPage, HitCounts, safe_hit_counts
 from bot.ui.events import PRIVATE
 from bot.ui.render import minute
 

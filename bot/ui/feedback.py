@@ -12,7 +12,7 @@ from collections.abc import Callable
 import gradio as gr
 from gradio.events import Dependency
 
-from bot.chat.bot import Bot
+from bot.chat.recorder import TurnRecorder
 from bot.config.operating import FeedbackSettings
 from bot.texts import DOWN_REASONS, NOT_STORED, THANKS
 from bot.ui.events import PRIVATE
@@ -45,8 +45,8 @@ def forget_after(turns: dict[int, int] | None, length: int) -> dict[int, int]:
 class FeedbackHandlers:
     """Callbacks of the chat's feedback: rate a turn, then optionally say why."""
 
-    def __init__(self, bot: Bot):
-        self.bot = bot
+    def __init__(self, recorder: TurnRecorder):
+        self.recorder = recorder
 
     def like(self, turns: dict[int, int] | None, evt: gr.LikeData):
         """Store a thumbs up / down (or flag) on the answer's turn; (reason row, pending turn id)."""
@@ -55,7 +55,7 @@ class FeedbackHandlers:
         liked = evt.liked
         if turn_id is None or liked in ("", None):  # not recorded (an error, the limit, the log off); or un-clicked
             return gr.update(visible=False), None
-        if not self.bot.recorder.rate(turn_id, liked):
+        if not self.recorder.rate(turn_id, liked):
             gr.Warning(NOT_STORED)
             return gr.update(visible=False), None
         if liked is True or liked == "Like":
@@ -68,17 +68,20 @@ class FeedbackHandlers:
         """Store the "why" of the pending thumbs down (after its fixed reason); (reason row, pending, textbox)."""
         text = (text or "").strip()
         if pending and text:
-            stored = self.bot.recorder.feedback(pending["turn"], -1, with_reason(pending.get("reason"), text))
+            stored = self.recorder.feedback(pending["turn"], -1, with_reason(pending.get("reason"), text))
             (gr.Info if stored else gr.Warning)(THANKS if stored else NOT_STORED)
         return gr.update(visible=False), None, ""
 
 
 def feedback_controls(
-    bot: Bot, chatbot: gr.Chatbot, turns: gr.State, settings: FeedbackSettings
+    recorder: TurnRecorder, chatbot: gr.Chatbot, turns: gr.State, settings: FeedbackSettings
 ) -> Callable[[Dependency], None]:
-    """Lay out the "why" box and the "was this solved?" row under the chat, wire the chatbot's like event (inside
-    the current Blocks); returns what to chain after each answer (offers the question when ``settings`` asks it)."""
-    f = FeedbackHandlers(bot)
+    """Lay out the "why" box and the "was this solved?" row under the chat, and wire the chatbot's like event.
+
+    Inside the current Blocks; returns what to chain after each answer (offers the question when ``settings`` asks
+    it).
+    """
+    f = FeedbackHandlers(recorder)
     pending = gr.State(None)
     with gr.Row(visible=False, elem_id="kb-feedback") as row:
         why = gr.Textbox(
@@ -91,5 +94,5 @@ def feedback_controls(
     chatbot.like(f.like, [turns], [row, pending], **PRIVATE)
     why.submit(f.reason, [pending, why], [row, pending, why], **PRIVATE)
     send.click(f.reason, [pending, why], [row, pending, why], **PRIVATE)
-    solved, solved_row, solved_turn = solved_controls(bot, settings)
+    solved, solved_row, solved_turn = solved_controls(recorder, settings)
     return lambda answered: answered.then(solved.offer, [chatbot, turns], [solved_row, solved_turn], **PRIVATE)

@@ -6,7 +6,7 @@
   script renews at will) for chat, the retrieval test, knowledge writes and uploads.
 - ``GuardMiddleware``: a Content-Security-Policy on every response (images only from this server), a cap on every
   request body (``BodyCaps``), the upload rate, and the client address for the login check.
-- ``login_auth``: Gradio's login check, throttled by ``bot.chat.logins.ThrottledLogin`` (shared with the admin
+- ``login_auth``: Gradio's login check, throttled by ``bot.serving.logins.ThrottledLogin`` (shared with the admin
   login and the API's token check).
 """
 
@@ -25,11 +25,11 @@ from typing import Any
 import gradio as gr
 from starlette.types import Message, Receive, Scope, Send
 
-from bot.chat.limits import chat_per_minute
-from bot.chat.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
-from bot.chat.ratelimit import RateLimiter, SlidingWindowLimiter, rate_limiter
 from bot.config.serving import LimitSettings
 from bot.config.settings import Settings
+from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
+from bot.serving.ratelimit import RateLimiter, SlidingWindowLimiter, chat_per_minute, rate_limiter
+from bot.serving.shared_logins import login_throttle
 from bot.texts import BODY_TOO_LARGE, TOO_MANY, UPLOAD_GONE, UPLOADS_ADMIN_ONLY, UPLOADS_LIMITED
 
 log = logging.getLogger(__name__)
@@ -318,7 +318,7 @@ def login_auth(auth: Any, settings: Settings) -> Any:
         check = auth
     else:
         return auth
-    return ThrottledLogin.from_settings(check, settings)
+    return login_throttle(check, settings)
 
 
 class ServerGuard:

@@ -1,6 +1,6 @@
 """The admin tabs over the conversation log: the unanswered inbox (new entry, add as a phrasing, dismiss) and the log.
 
-Both only translate: the groups and turns come from the core's ConversationLog (``bot.recorder.log``), knowledge edits go
+Both only translate: the groups and turns come from the core's ConversationLog (``kb.log``), knowledge edits go
 through the core's KnowledgeEditor, so the index serves a new entry at the next message. Every text is escaped.
 """
 
@@ -13,17 +13,16 @@ from typing import Any
 import gradio as gr
 
 from bot.chat.answer import Strategy
-from bot.chat.bot import Bot
-from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.config.settings import LogSettings
 from bot.conversations.inbox import Group
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.outcomes import Judge
 from bot.conversations.topics import TopicFinder, joined
+from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError, KnowledgeError
 from bot.handoff.desk import Desk
 from bot.handoff.tickets import Problem, Ticket
-from bot.knowledge.store import KnowledgeStore
+from bot.knowledge_base import KnowledgeBase
 from bot.texts import DUPLICATE_QUESTION, LOG_OFF
 from bot.ui.admin import fill_for_admins
 from bot.ui.analytics_tab import analytics_page
@@ -266,9 +265,9 @@ class InboxHandlers:
         return turns_html(self.log.recent(100, filters=filters))
 
 
-def inbox_tab(bot: Bot, store: KnowledgeStore, topics: TopicFinder | None = None) -> tuple[InboxHandlers, Any, list]:
+def inbox_tab(kb: KnowledgeBase, topics: TopicFinder | None = None) -> tuple[InboxHandlers, Any, list]:
     """Lay out and wire the unanswered inbox inside the current Blocks context; (handlers, sort, refresh outputs)."""
-    h = InboxHandlers(bot.recorder.log, bot.editor(store), bot.desk, topics)
+    h = InboxHandlers(kb.log, kb.editor, kb.desk, topics)
     gr.Markdown(
         "回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组；“转人工”列出转人工的工单。/ Questions that fell "
         "back (HyDE, last resort) or got a thumbs down, near-duplicates grouped; “Hand-offs” lists the hand-off tickets."
@@ -338,28 +337,29 @@ def log_tab(h: InboxHandlers) -> tuple[list, Any]:
 
 def admin_tabs(
     demo: Any,
-    bot: Bot,
-    store: KnowledgeStore,
+    kb: KnowledgeBase,
     log: LogSettings | None = None,
     topics: TopicFinder | None = None,
     record_link: tuple[gr.Button, gr.State] | None = None,
 ) -> list[gr.Tab]:
-    """The inbox, log, analytics and entry records tabs, hidden until an admin's page loads; every event refuses
-    non-admins. ``topics`` group the inbox and the analytics page by meaning; ``record_link``: the knowledge tab's
-    button (and loaded entry) that opens an entry's record."""
+    """The inbox, log, analytics and entry records tabs, hidden until an admin's page loads.
+
+    Every event refuses non-admins. ``topics`` group the inbox and the analytics page by meaning; ``record_link``:
+    the knowledge tab's button (and loaded entry) that opens an entry's record.
+    """
     log = log or LogSettings()
     judge = Judge(log.outcomes.window_minutes, log.outcomes.reask_similarity)
     with demo.admin_only():
         with gr.Tab("待解决问题 / Unanswered", id="inbox", visible=False) as inbox:
-            h, sort, listed = inbox_tab(bot, store, topics)
+            h, sort, listed = inbox_tab(kb)
             suggested, suggested_out = suggestions_section(h.log, h.editor)
         with gr.Tab("对话日志 / Log", id="log", visible=False) as turns:
             filters, table = log_tab(h)
         inbox.select(h.refresh, [sort], listed, **PRIVATE)
         inbox.select(suggested.refresh, None, suggested_out, **PRIVATE)
         turns.select(h.turns, filters, [table], **PRIVATE)
-        stats = analytics_page(demo, bot, log.analytics_top, log.analytics_sample, topics, judge)
-        records, record_filter = records_page(bot, store, judge)
+        stats = analytics_page(demo, kb, log.analytics_top, log.analytics_sample, topics, judge)
+        records, record_filter = records_page(kb, judge)
         if record_link is not None:
             link_records(*record_link, record_filter)
     return [inbox, turns, stats, records]

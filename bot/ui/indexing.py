@@ -1,4 +1,4 @@
-"""Indexing progress in the knowledge tab (issue 28.8): after a save answered before the index caught up, a timer
+"""Indexing progress in the knowledge tab: after a save answered before the index caught up, a timer
 polls the index every two seconds and shows how far the background indexing got, until it is done."""
 
 from __future__ import annotations

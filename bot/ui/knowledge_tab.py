@@ -15,13 +15,13 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.bot import Bot
-from bot.chat.entry_table import HitCounts
-from bot.chat.knowledge_edit import EditResult, KnowledgeEditor, file_name
+from bot.editing.editor import EditResult, KnowledgeEditor, file_name
+from bot.editing.entry_table import HitCounts
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge import csv_io
 from bot.knowledge.store import ABSENT, KnowledgeStore
 from bot.knowledge.validity import Publication
+from bot.knowledge_base import KnowledgeBase
 from bot.texts import NEW_MODE, NOT_LOADED
 from bot.ui.admin import fill_for_admins
 from bot.ui.downloads import export_file, template_file
@@ -446,8 +446,7 @@ def publishing_events(
 
 
 def knowledge_tab(
-    bot: Bot,
-    store: KnowledgeStore,
+    kb: KnowledgeBase,
     hit_counts: Callable[[], HitCounts] | None = None,
     limits: ClientLimits | None = None,
     review: EditReview | None = None,
@@ -456,11 +455,11 @@ def knowledge_tab(
     loaded entry's state) for the records tab to answer.
 
     ``hit_counts`` (e.g. TurnLog.hit_counts) fills the table's hit columns; by default the hit counts of the
-    bot's conversation log (``bot.recorder.log``) when it records, else they show "—".
+    knowledge base's conversation log (``kb.log``) when it records, else they show "—".
     """
-    k = KnowledgeHandlers(bot.editor(store), review)
+    k = KnowledgeHandlers(kb.editor, review)
     # the hit counts of the conversation log, when it records
-    browser = EntryBrowser(k.editor, hit_counts or getattr(getattr(bot.recorder, "log", None), "hit_counts", None))
+    browser = EntryBrowser(k.editor, hit_counts or (kb.log.hit_counts if kb.log is not None else None))
     gr.Markdown(
         "在这里浏览、增删改知识条目，保存后立即生效（与直接编辑 knowledge/ 中的文件效果相同）。"
         "/ Browse, add, edit or delete entries here; changes apply at once (same as editing files in knowledge/)."
@@ -512,7 +511,7 @@ def knowledge_tab(
 
     def admin_page():
         rows, page_line, _ = browser.show("", 1)
-        return health_html(bot.status()), rows, page_line, *k.first_file(), template_file()
+        return health_html(kb.bot.status()), rows, page_line, *k.first_file(), template_file()
 
     fill_for_admins(admin_page, [health, table, info, file, key, template])
     form = [query, document, metadata, questions, file, key, loaded, mode, confirm_row, draft, valid_from, valid_until]
@@ -558,5 +557,5 @@ def knowledge_tab(
     export.click(k.export, None, [exported], api_name="export_csv")
     restored = restore_section(k.editor, file, status, guard, result_html, _error_html)
     restored.then(browser.show, [search, page], table_out, **PRIVATE)
-    indexing_progress(bot.index, [*writes, deleted, uploaded, restored])
+    indexing_progress(kb.index, [*writes, deleted, uploaded, restored])
     return record, loaded

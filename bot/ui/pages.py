@@ -15,9 +15,10 @@ from typing import Any
 import gradio as gr
 from fastapi import APIRouter, FastAPI
 
-from bot.chat.bot import Bot
 from bot.config.settings import Settings
+from bot.knowledge_base import KnowledgeBase
 from bot.ui.admin import AdminAuth, AdminBlocks
+from bot.ui.publishers import PublisherAuth
 
 KB_PREFIX = "/kb"
 
@@ -27,13 +28,17 @@ def kb_path(name: str) -> str:
     return f"{KB_PREFIX}/{name}"
 
 
-def kb_page(bot: Bot, settings: Settings, name: str | None = None) -> AdminBlocks:
-    """The queued Blocks of one knowledge base; with ``name`` (not the default) its admin is scoped to it."""
-    from bot.factory import build_store
+def kb_page(
+    kb: KnowledgeBase, settings: Settings, name: str | None = None, publishers: PublisherAuth | None = None
+) -> AdminBlocks:
+    """The queued Blocks of one knowledge base; with ``name`` (not the default) its admin is scoped to it.
+
+    ``publishers``: the server's publisher logins, shared by every page.
+    """
     from bot.ui.app import build_demo
 
     admin = AdminAuth.from_settings(settings, scope=name, cookie_path=kb_path(name) + "/") if name else None
-    demo = build_demo(bot, settings, build_store(settings), admin)
+    demo = build_demo(kb, settings, admin, publishers)
     return demo.queue(default_concurrency_limit=settings.ui.concurrency)
 
 

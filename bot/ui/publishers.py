@@ -14,9 +14,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from bot.chat.logins import ThrottledLogin, locked_message
-from bot.chat.ratelimit import shared_store
 from bot.config.settings import Settings
+from bot.serving.logins import locked_message
+from bot.serving.ratelimit import shared_store
+from bot.serving.shared_logins import login_throttle
 from bot.ui.admin import LOGIN_PAGE
 from bot.ui.agents import AgentAuth
 
@@ -40,7 +41,7 @@ class PublisherAuth(AgentAuth):
             settings.ui.admin.session_hours,
             session_key=settings.ui.admin.session_key(),
         )
-        auth.throttle = ThrottledLogin.from_settings(auth.check_password, settings)
+        auth.throttle = login_throttle(auth.check_password, settings)
         auth.shared_logouts = shared_store(settings)
         return auth
 

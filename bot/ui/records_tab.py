@@ -19,7 +19,6 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from bot.chat.bot import Bot
 from bot.conversations.entry_records import (
     COLUMNS,
     EntryRecord,
@@ -28,10 +27,13 @@ from bot.conversations.entry_records import (
     records_xlsx,
     sort_records,
 )
+from bot.conversations.log_store import ConversationLog
 from bot.conversations.outcomes import Judge, read_turns
 from bot.conversations.tiles import StatsFilter, parse_time
 from bot.knowledge.edits import last_edits
 from bot.knowledge.store import KnowledgeStore
+from bot.knowledge_base import KnowledgeBase
+from bot.search.index import KnowledgeIndex
 from bot.texts import LOG_OFF
 from bot.ui.events import PRIVATE
 
@@ -50,18 +52,25 @@ SORT_CHOICES = [
 class RecordHandlers:
     """Callbacks of the records tab (admins only)."""
 
-    def __init__(self, bot: Bot, store: KnowledgeStore, judge: Judge | None = None, export_dir: Path | None = None):
-        self.bot, self.store, self.judge = bot, store, judge or Judge()
+    def __init__(
+        self,
+        log: ConversationLog | None,
+        index: KnowledgeIndex,
+        store: KnowledgeStore,
+        judge: Judge | None = None,
+        export_dir: Path | None = None,
+    ):
+        self.log, self.index, self.store, self.judge = log, index, store, judge or Judge()
         self.export_dir = export_dir
 
     def records(self, since: str, text: str, sort: str) -> list[EntryRecord]:
         """The records over turns since ``since`` (ISO; empty: the whole log) whose id or question contains
         ``text``, sorted by ``sort`` ("name" or "name:asc"); ValueError for a bad date or sort."""
-        log = self.bot.recorder.log
+        log = self.log
         assert log is not None
         flt = StatsFilter(since=parse_time(since))
         turns = read_turns(log, flt)
-        known = [(e.id, e.query) for e in self.bot.index.entries]
+        known = [(e.id, e.query) for e in self.index.entries]
         records = entry_records(
             turns, self.judge.answers(turns), known, now=log.clock(), last_edits=last_edits(self.store)
         )
@@ -72,7 +81,7 @@ class RecordHandlers:
 
     def show(self, since: str, text: str, sort: str):
         """(status html, table) for the tab's filter."""
-        if self.bot.recorder.log is None:
+        if self.log is None:
             return LOG_OFF, None
         try:
             records = self.records(since, text, sort)
@@ -83,7 +92,7 @@ class RecordHandlers:
 
     def export(self, since: str, text: str, sort: str) -> Any:
         """The shown records as CSV and Excel files (their paths, for the download box)."""
-        if self.bot.recorder.log is None:
+        if self.log is None:
             return gr.update(visible=False)
         try:
             records = self.records(since, text, sort)
@@ -100,10 +109,10 @@ class RecordHandlers:
         return gr.update(value=[str(csv_path), str(xlsx_path)], visible=True)
 
 
-def records_page(bot: Bot, store: KnowledgeStore, judge: Judge | None = None) -> tuple[gr.Tab, gr.Textbox]:
+def records_page(kb: KnowledgeBase, judge: Judge | None = None) -> tuple[gr.Tab, gr.Textbox]:
     """The records tab, hidden until an admin's page loads; filled by its select (an admin event); (tab, the
     filter box the knowledge tab fills with an entry's id)."""
-    h = RecordHandlers(bot, store, judge)
+    h = RecordHandlers(kb.log, kb.index, kb.store, judge)
     with gr.Tab("条目记录 / Entry records", id="records", visible=False) as tab:
         with gr.Row():
             since = gr.Textbox(label="开始（ISO，UTC）/ Since", placeholder="2026-11-01", elem_id="kb-rec-since")

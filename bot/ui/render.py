@@ -6,7 +6,7 @@ import html
 from collections.abc import Mapping
 
 from bot.chat.answer import Answer, Band, Cutoffs, Strategy
-from bot.chat.services import ModeRetrieval, Status
+from bot.chat.status import ModeRetrieval, Status
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit
 from bot.texts import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, NOT_SEARCHED

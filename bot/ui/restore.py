@@ -1,4 +1,4 @@
-"""Restore in the page (issue 28.15): an admin who overwrote a knowledge file lists its kept versions and brings one
+"""Restore in the page: an admin who overwrote a knowledge file lists its kept versions and brings one
 back, as ``python -m bot knowledge restore`` does. The replaced version is kept too, so a restore can be undone."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.knowledge_edit import KnowledgeEditor
+from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError
 from bot.texts import NONE_KEPT
 from bot.ui.events import PRIVATE

@@ -9,11 +9,10 @@ import html
 import logging
 from typing import Any
 
-from bot.chat.bot import Bot
 from bot.config.settings import Settings
 from bot.errors import BotError
 from bot.evaluation.replay import Change, Edit, Replay, Replayer
-from bot.knowledge.store import KnowledgeStore
+from bot.knowledge_base import KnowledgeBase
 from bot.ui.publishers import PublisherAuth
 
 e = html.escape
@@ -105,17 +104,17 @@ class EditReview:
         return None, replay_html(replay, asking=False)
 
 
-def edit_review(bot: Bot, store: KnowledgeStore, settings: Settings) -> EditReview:
-    """The knowledge tab's review from ``knowledge.replay``, ``require_approval`` and ``publishers``."""
+def edit_review(kb: KnowledgeBase, settings: Settings, publishers: PublisherAuth | None = None) -> EditReview:
+    """The knowledge tab's review from ``knowledge.replay`` and ``require_approval``.
+
+    ``publishers``: the server's publisher logins (None: built from ``knowledge.publishers``, for a page served
+    alone).
+    """
     from bot.evaluation.replay import replayer_from_settings
 
     k = settings.knowledge
-    publishers = PublisherAuth.publishers(settings) if k.publishers else None
-    return EditReview(replayer_from_settings(bot, store, settings), k.require_approval, publishers)
-
-
-def publisher_routes(settings: Settings) -> list[Any]:
-    """The publisher login's routes (none while nobody is listed in ``knowledge.publishers``)."""
-    if not settings.knowledge.publishers:
-        return []
-    return list(PublisherAuth.publishers(settings).router().routes)
+    if publishers is None and k.publishers:
+        publishers = PublisherAuth.publishers(settings)
+    return EditReview(
+        replayer_from_settings(kb.search, kb.store, kb.recorder, settings), k.require_approval, publishers
+    )

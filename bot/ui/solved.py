@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.bot import Bot
+from bot.chat.recorder import TurnRecorder
 from bot.config.operating import FeedbackSettings
 from bot.conversations.outcomes import asks_solved
 from bot.texts import ASK_SOLVED, NOT_STORED, SOLVED_NO, SOLVED_YES, THANKS
@@ -21,8 +21,8 @@ from bot.ui.events import PRIVATE
 class SolvedQuestion:
     """Callbacks of the question: offer it after an answer, store the reply."""
 
-    def __init__(self, bot: Bot, settings: FeedbackSettings):
-        self.bot = bot
+    def __init__(self, recorder: TurnRecorder, settings: FeedbackSettings):
+        self.recorder = recorder
         self.settings = settings
 
     def offer(self, history: list[dict[str, Any]] | None, turns: dict[int, int] | None):
@@ -31,7 +31,7 @@ class SolvedQuestion:
         if self.settings.ask_solved == "off" or not history:
             return hide
         turn_id = (turns or {}).get(len(history) - 1)
-        turn = self.bot.recorder.recorded(turn_id)
+        turn = self.recorder.recorded(turn_id)
         if turn is None or not asks_solved(
             self.settings.ask_solved, self.settings.long_answer_chars, turn["strategy"], turn["answer"]
         ):
@@ -41,14 +41,14 @@ class SolvedQuestion:
     def reply(self, pending: int | None, yes: bool):
         """Store the reply on the pending turn; (row, pending)."""
         if pending is not None:
-            stored = self.bot.recorder.solved(pending, yes)
+            stored = self.recorder.solved(pending, yes)
             (gr.Info if stored else gr.Warning)(THANKS if stored else NOT_STORED)
         return gr.update(visible=False), None
 
 
-def solved_controls(bot: Bot, settings: FeedbackSettings) -> tuple[SolvedQuestion, gr.Row, gr.State]:
+def solved_controls(recorder: TurnRecorder, settings: FeedbackSettings) -> tuple[SolvedQuestion, gr.Row, gr.State]:
     """Lay out the hidden question row (inside the current Blocks) and wire its buttons; (handlers, row, pending)."""
-    q = SolvedQuestion(bot, settings)
+    q = SolvedQuestion(recorder, settings)
     pending = gr.State(None)
     with gr.Row(visible=False, elem_id="kb-solved") as row:
         gr.HTML(f"<span class='kb-solved-q'>{ASK_SOLVED}</span>", elem_id="kb-solved-question")

@@ -8,9 +8,9 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.knowledge_edit import KnowledgeEditor
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.suggestions import Suggestion, suggestions
+from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError
 from bot.ui.knowledge_tab import result_html
 

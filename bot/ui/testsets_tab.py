@@ -9,11 +9,11 @@ from typing import Any
 
 import gradio as gr
 
-from bot.chat.bot import Bot
 from bot.config.settings import Settings
 from bot.errors import BotError
-from bot.evaluation.lint import lint, self_collisions
+from bot.evaluation.knowledge_check import lint, self_collisions
 from bot.evaluation.testsets import TestRun, TestSetStore, diff
+from bot.knowledge_base import KnowledgeBase
 from bot.ui.events import PRIVATE
 from bot.ui.guard import discard_uploaded_file
 from bot.ui.knowledge_tab import read_upload
@@ -55,8 +55,9 @@ class TestSetHandlers:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.search = kb.search
+        self.bot = kb.bot
         self.settings = settings
         self.store = TestSetStore(settings.resolve(settings.state_dir) / "testsets.sqlite")
 
@@ -71,7 +72,7 @@ class TestSetHandlers:
             return "<div class='kb-notice'>❌ 请先选择文件 / Choose a file first</div>", gr.skip()
         try:
             stem = (name or "").strip() or Path(path).stem
-            count = self.store.save(stem, Path(path).name, read_upload(Path(path)), self.bot.index.entries)
+            count = self.store.save(stem, Path(path).name, read_upload(Path(path)), self.search.index.entries)
         except UnicodeDecodeError:
             return "<div class='kb-notice'>❌ 文件不是 UTF-8 文本 / The file is not UTF-8 text</div>", gr.skip()
         except BotError as exc:
@@ -86,7 +87,7 @@ class TestSetHandlers:
             return "<div class='kb-notice'>❌ 请先选择测试集 / Choose a test set first</div>", gr.skip()
         previous = next(iter(self.store.history(name, 1)), None)
         try:
-            current = self.store.run(name, self.bot, self.bot.current_mode())
+            current = self.store.run(name, self.bot, self.search.current_mode())
         except BotError as exc:
             return f"<div class='kb-notice'>❌ {e(str(exc))}</div>", gr.skip()
         return run_html(current, previous), history_html(self.store.history(name))
@@ -97,7 +98,7 @@ class TestSetHandlers:
 
     def self_check(self) -> str:
         """Every stored question and phrasing that retrieves another entry first."""
-        index, mode = self.bot.index, self.bot.current_mode()
+        index, mode = self.search.index, self.search.current_mode()
         collisions = self_collisions(index.entries, index.searcher(mode).search)
         rows = "".join(
             f"<li>{e(c.entry_id)}: {e(c.phrasing)} → {e(c.winner_id)} (own rank {c.rank or '>10'})</li>"
@@ -110,7 +111,7 @@ class TestSetHandlers:
 
     def lint(self) -> str:
         """The knowledge linter's findings on the current knowledge (magnets probed with a phrasing sample)."""
-        index, mode = self.bot.index, self.bot.current_mode()
+        index, mode = self.search.index, self.search.current_mode()
         report = lint(
             index.entries, index.searcher(mode).search, index.tokenizer.tokenize, self.settings.knowledge.lint
         )
@@ -118,9 +119,9 @@ class TestSetHandlers:
         return f"<p>{report.entries} entries · {len(report.findings)} findings</p><ul class='kb-lint'>{items}</ul>"
 
 
-def testsets_tab(bot: Bot, settings: Settings) -> tuple[TestSetHandlers, Any]:
+def testsets_tab(kb: KnowledgeBase, settings: Settings) -> tuple[TestSetHandlers, Any]:
     """Lay out and wire the tab's content in the current (admin-only) Blocks context; (handlers, set picker)."""
-    h = TestSetHandlers(bot, settings)
+    h = TestSetHandlers(kb, settings)
     gr.Markdown(
         "上传带标注的问题（CSV：question, expected（条目 id 或 none）；或 eval 的 JSON lines），在当前知识上运行。"
         "/ Upload labelled questions (CSV: question, expected — an entry id or none; or eval JSON lines) and run them "
@@ -150,10 +151,10 @@ def testsets_tab(bot: Bot, settings: Settings) -> tuple[TestSetHandlers, Any]:
     return h, pick
 
 
-def testsets_page(demo: Any, bot: Bot, settings: Settings) -> Any:
+def testsets_page(demo: Any, kb: KnowledgeBase, settings: Settings) -> Any:
     """The test-set tab, hidden until an admin's page loads; filled by its select (an admin event)."""
     with demo.admin_only():
         with gr.Tab("测试集 / Test sets", id="testsets", visible=False) as tab:
-            h, pick = testsets_tab(bot, settings)
+            h, pick = testsets_tab(kb, settings)
         tab.select(h.names, [pick], [pick], **PRIVATE)
     return tab

@@ -62,7 +62,7 @@ def client_for(url: str, **kwargs: Any) -> Any:
     """An Elasticsearch 9.x client that speaks plain JSON, as osmem-server requires; fails fast in tests."""
     from elasticsearch import Elasticsearch
 
-    from bot.search.es_searcher import plain_json_node_class
+    from bot.search.es_client import plain_json_node_class
 
     kwargs.setdefault("request_timeout", 2.0)
     kwargs.setdefault("max_retries", 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.config.settings import Cutoffs, Settings
+from bot.config.settings import CutoffSettings, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,12 +50,12 @@ def write_knowledge(folder: Path, data: dict | list, name: str = "faq.json") -> 
 def with_cutoffs(settings: Settings, system: str, answer: float, direct: float | None = None) -> Settings:
     """A copy of ``settings`` with one retrieval system's answer and direct thresholds (relevance in [0, 1]), the
     other cutoffs off."""
-    from bot.config.settings import Cutoffs
+    from bot.config.settings import CutoffSettings
 
-    return with_thresholds(settings, system, Cutoffs(answer=answer, direct=direct))
+    return with_thresholds(settings, system, CutoffSettings(answer=answer, direct=direct))
 
 
-def with_thresholds(settings: Settings, system: str, cutoffs: Cutoffs) -> Settings:
+def with_thresholds(settings: Settings, system: str, cutoffs: CutoffSettings) -> Settings:
     """A copy of ``settings`` with one retrieval system's cutoffs replaced (settings are frozen, their thresholds
     too)."""
     from bot.config.base import FrozenDict

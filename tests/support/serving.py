@@ -10,6 +10,9 @@ import httpx
 import openai
 
 import app
+from bot.chat.bot import Bot
+from bot.factory import build_knowledge_base
+from bot.knowledge_base import KnowledgeBase
 from bot.ui.admin import COOKIE
 from tests.support.ports import free_port
 
@@ -86,9 +89,12 @@ def login(url: str) -> dict:
     return {COOKIE: r.cookies[COOKIE]}
 
 
-def serve_in_process(settings: Any, bot: Any = None, **launch: Any) -> tuple[Any, str]:
-    """``app.build_server`` + ``app.serve`` on a free loopback port, not blocking: (demo, base URL without "/")."""
-    demo, routes = app.build_server(settings, bot)
+def serve_in_process(settings: Any, bot: Bot | KnowledgeBase | None = None, **launch: Any) -> tuple[Any, str]:
+    """``app.build_server`` + ``app.serve`` on a free loopback port, not blocking: (page, base URL without "/").
+
+    ``bot``: the default knowledge base (or its Bot), when the test built it (else the server builds it)."""
+    kb = build_knowledge_base(settings, bot) if isinstance(bot, Bot) else bot
+    server = app.build_server(settings, kb)
     port = free_port()
-    app.serve(demo, routes, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
-    return demo, f"http://127.0.0.1:{port}"
+    app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
+    return server.page, f"http://127.0.0.1:{port}"

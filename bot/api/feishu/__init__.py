@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 
-def feishu_router(bot: Bot, settings: Settings) -> APIRouter:
-    """The Feishu event route (``feishu.path``, POST) for one Bot."""
+def feishu_router(kb: KnowledgeBase, settings: Settings) -> APIRouter:
+    """The Feishu event route (``feishu.path``, POST) for one knowledge base."""
     from bot.api.feishu.callback import FeishuAPI
 
-    return FeishuAPI(bot, settings).router()
+    return FeishuAPI(kb, settings).router()

@@ -1,4 +1,4 @@
-"""The Feishu event subscription (将事件发送至开发者服务器) over one Bot: ``POST`` takes the URL check and the events.
+"""The Feishu event subscription (将事件发送至开发者服务器) over one knowledge base: ``POST`` takes the URL check and the events.
 
 Every request is checked before anything else happens: a wrong ``X-Lark-Signature`` is 401, a timestamp too far
 from now 403 (a replay), a wrong Verification Token 403, anything malformed 400, a body over the cap 413; none of
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Final
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from bot.api.bodies import read_capped
 from bot.api.feishu.crypto import CryptoError, FeishuCrypto
 from bot.api.feishu.messages import (
     MAX_BODY_BYTES,
@@ -42,16 +41,16 @@ from bot.api.im.memory import Histories
 from bot.api.im.render import render
 from bot.api.im.seen import SeenFile
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
-from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter, shared_store
 from bot.handoff.tickets import Conversation
+from bot.serving.bodies import read_capped
+from bot.serving.ratelimit import chat_per_minute, rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +72,8 @@ def taken() -> Response:
 class FeishuAPI:
     """The event route at ``feishu.path``, the users' histories, the events taken and the IM API of one app."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
         self.settings = s = settings.feishu
         self._token, key = s.verification_token(), s.encrypt_key()
         self.crypto = FeishuCrypto(key) if self._token and key else None
@@ -94,7 +93,7 @@ class FeishuAPI:
         self.seen: SeenFile | SharedSeen = seen
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: a retry, or the user's next message, may reach any replica
-            self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of, CHANNEL)
+            self.histories = SharedHistories(store, self.histories, kb.mask, self.session_of, CHANNEL)
             self.seen = SharedSeen(store, seen, CHANNEL)
         self.per_minute = rate_limiter(settings, "feishu-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
@@ -213,8 +212,8 @@ class FeishuAPI:
         session = self.session_of(who)
         # The conversation's secret is the keyed hash of chat and sender; a person's replies are pushed to the chat.
         conversation = Conversation(CHANNEL, session, address=message.chat_id, session=session)
-        answer = self.bot.answer(
-            question, self.histories.get(who), None, session=session, source=CHANNEL, conversation=conversation
+        answer = self.kb.ask(
+            question, self.histories.get(who), session=session, source=CHANNEL, conversation=conversation
         )
         text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(who, question, text)

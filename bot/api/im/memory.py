@@ -9,6 +9,8 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
+from bot.messages import Message
+
 
 class Histories:
     """The last ``size`` messages of each user, forgotten ``ttl`` seconds after their last message; at most
@@ -16,10 +18,10 @@ class Histories:
 
     def __init__(self, size: int, ttl: float, max_users: int, clock: Callable[[], float] = time.monotonic):
         self.size, self.ttl, self.max_users, self.clock = size, ttl, max_users, clock
-        self._users: OrderedDict[str, tuple[float, deque[dict[str, str]]]] = OrderedDict()
+        self._users: OrderedDict[str, tuple[float, deque[Message]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, user: str) -> list[dict[str, str]]:
+    def get(self, user: str) -> list[Message]:
         """The user's recent messages, oldest first ([] when none or expired)."""
         with self._lock:
             found = self._users.get(user)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.api.im.memory import Seen
-from bot.chat.shared_limits import hashed_key
+from bot.serving.shared_limits import hashed_key
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What an IM channel remembers, shared by every replica (``limits.backend: postgres``): each conversation's last
 messages and the events already taken, as rows of the channel's tables in the database the replicas' limits use
-(bot/chat/shared_limits.py: ``wecom_history`` / ``wecom_seen``, ``feishu_history`` / ``feishu_seen``).
+(bot/serving/shared_limits.py: ``wecom_history`` / ``wecom_seen``, ``feishu_history`` / ``feishu_seen``).
 
 Behind a load balancer the platform's next message, or its retry of a slow callback, may reach another replica:
 kept in one process, the reply "2" to a clarify question would lose the question it answers, and a retried message
@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from bot.api.im.memory import Histories
-from bot.chat.shared_limits import RateStore, hashed_key
+from bot.messages import Message, said
+from bot.serving.shared_limits import RateStore, hashed_key
 
 Channel = Literal["wecom", "feishu"]  # the channels with tables in the shared schema
 LABELS: dict[str, str] = {"wecom": "WeCom", "feishu": "Feishu"}
@@ -51,7 +52,7 @@ class SharedHistories:
         if local.ttl:  # expired messages are deleted by the store's periodic prune
             store.expiring[self.table] = local.ttl
 
-    def get(self, user: str) -> list[dict[str, str]]:
+    def get(self, user: str) -> list[Message]:
         """The user's recent messages, oldest first ([] when none or expired)."""
         local = self.local
         rows = self.store.transact(
@@ -64,9 +65,7 @@ class SharedHistories:
         )
         if rows is None:
             return local.get(user)
-        turns = [
-            m for q, r in reversed(rows) for m in ({"role": "user", "content": q}, {"role": "assistant", "content": r})
-        ]
+        turns: list[Message] = [m for q, r in reversed(rows) for m in (said("user", q), said("assistant", r))]
         return turns[-local.size :] if local.size else []
 
     def add(self, user: str, question: str, reply: str) -> None:

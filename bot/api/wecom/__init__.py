@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 
-def wecom_router(bot: Bot, settings: Settings) -> APIRouter:
-    """The WeCom callback's routes (``wecom.path``: GET to verify the URL, POST for messages) for one Bot."""
+def wecom_router(kb: KnowledgeBase, settings: Settings) -> APIRouter:
+    """The WeCom callback's routes (``wecom.path``: GET to verify the URL, POST for messages) for one knowledge base."""
     from bot.api.wecom.callback import WeComAPI
 
-    return WeComAPI(bot, settings).router()
+    return WeComAPI(kb, settings).router()

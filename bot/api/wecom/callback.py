@@ -1,4 +1,4 @@
-"""The WeCom callback (接收消息与事件, safe mode) over one Bot: ``GET`` verifies the URL, ``POST`` takes a message.
+"""The WeCom callback (接收消息与事件, safe mode) over one knowledge base: ``GET`` verifies the URL, ``POST`` takes a message.
 
 Every request is checked before anything else happens: a wrong msg_signature is 401, a timestamp too far from now
 403 (a replay), a message for another corp id 403, anything malformed 400; none of them reaches the bot. A message
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import PlainTextResponse, Response
 
-from bot.api.bodies import read_capped
 from bot.api.im.memory import Histories
 from bot.api.im.render import render
 from bot.api.im.seen import SeenFile
@@ -37,16 +36,16 @@ from bot.api.wecom.messages import (
     text_reply,
 )
 from bot.api.wecom.sender import WeComSender
-from bot.chat.limits import chat_per_minute
-from bot.chat.ratelimit import rate_limiter, shared_store
 from bot.handoff.tickets import Conversation
+from bot.serving.bodies import read_capped
+from bot.serving.ratelimit import chat_per_minute, rate_limiter, shared_store
 from bot.texts import ONLY_TEXT, SORRY, TOO_FAST
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from bot.chat.bot import Bot
     from bot.config.settings import Settings
+    from bot.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +60,8 @@ def refusal(status: int, reason: str) -> Response:
 class WeComAPI:
     """The callback routes at ``wecom.path``, the in-memory histories and the background sender of one app."""
 
-    def __init__(self, bot: Bot, settings: Settings):
-        self.bot = bot
+    def __init__(self, kb: KnowledgeBase, settings: Settings):
+        self.kb = kb
         self.settings = s = settings.wecom
         token, key = s.token(), s.aes_key()
         self.crypto = WeComCrypto(token, key, s.corp_id) if token and key else None
@@ -80,7 +79,7 @@ class WeComAPI:
         self.seen: SeenFile | SharedSeen = seen
         store = shared_store(settings)
         if store is not None:  # limits.backend: postgres: any replica may get the user's next message, or a retry
-            self.histories = SharedHistories(store, self.histories, bot.privacy.stored.mask, self.session_of, "wecom")
+            self.histories = SharedHistories(store, self.histories, kb.mask, self.session_of, "wecom")
             self.seen = SharedSeen(store, self.seen, "wecom")
         self.per_minute = rate_limiter(settings, "wecom-chat", chat_per_minute(settings))
         self.answers = ThreadPoolExecutor(
@@ -186,9 +185,7 @@ class WeComAPI:
         session = self.session_of(message.user)
         # The conversation's secret is the keyed hash of the UserID; a person's replies are pushed to the UserID.
         conversation = Conversation("wecom", session, address=message.user, session=session)
-        answer = self.bot.answer(
-            message.content, history, None, session=session, source="wecom", conversation=conversation
-        )
+        answer = self.kb.ask(message.content, history, session=session, source="wecom", conversation=conversation)
         text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
         self.histories.add(message.user, message.content, text)
         return text

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bot.chat.chitchat import ChitChat
-from bot.chat.fallback import HydeFallback
+from bot.chat.hyde import HydeFallback
 from bot.chat.language import KnowledgeLanguage
 from bot.chat.respond import Responder
 from bot.chat.steps.base import Retrieval, Step, Turn

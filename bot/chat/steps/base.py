@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.chat.answer import Answer, Cutoffs, Part
 from bot.handoff.tickets import Conversation
+from bot.messages import History
 from bot.search.base import Hit
 
 
@@ -32,7 +33,7 @@ class Turn:
     def __init__(
         self,
         base: Answer,
-        history: Sequence[Any] | None,
+        history: History | None,
         timings: dict[str, float],
         start: float,
         search: Callable[[Turn], Retrieval],

@@ -7,11 +7,11 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.chat.answer import Answer, Strategy
-from bot.chat.fallback import HydeFallback
 from bot.chat.generate import ms
+from bot.chat.hyde import HydeFallback
 from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
@@ -21,6 +21,7 @@ from bot.chat.steps.talk import offering_person
 from bot.errors import LLMError
 from bot.handoff.desk import Desk
 from bot.knowledge.entries import Entry
+from bot.messages import History
 from bot.search.base import Hit
 from bot.texts import REPHRASE_REPLY
 
@@ -165,7 +166,7 @@ class LastResortStep:
         return tuple(m[:24] for m in (settings.reply.strip(), settings.notice.strip(), REPHRASE_REPLY) if m)
 
 
-def misses(history: Sequence[Any] | None, markers: Sequence[str]) -> int:
+def misses(history: History | None, markers: Sequence[str]) -> int:
     """How many of the latest assistant messages in a row were misses (read from their text: stateless)."""
     count = 0
     for message in reversed(normalize_history(history, 1000)):

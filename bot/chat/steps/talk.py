@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 
 from bot.chat.answer import OFFERED, Answer, HandoffState, Strategy
 from bot.chat.chitchat import ChitChat
-from bot.chat.conversation import last_user_message
 from bot.chat.followup import reads_as_followup
 from bot.chat.generate import finish
 from bot.chat.offers import previous_offer, read_reply
 from bot.chat.prompt import normalize_history
 from bot.chat.respond import Responder
+from bot.chat.standalone import last_user_message
 from bot.chat.steps.base import Turn
 from bot.chat.steps.knowledge import answer_from
 from bot.errors import BotError

@@ -28,13 +28,14 @@ from bot.errors import ConfigError, SearchBackendError
 from bot.fsutil import commit_file, temp_beside, write_json_atomic
 from bot.knowledge.entries import Entry, fingerprint
 from bot.search.encoders.base import Encoder
-from bot.search.encoders.fasttext_files import MODEL_FILE, MODEL_STATE, ModelCheck, file_digest, read_state
+from bot.search.encoders.fasttext_files import MODEL_FILE, MODEL_STATE, ModelCheck, read_state
 from bot.search.encoders.fasttext_training import (
     FastTextParams,
     _import_fasttext,
     _train_skipgram,
 )
 from bot.search.encoders.fasttext_vectors import FastTextVectors
+from bot.search.integrity import file_digest
 from bot.search.tokenizer import PARALLEL_MIN, Tokenizer
 
 log = logging.getLogger(__name__)

@@ -8,18 +8,13 @@ import json
 import logging
 from pathlib import Path
 
+from bot.search.integrity import file_digest
+
 # The encoder's logger: these lines are about its model, wherever the code reading the files lives.
 log = logging.getLogger("bot.search.encoders.fasttext_encoder")
 
 MODEL_FILE = "fasttext.bin"
 MODEL_STATE = "fasttext.json"
-
-
-def file_digest(path: Path) -> str:
-    """The SHA-256 of a model file, as the index's checksums are computed."""
-    from bot.search.healing import file_digest as digest  # healing imports the search backends
-
-    return digest(path)
 
 
 def read_state(model_dir: Path) -> dict | None:

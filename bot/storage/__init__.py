@@ -1,0 +1,1 @@
+"""Storage plumbing shared by the stores that replicas share: the PostgreSQL connection."""
