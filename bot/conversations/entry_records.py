@@ -37,6 +37,22 @@ COLUMNS = (
     "hits_previous_7_days",
     "trend",
 )
+# The page's table: the reasons in one column and times to the minute, so it fits a screen; exports keep COLUMNS.
+PAGE_COLUMNS = (
+    "entry",
+    "question",
+    "hits",
+    "failures",
+    "resolution_rate",
+    "up",
+    "down",
+    "down_reasons",
+    "reasked",
+    "handoffs_after",
+    "last_hit",
+    "last_edit",
+    "trend",
+)
 SORTS = {  # column -> key of the sort, largest first unless named otherwise
     "failures": lambda r: (r.failures, r.hits),
     "hits": lambda r: (r.hits, r.failures),
@@ -103,6 +119,31 @@ class EntryRecord:
             self.earlier,
             self.trend,
         )
+
+
+def _minute(stamp: str | None) -> str | None:
+    """An ISO time as "YYYY-MM-DD HH:MM" (None stays None)."""
+    return stamp[:16].replace("T", " ") if stamp else None
+
+
+def page_row(record: EntryRecord) -> tuple:
+    """The record as a row of the page's table, in :data:`PAGE_COLUMNS` order."""
+    reasons = " · ".join(f"{code} {record.reasons[code]}" for code in REASON_CODES if record.reasons.get(code))
+    return (
+        record.id,
+        record.query,
+        record.hits,
+        record.failures,
+        record.resolution_rate,
+        record.up,
+        record.down,
+        reasons,
+        record.reasked,
+        record.handoffs,
+        _minute(record.last_hit),
+        _minute(record.last_edit),
+        record.trend,
+    )
 
 
 def entry_records(

@@ -20,9 +20,10 @@ import gradio as gr
 import pandas as pd
 
 from bot.conversations.entry_records import (
-    COLUMNS,
+    PAGE_COLUMNS,
     EntryRecord,
     entry_records,
+    page_row,
     records_csv,
     records_xlsx,
     sort_records,
@@ -87,7 +88,7 @@ class RecordHandlers:
             records = self.records(since, text, sort)
         except ValueError as exc:
             return f"<div class='kb-notice'>{html.escape(str(exc))}</div>", None
-        frame = pd.DataFrame([r.row() for r in records], columns=list(COLUMNS))
+        frame = pd.DataFrame([page_row(r) for r in records], columns=list(PAGE_COLUMNS))
         return f"<div class='kb-status'>{len(records)} 条 / entries</div>", frame
 
     def export(self, since: str, text: str, sort: str) -> Any:

@@ -12,8 +12,11 @@ from openpyxl import load_workbook
 
 from bot.conversations.entry_records import (
     COLUMNS,
+    PAGE_COLUMNS,
+    EntryRecord,
     entry_records,
     failing_tile,
+    page_row,
     records_csv,
     records_xlsx,
     sort_records,
@@ -56,6 +59,8 @@ def test_the_record_counts_what_followed_each_answer(settings):
         sort_records(records.values(), "colour")
     tile = failing_tile(list(records.values()), top=5)
     assert [row[0] for row in tile.rows] == ["faq:add", "faq:canteen"]  # entries without failures are left out
+    shown = dict(zip(PAGE_COLUMNS, page_row(add), strict=True))  # the page's narrower row
+    assert shown["down_reasons"] == "wrong 1" and shown["failures"] == 1 and len(shown["last_hit"]) == 16
 
 
 def test_last_edit_comes_from_the_kept_versions(settings):
@@ -76,8 +81,6 @@ def test_exports_keep_every_column_and_text_as_text(settings):
     assert tuple(rows[0]) == COLUMNS and len(rows) == len(records) + 1
     sheet = load_workbook(io.BytesIO(records_xlsx(records))).active
     assert tuple(c.value for c in sheet[1]) == COLUMNS and sheet.max_row == len(records) + 1
-    from bot.conversations.entry_records import EntryRecord
-
     evil = EntryRecord(id="faq:x", query='=HYPERLINK("http://x")')
     assert "'=HYPERLINK" in records_csv([evil])
     cell = load_workbook(io.BytesIO(records_xlsx([evil]))).active["B2"]

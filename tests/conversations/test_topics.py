@@ -52,6 +52,16 @@ def test_the_log_s_questions_become_named_topics_with_their_unanswered_share(set
     assert tile.name == "topics" and len(tile.rows) == 2 and tile.rows[0][1] == 10
 
 
+def test_topics_name_and_show_questions_as_the_log_keeps_them_masked(settings, finder):
+    kb = build_knowledge_base(settings)
+    mobile = "13812345678"
+    for q in [f"{q}，我电话{mobile}" for q in FEES] + LIBRARY:
+        kb.ask(q, source="web")
+    topics = finder.topics(kb.recorder.log, StatsFilter(), datetime.now(UTC))
+    shown = str(topics.tile(top=5).to_dict())
+    assert "[mobile]" in shown and mobile not in shown and topics.questions == 10
+
+
 def test_too_few_questions_give_no_topics_and_say_so(settings, finder):
     kb = build_knowledge_base(settings)
     for q in LIBRARY[:3]:
