@@ -4,12 +4,18 @@ lose an answer shows the replay and waits for a confirmation; a draft is publish
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
+from bot.chat.recorder import TurnRecorder
+from bot.config.settings import load_settings
+from bot.conversations.turn_log import TurnLog
+from bot.factory import build_knowledge_base
 from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -22,10 +28,30 @@ def shows(page, selector: str, text: str) -> None:
     )
 
 
+def last_week(config: Path) -> None:
+    """Conversations of the three days before today in the app's log, so the outcome lines have days to draw."""
+    settings = load_settings(config)
+    now = [datetime.now(UTC)]
+    log = TurnLog(settings.resolve(settings.state_dir) / settings.log.path, clock=lambda: now[0])
+    kb = dataclasses.replace(build_knowledge_base(settings), recorder=TurnRecorder(log))
+    days = {  # per day: conversations, each its questions; "没用" says an answer did not help
+        3: [["食堂在哪里？"], ["图书馆开放时间"], ["怎么添加知识？"]],
+        2: [["食堂在哪里？", "没用"], ["图书馆开放时间"], ["学费多少钱"]],
+        1: [["食堂在哪里？", "食堂在哪里"], ["图书馆开放时间"], ["怎么添加知识？", "没用"], ["阈值是什么意思？"]],
+    }
+    for back, conversations in days.items():
+        for n, questions in enumerate(conversations):
+            for minute, question in enumerate(questions):
+                now[0] = datetime.now(UTC).replace(hour=10, minute=minute) - timedelta(days=back)
+                kb.ask(question, source="web", session=f"day{back}-{n}")
+    log.close()
+
+
 def test_the_week_from_the_numbers_to_a_published_fix(browser, app_config):
     raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
     raw["feedback"] = {"ask_solved": "every"}
     app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    last_week(app_config)
     knowledge = Path(raw["knowledge"]["path"])
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
@@ -43,6 +69,7 @@ def test_the_week_from_the_numbers_to_a_published_fix(browser, app_config):
         status = page.locator("#kb-stats-status")
         status.get_by_text("解决率 / resolved").wait_for(timeout=60000)
         assert "独立接待率 / deflected 100%" in status.inner_text()
+        page.locator("#kb-stats-outcomes").get_by_text("解决率 / resolved").first.wait_for(timeout=30000)
         shows(page, "#kb-stats-failing_entries", "faq:canteen")
         shows(page, "#kb-stats-down_reasons", "not_solved")
         shot(page, "operating-analytics")
