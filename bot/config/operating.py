@@ -1,5 +1,8 @@
-"""Settings of the admin's week: what counts as a resolved conversation, the "was this solved?" question after
-answers, topics of questions, the replay of real questions before an edit goes live, and who may publish."""
+"""Settings of the admin's week: outcomes, the "was this solved?" question, topics, replays, publishers.
+
+What counts as a resolved conversation, the question after answers, topics of questions, the replay of real
+questions before an edit goes live, and who may publish.
+"""
 
 from __future__ import annotations
 

@@ -154,8 +154,11 @@ def entry_records(
     now: datetime,
     last_edits: Mapping[str, str] | None = None,
 ) -> list[EntryRecord]:
-    """The record of each of ``entries`` ((id, question) of the loaded knowledge) over ``turns`` and their judged
-    ``answers``; trends end at ``now``. Entries the log knows but the knowledge no longer has are left out."""
+    """The record of each of ``entries`` ((id, question) of the loaded knowledge) over ``turns``.
+
+    ``answers`` are the turns' judged answers; trends end at ``now``. Entries the log knows but the knowledge no
+    longer has are left out.
+    """
     count: dict[str, Counter] = {}
     reasons: dict[str, Counter] = {}
     last_hit: dict[str, str] = {}

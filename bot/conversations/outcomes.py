@@ -65,8 +65,10 @@ AROUND = 4  # characters besides the phrase ("这个没用啊") that a mere "tha
 
 
 def reason_code(reason: str | None, rating: int | None = -1) -> str | None:
-    """The fixed reason a stored thumbs down counts under (None for a thumbs up or no rating): one of
-    :data:`REASON_CODES`; free text the visitor typed is "other", a thumbs down without a reason "unspecified"."""
+    """The fixed reason a stored thumbs down counts under (None for a thumbs up or no rating).
+
+    One of :data:`REASON_CODES`; free text the visitor typed is "other", a thumbs down without a reason "unspecified".
+    """
     if rating != -1:
         return None
     text = (reason or "").strip()
@@ -253,8 +255,10 @@ def _series(name: str, title: str, what: str, days: dict[str, tuple[int, int]]) 
 def outcome_tiles(
     turns: Sequence[TurnFacts], judge: Judge, answers: Sequence[AnswerOutcome] | None = None
 ) -> tuple[Tile, ...]:
-    """The outcome tiles over ``turns`` (``answers``: their judged answers, when already at hand): resolution,
-    answered, hand-off and solved yes-rates per day, and the thumbs-down reasons."""
+    """The outcome tiles over ``turns``: resolution, answered, hand-off and solved yes-rates per day, and reasons.
+
+    ``answers``: their judged answers, when already at hand.
+    """
     answers = judge.answers(turns) if answers is None else answers
     convs = judge.conversations(turns, answers)
     per_day: dict[str, Counter] = defaultdict(Counter)

@@ -103,8 +103,10 @@ class Topics:
 
 
 def cluster(vectors: np.ndarray, weights: np.ndarray, distance: float, random_state: int = 0) -> np.ndarray:
-    """A topic label per row of ``vectors`` (unit rows): rows closer than ``distance`` (cosine, average linkage)
-    share one; above DIRECT rows, k-means micro-clusters (weighted) are what is linked."""
+    """A topic label per row of ``vectors`` (unit rows): rows closer than ``distance`` share one.
+
+    Cosine distance, average linkage; above DIRECT rows, k-means micro-clusters (weighted) are what is linked.
+    """
     from sklearn.cluster import AgglomerativeClustering, MiniBatchKMeans
 
     n = len(vectors)
@@ -160,8 +162,10 @@ class QuestionVectors:
         self.clock = clock
 
     def vectors(self, texts: Sequence[str], seconds: float | None) -> tuple[dict[str, np.ndarray], int]:
-        """text -> unit vector for the ``texts`` stored or encodable within ``seconds`` (None: no limit), and how
-        many were left to encode."""
+        """text -> unit vector for the ``texts`` stored or encodable in time, and how many were left to encode.
+
+        ``seconds`` bounds the encoding (None: no limit).
+        """
         from bot.search.encoders.cache import cache_key
 
         signature = self.encoder.signature()
@@ -194,8 +198,10 @@ class TopicFinder:
     why_not: str = ""  # why there are no vectors (the e5 extra missing), shown as the tile's note
 
     def asked(self, log: ConversationLog, flt: StatsFilter, now: datetime) -> tuple[list[Asked], int]:
-        """The distinct questions of ``flt`` (the most asked first, at most ``max_questions``) and how many more
-        there were."""
+        """The distinct questions of ``flt`` and how many more there were.
+
+        The most asked first, at most ``max_questions``.
+        """
         where, args = flt.where()
         mid, start = utc_iso(now - timedelta(days=TREND_DAYS)), utc_iso(now - timedelta(days=2 * TREND_DAYS))
         rows = log.query(
@@ -238,8 +244,10 @@ class TopicFinder:
         return self.find(asked, skipped)
 
     def merge(self, groups: Sequence[Group]) -> list[list[Group]]:
-        """The inbox's near-duplicate groups joined by topic (same clustering, on each group's question), in
-        the order of each topic's first group; without vectors or with too few groups, each group alone."""
+        """The inbox's near-duplicate groups joined by topic (same clustering, on each group's question).
+
+        In the order of each topic's first group; without vectors or with too few groups, each group alone.
+        """
         if self.vectors is None or len(groups) < 2:
             return [[g] for g in groups]
         found, _ = self.vectors.vectors([g.question for g in groups], self.encode_seconds)
@@ -293,8 +301,10 @@ def joined(members: Sequence[Group]) -> Group:
 
 
 def topic_finder_from_settings(settings: Settings) -> TopicFinder:
-    """A TopicFinder with e5 (``retrieval.dense.e5``) and the question store under ``state_dir``; without the e5
-    extra or scikit-learn, one whose tile says what to install."""
+    """A TopicFinder with e5 (``retrieval.dense.e5``) and the question store under ``state_dir``.
+
+    Without the e5 extra or scikit-learn, one whose tile says what to install.
+    """
     t = settings.log.topics
     finder = TopicFinder(None, t.distance, t.min_questions, t.max_questions, t.encode_seconds)
     try:

@@ -135,8 +135,10 @@ class Replay:
 
 
 def log_questions(log: ConversationLog, days: int, cap: int, now: datetime) -> tuple[list[Question], int]:
-    """The distinct questions (normal form) of the log's last ``days`` days, newest first, at most ``cap``; and how
-    many more distinct questions the period held."""
+    """The distinct questions of the log's last ``days`` days and how many more the period held.
+
+    By normal form, newest first, at most ``cap``.
+    """
     since = utc_iso(now - timedelta(days=days))
     total = int(log.query("SELECT COUNT(DISTINCT norm) FROM turns WHERE time >= ? AND norm != ''", [since])[0][0])
     rows = log.query(
@@ -213,8 +215,10 @@ class Replayer:
         self.days, self.max_questions, self.clock = days, max_questions, clock
 
     def questions(self) -> tuple[list[Question], int]:
-        """What a replay asks: the log's distinct questions (capped) and every test set's, once each; and how many
-        log questions were skipped."""
+        """What a replay asks, and how many log questions were skipped.
+
+        The log's distinct questions (capped) and every test set's, once each.
+        """
         logged, skipped = (
             log_questions(self.log, self.days, self.max_questions, self.clock()) if self.log is not None else ([], 0)
         )
@@ -237,8 +241,10 @@ class Replayer:
         questions: Sequence[Question] | None = None,
         skipped: int = 0,
     ) -> Replay:
-        """Replay ``questions`` (default: :meth:`questions`) against the knowledge now and ``after`` the edit (the
-        ``publishing`` ids answer there even as drafts)."""
+        """Replay ``questions`` against the knowledge now and ``after`` the edit.
+
+        ``questions`` defaults to :meth:`questions`; the ``publishing`` ids answer after the edit even as drafts.
+        """
         start = time.perf_counter()
         mode = mode or self.search.current_mode()
         if questions is None:
@@ -277,8 +283,10 @@ class Replayer:
         )
 
     def _question_vectors(self, live: ModeSearcher, texts: Sequence[str]) -> dict[str, Any] | None:
-        """Every question's vector as the dense side will ask for it (None for a sparse mode, or an encoder that
-        cannot encode in batches: it encodes each as it goes)."""
+        """Every question's vector as the dense side will ask for it.
+
+        None for a sparse mode, or an encoder that cannot encode in batches: it encodes each as it goes.
+        """
         dense = dense_leaf(live)
         if dense is None or self.question_store is None or not hasattr(dense.encoder, "encode_questions"):
             return None

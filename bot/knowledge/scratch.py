@@ -13,8 +13,11 @@ from bot.knowledge.store import RETIRED, KnowledgeStore
 
 @contextmanager
 def scratch_store(store: KnowledgeStore) -> Iterator[KnowledgeStore]:
-    """A store over a temporary copy of ``store``'s folder (its own lock and history), removed afterwards: the same
-    validation, ids and key numbering as the real store, and nothing written where the real one keeps anything."""
+    """A store over a temporary copy of ``store``'s folder (its own lock and history), removed afterwards.
+
+    The same validation, ids and key numbering as the real store, and nothing written where the real one keeps
+    anything.
+    """
     with tempfile.TemporaryDirectory(prefix="kbbot-dry-run-") as tmp:
         folder = Path(tmp) / "knowledge"
         if store.folder.is_dir():

@@ -1,5 +1,6 @@
-"""A staging index: a mode's searcher rebuilt in a scratch folder over other entries (an edit not yet published),
-shaped like the live one and sharing what costs to make: the tokenizer, the synonyms and the encoder.
+"""A staging index: a mode's searcher rebuilt in a scratch folder over entries not yet published.
+
+Shaped like the live one and sharing what costs to make: the tokenizer, the synonyms and the encoder.
 
 Elasticsearch stands in as embedded tantivy and the search cluster's vectors as FAISS (same fields, weights,
 template and encoder), so a replay never writes to a shared server. Vectors of unchanged texts come from the
@@ -30,8 +31,10 @@ FLAT = 10**9  # a staging FAISS index stays flat (exact); it is searched a few t
 
 
 class KnownQuestions(Encoder):
-    """An encoder that answers ``embed_query`` from vectors computed beforehand, and defers everything else (and
-    any other question) to the encoder it wraps, whose signature it keeps."""
+    """An encoder that answers ``embed_query`` from vectors computed beforehand.
+
+    Everything else (and any other question) goes to the encoder it wraps, whose signature it keeps.
+    """
 
     def __init__(self, inner: Encoder, known: Mapping[str, np.ndarray]):
         self.inner = inner

@@ -1,7 +1,10 @@
-"""The publisher role (``knowledge.require_approval``): named publishers (``knowledge.publishers``, scrypt hashes)
-log in at ``/publisher/login`` as agents do at ``/agent/login``; with approval required, the knowledge tab publishes
-(a draft, a change to a published entry, a deletion, an import) only for a request that carries a publisher's
-cookie as well as the admin's. Admins are not publishers unless listed."""
+"""The publisher role (``knowledge.require_approval``): named publishers and their login.
+
+Publishers (``knowledge.publishers``, scrypt hashes) log in at ``/publisher/login`` as agents do at
+``/agent/login``; with approval required, the knowledge tab publishes (a draft, a change to a published entry, a
+deletion, an import) only for a request that carries a publisher's cookie as well as the admin's. Admins are not
+publishers unless listed.
+"""
 
 from __future__ import annotations
 

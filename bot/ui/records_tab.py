@@ -1,5 +1,7 @@
-"""The admin "条目记录 / Entry records" tab: every entry's record (bot/conversations/entry_records.py), sortable,
-filtered by a text (an entry id or words of its question), exported as CSV or Excel.
+"""The admin "条目记录 / Entry records" tab: every entry's record, sortable, filtered and exported.
+
+Records come from bot/conversations/entry_records.py, filtered by a text (an entry id or words of its question),
+exported as CSV or Excel.
 
 The data come from the core; this module draws them. Every component starts empty: the tab's select (an admin
 event) fills it. Exports go to one private folder, overwritten each time and removed at exit, as the analytics
@@ -65,8 +67,10 @@ class RecordHandlers:
         self.export_dir = export_dir
 
     def records(self, since: str, text: str, sort: str) -> list[EntryRecord]:
-        """The records over turns since ``since`` (ISO; empty: the whole log) whose id or question contains
-        ``text``, sorted by ``sort`` ("name" or "name:asc"); ValueError for a bad date or sort."""
+        """The records over turns since ``since`` whose id or question contains ``text``, sorted by ``sort``.
+
+        ``since`` is ISO (empty: the whole log), ``sort`` "name" or "name:asc"; ValueError for a bad date or sort.
+        """
         log = self.log
         assert log is not None
         flt = StatsFilter(since=parse_time(since))
@@ -111,8 +115,10 @@ class RecordHandlers:
 
 
 def records_page(kb: KnowledgeBase, judge: Judge | None = None) -> tuple[gr.Tab, gr.Textbox]:
-    """The records tab, hidden until an admin's page loads; filled by its select (an admin event); (tab, the
-    filter box the knowledge tab fills with an entry's id)."""
+    """The records tab, hidden until an admin's page loads and filled by its select (an admin event).
+
+    Returns (tab, the filter box the knowledge tab fills with an entry's id).
+    """
     h = RecordHandlers(kb.log, kb.index, kb.store, judge)
     with gr.Tab("条目记录 / Entry records", id="records", visible=False) as tab:
         with gr.Row():

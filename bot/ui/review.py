@@ -1,7 +1,10 @@
-"""No edit published blind, in the knowledge tab: before a save, delete, publish or import changes what visitors
-get, the replay (bot/evaluation/replay.py) runs on it; when some questions would lose their answer or get another
-entry's, the tab shows them and waits for a confirmation. With ``knowledge.require_approval`` only a publisher
-(bot/ui/publishers.py) publishes; an admin alone saves new entries and drafts."""
+"""No edit published blind, in the knowledge tab: the replay and the publisher check before a change.
+
+Before a save, delete, publish or import changes what visitors get, the replay (bot/evaluation/replay.py) runs
+on it; when some questions would lose their answer or get another entry's, the tab shows them and waits for a
+confirmation. With ``knowledge.require_approval`` only a publisher (bot/ui/publishers.py) publishes; an admin
+alone saves new entries and drafts.
+"""
 
 from __future__ import annotations
 
