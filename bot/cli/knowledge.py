@@ -78,6 +78,7 @@ def add_knowledge_arguments(parser: argparse.ArgumentParser, common: list[argpar
     restore = sub.add_parser("restore", parents=common, help="bring back a kept version (the current one is kept)")
     restore.add_argument("file")
     restore.add_argument("version", help="a version id as `history` lists it")
+    _dry_run_options(restore)
 
 
 def _entry_options(p: argparse.ArgumentParser, required: bool) -> None:
@@ -146,7 +147,7 @@ def run_knowledge(settings, args) -> int:
     args.near_duplicate = settings.knowledge.lint.near_duplicate  # for import --dry-run
     store = build_store(settings)
     try:
-        if getattr(args, "dry_run", False) and (args.action in EDITS or args.action == "import"):
+        if getattr(args, "dry_run", False) and (args.action in EDITS or args.action in ("import", "restore")):
             return _replayed(settings, store, args)
         return {
             "add": _printed(_add),
@@ -168,10 +169,13 @@ def _replayed(settings, store: KnowledgeStore, args) -> int:
     """Apply the edit to a scratch copy, replay real questions against it, print what changes; write nothing."""
     from bot.evaluation.replay import replayer_from_settings
     from bot.factory import build_knowledge_base
+    from bot.knowledge.scratch import restore_edit
 
     findings: list = []
     if args.action == "import":
         findings, edit = _import_plan(store, args)
+    elif args.action == "restore":
+        edit = restore_edit(store, _file(args.file), args.version)
     else:
         edit = lambda scratch: EDITS[args.action](scratch, args)[1]
     kb = build_knowledge_base(settings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -14,6 +15,7 @@ from bot.knowledge.entries import Entry
 from bot.knowledge.entry_ids import EntryId, entry_id, key_of
 from bot.knowledge.files import entry_version
 from bot.knowledge.history import FileVersion
+from bot.knowledge.scratch import restore_edit
 from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
 from bot.knowledge.validity import Publication
 from bot.search.index import KnowledgeIndex
@@ -263,6 +265,13 @@ class KnowledgeEditor:
             raise KnowledgeWriteError("请选择文件和历史版本 / Choose a file and a kept version")
         ids = tuple(self.store.restore(file, version))
         return self._refreshed(f"已恢复 / Restored {file} to {version}", file, None, ids)
+
+    def restore_edit(self, file: str | None, version: str | None) -> Callable[[KnowledgeStore], list[str]]:
+        """:meth:`restore` as an edit of another store, for a replay before it (KnowledgeWriteError as it would)."""
+        file = file_name(file)
+        if not file or not version:
+            raise KnowledgeWriteError("请选择文件和历史版本 / Choose a file and a kept version")
+        return restore_edit(self.store, file, version)
 
     def export_csv(self) -> str:
         """Every entry the index serves now, as CSV text (see bot/knowledge/csv_io.py)."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bot.knowledge.store import RETIRED, KnowledgeStore
+from bot.knowledge.store import RETIRED, KnowledgeStore, KnowledgeWriteError
 
 
 @contextmanager
@@ -30,3 +30,22 @@ def scratch_store(store: KnowledgeStore) -> Iterator[KnowledgeStore]:
         if retired.is_file():
             shutil.copy(retired, history / retired.name)
         yield KnowledgeStore(folder, Path(tmp) / "lock", history_dir=history, history_versions=0)
+
+
+def restore_edit(store: KnowledgeStore, file: str, version: str) -> Callable[[KnowledgeStore], list[str]]:
+    """The restore of a kept version of ``file`` as an edit of another store (a replay's scratch copy).
+
+    The kept bytes are read from ``store`` now (KnowledgeWriteError when there is no such version) and written over
+    the file of the store the edit is applied to; it publishes no draft.
+    """
+    content = store.kept(file, version)
+    if content is None:
+        raise KnowledgeWriteError(
+            f"{file} has no kept version {version!r}; list them with `python -m bot knowledge history {file}`"
+        )
+
+    def restoring(scratch: KnowledgeStore) -> list[str]:
+        scratch.replace_file(file, content)
+        return []
+
+    return restoring

@@ -268,12 +268,21 @@ class KnowledgeStore:
         """Bring back a kept version of ``file`` byte for byte (the current one is kept first); returns its ids."""
         path, rel = self._resolve(file)
         with self._locked(rel):  # read under the lock: another replica's kept versions are in the mirror by then
-            content = self._history.content(rel, version)
-            if content is None:
-                raise KnowledgeWriteError(
-                    f"{rel} has no kept version {version!r}; list them with `python -m bot knowledge history {rel}`"
-                )
+            return [e.id for e in self._replace(path, rel, self._kept(rel, version))]
+
+    def replace_file(self, file: str, content: bytes) -> list[str]:
+        """Write ``content`` as the whole of ``file``, validated as a restore is (the current one is kept first)."""
+        path, rel = self._resolve(file)
+        with self._locked(rel):
             return [e.id for e in self._replace(path, rel, content)]
+
+    def _kept(self, rel: str, version: str) -> bytes:
+        content = self._history.content(rel, version)
+        if content is None:
+            raise KnowledgeWriteError(
+                f"{rel} has no kept version {version!r}; list them with `python -m bot knowledge history {rel}`"
+            )
+        return content
 
     def _resolve(self, file: str) -> tuple[Path, str]:
         """The absolute path of a relative knowledge file name, refusing anything the loader would not read."""

@@ -555,7 +555,8 @@ def knowledge_tab(
     )
     uploaded.then(browser.show, [search, page], table_out, **PRIVATE)
     export.click(k.export, None, [exported], api_name="export_csv")
-    restored = restore_section(k.editor, file, status, guard, result_html, _error_html)
-    restored.then(browser.show, [search, page], table_out, **PRIVATE)
-    indexing_progress(kb.index, [*writes, deleted, uploaded, restored])
+    restored = restore_section(k.editor, file, status, guard, result_html, _error_html, k.review)
+    for event in restored:
+        event.then(browser.show, [search, page], table_out, **PRIVATE)
+    indexing_progress(kb.index, [*writes, deleted, uploaded, *restored])
     return record, loaded

@@ -93,3 +93,20 @@ def test_a_draft_is_added_then_published(config, kb_dir):
     assert json.loads(run(config, "ask", "宿舍几点熄灯？", "--json").stdout)["decision"] == "answer"
     bad = run(config, "knowledge", "edit", "--file", "faq", "--key", "dorm", "--valid-until", "31.12.2026")
     assert bad.returncode == 2 and "ISO date" in bad.stderr
+
+
+def test_a_restore_is_replayed_first_and_an_unknown_version_refused(config, kb_dir):
+    deleted = run(config, "knowledge", "delete", "faq.json:library")
+    assert deleted.returncode == 0, deleted.stderr
+    history = run(config, "knowledge", "history", "faq.json")
+    version = history.stdout.splitlines()[1].split("\t")[0]  # the newest kept version: before the deletion
+    after_delete = snapshot(kb_dir)
+    back = run(config, "knowledge", "restore", "faq.json", version, "--dry-run", "--json")
+    assert back.returncode == 0, back.stderr  # nothing lost: only gains
+    doc = json.loads(back.stdout)
+    assert [(c["question"], c["before"], c["after"]["id"]) for c in doc["gained"]] == [
+        ("图书馆开放时间", None, "faq:library")
+    ]
+    assert snapshot(kb_dir) == after_delete
+    unknown = run(config, "knowledge", "restore", "faq.json", "20990101T000000-zzzz", "--dry-run")
+    assert unknown.returncode == 2 and "no kept version" in unknown.stderr

@@ -1,5 +1,5 @@
-"""The knowledge tab's review: a save that loses answers waits for a confirmation, a draft is published from the
-form, and with approval required only a publisher (cookie from /publisher/login) publishes."""
+"""The knowledge tab's review: a save or a restore that loses answers waits for a confirmation, a draft is
+published from the form, and with approval required only a publisher (cookie from /publisher/login) publishes."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from bot.config.variants import replace
 from bot.evaluation.replay import replayer_from_settings
 from bot.factory import build_knowledge_base, build_store
 from bot.handoff.passwords import hash_password
-from bot.ui.knowledge_tab import KnowledgeHandlers
+from bot.ui.knowledge_tab import KnowledgeHandlers, result_html
 from bot.ui.publishers import PublisherAuth
+from bot.ui.restore import RestoreHandlers
 from bot.ui.review import EditReview
 
 NEEDS_PUBLISHER = "/publisher/login"  # the refusal names where a publisher logs in
@@ -72,3 +73,18 @@ def test_with_approval_required_only_a_publisher_publishes(settings, kb_dir):
     assert "index updated" in published[0] and "draft" not in saved(kb_dir)["dorm"]
     assert kb.ask("宿舍几点熄灯？").hits[0].entry.id == "faq:dorm"
     assert auth.check_password("lin", "pw-of-lin") and not auth.check_password("lin", "guess")
+
+
+def test_a_restore_that_loses_an_answer_waits_for_the_confirmation(settings, kb_dir):
+    k, kb = handlers(settings)
+    kb.editor.add("faq.json", "library2", "食堂在哪里？", "二食堂在北区。", "")  # the original is kept first
+    version = kb.editor.history("faq.json")[0].version
+    restore = RestoreHandlers(kb.editor, result_html, lambda exc: str(exc), k.review)
+    kb.ask("食堂在哪里？", source="web", session="again")
+    held = restore.restore("faq.json", version)
+    assert held[2]["visible"] is True and "library2" in saved(kb_dir)
+    assert "换了条目 / Change entry" in held[0] and "faq:library2" in held[0]
+    done = restore.restore("faq.json", version, True)
+    assert "已恢复 / Restored" in done[0] and "library2" not in saved(kb_dir) and done[2]["visible"] is False
+    unknown = restore.restore("faq.json", "20990101T000000-zzzz")
+    assert "no kept version" in unknown[0] and unknown[2]["visible"] is False
