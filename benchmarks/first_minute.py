@@ -19,6 +19,7 @@ split (the smallest with at most ``TARGET_WRONG`` wrong answers per 100 on each 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -122,8 +123,8 @@ def token_counts(entries: list[Entry]) -> tuple[int, int, int, int]:
 # -- what is answered meanwhile ----------------------------------------------------------------------------------
 def standing(cutoffs: Cutoffs, margin: float) -> CutoffSettings:
     """The settings' form of ``cutoffs`` standing in with ``margin``."""
-    c = Cutoffs(cutoffs.system, cutoffs.answer, cutoffs.direct, cutoffs.clarify, cutoffs.confirm, margin).standing_in()
-    return CutoffSettings(answer=c.answer, direct=c.direct, clarify=c.clarify, confirm=c.confirm)
+    c = dataclasses.replace(cutoffs, stand_in=margin).standing_in()
+    return CutoffSettings(answer=c.answer, direct=c.direct, clarify=c.clarify, confirm=c.confirm, unsure=c.unsure)
 
 
 def decisions(bot, messages: list[Message], mode: str):

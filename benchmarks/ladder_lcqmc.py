@@ -5,7 +5,8 @@ questions the bot answers, beside today's chain — one run, one BENCHMARKS.md s
 
 LCQMC dev from ../shared/data/lcqmc_dev (11,448 entries, 4,355 paraphrase questions); each question's top 10 hits
 through the product's retrieval, replayed through the answer and clarify rungs by bot/evaluation/ladder_tuning.py's
-``replay`` at today's thresholds and at the shipped ones. About 8 minutes with e5 on 2 cores (encoding the entries).
+``replay``: at today's thresholds and main's ladder without agreement (each hit's relevance before it, ``base``), and
+at the shipped thresholds with the shipped agreement. About 8 minutes with e5 on 2 cores (encoding the entries).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import mode_arguments, publish, shared_folder
-from benchmarks.ladder import STATE, TODAY_ANSWER, build
-from bot.evaluation.ladder_tuning import Case, replay
+from benchmarks.ladder import MAIN_CUTOFFS, STATE, TODAY_ANSWER, build
+from bot.config.retrieval import AgreementWeights
+from bot.evaluation.ladder_tuning import Case, replay, rescored
 from bot.evaluation.questions import load_eval_set
 
 
@@ -42,13 +44,17 @@ def main(argv: list[str] | None = None) -> int:
         cases = []
         for q in data.questions:
             hits, _ = bot.retrieve(q.question, mode=mode, top_k=10)
-            cases.append(Case(tuple((h.entry.id, h.relevance) for h in hits), frozenset(q.gold)))
+            signals = tuple(dict(h.signals) for h in hits)
+            cases.append(Case(tuple((h.entry.id, h.relevance) for h in hits), frozenset(q.gold), signals))
+        before = [rescored(c, AgreementWeights()) for c in cases]  # each hit's relevance before agreement
         n = len(cases)
-        for label, answer, margin in (
-            ("today", TODAY_ANSWER.get(system, shipped.answer), None),
-            ("ladder (shipped)", shipped.answer, shipped.clarify),
+        main_cutoffs = MAIN_CUTOFFS.get(system, shipped)
+        for label, answer, margin, replayed in (
+            ("today", TODAY_ANSWER.get(system, shipped.answer), None, before),
+            ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, before),
+            ("**ladder (new)**", shipped.answer, shipped.clarify, cases),
         ):
-            o = replay(cases, answer, margin, None)  # the rungs' own rules (every LCQMC question has a gold entry)
+            o = replay(replayed, answer, margin, None)  # the rungs' own rules (every LCQMC question has a gold entry)
             answered = o.right + o.wrong
             lines.append(
                 f"| {system} | {label} | {answer:g} | {'off' if margin is None else f'{margin:g}'} | {answered / n:.3f} "
@@ -58,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     intro = (
         f"`python -m benchmarks.ladder_lcqmc` · LCQMC dev ({len(data.entries):,} entries, {len(data.questions):,} "
         "paraphrase questions, all answerable; a data set the ladder's thresholds were not tuned on). Shares "
-        "are of all questions; *today* = the answer thresholds shipped before the ladder, no clarify. The "
-        "sparse *today* row uses today's relevance rule only through the threshold (its relevance now follows "
-        "the BM25 ranking)."
+        "are of all questions; *today* = the answer thresholds shipped before the ladder, no clarify; *ladder "
+        "(main)* = main's ladder thresholds on the relevance before agreement; *ladder (new)* = the shipped "
+        "thresholds and agreement (`retrieval.agreement`), same retrieval run. The sparse *today* row uses today's "
+        "relevance rule only through the threshold (its relevance now follows the BM25 ranking)."
     )
     return publish("ladder-lcqmc", "The decision ladder on LCQMC", intro, lines, write=not args.no_write)
 

@@ -91,13 +91,19 @@ def peak_rss_mb() -> float:
 
 
 # -- settings and data ------------------------------------------------------
-def write_config(state: Path, knowledge: Path) -> Path:
-    """config.yaml of the repository with state and knowledge elsewhere; the pre-trained fastText is kept."""
+def write_config(state: Path, knowledge: Path, baseline: bool = False) -> Path:
+    """config.yaml of the repository with state and knowledge elsewhere; the pre-trained fastText is kept. With
+    ``baseline`` only the keys the code before agreement knows (for ``--baseline``'s workers)."""
     import yaml
 
     from tests.support.knowledge import full_config
 
     raw = full_config()
+    if baseline:
+        raw["retrieval"].pop("agreement", None)
+        raw["retrieval"]["hybrid"].pop("language_aware", None)
+        for cutoffs in raw["retrieval"]["thresholds"].values():
+            cutoffs.pop("unsure", None)
     raw["state_dir"] = str(state)
     raw["knowledge"]["path"] = str(knowledge)
     raw["retrieval"]["dense"]["fasttext"]["retrain_after"] = 1e9  # reuse the model trained once (see TRAIN_MAX)
@@ -105,7 +111,7 @@ def write_config(state: Path, knowledge: Path) -> Path:
     # encoding 100k entries with e5 on 2 cores would take hours.
     raw["retrieval"]["dense"]["encoder"] = "fasttext"
     state.mkdir(parents=True, exist_ok=True)
-    path = state / "config.yaml"
+    path = state / ("config-baseline.yaml" if baseline else "config.yaml")
     path.write_text(yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8")
     return path
 
@@ -451,11 +457,13 @@ def worker_pipeline(config: Path, mode: str, questions: list[str], passes: int) 
     }
 
 
-def run_worker(args: list[str], timeout: float = 900) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("KBBOT_MODE", "OPENAI_API_KEY")}
+def run_worker(args: list[str], timeout: float = 900, root: Path = ROOT) -> dict:
+    """One worker subprocess of the code checked out at ``root`` (another checkout: the baseline)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KBBOT_MODE", "OPENAI_API_KEY", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(root)
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.speed", *args],
-        cwd=ROOT,
+        cwd=root,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -602,10 +610,8 @@ def dense_table(results: list[dict]) -> str:
 def pipeline_table(results: dict, idle: float) -> str:
     rows = []
     for size, modes in sorted(results.items()):
-        for mode in MODES:
-            r = modes.get(mode)
-            if r is None:
-                continue
+        for mode in sorted(modes, key=lambda m: (MODES.index(m.split(" ")[0]), m)):
+            r = modes[mode]
             rows.append(
                 [f"{size:,}", mode, f"{fmt(r['p50'])} / {fmt(r['p95'])}", fmt(r["load_s"]), f"{r['peak_rss_mb']:.0f}"]
             )
@@ -613,6 +619,41 @@ def pipeline_table(results: dict, idle: float) -> str:
         table(["entries", "mode", "message → prompt ready p50 / p95 ms", "open cached index s", "peak RSS MB"], rows)
         + f"\n\nA process that only imports the bot peaks at {idle:.0f} MB."
     )
+
+
+def baseline_section(results: dict, baseline: Path, questions: str, write: bool) -> None:
+    """The message → decision (prompt ready) latency of this code beside ``--baseline``'s, measured in one run, as
+    its own BENCHMARKS.md section."""
+    rows = []
+    for size, modes in sorted(results.items()):
+        for mode in MODES:
+            now, before = modes.get(mode), modes.get(f"{mode} · baseline")
+            if now is None or before is None:
+                continue
+            rows.append(
+                [
+                    f"{size:,}",
+                    mode,
+                    f"{fmt(before['p50'])} / {fmt(before['p95'])}",
+                    f"{fmt(now['p50'])} / {fmt(now['p95'])}",
+                    f"{now['p95'] / before['p95']:.2f}×",
+                ]
+            )
+    body = "\n".join(
+        [
+            "## Speed: message to decision with agreement",
+            "",
+            f"`python -m benchmarks.speed --only pipeline --baseline {baseline}` (the code before agreement, checked "
+            "out there, and this one, one worker process after the other on the same cached indexes): message → "
+            "prompt ready with a stand-in LLM (retrieval, agreement, thresholds, the rung that decides), "
+            f"{questions}; dense = fastText (the speed sections' encoder).",
+            "",
+            table(["entries", "mode", "before p50 / p95 ms", "with agreement p50 / p95 ms", "p95 ratio"], rows),
+        ]
+    )
+    print(body, flush=True)
+    if write:
+        write_section("speed-agreement", body)
 
 
 def cold_table(results: dict) -> str:
@@ -687,6 +728,12 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=None,
         help="re-render tables, section and plot from a --json dump instead of measuring",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of the code to compare with: the pipeline section runs its workers there too",
     )
     parser.add_argument("--_worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_config", type=Path, default=None, help=argparse.SUPPRESS)
@@ -787,25 +834,30 @@ def main(argv: list[str] | None = None) -> int:
             qfile.write_text(json.dumps(questions, ensure_ascii=False), encoding="utf-8")
             results["idle_rss_mb"] = idle_rss()
             results["pipeline"] = {}
+            roots = [("", ROOT, False)] + ([(" · baseline", args.baseline, True)] if args.baseline else [])
             for n in sizes:
-                config = write_config(states[n], states[n] / "knowledge")
                 for mode in MODES:
-                    print(f"pipeline {n:,} {mode} ...", flush=True)
-                    results["pipeline"].setdefault(n, {})[mode] = run_worker(
-                        [
-                            "--_worker",
-                            "pipeline",
-                            "--_config",
-                            str(config),
-                            "--_mode",
-                            mode,
-                            "--_questions",
-                            str(qfile),
-                            "--repeats",
-                            str(repeats),
-                        ]
-                    )
+                    for label, root, baseline in roots:  # the baseline and this code one after the other
+                        config = write_config(states[n], states[n] / "knowledge", baseline)
+                        print(f"pipeline {n:,} {mode}{label} ...", flush=True)
+                        results["pipeline"].setdefault(n, {})[mode + label] = run_worker(
+                            [
+                                "--_worker",
+                                "pipeline",
+                                "--_config",
+                                str(config),
+                                "--_mode",
+                                mode,
+                                "--_questions",
+                                str(qfile),
+                                "--repeats",
+                                str(repeats),
+                            ],
+                            root=root,
+                        )
             print(pipeline_table(results["pipeline"], results["idle_rss_mb"]), flush=True)
+            if args.baseline:
+                baseline_section(results["pipeline"], args.baseline, qdesc, write)
             dump(args.json, results)  # kept even if a later section fails
         if "cold" in sections:
             results["cold"] = {}

@@ -44,6 +44,8 @@ BUSY = (
 CLARIFY_HEAD = "您想问的是：/ Did you mean:"
 CLARIFY_TAIL = "请回复序号或点选一项。/ Reply with a number or pick one."
 CONFIRM_TEMPLATE = "您是想问「{question}」吗？请回复“是”或“不是”。/ Did you mean “{question}”? Reply yes or no."
+# several candidates just short of the answer threshold: not "nothing found", but unsure which one was meant
+UNSURE_HEAD = "我不太确定，您是想问：/ I'm not sure — did you mean:"
 REPHRASE_REPLY = (
     "好的，请换个说法再问一次，说得具体一些会更容易找到答案。/ All right, please ask again in other words; more "
     "detail makes the answer easier to find."

@@ -13,7 +13,7 @@ from bot.config.variants import replace, update
 from bot.factory import build_bot, build_knowledge_base
 from bot.search.tokenizer import Tokenizer
 from bot.ui.app import build_demo
-from tests.support.knowledge import ROOT, TINY, with_cutoffs, write_knowledge
+from tests.support.knowledge import ROOT, TINY, with_agreement, with_cutoffs, write_knowledge
 from tests.support.ports import free_port
 from tests.support.serving import ADMIN_COOKIE, ADMIN_LOGIN, TOKEN, serve_in_process
 
@@ -46,7 +46,8 @@ def settings(tmp_path: Path, kb_dir: Path, monkeypatch, jieba_cache) -> Settings
     """The repository's config.yaml with knowledge and state in temp folders, no API key, and the sparse mode.
 
     Most tests are about the bot, not an encoder: tests of dense or hybrid retrieval set the mode, the encoder
-    and the thresholds they need themselves (the shipped thresholds are being tuned; tests must not depend on them).
+    and the thresholds they need themselves (the shipped thresholds are being tuned; tests must not depend on them),
+    and the sparse relevance is coverage as retrieval gives it (agreement off: tests/search/test_agreement.py turns it on).
     """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("KBBOT_MODE", raising=False)
@@ -56,6 +57,7 @@ def settings(tmp_path: Path, kb_dir: Path, monkeypatch, jieba_cache) -> Settings
     s = replace(s, "knowledge.path", str(kb_dir))
     s = replace(s, "state_dir", str(tmp_path / "state"))
     s = replace(s, "retrieval.mode", "sparse")
+    s = with_agreement(s, "sparse")  # tuned like the thresholds: tests of agreement turn it on themselves
     shutil.copytree(jieba_cache, tmp_path / "state" / "jieba")
     return s
 

@@ -102,6 +102,9 @@ class Cutoffs:
     direct: float | None = None
     clarify: float | None = None  # candidates within this of the top one are offered as options (None: never)
     confirm: float | None = None  # a top hit this far below ``answer`` is offered for confirmation (None: never)
+    unsure: float | None = (
+        None  # a fallback whose best hit is this far below ``answer`` says it is unsure (None: never)
+    )
     stand_in: float | None = (
         None  # standing in for another mode: answer only this far above ``answer`` (None: as usual)
     )
@@ -123,7 +126,8 @@ class Cutoffs:
     @classmethod
     def from_settings(cls, system: str, settings: CutoffSettings) -> Cutoffs:
         """The cutoffs of ``system`` as its ``retrieval.thresholds`` block sets them."""
-        return cls(system, settings.answer, settings.direct, settings.clarify, settings.confirm, settings.stand_in)
+        # by name: a field added to both must not shift the others
+        return cls(system, **settings.model_dump())
 
     def passes(self, hit: Hit) -> bool:
         """True when the hit is relevant enough to answer from."""
@@ -132,6 +136,11 @@ class Cutoffs:
     def near_miss(self, hit: Hit) -> bool:
         """True when the hit falls short of ``answer`` by less than the confirm band."""
         return self.confirm is not None and self.answer - self.confirm <= hit.relevance < self.answer
+
+    def unsure_of(self, hit: Hit) -> bool:
+        """True when ``hit`` falls short of ``answer`` by at most the ``unsure`` band: a fallback offering it is
+        not sure which entry was meant, rather than having found nothing."""
+        return self.unsure is not None and self.answer - self.unsure <= hit.relevance < self.answer
 
     def band(self, hit: Hit) -> Band:
         """high: at least ``direct`` (without one, halfway from ``answer`` to 1), medium: passes, low: below."""
@@ -155,6 +164,8 @@ class Cutoffs:
             "direct": self.direct,
             "clarify": self.clarify,
             "confirm": self.confirm,
+            "unsure": self.unsure,
+            "stand_in": self.stand_in,
         }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.knowledge.entries import Entry
+from bot.search.language import language_of
 
 LANGUAGE_NAMES = {"zh": "简体中文 (Simplified Chinese)", "en": "English"}
 LANGUAGE_TIP = {
@@ -18,20 +19,6 @@ LANGUAGE_TIP = {
     ),
 }
 SAMPLE = 200  # entries looked at to tell the knowledge's language
-
-
-def _is_cjk(ch: str) -> bool:
-    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
-
-
-def language_of(text: str) -> str | None:
-    """ "zh" when CJK characters make up at least a fifth of the letters, "en" when Latin letters dominate, else None."""
-    cjk = sum(_is_cjk(ch) for ch in text)
-    latin = sum(ch.isascii() and ch.isalpha() for ch in text)
-    if cjk + latin == 0:
-        return None
-    # One Chinese character carries about a word: compare characters with words (~5 letters each).
-    return "zh" if cjk >= (latin / 5) else "en"
 
 
 class KnowledgeLanguage:

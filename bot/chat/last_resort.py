@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.chat.offers import clarify_text, confirm_text
 from bot.config.settings import LastResortSettings
 from bot.search.base import Hit
-from bot.texts import DID_YOU_MEAN
+from bot.texts import DID_YOU_MEAN, UNSURE_HEAD
 
 
 class LastResort:
@@ -33,10 +34,14 @@ class LastResort:
             seen.setdefault(hit.entry.query, hit)
         return list(seen.values())
 
-    def fixed_reply(self, candidates: Sequence[Hit]) -> str:
-        """The configured reply plus the "did you mean" suggestions."""
-        text = self.settings.reply.strip()
+    def fixed_reply(self, candidates: Sequence[Hit], unsure: bool = False) -> str:
+        """The configured reply plus the "did you mean" suggestions; ``unsure`` (the best candidate just short of
+        the threshold): "我不太确定，您是想问：" and the suggestions as numbered options instead ("您是想问「X」吗？"
+        for one)."""
         seen = self.suggestions(candidates)
+        if unsure and seen:
+            return clarify_text(seen, UNSURE_HEAD) if len(seen) > 1 else confirm_text(seen[0])
+        text = self.settings.reply.strip()
         if seen:
             text += f"\n\n{DID_YOU_MEAN}\n" + "\n".join(f"- {q}" for q in seen)
         return text

@@ -1,8 +1,9 @@
 """Clarify and confirm questions as text, and a reply to one read back from the previous assistant message alone.
 
 The API is stateless (the client sends the history), so the offer must be recoverable from what the bot said:
-the clarify question lists its options as numbered lines under ``CLARIFY_HEAD``, the confirm question quotes one
-entry question in 「」, and a reply that offers a person holds ``HANDOFF_OFFER``. A reply is a pick (a number, 第二个, the option's text, or "是" to a confirmation), a "no"
+the clarify question lists its options as numbered lines under ``CLARIFY_HEAD`` (a near miss with several
+candidates under ``UNSURE_HEAD``), the confirm question quotes one entry question in 「」, and a reply that offers a
+person holds ``HANDOFF_OFFER``. A reply is a pick (a number, 第二个, the option's text, or "是" to a confirmation), a "no"
 (不是, 都不是, none), or neither: then it is a new question and goes down the ladder as usual.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from bot.chat.prompt import normalize_history
 from bot.messages import History
-from bot.texts import CLARIFY_HEAD, CLARIFY_TAIL, CONFIRM_TEMPLATE, HANDOFF_OFFER
+from bot.texts import CLARIFY_HEAD, CLARIFY_TAIL, CONFIRM_TEMPLATE, HANDOFF_OFFER, UNSURE_HEAD
 
 CONFIRM_HEAD = "您是想问"
 _OPTION_LINE = re.compile(r"^\s*(\d{1,2})[.．、)]\s*(.+?)\s*$")
@@ -102,10 +103,19 @@ class Reply:
     index: int | None  # None: "no" / none of these
 
 
-def clarify_text(questions: Sequence[str]) -> str:
-    """The clarify question: the head, one numbered line per entry question, the tail."""
+OPTION_HEADS = (CLARIFY_HEAD, UNSURE_HEAD)  # the heads of a numbered list of options
+
+
+def clarify_text(questions: Sequence[str], head: str = CLARIFY_HEAD) -> str:
+    """The clarify question (or, with ``UNSURE_HEAD``, the near miss's): the head, one numbered line per entry
+    question, the tail."""
     lines = [f"{n}. {_one_line(q)}" for n, q in enumerate(questions, 1)]
-    return "\n".join([CLARIFY_HEAD, *lines, "", CLARIFY_TAIL])
+    return "\n".join([head, *lines, "", CLARIFY_TAIL])
+
+
+def option_head(text: str) -> str | None:
+    """The head of the numbered options in ``text`` (clarify or near miss), or None."""
+    return next((head for head in OPTION_HEADS if head in text), None)
 
 
 def confirm_text(question: str) -> str:
@@ -129,8 +139,9 @@ def read_offer(text: str) -> Offer | None:
     """The offer in one assistant message's text, or None."""
     if HANDOFF_OFFER in text:
         return Offer("person", ())
-    if CLARIFY_HEAD in text:
-        after = text.split(CLARIFY_HEAD, 1)[1].splitlines()
+    head = option_head(text)
+    if head is not None:
+        after = text.split(head, 1)[1].splitlines()
         found = [m for m in (_OPTION_LINE.match(line) for line in after) if m]
         numbered = [m.group(2) for n, m in enumerate(found, 1) if int(m.group(1)) == n]
         return Offer("clarify", tuple(numbered)) if len(numbered) >= 2 else None

@@ -86,7 +86,8 @@ class Responder:
         """The last resort: the fixed reply with "did you mean" options (from ``offered``, default the turn's
         candidates), or the LLM alone with a notice."""
         offered = base.candidates if offered is None else offered
-        fixed = self.last_resort.fixed_reply(offered)
+        unsure = bool(base.candidates and base.thresholds and base.thresholds.unsure_of(base.candidates[0]))
+        fixed = self.last_resort.fixed_reply(offered, unsure)
         if self.llm is not None and self.last_resort.uses_llm:
             messages = self.prompt.build_plain(base.question, history)
             base = dataclasses.replace(base, llm_used=True).noted(self.last_resort.notice)

@@ -1,5 +1,6 @@
-"""``python -m bot calibrate``: each mode's answer threshold (and the ladder's) chosen on a question file, and
-optionally written into the config file."""
+"""``python -m bot calibrate``: each mode's answer threshold (and the ladder's, and on request the agreement weights)
+chosen on a question file and the pairs traffic labelled, optionally written into the config file unless it makes a
+guard set (``--test`` files, the held-out half of the traffic pairs) worse."""
 
 from __future__ import annotations
 
@@ -8,14 +9,26 @@ import json
 import shutil
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
-from bot.cli.measure import add_measure_arguments, bot_for, derived, load_measured, parse_modes
+from bot.cli.measure import (
+    Measured,
+    add_measure_arguments,
+    bot_for,
+    derived,
+    eval_settings,
+    load_measured,
+    parse_modes,
+    read_knowledge,
+)
+from bot.config.retrieval import AgreementWeights
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.errors import ConfigError
 from bot.evaluation import Calibration, EvalQuestion, Split, calibrate, make_split, pool, run_questions, threshold_key
+from bot.evaluation.calibration import LadderChoice, worse_sets
 from bot.evaluation.ladder_tuning import Case
-from bot.evaluation.questions import UNANSWERABLE
+from bot.evaluation.questions import ANSWERABLE, UNANSWERABLE, load_questions
 from bot.knowledge.entries import Entry, write_entries
 
 
@@ -30,6 +43,20 @@ def add_calibrate_arguments(p) -> None:
     )
     p.add_argument("--write", action="store_true", help="write the chosen thresholds into the --config file")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of the tables")
+    p.add_argument(
+        "--traffic",
+        action="store_true",
+        help="also tune on the (message, entry) pairs the conversation log labels (clarify picks, yes to a "
+        "confirmation, clicked did-you-mean, 👍); half of them, by message, are held out as a guard set",
+    )
+    p.add_argument(
+        "--test",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a question file (as --questions) the retuned values must not make worse; repeat for several",
+    )
+    p.add_argument("--weights", action="store_true", help="retune the agreement weights (retrieval.agreement) too")
     p.add_argument(
         "--keep-answer",
         action="store_true",
@@ -47,8 +74,23 @@ def run_calibrate(settings: Settings, args) -> int:
         raise ConfigError(
             f"--seed 须为整数或逗号分隔的整数 / --seed must be an integer or a comma-separated list: {args.seed}"
         ) from None
-    measured = load_measured(settings, args)
+    measured = _measured(settings, args)
     s, questions, entries = measured.settings, measured.questions, measured.entries
+    guards: dict[str, list[EvalQuestion]] = {}
+    for path in args.test:
+        try:
+            guards[path] = load_questions(path, entries)
+        except OSError as exc:
+            raise ConfigError(f"无法读取测试集 / cannot read the test set: {exc}") from None
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if args.traffic:
+        tuning, held = traffic_questions(s, entries)
+        questions += tuning
+        guards["traffic (held out)"] = held
+        print(f"traffic: {len(tuning) + len(held)} labelled pairs, {len(held)} held out", file=sys.stderr)
+    if not questions:
+        raise ConfigError("没有可用的问题 / nothing to tune on: give --questions FILE or --traffic with labelled pairs")
     # Entries' negative questions are questions nothing should answer: calibration counts them as unanswerable.
     questions += [
         EvalQuestion(q, frozenset(), (), UNANSWERABLE, f"negative:{e.id}")
@@ -58,7 +100,7 @@ def run_calibrate(settings: Settings, args) -> int:
     runs, summaries = [], []
     for seed in seeds:
         split = make_split(questions, seed)
-        runs.append(_calibrate_once(s, entries, split, modes, args.no_split, args.keep_answer))
+        runs.append(_calibrate_once(s, entries, split, modes, args.no_split, args.keep_answer, args.weights))
         summaries.append(
             f"{split.how}: {len(entries) - len(split.removed)} of {len(entries)} entries indexed · "
             f"{len(split.answerable)} answerable, {len(split.unanswerable)} not"
@@ -90,13 +132,88 @@ def run_calibrate(settings: Settings, args) -> int:
             print(f"\npooled over seeds {','.join(map(str, seeds))}:")
         for r in results:
             print(f"\n{r.headline()}\n{r.table()}")
+    if guards:
+        refused = _guard(s, modes, results, guards)
+        if refused:
+            return 1
     if args.write:
         return _write(args.config, results, getattr(args, "kb", None))
     return 0
 
 
+def _measured(settings: Settings, args) -> Measured:
+    """The knowledge and the question file; without ``--questions`` (``--traffic`` alone) no questions."""
+    if args.questions or not args.traffic:
+        return load_measured(settings, args)
+    s = eval_settings(settings, args.knowledge, args.no_split)
+    return Measured(s, [], read_knowledge(Path(args.knowledge) if args.knowledge else s.resolve(s.knowledge.path)))
+
+
+def traffic_questions(settings: Settings, entries: list[Entry]) -> tuple[list[EvalQuestion], list[EvalQuestion]]:
+    """The labelled pairs of the conversation log as answerable questions: (to tune on, held out), split by the
+    message so that the same message is never on both sides."""
+    from bot.conversations.inbox import normalise
+    from bot.conversations.suggestions import labelled_pairs
+    from bot.conversations.turn_log import turn_log_from_settings
+
+    log = turn_log_from_settings(settings, prune_on_open=False)
+    if log is None:
+        raise ConfigError("--traffic: 对话日志已关闭 / the conversation log is off (log.enabled in config.yaml)")
+    try:
+        pairs = labelled_pairs(log, entries)
+    finally:
+        log.close()
+    tuning: list[EvalQuestion] = []
+    held: list[EvalQuestion] = []
+    for pair in pairs:
+        question = EvalQuestion(pair.question, frozenset({pair.entry_id}), (), ANSWERABLE, f"traffic:{pair.via}")
+        (held if zlib.crc32(normalise(pair.question).encode()) % 2 else tuning).append(question)
+    return tuning, held
+
+
+def _guard(s: Settings, modes: list[str], results: list[Calibration], guards: dict[str, list[EvalQuestion]]) -> bool:
+    """Print how each guard set fares with the configured and the retuned values; True (refused, a message naming
+    each set and figure on stderr) when the retune makes one of them worse."""
+    refused = False
+    for mode, r in zip(modes, results):
+        bot = bot_for(s, mode)
+        system = bot.index.searcher(mode).system
+        cutoffs = bot.search.cutoffs(system)
+        weights = s.retrieval.agreement.get(system, AgreementWeights())
+        current = LadderChoice(cutoffs.answer, cutoffs.clarify, cutoffs.confirm, weights)
+        ladder = r.ladder
+        retuned = (
+            LadderChoice(ladder.answer, ladder.margin, ladder.band, r.weights or weights)
+            if ladder
+            else LadderChoice(r.chosen.threshold, None, None, weights)
+        )
+        sets = {
+            name: [
+                Case(tuple(zip(o.ranked, o.relevances)), o.question.gold, o.signals)
+                for o in run_questions(functools.partial(bot.search.retrieve, mode=mode, top_k=10), questions).outcomes
+            ]
+            for name, questions in guards.items()
+        }
+        worse = worse_sets(sets, current, retuned)
+        for w in worse:
+            print(f"拒绝 / refused ({system}): the retuned values make {w.describe()}", file=sys.stderr)
+        if not worse:
+            held = ", ".join(f"{name} ({len(cases)})" for name, cases in sets.items())
+            print(f"{system}: no guard set gets worse: {held}", file=sys.stderr)
+        refused = refused or bool(worse)
+    if refused:
+        print("未写入 / nothing written: the configured values stay", file=sys.stderr)
+    return refused
+
+
 def _calibrate_once(
-    s: Settings, entries: list[Entry], split: Split, modes: list[str], no_split: bool, keep_answer: bool = False
+    s: Settings,
+    entries: list[Entry],
+    split: Split,
+    modes: list[str],
+    no_split: bool,
+    keep_answer: bool = False,
+    weights: bool = False,
 ) -> list[Calibration]:
     """Index the knowledge without ``split.removed`` (in a temporary state when anything is removed) and calibrate."""
 
@@ -108,7 +225,8 @@ def _calibrate_once(
                 functools.partial(bot.search.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]
             ).outcomes
             best = {o.question.question: o.best_relevance for o in outcomes}
-            cases = [Case(tuple(zip(o.ranked, o.relevances)), o.question.gold) for o in outcomes]
+            cases = [Case(tuple(zip(o.ranked, o.relevances)), o.question.gold, o.signals) for o in outcomes]
+            configured = s.retrieval.agreement.get(system, AgreementWeights())
             results.append(
                 calibrate(
                     system,
@@ -116,6 +234,7 @@ def _calibrate_once(
                     [best[q.question] for q in split.unanswerable],
                     cases,
                     ladder_base=bot.search.cutoffs(system).answer if keep_answer else None,
+                    weights_from=configured if weights else None,
                 )
             )
         return results
@@ -150,6 +269,9 @@ def _write(config: str, results: list[Calibration], kb: str | None = None) -> in
             if r.ladder is not None:
                 text = put_scalar(text, key_of(r.system, "clarify"), r.ladder.margin)
                 text = put_scalar(text, key_of(r.system, "confirm"), r.ladder.band)
+                text = put_scalar(text, key_of(r.system, "unsure"), r.unsure)
+            for name, value in (r.weights.model_dump() if r.weights else {}).items():
+                text = put_scalar(text, (*within, "retrieval", "agreement", r.system, name), value)
     except YamlEditError as exc:
         print(f"错误 / error: {exc}", file=sys.stderr)
         return 2

@@ -129,7 +129,7 @@ class LadderSettings(Strict):
     """Rungs in order: a reply to the previous clarify/confirm question (choice), a request for a person (handoff),
     small talk (chitchat), close candidates (clarify), the answer (answer, required), a near miss (confirm)."""
     max_options: int = Field(default=3, ge=2, le=9)
-    """At most this many entries are offered by a clarify question."""
+    """At most this many entries are offered by a clarify question (and by a near miss's "我不太确定，您是想问：")."""
     dont_know_patterns: list[str] = Field(default_factory=list)
     """Extra regular expressions (case-insensitive) for an LLM reply that says it cannot answer from the references;
     such a reply is a miss and the ladder goes on (bot/chat/dont_know.py has the shipped ones)."""

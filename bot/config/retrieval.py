@@ -107,6 +107,10 @@ class HybridSettings(Strict):
     Chosen by benchmark: BENCHMARKS.md "Relevance"."""
     candidates: int = Field(default=20, ge=1, le=1000)
     """Entries each side proposes before all of them are scored on both sides."""
+    language_aware: bool = True
+    """A candidate whose question is written in another language than the message (a Chinese entry for an English
+    question) is scored by the multilingual dense side alone: words cannot match across languages. BENCHMARKS.md
+    "English questions on a Chinese knowledge base"."""
 
     @field_validator("sparse_weight")
     @classmethod
@@ -127,23 +131,83 @@ class CutoffSettings(Strict):
     """Passing candidates within this relevance of the top one are offered as options ("您想问的是："); null =
     never."""
     confirm: float | None = Field(default=None, ge=0.0, le=1.0)
-    """A top hit at most this far below ``answer`` is offered as "您是想问「X」吗？"; null = never."""
+    """Candidates at most this far below ``answer`` are offered: one as "您是想问「X」吗？", several as "我不太确定，
+    您是想问：" and their questions; null = never."""
+    unsure: float | None = Field(default=None, ge=0.0, le=1.0)
+    """A fallback whose best candidate is at most this far below ``answer`` offers its "did you mean" as
+    "我不太确定，您是想问：" instead of the "nothing found" reply; null = always that reply."""
     stand_in: float | None = Field(default=None, ge=0.0, le=1.0)
     """While this system stands in for a mode whose index is still building (or healing), a hit answers only from
     this far above ``answer``; one that would pass the usual cut is offered as "您是想问「X」吗？" instead; null =
     it answers as usual. BENCHMARKS.md "The first minute"."""
 
 
-def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
-    """The shipped cutoffs, chosen by ``python -m bot calibrate`` on four knowledge bases at once; the stand-in
-    margins by benchmarks/first_minute.py on the ladder sets' train split."""
+class AgreementWeights(Strict):
+    """How much a hit's relevance drops for each way its entry's questions disagree with the message
+    (bot/search/agreement.py, docs/retrieval-and-decision.md "Agreement"): ``forward`` and ``backward`` times the
+    share of words not covered, the others when they hold. All 0 (the default of a system not listed): unchanged."""
+
+    forward: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Per share of the message's word weight missing from the entry's best question and keywords."""
+    backward: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Per share of that question's word weight the message does not say (qualifiers the entry adds)."""
+    conflict: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the message names a number, year or date and the entry's question or keywords name another of that kind."""
+    other: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the message names one the entry does not mention, though its text names others of that kind."""
+    missing: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the message names one and the entry names none of that kind anywhere."""
+    added: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the entry's question names a number, year or date of a kind the message names none of ("第二")."""
+
+
+def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
+    """The shipped agreement weights, chosen with the thresholds by calibrate's tuner on the tuning messages
+    (benchmarks/data/tune_*.jsonl and the ladder sets' train split, BENCHMARKS.md "The decision ladder"); the
+    other systems keep relevance unchanged."""
+    hybrid = AgreementWeights(conflict=0.1, other=0.15, missing=0.02, added=0.05)
     return FrozenDict(
         {
-            "sparse": CutoffSettings(answer=0.49, stand_in=0.2),
+            "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.06, missing=0.02),
+            "hybrid-e5": hybrid,
+            "hybrid-openai": hybrid,
+        }
+    )
+
+
+def over_shipped(value: object, shipped: Mapping[str, Strict]) -> object:
+    """The file's per-system values over the shipped ones, field by field (``clarify: null`` still turns one off)."""
+    if not isinstance(value, dict):
+        return value
+    merged: dict[str, object] = {k: v.model_dump() for k, v in shipped.items()}
+    for system, fields in value.items():
+        before = merged.get(system)
+        if isinstance(fields, Strict):
+            fields = fields.model_dump(exclude_unset=True)
+        merged[system] = {**before, **fields} if isinstance(before, dict) and isinstance(fields, dict) else fields
+    return merged
+
+
+def known_systems(value: Mapping[str, Strict]) -> FrozenDict:
+    """``value`` read-only, when every key is a retrieval system (ValueError naming the unknown ones)."""
+    unknown = [k for k in value if k not in SYSTEMS]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; use: {', '.join(SYSTEMS)}")
+    return FrozenDict(value)  # read-only: a test or component changing it would change it for every holder
+
+
+def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
+    """The shipped cutoffs: answer thresholds first chosen by ``python -m bot calibrate`` on four knowledge bases at
+    once; sparse and hybrid-e5 then tuned with their agreement weights on the tuning messages (benchmarks/data/
+    tune_*.jsonl and the ladder sets' train split; checked on the held-out split, LCQMC and English: BENCHMARKS.md
+    "The decision ladder"); the stand-in margins by benchmarks/first_minute.py on the ladder sets' train split."""
+    return FrozenDict(
+        {
+            "sparse": CutoffSettings(answer=0.47, clarify=0.0, unsure=0.15, stand_in=0.2),
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
-            "hybrid-e5": CutoffSettings(answer=0.838, clarify=0.005, stand_in=0.06),
+            "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, unsure=0.01, stand_in=0.06),
             "hybrid-fasttext": CutoffSettings(answer=0.44),
             "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),
         }
@@ -219,36 +283,35 @@ class RetrievalSettings(Strict):
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
     thresholds: Mapping[str, CutoffSettings] = Field(default_factory=_calibrated_thresholds)
     """Cutoffs per retrieval system (sparse, and dense-/hybrid- per encoder: their cosines differ), e.g.
-    ``hybrid-e5: {answer: 0.838, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
+    ``hybrid-e5: {answer: 0.83, clarify: 0.005}``; each cutoff the file names replaces the shipped one of that
     system, the others keep theirs. The shipped ones were chosen on four
     knowledge bases at once and checked on each one left out (docs/retrieval-and-decision.md "Scores and
     thresholds"); ``python -m bot calibrate --write`` rewrites them."""
     grading: GradingSettings = Field(default_factory=GradingSettings)
     passages: PassageSettings = Field(default_factory=PassageSettings)
 
+    agreement: Mapping[str, AgreementWeights] = Field(default_factory=_calibrated_agreement)
+    """Agreement weights per retrieval system (as ``thresholds``), e.g. ``sparse: {backward: 0.3, conflict: 0.4}``:
+    how much a hit loses for the numbers, years and qualifiers its entry's questions do not share with the message;
+    each weight the file names replaces the shipped one of that system. ``python -m bot calibrate --write``
+    rewrites them with the thresholds (docs/retrieval-and-decision.md "Agreement")."""
+
     @field_validator("thresholds", mode="before")
     @classmethod
     def _over_shipped(cls, value: object) -> object:
         """The file's cutoffs over the shipped ones, per system and cutoff (``clarify: null`` still turns one off)."""
-        if not isinstance(value, dict):
-            return value
-        merged: dict[str, object] = {k: v.model_dump() for k, v in _calibrated_thresholds().items()}
-        for system, cutoffs in value.items():
-            shipped = merged.get(system)
-            if isinstance(cutoffs, CutoffSettings):
-                cutoffs = cutoffs.model_dump(exclude_unset=True)
-            merged[system] = (
-                {**shipped, **cutoffs} if isinstance(shipped, dict) and isinstance(cutoffs, dict) else cutoffs
-            )
-        return merged
+        return over_shipped(value, _calibrated_thresholds())
 
-    @field_validator("thresholds")
+    @field_validator("agreement", mode="before")
     @classmethod
-    def _systems(cls, value: Mapping[str, CutoffSettings]) -> Mapping[str, CutoffSettings]:
-        unknown = [k for k in value if k not in SYSTEMS]
-        if unknown:
-            raise ValueError(f"unknown system(s) {', '.join(unknown)}; use: {', '.join(SYSTEMS)}")
-        return FrozenDict(value)  # read-only: a test or component changing it would change it for every holder
+    def _agreement_over_shipped(cls, value: object) -> object:
+        """The file's agreement weights over the shipped ones, per system and weight."""
+        return over_shipped(value, _calibrated_agreement())
+
+    @field_validator("thresholds", "agreement")
+    @classmethod
+    def _systems(cls, value: Mapping[str, Strict]) -> Mapping[str, Strict]:
+        return known_systems(value)
 
     def system(self, mode: str | None = None) -> str:
         """The threshold key of a mode with the configured encoder ("sparse", "dense-e5", "hybrid-e5", ...)."""

@@ -115,6 +115,7 @@ class SessionTurn(TypedDict):
     question: str
     strategy: str
     hits: list[StoredHit]
+    rating: int | None  # +1 / -1 feedback, None when unrated
 
 
 class TurnRecord(TypedDict):

@@ -309,10 +309,10 @@ class SqlTurnLog:
         return [decode(r) for r in rows]
 
     def session_turns(self, scan: int = 5000) -> list[SessionTurn]:
-        """The newest ``scan`` turns that belong to a conversation (id, time, session, question, strategy, hits),
-        oldest first: what suggestions from traffic read (bot/conversations/suggestions.py)."""
+        """The newest ``scan`` turns that belong to a conversation (id, time, session, question, strategy, hits,
+        rating), oldest first: what suggestions and labels from traffic read (bot/conversations/suggestions.py)."""
         rows = self._read(
-            "SELECT id, time, session, question, strategy, hits FROM turns WHERE session IS NOT NULL "
+            "SELECT id, time, session, question, strategy, hits, rating FROM turns WHERE session IS NOT NULL "
             "ORDER BY id DESC LIMIT ?",
             (int(scan),),
         )

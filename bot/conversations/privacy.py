@@ -92,14 +92,19 @@ class NormalCopy:
         return cls("".join(chars), tuple(origin))
 
     def without_digit_separators(self) -> NormalCopy:
-        """This copy without a lone separator between two digits."""
+        """This copy without a lone separator between two digits (or a digit and an ID card's closing X)."""
         t = self.text
         keep = [
             k
             for k in range(len(t))
-            if not (t[k] in DIGIT_SEPARATORS and 0 < k < len(t) - 1 and t[k - 1] in DIGITS and t[k + 1] in DIGITS)
+            if not (t[k] in DIGIT_SEPARATORS and 0 < k < len(t) - 1 and t[k - 1] in DIGITS and self._digit_at(k + 1))
         ]
         return NormalCopy("".join(t[k] for k in keep), tuple(self.origin[k] for k in keep))
+
+    def _digit_at(self, k: int) -> bool:
+        # an X closes an ID card number when nothing alphanumeric follows it ("1.1.0 ... 0.X")
+        t = self.text
+        return t[k] in DIGITS or (t[k] in "Xx" and (k + 1 == len(t) or not (t[k + 1].isascii() and t[k + 1].isalnum())))
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original span of this copy's ``[start, end)``."""

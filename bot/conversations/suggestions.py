@@ -4,9 +4,13 @@ of the entry it resolved to, for an admin to accept (a new phrasing, indexed at 
 Read from the conversation log, per conversation, turn after turn:
 - a clarify or confirm question, then the user's pick (strategy ``chosen``): the asked question → the picked entry;
 - a fallback with "did you mean" options (last resort, hand-off after misses), then a message that is exactly an
-  entry's question and is answered by it (a clicked suggestion): the missed question → that entry.
+  entry's question and is answered by it (a clicked suggestion), or picks one by number from the unsure fallback's
+  numbered options: the missed question → that entry.
 Nothing changes without approval. Questions are stored masked by the log, and an entry's own phrasings and
 rejected pairs are never suggested.
+
+The same resolutions, and a 👍 on an answer, are labelled (message, entry) pairs: ``python -m bot calibrate
+--traffic`` tunes the thresholds and agreement weights on them (:func:`labelled_pairs`).
 """
 
 from __future__ import annotations
@@ -82,7 +86,9 @@ def resolutions(turns: Sequence[SessionTurn], entries: dict[str, Entry]) -> list
             continue
         if turn["strategy"] == "chosen" and previous["strategy"] in OFFERS:
             found.append(Resolution(previous, entry_id, OFFERS[previous["strategy"]], turn))
-        elif previous["strategy"] in FALLBACKS and normalise(turn["question"]) == normalise(entries[entry_id].query):
+        elif (turn["strategy"] == "chosen" and previous["strategy"] in FALLBACKS) or (
+            previous["strategy"] in FALLBACKS and normalise(turn["question"]) == normalise(entries[entry_id].query)
+        ):  # a number picked from its options
             found.append(Resolution(previous, entry_id, "did-you-mean", turn))
     return found
 
@@ -114,3 +120,36 @@ def suggestions(log: ConversationLog, knowledge: Sequence[Entry], scan: int = 50
     ]
     newest_first = sorted(out, key=lambda s: s.latest, reverse=True)
     return sorted(newest_first, key=lambda s: -s.count)  # stable: the newest first among equal counts
+
+
+@dataclass(frozen=True)
+class LabelledPair:
+    """A message traffic labelled with the entry that answers it: through a clarify pick, a yes to a confirmation,
+    a clicked (or picked) "did you mean", or a 👍 on the answer (``via``)."""
+
+    question: str
+    entry_id: str
+    via: str
+
+
+def labelled_pairs(log: ConversationLog, knowledge: Sequence[Entry], scan: int = 5000) -> list[LabelledPair]:
+    """Every (message, entry) pair the newest ``scan`` turns label, once per message and entry (oldest first);
+    pairs an admin rejected as suggestions and entries no longer in the knowledge are left out."""
+    entries = {e.id: e for e in knowledge}
+    rejected = log.rejected_suggestions()
+    turns = log.session_turns(scan)
+    found: dict[tuple[str, str], LabelledPair] = {}
+
+    def add(question: str, entry_id: str, via: str) -> None:
+        norm = normalise(question)
+        if norm and entry_id in entries and (norm, entry_id) not in rejected:
+            found.setdefault((norm, entry_id), LabelledPair(question, entry_id, via))
+
+    for r in resolutions(turns, entries):
+        add(r.asked["question"], r.entry_id, r.via)
+    for turn in turns:
+        entry_id = _answered_entry(turn)
+        # a 👍 on a pick rates the picked entry for the pick ("2"), which the resolution above already labels
+        if turn.get("rating") == 1 and entry_id is not None and turn["strategy"] != "chosen":
+            add(turn["question"], entry_id, "thumbs-up")
+    return list(found.values())

@@ -1,11 +1,14 @@
-"""Choosing a system's answer threshold from labelled questions: the relevance cut with the best F1."""
+"""Choosing a system's answer threshold from labelled questions: the relevance cut with the best F1; with it the
+ladder (clarify margin, confirm band, the unsure wording's band) and, on request, the agreement weights; and
+refusing a retune that makes a guard set worse."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from bot.evaluation.ladder_tuning import Case, LadderOutcome, tune
+from bot.config.retrieval import AgreementWeights
+from bot.evaluation.ladder_tuning import Case, LadderOutcome, replay, rescored, tune, tune_unsure, tune_weights
 from bot.evaluation.metrics import Point, best_threshold, point, round_threshold
 
 
@@ -25,11 +28,21 @@ class Calibration:
     negatives: list[float] = field(default_factory=list, repr=False)
     cases: list[Case] = field(default_factory=list, repr=False)
     ladder: LadderOutcome | None = None  # the ladder's answer threshold (≥ chosen), clarify margin and confirm band
+    weights: AgreementWeights | None = None  # retuned agreement weights (None: the configured ones kept)
+    unsure: float | None = None  # the band in which a fallback says it is unsure (None: never)
 
-    def with_ladder(self, base: float | None = None) -> Calibration:
-        """This calibration with the ladder tuned on its cases from ``base`` (default: the chosen threshold)."""
-        if self.cases:
-            self.ladder = tune(self.cases, self.chosen.threshold if base is None else base)
+    def with_ladder(self, base: float | None = None, weights_from: AgreementWeights | None = None) -> Calibration:
+        """This calibration with the ladder tuned on its cases from ``base`` (default: the chosen threshold); with
+        ``weights_from``, the agreement weights too, starting from those."""
+        if not self.cases:
+            return self
+        start = self.chosen.threshold if base is None else base
+        if weights_from is not None:
+            self.weights, self.ladder = tune_weights(self.cases, start, weights_from)
+        else:
+            self.ladder = tune(self.cases, start)
+        cases = [rescored(c, self.weights) for c in self.cases] if self.weights else self.cases
+        self.unsure = tune_unsure(cases, self.ladder)
         return self
 
     def headline(self) -> str:
@@ -38,7 +51,8 @@ class Calibration:
         return (
             f"{self.system}: answer threshold {c.threshold:g} · precision {c.precision:.3f} · recall {c.recall:.3f}"
             f" · F1 {c.f1:.3f}  [{len(self.positives)} answerable / {len(self.negatives)} not]"
-            + (f"\n  {self.ladder.describe()}" if self.ladder else "")
+            + (f"\n  {self.ladder.describe()} · unsure band {_off(self.unsure)}" if self.ladder else "")
+            + (f"\n  agreement {_weights(self.weights)}" if self.weights else "")
         )
 
     def table(self) -> str:
@@ -62,6 +76,8 @@ class Calibration:
             "clarify": self.ladder.margin if self.ladder else None,
             "confirm": self.ladder.band if self.ladder else None,
             "ladder": {**asdict(self.ladder), "asked": self.ladder.asked} if self.ladder else None,
+            "unsure": self.unsure,
+            "agreement": self.weights.model_dump() if self.weights else None,
         }
 
 
@@ -79,13 +95,71 @@ def calibrate(
     negatives: list[float],
     cases: Sequence[Case] = (),
     ladder_base: float | None = None,
+    weights_from: AgreementWeights | None = None,
 ) -> Calibration:
     """Pick the best-F1 answer threshold (rounded) for one system's best-hit relevances; with ``cases`` (each
-    question's ranked hits) also the ladder, tuned from that threshold or from ``ladder_base``."""
+    question's ranked hits) also the ladder, tuned from that threshold or from ``ladder_base``, and with
+    ``weights_from`` the agreement weights from those."""
     chosen = round_threshold(best_threshold(positives, negatives))
     point_ = point(chosen, positives, negatives)
     found = Calibration(system, point_, neighbours(chosen, positives, negatives), positives, negatives, list(cases))
-    return found.with_ladder(ladder_base)
+    return found.with_ladder(ladder_base, weights_from)
+
+
+@dataclass(frozen=True)
+class LadderChoice:
+    """What a system decides with: the answer threshold, clarify margin, confirm band and agreement weights."""
+
+    answer: float
+    margin: float | None
+    band: float | None
+    weights: AgreementWeights
+
+    def outcome(self, cases: Sequence[Case]) -> LadderOutcome:
+        """The ladder's decisions on ``cases`` with these values."""
+        return replay([rescored(c, self.weights) for c in cases], self.answer, self.margin, self.band)
+
+
+@dataclass(frozen=True)
+class Worse:
+    """A guard set on which a retune decides worse: its outcome before and after."""
+
+    name: str
+    before: LadderOutcome
+    after: LadderOutcome
+
+    def describe(self) -> str:
+        """The set and the figures, e.g. "ladder_sysu.jsonl: cost 18.0 → 19.5 per 100 (wrong 4.7 → 6.2, ...)"."""
+        b, a = self.before, self.after
+
+        def per(o: LadderOutcome, count: int) -> float:
+            return 100 * count / (o.total or 1)
+
+        return (
+            f"{self.name}: cost {per(b, 1) * b.cost:.1f} → {per(a, 1) * a.cost:.1f} per 100 (wrong "
+            f"{per(b, b.wrong):.1f} → {per(a, a.wrong):.1f}, right {per(b, b.right):.1f} → {per(a, a.right):.1f}, "
+            f"asked back {100 * b.asked:.1f}% → {100 * a.asked:.1f}%)"
+        )
+
+
+def worse_sets(sets: Mapping[str, Sequence[Case]], current: LadderChoice, retuned: LadderChoice) -> list[Worse]:
+    """The guard sets on which ``retuned`` costs more per question than ``current`` (each set's own cases)."""
+    found = []
+    for name, cases in sets.items():
+        if not cases:
+            continue
+        before, after = current.outcome(cases), retuned.outcome(cases)
+        if round(after.cost, 6) > round(before.cost, 6):
+            found.append(Worse(name, before, after))
+    return found
+
+
+def _off(value: float | None) -> str:
+    return "off" if value is None else f"{value:g}"
+
+
+def _weights(weights: AgreementWeights) -> str:
+    return ", ".join(f"{name} {value:g}" for name, value in weights.model_dump().items())
 
 
 def pool(runs: Sequence[Sequence[Calibration]]) -> list[Calibration]:

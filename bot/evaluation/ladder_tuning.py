@@ -1,26 +1,44 @@
-"""Choosing the clarify margin, the confirm band and the ladder's answer threshold from labelled questions.
+"""Choosing the clarify margin, the confirm band, the ladder's answer threshold and the agreement weights from
+labelled questions.
 
 Each question's ranked hits are replayed through the two middle rungs exactly as bot/chat/steps/knowledge.py
 runs them: two passing candidates within the margin of the top one → clarify, offering the passing candidates
-up to ``MAX_OPTIONS`` (resolved when a gold entry is among them); nothing passes but the top hit is within the
-band below the threshold → confirm (resolved when it is gold); otherwise answer the top passing hit or fall back. The pair chosen has the lowest cost (a wrong answer
-1, an answerable question that falls back ``MISS_COST``, a question asked back ``ASK_COST``, or ``BLIND_ASK_COST``
-when no gold entry is among its options) among those that ask back at most ``MAX_ASKED`` of the questions; either
-rung may come out off (None). The answer threshold may rise above the best-F1 one by up to ``MAX_RAISE``: with
-"did you mean" options and a confirmation below it, answering less often costs less than answering wrong.
+up to ``MAX_OPTIONS`` (resolved when a gold entry is among them); nothing passes but candidates are within the
+band below the threshold → confirm, offering those candidates up to ``MAX_OPTIONS`` ("您是想问「X」吗？" for one,
+"我不太确定，您是想问：" for several; resolved when a gold entry is among them); otherwise answer the top passing hit
+or fall back. The triple chosen has the lowest cost (a wrong answer 1, an answerable question that falls back
+``MISS_COST``, or ``OFFERED_COST`` when its entry is among the fallback's "did you mean", a question asked back
+``ASK_COST``, or ``BLIND_ASK_COST`` when no gold entry is among its options) among those that ask back at most
+``MAX_ASKED`` of the questions; either rung may come out off (None). The answer threshold may rise above the
+best-F1 one by up to ``MAX_RAISE``: with "did you mean" options and a confirmation below it, answering less often
+costs less than answering wrong.
+
+A fallback whose best candidate is within the ``unsure`` band below the threshold words its "did you mean" as
+"我不太确定，您是想问：" instead of "nothing found": :func:`tune_unsure` picks the widest band in which those options
+hold a gold entry for at least ``UNSURE_TRUE`` of the answerable questions (the wording changes no decision).
+
+A case that keeps each hit's agreement signals (bot/search/agreement.py) can be replayed with other agreement
+weights (:func:`rescored`); :func:`tune_weights` chooses them with the rest, one weight at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+
+from bot.config.retrieval import AgreementWeights
+from bot.search.agreement import adjusted
 
 ASK_COST = 0.35  # a question asked back costs the user a click: about a third of a wrong answer
 BLIND_ASK_COST = 0.6  # asked back with no right option: a click, then still no answer
 MISS_COST = 0.5  # an answerable question that gets the fallback with no right "did you mean"
-OFFERED_COST = ASK_COST  # ... with its entry among the fallback's "did you mean" (a click, as for a clarify option)
+# ... with its entry among the fallback's "did you mean": a click, under a reply that says nothing was found (real
+# visitors read that and leave: the right entry first in the list below "抱歉，知识库中没有找到" was the complaint)
+OFFERED_COST = 0.45
 SUGGESTED = 3  # the fallback's "did you mean" entries: the closest ones (fallback.last_resort.suggestions)
-MAX_ASKED = 0.25  # clarify + confirm on at most a quarter of messages
+MAX_ASKED = 0.15  # clarify + confirm on at most this share of messages (the goal on real visitors' messages)
 MAX_OPTIONS = 3
 MAX_RAISE = 15  # hundredths the answer threshold may rise above the best-F1 (or configured) threshold
 MARGINS: tuple[float | None, ...] = (None, *(round(0.005 * k, 3) for k in range(0, 21)))  # off, 0 … 0.10
@@ -29,10 +47,25 @@ BANDS: tuple[float | None, ...] = (None, *(round(0.01 * k, 2) for k in range(1, 
 
 @dataclass(frozen=True)
 class Case:
-    """One labelled question: its hits as (entry id, relevance), best first, and its gold ids (empty: none)."""
+    """One labelled question: its hits as (entry id, relevance), best first, and its gold ids (empty: none); with
+    ``signals`` (one mapping per hit, holding ``base`` and the agreement signals) it replays other weights."""
 
     hits: tuple[tuple[str, float], ...]
     gold: frozenset[str]
+    signals: tuple[Mapping[str, float], ...] = ()
+
+
+def rescored(case: Case, weights: AgreementWeights) -> Case:
+    """``case`` with each hit's relevance recomputed from its base relevance and agreement signals under
+    ``weights``, ranked again (hits without signals keep theirs)."""
+    if not case.signals:
+        return case
+    scored = [
+        (entry_id, adjusted(signals["base"], signals, weights) if "base" in signals else relevance, signals)
+        for (entry_id, relevance), signals in zip(case.hits, case.signals)
+    ]
+    scored.sort(key=lambda h: -h[1])  # stable: the retrieval order among equals
+    return Case(tuple((i, r) for i, r, _ in scored), case.gold, tuple(s for *_, s in scored))
 
 
 @dataclass(frozen=True)
@@ -79,42 +112,137 @@ class LadderOutcome:
         )
 
 
+class _Table:
+    """Cases as arrays, for replaying thousands of threshold triples fast: each case's relevances best first
+    (distinct entries, padded with -inf) and which of them are gold."""
+
+    def __init__(self, cases: Sequence[Case]):
+        width = max((len(c.hits) for c in cases), default=0) or 1
+        self.relevance = np.full((len(cases), width), -np.inf)
+        self.gold = np.zeros((len(cases), width), dtype=bool)
+        for row, case in enumerate(cases):
+            hits = sorted(dict(reversed(case.hits)).items(), key=lambda h: -h[1])  # one per entry, its best
+            for col, (entry_id, relevance) in enumerate(hits):
+                self.relevance[row, col] = relevance
+                self.gold[row, col] = entry_id in case.gold
+        self.answerable = np.array([bool(c.gold) for c in cases], dtype=bool)
+        width = self.relevance.shape[1]
+        # any gold among the first k candidates, for k = 0 .. width
+        self.gold_within = np.concatenate(
+            [np.zeros((len(cases), 1), dtype=bool), np.logical_or.accumulate(self.gold, axis=1)], axis=1
+        )
+        self.top = self.relevance[:, 0]
+        self.offered_fallback = self.gold_within[:, min(SUGGESTED, width)]
+        self.total = len(cases)
+
+    def outcome(self, answer: float, margin: float | None, band: float | None) -> LadderOutcome:
+        """The rungs' decisions with these thresholds (None: that rung off)."""
+        rows = np.arange(self.total)
+        passed = (self.relevance >= answer).sum(axis=1)
+        answering = passed > 0
+        close = (
+            (self.relevance >= np.maximum(answer, self.top - margin)[:, None]).sum(axis=1) if margin is not None else 0
+        )
+        clarify = answering & (close >= 2)
+        options = self.gold_within[rows, np.minimum(passed, MAX_OPTIONS)]
+        direct = answering & ~clarify
+        right_answers = direct & self.gold[:, 0]
+        if band is not None:
+            near = (self.relevance >= answer - band).sum(axis=1)
+            confirm = ~answering & (near > 0)
+            near_options = self.gold_within[rows, np.minimum(near, MAX_OPTIONS)]
+        else:
+            confirm = np.zeros(self.total, dtype=bool)
+            near_options = confirm
+        fallback = ~answering & ~confirm
+        return LadderOutcome(
+            answer,
+            margin,
+            band,
+            right=int(right_answers.sum() + (fallback & ~self.answerable).sum()),
+            wrong=int((direct & ~self.gold[:, 0]).sum()),
+            clarified=int(clarify.sum()),
+            confirmed=int(confirm.sum()),
+            resolved=int((clarify & options).sum() + (confirm & near_options).sum()),
+            total=self.total,
+            missed=int((fallback & self.answerable & ~self.offered_fallback).sum()),
+            offered=int((fallback & self.answerable & self.offered_fallback).sum()),
+        )
+
+
 def replay(cases: Sequence[Case], answer: float, margin: float | None, band: float | None) -> LadderOutcome:
     """The rungs' decisions on ``cases`` with these thresholds (None: that rung off)."""
-    right = wrong = clarified = confirmed = resolved = missed = offered = 0
-    for case in cases:
-        passed = [(i, r) for i, r in case.hits if r >= answer]
-        if passed:
-            top = passed[0][1]
-            close = list(dict.fromkeys(i for i, r in passed if margin is not None and top - r <= margin))
-            if len(close) >= 2:  # asked: the options are the passing candidates, up to MAX_OPTIONS
-                clarified += 1
-                resolved += bool(case.gold & set(list(dict.fromkeys(i for i, _ in passed))[:MAX_OPTIONS]))
-            elif passed[0][0] in case.gold:
-                right += 1
-            else:
-                wrong += 1
-        elif case.hits and band is not None and case.hits[0][1] >= answer - band:
-            confirmed += 1
-            resolved += case.hits[0][0] in case.gold
-        elif not case.gold:
-            right += 1
-        elif case.gold & {i for i, _ in case.hits[:SUGGESTED]}:
-            offered += 1
-        else:
-            missed += 1
-    return LadderOutcome(
-        answer, margin, band, right, wrong, clarified, confirmed, resolved, len(cases), missed, offered
-    )
+    return _Table(cases).outcome(answer, margin, band)
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:
     """The (answer threshold ≥ ``answer``, margin, band) with the lowest cost that asks back at most
     ``MAX_ASKED`` of the questions."""
     answers = [round(answer + k / 100, 3) for k in range(MAX_RAISE + 1)]
-    outcomes = [replay(cases, a, m, b) for a in answers for m in MARGINS for b in BANDS]
-    allowed = [o for o in outcomes if o.asked <= MAX_ASKED] or [replay(cases, answer, None, None)]
+    table = _Table(cases)
+    outcomes = [table.outcome(a, m, b) for a in answers for m in MARGINS for b in BANDS]
+    allowed = [o for o in outcomes if o.asked <= MAX_ASKED] or [table.outcome(answer, None, None)]
     return min(allowed, key=lambda o: (round(o.cost, 6), o.answer, (o.margin or 0.0) + (o.band or 0.0)))
+
+
+# The values :func:`tune_weights` tries for each agreement weight (the shipped ones were chosen among them).
+WEIGHT_STEPS: dict[str, tuple[float, ...]] = {
+    "conflict": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
+    "other": (0.0, 0.03, 0.06, 0.1, 0.15),
+    "added": (0.0, 0.02, 0.05, 0.1),
+    "missing": (0.0, 0.02, 0.05),
+    "backward": (0.0, 0.03, 0.06, 0.1, 0.2, 0.3),
+    "forward": (0.0, 0.03, 0.06, 0.1),
+}
+ROUNDS = 2
+
+
+def tune_weights(
+    cases: Sequence[Case], answer: float, start: AgreementWeights | None = None
+) -> tuple[AgreementWeights, LadderOutcome]:
+    """The agreement weights and ladder (:func:`tune` from ``answer``) with the lowest cost on ``cases``: from
+    ``start`` (default all 0), each weight in turn set to the step of ``WEIGHT_STEPS`` that lowers the cost most,
+    for ``ROUNDS`` rounds; a tie keeps the smaller weight."""
+    weights = start or AgreementWeights()
+
+    def outcome(w: AgreementWeights) -> LadderOutcome:
+        return tune([rescored(c, w) for c in cases], answer)
+
+    best = outcome(weights)
+    for _ in range(ROUNDS):
+        for name, steps in WEIGHT_STEPS.items():
+            for value in steps:
+                trial = weights.model_copy(update={name: value})
+                if trial == weights:
+                    continue
+                found = outcome(trial)
+                if round(found.cost, 6) < round(best.cost, 6) or (
+                    round(found.cost, 6) == round(best.cost, 6) and value < getattr(weights, name)
+                ):
+                    weights, best = trial, found
+    return weights, best
+
+
+UNSURE_TRUE = 0.5  # "我不太确定，您是想问：" must offer a right entry at least this often on answerable questions
+UNSURE_BANDS = tuple(round(0.01 * k, 2) for k in range(1, 16))
+
+
+def tune_unsure(cases: Sequence[Case], outcome: LadderOutcome) -> float | None:
+    """The widest band below ``outcome``'s answer threshold (0.01 … 0.15) in which at least ``UNSURE_TRUE`` of the
+    fallbacks of ``cases`` (answerable or not) offer a gold entry among their ``SUGGESTED`` "did you mean"; None
+    when no band does."""
+    table = _Table(cases)
+    passed = (table.relevance >= outcome.answer).sum(axis=1) > 0
+    near_miss = (table.relevance >= outcome.answer - outcome.band).sum(axis=1) > 0 if outcome.band else 0
+    fallback = ~passed & ~near_miss
+    chosen = None
+    for band in UNSURE_BANDS:
+        unsure = fallback & (table.top >= outcome.answer - band)
+        asked = unsure.sum()
+        right = (unsure & table.answerable & table.offered_fallback).sum()
+        if asked and right >= UNSURE_TRUE * asked:
+            chosen = band
+    return chosen
 
 
 def _off(value: float | None) -> str:

@@ -25,6 +25,7 @@ class Outcome:
     passed: bool
     ms: float
     relevances: tuple[float, ...] = ()  # of ``ranked``, in the same order
+    signals: tuple[dict[str, float], ...] = ()  # of ``ranked``: each hit's signals (agreement replays from them)
 
     @property
     def rank(self) -> int | None:
@@ -92,5 +93,6 @@ def run_questions(retrieve: Retrieve, questions: Sequence[EvalQuestion], system:
         ms = (time.perf_counter() - start) * 1000
         best = max((h.relevance for h in hits), default=0.0)
         ranked, relevances = [h.entry.id for h in hits], tuple(h.relevance for h in hits)
-        run.outcomes.append(Outcome(q, ranked, best, bool(passed), ms, relevances))
+        signals = tuple(dict(h.signals) for h in hits)
+        run.outcomes.append(Outcome(q, ranked, best, bool(passed), ms, relevances, signals))
     return run

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.config.retrieval import AgreementWeights
 from bot.config.settings import Settings
 from bot.errors import ConfigError, SearchBackendError
+from bot.search.agreeing import AgreeingSearcher
 from bot.search.aliases import AliasMiner
 from bot.search.base import ModeSearcher, Searcher
 from bot.search.relevance import SparseSearcher
@@ -184,7 +186,7 @@ def searcher_factories(
         from bot.search.hybrid import HybridSearcher
 
         h = settings.retrieval.hybrid
-        dense_searcher = factories["dense"]()
+        dense_searcher = built_dense()
         assert isinstance(dense_searcher, DenseRetriever)  # built by dense()
         weight = h.sparse_weight.get(settings.retrieval.dense.encoder)
         if weight is None:
@@ -192,15 +194,24 @@ def searcher_factories(
                 f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
                 'encoder; add one (docs/retrieval-and-decision.md "Scores and thresholds")'
             )
-        sparse_searcher = factories["sparse"]()
-        assert isinstance(sparse_searcher, SparseSearcher)  # built by sparse()
-        return HybridSearcher(sparse_searcher, dense_searcher, weight, h.candidates)
+        fused = HybridSearcher(built_sparse(), dense_searcher, weight, h.candidates, h.language_aware)
+        return agreeing(fused, built_sparse())
+
+    def agreeing(searcher: ModeSearcher, sparse_searcher: SparseSearcher) -> AgreeingSearcher:
+        """``searcher`` re-scored by agreement with its system's weights (``retrieval.agreement``; none: all 0, and
+        the hits still carry the signals, which ``calibrate`` replays other weights from)."""
+        weights = settings.retrieval.agreement.get(searcher.system, AgreementWeights())
+        return AgreeingSearcher(searcher, sparse_searcher, weights)
 
     # Memoised so the hybrid mode wraps the very instances the sparse and dense modes use (one index each).
     built: dict[str, Searcher] = {}
 
-    def once(name: str, build: Callable[[], Searcher]) -> Callable[[], Searcher]:
-        return lambda: built[name] if name in built else built.setdefault(name, build())
+    def built_sparse() -> SparseSearcher:
+        found = built["sparse"] if "sparse" in built else built.setdefault("sparse", sparse())
+        assert isinstance(found, SparseSearcher)  # built by sparse()
+        return found
 
-    factories = {"sparse": once("sparse", sparse), "dense": once("dense", dense), "hybrid": hybrid}
-    return factories
+    def built_dense() -> Searcher:
+        return built["dense"] if "dense" in built else built.setdefault("dense", dense())
+
+    return {"sparse": lambda: agreeing(built_sparse(), built_sparse()), "dense": built_dense, "hybrid": hybrid}

@@ -8,12 +8,19 @@ Each side proposes its best ``candidates`` entries; every entry of the union is 
 ranks the hits and is what the threshold compares. An entry that only one side likes therefore needs a high
 score there to pass: a loose dense match no longer answers on its own, as it did when a hit passed on either
 side's threshold, and there is no rank-fusion score without a meaning to put a threshold on.
+
+Words cannot match across languages: between a message and an entry whose question is written in another
+language (an English question, a Chinese entry), coverage says nothing and only pulls the ranking towards entries
+sharing a stray Latin word. With ``language_aware`` such a pair is scored by the multilingual dense side alone
+(relevance = dense relevance, signal ``cross_language``); each entry's relevance still depends on the message and
+that entry only, so a filtered search ranks as the unfiltered one.
 """
 
 from __future__ import annotations
 
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Composite, DenseRetriever, Hit, Searcher
+from bot.search.language import language_of
 from bot.search.relevance import SparseSearcher
 
 
@@ -23,12 +30,20 @@ class HybridSearcher(Composite):
 
     name = "hybrid"
 
-    def __init__(self, sparse: SparseSearcher, dense: DenseRetriever, sparse_weight: float, candidates: int):
+    def __init__(
+        self,
+        sparse: SparseSearcher,
+        dense: DenseRetriever,
+        sparse_weight: float,
+        candidates: int,
+        language_aware: bool = True,
+    ):
         if not isinstance(dense, Searcher):  # the dense half keeps its own index too: a leaf the index syncs
             raise TypeError(f"the dense half of a hybrid must be a Searcher, not {type(dense).__name__}")
         self.sparse, self.dense, self._dense_index = sparse, dense, dense
         self.sparse_weight = sparse_weight
         self.candidates = candidates
+        self.language_aware = language_aware
         self.system = f"hybrid-{dense.encoder.name}"
 
     def _parts(self) -> list[tuple[str, Searcher]]:
@@ -52,6 +67,7 @@ class HybridSearcher(Composite):
         vector = self.dense.query_vector(query) if only_sparse else None
         cosines = self.dense.similarities(vector, only_sparse) if vector is not None else {}
         coverages = dict(zip((e.id for e in only_dense), self.sparse.relevances(query, only_dense)))
+        asked = language_of(query) if self.language_aware else None
         hits = []
         for entry_id, entry in entries.items():
             sparse = sparse_hits.get(entry_id)
@@ -61,8 +77,12 @@ class HybridSearcher(Composite):
                 self.dense.hit(entry, cosines[entry_id]) if entry_id in cosines else None
             )
             dense_relevance = dense.relevance if dense else 0.0
-            relevance = self.sparse_weight * coverage + (1.0 - self.sparse_weight) * dense_relevance
+            across = asked is not None and language_of(entry.query) not in (asked, None)
+            weight = 0.0 if across else self.sparse_weight
+            relevance = weight * coverage + (1.0 - weight) * dense_relevance
             signals = {**(sparse.signals if sparse else {"coverage": coverage}), **(dense.signals if dense else {})}
+            if across:
+                signals["cross_language"] = 1.0
             # the alternative question that matched: the dense side's (it compares vectors of each), else the sparse's
             matched = dense.matched_question if dense else sparse.matched_question if sparse else ""
             hits.append(Hit(entry, relevance, relevance, self.name, signals, matched_question=matched))

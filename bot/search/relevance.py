@@ -22,6 +22,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from bot.knowledge.entries import Entry
+from bot.search.agreement import Agreement, SpecificsCache, agree_specifics, specifics
 from bot.search.base import Hit, Searcher
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
@@ -121,6 +122,16 @@ class EntryWords:
         """The words of each of ``entry.phrasings`` (its query, then each alternative question)."""
         return self._cached(entry, "phrasings", entry.phrasings)
 
+    def keywords(self, entry: Entry) -> frozenset[str]:
+        """The words of ``entry``'s metadata keywords."""
+        return self._cached(entry, "metadata", [" ".join(entry.metadata)])[0]
+
+
+def backward(phrasing: AbstractSet[str], said: AbstractSet[str], stats: TermStats) -> float:
+    """The share of a phrasing's IDF mass found among the message's terms ``said`` (1 for a word-less phrasing)."""
+    total = sum(stats.idf(w) for w in phrasing)
+    return sum(stats.idf(w) for w in phrasing if w in said) / total if total > 0 else 1.0
+
 
 class SparseSearcher(Searcher):
     """A BM25 searcher whose hits carry coverage as their relevance; subclasses supply the word statistics."""
@@ -147,17 +158,41 @@ class SparseSearcher(Searcher):
 
     def entry_words(self, entry: Entry) -> frozenset[str]:
         """The words of an entry (cached by content)."""
+        return self._words()(entry)
+
+    def _words(self) -> EntryWords:
         if not hasattr(self, "_entry_words"):
             self._entry_words = EntryWords(self.tokenizer)
-        return self._entry_words(entry)
+        return self._entry_words
+
+    def agreements(self, question: str, entries: Sequence[Entry]) -> list[Agreement]:
+        """How well ``question`` and each entry's questions agree, both ways (bot/search/agreement.py)."""
+        if not entries:
+            return []
+        if not hasattr(self, "_specifics"):
+            self._specifics = SpecificsCache()
+        units = self.question_units(question)
+        said_terms = set(unit_terms(units))
+        said = specifics(question)
+        words = self._words()
+        phrasings = [words.phrasings(e) for e in entries]
+        stats = self.term_stats([*said_terms, *{w for ps in phrasings for p in ps for w in p}])
+        out = []
+        for entry, entry_phrasings in zip(entries, phrasings):
+            keywords = words.keywords(entry)
+            pairs = [(coverage(units, p | keywords, stats), backward(p, said_terms, stats)) for p in entry_phrasings]
+            forward, back = max(pairs, key=lambda fb: (fb[0] + fb[1], fb[0])) if pairs else (0.0, 0.0)
+            labelled, mentioned = self._specifics(
+                entry.content_hash, [*entry.phrasings, *entry.metadata], f"{entry.document}"
+            )
+            out.append(Agreement(forward, back, *agree_specifics(said, labelled, mentioned)))
+        return out
 
     def matched_question(self, words: Sequence[Unit], entry: Entry, stats: TermStats) -> str:
         """The alternative question of ``entry`` that covers more of ``words`` than its query does, else ""."""
         if not entry.questions:
             return ""
-        if not hasattr(self, "_entry_words"):
-            self._entry_words = EntryWords(self.tokenizer)
-        scores = [coverage(words, w, stats) for w in self._entry_words.phrasings(entry)]
+        scores = [coverage(words, w, stats) for w in self._words().phrasings(entry)]
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return entry.phrasings[best] if best and scores[best] > scores[0] else ""
 

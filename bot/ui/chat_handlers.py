@@ -54,7 +54,7 @@ def reply_message(answer: Answer) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": safe_markdown(answer.text)}
     if not answer.finished:
         return message
-    if answer.decision is Decision.CONFIRM:
+    if answer.decision is Decision.CONFIRM and len(answer.options) == 1:
         message["options"] = list(CONFIRM_BUTTONS)
     elif answer.options:
         message["options"] = [{"value": o.question, "label": o.question} for o in answer.options]

@@ -51,7 +51,15 @@ def test_answer_carries_sources_strategy_mode_and_thresholds(sparse_url):
     assert "仅检索模式" in choice.message.content and "knowledge 文件夹" in choice.message.content
     extra = completion.kbbot
     assert extra["mode"] == "sparse" and extra["strategy"] == "direct" and not extra["llm_used"]
-    assert extra["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": None, "confirm": None}
+    assert extra["thresholds"] == {
+        "system": "sparse",
+        "answer": 0.5,
+        "direct": None,
+        "clarify": None,
+        "confirm": None,
+        "unsure": None,
+        "stand_in": None,
+    }
     assert extra["decision"] == "answer" and extra["options"] == []
     best = extra["sources"][0]
     assert best["id"] == "faq:add" and best["query"] == "怎么添加知识？" and best["searcher"] == "tantivy"

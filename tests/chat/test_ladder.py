@@ -14,7 +14,8 @@ from bot.handoff.channels import configured_channels
 from bot.handoff.outbox import Outbox
 from bot.handoff.tickets import Conversation, Reason
 from bot.messages import Message, said
-from bot.texts import HANDOFF_OFFER, REPHRASE_REPLY
+from bot.texts import HANDOFF_OFFER, REPHRASE_REPLY, UNSURE_HEAD
+from bot.ui.chat_handlers import reply_message
 from tests.support.knowledge import with_thresholds, write_knowledge
 from tests.support.webhook import Hook
 
@@ -127,6 +128,49 @@ def test_a_near_miss_is_confirmed_yes_answers_and_no_asks_to_rephrase(ladder_set
     offered = build_bot(ladder_settings).answer("不是", past)
     assert offered.strategy is Strategy.REPHRASE and offered.handoff == OFFERED
     assert offered.text.endswith(HANDOFF_OFFER)
+
+
+def test_several_near_misses_are_offered_as_not_sure_which_and_a_number_picks_one(ladder_settings):
+    hits, _ = build_bot(ladder_settings).retrieve("学校的校歌")
+    songs = [h for h in hits if h.entry.id in ("faq:anthem", "faq:second")]
+    assert len(songs) == 2
+    # both songs fall just short of the answer threshold, inside the confirm band
+    cut = max(h.relevance for h in songs) + 0.01
+    band = cut - min(h.relevance for h in songs) + 0.01
+    ladder_settings = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=cut, confirm=band))
+    bot = build_bot(ladder_settings)
+    asked = bot.answer("学校的校歌")
+    assert asked.decision is Decision.CONFIRM and {o.id for o in asked.options} == {"faq:anthem", "faq:second"}
+    assert asked.text.startswith(UNSURE_HEAD) and "没有找到" not in asked.text
+    offer = read_offer(asked.text)
+    assert offer is not None and offer.kind == "clarify" and len(offer.questions) == 2
+    picked = bot.answer("2", history(("学校的校歌", asked.text)))
+    assert picked.strategy is Strategy.CHOSEN and picked.hits[0].entry.id == asked.options[1].id
+    # the page shows the options as buttons, not yes / no
+    assert [o["value"] for o in reply_message(asked)["options"]] == [o.question for o in asked.options]
+
+
+def test_a_fallback_just_short_of_the_cut_is_unsure_and_a_far_one_found_nothing(ladder_settings):
+    hits, _ = build_bot(ladder_settings).retrieve("学校的校歌")
+    cut = hits[0].relevance + 0.04
+    near = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=cut, unsure=0.05))
+    unsure = build_bot(near).answer("学校的校歌")
+    assert unsure.decision is Decision.FALLBACK and unsure.strategy is Strategy.LAST_RESORT
+    assert unsure.text.startswith(UNSURE_HEAD) and ladder_settings.fallback.last_resort.reply not in unsure.text
+    assert {o.id for o in unsure.options} == {"faq:anthem", "faq:second"}
+    picked = build_bot(near).answer("1", history(("学校的校歌", unsure.text)))
+    assert picked.strategy is Strategy.CHOSEN and picked.hits[0].entry.id == unsure.options[0].id
+    # one candidate near the cut: asked as a confirmation, "是" picks it
+    library, _ = build_bot(ladder_settings).retrieve("图书馆周末几点关门")
+    one = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=library[0].relevance + 0.04, unsure=0.05))
+    asked = build_bot(one).answer("图书馆周末几点关门")
+    assert asked.decision is Decision.FALLBACK and asked.text.startswith("您是想问「图书馆开放时间」吗？")
+    yes = build_bot(one).answer("是", history(("图书馆周末几点关门", asked.text)))
+    assert yes.strategy is Strategy.CHOSEN and yes.hits[0].entry.id == "faq:library"
+    far = with_thresholds(ladder_settings, "sparse", CutoffSettings(answer=cut + 0.2, unsure=0.05))
+    nothing = build_bot(far).answer("学校的校歌")
+    assert nothing.text.startswith(ladder_settings.fallback.last_resort.reply.strip()[:10])
+    assert UNSURE_HEAD not in nothing.text and "您是不是想问" in nothing.text
 
 
 def test_a_reply_that_is_a_new_question_goes_down_the_ladder(ladder_settings):

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from bot.chat.answer import Strategy
-from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage, language_of
+from bot.chat.language import LANGUAGE_TIP, KnowledgeLanguage
 from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry
+from bot.search.language import language_of
 from tests.support.knowledge import with_cutoffs
 
 pytestmark = pytest.mark.unit

@@ -29,7 +29,16 @@ def test_ask_json_names_strategy_and_hits(config_file):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["strategy"] == "direct" and out["llm_used"] is False
-    assert out["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": None, "confirm": None}
+    assert out["thresholds"] == {
+        "system": "sparse",
+        "answer": 0.5,
+        "direct": None,
+        # what the file leaves out of the block keeps its shipped value
+        "clarify": 0.0,
+        "confirm": None,
+        "unsure": 0.15,
+        "stand_in": 0.2,
+    }
     assert out["decision"] == "answer" and out["options"] == []
     best = out["hits"][0]
     assert best["id"] == "faq:add" and best["relevance"] >= 0.5 and best["searcher"] == "tantivy"

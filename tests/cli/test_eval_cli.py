@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from bot.cli.main import main
+from bot.config.retrieval import AgreementWeights
 from bot.config.settings import load_settings
 from bot.config.yaml_edit import YamlEditError, put_scalar, set_scalar
 from bot.evaluation import (
@@ -98,8 +99,10 @@ def config(tmp_path, kb, monkeypatch, jieba_cache):
         (("retrieval", "thresholds", "sparse", "answer"), 0.5),
         (("retrieval", "thresholds", "sparse", "clarify"), None),
         (("retrieval", "thresholds", "sparse", "confirm"), None),
+        (("retrieval", "thresholds", "sparse", "unsure"), None),
         (("retrieval", "thresholds", "dense-e5", "answer"), 0.87),
         (("retrieval", "thresholds", "hybrid-e5", "answer"), 0.81),
+        *((("retrieval", "agreement", "sparse", name), 0.0) for name in AgreementWeights.model_fields),
     ]:
         text = put_scalar(text, keys, value)  # config.yaml leaves most keys to their defaults: added where absent
     path = tmp_path / "config.yaml"
@@ -166,7 +169,15 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
     assert r["recall"] == {"1": 0.8, "3": 0.8, "5": 0.8} and r["mrr"] == pytest.approx(0.8)
     assert r["pass_rate"] == 1.0
     # the fixture pins the answer threshold; the clarify margin is config.yaml's
-    assert r["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": None, "clarify": None, "confirm": None}
+    assert r["thresholds"] == {
+        "system": "sparse",
+        "answer": 0.5,
+        "direct": None,
+        "clarify": None,
+        "confirm": None,
+        "unsure": None,
+        "stand_in": 0.2,
+    }
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
     assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
 
@@ -199,8 +210,12 @@ def test_eval_modes_side_by_side(config, questions, capsys):
     _, dense, hybrid = doc["modes"]
     assert [m["mode"] for m in doc["modes"]] == ["sparse", "dense", "hybrid"]
     assert [m["thresholds"] for m in doc["modes"]] == [
-        {"system": s, "answer": a, "direct": None, "clarify": c, "confirm": None}
-        for s, a, c in [("sparse", 0.5, None), ("dense-e5", 0.87, None), ("hybrid-e5", 0.81, 0.005)]
+        {"system": s, "answer": a, "direct": None, "clarify": c, "confirm": None, "unsure": u, "stand_in": m}
+        for s, a, c, u, m in [
+            ("sparse", 0.5, None, None, 0.2),
+            ("dense-e5", 0.87, None, None, 0.1),
+            ("hybrid-e5", 0.81, 0.005, 0.01, 0.06),
+        ]
     ]
     for m in (dense, hybrid):
         # The 8 questions that are an entry's own query find it first in every mode; the other 2 cannot.
@@ -352,8 +367,9 @@ def test_calibrate_write_changes_exactly_the_threshold_line(config, tmp_path):
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert len(before.splitlines()) == len(after.splitlines())
     assert changed[0] == ("      answer: 0.99", f"      answer: {chosen}") and float(chosen) < 0.99
-    # the rest: only sparse's clarify margin and confirm band, the two lines below its direct
-    assert all(a.startswith(("      clarify: ", "      confirm: ")) for a, _ in changed[1:]) and len(changed) <= 3
+    # the rest: only sparse's clarify margin, confirm band and unsure band, the lines below its direct
+    assert all(a.startswith(("      clarify: ", "      confirm: ", "      unsure: ")) for a, _ in changed[1:])
+    assert len(changed) <= 4
     assert "answer: 0.87" in after and "answer: 0.81" in after  # dense and hybrid were not calibrated
     assert [line for line in before.splitlines() if line.lstrip().startswith("#")] == [
         line for line in after.splitlines() if line.lstrip().startswith("#")
@@ -395,7 +411,8 @@ def test_calibrate_write_with_unanswerable_questions_changes_only_the_ladder_num
     remaining = iter(after)
     assert all(line in remaining for line in before)  # a subsequence: nothing removed or reordered
     new = [line for line in after if line not in before]
-    assert after[after.index("retrieval:") + 1] == "  thresholds:" and len(new) == 1 + 4 * len(results), new
+    # per system: its key, answer, clarify, confirm and unsure
+    assert after[after.index("retrieval:") + 1] == "  thresholds:" and len(new) == 1 + 5 * len(results), new
     written = load_settings(config).retrieval.thresholds
     for system, res in results.items():
         got = written[system]
@@ -439,3 +456,44 @@ def test_set_scalar_refuses_duplicates_and_non_scalars():
     for path in [("a",), ("a", "text"), ("a", "items")]:
         with pytest.raises(YamlEditError, match="scalar"):
             set_scalar(DOC, path, 1)
+
+
+PARAPHRASES = [
+    {"question": "图书馆几点开放", "gold_ids": ["library"]},
+    {"question": "食堂在哪", "gold_ids": ["canteen"]},
+    {"question": "停车怎么收费", "gold_ids": ["parking"]},
+    {"question": "校园卡怎么充值", "gold_ids": ["card"]},
+]
+
+
+def test_calibrate_refuses_a_retune_that_makes_a_test_set_worse_and_names_it(config, tmp_path):
+    # tuned on a file that calls the paraphrases unanswerable, the answer threshold climbs above them...
+    misled = answerable_rows() + [{**p, "gold_ids": [], "kind": "unanswerable"} for p in PARAPHRASES]
+    tuning = write_jsonl(tmp_path / "misled.jsonl", misled)
+    test = write_jsonl(tmp_path / "visitors.jsonl", PARAPHRASES)
+    before = config.read_text(encoding="utf-8")
+    r = run_cli("--config", str(config), "calibrate", "--questions", tuning, "--test", test, "--write")
+    # ... which the test set, where they are answerable, pays for: refused, named, nothing written
+    assert r.returncode == 1, r.stderr
+    assert f"refused (sparse): the retuned values make {test}: cost " in r.stderr
+    assert "right 75.0 → 0.0" in r.stderr and "nothing written" in r.stderr
+    assert config.read_text(encoding="utf-8") == before
+    # tuned on honest labels, the same guard holds and the values are written, the agreement weights too
+    honest = write_jsonl(tmp_path / "honest.jsonl", answerable_rows() + PARAPHRASES + NEGATIVES)
+    r = run_cli("--config", str(config), "calibrate", "--questions", honest, "--test", test, "--weights", "--write")
+    assert r.returncode == 0, r.stderr
+    assert "sparse: no guard set gets worse" in r.stderr and "\n  agreement forward " in r.stdout
+    assert "wrote retrieval.thresholds.sparse.answer" in r.stderr
+    chosen = r.stdout.split("agreement ")[1].splitlines()[0]  # "conflict 0, other 0, ..."
+    weights = {name: float(value) for name, value in (part.split() for part in chosen.split(", "))}
+    assert load_settings(config).retrieval.agreement["sparse"] == AgreementWeights(**weights)
+
+
+def test_calibrate_traffic_needs_the_conversation_log(config, tmp_path):
+    import yaml
+
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw.setdefault("log", {})["enabled"] = False
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    r = run_cli("--config", str(config), "calibrate", "--traffic")
+    assert r.returncode == 2 and "the conversation log is off" in r.stderr

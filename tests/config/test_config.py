@@ -158,4 +158,6 @@ def test_cutoffs_describe_and_serialise():
         "direct": 0.9,
         "clarify": None,
         "confirm": None,
+        "unsure": None,
+        "stand_in": None,
     }

@@ -11,7 +11,8 @@ import pytest
 from bot.chat.answer import Strategy
 from bot.cli.main import main
 from bot.config.settings import CutoffSettings
-from bot.conversations.suggestions import suggestions
+from bot.config.variants import replace
+from bot.conversations.suggestions import labelled_pairs, suggestions
 from bot.conversations.turn_log import TurnLog
 from bot.factory import build_bot, build_knowledge_base
 from tests.support.knowledge import with_thresholds, write_knowledge
@@ -74,6 +75,8 @@ def test_a_confirmation_and_a_clicked_did_you_mean_are_suggestions_too(traffic_s
     asked, yes = converse(kb, "a", "图书馆周末几点关门", "是的")
     assert asked.strategy is Strategy.CONFIRM and yes.strategy is Strategy.CHOSEN
     traffic_settings = with_thresholds(traffic_settings, "sparse", CutoffSettings(answer=0.99))
+    # a cut this high leaves every candidate out of reach: offer the closest whatever their relevance
+    traffic_settings = replace(traffic_settings, "fallback.last_resort.suggestions_reach", 0.0)
     kb = build_knowledge_base(traffic_settings)
     bot = kb.bot
     missed, clicked = converse(kb, "b", "第二首校歌叫什么名字", "中大的第二校歌是什么？")
@@ -84,6 +87,28 @@ def test_a_confirmation_and_a_clicked_did_you_mean_are_suggestions_too(traffic_s
         ("第二首校歌叫什么名字", "faq:second", ("did-you-mean",)),
     }
     assert clicked.hits[0].entry.id == "faq:second"
+
+
+def test_picks_confirmations_clicks_and_thumbs_up_are_labelled_pairs(traffic_settings):
+    hits, _ = build_bot(traffic_settings).retrieve("图书馆周末几点关门")
+    near = with_thresholds(traffic_settings, "sparse", CutoffSettings(answer=hits[0].relevance + 0.04, confirm=0.05))
+    converse(build_knowledge_base(near), "a", "图书馆周末几点关门", "是的")
+    kb = build_knowledge_base(traffic_settings)
+    bot = kb.bot
+    asked, _ = converse(kb, "b", "校歌是什么", "2")
+    (liked,) = converse(kb, "c", "食堂在哪儿")  # not in this knowledge: the library's question is answered below
+    (answered,) = converse(kb, "d", "图书馆开放时间")
+    assert answered.turn_id is not None and liked.turn_id is not None
+    log_of(kb).feedback(answered.turn_id, 1)  # 👍
+    log_of(kb).feedback(liked.turn_id, -1)  # 👎: no label
+    pairs = {(p.question, p.entry_id, p.via) for p in labelled_pairs(log_of(kb), bot.index.entries)}
+    assert pairs == {
+        ("图书馆周末几点关门", "faq:library", "confirm"),
+        ("校歌是什么", asked.options[1].id, "clarify"),
+        ("图书馆开放时间", "faq:library", "thumbs-up"),
+    }
+    log_of(kb).reject_suggestion("校歌是什么", asked.options[1].id)  # an admin said no: not a label either
+    assert len(labelled_pairs(log_of(kb), bot.index.entries)) == 2
 
 
 def test_accept_adds_the_phrasing_and_reject_is_for_good(traffic_settings, kb_dir):

@@ -62,7 +62,15 @@ def test_a_turn_is_stored_with_every_field(turn_log):
             "used": False,
         },
     ]
-    assert t["thresholds"] == {"system": "sparse", "answer": 0.5, "direct": 0.9, "clarify": None, "confirm": None}
+    assert t["thresholds"] == {
+        "system": "sparse",
+        "answer": 0.5,
+        "direct": 0.9,
+        "clarify": None,
+        "confirm": None,
+        "unsure": None,
+        "stand_in": None,
+    }
     assert t["timings"] == {"retrieve": 3.5, "llm": 120.0, "total": 130.25} and t["latency_ms"] == 130.25
     assert (t["llm"], t["llm_used"], t["answer"], t["notices"], t["finished"]) == (
         "local-test",

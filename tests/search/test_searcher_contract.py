@@ -126,8 +126,10 @@ def test_relevance_is_what_the_signals_say(searcher):
                 assert hit.relevance <= s["coverage"] + 1e-12
             elif isinstance(searcher, DenseScoring):  # weighted question and passage cosines (FAISS or the cluster)
                 assert hit.score == hit.relevance == pytest.approx(dense_relevance(s), abs=1e-6)
-            else:  # hybrid: both sides' signals for every hit, whichever side proposed it
-                expected = E5_SPARSE_WEIGHT * s["coverage"] + (1 - E5_SPARSE_WEIGHT) * dense_relevance(s)
+            else:  # hybrid: both sides' signals for every hit, whichever side proposed it (an entry in another
+                # language than the question: the dense side alone)
+                weight = 0.0 if s.get("cross_language") else E5_SPARSE_WEIGHT
+                expected = weight * s["coverage"] + (1 - weight) * dense_relevance(s)
                 assert hit.relevance == pytest.approx(expected, abs=1e-6), (question, hit)
 
 

@@ -131,16 +131,17 @@ def test_sparse_search_uses_the_groups_and_follows_edits_without_a_reindex(setti
     assert isinstance(leaf, SparseSearcher) and leaf.synonyms is not None
     leaf.synonyms.check_interval = 0
     hits = searcher.search("学费怎么退钱", 3)
-    assert hits[0].entry.id == "faq:refund" and hits[0].relevance == 1.0
-    before = {h.entry.id: h.relevance for h in searcher.search("中大校训", 3)}
+    # coverage counts a group as found when the entry has any of its words
+    assert hits[0].entry.id == "faq:refund" and hits[0].signals["coverage"] == 1.0
+    before = {h.entry.id: h.signals["coverage"] for h in searcher.search("中大校训", 3)}
     assert before.get("faq:motto", 0.0) < 0.6
     indexed = leaf.indexed_hashes()
     _write(path, "退款, 退钱\n中山大学, 中大, 中山大学校\n")
     after = searcher.search("中大校训", 3)
-    assert after[0].entry.id == "faq:motto" and after[0].relevance == 1.0
+    assert after[0].entry.id == "faq:motto" and after[0].signals["coverage"] == 1.0
     assert leaf.indexed_hashes() == indexed  # nothing was re-indexed
     _write(path, "中山大学, 中大\n")
-    assert searcher.search("学费怎么退钱", 3)[0].relevance < 1.0  # the removed group no longer applies
+    assert searcher.search("学费怎么退钱", 3)[0].signals["coverage"] < 1.0  # the removed group no longer applies
 
 
 def test_cli_search_with_the_configured_file_and_a_clear_error_for_a_bad_line(tmp_path, kb_dir):

@@ -33,7 +33,7 @@ def chat_fn_index(base: str) -> int:
 def chat_join_body(fn_index: int, session: str = "attacker01", history: list | None = None) -> tuple[bytes, bytes]:
     """(prefix, suffix) of a valid ``/gradio_api/queue/join`` body for the chat event: the message goes between."""
     rest = json.dumps({"fn_index": fn_index, "session_hash": session, "event_data": None})
-    suffix = '", ' + json.dumps(history or []) + ", null, {}, []], " + rest[1:]
+    suffix = '", ' + json.dumps(history or []) + ", null, {}, [], null], " + rest[1:]
     return b'{"data": ["', suffix.encode()
 
 

@@ -49,10 +49,20 @@ def write_knowledge(folder: Path, data: dict | list, name: str = "faq.json") -> 
 
 def with_cutoffs(settings: Settings, system: str, answer: float, direct: float | None = None) -> Settings:
     """A copy of ``settings`` with one retrieval system's answer and direct thresholds (relevance in [0, 1]), the
-    other cutoffs off."""
+    other cutoffs off, and that system's agreement off: the thresholds compare the relevance as retrieval gives it."""
     from bot.config.settings import CutoffSettings
 
-    return with_thresholds(settings, system, CutoffSettings(answer=answer, direct=direct))
+    return with_agreement(with_thresholds(settings, system, CutoffSettings(answer=answer, direct=direct)), system)
+
+
+def with_agreement(settings: Settings, system: str, **weights: float) -> Settings:
+    """A copy of ``settings`` with one retrieval system's agreement weights (none given: agreement off)."""
+    from bot.config.base import FrozenDict
+    from bot.config.retrieval import AgreementWeights
+    from bot.config.variants import replace
+
+    agreement = FrozenDict({**settings.retrieval.agreement, system: AgreementWeights(**weights)})
+    return replace(settings, "retrieval.agreement", agreement)
 
 
 def with_thresholds(settings: Settings, system: str, cutoffs: CutoffSettings) -> Settings:
@@ -96,12 +106,13 @@ def full_config() -> dict:
 
 def config_dict(tmp_path: Path, kb_dir: Path, sparse: float | None = 0.5) -> dict:
     """The repository's config.yaml as a dict (every default filled in), with knowledge and state in temp folders
-    and the sparse mode."""
+    and the sparse mode; a pinned ``sparse`` threshold compares relevance as retrieval gives it (agreement off)."""
     raw = full_config()
     raw["knowledge"]["path"], raw["state_dir"] = str(kb_dir), str(tmp_path / "state")
     raw["retrieval"]["mode"] = "sparse"
     if sparse is not None:
         raw["retrieval"]["thresholds"]["sparse"] = {"answer": sparse, "direct": None}
+        raw["retrieval"]["agreement"]["sparse"] = {name: 0.0 for name in raw["retrieval"]["agreement"]["sparse"]}
     return raw
 
 

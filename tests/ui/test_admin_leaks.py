@@ -28,7 +28,7 @@ def test_no_admin_data_in_config_or_in_any_event_without_the_admin_cookie(settin
     write_knowledge(kb_dir, {"p": {"query": "停车场怎么收费？", "document": "五元。"}}, "parking.json")
     base = serve_app()
     (kb_dir / "broken.json").write_text(BROKEN, encoding="utf-8")
-    call(base, "chat", "停车场怎么收费？", [], None, {})  # the next message finds the broken file
+    call(base, "chat", "停车场怎么收费？", [], None, {}, [], None)  # the next message finds the broken file
     config = httpx.get(base + "/config", timeout=30).text
     hidden = [*secrets_of(settings, kb_dir), "parking.json"]
     assert [s for s in hidden if s in config] == []

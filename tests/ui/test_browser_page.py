@@ -103,17 +103,18 @@ def test_clicking_a_suggestion_asks_that_entrys_question(browser, app_config):
     kb = Path(yaml.safe_load(app_config.read_text(encoding="utf-8"))["knowledge"]["path"])
     write_knowledge(
         kb,
-        {"x": {"query": "<img src=x onerror=alert(1)>资料放进来", "document": "脚本测试", "metadata": "脚本"}},
+        {"x": {"query": "<img src=x onerror=alert(1)>资料怎么添加", "document": "脚本测试", "metadata": "脚本"}},
         name="xss.json",
     )
     app = App(app_config, offline_env())
     try:
         page = open_page(browser, app.url)
-        ask(page, "我想把资料放进机器人")
+        # both entries are near (sparse 0.46 and 0.23), under the answer cut and within the suggestions' reach
+        ask(page, "我要添加资料")
         options = page.locator("#kb-chat button.option")
         options.first.wait_for(timeout=30000)
         labels = options.all_inner_texts()
-        assert "怎么添加知识？" in labels and "<img src=x onerror=alert(1)>资料放进来" in labels  # shown as text
+        assert "怎么添加知识？" in labels and "<img src=x onerror=alert(1)>资料怎么添加" in labels  # shown as text
         assert page.locator("#kb-chat img[src=x]").count() == 0
         shot(page, "chat-suggestions")
         options.get_by_text("怎么添加知识？", exact=True).click()

@@ -109,13 +109,15 @@ def test_a_body_under_the_cap_still_reaches_the_chat(settings, serve_app):
     base = serve_app(replace(settings, "limits.max_body_kb", 64))
     prefix, suffix = chat_join_body(chat_fn_index(base))
     assert post_streamed(base, "/gradio_api/queue/join", 60 * 1024, prefix, suffix).status == 200
-    assert "knowledge 文件夹" in call(base, "chat", "怎么添加知识？", [], None, {}, [])[0][-1]["content"][0]["text"]
+    assert (
+        "knowledge 文件夹" in call(base, "chat", "怎么添加知识？", [], None, {}, [], None)[0][-1]["content"][0]["text"]
+    )
 
 
 def test_a_long_chat_message_is_shown_and_sent_back_cut_to_what_the_bot_reads(settings, serve_app):
     settings = replace(settings, "limits.max_message_chars", 50)
     base = serve_app(settings)
-    history, textbox, sources, *_ = call(base, "chat", "怎么添加知识？" + "啊" * 100_000, [], None, {}, [])
+    history, textbox, sources, *_ = call(base, "chat", "怎么添加知识？" + "啊" * 100_000, [], None, {}, [], None)
     assert [len(m["content"][0]["text"]) for m in history[:1]] == [50] and textbox == ""
     assert "first 50 characters" in sources  # the bot still says it was cut
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from bot.chat.answer import Answer, Decision
-from bot.chat.offers import CLARIFY_HEAD, CLARIFY_TAIL, clarify_text, confirm_text, read_offer
+from bot.chat.offers import CLARIFY_HEAD, CLARIFY_TAIL, clarify_text, confirm_text, option_head, read_offer
 from bot.texts import CUT_SHORT as CUT
 from bot.texts import DID_YOU_MEAN, HANDOFF_OFFER_HINT, PICK_HINT, SOURCES_HEAD
 
@@ -53,7 +53,7 @@ def with_offer(answer: Answer) -> str:
 def render(answer: Answer, max_bytes: int, show_sources: bool = False) -> str:
     """The text message for ``answer``, at most ``max_bytes`` UTF-8 bytes."""
     text = with_offer(answer)
-    head, found, offered = text.partition(CLARIFY_HEAD)
+    head, found, offered = text.partition(option_head(text) or CLARIFY_HEAD)
     # the numbered lines stay exactly as the core will read them
     text = (plain(head) + "\n" if head.strip() else "") + found + offered if found else plain(text)
     notice = answer.notice

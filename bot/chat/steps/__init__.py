@@ -55,7 +55,7 @@ def build_steps(
         "chitchat": lambda: ChitChatStep(ladder.chitchat) if ladder.chitchat is not None else None,
         "clarify": lambda: ClarifyStep(ladder.max_options),
         "answer": lambda: AnswerStep(responder),
-        "confirm": lambda: ConfirmStep(),
+        "confirm": lambda: ConfirmStep(ladder.max_options),
         "translate": lambda: (
             TranslateStep(translator, research, responder, entries, language) if translator is not None else None
         ),

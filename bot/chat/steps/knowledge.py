@@ -12,6 +12,7 @@ from bot.chat.steps.base import Turn
 from bot.config.base import default_of
 from bot.config.ladder import LadderSettings
 from bot.search.base import Hit
+from bot.texts import UNSURE_HEAD
 
 
 def _asked_verbatim(question: str, hit: Hit) -> bool:
@@ -77,18 +78,31 @@ def answer_from(responder: Responder, turn: Turn, base: Answer) -> Iterator[Answ
 
 
 class ConfirmStep:
-    """Nothing passes but the top hit falls just short: "您是想问「X」吗？"."""
+    """Nothing passes but the best candidates fall just short (within the ``confirm`` band below the threshold):
+    not "nothing found" but unsure which is meant. One candidate: "您是想问「X」吗？"; several: "我不太确定，您是想问："
+    and their questions as numbered options, up to ``max_options``."""
 
     name = "confirm"
 
+    def __init__(self, max_options: int = default_of(LadderSettings, "max_options")):
+        self.max_options = max_options
+
     def run(self, turn: Turn) -> Iterator[Answer]:
-        """Ask whether the near miss is what was meant."""
+        """Ask whether the near miss (or which of the near misses) is what was meant."""
         found = turn.retrieved()
         if found.passed or not found.candidates or found.parts or turn.declined:
             return
-        top = found.candidates[0]
-        if not found.cutoffs.near_miss(top):
+        near: dict[str, Hit] = {}
+        for hit in found.candidates:
+            if found.cutoffs.near_miss(hit):
+                near.setdefault(" ".join(hit.entry.query.split()), hit)
+        if not near:
             return
-        option = Option(top.entry.id, " ".join(top.entry.query.split()))
-        answer = turn.replace(text=confirm_text(option.question), strategy=Strategy.CONFIRM, options=(option,))
+        options = tuple(Option(h.entry.id, q) for q, h in list(near.items())[: self.max_options])
+        text = (
+            confirm_text(options[0].question)
+            if len(options) == 1
+            else clarify_text([o.question for o in options], UNSURE_HEAD)
+        )
+        answer = turn.replace(text=text, strategy=Strategy.CONFIRM, options=options)
         yield finish(answer, turn.timings, turn.start)

