@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bot.knowledge.entries import Entry
+from bot.search.agreeing import AgreeingSearcher
 from bot.search.base import ModeSearcher, Searcher
 from bot.search.dense_scoring import DenseScoring
 from bot.search.encoders import Encoder
@@ -77,11 +78,23 @@ def staged_copy(live: ModeSearcher, folder: Path, questions: Mapping[str, np.nda
         return staged_copy(live.target, folder, questions)
     if isinstance(live, PassageSearcher):
         return PassageSearcher(staged_copy(live.inner, folder, questions), live.passages)
+    if isinstance(live, AgreeingSearcher):  # re-scored by agreement with the staged sparse index's statistics
+        inner = staged_copy(live.inner, folder, questions)
+        words = [leaf for leaf in inner.leaves() if isinstance(leaf, SparseSearcher)]
+        if not words:
+            raise ValueError("agreement needs a sparse index: no staging index can be shaped after this one")
+        return AgreeingSearcher(inner, words[0], live.weights)
     if isinstance(live, HybridSearcher):
         sparse = staged_copy(live.sparse, folder, questions)
         dense = staged_copy(live.dense, folder, questions)  # type: ignore[arg-type]  # a dense Searcher
         assert isinstance(sparse, SparseSearcher)
-        return HybridSearcher(sparse, dense, live.sparse_weight, live.candidates)  # type: ignore[arg-type]
+        return HybridSearcher(
+            sparse,
+            dense,  # type: ignore[arg-type]
+            live.sparse_weight,
+            live.candidates,
+            live.language_aware,
+        )
     if isinstance(live, SparseSearcher):
         copy = TantivySearcher(folder / "tantivy", live.tokenizer, getattr(live, "field_weights", {}))
         copy.synonyms = live.synonyms
