@@ -39,7 +39,7 @@ class OutcomeSettings(Strict):
 class TopicSettings(Strict):
     """Topics: the questions of a period grouped by meaning (e5 vectors, scikit-learn's agglomerative clustering)."""
 
-    distance: float = Field(default=0.12, gt=0, lt=2)
+    distance: float = Field(default=0.015, gt=0, lt=2)
     """Questions whose groups are closer than this cosine distance (average linkage) form one topic
     (BENCHMARKS.md "Topics": chosen on one LCQMC half, measured on the other)."""
     min_questions: int = Field(default=20, ge=2)
