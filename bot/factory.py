@@ -39,6 +39,7 @@ from bot.handoff.hours import utc_now
 from bot.handoff.store import TicketStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
+from bot.knowledge.validity import Availability
 from bot.knowledge_base import KnowledgeBase
 from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
@@ -265,6 +266,7 @@ def build_bot(
         grader=helpers.grader,
         splitter=splitter,
         negatives=NegativeExamples(settings.knowledge.negative_similarity),
+        availability=Availability(settings.knowledge.timezone),
         chitchat=ladder.chitchat,
         substitute_followups=llm is None,
     )

@@ -55,12 +55,18 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
     """
     from bot.api import api_router, widget_router
     from bot.ui.pages import admin_routes, kb_page, kb_path, upload_admin
+    from bot.ui.publishers import PublisherAuth
 
     deployment = Deployment(settings, build=serving_knowledge_base, ready={DEFAULT_KB: kb} if kb is not None else None)
     kbs = deployment.start()
     default = kbs[DEFAULT_KB]
-    page = kb_page(default, settings)
-    pages = {kb_path(name): kb_page(kbs[name], deployment.settings[name], name) for name in deployment.names[1:]}
+    # One publisher login (/publisher/login) for every page: the cookie it signs is the one each page's knowledge tab
+    # checks before publishing (knowledge.require_approval).
+    publishers = PublisherAuth.publishers(settings) if settings.knowledge.publishers else None
+    page = kb_page(default, settings, publishers=publishers)
+    pages = {
+        kb_path(name): kb_page(kbs[name], deployment.settings[name], name, publishers) for name in deployment.names[1:]
+    }
     routes = list(api_router(deployment, settings).routes) if settings.api.enabled else []
     if settings.widget.enabled:  # the embeddable chat widget (docs/widget.md)
         routes += widget_router(default, settings).routes
@@ -74,6 +80,8 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
         routes += feishu_router(default, settings).routes
     # the admin login (/admin/login) for the knowledge, inbox and log tabs; while admin is off it says how to turn it on
     routes += page.admin.router().routes
+    if publishers is not None:
+        routes += publishers.router().routes
     if default.desk is not None:  # the hand-off: the agent console (/agent) and the staff notices' worker
         routes += desk_routes(default.desk, settings, page.admin)
     for path, other in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...

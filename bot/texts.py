@@ -208,3 +208,18 @@ STAFF_EXPIRED = (
     "抱歉，暂时没有人工客服接待您的请求，接下来由机器人继续为您解答。{contact}"
     "/ Sorry, nobody from staff took your request in time; the bot answers again."
 )
+
+# -- bot/conversations/outcomes.py (feedback the chat page asks for) -------------------------------
+# The thumbs-down reasons a visitor picks from, by the code analytics count them under.
+DOWN_REASONS = (
+    ("wrong", "答案错误 / Wrong answer"),
+    ("outdated", "内容过时 / Out of date"),
+    ("not_asked", "答非所问 / Not what I asked"),
+    ("incomplete", "不完整 / Incomplete"),
+    ("other", "其他 / Other"),
+)
+ASK_SOLVED = "这个回答解决您的问题了吗？ / Did this answer solve your problem?"
+SOLVED_YES = "是 / Yes"
+SOLVED_NO = "否 / No"
+SOLVED_REASON = "已解决 / Solved"
+NOT_SOLVED_REASON = "未解决 / Not solved"

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from bot.chat.answer import Answer
-from bot.conversations.inbox import StoredHit
+from bot.conversations.inbox import StoredHit, TurnRecord
 from bot.conversations.log_store import ConversationLog, TurnRow
+from bot.texts import NOT_SOLVED_REASON, SOLVED_REASON
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,20 @@ class TurnRecorder:
             self._failed("storing feedback", exc)
             return False
         return True
+
+    def recorded(self, turn_id: int | None) -> TurnRecord | None:
+        """A recorded turn as stored (None: not recorded, recording off, or the log fails)."""
+        if self.log is None or turn_id is None:
+            return None
+        try:
+            return self.log.get(turn_id)
+        except Exception as exc:
+            self._failed("reading a turn", exc)
+            return None
+
+    def solved(self, turn_id: int | None, yes: bool) -> bool:
+        """The visitor's answer to "was this solved?": a thumbs up (yes) or down (no) with its fixed reason."""
+        return self.feedback(turn_id, 1 if yes else -1, SOLVED_REASON if yes else NOT_SOLVED_REASON)
 
     def rate(self, turn_id: int | None, liked: Any) -> bool:
         """Feedback from a front end's label: True/"Like" +1, False/"Dislike" -1, any other text -1 with it as reason."""

@@ -98,7 +98,7 @@ def retrieve_all_modes(search: TurnSearch, query: str, within: EntryFilter | Non
                 # a server's index still building: not this mode's hits
                 results[mode] = ModeRetrieval([], [], None, BUILDING_RESULTS.format(mode=mode))
                 continue
-            hits, passed = search.retrieve(query, mode, within=within)
+            hits, passed = search.retrieve(query, mode, within=within, unpublished=True)
             results[mode] = ModeRetrieval(hits, passed, search.mode_thresholds(mode))
         except BotError as exc:  # e.g. a mode whose optional package is missing: the message says the fix
             results[mode] = ModeRetrieval([], [], None, str(exc))

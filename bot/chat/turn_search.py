@@ -32,6 +32,7 @@ from bot.chat.steps.fallbacks import Rephrased
 from bot.config.watch import ConfiguredMode
 from bot.errors import ConfigError, LLMError
 from bot.knowledge.filters import EntryFilter
+from bot.knowledge.validity import Availability
 from bot.messages import History
 from bot.search.base import Found, Hit
 from bot.search.index import KnowledgeIndex
@@ -117,7 +118,7 @@ class TurnSearch:
     """The searching half of a turn, given to the Bot and to the rungs that search again.
 
     It holds the knowledge index, the thresholds per retrieval system, and what the LLM and the knowledge add to a
-    search: a rewrite, other phrasings, grading, splitting, negative examples.
+    search: a rewrite, other phrasings, grading, splitting, negative examples, which entries may answer today.
     """
 
     def __init__(
@@ -132,6 +133,7 @@ class TurnSearch:
         grader: RelevanceGrader | None = None,
         splitter: QuestionSplitter | None = None,
         negatives: NegativeExamples | None = None,
+        availability: Availability | None = None,
         chitchat: ChitChat | None = None,
         substitute_followups: bool = True,
     ):
@@ -146,18 +148,26 @@ class TurnSearch:
         self.grader = grader
         self.splitter = splitter
         self.negatives = negatives or NegativeExamples()
+        self.availability = availability or Availability()  # drafts and entries outside their validity never answer
         self.chitchat = chitchat  # "你好" then a question: nothing to follow up on
         # Without an LLM to rewrite a follow-up, it is searched with the previous question's subject.
         self.substitute_followups = substitute_followups
 
     def retrieve(
-        self, query: str, mode: str | None = None, top_k: int | None = None, within: EntryFilter | None = None
+        self,
+        query: str,
+        mode: str | None = None,
+        top_k: int | None = None,
+        within: EntryFilter | None = None,
+        *,
+        unpublished: bool = False,
     ) -> tuple[list[Hit], list[Hit]]:
         """(every hit, the hits that pass the mode's threshold) for ``query``, split when it asks several things.
 
-        Only entries ``within`` admits are searched.
+        Only entries ``within`` admits are searched; drafts and entries outside their validity too with
+        ``unpublished`` (the retrieval test).
         """
-        searched = self._search(query, mode, top_k, within=within)
+        searched = self._search(query, mode, top_k, within=within, unpublished=unpublished)
         return searched.hits, searched.passed
 
     def _search(
@@ -166,6 +176,7 @@ class TurnSearch:
         mode: str | None = None,
         top_k: int | None = None,
         within: EntryFilter | None = None,
+        unpublished: bool = False,
     ) -> Searched:
         """The hits for ``query``, searched once more if it failed (:func:`once_more_if_failed`).
 
@@ -173,9 +184,11 @@ class TurnSearch:
         """
         mode = mode or self.current_mode()
         top_k = top_k or self.top_k
-        return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within))
+        return once_more_if_failed(lambda: self._search_once(query, mode, top_k, within, unpublished))
 
-    def _search_once(self, query: str, mode: str, top_k: int, within: EntryFilter | None) -> Searched:
+    def _search_once(
+        self, query: str, mode: str, top_k: int, within: EntryFilter | None, unpublished: bool = False
+    ) -> Searched:
         """One try of :meth:`_search`; a failure of any part's search marks the whole one failed."""
         searcher = self.index.served(mode)
         query = query[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
@@ -183,7 +196,7 @@ class TurnSearch:
         results: list[Found] = []
 
         def search(text: str) -> list[Hit]:
-            results.append(self._found(searcher, text, top_k, within))
+            results.append(self._found(searcher, text, top_k, within, unpublished))
             return list(results[-1].hits)
 
         hits = search(query)
@@ -297,14 +310,18 @@ class TurnSearch:
         """One search of what ``mode`` serves now, searched once more if it failed (:func:`once_more_if_failed`)."""
         return once_more_if_failed(lambda: self._found(self.index.served(mode), text, top_k, within))
 
-    def _found(self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None) -> Found:
+    def _found(
+        self, searcher: ServedSearcher, text: str, top_k: int, within: EntryFilter | None, unpublished: bool = False
+    ) -> Found:
         """``searcher``'s hits for ``text`` (bounded), without entries whose negative questions exclude them.
 
         The one search every path of a turn makes: the message, its parts, the rewrite's phrasings, HyDE's text.
+        Unless ``unpublished``, drafts and entries outside their validity are left out too.
         """
         text = text[: self.max_search_chars]  # bounded work per search, however long the message or HyDE text
         found = searcher.find(text, top_k, within)
         kept = self.negatives.filter(text, found.hits, self.index.entries, searcher)
+        kept = kept if unpublished else self.availability.keep(kept)
         return found if len(kept) == len(found.hits) else dataclasses.replace(found, hits=tuple(kept))
 
     def _graded(self, question: str, found: Graded, cutoffs: Cutoffs, timings: dict[str, float]) -> Graded:

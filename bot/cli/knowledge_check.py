@@ -15,6 +15,7 @@ from bot.config.settings import MODES, Settings
 from bot.config.variants import with_mode
 from bot.errors import ConfigError
 from bot.evaluation.knowledge_check import KINDS, Collision, LintReport, alias_notes, lint, self_collisions
+from bot.knowledge.validity import Availability
 
 DEFAULT_MODE = "sparse"  # the cheapest searcher: seconds on thousands of entries; --mode picks another
 
@@ -83,7 +84,8 @@ def run_lint(settings: Settings, args) -> int:
         questions = _log_questions(settings, args.knowledge, s.knowledge.lint.probe_sample)
     notes = alias_notes(index.aliases())
     tokenize = index.tokenizer.tokenize
-    report = lint(index.entries, searcher.search, tokenize, s.knowledge.lint, questions, notes, index.rules)
+    today = Availability(s.knowledge.timezone).today()
+    report = lint(index.entries, searcher.search, tokenize, s.knowledge.lint, questions, notes, index.rules, today)
     if args.json:
         print(json.dumps(dict(report.to_dict(), mode=mode), ensure_ascii=False, indent=2))
     else:

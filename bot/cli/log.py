@@ -9,6 +9,7 @@ import sys
 from bot.conversations.analytics import analytics_from_settings
 from bot.conversations.log_store import ConversationLog, TurnLogError
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.conversations.topics import topic_finder_from_settings, with_topics
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.errors import KnowledgeError
 from bot.handoff.hours import utc_now
@@ -46,9 +47,14 @@ def render_tile(tile: Tile) -> str:
     """A tile as a plain-text table: its title, then aligned columns."""
     cells = [list(tile.columns), *[["" if v is None else str(v) for v in row] for row in tile.rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(tile.columns))]
+    if tile.total is not None:
+        cells.append(["" if v is None else str(v) for v in tile.total])
+        widths = [max(len(r[i]) for r in cells) for i in range(len(tile.columns))]
     lines = [tile.title, *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)]
     if not tile.rows:
         lines.append("(none)")
+    if tile.note:
+        lines.append(tile.note)
     return "\n".join(lines)
 
 
@@ -61,11 +67,12 @@ def _stats(settings, turn_log: ConversationLog, args: argparse.Namespace) -> int
     try:  # the loaded knowledge's ids, for the entries never hit
         from bot.knowledge.entries import load_entries
 
-        entry_ids = [e.id for e in load_entries(settings.resolve(settings.knowledge.path))]
+        titles = {e.id: e.query for e in load_entries(settings.resolve(settings.knowledge.path))}
     except (KnowledgeError, OSError) as exc:
         print(f"warning: cannot read the knowledge ({exc}); entries never hit left empty", file=sys.stderr)
-        entry_ids = []
-    stats: Stats = analytics_from_settings(turn_log, settings).compute(flt, entry_ids)
+        titles = {}
+    stats: Stats = analytics_from_settings(turn_log, settings).compute(flt, list(titles), titles=titles)
+    stats = with_topics(stats, topic_finder_from_settings(settings), turn_log, settings.log.analytics_top)
     store = TicketStore(turn_log, clock=utc_now) if settings.handoff.enabled else None
     stats = with_handoffs(stats, store, turn_log)
     if args.json:

@@ -54,3 +54,14 @@ def check_template(template: str, **fields: object) -> str:
             f"as {{{{ }}}}): {type(exc).__name__}: {exc}"
         ) from None
     return template
+
+
+def check_time_zone(value: str) -> str:
+    """``value`` when it names an IANA time zone (zoneinfo); ValueError saying what to write otherwise."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r}; use an IANA name such as Asia/Shanghai") from None
+    return value

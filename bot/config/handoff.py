@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from bot.config.base import Strict
+from bot.config.base import Strict, check_time_zone
 from bot.config.secrets import env_secret
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -134,16 +134,7 @@ class HoursSettings(Strict):
     holidays: list[date] = Field(default_factory=list)
     """Dates (YYYY-MM-DD) closed all day."""
 
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r}; use an IANA name such as Asia/Shanghai") from None
-        return value
+    _zone = field_validator("timezone")(staticmethod(check_time_zone))
 
     @field_validator("weekly")
     @classmethod

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from bot.config.base import Strict
+from bot.config.base import Strict, check_time_zone
+from bot.config.operating import PublisherAccount, ReplaySettings
 
 
 class LintSettings(Strict):
@@ -24,6 +25,8 @@ class LintSettings(Strict):
     relevance)."""
     probe_sample: int = Field(default=2000, ge=1)
     """Probe questions: this many newest log questions, or (no log) a fixed sample of the entries' own phrasings."""
+    expiring_days: int = Field(default=14, ge=0)
+    """Entries whose ``valid_until`` falls within this many days are listed (expiring soon)."""
 
 
 class KnowledgeSettings(Strict):
@@ -59,6 +62,17 @@ class KnowledgeSettings(Strict):
     PostgreSQL database of ``log.postgres`` and each replica's folder is a copy of it, so an edit on any replica is
     answered by every other from its next message (docs/deployment.md). The first replica to start fills an empty
     database from its folder; after that the database wins over local files."""
+    timezone: str = "Asia/Shanghai"
+    """The time zone of the entries' ``valid_from`` / ``valid_until`` dates: an entry answers from the start of its
+    first day to the end of its last day there."""
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    require_approval: bool = False
+    """Publishing from the admin page (a draft, a change to a published entry, a deletion, an import) needs a
+    publisher's login (/publisher/login); an admin without one saves new entries and drafts only."""
+    publishers: list[PublisherAccount] = Field(default_factory=list)
+    """Who may publish when ``require_approval`` is on (name and scrypt password hash)."""
+
+    _zone = field_validator("timezone")(staticmethod(check_time_zone))
 
 
 class RoutingSettings(Strict):

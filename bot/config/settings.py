@@ -41,6 +41,7 @@ from bot.config.ladder import (
     TranslateSettings,
 )
 from bot.config.llm import ConversationSettings, Demonstration, LLMSettings, PromptSettings
+from bot.config.operating import FeedbackSettings, OutcomeSettings, TopicSettings
 from bot.config.retrieval import (
     DEFAULT_GRADING_TEMPLATE,
     ENCODERS,
@@ -159,6 +160,8 @@ class LogSettings(Strict):
     analytics_sample: int = Field(default=20_000, ge=100)
     """How many of the newest turns in the chosen range the analytics latency percentiles read (their JSON timings
     are per turn; 20k keeps p95 within ~1%)."""
+    outcomes: OutcomeSettings = Field(default_factory=OutcomeSettings)
+    topics: TopicSettings = Field(default_factory=TopicSettings)
 
 
 PiiKind = Literal["email", "id_card", "bank_card", "mobile", "landline"]
@@ -221,6 +224,7 @@ class Settings(Strict):
     splitting: SplittingSettings = Field(default_factory=SplittingSettings)
     chitchat: ChitChatSettings = Field(default_factory=ChitChatSettings)
     handoff: HandoffSettings = Field(default_factory=HandoffSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     ui: UISettings = Field(default_factory=UISettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     api: APISettings = Field(default_factory=APISettings)

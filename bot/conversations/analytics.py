@@ -10,13 +10,15 @@ second (BENCHMARKS.md). Times are UTC. Decisions are whatever values the log's d
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.config.settings import Settings
+from bot.conversations.entry_records import entry_records, failing_tile
 from bot.conversations.inbox import strategy_name
 from bot.conversations.log_store import ConversationLog, utc_iso
+from bot.conversations.outcomes import Judge, outcome_tiles, read_turns
 from bot.conversations.rollup import BINS, DECISION, DOWN, UP, bin_sql
 from bot.conversations.tiles import Stats, StatsFilter, Tile
 
@@ -61,20 +63,28 @@ def _split(flt: StatsFilter, unit: timedelta) -> tuple[tuple[str, str] | None, l
 class Analytics:
     """Computes the tiles from one conversation log (either backend: the SQL here runs on both); ``entry_ids`` of the loaded knowledge find the entries never hit.
 
-    ``top`` rows per table and the latency ``sample`` come from settings (log.analytics_top, log.analytics_sample).
+    ``top`` rows per table and the latency ``sample`` come from settings (log.analytics_top, log.analytics_sample),
+    ``judge`` the outcome definitions (log.outcomes).
     """
 
-    def __init__(self, turn_log: ConversationLog, top: int, sample: int):
+    def __init__(self, turn_log: ConversationLog, top: int, sample: int, judge: Judge | None = None):
         self.log, self.top, self.sample = turn_log, top, sample
+        self.judge = judge or Judge()
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
         return self.log.query(sql, list(args))
 
     def compute(
-        self, flt: StatsFilter | None = None, entry_ids: Iterable[str] = (), now: datetime | None = None
+        self,
+        flt: StatsFilter | None = None,
+        entry_ids: Iterable[str] = (),
+        now: datetime | None = None,
+        titles: Mapping[str, str] | None = None,
     ) -> Stats:
-        """Every tile for ``flt``; ``now`` (default: the clock) ends the trending weeks when ``until`` is open."""
+        """Every tile for ``flt``; ``now`` (default: the clock) ends the trending weeks when ``until`` is open;
+        ``titles`` (entry id -> question) name the entries that fail visitors most."""
         flt = flt or StatsFilter()
+        entry_ids = list(entry_ids)
         # The per-hour cube the first five tiles are sums of: whole hours from the rollup, the edges from turns.
         cube = self._split_rows(
             flt,
@@ -86,6 +96,13 @@ class Analytics:
         )
         tiles = [*self._from_cube(cube), self._top(flt), self._trending(flt, now), self._unanswered(flt)]
         tiles += [self._entry_hits(flt), self._never_hit(flt, entry_ids), self._latency(flt), self._relevance(flt)]
+        # Outcomes are judged per conversation from the turns themselves (no rollup: they depend on what followed).
+        turns = read_turns(self.log, flt)
+        answers = self.judge.answers(turns)
+        tiles += outcome_tiles(turns, self.judge, answers)
+        end = flt.until or now or self.log.clock()
+        known = [(i, (titles or {}).get(i, "")) for i in entry_ids]
+        tiles.append(failing_tile(entry_records(turns, answers, known, now=end), self.top))
         return Stats(filter=flt, tiles=tuple(tiles))
 
     def _split_rows(self, flt: StatsFilter, unit: timedelta, summed: str, raw: str, key: str) -> list[tuple]:
@@ -280,5 +297,16 @@ class Analytics:
 
 
 def analytics_from_settings(turn_log: ConversationLog, settings: Settings) -> Analytics:
-    """An Analytics over ``turn_log`` sized by ``settings.log`` (analytics_top, analytics_sample)."""
-    return Analytics(turn_log, top=settings.log.analytics_top, sample=settings.log.analytics_sample)
+    """An Analytics over ``turn_log`` sized by ``settings.log`` (analytics_top, analytics_sample, outcomes)."""
+    return Analytics(
+        turn_log,
+        top=settings.log.analytics_top,
+        sample=settings.log.analytics_sample,
+        judge=judge_from_settings(settings),
+    )
+
+
+def judge_from_settings(settings: Settings) -> Judge:
+    """The outcome definitions of ``log.outcomes``."""
+    o = settings.log.outcomes
+    return Judge(o.window_minutes, o.reask_similarity)

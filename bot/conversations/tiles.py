@@ -41,12 +41,18 @@ class StatsFilter:
 
 @dataclass(frozen=True)
 class Tile:
-    """One tile of the page: a title and a table (its chart, CSV and CLI text are drawn from the same rows)."""
+    """One tile of the page: a title and a table (its chart, CSV and CLI text are drawn from the same rows).
+
+    ``total`` is the whole period's row of a tile whose rows are days; ``note`` says why a tile is empty or what it
+    left out (too few questions for topics, questions skipped).
+    """
 
     name: str
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+    total: tuple[Any, ...] | None = None
+    note: str | None = None
 
     def csv(self) -> str:
         """The tile as CSV text, header first."""
@@ -54,11 +60,18 @@ class Tile:
         writer = csv.writer(out)
         writer.writerow(self.columns)
         writer.writerows(self.rows)
+        if self.total is not None:
+            writer.writerow(self.total)
         return out.getvalue()
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
-        return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows]}
+        """JSON-ready form (``total`` and ``note`` only when set)."""
+        d: dict[str, Any] = {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows]}
+        if self.total is not None:
+            d["total"] = list(self.total)
+        if self.note is not None:
+            d["note"] = self.note
+        return d
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from bot.chat.language import SAMPLE, language_of
@@ -14,7 +15,9 @@ from bot.knowledge.entries import Entry
 from bot.knowledge.entry_ids import EntryId, entry_id, key_of
 from bot.knowledge.files import entry_version
 from bot.knowledge.history import FileVersion
+from bot.knowledge.scratch import restore_edit
 from bot.knowledge.store import ABSENT, KnowledgeStore, KnowledgeWriteError
+from bot.knowledge.validity import Publication
 from bot.search.index import KnowledgeIndex
 
 SAVED, ADDED = "已保存 / Saved", "已新增 / Added"  # what a save and an add report, before the entry id
@@ -54,6 +57,7 @@ class EntryFields:
     metadata: str
     version: str | None = None
     questions: tuple[str, ...] = ()  # other phrasings of the question
+    publication: Publication = field(default_factory=Publication)  # draft flag and validity dates
 
 
 def file_name(file: str | None) -> str:
@@ -103,6 +107,7 @@ class KnowledgeEditor:
                     ",".join(map(str, meta)) if isinstance(meta, list) else str(meta),
                     entry_version(raw),
                     tuple(str(q) for q in raw.get("questions") or () if isinstance(q, str)),
+                    Publication.of(raw),
                 )
         return None
 
@@ -116,12 +121,14 @@ class KnowledgeEditor:
         *,
         expected_version: str | None = None,
         questions: list[str] | None = None,
+        publication: Publication | None = None,
     ) -> EditResult:
         """Add (empty ``key``: the next number) or edit one entry; raises BotError naming what is wrong.
 
-        With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten.
+        With ``expected_version`` (see KnowledgeStore.version) an entry changed meanwhile is refused, not overwritten;
+        ``publication`` sets the draft flag and validity dates (None keeps the entry's).
         """
-        return self._save(SAVED, file, key, query, document, metadata, expected_version, questions)
+        return self._save(SAVED, file, key, query, document, metadata, expected_version, questions, publication)
 
     def _save(
         self,
@@ -133,6 +140,7 @@ class KnowledgeEditor:
         metadata: str,
         expected_version: str | None,
         questions: list[str] | None,
+        publication: Publication | None,
     ) -> EditResult:
         file = file_name(file)
         if not file:
@@ -145,6 +153,7 @@ class KnowledgeEditor:
             metadata or "",
             expected_version=expected_version,
             questions=questions,
+            publication=publication,
         )
         return self._refreshed(f"{done} {saved}", file, key_of(saved), (saved,))
 
@@ -157,9 +166,10 @@ class KnowledgeEditor:
         metadata: str,
         *,
         questions: list[str] | None = None,
+        publication: Publication | None = None,
     ) -> EditResult:
         """Add a new entry (empty ``key``: the next number); refused, nothing written, when ``key`` exists."""
-        return self._save(ADDED, file, key, query, document, metadata, ABSENT, questions)
+        return self._save(ADDED, file, key, query, document, metadata, ABSENT, questions, publication)
 
     def file_for(self, question: str) -> str | None:
         """The file a new entry for ``question`` most likely belongs in: the one with the most entries (among the
@@ -255,6 +265,13 @@ class KnowledgeEditor:
             raise KnowledgeWriteError("请选择文件和历史版本 / Choose a file and a kept version")
         ids = tuple(self.store.restore(file, version))
         return self._refreshed(f"已恢复 / Restored {file} to {version}", file, None, ids)
+
+    def restore_edit(self, file: str | None, version: str | None) -> Callable[[KnowledgeStore], list[str]]:
+        """:meth:`restore` as an edit of another store, for a replay before it (KnowledgeWriteError as it would)."""
+        file = file_name(file)
+        if not file or not version:
+            raise KnowledgeWriteError("请选择文件和历史版本 / Choose a file and a kept version")
+        return restore_edit(self.store, file, version)
 
     def export_csv(self) -> str:
         """Every entry the index serves now, as CSV text (see bot/knowledge/csv_io.py)."""

@@ -13,10 +13,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from bot.config.settings import LintSettings
 from bot.knowledge.entries import Entry
 from bot.knowledge.rules import NO_RULES, RuleSet, shadows
+from bot.knowledge.validity import expiring
 from bot.search.aliases import Alias
 from bot.search.base import Hit
 from bot.search.tokenizer import normalize
@@ -33,6 +35,7 @@ STOP_WORD_PHRASING = "stop_word_phrasing"
 IMPORT_DUPLICATE = "import_duplicate"
 RULE_ERROR = "rule_error"
 RULE_SHADOWED = "rule_shadowed"
+EXPIRING = "expiring"  # valid_until within knowledge.lint.expiring_days
 KINDS = (
     SELF_RETRIEVAL,
     NEAR_DUPLICATE,
@@ -43,6 +46,7 @@ KINDS = (
     IMPORT_DUPLICATE,
     RULE_ERROR,
     RULE_SHADOWED,
+    EXPIRING,
 )
 
 # Function words of questions (Chinese and English): a phrasing made only of these says nothing an index can match.
@@ -236,6 +240,16 @@ def sample_probes(entries: Sequence[Entry], size: int, seed: int = 0) -> list[tu
     return probes
 
 
+def expiring_findings(entries: Sequence[Entry], today: date, days: int) -> list[Finding]:
+    """Published entries that stop answering within ``days`` days of ``today`` (their ``valid_until``)."""
+    return [
+        Finding(
+            EXPIRING, (e.id,), f"{e.query!r} answers until {e.valid_until} (within {days} days); extend or retire it"
+        )
+        for e in sorted(expiring(entries, today, days), key=lambda e: (e.valid_until or "", e.id))
+    ]
+
+
 def import_duplicates(incoming: Sequence[Entry], existing: Sequence[Entry], threshold: float) -> list[Finding]:
     """Entries of an import that repeat each other or an existing entry (same phrasing, or near-duplicates).
 
@@ -328,10 +342,11 @@ def lint(
     log_questions: Sequence[str] = (),
     aliases: Sequence[AliasNote] = (),
     rules: RuleSet = NO_RULES,
+    today: date | None = None,
 ) -> LintReport:
     """Run every knowledge check; magnets are probed with ``log_questions`` when given, else a phrasing sample.
     ``aliases`` (mined from the knowledge) are listed in the report as they are; ``rules`` (the rules file as
-    loaded) are checked too."""
+    loaded) are checked too; entries expiring soon after ``today`` (the knowledge's time zone) are flagged."""
     start = time.perf_counter()
     results: dict[str, Sequence[Hit]] = {}
 
@@ -359,4 +374,5 @@ def lint(
     findings += document_findings(entries, tokenize)
     findings += stop_word_phrasings(entries, tokenize)
     findings += rule_findings(rules)
+    findings += expiring_findings(entries, today or date.today(), options.expiring_days)
     return LintReport(tuple(findings), len(entries), len(probes), source, time.perf_counter() - start, tuple(aliases))

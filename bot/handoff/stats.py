@@ -1,4 +1,5 @@
-"""The hand-off's analytics tiles, beside the conversation log's: the hand-off rate, the time to a person's first
+"""The hand-off's analytics tiles, beside the conversation log's (whose ``handoff_rate`` is the share of
+conversations handed off, per day): tickets per conversation with their reasons, the time to a person's first
 reply, and tickets per day, for the same filter (time range in UTC; a ticket counts by when it opened; the mode and
 front-end filters apply to the turns and, for the front end, to the tickets' channel)."""
 
@@ -36,8 +37,8 @@ def handoff_tiles(store: TicketStore, turns: ConversationLog, flt: StatsFilter) 
     total, chats = turns.query(f"SELECT COUNT(*), COUNT(DISTINCT session) FROM turns WHERE {where}", args)[0]
     reasons = Counter(t.reason for t in tickets)
     rate = Tile(
-        "handoff_rate",
-        "转人工率（每个对话）/ Hand-off rate (per conversation)",
+        "handoff_tickets",
+        "转人工工单（每个对话）/ Hand-off tickets (per conversation)",
         ("turns", "conversations", "tickets", "rate", "asked", "offer_accepted"),
         (
             (

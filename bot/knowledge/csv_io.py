@@ -3,7 +3,8 @@
 Columns: ``file`` (knowledge file, e.g. faq.json; empty = the import's default file), ``key`` (entry key; empty =
 the next number), ``query``, ``document``, ``metadata`` (comma-separated keywords) and ``questions`` (other
 phrasings of the question, separated by ``|`` or line breaks) and ``categories`` (comma-separated: what a search
-can be restricted to, bot/knowledge/filters.py). Rows are numbered like a spreadsheet: the header
+can be restricted to, bot/knowledge/filters.py), then ``draft`` (true: saved but not answering yet), ``valid_from``
+and ``valid_until`` (ISO dates: bot/knowledge/validity.py). Rows are numbered like a spreadsheet: the header
 is row 1. Files are written UTF-8 with a BOM so Excel shows Chinese; a BOM on import is accepted.
 
 Imports also take the headers people's FAQ sheets have, in either language (HEADER_ALIASES: question/问题/标准问题
@@ -28,8 +29,31 @@ from bot.knowledge.entries import Entry, parse_keywords
 from bot.knowledge.entry_ids import entry_id, key_of
 from bot.knowledge.files import entry_file
 from bot.knowledge.store import KnowledgeStore
+from bot.knowledge.validity import field_problems
 
-COLUMNS = ("file", "key", "query", "document", "metadata", "questions", "categories")
+COLUMNS = (
+    "file",
+    "key",
+    "query",
+    "document",
+    "metadata",
+    "questions",
+    "categories",
+    "draft",
+    "valid_from",
+    "valid_until",
+)
+DRAFT_WORDS = {
+    "true": True,
+    "yes": True,
+    "1": True,
+    "是": True,
+    "草稿": True,
+    "false": False,
+    "no": False,
+    "0": False,
+    "否": False,
+}
 CATEGORY = "categories"  # the entry's categories; its value also joins the row's keywords
 # Header names as people write them (compared case-folded, spaces and underscores ignored) -> our column.
 HEADER_ALIASES = {
@@ -53,8 +77,22 @@ TEMPLATE_ROWS = (
         "图书馆,开放时间",
         "图书馆开放时间 | 图书馆什么时候开",
         "校园设施",
+        "",
+        "",
+        "",
     ),
-    ("faq.json", "parking", "How much is parking?", "Parking on campus costs 5 yuan an hour.", "parking,fees", "", ""),
+    (
+        "faq.json",
+        "parking",
+        "How much is parking?",
+        "Parking on campus costs 5 yuan an hour.",
+        "parking,fees",
+        "",
+        "",
+        "",
+        "",
+        "",
+    ),
 )
 
 
@@ -105,6 +143,9 @@ def export_csv(entries: Iterable[Entry], folder: Path | str | None = None) -> st
             e.keywords,
             " | ".join(getattr(e, "questions", ()) or ()),
             ",".join(e.categories),
+            "true" if e.draft else "",
+            e.valid_from or "",
+            e.valid_until or "",
         )
         for e in entries
     )
@@ -286,6 +327,8 @@ def read_rows(rows: list[tuple[int, list[str]]], default_file: str, source: str)
             raw["questions"] = phrasings
         if categories:
             raw["categories"] = list(categories)
+        for why in _publication(row, raw):
+            bad(number, why)
         target = files.setdefault(file, CsvFile())
         if key:
             target.keyed[key] = raw
@@ -296,6 +339,22 @@ def read_rows(rows: list[tuple[int, list[str]]], default_file: str, source: str)
     if problems:
         raise KnowledgeError(problems)
     return files
+
+
+def _publication(row: dict[str, str], raw: dict) -> list[str]:
+    """Set a row's draft flag and validity dates on its entry; what is wrong with them."""
+    draft = row.get("draft", "").strip().casefold()
+    problems = (
+        []
+        if not draft or draft in DRAFT_WORDS
+        else [f"draft 应为 true 或 false / draft must be true or false, not {draft!r}"]
+    )
+    if DRAFT_WORDS.get(draft):
+        raw["draft"] = True
+    for name in ("valid_from", "valid_until"):
+        if row.get(name, "").strip():
+            raw[name] = row[name].strip()
+    return problems + field_problems(raw)
 
 
 def import_csv(store: KnowledgeStore, text: str, default_file: str, source: str = "CSV") -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.errors import KnowledgeError, KnowledgeProblem
 from bot.knowledge.entry_ids import entry_id, key_of, stem_of
+from bot.knowledge.validity import clean_day, field_problems
 
 _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
 
@@ -29,7 +30,8 @@ class Entry:
     ``negative_questions`` are questions it must not answer (bot/chat/negatives.py). ``categories`` are the
     groups it belongs to, which a search can be restricted to (bot/knowledge/filters.py). ``variants`` are
     (channel, text) pairs: the text sent instead of ``document`` on that channel when the entry's own text is the
-    reply (docs/knowledge.md "Per-channel answers").
+    reply (docs/knowledge.md "Per-channel answers"). A ``draft`` and an entry outside ``valid_from`` ..
+    ``valid_until`` (ISO dates) never answer a visitor (bot/knowledge/validity.py).
     """
 
     id: str
@@ -42,6 +44,9 @@ class Entry:
     negative_questions: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     variants: tuple[tuple[str, str], ...] = ()
+    draft: bool = False
+    valid_from: str | None = None
+    valid_until: str | None = None
 
     def variant(self, channel: str | None) -> str | None:
         """The text written for ``channel`` (None: the entry has no variant for it)."""
@@ -50,6 +55,12 @@ class Entry:
     def document_for(self, channel: str | None) -> str:
         """The text this entry shows on ``channel``: its variant for it when it has one, else ``document``."""
         return self.variant(channel) or self.document
+
+    @property
+    def availability(self) -> dict[str, object]:
+        """The draft flag and validity dates that are set, as the files store them."""
+        values = {"draft": self.draft or None, "valid_from": self.valid_from, "valid_until": self.valid_until}
+        return {k: v for k, v in values.items() if v is not None}
 
     @property
     def phrasings(self) -> tuple[str, ...]:
@@ -71,6 +82,8 @@ class Entry:
             fields.append({"categories": list(self.categories)})
         if self.variants:  # not searched, but the indexes keep the record a verbatim reply is written from
             fields.append({"variants": dict(self.variants)})
+        if self.availability:  # indexes keep the record, and a turn reads whether it may answer from the hit
+            fields.append(self.availability)
         blob = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -92,6 +105,7 @@ def entry_record(entry: Entry) -> dict:
         record["categories"] = list(entry.categories)
     if entry.variants:
         record["variants"] = dict(entry.variants)
+    record.update(entry.availability)
     return record
 
 
@@ -107,6 +121,9 @@ def entry_from_record(record: dict) -> Entry:
         tuple(record.get("negative_questions", ())),
         tuple(record.get("categories", ())),
         tuple(record.get("variants", {}).items()),
+        bool(record.get("draft", False)),
+        record.get("valid_from"),
+        record.get("valid_until"),
     )
 
 
@@ -125,6 +142,7 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
             data["categories"] = list(e.categories)
         if e.variants:
             data["variants"] = dict(e.variants)
+        data.update(e.availability)
         files.setdefault(stem, {})[key] = data
     for stem, records in files.items():
         (folder / f"{stem}.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
@@ -200,6 +218,9 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
     ):
         ok = _check_strings(file, key, name, what, raw.get(name), problems) and ok
     ok = _check_variants(file, key, raw.get("variants"), problems) and ok
+    for why in field_problems(raw):
+        problems.append(KnowledgeProblem(file, key, why))
+        ok = False
     for name in ("query", "document", "metadata", "questions", "negative_questions", "categories"):
         value = raw.get(name)
         texts = value if isinstance(value, list) else [value]
@@ -286,6 +307,9 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
                     negative_questions=parse_questions(checked.get("negative_questions")),
                     categories=parse_keywords(checked.get("categories") or ""),
                     variants=tuple((c, t.strip()) for c, t in (checked.get("variants") or {}).items()),
+                    draft=bool(checked.get("draft", False)),
+                    valid_from=clean_day(checked.get("valid_from")),
+                    valid_until=clean_day(checked.get("valid_until")),
                 )
             )
     return entries

@@ -57,4 +57,7 @@ def _entry(entry_id: str, raw: dict) -> Entry:
         "",
         parse_questions(raw.get("questions"), query),
         categories=parse_keywords(raw.get("categories") or ""),
+        draft=bool(raw.get("draft", False)),
+        valid_from=raw.get("valid_from"),
+        valid_until=raw.get("valid_until"),
     )

@@ -26,6 +26,7 @@ from bot.knowledge.history import FileVersion, History
 from bot.knowledge.lock import FolderLock, LockTimeout
 from bot.knowledge.names import unsafe_characters, unsafe_path
 from bot.knowledge.shared import KnowledgeSync, LocalOnly
+from bot.knowledge.validity import Publication
 
 LOCK_TIMEOUT = 10.0
 HISTORY_VERSIONS: int = default_of(KnowledgeSettings, "history_versions")
@@ -119,6 +120,7 @@ class KnowledgeStore:
         *,
         expected_version: str | None = None,
         questions: list[str] | None = None,
+        publication: Publication | None = None,
     ) -> str:
         """Edit entry ``key`` of ``file`` or add it (at the end); returns its id '<stem>:<key>'.
 
@@ -127,7 +129,8 @@ class KnowledgeStore:
         None (or the index one past the end) appends. Extra fields of an edited entry are kept; metadata is
         stored as a comma-separated string unless the edited entry already held a list. With
         ``expected_version`` (the version the edit started from, or ABSENT for a new entry) a different
-        entry on disk raises StaleEditError.
+        entry on disk raises StaleEditError. ``publication`` sets the draft flag and validity dates (None keeps the
+        entry's).
         """
         path, rel = self._resolve(file)
         with self._locked(rel):
@@ -156,6 +159,8 @@ class KnowledgeStore:
                     entry["questions"] = kept
                 else:
                     entry.pop("questions", None)
+            if publication is not None:
+                publication.apply(entry)
             if isinstance(data, dict):
                 data[key] = entry
             else:
@@ -254,16 +259,30 @@ class KnowledgeStore:
         self.sync.pull()
         return self._history.versions(rel)
 
+    def kept(self, file: str, version: str) -> bytes | None:
+        """The bytes of one kept earlier version of ``file`` (None when there is none)."""
+        _, rel = self._resolve(file)
+        return self._history.content(rel, version)
+
     def restore(self, file: str, version: str) -> list[str]:
         """Bring back a kept version of ``file`` byte for byte (the current one is kept first); returns its ids."""
         path, rel = self._resolve(file)
         with self._locked(rel):  # read under the lock: another replica's kept versions are in the mirror by then
-            content = self._history.content(rel, version)
-            if content is None:
-                raise KnowledgeWriteError(
-                    f"{rel} has no kept version {version!r}; list them with `python -m bot knowledge history {rel}`"
-                )
+            return [e.id for e in self._replace(path, rel, self._kept(rel, version))]
+
+    def replace_file(self, file: str, content: bytes) -> list[str]:
+        """Write ``content`` as the whole of ``file``, validated as a restore is (the current one is kept first)."""
+        path, rel = self._resolve(file)
+        with self._locked(rel):
             return [e.id for e in self._replace(path, rel, content)]
+
+    def _kept(self, rel: str, version: str) -> bytes:
+        content = self._history.content(rel, version)
+        if content is None:
+            raise KnowledgeWriteError(
+                f"{rel} has no kept version {version!r}; list them with `python -m bot knowledge history {rel}`"
+            )
+        return content
 
     def _resolve(self, file: str) -> tuple[Path, str]:
         """The absolute path of a relative knowledge file name, refusing anything the loader would not read."""

@@ -80,6 +80,11 @@ class KnowledgeIndex:
         return self.source.current.rules if self.source.current is not None else NO_RULES
 
     @property
+    def passages(self) -> Passages | None:
+        """How long documents are cut into passages (None: every entry whole), for a staging index cut the same."""
+        return self.source.passages
+
+    @property
     def error(self) -> KnowledgeError | None:
         """Why the last read of the folder failed (the last good knowledge serves), or None."""
         return self.source.error

@@ -63,6 +63,9 @@ def _unb64(text: str) -> str | None:
 class AgentAuth:
     """The agents' accounts (name -> scrypt hash), their signed session cookies, and admins counted as agents."""
 
+    cookie = COOKIE  # the session cookie's name (another role of named accounts keeps its own)
+    purpose = b"kbbot agent session\n"  # what the signing key is derived for: one role's cookie is not another's
+
     def __init__(
         self,
         accounts: dict[str, str],
@@ -75,7 +78,7 @@ class AgentAuth:
         self.admin = admin
         self.lifetime = int(session_hours * 3600)
         self.clock = clock
-        self._key = hashlib.sha256(b"kbbot agent session\n" + (session_key or secrets.token_bytes(32))).digest()
+        self._key = hashlib.sha256(self.purpose + (session_key or secrets.token_bytes(32))).digest()
         self._revoked: dict[str, int] = {}
         self._lock = threading.Lock()
         self.shared_logouts: RateStore | None = None
@@ -129,7 +132,7 @@ class AgentAuth:
 
     def agent(self, request: Any) -> str | None:
         """The agent making ``request``: by the agent cookie, else an admin by the admin cookie; None: nobody."""
-        name = self.name_of(request.cookies.get(COOKIE))
+        name = self.name_of(request.cookies.get(self.cookie))
         if name is not None:
             return name
         if self.admin is not None and self.admin.allows(request) and self.admin.credentials is not None:

@@ -21,7 +21,9 @@ import pandas as pd
 from bot.config.settings import MODES
 from bot.conversations.analytics import Analytics
 from bot.conversations.log_store import ConversationLog
+from bot.conversations.outcomes import Judge
 from bot.conversations.tiles import Stats, StatsFilter, Tile, parse_time
+from bot.conversations.topics import TopicFinder, with_topics
 from bot.handoff.desk import Desk
 from bot.handoff.stats import with_handoffs
 from bot.knowledge_base import KnowledgeBase
@@ -42,13 +44,16 @@ SOURCES = [
 ZERO: list[float | None] = [0, None]  # bars and counts start at zero, so heights compare honestly
 DAYS: dict[str, Any] = {"x_label_angle": -45}  # dates side by side overlap
 TABLES = (
+    "failing_entries",
+    "topics",
+    "down_reasons",
     "top",
     "trending",
     "unanswered",
     "never_hit",
     "latency",
     "feedback",
-    "handoff_rate",
+    "handoff_tickets",
     "handoff_first_reply",
     "handoff_per_day",
 )
@@ -63,6 +68,35 @@ ONE_DAY = (
 def _rate(rate: pd.DataFrame) -> str:
     """The one day's answer rate of an answer_rate frame, as text."""
     return f"{float(rate['rate'].iloc[0]):.0%}" if len(rate) else "—"
+
+
+OUTCOMES = {  # tile -> the line's name on the outcomes chart
+    "resolution_rate": "解决率 / resolved",
+    "answered_rate": "作答率 / answered",
+    "handoff_rate": "转人工率 / handed off",
+    "solved_yes_rate": "“解决了”/ solved yes",
+}
+
+
+def outcome_frame(stats: Stats) -> pd.DataFrame:
+    """The outcome rates per day in long form (day, outcome, rate): one line per outcome."""
+    rows = [(row[0], label, row[-1]) for name, label in OUTCOMES.items() for row in stats.tile(name).rows]
+    return pd.DataFrame(rows, columns=["day", "outcome", "rate"])
+
+
+def outcome_line(stats: Stats) -> str:
+    """The period's outcome rates as one line (escaped)."""
+    parts = []
+    for name, label in OUTCOMES.items():
+        total = stats.tile(name).total
+        if total is not None and total[1]:
+            parts.append(f"{label} {float(total[-1]):.0%}")
+    handed = stats.tile("handoff_rate").total
+    if handed is not None and handed[1]:
+        parts.append(f"独立接待率 / deflected {1 - float(handed[-1]):.0%}")
+    line = f"<br><b>{html.escape(' · '.join(parts))}</b>" if parts else ""
+    notes = "".join(f"<br><small>{html.escape(t.title)}: {html.escape(t.note)}</small>" for t in stats.tiles if t.note)
+    return line + notes
 
 
 def frame(tile: Tile) -> pd.DataFrame:
@@ -81,10 +115,13 @@ class AnalyticsHandlers:
         sample: int,
         export_dir: Path | None = None,
         desk: Desk | None = None,
+        topics: TopicFinder | None = None,
+        judge: Judge | None = None,
     ):
-        self.analytics = Analytics(turn_log, top=top, sample=sample) if turn_log is not None else None
+        self.analytics = Analytics(turn_log, top=top, sample=sample, judge=judge) if turn_log is not None else None
         self.index = index
         self.desk = desk  # the hand-off's tickets, for its tiles (None: hand-off off)
+        self.topics = topics  # the questions grouped by meaning (None: no topics tile)
         # One private folder (0700, made on the first export) overwritten by every export and removed at exit: no
         # growth of /tmp per click, and no other local user reads the log's questions. Gradio's copies in its
         # cache go with delete_cache (bot/ui/app.py).
@@ -94,12 +131,14 @@ class AnalyticsHandlers:
         """Every tile for the filter the page shows (ValueError for a bad date)."""
         assert self.analytics is not None
         flt = StatsFilter(parse_time(since), parse_time(until), mode or None, source or None)
-        stats = self.analytics.compute(flt, [e.id for e in self.index.entries])
+        titles = {e.id: e.query for e in self.index.entries}
+        stats = self.analytics.compute(flt, list(titles), titles=titles)
+        stats = with_topics(stats, self.topics, self.analytics.log, self.analytics.top)
         return with_handoffs(stats, self.desk.store if self.desk is not None else None, self.analytics.log)
 
     def show(self, since: str, until: str, mode: str | None, source: str | None) -> tuple:
         """Status line, then each chart and table, in the order of :func:`analytics_tab`'s outputs."""
-        empty = (None,) * 6 + (None,) * len(TABLES)
+        empty = (None,) * 7 + (None,) * len(TABLES)
         if self.analytics is None:
             return (LOG_OFF, *empty)
         try:
@@ -112,7 +151,7 @@ class AnalyticsHandlers:
         # A line needs two days: over one, Gradio's line charts draw nothing at all. They wait, and say why.
         lines = rate["day"].nunique() >= 2
         note = "" if lines or not turns else f"<br>{ONE_DAY.format(rate=_rate(rate))}"
-        status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC){note}</div>"
+        status = f"<div class='kb-status'>{turns} 轮对话 / turns (UTC){note}{outcome_line(stats)}</div>"
         shown = {t.name for t in stats.tiles}  # the hand-off's tiles only when hand-off is on
         return (
             status,
@@ -122,6 +161,7 @@ class AnalyticsHandlers:
             frame(stats.tile("per_hour")),
             gr.update(value=hits, visible=lines),
             frame(stats.tile("relevance")).assign(bin=lambda d: d["from"].map(lambda v: f"{v:.2f}")),
+            gr.update(value=outcome_frame(stats), visible=lines),
             *(frame(stats.tile(name)) if name in shown else None for name in TABLES),
         )
 
@@ -149,9 +189,11 @@ class AnalyticsHandlers:
         return paths
 
 
-def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHandlers, list, list]:
+def analytics_tab(
+    kb: KnowledgeBase, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
+) -> tuple[AnalyticsHandlers, list, list]:
     """Lay out and wire the analytics tab inside the current Blocks context; (handlers, filter inputs, outputs)."""
-    h = AnalyticsHandlers(kb.log, kb.index, top, sample, desk=kb.desk)
+    h = AnalyticsHandlers(kb.log, kb.index, top, sample, desk=kb.desk, topics=topics, judge=judge)
     with gr.Row():
         since = gr.Textbox(label="开始（ISO，UTC）/ Since", placeholder="2026-11-01", elem_id="kb-stats-since")
         until = gr.Textbox(label="结束（不含）/ Until (exclusive)", placeholder="2026-12-01", elem_id="kb-stats-until")
@@ -193,22 +235,34 @@ def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHa
             elem_id="kb-stats-relevance",
             y_lim=ZERO,
         )
+    outcomes = gr.LinePlot(
+        x="day",
+        y="rate",
+        color="outcome",
+        title="结果（每个对话）/ Outcomes per conversation",
+        elem_id="kb-stats-outcomes",
+        y_lim=[0, 1],
+        **DAYS,
+    )
     tables = []
     labels = {
+        "failing_entries": "最让访客失望的条目 / Entries that fail visitors most",
+        "topics": "问题主题 / Topics (questions grouped by meaning)",
+        "down_reasons": "点踩原因 / Thumbs-down reasons",
         "top": "最常问 / Top questions",
         "trending": "上升（近 7 天对比前 7 天）/ Trending (last 7 days vs the 7 before)",
         "unanswered": "回答不了的问题组 / Top unanswered groups",
         "never_hit": "从未命中的条目 / Entries never hit",
         "latency": "延迟 p50/p95（毫秒）/ Latency p50/p95 (ms)",
         "feedback": "点赞/点踩 / Thumbs up / down",
-        "handoff_rate": "转人工率 / Hand-off rate",
+        "handoff_tickets": "转人工工单 / Hand-off tickets",
         "handoff_first_reply": "人工首次回复用时 / Time to a person's first reply",
         "handoff_per_day": "每日转人工工单 / Hand-off tickets per day",
     }
     for name in TABLES:
         tables.append(gr.Dataframe(label=labels[name], interactive=False, elem_id=f"kb-stats-{name}", max_height=320))
     inputs = [since, until, mode, source]
-    outputs = [status, rate, decisions, per_day, per_hour, hits, relevance, *tables]
+    outputs = [status, rate, decisions, per_day, per_hour, hits, relevance, outcomes, *tables]
     show.click(h.show, inputs, outputs, api_name="analytics")
     for f in (mode, source):
         f.change(h.show, inputs, outputs, **PRIVATE)
@@ -216,9 +270,11 @@ def analytics_tab(kb: KnowledgeBase, top: int, sample: int) -> tuple[AnalyticsHa
     return h, inputs, outputs
 
 
-def analytics_page(demo: Any, kb: KnowledgeBase, top: int, sample: int) -> gr.Tab:
+def analytics_page(
+    demo: Any, kb: KnowledgeBase, top: int, sample: int, topics: TopicFinder | None = None, judge: Judge | None = None
+) -> gr.Tab:
     """The analytics tab, hidden until an admin's page loads; filled by its select (an admin event)."""
     with gr.Tab("统计 / Analytics", id="analytics", visible=False) as tab:
-        h, inputs, outputs = analytics_tab(kb, top, sample)
+        h, inputs, outputs = analytics_tab(kb, top, sample, topics, judge)
     tab.select(h.show, inputs, outputs, **PRIVATE)
     return tab

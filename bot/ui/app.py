@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from bot.config.settings import Settings
+from bot.conversations.topics import topic_finder_from_settings
 from bot.knowledge_base import KnowledgeBase
 from bot.ui.admin import AdminAuth, AdminBlocks, admin_view
 from bot.ui.chat_handlers import FOLLOW, ChatHandlers
@@ -13,6 +14,8 @@ from bot.ui.events import PRIVATE
 from bot.ui.feedback import FEEDBACK_OPTIONS, feedback_controls, forget_after
 from bot.ui.inbox_tab import admin_tabs
 from bot.ui.knowledge_tab import knowledge_tab
+from bot.ui.publishers import PublisherAuth
+from bot.ui.review import edit_review
 from bot.ui.testsets_tab import testsets_page
 from bot.ui.visitor_desk import POLL_SECONDS, VisitorDesk, new_visit
 
@@ -71,11 +74,14 @@ def category_selector(h: ChatHandlers, elem_id: str) -> tuple[gr.Dropdown, gr.St
     return selector, chosen
 
 
-def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = None) -> AdminBlocks:
+def build_demo(
+    kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = None, publishers: PublisherAuth | None = None
+) -> AdminBlocks:
     """The Gradio Blocks app for knowledge base ``kb``; the caller queues and launches it (with ``css=CSS``).
 
     The knowledge, inbox and log tabs exist only with admin credentials (``ui.admin``), and serve only requests
-    with an admin login (``demo.admin.router()`` serves it at /admin/login).
+    with an admin login (``demo.admin.router()`` serves it at /admin/login). ``publishers``: the accounts whose
+    login (``publishers.router()``, /publisher/login) publishes when ``knowledge.require_approval`` asks for it.
     """
     h = ChatHandlers(kb, settings)
     admin = admin or AdminAuth.from_settings(settings)
@@ -103,7 +109,7 @@ def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = 
                     )
                     turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
                     visit = gr.State(None)  # the page's hand-off conversation (bot/ui/visitor_desk.py)
-                    feedback_controls(kb.recorder, chatbot, turns)
+                    after_answer = feedback_controls(kb.recorder, chatbot, turns, settings.feedback)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources", elem_id="kb-sources-head")
                     gr.Checkbox(
@@ -138,8 +144,13 @@ def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = 
         admin_pages = []  # shown to admins only; without admin credentials there are none
         if admin.enabled:
             with demo.admin_only(), gr.Tab("知识管理 / Knowledge", id="knowledge", visible=False) as knowledge:
-                knowledge_tab(kb, limits=h.limits)
-            admin_pages = [knowledge, *admin_tabs(demo, kb, settings.log), testsets_page(demo, kb, settings)]
+                review = edit_review(kb, settings, publishers)
+                record_link = knowledge_tab(kb, limits=h.limits, review=review)
+            admin_pages = [
+                knowledge,
+                *admin_tabs(demo, kb, settings.log, topic_finder_from_settings(settings), record_link),
+                testsets_page(demo, kb, settings),
+            ]
         admin_view(demo, admin_pages, gr.Markdown(visible=False, elem_id="kb-admin-link"))
 
         turn_out = [chatbot, message, sources, header, mode, turns]
@@ -157,7 +168,7 @@ def build_demo(kb: KnowledgeBase, settings: Settings, admin: AdminAuth | None = 
             chatbot.option_select(h.suggestion, chat_in[1:], turn_out, **PRIVATE),
         ):
             answered.then(h.arm, [mode], [ticker], **PRIVATE).then(None, js=SHOW_ANSWER_START, **PRIVATE)
-            answered.then(staff.arm, [visit], [replies], **PRIVATE)
+            after_answer(answered.then(staff.arm, [visit], [replies], **PRIVATE))
         retry.click(h.retry, [chatbot, mode, turns, categories, visit], turn_out, api_name="retry")
         undo.click(h.undo, [chatbot], [chatbot, message, sources], api_name="undo").then(
             lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE

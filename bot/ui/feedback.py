@@ -1,20 +1,30 @@
 """Thumbs up / down on the chat's answers, stored with their turn in the conversation log (through the core).
 
 The page keeps, per browser session, a map from the index of each answer in the chat to its turn id (a gr.State:
-server-side, so a client can only rate its own turns). A thumbs down (or a flag: irrelevant, wrong) opens a small
-optional "why" box; its text is stored as the reason.
+server-side, so a client can only rate its own turns). A thumbs down (or a flag: one of the fixed reasons, which
+analytics count) opens a small optional "why" box; its text is stored after the reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gradio as gr
+from gradio.events import Dependency
 
 from bot.chat.recorder import TurnRecorder
-from bot.texts import NOT_STORED, THANKS
+from bot.config.operating import FeedbackSettings
+from bot.texts import DOWN_REASONS, NOT_STORED, THANKS
 from bot.ui.events import PRIVATE
+from bot.ui.solved import solved_controls
 
 # "Like" and "Dislike" render as thumbs; the others sit under a flag and count as a thumbs down with that reason.
-FEEDBACK_OPTIONS = ("Like", "Dislike", "不相关 / Irrelevant", "错误 / Wrong", "不完整 / Incomplete")
+FEEDBACK_OPTIONS = ("Like", "Dislike", *(label for _, label in DOWN_REASONS))
+
+
+def with_reason(label: str | None, text: str) -> str:
+    """The stored reason: the fixed reason picked (if any), then what the visitor typed."""
+    return f"{label}: {text}" if label else text
 
 
 def remember(turns: dict[int, int] | None, index: int, turn_id: int | None) -> dict[int, int]:
@@ -51,19 +61,26 @@ class FeedbackHandlers:
         if liked is True or liked == "Like":
             gr.Info(THANKS)
             return gr.update(visible=False), None
-        return gr.update(visible=True), turn_id
+        label = liked if isinstance(liked, str) and liked not in ("Dislike", "dislike") else None
+        return gr.update(visible=True), {"turn": turn_id, "reason": label}
 
-    def reason(self, pending: int | None, text: str):
-        """Store the "why" of the pending thumbs down; (reason row, pending, textbox)."""
+    def reason(self, pending: dict | None, text: str):
+        """Store the "why" of the pending thumbs down (after its fixed reason); (reason row, pending, textbox)."""
         text = (text or "").strip()
-        if pending is not None and text:
-            stored = self.recorder.feedback(pending, -1, text)
+        if pending and text:
+            stored = self.recorder.feedback(pending["turn"], -1, with_reason(pending.get("reason"), text))
             (gr.Info if stored else gr.Warning)(THANKS if stored else NOT_STORED)
         return gr.update(visible=False), None, ""
 
 
-def feedback_controls(recorder: TurnRecorder, chatbot: gr.Chatbot, turns: gr.State) -> None:
-    """Lay out the "why" box under the chat and wire the chatbot's like event (inside the current Blocks)."""
+def feedback_controls(
+    recorder: TurnRecorder, chatbot: gr.Chatbot, turns: gr.State, settings: FeedbackSettings
+) -> Callable[[Dependency], None]:
+    """Lay out the "why" box and the "was this solved?" row under the chat, and wire the chatbot's like event.
+
+    Inside the current Blocks; returns what to chain after each answer (offers the question when ``settings`` asks
+    it).
+    """
     f = FeedbackHandlers(recorder)
     pending = gr.State(None)
     with gr.Row(visible=False, elem_id="kb-feedback") as row:
@@ -77,3 +94,5 @@ def feedback_controls(recorder: TurnRecorder, chatbot: gr.Chatbot, turns: gr.Sta
     chatbot.like(f.like, [turns], [row, pending], **PRIVATE)
     why.submit(f.reason, [pending, why], [row, pending, why], **PRIVATE)
     send.click(f.reason, [pending, why], [row, pending, why], **PRIVATE)
+    solved, solved_row, solved_turn = solved_controls(recorder, settings)
+    return lambda answered: answered.then(solved.offer, [chatbot, turns], [solved_row, solved_turn], **PRIVATE)

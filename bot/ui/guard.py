@@ -69,6 +69,8 @@ def limited(
     """``fn`` as a Gradio callback that first counts one event for the caller's address; beyond the limit it returns
     ``refuse(message)``. With ``discard_upload`` its first argument, an uploaded file, is deleted afterwards."""
     params = list(inspect.signature(fn).parameters.values())
+    wants_request = bool(params) and params[-1].name == "request"  # ``fn`` is handed the request too
+    params = params[:-1] if wants_request else params
     count = len(params)
 
     def callback(*args: Any) -> Any:
@@ -79,7 +81,7 @@ def limited(
                 return refuse(TOO_MANY)
             if upload and isinstance(upload, (str, os.PathLike)) and not Path(upload).exists():
                 return refuse(UPLOAD_GONE)
-            return fn(*args[:count])
+            return fn(*args[:count], request) if wants_request else fn(*args[:count])
         finally:
             discard_uploaded_file(upload)
 

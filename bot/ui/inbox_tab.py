@@ -16,6 +16,8 @@ from bot.chat.answer import Strategy
 from bot.config.settings import LogSettings
 from bot.conversations.inbox import Group
 from bot.conversations.log_store import ConversationLog
+from bot.conversations.outcomes import Judge
+from bot.conversations.topics import TopicFinder, joined
 from bot.editing.editor import KnowledgeEditor
 from bot.errors import BotError, KnowledgeError
 from bot.handoff.desk import Desk
@@ -26,6 +28,7 @@ from bot.ui.admin import fill_for_admins
 from bot.ui.analytics_tab import analytics_page
 from bot.ui.events import PRIVATE
 from bot.ui.knowledge_tab import result_html
+from bot.ui.records_tab import link_records, records_page
 from bot.ui.render import minute
 from bot.ui.suggestions_tab import suggestions_section
 
@@ -141,15 +144,27 @@ def tickets_html(tickets: Sequence[Ticket], problems: Sequence[Problem]) -> str:
 class InboxHandlers:
     """Callbacks of the inbox and log tabs (admins only: registered inside AdminBlocks.admin_only)."""
 
-    def __init__(self, turn_log: ConversationLog | None, editor: KnowledgeEditor, desk: Desk | None = None):
+    def __init__(
+        self,
+        turn_log: ConversationLog | None,
+        editor: KnowledgeEditor,
+        desk: Desk | None = None,
+        topics: TopicFinder | None = None,
+    ):
         self.log = turn_log
         self.editor = editor
         self.desk = desk
+        self.topics = topics  # joins near-duplicate groups that mean the same (the analytics page's topics)
 
-    def _groups(self, sort: str | None) -> list[Group]:
+    def _topics(self, sort: str | None) -> list[list[Group]]:
+        """The inbox's groups, those of one topic together, the first of each the one shown."""
         if sort == HANDOFFS or self.log is None:
             return []
-        return self.log.unanswered(limit=100, sort=sort or "latest")
+        groups = self.log.unanswered(limit=100, sort=sort or "latest")
+        return self.topics.merge(groups) if self.topics is not None else [[g] for g in groups]
+
+    def _groups(self, sort: str | None) -> list[Group]:
+        return [joined(members) for members in self._topics(sort)]
 
     def refresh(self, sort: str | None, status: str = ""):
         """(table html, group choices, status html) for the chosen sort order, or the hand-off tickets."""
@@ -187,8 +202,12 @@ class InboxHandlers:
         return gr.update(value=file) if file else gr.skip(), group.question, others, "", "", group.question, entry
 
     def _done(self, key: str | None, sort: str | None, status: str):
-        if key and self.log is not None:
-            self.log.dismiss(key)  # handled: it leaves the inbox until asked (and missed) again
+        if key and self.log is not None:  # handled: it leaves the inbox until asked (and missed) again
+            members = next((m for m in self._topics(sort) if joined(m).key == key), None)
+            for g in members or []:
+                self.log.dismiss(g.key)
+            if members is None:
+                self.log.dismiss(key)
         return self.refresh(sort, status)
 
     def new_entry(
@@ -246,9 +265,9 @@ class InboxHandlers:
         return turns_html(self.log.recent(100, filters=filters))
 
 
-def inbox_tab(kb: KnowledgeBase) -> tuple[InboxHandlers, Any, list]:
+def inbox_tab(kb: KnowledgeBase, topics: TopicFinder | None = None) -> tuple[InboxHandlers, Any, list]:
     """Lay out and wire the unanswered inbox inside the current Blocks context; (handlers, sort, refresh outputs)."""
-    h = InboxHandlers(kb.log, kb.editor, kb.desk)
+    h = InboxHandlers(kb.log, kb.editor, kb.desk, topics)
     gr.Markdown(
         "回答不了（HyDE、兜底回复）或被点踩的问题，相近的问法归为一组；“转人工”列出转人工的工单。/ Questions that fell "
         "back (HyDE, last resort) or got a thumbs down, near-duplicates grouped; “Hand-offs” lists the hand-off tickets."
@@ -316,9 +335,20 @@ def log_tab(h: InboxHandlers) -> tuple[list, Any]:
     return [strategy, rating, text], table
 
 
-def admin_tabs(demo: Any, kb: KnowledgeBase, log: LogSettings | None = None) -> list[gr.Tab]:
-    """The inbox, log and analytics tabs, hidden until an admin's page loads; every event refuses non-admins."""
+def admin_tabs(
+    demo: Any,
+    kb: KnowledgeBase,
+    log: LogSettings | None = None,
+    topics: TopicFinder | None = None,
+    record_link: tuple[gr.Button, gr.State] | None = None,
+) -> list[gr.Tab]:
+    """The inbox, log, analytics and entry records tabs, hidden until an admin's page loads.
+
+    Every event refuses non-admins. ``topics`` group the inbox and the analytics page by meaning; ``record_link``:
+    the knowledge tab's button (and loaded entry) that opens an entry's record.
+    """
     log = log or LogSettings()
+    judge = Judge(log.outcomes.window_minutes, log.outcomes.reask_similarity)
     with demo.admin_only():
         with gr.Tab("待解决问题 / Unanswered", id="inbox", visible=False) as inbox:
             h, sort, listed = inbox_tab(kb)
@@ -328,5 +358,8 @@ def admin_tabs(demo: Any, kb: KnowledgeBase, log: LogSettings | None = None) -> 
         inbox.select(h.refresh, [sort], listed, **PRIVATE)
         inbox.select(suggested.refresh, None, suggested_out, **PRIVATE)
         turns.select(h.turns, filters, [table], **PRIVATE)
-        stats = analytics_page(demo, kb, log.analytics_top, log.analytics_sample)
-    return [inbox, turns, stats]
+        stats = analytics_page(demo, kb, log.analytics_top, log.analytics_sample, topics, judge)
+        records, record_filter = records_page(kb, judge)
+        if record_link is not None:
+            link_records(*record_link, record_filter)
+    return [inbox, turns, stats, records]

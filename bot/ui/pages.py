@@ -18,6 +18,7 @@ from fastapi import APIRouter, FastAPI
 from bot.config.settings import Settings
 from bot.knowledge_base import KnowledgeBase
 from bot.ui.admin import AdminAuth, AdminBlocks
+from bot.ui.publishers import PublisherAuth
 
 KB_PREFIX = "/kb"
 
@@ -27,12 +28,17 @@ def kb_path(name: str) -> str:
     return f"{KB_PREFIX}/{name}"
 
 
-def kb_page(kb: KnowledgeBase, settings: Settings, name: str | None = None) -> AdminBlocks:
-    """The queued Blocks of one knowledge base; with ``name`` (not the default) its admin is scoped to it."""
+def kb_page(
+    kb: KnowledgeBase, settings: Settings, name: str | None = None, publishers: PublisherAuth | None = None
+) -> AdminBlocks:
+    """The queued Blocks of one knowledge base; with ``name`` (not the default) its admin is scoped to it.
+
+    ``publishers``: the server's publisher logins, shared by every page.
+    """
     from bot.ui.app import build_demo
 
     admin = AdminAuth.from_settings(settings, scope=name, cookie_path=kb_path(name) + "/") if name else None
-    demo = build_demo(kb, settings, admin)
+    demo = build_demo(kb, settings, admin, publishers)
     return demo.queue(default_concurrency_limit=settings.ui.concurrency)
 
 

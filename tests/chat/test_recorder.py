@@ -78,7 +78,7 @@ def test_feedback_is_stored_and_a_thumbs_down_reaches_the_inbox(settings):
 @pytest.mark.parametrize(
     "api_name, data",
     [
-        ("save_entry", ["faq.json", "", "停车场怎么收费？", "每小时五元。", "停车", None]),
+        ("save_entry", ["faq.json", "", "停车场怎么收费？", "每小时五元。", "停车", None, "", False, "", ""]),
         ("inbox", ["latest"]),
         ("inbox_new_entry", [None, "faq.json", "停车场怎么收费？", "", "每小时五元。", "停车", "latest"]),
         ("inbox_dismiss", ["火星上有几座城市", "latest"]),

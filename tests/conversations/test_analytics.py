@@ -294,7 +294,7 @@ def test_log_stats_json_equals_the_core(tmp_path):
     since = (NOW + shift - timedelta(days=6)).isoformat()
     flt = StatsFilter(since=datetime.fromisoformat(since), mode="sparse", source="web")
     core = Analytics(turn_log, settings.log.analytics_top, settings.log.analytics_sample).compute(
-        flt, ["faq:a", "faq:never"]
+        flt, ["faq:a", "faq:never"], titles={"faq:a": "q", "faq:never": "n"}
     )
     turn_log.close()
 
@@ -306,7 +306,9 @@ def test_log_stats_json_equals_the_core(tmp_path):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     trending = out.pop("trending")  # its weeks end at the CLI's "now", a moment later than the core's
-    handoffs = [out.pop(n) for n in ("handoff_rate", "handoff_first_reply", "handoff_per_day")]  # the desk's tiles
+    topics = out.pop("topics")  # added by the CLI beside the core's tiles (bot/conversations/topics.py)
+    assert topics["rows"] == [] and "Too few questions" in topics["note"]
+    handoffs = [out.pop(n) for n in ("handoff_tickets", "handoff_first_reply", "handoff_per_day")]  # the desk's
     assert handoffs[0]["rows"][0][2] == 0 and handoffs[2]["rows"] == []  # no tickets in this log
     want = core.to_dict()
     want.pop("trending")
@@ -332,7 +334,7 @@ def test_the_analytics_tab_refuses_requests_without_the_admin_cookie(served):
         else:
             assert payload[0]["visible"] is True  # the CSV box appears with its files
             names = sorted(Path(f["path"]).name for f in payload[0]["value"])
-            assert "analytics-decisions.csv" in names and len(names) == 15  # 12, and the hand-off's 3
+            assert "analytics-decisions.csv" in names and len(names) == 22  # 19, and the hand-off's 3
 
 
 def test_benchmark_smoke_on_2k_turns(tmp_path):

@@ -3,6 +3,7 @@ sees what the user typed unless configured, refusal is optional, and retention r
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from openpyxl import load_workbook
 
 from bot.chat.answer import Answer, Strategy
 from bot.chat.recorder import row_of
@@ -20,8 +22,11 @@ from bot.config.variants import replace
 from bot.conversations.privacy import PersonalData, PrivacyPolicy
 from bot.conversations.turn_log import TurnLog, turn_log_from_settings
 from bot.errors import ConfigError
+from bot.evaluation.replay import replayer_from_settings
 from bot.factory import build_bot, build_knowledge_base
+from bot.ui.analytics_tab import AnalyticsHandlers
 from bot.ui.inbox_tab import InboxHandlers
+from bot.ui.records_tab import RecordHandlers
 from tests.support.knowledge import ROOT, config_dict
 
 pytestmark = pytest.mark.e2e
@@ -265,3 +270,28 @@ def test_policy_from_settings_masks_for_search_only_when_asked():
     assert policy.for_search(f"电话{MOBILE}") == f"电话{MOBILE}" and not policy.refused(f"电话{MOBILE}")
     policy = PrivacyPolicy.from_settings(PrivacySettings(mask_llm=True, refuse=True))
     assert policy.for_search(f"电话{MOBILE}") == "电话[mobile]" and policy.refused(f"电话{MOBILE}")
+
+
+def test_outcomes_entry_records_replays_and_their_exports_stay_masked(settings, tmp_path):
+    kb = build_knowledge_base(settings)
+    asked = [f"食堂在哪里？我手机{MOBILE}", f"食堂在哪里？邮箱 {EMAIL}", f"身份证{ID_CARD}丢了怎么补办"]
+    turns = [kb.ask(q, session=q, source="web") for q in asked]
+    assert kb.recorder.feedback(turns[0].turn_id, -1, f"答案错误 / Wrong answer: 打 {MOBILE}")
+    assert kb.recorder.solved(turns[1].turn_id, False)
+    analytics = AnalyticsHandlers(kb.log, kb.index, top=10, sample=1000, export_dir=tmp_path)
+    shown = str(analytics.show("", "", "", ""))  # the page: outcomes, failing entries, reasons, every table
+    exported = [Path(p).read_text(encoding="utf-8-sig") for p in analytics.export("", "", "", "") or []]
+    records = RecordHandlers(kb.log, kb.index, kb.store, export_dir=tmp_path)
+    table = records.show("", "", "failures")[1].to_csv()
+    files = records.export("", "", "failures")["value"]
+    workbook = load_workbook(next(p for p in files if p.endswith(".xlsx")))
+    cells = " ".join(str(c.value) for row in workbook.active.iter_rows() for c in row)
+    deleting = lambda scratch: [scratch.delete_entry("faq.json", "canteen")]
+    replayer = replayer_from_settings(kb.search, kb.store, kb.recorder, settings)
+    replay = replayer.replay_edit(deleting)
+    lost = json.dumps([replay.to_dict(), [q.text for q in replayer.questions()[0]]], ensure_ascii=False)
+    assert "faq:canteen" in shown and "not_solved" in shown and "faq:canteen" in table and len(exported) > 5
+    assert "[mobile]" in lost and "[email]" in lost  # the replay asks the questions as the log keeps them
+    for text in (shown, *exported, table, Path(files[0]).read_text(encoding="utf-8-sig"), cells, lost):
+        for secret in SECRETS:
+            assert secret not in text, secret

@@ -117,7 +117,10 @@ def test_csv_round_trip(tmp_path):
         assert (got.query, got.document, got.metadata) == (e.query, e.document, e.metadata)
     # "|" separates phrasings in a CSV: a phrasing holding "|" comes back as two.
     assert again["more:p"].questions == ("停车多少钱", "车停哪里", "收费")
-    assert export_csv(load_entries(dst), dst).splitlines()[0] == "file,key,query,document,metadata,questions,categories"
+    assert (
+        export_csv(load_entries(dst), dst).splitlines()[0]
+        == "file,key,query,document,metadata,questions,categories,draft,valid_from,valid_until"
+    )
 
 
 def test_csv_errors_name_the_row_and_bom_is_accepted(tmp_path):

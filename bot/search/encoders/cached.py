@@ -105,6 +105,11 @@ class CachedEncoder(Encoder):
         """Question rows (zero for word-less texts); cached texts are not encoded again."""
         return self._embed(texts, QUESTION, store=True)
 
+    def encode_questions(self, texts: Sequence[str]) -> np.ndarray:
+        """Question rows for many texts at once, read from the cache when there but not stored (visitors' questions:
+        their own store keeps them, bot/conversations/topics.py)."""
+        return self._embed(texts, QUESTION, store=False)
+
     def embed_query(self, text: str) -> np.ndarray:
         """The same vector as ``embed_questions([text])[0]``, read from the cache when there but not stored."""
         return self._embed([text], QUESTION, store=False)[0]
