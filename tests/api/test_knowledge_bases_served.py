@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from bot.config.knowledge_bases import all_settings
 from bot.config.settings import load_settings
 from bot.conversations.turn_log import turn_log_from_settings
 from bot.ui.admin import COOKIE
@@ -34,7 +35,7 @@ HR_COOKIE = f"{COOKIE}_hr"
 
 @pytest.fixture
 def served_kbs(two_kbs, monkeypatch):
-    """(base URL, the demo) of the app serving both knowledge bases, with the API token and both admins set."""
+    """(base URL, each knowledge base's settings) of the app serving both, with the API token and both admins set."""
     settings = load_settings(two_kbs())
     monkeypatch.setenv(settings.api.token_env, TOKEN)
     monkeypatch.setenv(settings.ui.admin.username_env, ADMIN_LOGIN[0])
@@ -43,13 +44,13 @@ def served_kbs(two_kbs, monkeypatch):
     monkeypatch.setenv("KBBOT_ADMIN_PASSWORD_HR", HR_ADMIN[1])
     demo, base = serve_in_process(settings)
     try:
-        yield base, demo
+        yield base, all_settings(settings)
     finally:
         demo.close()
 
 
 def test_the_model_and_the_page_path_pick_the_knowledge_base_and_logs_stay_apart(served_kbs):
-    base, demo = served_kbs
+    base, kb_settings = served_kbs
     v1 = f"{base}/v1"
     cards = {m.id: kbbot(m) for m in client(v1).models.list().data}
     assert cards["kbbot/hr"] == {"mode": "sparse", "knowledge_base": "hr"} and "kbbot" in cards
@@ -74,7 +75,7 @@ def test_the_model_and_the_page_path_pick_the_knowledge_base_and_logs_stay_apart
             assert event == "complete" and answered(json.dumps(payload, ensure_ascii=False), kb, question), question
             asked[kb] += 1
     ask(v1, NOBODY, model="hr")  # unanswered: into hr's inbox only
-    logs = {kb: turn_log_from_settings(demo.deployment.settings[kb]) for kb in asked}
+    logs = {kb: turn_log_from_settings(kb_settings[kb]) for kb in asked}
     for kb, log in logs.items():
         assert log is not None
         rows = [row for row in log.recent(100) if row["question"] != NOBODY]
@@ -85,7 +86,9 @@ def test_the_model_and_the_page_path_pick_the_knowledge_base_and_logs_stay_apart
 
 def save_entry(base: str, path: str, cookies: dict[str, str], question: str) -> str:
     """The event name of a knowledge write (a new entry in faq.json) on the page at ``path`` with ``cookies``."""
-    event, _ = call_event(base + path, "save_entry", ["faq.json", "", question, "新的回答。", "", ""], cookies)
+    event, _ = call_event(
+        base + path, "save_entry", ["faq.json", "", question, "新的回答。", "", None, "", False, "", ""], cookies
+    )
     return event
 
 

@@ -68,9 +68,12 @@ def post_streamed(
     sent = 0
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        # poll, not select: late in a long run the socket's descriptor can be past select's limit of 1024
+        replied = select.poll()
+        replied.register(sock, select.POLLIN)
         try:
             for piece in pieces(total, prefix, suffix):
-                if select.select([sock], [], [], 0)[0]:
+                if replied.poll(0):
                     break  # the server has answered: an attacker's client would stop here too
                 sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
                 sent += len(piece)

@@ -109,7 +109,7 @@ def test_a_chat_user_cannot_reach_the_admin_endpoints(browser, app_config):
         ask(page, OFF_TOPIC)
         assert all(page.get_by_role("tab", name=name).count() == 0 for name in ADMIN_TABS)
         for api_name, data in [
-            ("save_entry", ["faq.json", "", "坏条目", "不该保存", ""]),
+            ("save_entry", ["faq.json", "", "坏条目", "不该保存", "", None, "", False, "", ""]),
             ("inbox", ["latest"]),
             ("inbox_dismiss", [OFF_TOPIC, "latest"]),
             ("log_turns", ["", "", ""]),
@@ -129,6 +129,6 @@ def test_a_chat_user_cannot_reach_the_admin_endpoints(browser, app_config):
         page = open_page(browser, app.url)
         assert all(page.get_by_role("tab", name=name).count() == 0 for name in ADMIN_TABS)
         with pytest.raises(httpx.HTTPStatusError):  # no such endpoint
-            call(app.url, "save_entry", ["faq.json", "", "坏条目", "不该保存", ""])
+            call(app.url, "save_entry", ["faq.json", "", "坏条目", "不该保存", "", None, "", False, "", ""])
     finally:
         app.stop()

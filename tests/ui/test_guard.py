@@ -55,7 +55,8 @@ def test_retrieval_test_and_knowledge_writes_are_limited_per_address_across_fres
     tables = [call(base, "retrieval_test", "怎么添加知识")[0] for _ in range(3)]
     assert "Too many requests" not in tables[1] and "Too many requests" in tables[2] and "sparse" in tables[0]
     statuses = [
-        call(base, "save_entry", "faq.json", "", f"停车场{n}怎么收费？", "五元。", "停车", None)[0] for n in range(3)
+        call(base, "save_entry", "faq.json", "", f"停车场{n}怎么收费？", "五元。", "停车", None, "", False, "", "")[0]
+        for n in range(3)
     ]
     assert "index updated" in statuses[1] and "Too many requests" in statuses[2]
     saved = json.loads((kb_dir / "faq.json").read_text(encoding="utf-8"))
@@ -75,10 +76,10 @@ def test_upload_over_the_size_cap_is_refused_and_imported_uploads_are_deleted(se
     from pathlib import Path
 
     assert Path(stored).exists()
-    status = call(base, "upload_file", {"path": stored, "meta": {"_type": "gradio.FileData"}}, False)[0]
+    status = call(base, "upload_file", {"path": stored, "meta": {"_type": "gradio.FileData"}}, False, False)[0]
     assert "index updated" in status and (kb_dir / "parking.json").exists()
     assert not Path(stored).exists()  # imported: gone from Gradio's upload folder
-    again = call(base, "upload_file", {"path": stored, "meta": {"_type": "gradio.FileData"}}, False)[0]
+    again = call(base, "upload_file", {"path": stored, "meta": {"_type": "gradio.FileData"}}, False, False)[0]
     assert "choose it again" in again
 
 

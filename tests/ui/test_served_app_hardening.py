@@ -92,9 +92,11 @@ def test_saves_refuse_control_characters_rtl_overrides_and_deep_folders(settings
     base = serve_app()
     before = sorted(p.relative_to(kb_dir) for p in kb_dir.rglob("*"))
     for name in BAD_NAMES:
-        status = call(base, "save_entry", name, "", "停车场怎么收费？", "五元。", "停车", None)[0]
+        status = call(base, "save_entry", name, "", "停车场怎么收费？", "五元。", "停车", None, "", False, "", "")[0]
         assert "❌" in status and ("control" in status or "folders deep" in status), status
-    status = call(base, "save_entry", "faq.json", "k\nforged", "停车场怎么收费？", "五元。", "停车", None)[0]
+    status = call(
+        base, "save_entry", "faq.json", "k\nforged", "停车场怎么收费？", "五元。", "停车", None, "", False, "", ""
+    )[0]
     assert "❌" in status and "control" in status
     assert sorted(p.relative_to(kb_dir) for p in kb_dir.rglob("*")) == before  # main: 3 files, 60 folders
 
@@ -147,7 +149,9 @@ def test_an_admin_restores_an_overwritten_file_in_the_page_and_can_undo_it(setti
 
     base = serve_app()
     original = (kb_dir / "faq.json").read_bytes()
-    status = call(base, "save_entry", "faq.json", "", "停车场怎么收费？", "被改坏的内容", "", None)[0]
+    status = call(base, "save_entry", "faq.json", "", "停车场怎么收费？", "被改坏的内容", "", None, "", False, "", "")[
+        0
+    ]
     assert "index updated" in status and (kb_dir / "faq.json").read_bytes() != original
     versions = call(base, "file_versions", "faq.json")[0]  # main: no such endpoint (restore was CLI only)
     kept = versions["choices"][0][1] if isinstance(versions, dict) else versions
