@@ -108,14 +108,15 @@ def test_a_chat_user_cannot_reach_the_admin_endpoints(browser, app_config):
         page = open_page(browser, app.url)
         ask(page, OFF_TOPIC)
         assert all(page.get_by_role("tab", name=name).count() == 0 for name in ADMIN_TABS)
-        for api_name, data in [
+        refused: list[tuple[str, list[object]]] = [
             ("save_entry", ["faq.json", "", "坏条目", "不该保存", "", None, "", False, "", ""]),
             ("inbox", ["latest"]),
             ("inbox_dismiss", [OFF_TOPIC, "latest"]),
             ("log_turns", ["", "", ""]),
             ("analytics", ["", "", "", ""]),
             ("analytics_export", ["", "", "", ""]),
-        ]:
+        ]
+        for api_name, data in refused:
             event, payload = call(app.url, api_name, data)
             assert event == "error" and "Admin login required" in json.dumps(payload, ensure_ascii=False), api_name
         assert (kb / "faq.json").read_text(encoding="utf-8") == before
