@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.texts import DOWN_REASONS
 from tests.support.browser import (
     App,
     ask,
@@ -241,7 +242,7 @@ def test_the_flag_reasons_of_the_last_answer_open_inside_the_chat_box(browser, a
         page.locator("#kb-chat").get_by_label("Feedback", exact=True).last.click()
         chat = page.locator("#kb-chat").bounding_box()
         assert chat is not None
-        for reason in ("不相关 / Irrelevant", "错误 / Wrong", "不完整 / Incomplete"):
+        for _, reason in DOWN_REASONS:  # the fixed choices a 👎 offers
             box = page.locator("#kb-chat").get_by_text(reason, exact=True).last.bounding_box()
             assert box is not None and chat["y"] <= box["y"] and box["y"] + box["height"] <= chat["y"] + chat["height"]
         shot(page, "chat-flag-reasons")
