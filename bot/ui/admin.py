@@ -63,6 +63,16 @@ cursor:pointer}}button:hover{{background:#ea580c}}a{{color:#ea580c;font-size:14p
 <p><a href="../">← 返回对话 / Back to the chat</a></p></main></body></html>"""
 
 
+def login_page(template: str, message: str = "", status: int = 200) -> HTMLResponse:
+    """A login page from ``template`` (admin, agent or publisher), with an escaped error line when ``message``."""
+    line = f"<p class='err' id='kb-admin-error'>{html.escape(message)}</p>" if message else ""
+    return HTMLResponse(
+        template.format(message=line),
+        status_code=status,
+        headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
+    )
+
+
 class AdminAuth:
     """Admin credentials (``ui.admin``), signed session cookies and the ``/admin`` login routes."""
 
@@ -201,12 +211,7 @@ class AdminAuth:
         on."""
         if not self.enabled:
             message, status = ADMIN_OFF.format(user=self.variables[0], password=self.variables[1]), 404
-        line = f"<p class='err' id='kb-admin-error'>{html.escape(message)}</p>" if message else ""
-        return HTMLResponse(
-            LOGIN_PAGE.format(message=line),
-            status_code=status,
-            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
-        )
+        return login_page(LOGIN_PAGE, message, status)
 
     async def login(self, request: Request) -> Response:
         """Check the posted username and password behind the login lockout; on success set the cookie and go to

@@ -36,7 +36,7 @@ from bot.handoff.tickets import Status, Ticket
 from bot.serving.logins import ThrottledLogin, locked_message
 from bot.serving.ratelimit import shared_store
 from bot.serving.shared_logins import login_throttle
-from bot.ui.admin import LOGIN_PAGE, AdminAuth
+from bot.ui.admin import LOGIN_PAGE, AdminAuth, login_page
 
 if TYPE_CHECKING:
     from bot.serving.shared_limits import RateStore
@@ -207,19 +207,13 @@ class AgentConsole:
 
     def login_form(self, message: str = "", status: int = 200) -> HTMLResponse:
         """The login form (with an error line when ``message``)."""
-        import html
 
         if not self.auth.enabled:
             message = message or (
                 "坐席控制台未启用：请在 handoff.agents 中添加坐席，或设置管理员账号。"
                 "/ The console is off: list agents in handoff.agents or set the admin variables."
             )
-        line = f"<p class='err' id='kb-admin-error'>{html.escape(message)}</p>" if message else ""
-        return HTMLResponse(
-            AGENT_LOGIN_PAGE.format(message=line),
-            status_code=status,
-            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
-        )
+        return login_page(AGENT_LOGIN_PAGE, message, status)
 
     async def login(self, request: Request) -> Response:
         """Check the name and password behind the lockout; on success set the cookie and open the console."""

@@ -8,7 +8,6 @@ publishers unless listed.
 
 from __future__ import annotations
 
-import html
 import logging
 import math
 from typing import Any
@@ -21,7 +20,7 @@ from bot.config.settings import Settings
 from bot.serving.logins import locked_message
 from bot.serving.ratelimit import shared_store
 from bot.serving.shared_logins import login_throttle
-from bot.ui.admin import LOGIN_PAGE
+from bot.ui.admin import LOGIN_PAGE, login_page
 from bot.ui.agents import AgentAuth
 
 log = logging.getLogger(__name__)
@@ -63,12 +62,7 @@ class PublisherAuth(AgentAuth):
 
     def login_form(self, message: str = "", status: int = 200) -> HTMLResponse:
         """The login form (with an error line when ``message``)."""
-        line = f"<p class='err' id='kb-admin-error'>{html.escape(message)}</p>" if message else ""
-        return HTMLResponse(
-            PUBLISHER_LOGIN_PAGE.format(message=line),
-            status_code=status,
-            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
-        )
+        return login_page(PUBLISHER_LOGIN_PAGE, message, status)
 
     async def login(self, request: Request) -> Response:
         """Check the name and password behind the lockout; on success set the cookie and go to the app."""
