@@ -49,8 +49,11 @@ lint: $(VENV)/.test-deps
 	$(PY) -m mypy
 	$(PY) -m bot.config.reference --check
 
+# Two worker processes, each taking whole test files (module fixtures and servers stay in one process):
+# the suite is CPU-bound, so this halves it on the 2-core CI machine. `make test WORKERS=0` runs it in one process.
+WORKERS ?= 2
 test: $(VENV)/.test-deps browser-deps pg-deps lint
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 
 test-fast: $(VENV)/.test-deps
 	$(PY) -m pytest -m "not slow and not browser"
