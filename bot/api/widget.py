@@ -166,6 +166,7 @@ class WidgetAPI:
             "options": [o.to_dict() for o in answer.options],
             "notice": answer.notice,
             "handoff": answer.handoff.to_dict() if answer.handoff else None,
+            "related": [o.to_dict() for o in answer.related],
         }
         if self.settings.show_sources:
             reply["sources"] = [{"id": h.entry.id, "query": h.entry.query} for h in answer.hits]
