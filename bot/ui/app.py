@@ -137,7 +137,7 @@ def build_demo(
             examples = gr.Dataset(
                 components=[message],
                 samples=samples,
-                label="猜你想问 / Popular questions",
+                label="大家都在问 / Popular questions",
                 elem_id="kb-examples",
                 visible=bool(samples),
             )
