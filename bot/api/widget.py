@@ -195,20 +195,14 @@ class WidgetAPI:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
 
-        checked = await self._checked(request)
+        checked = await self._authorized(request, self.per_poll, "widget-poll")
         if isinstance(checked, Response):
             return checked
-        headers, body = checked
+        headers, data = checked
         try:
-            session, token, after = parse_messages_request(body)
+            session, after = parse_messages_request(data)
         except ValueError as exc:
             return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
-        expected = self.settings.token()
-        if expected is None or token != expected:
-            return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
-        address = request.client.host if request.client else "unknown"
-        if not self.per_poll.allow(f"widget-poll:{address}"):
-            return JSONResponse({"error": TOO_FAST}, status_code=429, headers=headers)
         desk = self.kb.desk
         if desk is None:
             return JSONResponse(Updates(None).to_dict(), headers=headers)
@@ -326,14 +320,13 @@ def _session_and_token(data: dict[str, Any]) -> tuple[str, str]:
     return session, token
 
 
-def parse_messages_request(body: bytes) -> tuple[str, str, int]:
-    """(session, token, after) of a ``/widget/messages`` request, or ValueError saying what is wrong."""
-    data = _json_object(body)
-    session, token = _session_and_token(data)
+def parse_messages_request(data: dict[str, Any]) -> tuple[str, int]:
+    """(session, after) of a ``/widget/messages`` request's object, or ValueError saying what is wrong."""
+    session, _ = _session_and_token(data)
     after = data.get("after", 0)
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise ValueError("'after' must be a non-negative integer")
-    return session, token, after
+    return session, after
 
 
 def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:

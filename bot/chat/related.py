@@ -9,6 +9,8 @@ turn's category filter excludes, never a draft or an entry outside its validity 
 from __future__ import annotations
 
 import dataclasses
+import json
+import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 
 from bot.chat.answer import Answer, Decision, Option
@@ -21,6 +23,7 @@ from bot.search.base import Hit
 
 RELATED = 3  # related questions offered after an answer
 NEIGHBOURS = 8  # hits searched for the nearest neighbours (the entry itself and excluded ones come back too)
+CACHED = 10_000  # entries whose neighbours are remembered (per category filter) until the knowledge changes
 
 # (query, within) -> the hits of a search over the published knowledge, best first
 Neighbours = Callable[[str, EntryFilter | None], Sequence[Hit]]
@@ -47,12 +50,39 @@ class RelatedQuestions:
         self.neighbours = neighbours
         self.availability = availability or Availability()
         self.limit = limit
+        # An entry's neighbours depend on the knowledge only, not on the question: searched once per loaded
+        # knowledge (a search costs as much as the turn's own), with the entries by id.
+        self._lock = threading.Lock()
+        self._snapshot: Sequence[Entry] | None = None
+        self._by_id: dict[str, Entry] = {}
+        self._near: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def _loaded(self) -> dict[str, Entry]:
+        """The loaded entries by id; a new knowledge forgets the neighbours searched in the old one."""
+        entries = self.entries()
+        with self._lock:
+            if entries is not self._snapshot:
+                self._snapshot, self._by_id, self._near = entries, {e.id: e for e in entries}, {}
+            return self._by_id
+
+    def _nearest(self, entry: Entry, within: EntryFilter | None) -> tuple[str, ...]:
+        """The ids of the entries nearest ``entry`` in the index (within the filter), best first."""
+        key = (entry.id, json.dumps(within.to_dict(), sort_keys=True) if within else "")
+        with self._lock:
+            known = self._near.get(key)
+        if known is None:
+            known = tuple(h.entry.id for h in self.neighbours(entry.query, within))
+            with self._lock:
+                if len(self._near) >= CACHED:
+                    self._near.clear()
+                self._near[key] = known
+        return known
 
     def of(self, answer: Answer) -> tuple[Option, ...]:
         """The related questions of a finished answer from the knowledge (none for any other decision)."""
         if not answer.finished or answer.decision is not Decision.ANSWER or not answer.hits:
             return ()
-        by_id = {e.id: e for e in self.entries()}
+        by_id = self._loaded()
         answered = by_id.get(answer.hits[0].entry.id)
         if answered is None:  # answered by another knowledge base (routed), or removed since
             return ()
@@ -84,7 +114,7 @@ class RelatedQuestions:
         take(answered.related)
         take(self.next_asked.after(answered.id))
         if len(picked) < self.limit:
-            take(h.entry.id for h in self.neighbours(answered.query, within))
+            take(self._nearest(answered, within))
         return tuple(Option(e.id, question_of(e)) for e in picked.values())
 
     def added(self, answer: Answer) -> Answer:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from bot.chat.related import question_of
-from bot.chat.status import example_questions, question_key
+from bot.chat.status import EXAMPLES, example_questions, question_key
 from bot.config.serving import UISettings
 from bot.conversations.asking import AskedEntry, MostAsked
 from bot.conversations.privacy import PersonalData
@@ -68,7 +68,9 @@ class WelcomeCard:
         pinned, pinned_ids = self._pinned(shown)
         source = self.ui.examples_source
         asked = self._asked(shown, pinned_ids) if source != "fixed" else []
-        rest = asked or example_questions(shown, self.ui.examples if source != "popular" else (), limit)
+        examples = self.ui.examples if source != "popular" else []
+        # Without examples in the knowledge, a few of its own questions (EXAMPLES), spread over it.
+        rest = asked or example_questions(shown, examples, min(limit, max(len(examples), EXAMPLES)))
         return list(dict.fromkeys([*pinned, *rest]))[:limit]
 
     def _pinned(self, entries: Sequence[Entry]) -> tuple[list[str], set[str]]:

@@ -11,10 +11,9 @@ import pytest
 
 from bot.config.variants import replace, update
 from bot.conversations.turn_log import turn_log_from_settings
-from bot.factory import build_knowledge_base
 from bot.texts import BAD_TOKEN, FOREIGN, NO_SUCH_TURN, NOT_SOLVED_REASON, SOLVED_REASON, THANKS
 from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
-from tests.support.serving import TOKEN, ask, kbbot, serve_in_process
+from tests.support.serving import TOKEN, ask, kbbot, serve_asked, serve_in_process
 
 pytestmark = pytest.mark.e2e
 
@@ -31,20 +30,7 @@ def app(settings, kb_dir, monkeypatch):
     write_knowledge(kb_dir, KNOWLEDGE)
     monkeypatch.setenv(settings.widget.token_env, WIDGET_TOKEN)
     monkeypatch.setenv(settings.api.token_env, TOKEN)
-    settings = update(
-        settings,
-        {
-            "widget.enabled": True,
-            "widget.allowed_origins": [ALLOWED],
-            "feedback.ask_solved": "every",
-            "ui.examples": ["食堂在哪里？"],
-        },
-    )
-    settings = with_cutoffs(settings, "sparse", 0.5)
-    kb = build_knowledge_base(settings)
-    for n in range(3):
-        kb.ask("图书馆几点开放？", session=f"before-{n}", source="web")
-    page, url = serve_in_process(settings, kb)
+    page, url = serve_asked(settings, ALLOWED, "图书馆几点开放？", examples=["食堂在哪里？"])
     try:
         yield url, settings
     finally:

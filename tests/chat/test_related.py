@@ -9,12 +9,16 @@ from typing import Any
 
 import pytest
 
-from bot.chat.answer import Decision
+from bot.chat.answer import Answer, Decision, Strategy
+from bot.chat.related import RelatedQuestions
 from bot.config.variants import replace
+from bot.conversations.asking import NextAsked
 from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_knowledge_base
-from bot.knowledge.entries import entry_from_record, entry_record, load_entries, write_entries
-from bot.knowledge.filters import entry_filter
+from bot.knowledge.entries import Entry, entry_from_record, entry_record, load_entries, write_entries
+from bot.knowledge.filters import EntryFilter, entry_filter
+from bot.search.base import Hit
+from tests.support.answers import hit
 from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
 
 pytestmark = pytest.mark.unit
@@ -127,3 +131,20 @@ def test_related_ids_survive_records_and_written_files(kb_dir, tmp_path):
     stored = json.loads((tmp_path / "copy" / "campus.json").read_text(encoding="utf-8"))
     assert stored["card"]["related"] == ["campus:library", "faq:canteen"]
     assert "related" not in stored["library"] and TINY  # absent stays absent
+
+
+def test_neighbours_are_searched_once_per_entry_until_the_knowledge_changes():
+    gym, pool, court = (Entry(f"c:{k}", q, "…") for k, q in (("gym", "体育馆"), ("pool", "游泳馆"), ("court", "球场")))
+    knowledge = [[gym, pool]]
+    searched: list[str] = []
+
+    def neighbours(query: str, within: EntryFilter | None) -> list[Hit]:
+        searched.append(query)
+        return [hit(e, 0.5) for e in knowledge[0]]
+
+    related = RelatedQuestions(lambda: knowledge[0], NextAsked(None), neighbours)
+    answer = Answer("体育馆？", "…", Strategy.DIRECT, "sparse", hits=[hit(gym, 0.9)])
+    assert [o.id for o in related.of(answer)] == ["c:pool"]
+    assert [o.id for o in related.of(answer)] == ["c:pool"] and searched == ["体育馆"]  # remembered
+    knowledge[0] = [gym, pool, court]  # a new knowledge snapshot: searched again
+    assert [o.id for o in related.of(answer)] == ["c:pool", "c:court"] and len(searched) == 2
