@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -332,11 +332,12 @@ def related_ids(stem: str, value: list[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-def related_problems(entries: Iterable[Entry]) -> list[KnowledgeProblem]:
-    """Each ``related`` id that names no loaded entry, or the entry itself, as a problem of the entry listing it."""
+def related_problems(entries: Sequence[Entry], checked: Iterable[Entry] | None = None) -> list[KnowledgeProblem]:
+    """Each ``related`` id of ``checked`` (default: all ``entries``) that names none of ``entries``, or the entry
+    itself, as a problem of the entry listing it."""
     known = {e.id for e in entries}
     problems = []
-    for entry in entries:
+    for entry in entries if checked is None else checked:
         for ref in entry.related:
             if ref == entry.id:
                 why = f"'related' lists the entry itself ({ref!r}); list other entries"

@@ -17,6 +17,7 @@ from bot.errors import KnowledgeError
 from bot.factory import build_bot, build_knowledge_base
 from bot.knowledge.entries import Entry, entry_from_record, entry_record, load_entries, write_entries
 from bot.knowledge.filters import EntryFilter, entry_filter
+from bot.knowledge.store import KnowledgeStore
 from bot.search.base import Hit
 from tests.support.answers import hit
 from tests.support.knowledge import TINY, with_cutoffs, write_knowledge
@@ -148,3 +149,19 @@ def test_neighbours_are_searched_once_per_entry_until_the_knowledge_changes():
     assert [o.id for o in related.of(answer)] == ["c:pool"] and searched == ["体育馆"]  # remembered
     knowledge[0] = [gym, pool, court]  # a new knowledge snapshot: searched again
     assert [o.id for o in related.of(answer)] == ["c:pool", "c:court"] and len(searched) == 2
+
+
+def test_a_write_that_would_break_a_related_id_is_refused_and_changes_nothing(kb_dir, tmp_path):
+    write_knowledge(kb_dir, CAMPUS, name="campus.json")
+    store = KnowledgeStore(kb_dir, tmp_path / "locks")
+    before = {p.name: p.read_bytes() for p in kb_dir.glob("*.json")}
+    with pytest.raises(KnowledgeError) as caught:  # faq:canteen is listed by campus:card
+        store.delete_entry("faq.json", "canteen")
+    assert "faq:canteen is listed in 'related' of campus:card" in str(caught.value)
+    with pytest.raises(KnowledgeError) as caught:
+        store.import_file("more.json", json.dumps({"x": {"query": "问", "document": "答", "related": ["faq:nope"]}}))
+    assert "more.json entry 'x'" in str(caught.value) and "unknown entry 'faq:nope'" in str(caught.value)
+    assert {p.name: p.read_bytes() for p in kb_dir.glob("*.json")} == before
+    store.delete_entry("faq.json", "mode")  # listed by nobody: deleted
+    assert store.import_file("more.json", json.dumps({"x": {"query": "问", "document": "答", "related": ["faq:add"]}}))
+    assert len(load_entries(kb_dir)) == len(TINY) - 1 + len(CAMPUS) + 1
