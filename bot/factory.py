@@ -17,6 +17,7 @@ from bot.chat.llm import BoundedChatModel, ChatModel, OpenAIChat
 from bot.chat.negatives import NegativeExamples
 from bot.chat.prompt import PromptBuilder
 from bot.chat.recorder import TurnRecorder
+from bot.chat.related import NEIGHBOURS, RelatedQuestions
 from bot.chat.respond import Responder
 from bot.chat.rewrite import MultiQueryRewrite
 from bot.chat.routing import Route
@@ -25,8 +26,10 @@ from bot.chat.standalone import QueryRewriter
 from bot.chat.steps import Ladder, build_steps
 from bot.chat.steps.translate import Translator
 from bot.chat.turn_search import CurrentMode, TurnLimits, TurnSearch
+from bot.chat.welcome import WelcomeCard
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.config.watch import ConfiguredMode
+from bot.conversations.asking import MostAsked, NextAsked
 from bot.conversations.log_store import ConversationLog
 from bot.conversations.popular import PopularEntries
 from bot.conversations.privacy import PrivacyPolicy
@@ -37,11 +40,13 @@ from bot.handoff.channels import WeComStaffChannel, configured_channels
 from bot.handoff.desk import Desk
 from bot.handoff.hours import utc_now
 from bot.handoff.store import TicketStore
+from bot.knowledge.filters import EntryFilter
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
 from bot.knowledge.validity import Availability
 from bot.knowledge_base import KnowledgeBase
 from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factories
+from bot.search.base import Hit
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
 
@@ -332,4 +337,27 @@ def build_knowledge_base(
         bot = build_bot(settings, watch_config=watch_config, keep_last_good=keep_last_good, recorder=recorder)
     store = build_store(settings)
     editor = KnowledgeEditor(bot.search.index, store)
-    return KnowledgeBase(bot, recorder, store, editor, name, route)
+    return KnowledgeBase(
+        bot, recorder, store, editor, *build_suggestions(settings, bot, recorder.log), name=name, route=route
+    )
+
+
+def build_suggestions(
+    settings: Settings, bot: Bot, turn_log: ConversationLog | None
+) -> tuple[RelatedQuestions, WelcomeCard]:
+    """What a knowledge base offers to ask: related questions after an answer, and the welcome card."""
+    index = bot.search.index
+    availability = Availability(settings.knowledge.timezone)
+
+    def neighbours(query: str, within: EntryFilter | None) -> list[Hit]:
+        return bot.search.retrieve(query, top_k=NEIGHBOURS, within=within)[0]
+
+    related = RelatedQuestions(lambda: index.entries, NextAsked(turn_log), neighbours, availability)
+    welcome = WelcomeCard(
+        lambda: index.entries,
+        settings.ui,
+        MostAsked(turn_log, settings.ui.welcome_days),
+        PrivacyPolicy.from_settings(settings.privacy).detect,
+        availability,
+    )
+    return related, welcome

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from bot.chat.answer import Answer
 from bot.chat.bot import Bot
 from bot.chat.recorder import TurnRecorder, recorded
+from bot.chat.related import RelatedQuestions
 from bot.chat.routing import Route, routed
 from bot.chat.turn_search import TurnSearch
+from bot.chat.welcome import WelcomeCard
 from bot.conversations.log_store import ConversationLog
 from bot.editing.editor import KnowledgeEditor
 from bot.handoff.desk import Desk
@@ -27,13 +29,16 @@ class KnowledgeBase:
     """One knowledge base as the front ends see it; built by the factory (bot/factory.py).
 
     :meth:`turn` is a front end's turn: the Bot's own ladder, a question it finds nothing for sent on along
-    ``route`` (another knowledge base, labelled), and the finished answer recorded in the conversation log.
+    ``route`` (another knowledge base, labelled), the finished answer given its related questions and recorded in
+    the conversation log.
     """
 
     bot: Bot
     recorder: TurnRecorder
     store: KnowledgeStore
     editor: KnowledgeEditor
+    related: RelatedQuestions  # the questions offered after an answer (猜你想问)
+    welcome: WelcomeCard  # the questions offered before the first message
     name: str | None = None  # among several knowledge bases, the one that answers (None: the only one)
     route: Route | None = None  # where a question this one finds nothing for goes (``routing.route_to``)
 
@@ -68,6 +73,10 @@ class KnowledgeBase:
         """
         self.bot.index.refresh()
 
+    def welcome_questions(self, within: EntryFilter | None = None) -> list[str]:
+        """The welcome card's questions for a visitor searching ``within`` (None: the whole knowledge)."""
+        return self.welcome.questions(within)
+
     def turn(
         self,
         message: str,
@@ -88,7 +97,9 @@ class KnowledgeBase:
         own = self.bot.stream(message, history, mode=mode, within=within, conversation=conversation, channel=source)
         named = own if self.name is None else (dataclasses.replace(a, knowledge_base=self.name) for a in own)
         routed_on = routed(named, self.route, message, history, within, source)
-        yield from recorded(routed_on, self.recorder, session, source)
+        # An answer routed from another knowledge base names entries of that one: it offers none of ours.
+        with_related = (self.related.added(a) if a.knowledge_base == self.name else a for a in routed_on)
+        yield from recorded(with_related, self.recorder, session, source)
 
     def ask(
         self,

@@ -103,6 +103,7 @@ SESSION_FULL = "本次对话的消息已达上限，请刷新页面后再试。/
 DAY_FULL = "今天的消息已达上限，请明天再试。/ Today's limit of messages is reached; please try again tomorrow."
 TOO_FAST = "发送太频繁，请稍等一分钟。/ Too many messages; please wait a minute."
 BAD_REQUEST = "请求无效 / Bad request"
+NO_SUCH_TURN = "找不到本对话中的这条回答 / No such answer in this conversation."
 
 # -- bot/ui/admin.py -------------------------------------------------------------------------------
 NOT_ADMIN = "需要管理员登录 / Admin login required"

@@ -232,7 +232,8 @@ def handoff_extra(answer: Answer, conversation: str | None) -> dict[str, Any] | 
 
 def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, Any]:
     """The extra top-level ``kbbot`` field: the ladder's decision and the entries offered, the sources behind the
-    answer (with their confidence band), its strategy, mode and thresholds, and the hand-off (``handoff``)."""
+    answer (with their confidence band), its strategy, mode and thresholds, the hand-off (``handoff``) and the
+    questions to ask next (``related``: id and question, after an answer from the knowledge)."""
     sources = []
     for hit in answer.hits:
         source = {
@@ -263,6 +264,7 @@ def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, An
         "notice": answer.notice,
         "handoff": handoff_extra(answer, conversation),
         "rule": answer.rule.to_dict() if answer.rule else None,
+        "related": [o.to_dict() for o in answer.related],
         "timings_ms": {k: round(v, 2) for k, v in answer.timings.items()},
     }
 

@@ -23,11 +23,22 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import Response
 
+from bot.api.widget_feedback import feedback_offer, parse_rating, store_rating
 from bot.handoff.tickets import Conversation, Updates
 from bot.messages import Message, said
 from bot.serving.bodies import read_capped
-from bot.serving.ratelimit import chat_per_minute, rate_limiter
-from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
+from bot.serving.ratelimit import RateLimiter, chat_per_minute, rate_limiter
+from bot.texts import (
+    BAD_REQUEST,
+    BAD_TOKEN,
+    DAY_FULL,
+    FOREIGN,
+    NO_SUCH_TURN,
+    NOT_STORED,
+    SESSION_FULL,
+    THANKS,
+    TOO_FAST,
+)
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -41,6 +52,7 @@ DAY = 86_400.0
 MAX_BODY_BYTES = 64_000
 MAX_HISTORY = 20  # messages of history a widget request may carry
 POLLS_PER_MINUTE = 120  # per client address: a page polls every 3 s, a few tabs or visitors behind one NAT more
+RATINGS_PER_MINUTE = 30  # ratings and welcome cards per client address (a welcome card per opened widget)
 
 
 def widget_script() -> str:
@@ -60,6 +72,8 @@ class WidgetAPI:
         self.per_minute = rate_limiter(settings, "widget-chat", chat_per_minute(settings))
         # a page polls for a person's replies every few seconds while a hand-off runs
         self.per_poll = rate_limiter(settings, "widget-poll", POLLS_PER_MINUTE)
+        self.per_rating = rate_limiter(settings, "widget-feedback", RATINGS_PER_MINUTE)
+        self.feedback_settings = settings.feedback
         if self.settings.token() is None:
             log.warning("the chat widget refuses every message until %s is set", self.settings.token_env)
 
@@ -71,6 +85,8 @@ class WidgetAPI:
         router.add_api_route("/widget.js", self.script, methods=["GET"], include_in_schema=False)
         router.add_api_route("/widget/chat", self.chat, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/messages", self.messages, methods=["POST", "OPTIONS"], include_in_schema=False)
+        router.add_api_route("/widget/welcome", self.welcome, methods=["POST", "OPTIONS"], include_in_schema=False)
+        router.add_api_route("/widget/feedback", self.feedback, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/demo", self.demo, methods=["GET"], include_in_schema=False)
         return router
 
@@ -166,6 +182,8 @@ class WidgetAPI:
             "options": [o.to_dict() for o in answer.options],
             "notice": answer.notice,
             "handoff": answer.handoff.to_dict() if answer.handoff else None,
+            "related": [o.to_dict() for o in answer.related],
+            "feedback": feedback_offer(answer, self.feedback_settings),
         }
         if self.settings.show_sources:
             reply["sources"] = [{"id": h.entry.id, "query": h.entry.query} for h in answer.hits]
@@ -177,25 +195,75 @@ class WidgetAPI:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
 
+        checked = await self._authorized(request, self.per_poll, "widget-poll")
+        if isinstance(checked, Response):
+            return checked
+        headers, data = checked
+        try:
+            session, after = parse_messages_request(data)
+        except ValueError as exc:
+            return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
+        desk = self.kb.desk
+        if desk is None:
+            return JSONResponse(Updates(None).to_dict(), headers=headers)
+        updates = await run_in_threadpool(desk.updates, Conversation("widget", session), after)
+        return JSONResponse(updates.to_dict(), headers=headers)
+
+    async def welcome(self, request: Request) -> Response:
+        """The welcome card's questions (JSON ``{"questions": [...]}``), for an allowed origin with the token."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        checked = await self._authorized(request, self.per_rating, "widget-welcome")
+        if isinstance(checked, Response):
+            return checked
+        headers, _ = checked
+        questions = await run_in_threadpool(self.kb.welcome_questions)
+        return JSONResponse({"questions": questions}, headers=headers)
+
+    async def feedback(self, request: Request) -> Response:
+        """A 👍 / 👎 (with a fixed reason and text) or a "was this solved?" reply on the widget's own turn."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        checked = await self._authorized(request, self.per_rating, "widget-feedback")
+        if isinstance(checked, Response):
+            return checked
+        headers, data = checked
+        try:
+            rating = parse_rating(data, *_session_and_token(data))
+        except ValueError as exc:
+            return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
+        stored = await run_in_threadpool(store_rating, self.kb.recorder, rating)
+        if stored is None:
+            return JSONResponse({"error": NO_SUCH_TURN}, status_code=404, headers=headers)
+        if not stored:
+            return JSONResponse({"error": NOT_STORED}, status_code=503, headers=headers)
+        return JSONResponse({"stored": True, "message": THANKS}, headers=headers)
+
+    async def _authorized(
+        self, request: Request, limit: RateLimiter, name: str
+    ) -> tuple[dict[str, str], dict] | Response:
+        """(CORS headers, the JSON object) of a request from an allowed origin with the token, within ``limit``
+        per client address; or the refusal."""
+        from starlette.responses import JSONResponse
+
         checked = await self._checked(request)
         if isinstance(checked, Response):
             return checked
         headers, body = checked
         try:
-            session, token, after = parse_messages_request(body)
+            data = _json_object(body)
+            token = data.get("token")
         except ValueError as exc:
             return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
         expected = self.settings.token()
         if expected is None or token != expected:
             return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
         address = request.client.host if request.client else "unknown"
-        if not self.per_poll.allow(f"widget-poll:{address}"):
+        if not limit.allow(f"{name}:{address}"):
             return JSONResponse({"error": TOO_FAST}, status_code=429, headers=headers)
-        desk = self.kb.desk
-        if desk is None:
-            return JSONResponse(Updates(None).to_dict(), headers=headers)
-        updates = await run_in_threadpool(desk.updates, Conversation("widget", session), after)
-        return JSONResponse(updates.to_dict(), headers=headers)
+        return headers, data
 
     def refused(self, session: str, address: str) -> str | None:
         """Why this message is over a limit (per minute, per session, per day), or None."""
@@ -252,14 +320,13 @@ def _session_and_token(data: dict[str, Any]) -> tuple[str, str]:
     return session, token
 
 
-def parse_messages_request(body: bytes) -> tuple[str, str, int]:
-    """(session, token, after) of a ``/widget/messages`` request, or ValueError saying what is wrong."""
-    data = _json_object(body)
-    session, token = _session_and_token(data)
+def parse_messages_request(data: dict[str, Any]) -> tuple[str, int]:
+    """(session, after) of a ``/widget/messages`` request's object, or ValueError saying what is wrong."""
+    session, _ = _session_and_token(data)
     after = data.get("after", 0)
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise ValueError("'after' must be a non-negative integer")
-    return session, token, after
+    return session, after
 
 
 def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:

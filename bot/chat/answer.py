@@ -217,6 +217,7 @@ class Answer:
     handoff: HandoffState | None = None  # a person offered, or the ticket this turn opened or went to
     channel: str | None = None  # where the message came from (CHANNELS): an entry's variant for it is what it shows
     rule: Rule | None = None  # the exact-match rule that answered (strategy rule)
+    related: tuple[Option, ...] = ()  # entries to ask next after an answer (猜你想问, bot/chat/related.py)
 
     @property
     def decision(self) -> Decision:
@@ -256,6 +257,7 @@ class Answer:
             "suggestions": list(self.suggestions),
             "handoff": self.handoff.to_dict() if self.handoff else None,
             "rule": self.rule.to_dict() if self.rule else None,
+            "related": [o.to_dict() for o in self.related],
             "parts": [{"question": p.question, "id": p.hit.entry.id if p.hit else None} for p in self.parts],
             "hits": [hit_dict(h, self.thresholds) for h in self.hits],
             "candidates": [hit_dict(h, self.thresholds) for h in self.candidates],

@@ -13,15 +13,7 @@ from bot.chat.answer import Answer, Strategy
 from bot.chat.cleaning import clean_message
 from bot.chat.generate import finish
 from bot.chat.staffed import current_ticket, held, noted
-from bot.chat.status import (
-    EXAMPLES,
-    ModeRetrieval,
-    Status,
-    example_of,
-    example_questions,
-    retrieve_all_modes,
-    status_of,
-)
+from bot.chat.status import ModeRetrieval, Status, retrieve_all_modes, status_of
 from bot.chat.steps import Step, Turn
 from bot.chat.turn_search import TurnLimits, TurnSearch
 from bot.conversations.popular import PopularEntries
@@ -64,7 +56,7 @@ class Bot:
         self.expensive = limits.expensive  # long messages' own concurrency limit
         self.llm_name = llm_name  # None: retrieval-only
         self.privacy = privacy
-        self.popular = popular or PopularEntries(None)  # the most used entries (examples, "did you mean")
+        self.popular = popular or PopularEntries(None)  # the most used entries (the last resort's "did you mean")
         self.desk = desk  # the hand-off to a person (None: off): a conversation it holds is relayed to them
 
     def stream(
@@ -127,15 +119,6 @@ class Bot:
     def categories(self) -> list[str]:
         """The categories the loaded entries list, sorted (what a category selector offers)."""
         return categories_of(self.search.index.entries)
-
-    def examples(self, configured: Sequence[str], source: str) -> list[str]:
-        """Example questions as ``ui.examples_source`` says: configured (fixed), most used (popular), or both."""
-        # The configured ones count only when they are in the loaded knowledge; with none left, some entries'.
-        limit = max(len(configured), EXAMPLES)
-        entries = self.search.index.entries
-        top = self.popular.top(entries, limit) if source != "fixed" else []
-        popular = [example_of(e) or e.query for e in top]  # asked and answered: a title too
-        return example_questions(entries, configured if source != "popular" else (), limit, popular)
 
     def _busy(self, message: str, mode: str | None) -> Answer:
         question, _ = clean_message(message, self.max_message_chars)

@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 RATINGS = {"Like": 1, "Dislike": -1}  # a chat front end's thumbs; any other label is a thumbs down with a reason
 
 
+def with_reason(label: str | None, text: str) -> str:
+    """The stored reason of a thumbs down: the fixed reason picked (if any), then what the visitor typed."""
+    return f"{label}: {text}" if label else text
+
+
 def stored_hits(answer: Answer) -> tuple[StoredHit, ...]:
     """The hits of an answer as stored: the used ones first, then the other candidates, one per entry id."""
     cutoffs = answer.thresholds

@@ -107,7 +107,7 @@ def retrieve_all_modes(search: TurnSearch, query: str, within: EntryFilter | Non
     return results
 
 
-def _key(text: str) -> str:
+def question_key(text: str) -> str:
     """A question compared loosely: case, spaces and trailing punctuation do not matter."""
     return re.sub(r"[\s?？!！。.]+", "", text.casefold())
 
@@ -139,8 +139,8 @@ def example_questions(
     Without either, entries' phrasings worded as questions, picked evenly across the knowledge in loading order, so a
     replaced knowledge base shows its own questions.
     """
-    known = {_key(e.query) for e in entries}
-    kept = [q for q in configured if _key(q) in known]
+    known = {question_key(e.query) for e in entries}
+    kept = [q for q in configured if question_key(q) in known]
     kept += [q for q in popular if q not in kept][: max(0, limit - len(kept))]
     asked = [q for q in map(example_of, entries) if q]
     if kept or not asked:

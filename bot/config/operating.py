@@ -18,8 +18,8 @@ class FeedbackSettings(Strict):
     """What visitors are asked about answers besides the thumbs (docs/operating.md "Outcomes")."""
 
     ask_solved: Literal["off", "every", "long"] = "off"
-    """After an answer from the knowledge, ask "这个回答解决您的问题了吗？ 是 / 否" on the chat page: off, after every
-    such answer, or only after answers of at least ``long_answer_chars`` characters. A "no" is a miss in the
+    """After an answer from the knowledge, ask "这个回答解决您的问题了吗？ 是 / 否" on the chat page and in the widget:
+    off, after every such answer, or only after answers of at least ``long_answer_chars`` characters. A "no" is a miss in the
     Unanswered inbox; the yes-rate is ``solved_yes_rate`` on the analytics page."""
     long_answer_chars: int = Field(default=200, ge=1)
     """The length from which an answer is long (``ask_solved: long``)."""

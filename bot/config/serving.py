@@ -82,10 +82,22 @@ class UISettings(Strict):
     port: int = 7860
     """Port to listen on (the HTTP API and the widget share it)."""
     examples: list[str] = Field(default_factory=list)
-    """Fixed welcome examples (questions shown as buttons)."""
+    """Welcome card questions on a fresh deployment, until the conversation log has most-asked ones (and always with
+    ``examples_source: fixed``); only those in the loaded knowledge show."""
     examples_source: Literal["fixed", "popular", "both"] = "both"
-    """Where the welcome examples come from: ``examples`` (fixed), the entries most used in answers (popular, from
-    the conversation log; a removed entry drops out at once), or the fixed ones first, then popular ones (both)."""
+    """What the welcome card shows after ``pinned``: ``examples`` only (fixed); the entries most asked lately
+    (popular, from the conversation log; without enough turns yet, some of the knowledge's own questions); or the
+    most asked ones, and ``examples`` while the log has none (both)."""
+    pinned: list[str] = Field(default_factory=list)
+    """Questions always shown first on the welcome card (page and widget), in this order; each must be the query
+    or one of the ``questions`` of a loaded entry (one a category filter excludes is not shown)."""
+    welcome_size: int = Field(default=6, ge=1, le=20)
+    """Questions on the welcome card, pinned ones included."""
+    welcome_days: int = Field(default=30, ge=1)
+    """The most-asked entries of the welcome card are counted over this many last days of the conversation log."""
+    welcome_min_count: int = Field(default=3, ge=1)
+    """An entry is on the welcome card only when at least this many turns in ``welcome_days`` were answered from it
+    (and no more of its rated answers got a 👎 than a 👍)."""
     retrieval_only_label: str = "仅检索模式（未配置 LLM）/ Retrieval-only (no LLM configured)"
     """Shown when no LLM key is set."""
     auth: AuthSettings = Field(default_factory=AuthSettings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,8 @@ class Entry:
     draft: bool = False
     valid_from: str | None = None
     valid_until: str | None = None
+    # Ids of entries to offer after this one's answer (related questions, bot/chat/related.py), in order.
+    related: tuple[str, ...] = ()
 
     def variant(self, channel: str | None) -> str | None:
         """The text written for ``channel`` (None: the entry has no variant for it)."""
@@ -84,6 +86,8 @@ class Entry:
             fields.append({"variants": dict(self.variants)})
         if self.availability:  # indexes keep the record, and a turn reads whether it may answer from the hit
             fields.append(self.availability)
+        if self.related:  # not searched, but kept in the record like the variants
+            fields.append({"related": list(self.related)})
         blob = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -106,6 +110,8 @@ def entry_record(entry: Entry) -> dict:
     if entry.variants:
         record["variants"] = dict(entry.variants)
     record.update(entry.availability)
+    if entry.related:
+        record["related"] = list(entry.related)
     return record
 
 
@@ -124,6 +130,7 @@ def entry_from_record(record: dict) -> Entry:
         bool(record.get("draft", False)),
         record.get("valid_from"),
         record.get("valid_until"),
+        tuple(record.get("related", ())),
     )
 
 
@@ -143,6 +150,8 @@ def write_entries(entries: Iterable[Entry], folder: Path) -> None:
         if e.variants:
             data["variants"] = dict(e.variants)
         data.update(e.availability)
+        if e.related:
+            data["related"] = list(e.related)
         files.setdefault(stem, {})[key] = data
     for stem, records in files.items():
         (folder / f"{stem}.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
@@ -218,6 +227,7 @@ def _check_entry(file: str, key: str, raw: Any, problems: list[KnowledgeProblem]
     ):
         ok = _check_strings(file, key, name, what, raw.get(name), problems) and ok
     ok = _check_variants(file, key, raw.get("variants"), problems) and ok
+    ok = _check_strings(file, key, "related", "ids of related entries", raw.get("related"), problems) and ok
     for why in field_problems(raw):
         problems.append(KnowledgeProblem(file, key, why))
         ok = False
@@ -310,9 +320,33 @@ def parse_document(data: Any, stem: str, file: str, problems: list[KnowledgeProb
                     draft=bool(checked.get("draft", False)),
                     valid_from=clean_day(checked.get("valid_from")),
                     valid_until=clean_day(checked.get("valid_until")),
+                    related=related_ids(stem, checked.get("related")),
                 )
             )
     return entries
+
+
+def related_ids(stem: str, value: list[str] | None) -> tuple[str, ...]:
+    """An entry's ``related`` as full ids, in order, without repeats: a bare key names an entry of the same file."""
+    ids = (r.strip() if ":" in r else entry_id(stem, r.strip()) for r in value or ())
+    return tuple(dict.fromkeys(ids))
+
+
+def related_problems(entries: Sequence[Entry], checked: Iterable[Entry] | None = None) -> list[KnowledgeProblem]:
+    """Each ``related`` id of ``checked`` (default: all ``entries``) that names none of ``entries``, or the entry
+    itself, as a problem of the entry listing it."""
+    known = {e.id for e in entries}
+    problems = []
+    for entry in entries if checked is None else checked:
+        for ref in entry.related:
+            if ref == entry.id:
+                why = f"'related' lists the entry itself ({ref!r}); list other entries"
+            elif ref not in known:
+                why = f"'related' names an unknown entry {ref!r} (ids are file:key, or a key of the same file)"
+            else:
+                continue
+            problems.append(KnowledgeProblem(entry.source, key_of(entry.id), why))
+    return problems
 
 
 # json.loads raises ValueError (JSONDecodeError, or an integer with thousands of digits) or RecursionError
@@ -387,6 +421,7 @@ def load_entries(folder: str | Path) -> list[Entry]:
                 continue
             seen[entry.id] = file
             entries.append(entry)
+    problems += related_problems(entries)
     if problems:
         raise KnowledgeError(problems)
     return entries

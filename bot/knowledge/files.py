@@ -17,8 +17,9 @@ from bot.knowledge.entries import (
     knowledge_files,
     lone_surrogate,
     parse_text,
+    related_problems,
 )
-from bot.knowledge.entry_ids import stem_of
+from bot.knowledge.entry_ids import key_of, stem_of
 
 INDEX = re.compile(r"0|[1-9][0-9]*")
 
@@ -97,13 +98,36 @@ def duplicate_ids(folder: Path, path: Path, entries: list[Entry]) -> list[Knowle
     for other in knowledge_files(folder):
         if not _stems_may_clash(path.stem, other.stem) or other.resolve() == path.resolve():
             continue
-        try:
-            text = other.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError):
-            continue  # the loader reports unreadable files itself; they define no ids
-        for entry in parse_text(text, other.stem, str(other), []):
+        for entry in file_entries(other):
             if entry.id in ids:
                 problems.append(KnowledgeProblem(str(path), entry.id, f"duplicate id, also defined in {other}"))
+    return problems
+
+
+def file_entries(path: Path) -> list[Entry]:
+    """The valid entries of one knowledge file (none when it cannot be read: the loader reports that itself)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return []
+    return parse_text(text, path.stem, str(path), [])
+
+
+def broken_related(folder: Path, path: Path, entries: list[Entry]) -> list[KnowledgeProblem]:
+    """What the new version of ``path`` (``entries``) would leave naming no entry in ``related``: its own entries'
+    ids of no entry, and an entry it drops that another file's entry lists (the folder is read only then)."""
+    own = {e.id for e in entries}
+    pending = [e for e in entries if any(r not in own for r in e.related)]
+    dropped = {e.id for e in file_entries(path)} - own if path.exists() else set()
+    if not pending and not dropped:
+        return []
+    here = path.resolve()
+    others = [e for other in knowledge_files(folder) if other.resolve() != here for e in file_entries(other)]
+    problems = related_problems([*others, *entries], entries)
+    for entry in others:
+        for gone in dropped.intersection(entry.related):
+            why = f"{gone} is listed in 'related' of {entry.id} ({entry.source}); remove it there first"
+            problems.append(KnowledgeProblem(str(path), key_of(gone), why))
     return problems
 
 

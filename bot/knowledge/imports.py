@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.errors import KnowledgeError, KnowledgeProblem
-from bot.knowledge.entries import Entry, load_entries, parse_keywords, parse_questions, parse_text
+from bot.knowledge.entries import (
+    Entry,
+    load_entries,
+    parse_keywords,
+    parse_questions,
+    parse_text,
+    related_problems,
+)
 from bot.knowledge.entry_ids import entry_id, stem_of
 from bot.knowledge.store import KnowledgeStore
 
@@ -44,6 +51,9 @@ def incoming_entries(
         raise KnowledgeError(problems)
     if overwrite:  # the file's current entries go away
         existing = [e for e in existing if stem_of(e.id) != Path(target).stem]
+    unknown = related_problems([*existing, *incoming], incoming)
+    if unknown:
+        raise KnowledgeError(unknown)
     return incoming, existing
 
 

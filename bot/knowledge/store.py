@@ -15,6 +15,7 @@ from bot.knowledge.entries import Entry, knowledge_files, parse_keywords, parse_
 from bot.knowledge.entry_ids import entry_id
 from bot.knowledge.files import (
     INDEX,
+    broken_related,
     dump_like,
     duplicate_ids,
     entry_version,
@@ -361,6 +362,8 @@ class KnowledgeStore:
             raise KnowledgeError([KnowledgeProblem(str(path), None, f"cannot read as UTF-8 text: {exc}")]) from None
         entries = parse_text(text, path.stem, str(path), problems)
         problems += duplicate_ids(self.folder, path, entries)
+        if not problems:
+            problems += broken_related(self.folder, path, entries)
         if problems:
             raise KnowledgeError(problems)
         try:

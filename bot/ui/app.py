@@ -54,6 +54,11 @@ CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;borde
 }"""
 
 
+def pick(sample: list[str] | None) -> str:
+    """The question of a clicked welcome card sample."""
+    return sample[0] if sample else ""
+
+
 def category_selector(h: ChatHandlers, elem_id: str) -> tuple[gr.Dropdown, gr.State]:
     """A multi-select of the knowledge's categories (hidden when it has none), and the state that holds its choice.
 
@@ -132,7 +137,7 @@ def build_demo(
             examples = gr.Dataset(
                 components=[message],
                 samples=samples,
-                label="示例问题 / Examples",
+                label="大家都在问 / Popular questions",
                 elem_id="kb-examples",
                 visible=bool(samples),
             )
@@ -166,6 +171,8 @@ def build_demo(
             message.submit(h.chat, chat_in, turn_out, api_name="chat"),
             send.click(h.chat, chat_in, turn_out, **PRIVATE),
             chatbot.option_select(h.suggestion, chat_in[1:], turn_out, **PRIVATE),
+            # A welcome card's question is asked at once, as if typed and sent.
+            examples.click(pick, [examples], [message], **PRIVATE).then(h.chat, chat_in, turn_out, **PRIVATE),
         ):
             answered.then(h.arm, [mode], [ticker], **PRIVATE).then(None, js=SHOW_ANSWER_START, **PRIVATE)
             after_answer(answered.then(staff.arm, [visit], [replies], **PRIVATE))
@@ -174,7 +181,7 @@ def build_demo(
             lambda history, ids: forget_after(ids, len(history or [])), [chatbot, turns], [turns], **PRIVATE
         )
         clear.click(lambda: ([], "", "", {}), None, [chatbot, message, sources, turns], **PRIVATE)
-        examples.click(lambda sample: sample[0] if sample else "", [examples], [message], **PRIVATE)
+        selector.change(h.welcome, [selector], [examples], **PRIVATE)  # the card of the categories chosen
         mode.input(h.header, [mode], [header], **PRIVATE)
         # A new page follows the configured mode now (config.yaml may have changed since start); nothing is built.
         demo.load(h.page_defaults, None, [header, mode, examples, selector, rt_selector], **PRIVATE)

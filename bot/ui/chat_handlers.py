@@ -45,6 +45,7 @@ def override(mode: str | None) -> str | None:
 
 CONFIRM_BUTTONS = [{"value": "是", "label": "是 / Yes"}, {"value": "不是", "label": "不是 / No"}]
 PERSON_BUTTON = {"value": HANDOFF_ACCEPT, "label": HANDOFF_BUTTON}
+RELATED_MARK = "💡"  # marks a related question's button (猜你想问) apart from the answer's own choices
 
 
 def reply_message(answer: Answer) -> dict[str, Any]:
@@ -60,6 +61,8 @@ def reply_message(answer: Answer) -> dict[str, Any]:
         message["options"] = [{"value": o.question, "label": o.question} for o in answer.options]
     elif answer.suggestions:
         message["options"] = [{"value": q, "label": q} for q in answer.suggestions]
+    elif answer.related:  # 猜你想问: a click asks the entry's question
+        message["options"] = [{"value": o.question, "label": f"{RELATED_MARK} {o.question}"} for o in answer.related]
     if answer.handoff == OFFERED:
         message["options"] = [*message.get("options", []), dict(PERSON_BUTTON)]
     return message
@@ -209,9 +212,14 @@ class ChatHandlers:
         last = html.unescape(message_text(history.pop()["content"])) if history else ""
         return history, last, ""
 
-    def examples(self) -> list[list[str]]:
-        """Example questions as samples: the configured ones in the loaded knowledge, else some of its entries'."""
-        return [[q] for q in self.bot.examples(self.settings.ui.examples, self.settings.ui.examples_source)]
+    def examples(self, categories: list[str] | None = None) -> list[list[str]]:
+        """The welcome card's questions (for the chosen ``categories``) as samples."""
+        return [[q] for q in self.kb.welcome_questions(entry_filter(categories))]
+
+    def welcome(self, categories: list[str] | None = None):
+        """The welcome card again, for the categories just chosen (hidden when it has no question)."""
+        samples = self.examples(categories)
+        return gr.Dataset(samples=samples, visible=bool(samples))
 
     def page_defaults(self):
         """(header, mode selector, examples, two category selectors) for a newly opened page: follow the configured

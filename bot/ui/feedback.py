@@ -12,7 +12,7 @@ from collections.abc import Callable
 import gradio as gr
 from gradio.events import Dependency
 
-from bot.chat.recorder import TurnRecorder
+from bot.chat.recorder import TurnRecorder, with_reason
 from bot.config.operating import FeedbackSettings
 from bot.texts import DOWN_REASONS, NOT_STORED, THANKS
 from bot.ui.events import PRIVATE
@@ -20,11 +20,6 @@ from bot.ui.solved import solved_controls
 
 # "Like" and "Dislike" render as thumbs; the others sit under a flag and count as a thumbs down with that reason.
 FEEDBACK_OPTIONS = ("Like", "Dislike", *(label for _, label in DOWN_REASONS))
-
-
-def with_reason(label: str | None, text: str) -> str:
-    """The stored reason: the fixed reason picked (if any), then what the visitor typed."""
-    return f"{label}: {text}" if label else text
 
 
 def remember(turns: dict[int, int] | None, index: int, turn_id: int | None) -> dict[int, int]:

@@ -1,5 +1,5 @@
-"""Popular questions: the welcome examples and the last resort's "did you mean" from the entries most used in
-answers (the real conversation log), fixed / popular / both, never an entry that is gone."""
+"""Popular questions: the welcome card and the last resort's "did you mean" from the entries most used in answers
+(the real conversation log), fixed / popular / both, never an entry that is gone."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
-def busy_bot(settings):
+def busy(settings):
+    """(bot, settings): three questions asked 3, 2 and 1 times."""
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     kb = build_knowledge_base(settings, bot)
@@ -23,28 +24,44 @@ def busy_bot(settings):
         for n in range(times):
             assert kb.ask(question, session=f"{question}{n}", source="web").hits
     bot.popular.forget()
-    return bot
+    return bot, settings
 
 
-def test_examples_popular_fixed_and_both(busy_bot):
-    assert busy_bot.examples([], "popular")[:3] == ["怎么添加知识？", "图书馆开放时间", "阈值是什么意思？"]
-    assert busy_bot.examples(["怎么切换检索模式？"], "fixed") == ["怎么切换检索模式？"]
-    both = busy_bot.examples(["怎么切换检索模式？"], "both")
-    assert both == ["怎么切换检索模式？", "怎么添加知识？", "图书馆开放时间", "阈值是什么意思？"]
-    assert busy_bot.examples(["不在知识库里的问题"], "fixed") != []  # none found: some of the knowledge's own
+def welcome(busy, **ui) -> list[str]:
+    bot, settings = busy
+    settings = update(settings, {f"ui.{k}": v for k, v in {"welcome_min_count": 1, **ui}.items()})
+    return build_knowledge_base(settings, bot).welcome_questions()
 
 
-def test_the_page_uses_the_configured_source(busy_bot, settings):
+def test_welcome_card_popular_fixed_and_both(busy):
+    assert welcome(busy, examples=[], examples_source="popular")[:3] == [
+        "怎么添加知识？",
+        "图书馆开放时间",
+        "阈值是什么意思？",
+    ]
+    assert welcome(busy, examples=["怎么切换检索模式？"], examples_source="fixed") == ["怎么切换检索模式？"]
+    # both: the most asked; the examples only while nothing was asked
+    assert welcome(busy, examples=["怎么切换检索模式？"])[:3] == [
+        "怎么添加知识？",
+        "图书馆开放时间",
+        "阈值是什么意思？",
+    ]
+    assert welcome(busy, examples=["不在知识库里的问题"], examples_source="fixed") != []  # some of the knowledge's own
+
+
+def test_the_page_uses_the_welcome_card(busy):
+    bot, settings = busy
     settings = update(settings, {"ui.examples": [], "ui.examples_source": "popular"})
-    assert ChatHandlers(build_knowledge_base(settings, busy_bot), settings).examples()[0] == ["怎么添加知识？"]
+    assert ChatHandlers(build_knowledge_base(settings, bot), settings).examples()[0] == ["怎么添加知识？"]
 
 
-def test_a_deleted_entry_leaves_the_examples_at_once(busy_bot, settings):
-    build_knowledge_base(settings, busy_bot).editor.delete("faq.json", "add")
-    assert "怎么添加知识？" not in busy_bot.examples([], "popular")
+def test_a_deleted_entry_leaves_the_welcome_card_at_once(busy):
+    bot, settings = busy
+    build_knowledge_base(settings, bot).editor.delete("faq.json", "add")
+    assert "怎么添加知识？" not in welcome(busy, examples_source="popular")
 
 
-def test_the_last_resort_can_suggest_popular_entries(busy_bot, settings):
+def test_the_last_resort_can_suggest_popular_entries(busy, settings):
     settings = replace(with_cutoffs(settings, "sparse", 0.5), "fallback.last_resort.suggestions_source", "popular")
     bot = build_bot(settings)
     bot.popular.forget()
@@ -64,7 +81,6 @@ def test_the_last_resort_can_suggest_popular_entries(busy_bot, settings):
     assert near.options[2].id == next(i for i in popular if i not in {o.id for o in near.options[:2]})
 
 
-def test_without_a_log_the_examples_are_the_fixed_ones(settings):
-    settings = replace(settings, "log.enabled", False)
-    bot = build_bot(settings)
-    assert bot.examples(["怎么添加知识？"], "both") == ["怎么添加知识？"]
+def test_without_a_log_the_welcome_card_shows_the_examples(settings):
+    settings = update(settings, {"log.enabled": False, "ui.examples": ["怎么添加知识？"]})
+    assert build_knowledge_base(settings, build_bot(settings)).welcome_questions() == ["怎么添加知识？"]

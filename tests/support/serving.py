@@ -98,3 +98,19 @@ def serve_in_process(settings: Any, bot: Bot | KnowledgeBase | None = None, **la
     port = free_port()
     app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
     return server.page, f"http://127.0.0.1:{port}"
+
+
+def serve_asked(settings: Any, origin: str, asked: str, times: int = 3, **ui: Any) -> tuple[Any, str]:
+    """Serve ``settings`` with the widget on for ``origin`` and "was this solved?" after every answer, after
+    ``times`` page visitors asked ``asked`` (the welcome card reads the log as the app starts); (page, base URL).
+    ``ui``: more ``ui`` settings (``pinned``, ``examples``...)."""
+    from bot.config.variants import update
+    from tests.support.knowledge import with_cutoffs
+
+    changes = {"widget.enabled": True, "widget.allowed_origins": [origin], "feedback.ask_solved": "every"}
+    settings = with_cutoffs(update(settings, changes | {f"ui.{k}": v for k, v in ui.items()}), "sparse", 0.5)
+    kb = build_knowledge_base(settings)
+    for n in range(times):
+        kb.ask(asked, session=f"asked-before-{n}", source="web")
+    page, url = serve_in_process(settings, kb)
+    return page, url

@@ -139,9 +139,9 @@ def test_examples_come_from_a_replaced_knowledge_base(browser, app_config):
         examples.get_by_text("体育馆几点关门？").wait_for(timeout=30000)
         shown = examples.inner_text()
         assert "怎么添加知识" not in shown and sum(e["query"] in shown for e in CAMPUS) == 4
-        examples.get_by_text("校车从哪里发车？").click()
+        examples.get_by_text("校车从哪里发车？").click()  # a click asks it
         page.wait_for_function(
-            "() => document.querySelector('#kb-input textarea').value === '校车从哪里发车？'", timeout=10000
+            "() => document.querySelector('#kb-sources .kb-sources')?.dataset.q === '校车从哪里发车？'", timeout=30000
         )
         # Replaced again while running: a message schedules the reload (served from the old index meanwhile: a
         # turn never waits for indexing), a later one answers from it, and a page opened after that shows its questions.
@@ -159,7 +159,7 @@ def test_examples_come_from_a_replaced_knowledge_base(browser, app_config):
         assert "体育馆" not in page.locator("#kb-examples").inner_text()
         page.locator("#kb-examples").get_by_text("怎么添加知识？").click()
         page.wait_for_function(
-            "() => document.querySelector('#kb-input textarea').value === '怎么添加知识？'", timeout=10000
+            "() => document.querySelector('#kb-sources .kb-sources')?.dataset.q === '怎么添加知识？'", timeout=30000
         )
     finally:
         app.stop()

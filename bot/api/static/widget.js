@@ -3,6 +3,8 @@
  * Everything shown is set as text, never as HTML: an answer cannot run script or load remote content.
  * The conversation lives in this page only (sessionStorage); each message sends its history to /widget/chat.
  * After a hand-off to a person, /widget/messages is polled every few seconds for the person's replies.
+ * Opened with no conversation yet, it shows the welcome card (/widget/welcome); after an answer, related questions
+ * to click, 👍 / 👎 (with fixed reasons) and, when the server asks it, "was this solved?" (/widget/feedback).
  */
 (function () {
   "use strict";
@@ -47,7 +49,13 @@
     ".notice{background:none;color:#6b7280;font-size:12px;text-align:center;margin:6px auto}",
     ".options{display:flex;flex-wrap:wrap;gap:6px;margin:4px 0}",
     ".options button{border:1px solid #f97316;background:#fff;color:#c2410c;border-radius:14px;padding:4px 10px;cursor:pointer}",
+    ".questions{display:flex;flex-wrap:wrap;gap:6px;margin:2px 0 6px}",
+    ".questions button{border:1px solid #fdba74;background:#fff7ed;color:#9a3412;border-radius:14px;padding:4px 10px;cursor:pointer;text-align:left}",
     ".sources{font-size:12px;color:#555;margin:2px 0 8px}",
+    ".card-head{font-size:12px;color:#6b7280;margin:8px 0 2px}",
+    ".rate{display:flex;flex-wrap:wrap;gap:4px;align-items:center;margin:0 0 6px;font-size:12px;color:#555}",
+    ".rate button{border:1px solid #d1d5db;background:#fff;border-radius:12px;padding:2px 8px;cursor:pointer;font:inherit}",
+    ".rate input{flex:1;min-width:120px;border:1px solid #d1d5db;border-radius:6px;padding:3px 6px;font:inherit}",
     "form{display:flex;border-top:1px solid #eee}",
     "input{flex:1;border:0;padding:12px;font:inherit;outline:none}",
     "form button{border:0;background:#f97316;color:#fff;padding:0 16px;cursor:pointer;border-radius:0 0 12px 0}",
@@ -121,12 +129,99 @@
       }
       log.appendChild(row);
     }
+    if (data.related && data.related.length) {
+      log.appendChild(el("div", "card-head", "猜你想问 / You may also ask"));
+      log.appendChild(questionRow("related", data.related.map(function (r) { return r.question; })));
+    }
+    if (data.feedback) log.appendChild(rateRow(data.feedback));
     if (data.sources && data.sources.length) {
       log.appendChild(el("div", "sources", "来源 / Sources: " + data.sources.map(function (s) { return s.query; }).join(" · ")));
     }
     if (reply) reveal(reply);
     else log.scrollTop = log.scrollHeight;
   }
+  // Buttons that ask their question when clicked (the welcome card, related questions).
+  function questionRow(cls, questions) {
+    var row = el("div", "questions " + cls);
+    questions.forEach(function (q) {
+      var b = el("button", null, q);
+      b.type = "button";
+      b.addEventListener("click", function () { ask(q); });
+      row.appendChild(b);
+    });
+    return row;
+  }
+  function rate(body, row) {
+    body.session = state.session;
+    body.token = token;
+    row.textContent = "…";
+    fetch(base + "/widget/feedback", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (data) {
+        row.textContent = response.ok ? data.message : (data.error || "HTTP " + response.status);
+      });
+    }).catch(function () { row.textContent = "无法连接到知识库 / Cannot reach the knowledge base."; });
+  }
+  function button(label, cls, onClick) {
+    var b = el("button", cls, label);
+    b.type = "button";
+    b.addEventListener("click", onClick);
+    return b;
+  }
+  // 👍 / 👎 under an answer; a 👎 asks why (the fixed reasons, then optional text), as the page does.
+  function rateRow(offer) {
+    var box = el("div");
+    var row = el("div", "rate");
+    row.appendChild(button("👍", "up", function () { rate({ turn: offer.turn, rating: "up" }, row); }));
+    row.appendChild(button("👎", "down", function () {
+      row.textContent = "";
+      var chosen = null;
+      offer.reasons.forEach(function (r) {
+        row.appendChild(button(r.label, "reason", function (event) {
+          chosen = r.key;
+          Array.prototype.forEach.call(row.querySelectorAll(".reason"), function (b) { b.style.borderColor = ""; });
+          event.target.style.borderColor = "#f97316";
+        }));
+      });
+      var why = el("input");
+      why.placeholder = "哪里不对？（可选）/ What was wrong? (optional)";
+      why.maxLength = 500;
+      row.appendChild(why);
+      row.appendChild(button("提交 / Send", "send-reason", function () {
+        rate({ turn: offer.turn, rating: "down", reason: chosen, text: why.value }, row);
+      }));
+    }));
+    box.appendChild(row);
+    if (offer.solved) {
+      var solved = el("div", "rate solved");
+      solved.appendChild(el("span", null, offer.solved.question));
+      solved.appendChild(button(offer.solved.yes, "yes", function () { rate({ turn: offer.turn, solved: true }, solved); }));
+      solved.appendChild(button(offer.solved.no, "no", function () { rate({ turn: offer.turn, solved: false }, solved); }));
+      box.appendChild(solved);
+    }
+    return box;
+  }
+  // The welcome card, once per page, when the conversation is empty.
+  var welcomed = false;
+  function welcome() {
+    if (welcomed || (state.history || []).length) return;
+    welcomed = true;
+    fetch(base + "/widget/welcome", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: token }),
+    }).then(function (response) { return response.ok ? response.json() : null; }).then(function (data) {
+      if (!data || !data.questions || !data.questions.length || (state.history || []).length) return;
+      var card = el("div", "welcome");
+      card.appendChild(el("div", "card-head", "大家都在问 / Popular questions"));
+      card.appendChild(questionRow("welcome-questions", data.questions));
+      log.insertBefore(card, log.firstChild);
+    }).catch(function () { welcomed = false; });
+  }
+
   (state.history || []).forEach(function (m) {
     if (m.person) showPerson(m.person, m.text);
     else if (m.notice) show("notice", m.content);
@@ -198,7 +293,10 @@
 
   bubble.addEventListener("click", function () {
     panel.classList.toggle("open");
-    if (panel.classList.contains("open")) input.focus();
+    if (panel.classList.contains("open")) {
+      welcome();
+      input.focus();
+    }
   });
   form.addEventListener("submit", function (event) { event.preventDefault(); ask(input.value); });
 })();
