@@ -44,6 +44,7 @@ from bot.knowledge_base import KnowledgeBase
 from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factories
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
+from bot.search.typeahead import Typeahead
 
 log = logging.getLogger(__name__)
 PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversation log
@@ -332,4 +333,21 @@ def build_knowledge_base(
         bot = build_bot(settings, watch_config=watch_config, keep_last_good=keep_last_good, recorder=recorder)
     store = build_store(settings)
     editor = KnowledgeEditor(bot.search.index, store)
-    return KnowledgeBase(bot, recorder, store, editor, name, route)
+    return KnowledgeBase(
+        bot, recorder, store, editor, name, route, build_typeahead(settings, bot, recorder, background)
+    )
+
+
+def build_typeahead(settings: Settings, bot: Bot, recorder: TurnRecorder, background: bool) -> Typeahead:
+    """The questions offered while a visitor types, from the bot's knowledge, ranked by the log's counts."""
+    turn_log = recorder.log
+    asked = (lambda: {entry: hits.turns for entry, hits in turn_log.hit_counts().items()}) if turn_log else None
+    index = bot.search.index
+    return Typeahead(
+        settings.typeahead,
+        lambda: index.entries,
+        index.synonyms,
+        Availability(settings.knowledge.timezone),
+        asked=asked,
+        background=background,
+    )
