@@ -27,7 +27,7 @@ from bot.handoff.tickets import Conversation, Updates
 from bot.messages import Message, said
 from bot.serving.bodies import read_capped
 from bot.serving.ratelimit import chat_per_minute, rate_limiter
-from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST
+from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST, TOO_MANY
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -60,6 +60,7 @@ class WidgetAPI:
         self.per_minute = rate_limiter(settings, "widget-chat", chat_per_minute(settings))
         # a page polls for a person's replies every few seconds while a hand-off runs
         self.per_poll = rate_limiter(settings, "widget-poll", POLLS_PER_MINUTE)
+        self.per_typeahead = rate_limiter(settings, "widget-typeahead", settings.limits.typeahead_per_minute)
         if self.settings.token() is None:
             log.warning("the chat widget refuses every message until %s is set", self.settings.token_env)
 
@@ -71,6 +72,7 @@ class WidgetAPI:
         router.add_api_route("/widget.js", self.script, methods=["GET"], include_in_schema=False)
         router.add_api_route("/widget/chat", self.chat, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/messages", self.messages, methods=["POST", "OPTIONS"], include_in_schema=False)
+        router.add_api_route("/widget/typeahead", self.typeahead, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/demo", self.demo, methods=["GET"], include_in_schema=False)
         return router
 
@@ -197,6 +199,30 @@ class WidgetAPI:
         updates = await run_in_threadpool(desk.updates, Conversation("widget", session), after)
         return JSONResponse(updates.to_dict(), headers=headers)
 
+    async def typeahead(self, request: Request) -> Response:
+        """The questions to offer for what the visitor is typing: JSON ``{"suggestions": [{question, entry}]}``
+        (empty for fewer than ``typeahead.min_chars`` characters, more than ``typeahead.max_chars``, or when off)."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        checked = await self._checked(request)
+        if isinstance(checked, Response):
+            return checked
+        headers, body = checked
+        try:
+            text, token = parse_typeahead_request(body)
+        except ValueError as exc:
+            return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
+        expected = self.settings.token()
+        if expected is None or token != expected:
+            return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
+        address = request.client.host if request.client else "unknown"
+        if not self.per_typeahead.allow(f"widget-typeahead:{address}"):
+            return JSONResponse({"error": TOO_MANY}, status_code=429, headers=headers)
+        typeahead = self.kb.typeahead
+        found = await run_in_threadpool(typeahead.suggest, text) if typeahead is not None else []
+        return JSONResponse({"suggestions": [s.to_dict() for s in found]}, headers=headers)
+
     def refused(self, session: str, address: str) -> str | None:
         """Why this message is over a limit (per minute, per session, per day), or None."""
         if not self.per_minute.allow(f"widget:{address}"):
@@ -260,6 +286,17 @@ def parse_messages_request(body: bytes) -> tuple[str, str, int]:
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise ValueError("'after' must be a non-negative integer")
     return session, token, after
+
+
+def parse_typeahead_request(body: bytes) -> tuple[str, str]:
+    """(text, token) of a ``/widget/typeahead`` request, or ValueError saying what is wrong."""
+    data = _json_object(body)
+    text, token = data.get("text"), data.get("token")
+    if not isinstance(text, str):
+        raise ValueError("'text' must be a string")
+    if not isinstance(token, str):
+        raise ValueError("'token' must be a string")
+    return text, token
 
 
 def parse_widget_request(body: bytes) -> tuple[str, list[Message], str, str]:
