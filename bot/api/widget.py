@@ -26,7 +26,7 @@ from starlette.responses import Response
 from bot.handoff.tickets import Conversation, Updates
 from bot.messages import Message, said
 from bot.serving.bodies import read_capped
-from bot.serving.ratelimit import chat_per_minute, rate_limiter
+from bot.serving.ratelimit import RateLimiter, chat_per_minute, rate_limiter
 from bot.texts import BAD_REQUEST, BAD_TOKEN, DAY_FULL, FOREIGN, SESSION_FULL, TOO_FAST, TOO_MANY
 
 if TYPE_CHECKING:
@@ -187,12 +187,9 @@ class WidgetAPI:
             session, token, after = parse_messages_request(body)
         except ValueError as exc:
             return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
-        expected = self.settings.token()
-        if expected is None or token != expected:
-            return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
-        address = request.client.host if request.client else "unknown"
-        if not self.per_poll.allow(f"widget-poll:{address}"):
-            return JSONResponse({"error": TOO_FAST}, status_code=429, headers=headers)
+        refused = self._refused_read(request, headers, token, self.per_poll, "widget-poll", TOO_FAST)
+        if refused is not None:
+            return refused
         desk = self.kb.desk
         if desk is None:
             return JSONResponse(Updates(None).to_dict(), headers=headers)
@@ -213,15 +210,27 @@ class WidgetAPI:
             text, token = parse_typeahead_request(body)
         except ValueError as exc:
             return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
+        refused = self._refused_read(request, headers, token, self.per_typeahead, "widget-typeahead", TOO_MANY)
+        if refused is not None:
+            return refused
+        typeahead = self.kb.typeahead
+        found = await run_in_threadpool(typeahead.suggest, text) if typeahead is not None else []
+        return JSONResponse({"suggestions": [s.to_dict() for s in found]}, headers=headers)
+
+    def _refused_read(
+        self, request: Request, headers: dict[str, str], token: str, limiter: RateLimiter, name: str, too_many: str
+    ) -> Response | None:
+        """The refusal of a request that reads (no message asked): a wrong token (401), or over ``limiter`` for its
+        client address (429); None when it may go on."""
+        from starlette.responses import JSONResponse
+
         expected = self.settings.token()
         if expected is None or token != expected:
             return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
         address = request.client.host if request.client else "unknown"
-        if not self.per_typeahead.allow(f"widget-typeahead:{address}"):
-            return JSONResponse({"error": TOO_MANY}, status_code=429, headers=headers)
-        typeahead = self.kb.typeahead
-        found = await run_in_threadpool(typeahead.suggest, text) if typeahead is not None else []
-        return JSONResponse({"suggestions": [s.to_dict() for s in found]}, headers=headers)
+        if not limiter.allow(f"{name}:{address}"):
+            return JSONResponse({"error": too_many}, status_code=429, headers=headers)
+        return None
 
     def refused(self, session: str, address: str) -> str | None:
         """Why this message is over a limit (per minute, per session, per day), or None."""
