@@ -54,6 +54,7 @@
     "form button{border:0;background:#f97316;color:#fff;padding:0 16px;cursor:pointer;border-radius:0 0 12px 0}",
     ".suggest{display:none;max-height:40%;overflow:auto;border-top:1px solid #eee;border-radius:0 0 12px 12px}",
     ".suggest.open{display:block}",
+    ".panel.suggesting form button{border-radius:0}",
     ".suggest button{display:block;width:100%;text-align:left;border:0;border-bottom:1px solid #f3f4f6;background:#fff;",
     "padding:7px 12px;font:inherit;color:#222;cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}",
     ".suggest button:hover,.suggest button:focus{background:#fff7ed;outline:none}",
@@ -192,6 +193,7 @@
       suggest.appendChild(b);
     });
     suggest.classList.toggle("open", list.length > 0);
+    panel.classList.toggle("suggesting", list.length > 0);
   }
   function lookUp() {
     var n = ++lookups;
