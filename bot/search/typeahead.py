@@ -8,8 +8,8 @@ counts, then shorter ones) with two structures over them:
 
 - the forms sorted, so those *starting* with the typed text are one range found by bisection;
 - a bigram inverted index (every two adjacent characters -> the ascending ranks of the forms holding them, one
-  CSR array), so those *containing* it are the intersection of its bigrams' posting lists, rarest first, checked
-  with ``in`` only until enough are found.
+  CSR array), so those *containing* it are the intersection of its bigrams' posting lists, rarest first, then
+  checked with ``in`` (holding every bigram is not holding the text) only until enough are found.
 
 Forms that start with the text come first, then those that contain it; the text as typed before the same text with
 a synonym group's word replaced by another of its words (bot/search/synonyms.py); one question per entry. Drafts,
@@ -44,16 +44,28 @@ log = logging.getLogger(__name__)
 
 COUNTS_SECONDS = 600.0  # the log's counts reorder the questions at most this often (a rebuild in the background)
 MAX_VARIANTS = 8  # spellings of the text tried with synonyms substituted, the text itself not counted
-MAX_POSTINGS = 4  # posting lists intersected (the rarest); the ``in`` check confirms the rest
 MAX_FILTERS = 32  # category filters whose masks are kept
 _BIGRAM_SHIFT = 21  # a code point fits in 21 bits: two of them make one int64 key
 _CHUNK = 64  # candidates checked per slice of a posting list
 
 
+class _Dropped(dict[int, int | None]):
+    """``str.translate``'s table: None (dropped) for spaces, punctuation and control characters, filled as met."""
+
+    def __missing__(self, code: int) -> int | None:
+        kept = None if unicodedata.category(chr(code))[0] in "PZC" else code
+        self[code] = kept
+        return kept
+
+
+_DROPPED = _Dropped()
+
+
 def match_form(text: str) -> str:
     """``text`` as type-ahead compares it: NFKC, case-folded, without spaces, punctuation or control characters."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return "".join(ch for ch in folded if unicodedata.category(ch)[0] not in "PZC")
+    if not unicodedata.is_normalized("NFKC", text):  # most text already is: the check is cheaper than the work
+        text = unicodedata.normalize("NFKC", text)
+    return text.casefold().translate(_DROPPED)
 
 
 @dataclass(frozen=True)
@@ -84,7 +96,7 @@ class TypeaheadIndex:
 
     def __init__(self, entries: Sequence[Entry], asked: Mapping[str, int] | None = None):
         self.asked = dict(asked or {})  # the log's counts it was ranked by
-        rows: list[tuple[int, int, str, str, int]] = []
+        rows: list[tuple[int, int, str, int, str]] = []
         for number, entry in enumerate(entries):
             if entry.draft:  # never answers a visitor, whatever the day
                 continue
@@ -95,12 +107,14 @@ class TypeaheadIndex:
                 form = match_form(question)
                 if len(form) >= 2 and form not in seen:  # a shorter one can hold no text of two characters
                     seen.add(form)
-                    rows.append((step, len(form), form, question.strip(), number))
-        rows.sort()
+                    rows.append((step, len(form), form, number, question.strip()))
+        rows.sort()  # equal forms keep the knowledge's order
         self.entries = list(entries)
         self.forms = [r[2] for r in rows]  # by rank: a question's rank is its position here
-        self.questions = [r[3] for r in rows]
-        self.entry_of = np.array([r[4] for r in rows], dtype=np.int32)
+        self.questions = [r[4] for r in rows]
+        self.entry_of = np.array([r[3] for r in rows], dtype=np.int32)
+        # entries whose validity dates make them answer on some days only (drafts are left out above)
+        self._dated = [i for i, e in enumerate(self.entries) if e.valid_from is not None or e.valid_until is not None]
         order = sorted(range(len(rows)), key=self.forms.__getitem__)
         self.sorted_forms = [self.forms[i] for i in order]
         self.sorted_ranks = np.array(order, dtype=np.int32)
@@ -136,7 +150,9 @@ class TypeaheadIndex:
         cached = self._live
         if cached is not None and cached[0] == day:
             return cached[1]
-        answering = np.fromiter((answers_on(e, day) for e in self.entries), dtype=bool, count=len(self.entries))
+        answering = np.ones(len(self.entries), dtype=bool)
+        for i in self._dated:
+            answering[i] = answers_on(self.entries[i], day)
         mask = answering[self.entry_of] if len(self.entry_of) else np.zeros(0, dtype=bool)
         self._live = (day, mask)
         return mask
@@ -168,7 +184,7 @@ class TypeaheadIndex:
             return np.zeros(0, dtype=np.int32)  # a bigram no question holds
         lists = sorted((self.postings[self.starts[s] : self.starts[s + 1]] for s in slots), key=len)
         found = lists[0]
-        for other in lists[1:MAX_POSTINGS]:
+        for other in lists[1:]:  # the rarest first: each step costs what is left, which only shrinks
             at = np.minimum(np.searchsorted(other, found), len(other) - 1)
             found = found[other[at] == found]
             if not len(found):
@@ -317,6 +333,7 @@ class Typeahead:
             else:
                 started = time.perf_counter()
                 index = TypeaheadIndex(entries, asked)
+                index.live(self.availability.today())  # the first keystroke does not pay for the mask
                 log.info("type-ahead: %d questions indexed in %.2f s", len(index), time.perf_counter() - started)
             self._built = (index, entries, counts_read)
             return index
