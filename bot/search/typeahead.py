@@ -309,10 +309,12 @@ class Typeahead:
 
     def index(self) -> TypeaheadIndex | None:
         """The index of the knowledge as loaded now; in the background the last one built while a newer builds."""
-        built = self._built
-        stale = built is None or built[1] is not self.entries() or self.clock() - built[2] >= COUNTS_SECONDS
-        if not stale:
-            return built[0] if built is not None else None
+        built, entries = self._built, self.entries()
+        if built is not None:
+            # a new list at each load of the knowledge (an empty one at each call before the first)
+            same = built[1] is entries or not (entries or built[1])
+            if same and self.clock() - built[2] < COUNTS_SECONDS:
+                return built[0]
         if self.background:
             self._worker.submit("build", self._build)
             return built[0] if built is not None else None

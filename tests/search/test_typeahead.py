@@ -216,3 +216,9 @@ def test_settings_reach_the_typeahead_of_a_knowledge_base(settings, kb_dir):
     write_knowledge(kb_dir, TINY)
     kb = build_knowledge_base(replace(settings, "typeahead.suggestions", 1))
     assert kb.typeahead is not None and len(kb.typeahead.suggest("怎么")) == 1
+
+
+def test_before_the_knowledge_loads_a_keystroke_builds_nothing_again():
+    t = Typeahead(TypeaheadSettings(), lambda: [])  # a new empty list at each call, as before the first load
+    first = t.index()
+    assert first is not None and t.index() is first and t.suggest("学费") == []
