@@ -49,6 +49,7 @@ from bot.search.assembly import build_synonyms, build_tokenizer, searcher_factor
 from bot.search.base import Hit
 from bot.search.index import KnowledgeIndex
 from bot.search.passages import Passages
+from bot.search.typeahead import Typeahead
 
 log = logging.getLogger(__name__)
 PURGE_EVERY = 3600.0  # seconds between retention runs of a server's conversation log
@@ -338,7 +339,14 @@ def build_knowledge_base(
     store = build_store(settings)
     editor = KnowledgeEditor(bot.search.index, store)
     return KnowledgeBase(
-        bot, recorder, store, editor, *build_suggestions(settings, bot, recorder.log), name=name, route=route
+        bot,
+        recorder,
+        store,
+        editor,
+        *build_suggestions(settings, bot, recorder.log),
+        name=name,
+        route=route,
+        typeahead=build_typeahead(settings, bot, recorder, background),
     )
 
 
@@ -361,3 +369,18 @@ def build_suggestions(
         availability,
     )
     return related, welcome
+
+
+def build_typeahead(settings: Settings, bot: Bot, recorder: TurnRecorder, background: bool) -> Typeahead:
+    """The questions offered while a visitor types, from the bot's knowledge, ranked by the log's counts."""
+    turn_log = recorder.log
+    asked = (lambda: {entry: hits.turns for entry, hits in turn_log.hit_counts().items()}) if turn_log else None
+    index = bot.search.index
+    return Typeahead(
+        settings.typeahead,
+        lambda: index.entries,
+        index.synonyms,
+        Availability(settings.knowledge.timezone),
+        asked=asked,
+        background=background,
+    )

@@ -22,6 +22,7 @@ from bot.knowledge.filters import EntryFilter
 from bot.knowledge.store import KnowledgeStore
 from bot.messages import History
 from bot.search.index import KnowledgeIndex
+from bot.search.typeahead import Typeahead
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class KnowledgeBase:
     welcome: WelcomeCard  # the questions offered before the first message
     name: str | None = None  # among several knowledge bases, the one that answers (None: the only one)
     route: Route | None = None  # where a question this one finds nothing for goes (``routing.route_to``)
+    typeahead: Typeahead | None = None  # the questions offered while a visitor types (None: none offered)
 
     @property
     def log(self) -> ConversationLog | None:

@@ -242,3 +242,18 @@ def test_every_benchmark_script_imports():
 
     for name in run_all.scripts():
         assert callable(importlib.import_module(f"benchmarks.{name}").main), name
+
+
+def test_the_type_ahead_index_offers_what_the_linear_scan_does(tmp_path, monkeypatch):
+    from benchmarks import typeahead as bench
+    from bot.config.serving import TypeaheadSettings
+    from bot.search.typeahead import Typeahead
+
+    texts = ["微信好友上限是多少？", "全职妈妈适合做什么工作", "拉布拉多和金毛哪个好？", "怎么学习英语", "英语怎么学"]
+    entries = synth.synthesize([Entry(f"k:{i}", q, q) for i, q in enumerate(texts)], 300, list)
+    scan, index = bench.LinearScan(entries), Typeahead(TypeaheadSettings(), lambda: entries)
+    strokes = [q[:n] for q in texts for n in range(1, len(q) + 1)] + ["英语", "什么", "好？"]
+    assert all(scan.suggest(t) == [s.question for s in index.suggest(t)] for t in strokes)
+    assert any(len(scan.suggest(t)) == 5 for t in strokes)
+    monkeypatch.setenv("KBBOT_DATA", str(tmp_path / "absent"))
+    assert bench.main(["--no-write"]) == 0  # skipped, with a message, without the data

@@ -38,6 +38,7 @@ from bot.texts import (
     SESSION_FULL,
     THANKS,
     TOO_FAST,
+    TOO_MANY,
 )
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class WidgetAPI:
         self.per_poll = rate_limiter(settings, "widget-poll", POLLS_PER_MINUTE)
         self.per_rating = rate_limiter(settings, "widget-feedback", RATINGS_PER_MINUTE)
         self.feedback_settings = settings.feedback
+        self.per_typeahead = rate_limiter(settings, "widget-typeahead", settings.limits.typeahead_per_minute)
         if self.settings.token() is None:
             log.warning("the chat widget refuses every message until %s is set", self.settings.token_env)
 
@@ -87,6 +89,7 @@ class WidgetAPI:
         router.add_api_route("/widget/messages", self.messages, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/welcome", self.welcome, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/feedback", self.feedback, methods=["POST", "OPTIONS"], include_in_schema=False)
+        router.add_api_route("/widget/typeahead", self.typeahead, methods=["POST", "OPTIONS"], include_in_schema=False)
         router.add_api_route("/widget/demo", self.demo, methods=["GET"], include_in_schema=False)
         return router
 
@@ -241,8 +244,26 @@ class WidgetAPI:
             return JSONResponse({"error": NOT_STORED}, status_code=503, headers=headers)
         return JSONResponse({"stored": True, "message": THANKS}, headers=headers)
 
+    async def typeahead(self, request: Request) -> Response:
+        """The questions to offer for what the visitor is typing: JSON ``{"suggestions": [{question, entry}]}``
+        (empty for fewer than ``typeahead.min_chars`` characters, more than ``typeahead.max_chars``, or when off)."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        checked = await self._authorized(request, self.per_typeahead, "widget-typeahead", too_many=TOO_MANY)
+        if isinstance(checked, Response):
+            return checked
+        headers, data = checked
+        try:
+            text = parse_typeahead_request(data)
+        except ValueError as exc:
+            return JSONResponse({"error": f"{BAD_REQUEST}: {exc}"}, status_code=400, headers=headers)
+        typeahead = self.kb.typeahead
+        found = await run_in_threadpool(typeahead.suggest, text) if typeahead is not None else []
+        return JSONResponse({"suggestions": [s.to_dict() for s in found]}, headers=headers)
+
     async def _authorized(
-        self, request: Request, limit: RateLimiter, name: str
+        self, request: Request, limit: RateLimiter, name: str, too_many: str = TOO_FAST
     ) -> tuple[dict[str, str], dict] | Response:
         """(CORS headers, the JSON object) of a request from an allowed origin with the token, within ``limit``
         per client address; or the refusal."""
@@ -262,7 +283,7 @@ class WidgetAPI:
             return JSONResponse({"error": BAD_TOKEN}, status_code=401, headers=headers)
         address = request.client.host if request.client else "unknown"
         if not limit.allow(f"{name}:{address}"):
-            return JSONResponse({"error": TOO_FAST}, status_code=429, headers=headers)
+            return JSONResponse({"error": too_many}, status_code=429, headers=headers)
         return headers, data
 
     def refused(self, session: str, address: str) -> str | None:
@@ -274,6 +295,14 @@ class WidgetAPI:
         if not self.per_day.allow(address):
             return DAY_FULL
         return None
+
+
+def parse_typeahead_request(data: dict) -> str:
+    """The text of a ``/widget/typeahead`` request, or ValueError saying what is wrong."""
+    text = data.get("text")
+    if not isinstance(text, str):
+        raise ValueError("'text' must be a string")
+    return text
 
 
 def own_origins(request: Request) -> set[str]:

@@ -136,6 +136,9 @@ class LimitSettings(Strict):
     chat_per_minute: int = Field(default=20, ge=0)
     """Chat messages per client address (browser) or API token, per minute; 0 = unlimited. Behind a reverse proxy
     list it in ``trusted_proxies``, or every client has the proxy's address."""
+    typeahead_per_minute: int = Field(default=300, ge=0)
+    """Type-ahead look-ups per client address per minute, on the page and in the widget (a few per second while
+    someone types); 0 = unlimited. Beyond it nothing is offered until the minute passes."""
     retrieval_test_per_minute: int = Field(default=30, ge=0)
     """Retrieval tests (admin) per client address per minute; 0 = unlimited."""
     writes_per_minute: int = Field(default=10, ge=0)
@@ -160,6 +163,20 @@ class LimitSettings(Strict):
     """Reverse proxies (addresses or networks, e.g. [127.0.0.1] for nginx on this host) whose X-Forwarded-For names
     the client for the per-address limits; from anyone else the header is ignored. Empty: every client is the
     address it connects from."""
+
+
+class TypeaheadSettings(Strict):
+    """Type-ahead (输入联想): as a visitor types, the knowledge's questions that contain the text (or match it after
+    the synonym groups) are offered below the input, on the page and in the widget (docs/web-app.md "Type-ahead")."""
+
+    enabled: bool = True
+    """Offer questions while the visitor types."""
+    suggestions: int = Field(default=5, ge=1, le=10)
+    """Questions offered at most (one per entry)."""
+    min_chars: int = Field(default=2, ge=1, le=10)
+    """Characters typed (spaces and punctuation not counted) before anything is offered."""
+    max_chars: int = Field(default=64, ge=2, le=500)
+    """Longer input gets no suggestions: it is a pasted question, not one being typed, and the work stays bounded."""
 
 
 class APISettings(Strict):

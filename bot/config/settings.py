@@ -64,6 +64,7 @@ from bot.config.serving import (
     APISettings,
     AuthSettings,
     LimitSettings,
+    TypeaheadSettings,
     UISettings,
     WidgetSettings,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "SplittingSettings",
     "Strict",
     "TranslateSettings",
+    "TypeaheadSettings",
     "UISettings",
     "WidgetSettings",
     "check_mode",
@@ -226,6 +228,7 @@ class Settings(Strict):
     handoff: HandoffSettings = Field(default_factory=HandoffSettings)
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     ui: UISettings = Field(default_factory=UISettings)
+    typeahead: TypeaheadSettings = Field(default_factory=TypeaheadSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     api: APISettings = Field(default_factory=APISettings)
     widget: WidgetSettings = Field(default_factory=WidgetSettings)

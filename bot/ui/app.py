@@ -17,6 +17,8 @@ from bot.ui.knowledge_tab import knowledge_tab
 from bot.ui.publishers import PublisherAuth
 from bot.ui.review import edit_review
 from bot.ui.testsets_tab import testsets_page
+from bot.ui.typeahead import CSS as TYPEAHEAD_CSS
+from bot.ui.typeahead import picked, typeahead_list
 from bot.ui.visitor_desk import POLL_SECONDS, VisitorDesk, new_visit
 
 # After an answer: a long one shows from its start (Gradio scrolls to its end); a short one stays at the bottom. On a
@@ -52,6 +54,7 @@ CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;borde
   #kb-main:not(:has(#kb-sources-toggle input:checked)) #kb-sources{display:none!important}
   #kb-buttons{flex-wrap:nowrap} #kb-buttons>button{min-width:0!important;padding:6px 4px!important}
 }"""
+CSS = f"{CSS}\n{TYPEAHEAD_CSS}"  # the questions offered below the input while the visitor types
 
 
 def pick(sample: list[str] | None) -> str:
@@ -112,8 +115,9 @@ def build_demo(
                         allow_tags=False,
                         feedback_options=FEEDBACK_OPTIONS,
                     )
-                    turns = gr.State({})  # answer index -> turn id in the conversation log, for feedback
-                    visit = gr.State(None)  # the page's hand-off conversation (bot/ui/visitor_desk.py)
+                    # answer index -> turn id in the conversation log, for feedback; the page's hand-off conversation
+                    # (bot/ui/visitor_desk.py)
+                    turns, visit = gr.State({}), gr.State(None)
                     after_answer = feedback_controls(kb.recorder, chatbot, turns, settings.feedback)
                 with gr.Column(scale=2, min_width=320):
                     gr.Markdown("### 来源 / Sources", elem_id="kb-sources-head")
@@ -128,6 +132,7 @@ def build_demo(
                 # One past the cap: a longer paste still reaches the bot as "too long", which says so.
                 max_length=settings.limits.max_message_chars + 1,
             )
+            suggested = typeahead_list(kb.typeahead, h.limits.typeahead, message, categories)
             with gr.Row(elem_id="kb-buttons"):
                 send = gr.Button("发送 / Send", variant="primary", elem_id="kb-send")
                 retry = gr.Button("重试 / Retry", elem_id="kb-retry")
@@ -173,6 +178,7 @@ def build_demo(
             chatbot.option_select(h.suggestion, chat_in[1:], turn_out, **PRIVATE),
             # A welcome card's question is asked at once, as if typed and sent.
             examples.click(pick, [examples], [message], **PRIVATE).then(h.chat, chat_in, turn_out, **PRIVATE),
+            picked(suggested, message).then(h.chat, chat_in, turn_out, **PRIVATE),
         ):
             answered.then(h.arm, [mode], [ticker], **PRIVATE).then(None, js=SHOW_ANSWER_START, **PRIVATE)
             after_answer(answered.then(staff.arm, [visit], [replies], **PRIVATE))

@@ -61,6 +61,7 @@ class ClientLimits:
         self.chat = rate_limiter(settings, "web-chat", chat_per_minute(settings))
         self.retrieval = rate_limiter(settings, "web-retrieval-test", per.retrieval_test_per_minute)
         self.writes = rate_limiter(settings, "web-writes", per.writes_per_minute)
+        self.typeahead = rate_limiter(settings, "web-typeahead", per.typeahead_per_minute)
 
 
 def limited(

@@ -5,6 +5,7 @@
  * After a hand-off to a person, /widget/messages is polled every few seconds for the person's replies.
  * Opened with no conversation yet, it shows the welcome card (/widget/welcome); after an answer, related questions
  * to click, 👍 / 👎 (with fixed reasons) and, when the server asks it, "was this solved?" (/widget/feedback).
+ * While the visitor types, /widget/typeahead offers the knowledge's questions below the input; a click asks one.
  */
 (function () {
   "use strict";
@@ -59,6 +60,12 @@
     "form{display:flex;border-top:1px solid #eee}",
     "input{flex:1;border:0;padding:12px;font:inherit;outline:none}",
     "form button{border:0;background:#f97316;color:#fff;padding:0 16px;cursor:pointer;border-radius:0 0 12px 0}",
+    ".suggest{display:none;max-height:40%;overflow:auto;border-top:1px solid #eee;border-radius:0 0 12px 12px}",
+    ".suggest.open{display:block}",
+    ".panel.suggesting form button{border-radius:0}",
+    ".suggest button{display:block;width:100%;text-align:left;border:0;border-bottom:1px solid #f3f4f6;background:#fff;",
+    "padding:7px 12px;font:inherit;color:#222;cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}",
+    ".suggest button:hover,.suggest button:focus{background:#fff7ed;outline:none}",
   ].join("");
   root.appendChild(style);
 
@@ -77,9 +84,13 @@
   send.type = "submit";
   form.appendChild(input);
   form.appendChild(send);
+  var suggest = el("div", "suggest");
+  suggest.setAttribute("role", "listbox");
+  suggest.setAttribute("aria-label", "猜你想问 / Suggested questions");
   panel.appendChild(head);
   panel.appendChild(log);
   panel.appendChild(form);
+  panel.appendChild(suggest);
   root.appendChild(panel);
   root.appendChild(bubble);
 
@@ -264,9 +275,54 @@
   }
   if (state.waiting) startPolling();
 
+  // Type-ahead: a look-up 150 ms after the last keystroke; a reply to an older look-up is dropped.
+  var typing = null;
+  var lookups = 0;
+  function offer(list) {
+    suggest.textContent = "";
+    list.forEach(function (s) {
+      var b = el("button", null, s.question);
+      b.type = "button";
+      b.title = s.question;
+      b.addEventListener("click", function () { ask(s.question); });
+      suggest.appendChild(b);
+    });
+    suggest.classList.toggle("open", list.length > 0);
+    panel.classList.toggle("suggesting", list.length > 0);
+  }
+  function lookUp() {
+    var n = ++lookups;
+    var text = input.value;
+    if (!text.trim()) { offer([]); return; }
+    fetch(base + "/widget/typeahead", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: text, token: token }),
+    }).then(function (response) { return response.ok ? response.json() : null; }).then(function (data) {
+      if (n === lookups) offer((data && data.suggestions) || []);
+    }).catch(function () { /* offline for a moment: the next keystroke tries again */ });
+  }
+  input.addEventListener("input", function () {
+    clearTimeout(typing);
+    typing = setTimeout(lookUp, 150);
+  });
+  input.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") offer([]);
+    if (event.key === "ArrowDown" && suggest.firstChild) { event.preventDefault(); suggest.firstChild.focus(); }
+  });
+  suggest.addEventListener("keydown", function (event) {
+    var at = root.activeElement;
+    if (event.key === "ArrowDown" && at && at.nextSibling) { event.preventDefault(); at.nextSibling.focus(); }
+    if (event.key === "ArrowUp") { event.preventDefault(); (at && at.previousSibling ? at.previousSibling : input).focus(); }
+    if (event.key === "Escape") { offer([]); input.focus(); }
+  });
+
   function ask(text) {
     text = String(text || "").trim();
     if (!text) return;
+    clearTimeout(typing);
+    lookups++;
+    offer([]);
     show("user", text);
     input.value = "";
     send.disabled = true;
