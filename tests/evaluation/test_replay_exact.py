@@ -37,9 +37,10 @@ ADDED = {
 
 
 def questions() -> list[str]:
-    """Each entry's question, a part of it, and it with a year: exact, partial and conflicting specifics."""
+    """A third of the guide's and every other entry's question, a part of it, and it with a year: exact, partial and
+    conflicting specifics."""
     out = []
-    for entry in [*GUIDE.values(), *EXTRA.values(), *ADDED.values()]:
+    for entry in [*list(GUIDE.values())[::3], *EXTRA.values(), *ADDED.values()]:
         query = entry["query"]
         out += [query, query[2:], f"2022年{query}"]
     return list(dict.fromkeys(out + ["报名费多少钱", "停车", "hello", "今天天气怎么样"]))
@@ -81,7 +82,7 @@ def test_the_replay_decides_as_indexes_built_from_scratch(settings, tmp_path):
     )
     assert fast == list(plain)
     before = [b for b, _ in fast]
-    assert sum(b is None for b in before) > 10 and sum(b is not None for b in before) > 100  # both decisions occur
+    assert sum(b is None for b in before) > 10 and sum(b is not None for b in before) > 30  # both decisions occur
     assert sum((b.id if b else None) != (a.id if a else None) for b, a in fast) >= 3  # the edit shows
 
 
