@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             "benchmarks/synth.py); edit: 300 entries deleted and 300 added. Seconds of `Replayer.replay` (two "
             f"staging indexes built, every question searched in both, two threads), each on a freshly built bot; "
             f"{machine}. *cold*: the questions' e5 vectors encoded in the replay; *warm*: stored by an earlier replay "
-            f"or topics. *{args.baseline or 'baseline'} s*: the same replay with the code of git "
+            f"or topics. *replay s, {args.baseline or 'baseline'}*: the same replay with the code of git "
             f"`{args.baseline or '—'}` (the baseline), in its own process in the same run; *same changes*: both "
             "found the same questions gaining, losing and changing, with the same entries. Live search s: the same "
             "questions searched once on the live index of a fresh bot, one thread (what answering them costs). "
