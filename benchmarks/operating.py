@@ -5,7 +5,9 @@ knowledge; 10,000 distinct questions as the log's: LCQMC's 4,355 paraphrase ques
 (benchmarks/synth.py, spliced from other LCQMC questions). The edit is an import-sized change: 300 entries deleted
 and 300 added (the deleted ones' questions reworded by synth). Timed: ``Replayer.replay`` end to end (two staging
 indexes built and every question searched in both), sparse and hybrid-e5; for hybrid once with the question vectors
-to encode (cold) and once with them stored (warm, as after topics or an earlier replay).
+to encode (cold) and once with them stored (warm, as after topics or an earlier replay). Beside each warm replay,
+the same replay with the code of ``--baseline`` (a git ref, default main), extracted with ``git archive`` and run in
+a process of its own, and whether both found the same changes.
 
 **Topics** (``--part topics``): quality on LCQMC's paraphrase pairs (a question and the entry it paraphrases: the
 pair should share a topic), the distance threshold chosen on the first half of the questions and reported on the
@@ -13,7 +15,7 @@ second, beside the inbox's near-duplicate grouping (character-bigram Jaccard >= 
 to group 100,000 questions (the 15,803 real LCQMC questions' e5 vectors, each repeated with Gaussian noise of
 sd 0.01 per dimension and renormalised to reach 100,000: the clustering's cost depends on the count, not the text).
 
-    python -m benchmarks.operating [--part replay|topics|both] [--no-write]
+    python -m benchmarks.operating [--part replay|topics|both] [--baseline REF] [--no-write]
 """
 
 from __future__ import annotations
@@ -57,7 +59,70 @@ def settings_for(folder: Path, mode: str):
     return replace(s, "retrieval.mode", mode)
 
 
-def replay_rows(knowledge: list[dict], evals: list[dict]) -> list[str]:
+BASELINE_RUN = """
+import json, sys, time
+from pathlib import Path
+from benchmarks.operating import settings_for
+from bot.evaluation.replay import Question, Replayer
+from bot.factory import build_bot, build_store
+from bot.knowledge.entries import load_entries
+from bot.search.encoders.cache import EmbeddingCache
+mode, state = sys.argv[1], Path(sys.argv[2])
+job = json.loads((state / "job.json").read_text(encoding="utf-8"))
+s = settings_for(state / "knowledge", mode)
+bot = build_bot(s)
+bot.search.index.searcher(mode)
+store = EmbeddingCache(state / "state" / "embeddings" / "questions.sqlite", max_rows=400_000)
+replayer = Replayer(bot.search, build_store(s), None, None, store if mode == "hybrid" else None)
+questions = [Question(q, "log") for q in job["questions"]]
+start = time.perf_counter()
+replay = replayer.replay(load_entries(state / "after"), set(job["added"]), mode, questions)
+out = replay.to_dict()
+out["seconds"] = time.perf_counter() - start
+print(json.dumps(out, ensure_ascii=False))
+"""
+
+
+def baseline_tree(ref: str) -> Path:
+    """The code of git ``ref`` (the baseline a user runs today) extracted beside the benchmark's state."""
+    import shutil
+    import subprocess
+
+    from benchmarks.common import ROOT
+
+    tree = STATE / f"baseline-{ref}"
+    if tree.exists():
+        shutil.rmtree(tree)
+    tree.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "bot", "benchmarks", "config.yaml"], check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def baseline_replay(tree: Path, mode: str) -> dict:
+    """``Replayer.replay`` of the same job timed with the baseline's code, in a process of its own."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(tree), "KBBOT_BENCH_STATE": str(STATE)}
+    done = subprocess.run(
+        [sys.executable, "-c", BASELINE_RUN, mode, str(STATE)],
+        env=env,
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def same_changes(a: dict, b: dict) -> bool:
+    """True when two replays found the same questions gaining, losing and changing, with the same entries."""
+    return all(a[k] == b[k] for k in ("replayed", "gained", "lost", "changed"))
+
+
+def replay_rows(knowledge: list[dict], evals: list[dict], baseline_ref: str | None) -> list[str]:
     from benchmarks.synth import synthesize
     from bot.evaluation.replay import Question, Replayer
     from bot.factory import build_bot, build_store
@@ -80,34 +145,45 @@ def replay_rows(knowledge: list[dict], evals: list[dict]) -> list[str]:
     after = [e for e in entries if e.id not in gone] + added
     write_entries(after, STATE / "after")  # validated like a real import
     after = load_entries(STATE / "after")
+    job = {"questions": [q.text for q in questions], "added": [e.id for e in added]}
+    (STATE / "job.json").write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
+    tree = baseline_tree(baseline_ref) if baseline_ref else None
+    vectors = STATE / "state" / "embeddings" / "questions.sqlite"
     rows = []
     for mode in ("sparse", "hybrid"):
         s = settings_for(folder, mode)
+        store = build_store(s)
         start = time.perf_counter()
         bot = build_bot(s)
         live = bot.search.index.searcher(mode)
         built = time.perf_counter() - start
-        store = build_store(s)
-        question_store = EmbeddingCache(STATE / "state" / "embeddings" / "questions.sqlite", max_rows=400_000)
-        replayer = Replayer(bot.search, store, None, None, question_store if mode == "hybrid" else None)
-        runs = [("cold", None), ("warm", None)] if mode == "hybrid" else [("—", None)]
-        for label, _ in runs:
+        # The baseline a user has without a replay: every question searched once on the live index, as answering
+        # them would (a replay searches each twice, before and after, and builds two staging indexes).
+        start = time.perf_counter()
+        for q in questions:
+            live.search(q.text, bot.search.top_k)
+        once = time.perf_counter() - start
+        for label in ("cold", "warm") if mode == "hybrid" else ("—",):
             if label == "cold":
-                question_store.close()
-                (STATE / "state" / "embeddings" / "questions.sqlite").unlink(missing_ok=True)
-                replayer.question_store = EmbeddingCache(question_store.path, max_rows=400_000)
+                vectors.unlink(missing_ok=True)
+            bot = build_bot(s)  # a fresh bot each time, as the baseline's process meets it: no cache warmed before
+            bot.search.index.searcher(mode)
+            question_store = EmbeddingCache(vectors, max_rows=400_000) if mode == "hybrid" else None
+            replayer = Replayer(bot.search, store, None, None, question_store)
             start = time.perf_counter()
             replay = replayer.replay(after, {e.id for e in added}, mode, questions)
             seconds = time.perf_counter() - start
-            # The baseline in the same run: every question searched once on the live index, as answering them
-            # would (a replay searches each twice, before and after, and builds two staging indexes).
-            start = time.perf_counter()
-            for q in questions:
-                live.search(q.text, bot.search.top_k)
-            once = time.perf_counter() - start
+            if question_store is not None:
+                question_store.close()
+            # The cold rows differ from the warm ones by the questions' encoding, which this change leaves alone:
+            # the baseline is timed warm only (its cold replay would encode the same 10,000 questions again).
+            old = baseline_replay(tree, mode) if tree is not None and label != "cold" else None
+            same = "—" if old is None else "yes" if same_changes(old, replay.to_dict()) else "**no**"
+            was = f"{old['seconds']:.1f}" if old is not None else "—"
             rows.append(
                 f"| {mode} | {label} | {len(entries):,} | {replay.replayed:,} | {len(replay.gained)} | "
-                f"{len(replay.lost)} | {len(replay.changed)} | {seconds:.1f} | {once:.1f} | {built:.0f} |"
+                f"{len(replay.lost)} | {len(replay.changed)} | {was} | {seconds:.1f} | {same} | {once:.1f} | "
+                f"{built:.0f} |"
             )
             print(rows[-1], flush=True)
     return rows
@@ -214,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--part", choices=["replay", "topics", "both"], default="both")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--baseline", default="main", help="git ref whose replay is timed beside this tree's ('' to skip)"
+    )
     args = parser.parse_args(argv)
     data = lcqmc()
     if data is None:
@@ -223,21 +302,24 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.machine()}, {os.cpu_count()} CPUs shared with other work (load average {load:.1f} at the start)"
     )
     if args.part in ("replay", "both"):
-        rows = replay_rows(*data)
+        rows = replay_rows(*data, args.baseline or None)
         publish(
             "replay",
             "Replay before publishing",
             "`python -m benchmarks.operating --part replay` · knowledge: the first 10,000 LCQMC dev entries; "
             "questions: 10,000 distinct (LCQMC's 4,355 paraphrase questions and 5,645 synthesized by "
             "benchmarks/synth.py); edit: 300 entries deleted and 300 added. Seconds of `Replayer.replay` (two "
-            f"staging indexes built, every question searched in both, two threads); {machine}. *cold*: the "
-            "questions' e5 vectors encoded in the replay; *warm*: stored by an earlier replay or topics. Index s: "
-            "the live index's first build (not part of a replay). Live search s: the same questions searched once on "
-            "the live index, one thread, right after the replay (the baseline: a replay searches each twice).",
+            f"staging indexes built, every question searched in both, two threads), each on a freshly built bot; "
+            f"{machine}. *cold*: the questions' e5 vectors encoded in the replay; *warm*: stored by an earlier replay "
+            f"or topics. *replay s, {args.baseline or 'baseline'}*: the same replay with the code of git "
+            f"`{args.baseline or '—'}` (the baseline), in its own process in the same run; *same changes*: both "
+            "found the same questions gaining, losing and changing, with the same entries. Live search s: the same "
+            "questions searched once on the live index of a fresh bot, one thread (what answering them costs). "
+            "Index s: the live index's first build (not part of a replay).",
             [
-                "| mode | question vectors | entries | questions | gained | lost | changed | replay s | live search s "
-                "| index s |",
-                "|---|---|---|---|---|---|---|---|---|---|",
+                f"| mode | question vectors | entries | questions | gained | lost | changed | "
+                f"replay s, {args.baseline or 'baseline'} | replay s, this | same changes | live search s | index s |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|",
                 *rows,
             ],
             write=not args.no_write,

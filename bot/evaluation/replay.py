@@ -249,24 +249,7 @@ class Replayer:
         mode = mode or self.search.current_mode()
         if questions is None:
             questions, skipped = self.questions()
-        index = self.search.index
-        live = index.searcher(mode)
-        known = self._question_vectors(live, [q.text for q in questions])
-        day = self.search.availability.today()
-        with tempfile.TemporaryDirectory(prefix="kbbot-replay-") as tmp:
-            sides = []
-            for name, entries, touched in (("before", index.entries, ()), ("after", after, publishing)):
-                searcher = staged_copy(live, Path(tmp) / name, known)
-                fill(searcher, entries, index.passages)
-                negatives = NegativeExamples(self.search.negatives.min_similarity)
-                sides.append(Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched))
-            before, after_side = sides
-
-            def both(q: Question) -> tuple[Answering | None, Answering | None]:
-                return before.answer(q.text), after_side.answer(q.text)
-
-            with ThreadPoolExecutor(WORKERS, thread_name_prefix="kbbot-replay") as pool:
-                results = list(pool.map(both, questions))
+        results = self.answers(after, publishing, mode, [q.text for q in questions])
         changes = [
             Change(q.text, q.source, q.asked, b, a)
             for q, (b, a) in zip(questions, results, strict=True)
@@ -281,6 +264,29 @@ class Replayer:
             skipped=skipped,
             seconds=time.perf_counter() - start,
         )
+
+    def answers(
+        self, after: Sequence[Entry], publishing: Collection[str], mode: str, questions: Sequence[str]
+    ) -> list[tuple[Answering | None, Answering | None]]:
+        """Each question's answer (None: none) in a staging index of the knowledge now and of ``after``."""
+        index = self.search.index
+        live = index.searcher(mode)
+        known = self._question_vectors(live, questions)
+        day = self.search.availability.today()
+        with tempfile.TemporaryDirectory(prefix="kbbot-replay-") as tmp:
+            sides = []
+            for name, entries, touched in (("before", index.entries, ()), ("after", after, publishing)):
+                searcher = staged_copy(live, Path(tmp) / name, known)
+                fill(searcher, entries, index.passages)
+                negatives = NegativeExamples(self.search.negatives.min_similarity)
+                sides.append(Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched))
+            before, after_side = sides
+
+            def both(question: str) -> tuple[Answering | None, Answering | None]:
+                return before.answer(question), after_side.answer(question)
+
+            with ThreadPoolExecutor(WORKERS, thread_name_prefix="kbbot-replay") as pool:
+                return list(pool.map(both, questions))
 
     def _question_vectors(self, live: ModeSearcher, texts: Sequence[str]) -> dict[str, Any] | None:
         """Every question's vector as the dense side will ask for it.

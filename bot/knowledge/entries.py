@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ class Entry:
         """The metadata keywords as one comma-separated string, the form the files use."""
         return ",".join(self.metadata)
 
-    @property
+    @cached_property  # searches key their caches by it: computed once per (immutable) entry
     def content_hash(self) -> str:
         """A hash of everything searchable, so an index can tell a changed entry from an unchanged one."""
         fields: list[object] = [self.id, self.query, self.document, list(self.metadata)]

@@ -4,12 +4,11 @@ message (bot/search/agreement.py), then are ranked again: the entry for the year
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 
 from bot.config.retrieval import AgreementWeights
 from bot.knowledge.filters import EntryFilter
 from bot.search.agreement import adjusted
-from bot.search.base import Composite, Hit, ModeSearcher, Searcher, top_within
+from bot.search.base import Composite, Hit, ModeSearcher, Searcher, rescored, top_within
 from bot.search.relevance import SparseSearcher
 
 BASE_SIGNAL = "base"  # a hit's relevance before agreement (what calibrate replays other weights from)
@@ -37,7 +36,7 @@ class AgreeingSearcher(Composite):
         scored = []
         for hit, agreement in zip(hits, self.sparse.agreements(query, [h.entry for h in hits])):
             signals = {**hit.signals, BASE_SIGNAL: hit.relevance, **agreement.signals()}
-            scored.append(replace(hit, relevance=adjusted(hit.relevance, signals, self.weights), signals=signals))
+            scored.append(rescored(hit, adjusted(hit.relevance, signals, self.weights), signals))
         scored.sort(key=lambda h: -h.relevance)  # stable: equal relevance keeps the inner order
         return scored[:top_k]
 

@@ -76,6 +76,21 @@ class Hit:
     passages: tuple[Passage, ...] = field(default=(), compare=False)
 
 
+def rescored(hit: Hit, relevance: float, signals: dict[str, float] | None = None) -> Hit:
+    """``hit`` with another relevance (and signals): ``dataclasses.replace``'s result, built directly (this runs for
+    every candidate of every search, where ``replace`` cost a tenth of a sparse search)."""
+    return Hit(
+        hit.entry,
+        relevance,
+        hit.score,
+        hit.searcher,
+        hit.signals if signals is None else signals,
+        hit.subquestion,
+        hit.matched_question,
+        hit.passages,
+    )
+
+
 @dataclass(frozen=True)
 class SyncReport:
     """What a sync changed in an index."""

@@ -21,7 +21,15 @@ from bot.search.es_client import (
     guard,
 )
 from bot.search.es_cluster import ClusterIndex
-from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
+from bot.search.relevance import (
+    FIELDS,
+    QuestionWeights,
+    SparseSearcher,
+    TermStats,
+    query_text,
+    unit_terms,
+    weighted_text,
+)
 from bot.search.synonyms import Unit
 from bot.search.tokenizer import Tokenizer
 
@@ -309,8 +317,8 @@ class ElasticsearchSearcher(SparseSearcher):
             first = ranked(top_k * FILTER_DEPTH)
             total = _total_hits(responses[0], len(first))
             found = top_within(lambda n: first if n <= len(first) else ranked(n), lambda r: r[1], within, top_k, total)
-        stats = self._stats(responses[-1], terms)
-        return self.follow_ranking([self.sparse_hit(entry, units, stats, score) for score, entry in found])
+        weights = QuestionWeights(units, self._stats(responses[-1], terms))
+        return self.follow_ranking([self.sparse_hit(entry, weights, score) for score, entry in found])
 
 
 def _total_hits(resp: Any, seen: int) -> int:

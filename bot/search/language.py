@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+LANGUAGE_CACHE = 65_536  # texts whose language is remembered: hybrid asks it of every candidate of every search
+
 
 def _is_cjk(ch: str) -> bool:
     return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
 
 
+@lru_cache(maxsize=LANGUAGE_CACHE)
 def language_of(text: str) -> str | None:
     """ "zh" when CJK characters make up at least a fifth of the letters, "en" when Latin letters dominate, else None."""
     cjk = sum(_is_cjk(ch) for ch in text)

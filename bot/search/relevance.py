@@ -19,11 +19,11 @@ from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from bot.knowledge.entries import Entry
 from bot.search.agreement import Agreement, SpecificsCache, agree_specifics, specifics
-from bot.search.base import Hit, Searcher
+from bot.search.base import Hit, Searcher, rescored
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
 
@@ -53,23 +53,42 @@ def alternatives(unit: Unit) -> tuple[Form, ...]:
     return ((unit,),) if isinstance(unit, str) else unit
 
 
-def coverage(question: Sequence[Unit], entry_words: AbstractSet[str], stats: TermStats) -> float:
-    """The share of the question words' IDF mass found in ``entry_words`` (0 for a word-less question).
+class QuestionWeights:
+    """A question's units with their IDF weights, computed once and measured against many entries' words.
 
     A synonym group counts once, as found when the entry has any of its words (all the terms of one); its IDF is
     that of its most common word (a word of several terms: as common as its rarest term).
     """
-    weights: dict[tuple[Form, ...], float] = {}
-    for unit in question:
-        alts = alternatives(unit)
-        if alts and alts not in weights:
-            df = max(min(stats.df.get(t, 0) for t in alt) for alt in alts)
-            weights[alts] = stats.idf_of_df(df)
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    found = sum(w for alts, w in weights.items() if any(all(t in entry_words for t in alt) for alt in alts))
-    return min(1.0, found / total)
+
+    def __init__(self, question: Sequence[Unit], stats: TermStats):
+        weights: dict[tuple[Form, ...], float] = {}
+        for unit in question:
+            alts = alternatives(unit)
+            if alts and alts not in weights:
+                df = max(min(stats.df.get(t, 0) for t in alt) for alt in alts)
+                weights[alts] = stats.idf_of_df(df)
+        self.total = sum(weights.values())
+        # A plain word (the common case) is looked up directly; a synonym group tries each alternative.
+        self._items = [
+            (alts[0][0] if len(alts) == 1 and len(alts[0]) == 1 else None, alts, w) for alts, w in weights.items()
+        ]
+
+    def coverage(self, entry_words: AbstractSet[str]) -> float:
+        """The share of the question words' IDF mass found in ``entry_words`` (0 for a word-less question)."""
+        if self.total <= 0:
+            return 0.0
+        found = sum(
+            w
+            for word, alts, w in self._items
+            if (word in entry_words if word is not None else any(all(t in entry_words for t in alt) for alt in alts))
+        )
+        return min(1.0, found / self.total)
+
+
+def coverage(question: Sequence[Unit], entry_words: AbstractSet[str], stats: TermStats) -> float:
+    """The share of the question words' IDF mass found in ``entry_words`` (0 for a word-less question; see
+    :class:`QuestionWeights`)."""
+    return QuestionWeights(question, stats).coverage(entry_words)
 
 
 def unit_terms(units: Sequence[Unit]) -> list[str]:
@@ -127,10 +146,11 @@ class EntryWords:
         return self._cached(entry, "metadata", [" ".join(entry.metadata)])[0]
 
 
-def backward(phrasing: AbstractSet[str], said: AbstractSet[str], stats: TermStats) -> float:
-    """The share of a phrasing's IDF mass found among the message's terms ``said`` (1 for a word-less phrasing)."""
-    total = sum(stats.idf(w) for w in phrasing)
-    return sum(stats.idf(w) for w in phrasing if w in said) / total if total > 0 else 1.0
+def backward(phrasing: AbstractSet[str], said: AbstractSet[str], idf: Mapping[str, float]) -> float:
+    """The share of a phrasing's IDF mass (``idf``: each of its words') found among the message's terms ``said``
+    (1 for a word-less phrasing)."""
+    total = sum(idf[w] for w in phrasing)
+    return sum(idf[w] for w in phrasing if w in said) / total if total > 0 else 1.0
 
 
 class SparseSearcher(Searcher):
@@ -165,47 +185,63 @@ class SparseSearcher(Searcher):
             self._entry_words = EntryWords(self.tokenizer)
         return self._entry_words
 
+    def _specifics_of(self) -> SpecificsCache:
+        if not hasattr(self, "_specifics"):
+            self._specifics = SpecificsCache()
+        return self._specifics
+
+    def share_caches(self, other: SparseSearcher) -> None:
+        """Read entries' words and specifics from ``other``'s caches (a staging copy of it: the same tokenizer,
+        and both caches are keyed by content, so an entry in both indexes is cut once)."""
+        if other.tokenizer is not self.tokenizer:
+            raise ValueError("only a searcher with the same tokenizer can share its entries' words")
+        self._entry_words, self._specifics = other._words(), other._specifics_of()
+
     def agreements(self, question: str, entries: Sequence[Entry]) -> list[Agreement]:
         """How well ``question`` and each entry's questions agree, both ways (bot/search/agreement.py)."""
         if not entries:
             return []
-        if not hasattr(self, "_specifics"):
-            self._specifics = SpecificsCache()
+        entry_specifics = self._specifics_of()
         units = self.question_units(question)
         said_terms = set(unit_terms(units))
         said = specifics(question)
         words = self._words()
         phrasings = [words.phrasings(e) for e in entries]
-        stats = self.term_stats([*said_terms, *{w for ps in phrasings for p in ps for w in p}])
+        phrasing_words = {w for ps in phrasings for p in ps for w in p}
+        stats = self.term_stats([*said_terms, *phrasing_words])
+        weights = QuestionWeights(units, stats)
+        idf = {w: stats.idf(w) for w in phrasing_words}
         out = []
         for entry, entry_phrasings in zip(entries, phrasings):
             keywords = words.keywords(entry)
-            pairs = [(coverage(units, p | keywords, stats), backward(p, said_terms, stats)) for p in entry_phrasings]
+            pairs = [(weights.coverage(p | keywords), backward(p, said_terms, idf)) for p in entry_phrasings]
             forward, back = max(pairs, key=lambda fb: (fb[0] + fb[1], fb[0])) if pairs else (0.0, 0.0)
-            labelled, mentioned = self._specifics(
+            labelled, mentioned = entry_specifics(
                 entry.content_hash, [*entry.phrasings, *entry.metadata], f"{entry.document}"
             )
             out.append(Agreement(forward, back, *agree_specifics(said, labelled, mentioned)))
         return out
 
-    def matched_question(self, words: Sequence[Unit], entry: Entry, stats: TermStats) -> str:
-        """The alternative question of ``entry`` that covers more of ``words`` than its query does, else ""."""
+    def matched_question(self, weights: QuestionWeights, entry: Entry) -> str:
+        """The alternative question of ``entry`` that covers more of the question (``weights``) than its query
+        does, else ""."""
         if not entry.questions:
             return ""
-        scores = [coverage(words, w, stats) for w in self._words().phrasings(entry)]
+        scores = [weights.coverage(w) for w in self._words().phrasings(entry)]
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return entry.phrasings[best] if best and scores[best] > scores[0] else ""
 
-    def sparse_hit(self, entry: Entry, words: Sequence[Unit], stats: TermStats, score: float) -> Hit:
-        """A hit with coverage as relevance, the BM25 ``score`` and the alternative question that matched, if any."""
-        relevance = coverage(words, self.entry_words(entry), stats)
+    def sparse_hit(self, entry: Entry, weights: QuestionWeights, score: float) -> Hit:
+        """A hit with coverage (of the question's ``weights``) as relevance, the BM25 ``score`` and the alternative
+        question that matched, if any."""
+        relevance = weights.coverage(self.entry_words(entry))
         return Hit(
             entry,
             relevance,
             score,
             self.name,
             {"bm25": score, "coverage": relevance},
-            matched_question=self.matched_question(words, entry, stats),
+            matched_question=self.matched_question(weights, entry),
         )
 
     @staticmethod
@@ -225,7 +261,7 @@ class SparseSearcher(Searcher):
         for hit in hits[1:]:
             share = hit.score / top.score if top.score > 0 else 1.0
             relevance = min(hit.relevance, previous, top.relevance * share)
-            out.append(replace(hit, relevance=relevance))
+            out.append(rescored(hit, relevance))
             previous = relevance
         return out
 
@@ -234,5 +270,5 @@ class SparseSearcher(Searcher):
         units = self.question_units(question)
         if not units or not entries:
             return [0.0] * len(entries)
-        stats = self.term_stats(unit_terms(units))
-        return [coverage(units, self.entry_words(e), stats) for e in entries]
+        weights = QuestionWeights(units, self.term_stats(unit_terms(units)))
+        return [weights.coverage(self.entry_words(e)) for e in entries]

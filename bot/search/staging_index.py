@@ -96,8 +96,11 @@ def staged_copy(live: ModeSearcher, folder: Path, questions: Mapping[str, np.nda
             live.language_aware,
         )
     if isinstance(live, SparseSearcher):
-        copy = TantivySearcher(folder / "tantivy", live.tokenizer, getattr(live, "field_weights", {}))
+        copy = TantivySearcher(folder / "tantivy", live.tokenizer, getattr(live, "field_weights", {}), private=True)
         copy.synonyms = live.synonyms
+        copy.share_caches(live)
+        if isinstance(live, TantivySearcher):  # its entries' tokens, so filling the copy cuts only new texts
+            live.lend_tokens(copy.path)
         return copy
     if isinstance(live, DenseScoring):  # FAISS or the search cluster's vectors
         from bot.search.faiss_searcher import FaissSearcher

@@ -13,8 +13,9 @@ import logging
 import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import SearchBackendError
 from bot.fsutil import commit_file, temp_beside, write_json_atomic
@@ -22,7 +23,15 @@ from bot.knowledge.entries import Entry, entry_from_record, entry_record
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Hit, Progress, top_within
 from bot.search.integrity import tantivy_problem
-from bot.search.relevance import FIELDS, SparseSearcher, TermStats, query_text, unit_terms, weighted_text
+from bot.search.relevance import (
+    FIELDS,
+    QuestionWeights,
+    SparseSearcher,
+    TermStats,
+    query_text,
+    unit_terms,
+    weighted_text,
+)
 from bot.search.synonyms import Unit
 from bot.search.tokenizer import Tokenizer
 
@@ -40,6 +49,15 @@ STATE_FILE = "kbbot-state.json"
 # [content_hash, query tokens, metadata tokens, document tokens]. A cache only: a torn last line is skipped.
 TOKENS_FILE = "kbbot-tokens.jsonl"
 CACHE_LOOKUP_MIN = 500  # smaller batches tokenize directly (reading the cache would cost more) and append
+
+
+@dataclass
+class Reading:
+    """One version of the index as searches read it: its searcher, and the word counts and entries read so far."""
+
+    searcher: Any
+    counts: dict[str, int] = field(default_factory=dict)
+    entries: dict[tuple[int, int], Entry] = field(default_factory=dict)  # by (segment, doc) address
 
 
 def _analyzer():
@@ -60,9 +78,17 @@ class TantivySearcher(SparseSearcher):
         field_weights: Mapping[str, int],
         notice: str | None = None,
         fallback_reason: str | None = None,
+        private: bool = False,
     ):
+        """``private``: no other process writes this index (a staging index), so searches share one
+        :class:`Reading` until this searcher's next write; otherwise each search reads afresh (another process's
+        commit shows at once)."""
         # notice / fallback_reason: set when this engine stands in for an unreachable Elasticsearch (the factory)
         self.notice, self.fallback_reason = notice, fallback_reason
+        self.private = private
+        self._reading: Reading | None = None
+        self._version = 0  # writes so far: a reading made before one is not kept
+        self._reading_lock = threading.Lock()
         self.path = Path(path)
         self.tokenizer = tokenizer
         self.field_weights = {f: int(field_weights.get(f, 1)) for f in FIELDS}
@@ -146,6 +172,7 @@ class TantivySearcher(SparseSearcher):
             index = tantivy.Index(self._schema(), path=str(self.path))
             index.register_tokenizer(ANALYZER, _analyzer())
             self._index, self._hashes = index, {}
+            self._forget()
             self._save_state()
             if carried:  # the tokens survive the rebuild (same tokenizer state only)
                 self._write_tokens(carried)
@@ -189,6 +216,13 @@ class TantivySearcher(SparseSearcher):
             return
         with open(file, "a", encoding="utf-8") as fh:
             fh.writelines(json.dumps([h, *f], ensure_ascii=False) + "\n" for h, f in tokens.items())
+
+    def lend_tokens(self, folder: Path) -> None:
+        """Copy this index's token cache into ``folder``, where an empty index over the same tokenizer is about to
+        be built (a staging copy): it starts with the tokens of every entry indexed here."""
+        if (self.path / TOKENS_FILE).is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.path / TOKENS_FILE, folder / TOKENS_FILE)
 
     def _tokens_for(
         self, entries: Sequence[Entry]
@@ -250,6 +284,7 @@ class TantivySearcher(SparseSearcher):
             if progress and len(entries) % 100:
                 progress(len(entries) % 100)
             self._index.reload()
+            self._forget()
             self._hashes.update({e.id: e.content_hash for e in entries})
             self._save_state()
             try:
@@ -275,13 +310,34 @@ class TantivySearcher(SparseSearcher):
             writer.commit()
             writer.wait_merging_threads()
             self._index.reload()
+            self._forget()
             for entry_id in ids:
                 self._hashes.pop(entry_id, None)
             self._save_state()
 
     # -- reads -----------------------------------------------------------
+    def _forget(self) -> None:
+        """Drop the shared reading after a write (the next search makes one of the new version)."""
+        with self._reading_lock:
+            self._version += 1
+            self._reading = None
+
+    def _read(self, index) -> Reading:
+        """The index as a search reads it: the shared reading of a private index, else a fresh one."""
+        if not self.private:
+            return Reading(index.searcher())
+        reading = self._reading
+        if reading is not None:
+            return reading
+        version = self._version
+        reading = Reading(index.searcher())
+        with self._reading_lock:
+            if self._version == version:  # no write since the searcher was taken: it is the current version
+                self._reading = reading
+        return reading
+
     @staticmethod
-    def _live_stats(index, searcher, words: Sequence[str]) -> TermStats:
+    def _live_stats(index, reading: Reading, words: Sequence[str]) -> TermStats:
         """Entries holding each word, counted over live entries only.
 
         ``doc_freq`` also counts replaced and removed entries until their segment is merged, so coverage would
@@ -289,18 +345,29 @@ class TantivySearcher(SparseSearcher):
         """
         import tantivy
 
-        counts = {
-            w: searcher.search(tantivy.Query.term_query(index.schema, TEXT_FIELD, w), limit=1, count=True).count
-            for w in dict.fromkeys(words)
-        }
-        return TermStats(searcher.num_docs, counts)
+        known, searcher = reading.counts, reading.searcher
+        for w in dict.fromkeys(words):
+            if w not in known:
+                query = tantivy.Query.term_query(index.schema, TEXT_FIELD, w)
+                known[w] = searcher.search(query, limit=1, count=True).count
+        return TermStats(searcher.num_docs, {w: known[w] for w in words})
 
     def term_stats(self, words: Sequence[str]) -> TermStats:
         """Document frequencies of ``words`` in the index, and its number of entries."""
         index = self._ensure()
         if index is None:
             return TermStats(0, {})
-        return self._live_stats(index, index.searcher(), words)
+        return self._live_stats(index, self._read(index), words)
+
+    @staticmethod
+    def _entry(reading: Reading, address) -> Entry:
+        """The entry stored at ``address`` (decoded once per reading)."""
+        key = (address.segment_ord, address.doc)
+        entry = reading.entries.get(key)
+        if entry is None:
+            entry = entry_from_record(json.loads(reading.searcher.doc(address)["entry"][0]))
+            reading.entries[key] = entry
+        return entry
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """BM25 top_k over the index (of the entries ``within`` admits), each hit with its coverage as relevance;
@@ -311,7 +378,8 @@ class TantivySearcher(SparseSearcher):
         index = self._ensure()
         if not words or index is None or top_k <= 0:
             return []
-        searcher = index.searcher()
+        reading = self._read(index)
+        searcher = reading.searcher
 
         def term(word: str):
             return tantivy.Query.term_query(index.schema, TEXT_FIELD, word)
@@ -336,10 +404,10 @@ class TantivySearcher(SparseSearcher):
 
         def ranked(limit: int) -> list[tuple[float, Entry]]:
             return [
-                (float(score), entry_from_record(json.loads(searcher.doc(address)["entry"][0])))
+                (float(score), self._entry(reading, address))
                 for score, address in searcher.search(question, limit=limit).hits
             ]
 
         found = top_within(ranked, lambda r: r[1], within, top_k, searcher.num_docs)
-        stats = self._live_stats(index, searcher, unit_terms(words))
-        return self.follow_ranking([self.sparse_hit(entry, words, stats, score) for score, entry in found])
+        weights = QuestionWeights(words, self._live_stats(index, reading, unit_terms(words)))
+        return self.follow_ranking([self.sparse_hit(entry, weights, score) for score, entry in found])

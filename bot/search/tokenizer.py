@@ -52,6 +52,7 @@ class Tokenizer:
         self._lock = threading.Lock()
         self._ready = False
         self._pos: Any = None  # jieba.posseg over this tokenizer's dictionary, made on first use
+        self._added_key: tuple[int, str] = (0, "")  # (words added, their hash): state_key is asked on every search
 
     def _load(self) -> None:
         # jieba reads its 5 MB dictionary on first use; done lazily so importing the bot is cheap.
@@ -146,8 +147,13 @@ class Tokenizer:
 
     def state_key(self) -> str:
         """The signature plus the keywords added so far: equal keys mean equal tokens for any text."""
-        added = "\n".join(f"{w} {f}" for w, f in self._added_freq.items())
-        return f"{self.signature()}:{hashlib.sha256(added.encode()).hexdigest()[:12]}"
+        count, digest = self._added_key
+        if count != len(self._added_freq) or not digest:  # words are only ever added: the count tells a change
+            items = list(self._added_freq.items())
+            added = "\n".join(f"{w} {f}" for w, f in items)
+            count, digest = len(items), hashlib.sha256(added.encode()).hexdigest()[:12]
+            self._added_key = (count, digest)
+        return f"{self.signature()}:{digest}"
 
     def signature(self) -> str:
         """Identifies the cutting rules (version, user dictionary), so indexes rebuild when they change."""
