@@ -37,6 +37,7 @@ from bot.handoff.channels import WeComStaffChannel, configured_channels
 from bot.handoff.desk import Desk
 from bot.handoff.hours import utc_now
 from bot.handoff.store import TicketStore
+from bot.knowledge.assets import AssetStore
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
 from bot.knowledge.validity import Availability
@@ -332,4 +333,5 @@ def build_knowledge_base(
         bot = build_bot(settings, watch_config=watch_config, keep_last_good=keep_last_good, recorder=recorder)
     store = build_store(settings)
     editor = KnowledgeEditor(bot.search.index, store)
-    return KnowledgeBase(bot, recorder, store, editor, name, route)
+    assets = AssetStore(settings.resolve(settings.knowledge.path), settings.knowledge.assets.max_bytes)
+    return KnowledgeBase(bot, recorder, store, editor, assets, name, route)

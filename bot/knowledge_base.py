@@ -16,6 +16,7 @@ from bot.conversations.log_store import ConversationLog
 from bot.editing.editor import KnowledgeEditor
 from bot.handoff.desk import Desk
 from bot.handoff.tickets import Conversation
+from bot.knowledge.assets import AssetStore
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.store import KnowledgeStore
 from bot.messages import History
@@ -34,6 +35,7 @@ class KnowledgeBase:
     recorder: TurnRecorder
     store: KnowledgeStore
     editor: KnowledgeEditor
+    assets: AssetStore  # the pictures and files the documents show (knowledge/assets/)
     name: str | None = None  # among several knowledge bases, the one that answers (None: the only one)
     route: Route | None = None  # where a question this one finds nothing for goes (``routing.route_to``)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.chat.answer import Answer
 from bot.knowledge.filters import EntryFilter, FilterError, parse_filter
+from bot.knowledge.markup import asset_references
 from bot.messages import Message, said
 
 MODEL = "kbbot"
@@ -230,9 +231,10 @@ def handoff_extra(answer: Answer, conversation: str | None) -> dict[str, Any] | 
     return extra
 
 
-def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, Any]:
+def kbbot_extra(answer: Answer, conversation: str | None = None, assets: str | None = None) -> dict[str, Any]:
     """The extra top-level ``kbbot`` field: the ladder's decision and the entries offered, the sources behind the
-    answer (with their confidence band), its strategy, mode and thresholds, and the hand-off (``handoff``)."""
+    answer (with their confidence band), its strategy, mode and thresholds, the hand-off (``handoff``), and the
+    absolute URLs of the pictures and files the answer shows (``assets``, served under ``assets``)."""
     sources = []
     for hit in answer.hits:
         source = {
@@ -263,6 +265,7 @@ def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, An
         "notice": answer.notice,
         "handoff": handoff_extra(answer, conversation),
         "rule": answer.rule.to_dict() if answer.rule else None,
+        "assets": [assets + name for name in asset_references(answer.text)] if assets else [],
         "timings_ms": {k: round(v, 2) for k, v in answer.timings.items()},
     }
 
@@ -275,6 +278,7 @@ class Reply:
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
     conversation: str | None = None  # the hand-off conversation's secret, told in ``kbbot.handoff``
+    assets: str | None = None  # the absolute URL the answering knowledge base's assets are served under
 
     def completion(self, answer: Answer) -> dict[str, Any]:
         """A whole ``chat.completion`` object for a finished answer."""
@@ -293,7 +297,7 @@ class Reply:
             ],
             # The bot does not count tokens (the LLM may not even be called); null rather than made-up numbers.
             "usage": None,
-            MODEL: kbbot_extra(answer, self.conversation),
+            MODEL: kbbot_extra(answer, self.conversation, self.assets),
         }
 
     def chunk(
@@ -308,7 +312,7 @@ class Reply:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
         }
         if answer is not None:
-            out[MODEL] = kbbot_extra(answer, self.conversation)
+            out[MODEL] = kbbot_extra(answer, self.conversation, self.assets)
         return out
 
 

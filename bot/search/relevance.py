@@ -115,7 +115,7 @@ class EntryWords:
 
     def __call__(self, entry: Entry) -> frozenset[str]:
         """The words of ``entry``'s query (and alternative questions), metadata and document."""
-        text = "\n".join((query_text(entry), " ".join(entry.metadata), entry.document))
+        text = "\n".join((query_text(entry), " ".join(entry.metadata), entry.text))
         return self._cached(entry, "all", [text])[0]
 
     def phrasings(self, entry: Entry) -> tuple[frozenset[str], ...]:
@@ -182,9 +182,7 @@ class SparseSearcher(Searcher):
             keywords = words.keywords(entry)
             pairs = [(coverage(units, p | keywords, stats), backward(p, said_terms, stats)) for p in entry_phrasings]
             forward, back = max(pairs, key=lambda fb: (fb[0] + fb[1], fb[0])) if pairs else (0.0, 0.0)
-            labelled, mentioned = self._specifics(
-                entry.content_hash, [*entry.phrasings, *entry.metadata], f"{entry.document}"
-            )
+            labelled, mentioned = self._specifics(entry.content_hash, [*entry.phrasings, *entry.metadata], entry.text)
             out.append(Agreement(forward, back, *agree_specifics(said, labelled, mentioned)))
         return out
 
