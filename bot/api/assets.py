@@ -34,7 +34,7 @@ def asset_base(kb_name: str | None) -> str:
 def absolute_base(kb_name: str | None, public_url: str | None, request_base: str | None = None) -> str | None:
     """The absolute URL under which ``kb_name``'s assets are served: under ``public_url`` when configured, else the
     address the request came to (``request_base``), else None."""
-    root = public_url or (request_base.rstrip("/") if request_base else None)
+    root = (public_url or request_base or "").rstrip("/")
     return root + asset_base(kb_name) if root else None
 
 

@@ -58,7 +58,6 @@ class WidgetAPI:
         self.kb = kb
         self.settings = settings.widget
         self.allowed = set(self.settings.allowed_origins)
-        self.assets = asset_base(kb.name)  # the script makes these paths absolute to this app
         self.per_session = rate_limiter(settings, "widget-session", self.settings.max_messages_per_session, DAY)
         self.per_day = rate_limiter(settings, "widget-day", self.settings.max_messages_per_day, DAY)
         self.per_minute = rate_limiter(settings, "widget-chat", chat_per_minute(settings))
@@ -166,7 +165,7 @@ class WidgetAPI:
         )
         reply: dict[str, Any] = {
             "reply": answer.text,
-            "html": safe_html(answer.text, self.assets),
+            "html": safe_html(answer.text, asset_base(self.kb.name)),  # the script makes its paths absolute
             "decision": answer.decision.value,
             "options": [o.to_dict() for o in answer.options],
             "notice": answer.notice,
