@@ -55,6 +55,132 @@ TAGS = frozenset(
 )
 ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "ol": {"start"}}
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
+# Tags of HTML a document may carry by intent; anything else in angle brackets ("<file stem>", "<60分>") is text.
+HTML_TAGS = frozenset(
+    [
+        "a",
+        "abbr",
+        "address",
+        "applet",
+        "area",
+        "article",
+        "aside",
+        "audio",
+        "b",
+        "base",
+        "bdi",
+        "bdo",
+        "big",
+        "blink",
+        "blockquote",
+        "body",
+        "br",
+        "button",
+        "canvas",
+        "caption",
+        "center",
+        "cite",
+        "code",
+        "col",
+        "colgroup",
+        "data",
+        "dd",
+        "del",
+        "details",
+        "dfn",
+        "dialog",
+        "div",
+        "dl",
+        "dt",
+        "em",
+        "embed",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "font",
+        "footer",
+        "form",
+        "frame",
+        "frameset",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "head",
+        "header",
+        "hr",
+        "html",
+        "i",
+        "iframe",
+        "img",
+        "input",
+        "ins",
+        "kbd",
+        "label",
+        "legend",
+        "li",
+        "link",
+        "main",
+        "map",
+        "mark",
+        "marquee",
+        "math",
+        "menu",
+        "meta",
+        "meter",
+        "nav",
+        "noscript",
+        "object",
+        "ol",
+        "optgroup",
+        "option",
+        "output",
+        "p",
+        "param",
+        "picture",
+        "pre",
+        "progress",
+        "q",
+        "s",
+        "samp",
+        "script",
+        "section",
+        "select",
+        "slot",
+        "small",
+        "source",
+        "span",
+        "strike",
+        "strong",
+        "style",
+        "sub",
+        "summary",
+        "sup",
+        "svg",
+        "table",
+        "tbody",
+        "td",
+        "template",
+        "textarea",
+        "tfoot",
+        "th",
+        "thead",
+        "time",
+        "title",
+        "tr",
+        "track",
+        "tt",
+        "u",
+        "ul",
+        "var",
+        "video",
+        "wbr",
+        "xmp",
+    ]
+)
+_TAG_NAME = re.compile(r"^</?([a-zA-Z][a-zA-Z0-9]*)")
 _BLANKS = re.compile(r"\n{3,}")
 
 
@@ -77,6 +203,15 @@ def _marked_up(text: str) -> bool:
 def _scheme(url: str) -> str | None:
     m = _SCHEME.match(url.strip())
     return m.group(1).lower() if m else None
+
+
+def _is_html(token: Token) -> bool:
+    """Whether a raw-HTML token is HTML by intent (a known tag or a comment), not text in angle brackets."""
+    if token.type not in ("html_inline", "html_block"):
+        return False
+    content = token.content.lstrip()
+    m = _TAG_NAME.match(content)
+    return content.startswith("<!--") or (m is not None and m.group(1).lower() in HTML_TAGS)
 
 
 def _inline(tokens: Sequence[Token]) -> list[Token]:
@@ -107,7 +242,7 @@ def _walk_text(tokens: Sequence[Token], link: Callable[[str, str], str], image: 
             out.append("\n" if token.level else "\n\n")
         elif kind in ("th_close", "td_close"):
             out.append(" ")
-        elif kind in ("fence", "code_block"):
+        elif kind in ("fence", "code_block") or (kind == "html_block" and not _is_html(token)):
             out.append(token.content + "\n")
         elif kind == "inline":
             out.append(_inline_text(token.children or [], link, image))
@@ -119,7 +254,7 @@ def _inline_text(children: Sequence[Token], link: Callable[[str, str], str], ima
     stack: list[tuple[str, int]] = []  # open links: href, where their text starts in out
     for child in children:
         kind = child.type
-        if kind in ("text", "code_inline"):
+        if kind in ("text", "code_inline") or (kind == "html_inline" and not _is_html(child)):
             out.append(child.content)
         elif kind in ("softbreak", "hardbreak"):
             out.append("\n")
@@ -228,7 +363,7 @@ def markup_problems(document: str, exists: Callable[[str], bool]) -> list[str]:
         return []
     problems: list[str] = []
     tokens = _SCAN.parse(document)
-    if any(t.type == "html_block" for t in tokens) or any(t.type == "html_inline" for t in _inline(tokens)):
+    if any(_is_html(t) for t in tokens) or any(_is_html(t) for t in _inline(tokens)):
         problems.append("含有 HTML，将作为文字显示 / raw HTML is shown as text, never run")
     for child in _inline(tokens):
         if child.type not in ("image", "link_open"):

@@ -28,6 +28,12 @@ def test_a_document_without_links_or_html_is_its_own_plain_text():
     assert plain_text(document) == document
 
 
+def test_text_in_angle_brackets_that_is_not_html_stays_text():
+    document = "条目 id 是 <file stem>:<key>，成绩 <60分> 的同学 [点这里](https://example.org)"
+    assert plain_text(document) == "条目 id 是 <file stem>:<key>，成绩 <60分> 的同学 点这里"
+    assert markup_problems(document, lambda name: True) == []
+
+
 def test_an_entry_is_searched_by_its_text():
     entry = Entry("map", "校园地图在哪里？", MAP)
     assert entry.text == plain_text(MAP) and "assets/map.png" not in entry.text
