@@ -43,8 +43,9 @@ _BLANKS = re.compile(r"\n{3,}")
 
 
 def _parser(html: bool) -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": html}).enable(["table", "strikethrough"])
-    return md
+    # A line break in a document is a line break on the screen, as the chat showed answers before (and as people
+    # writing FAQ answers expect), not a space as in CommonMark.
+    return MarkdownIt("commonmark", {"html": html, "breaks": True}).enable(["table", "strikethrough"])
 
 
 _RENDER = _parser(html=False)  # raw HTML is shown as text: neutralised, and the admin sees it
