@@ -111,6 +111,12 @@ def test_an_admin_uploads_a_picture_and_a_bad_one_is_refused_with_a_reason(base,
         "校门.png",
     ]
     assert upload(base, "x.png", png_bytes(), {}).status_code in (401, 403)  # uploads are for admins only
+    path = upload(base, "偷偷.png", png_bytes(), ADMIN_COOKIE).json()[0]
+    with httpx.Client(base_url=base, timeout=60) as visitor:  # no admin cookie: the event itself refuses
+        file = {"path": path, "meta": {"_type": "gradio.FileData"}}
+        event = visitor.post("/gradio_api/call/upload_asset", json={"data": [file]}).json()["event_id"]
+        assert "event: error" in visitor.get(f"/gradio_api/call/upload_asset/{event}").text
+    assert not (rich_kb / "assets" / "偷偷.png").exists()
 
 
 def test_saving_a_document_with_unsafe_markup_saves_it_and_says_what_is_not_shown(base, rich_kb):
