@@ -40,6 +40,7 @@ from bot.handoff.channels import WeComStaffChannel, configured_channels
 from bot.handoff.desk import Desk
 from bot.handoff.hours import utc_now
 from bot.handoff.store import TicketStore
+from bot.knowledge.assets import AssetStore
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.shared import KnowledgeSync
 from bot.knowledge.store import KnowledgeStore
@@ -343,6 +344,7 @@ def build_knowledge_base(
         recorder,
         store,
         editor,
+        AssetStore(settings.resolve(settings.knowledge.path), settings.knowledge.assets.max_bytes),
         *build_suggestions(settings, bot, recorder.log),
         name=name,
         route=route,

@@ -18,6 +18,7 @@ from bot.conversations.log_store import ConversationLog
 from bot.editing.editor import KnowledgeEditor
 from bot.handoff.desk import Desk
 from bot.handoff.tickets import Conversation
+from bot.knowledge.assets import AssetStore
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.store import KnowledgeStore
 from bot.messages import History
@@ -38,6 +39,7 @@ class KnowledgeBase:
     recorder: TurnRecorder
     store: KnowledgeStore
     editor: KnowledgeEditor
+    assets: AssetStore  # the pictures and files the documents show (knowledge/assets/)
     related: RelatedQuestions  # the questions offered after an answer (猜你想问)
     welcome: WelcomeCard  # the questions offered before the first message
     name: str | None = None  # among several knowledge bases, the one that answers (None: the only one)

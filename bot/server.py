@@ -54,6 +54,7 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
     one; each other knowledge base gets its page at /kb/<name>/ (mounted by :func:`serve`) with its admin login.
     """
     from bot.api import api_router, widget_router
+    from bot.api.assets import AssetRoutes
     from bot.ui.pages import admin_routes, kb_page, kb_path, upload_admin
     from bot.ui.publishers import PublisherAuth
 
@@ -67,7 +68,8 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
     pages = {
         kb_path(name): kb_page(kbs[name], deployment.settings[name], name, publishers) for name in deployment.names[1:]
     }
-    routes = list(api_router(deployment, settings).routes) if settings.api.enabled else []
+    routes = list(AssetRoutes(kbs).router().routes)  # the pictures and files the documents show
+    routes += api_router(deployment, settings).routes if settings.api.enabled else []
     if settings.widget.enabled:  # the embeddable chat widget (docs/widget.md)
         routes += widget_router(default, settings).routes
     if settings.wecom.enabled:  # the WeCom app's message callback (docs/wecom.md)

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.chat.answer import Answer
 from bot.knowledge.filters import EntryFilter, FilterError, parse_filter
+from bot.knowledge.markup import asset_references
 from bot.messages import Message, said
 
 MODEL = "kbbot"
@@ -230,10 +231,11 @@ def handoff_extra(answer: Answer, conversation: str | None) -> dict[str, Any] | 
     return extra
 
 
-def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, Any]:
+def kbbot_extra(answer: Answer, conversation: str | None = None, assets: str | None = None) -> dict[str, Any]:
     """The extra top-level ``kbbot`` field: the ladder's decision and the entries offered, the sources behind the
-    answer (with their confidence band), its strategy, mode and thresholds, the hand-off (``handoff``) and the
-    questions to ask next (``related``: id and question, after an answer from the knowledge)."""
+    answer (with their confidence band), its strategy, mode and thresholds, the hand-off (``handoff``), the
+    questions to ask next (``related``: id and question, after an answer from the knowledge) and the absolute URLs
+    of the pictures and files the answer shows (``assets``, served under ``assets``)."""
     sources = []
     for hit in answer.hits:
         source = {
@@ -265,6 +267,7 @@ def kbbot_extra(answer: Answer, conversation: str | None = None) -> dict[str, An
         "handoff": handoff_extra(answer, conversation),
         "rule": answer.rule.to_dict() if answer.rule else None,
         "related": [o.to_dict() for o in answer.related],
+        "assets": [assets + name for name in asset_references(answer.text)] if assets else [],
         "timings_ms": {k: round(v, 2) for k, v in answer.timings.items()},
     }
 
@@ -277,6 +280,7 @@ class Reply:
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
     conversation: str | None = None  # the hand-off conversation's secret, told in ``kbbot.handoff``
+    assets: str | None = None  # the absolute URL the answering knowledge base's assets are served under
 
     def completion(self, answer: Answer) -> dict[str, Any]:
         """A whole ``chat.completion`` object for a finished answer."""
@@ -295,7 +299,7 @@ class Reply:
             ],
             # The bot does not count tokens (the LLM may not even be called); null rather than made-up numbers.
             "usage": None,
-            MODEL: kbbot_extra(answer, self.conversation),
+            MODEL: kbbot_extra(answer, self.conversation, self.assets),
         }
 
     def chunk(
@@ -310,7 +314,7 @@ class Reply:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
         }
         if answer is not None:
-            out[MODEL] = kbbot_extra(answer, self.conversation)
+            out[MODEL] = kbbot_extra(answer, self.conversation, self.assets)
         return out
 
 

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from bot.api.assets import absolute_base
 from bot.api.auth import TokenGuard
 from bot.api.protocol import (
     DONE,
@@ -176,7 +177,9 @@ class ChatAPI:
         # kbbot.handoff and later requests send it (the API keeps no state of its own).
         conversation = Conversation("api", req.conversation or secrets.token_urlsafe(24))
         session = conversation.id if req.conversation else None
-        reply = Reply(model=req.model, conversation=conversation.secret)
+        public = self.settings.knowledge.assets.public_url
+        assets = absolute_base(kb.name, public, str(request.base_url))
+        reply = Reply(model=req.model, conversation=conversation.secret, assets=assets)
         if not req.stream:
             try:
                 answer = await run_in_threadpool(

@@ -5,7 +5,8 @@ The widget's requests come from other sites, so ``/widget/chat`` answers only br
 (``widget.allowed_origins``, plus the app's own origin for its demo page: the address the connection came in on,
 not the Host header a client picks); any other ``Origin`` (or none) gets 403
 without the bot being asked (with CORS headers, so the widget can show why). The widget token names the widget (401 when wrong), and each session and each
-client address per day have their own limits (429). Replies are plain JSON the script renders as text: the
+client address per day have their own limits (429). Replies are plain JSON: the answer's Markdown (``reply``) and
+the same as HTML sanitised by an allow-list (``html``: pictures only from this app's assets, links in a new tab), the
 ladder's decision, its options as buttons, sources only when ``widget.show_sources``. Conversations are stateless
 like the API's: the script sends the history, and a reply to a clarify or confirm question is read from it.
 """
@@ -23,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import Response
 
+from bot.api.assets import asset_base
 from bot.api.widget_feedback import feedback_offer, parse_rating, store_rating
 from bot.handoff.tickets import Conversation, Updates
+from bot.knowledge.markup import safe_html
 from bot.messages import Message, said
 from bot.serving.bodies import read_capped
 from bot.serving.ratelimit import RateLimiter, chat_per_minute, rate_limiter
@@ -181,6 +184,7 @@ class WidgetAPI:
         )
         reply: dict[str, Any] = {
             "reply": answer.text,
+            "html": safe_html(answer.text, asset_base(self.kb.name)),  # the script makes its paths absolute
             "decision": answer.decision.value,
             "options": [o.to_dict() for o in answer.options],
             "notice": answer.notice,

@@ -16,6 +16,7 @@ from bot.chat.llm import ChatModel
 from bot.chat.prompt import quoted
 from bot.config.settings import GradingSettings
 from bot.errors import LLMError
+from bot.knowledge.markup import plain_text
 from bot.search.base import Hit
 from bot.search.passages import excerpt
 
@@ -88,7 +89,9 @@ class RelevanceGrader:
         """The grading request: the question and the numbered candidates (as JSON string literals: data only)."""
         limit = self.settings.document_chars
         # a long document is represented by its best passages (the ones its search matched)
-        lines = [f"[{n}] {quoted(h.entry.query)}: {quoted(excerpt(h, limit))}" for n, h in enumerate(hits, 1)]
+        lines = [
+            f"[{n}] {quoted(h.entry.query)}: {quoted(plain_text(excerpt(h, limit)))}" for n, h in enumerate(hits, 1)
+        ]
         return self.settings.template.format(question=quoted(question), candidates="\n".join(lines))
 
     def grades(self, question: str, hits: Sequence[Hit]) -> list[float]:

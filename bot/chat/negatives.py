@@ -89,7 +89,7 @@ class NegativeExamples:
         sims = dense(question, texts) if dense is not None else None
         floor = -1.0
         if sims is None:  # words only: the document counts as the entry's own text too
-            sims, floor = lexical(question, [*texts, entry.document]), self.min_similarity
+            sims, floor = lexical(question, [*texts, entry.text]), self.min_similarity
         worst = max(sims[:count])
         return worst >= floor and worst > max(sims[count:])
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config.settings import PromptSettings
+from bot.knowledge.markup import plain_text
 from bot.messages import History, Message, said
 from bot.search.base import Hit
 from bot.search.passages import excerpt
@@ -102,7 +103,8 @@ class PromptBuilder:
         documents"), with "…" where text was skipped.
         """
         ranked = sorted(hits, key=lambda h: h.relevance, reverse=True)
-        kept = [(h, excerpt(h, self.settings.max_hit_chars)) for h in ranked]  # each hit with its shown text
+        # each hit with its shown text: the document's text, not its markup (a picture is its alt text)
+        kept = [(h, plain_text(excerpt(h, self.settings.max_hit_chars))) for h in ranked]
         while kept:
             blocks = [
                 self.render_reference(i, h.entry.query, document, h.entry.keywords, h.subquestion)
@@ -113,7 +115,7 @@ class PromptBuilder:
                 if len(text) > self.settings.max_context_chars:  # one hit over the budget: show less of it
                     h, shown = kept[0]
                     over = len(text) - self.settings.max_context_chars
-                    document = excerpt(h, max(len(shown) - over, 1))
+                    document = plain_text(excerpt(h, max(len(shown) - over, 1)))
                     text = self.render_reference(1, h.entry.query, document, h.entry.keywords, h.subquestion)
                 return text, [h for h, _ in kept]
             kept = kept[:-1]

@@ -15,6 +15,7 @@ from bot.config.settings import MODES, Settings
 from bot.config.variants import with_mode
 from bot.errors import ConfigError
 from bot.evaluation.knowledge_check import KINDS, Collision, LintReport, alias_notes, lint, self_collisions
+from bot.knowledge.assets import AssetStore
 from bot.knowledge.validity import Availability
 
 DEFAULT_MODE = "sparse"  # the cheapest searcher: seconds on thousands of entries; --mode picks another
@@ -85,7 +86,10 @@ def run_lint(settings: Settings, args) -> int:
     notes = alias_notes(index.aliases())
     tokenize = index.tokenizer.tokenize
     today = Availability(s.knowledge.timezone).today()
-    report = lint(index.entries, searcher.search, tokenize, s.knowledge.lint, questions, notes, index.rules, today)
+    assets = AssetStore(s.resolve(s.knowledge.path), s.knowledge.assets.max_bytes)
+    report = lint(
+        index.entries, searcher.search, tokenize, s.knowledge.lint, questions, notes, index.rules, today, assets.exists
+    )
     if args.json:
         print(json.dumps(dict(report.to_dict(), mode=mode), ensure_ascii=False, indent=2))
     else:

@@ -29,6 +29,30 @@ class LintSettings(Strict):
     """Entries whose ``valid_until`` falls within this many days are listed (expiring soon)."""
 
 
+class AssetSettings(Strict):
+    """The pictures and files documents show (``knowledge/assets/``; docs/knowledge.md "Pictures and files")."""
+
+    max_mb: float = Field(default=5, gt=0)
+    """An asset larger than this is refused on upload and never served (the upload itself is capped by
+    ``limits.max_upload_mb``)."""
+    public_url: str | None = None
+    """The address people reach this app at (e.g. ``https://kb.example.org``), for absolute links to the assets in
+    WeCom and Feishu replies and the API's ``kbbot.assets``. null: the API uses the address a request came to, and
+    IM replies name a picture by its alt text only."""
+
+    @property
+    def max_bytes(self) -> int:
+        """``max_mb`` in bytes."""
+        return int(self.max_mb * 1024 * 1024)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("public_url must start with http:// or https://")
+        return value.rstrip("/") if value else None
+
+
 class KnowledgeSettings(Strict):
     """Where the knowledge JSON files live and how their text is cut."""
 
@@ -48,6 +72,7 @@ class KnowledgeSettings(Strict):
     the first index on and anew at each reload. ``knowledge lint`` lists them; a line ``!中大`` in the synonym file
     drops a wrong one. docs/knowledge.md "Aliases"."""
     lint: LintSettings = Field(default_factory=LintSettings)
+    assets: AssetSettings = Field(default_factory=AssetSettings)
     rules_timeout: float = Field(default=0.1, gt=0, le=5)
     """Seconds the regex rules of ``rules.yaml`` may take together on one message; a regex still running then is
     skipped (logged with its file and line) and the ladder goes on, so a pattern that backtracks forever cannot

@@ -17,6 +17,7 @@ from datetime import date
 
 from bot.config.settings import LintSettings
 from bot.knowledge.entries import Entry
+from bot.knowledge.markup import markup_problems
 from bot.knowledge.rules import NO_RULES, RuleSet, shadows
 from bot.knowledge.validity import expiring
 from bot.search.aliases import Alias
@@ -36,6 +37,7 @@ IMPORT_DUPLICATE = "import_duplicate"
 RULE_ERROR = "rule_error"
 RULE_SHADOWED = "rule_shadowed"
 EXPIRING = "expiring"  # valid_until within knowledge.lint.expiring_days
+MARKUP = "markup"  # a missing asset, a path out of the folder, a remote picture, a javascript: link, raw HTML
 KINDS = (
     SELF_RETRIEVAL,
     NEAR_DUPLICATE,
@@ -47,6 +49,7 @@ KINDS = (
     RULE_ERROR,
     RULE_SHADOWED,
     EXPIRING,
+    MARKUP,
 )
 
 # Function words of questions (Chinese and English): a phrasing made only of these says nothing an index can match.
@@ -275,6 +278,17 @@ def import_duplicates(incoming: Sequence[Entry], existing: Sequence[Entry], thre
     return out
 
 
+def markup_findings(entries: Sequence[Entry], exists: Callable[[str], bool]) -> list[Finding]:
+    """What is wrong with the documents' Markdown: a missing asset (``exists`` says which are there), a path out of
+    the assets folder, a remote picture, an unsafe link, raw HTML (each shown neutralised, never run)."""
+    return [
+        Finding(MARKUP, (e.id,), f"{e.query!r}: {problem}")
+        for e in entries
+        for text in dict.fromkeys((e.document, *(t for _, t in e.variants)))
+        for problem in markup_problems(text, exists)
+    ]
+
+
 def rule_findings(rules: RuleSet) -> list[Finding]:
     """The rules left out of the load (each with its file and line), and the rules an earlier one shadows."""
     out = [Finding(RULE_ERROR, (), str(problem)) for problem in rules.problems]
@@ -343,10 +357,12 @@ def lint(
     aliases: Sequence[AliasNote] = (),
     rules: RuleSet = NO_RULES,
     today: date | None = None,
+    assets: Callable[[str], bool] | None = None,
 ) -> LintReport:
     """Run every knowledge check; magnets are probed with ``log_questions`` when given, else a phrasing sample.
     ``aliases`` (mined from the knowledge) are listed in the report as they are; ``rules`` (the rules file as
-    loaded) are checked too; entries expiring soon after ``today`` (the knowledge's time zone) are flagged."""
+    loaded) are checked too; entries expiring soon after ``today`` (the knowledge's time zone) are flagged; the
+    documents' markup is checked, with ``assets`` saying which assets are there (None: every one is)."""
     start = time.perf_counter()
     results: dict[str, Sequence[Hit]] = {}
 
@@ -375,4 +391,5 @@ def lint(
     findings += stop_word_phrasings(entries, tokenize)
     findings += rule_findings(rules)
     findings += expiring_findings(entries, today or date.today(), options.expiring_days)
+    findings += markup_findings(entries, assets or (lambda name: True))
     return LintReport(tuple(findings), len(entries), len(probes), source, time.perf_counter() - start, tuple(aliases))

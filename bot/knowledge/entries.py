@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.errors import KnowledgeError, KnowledgeProblem
 from bot.knowledge.entry_ids import entry_id, key_of, stem_of
+from bot.knowledge.markup import plain_text
 from bot.knowledge.validity import clean_day, field_problems
 
 _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
@@ -50,6 +51,11 @@ class Entry:
     valid_until: str | None = None
     # Ids of entries to offer after this one's answer (related questions, bot/chat/related.py), in order.
     related: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """What retrieval and the prompt read of ``document``: its text without image markup, URLs or raw HTML."""
+        return plain_text(self.document)
 
     def variant(self, channel: str | None) -> str | None:
         """The text written for ``channel`` (None: the entry has no variant for it)."""

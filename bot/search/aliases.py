@@ -235,7 +235,7 @@ class AliasMiner:
 
     def from_question(self, entry: Entry) -> Iterable[Alias]:
         """An entry asking for a name's abbreviation or other name, answered by a short list."""
-        document = entry.document.strip()
+        document = entry.text.strip()
         if len(document) > MAX_LISTED:
             return
         for phrasing in entry.phrasings:
@@ -252,7 +252,7 @@ class AliasMiner:
 
     def stated(self, entry: Entry) -> list[Alias]:
         """The aliases one entry states: markers in its document, English names in brackets, a question for them."""
-        query, document = normalize(entry.query), normalize(entry.document)
+        query, document = normalize(entry.query), normalize(entry.text)
         found = [*self.from_markers(entry, document), *self.from_brackets(entry, document)]
         # a query holding a marker asks for the name ("X简称是什么"): only its brackets, and from_question
         return [*found, *self.from_brackets(entry, query), *self.from_question(entry)]
@@ -342,7 +342,7 @@ class AliasMiner:
         for entry in entries:
             for alias in cache[entry.content_hash][0]:
                 found.setdefault((alias.name, alias.alias), alias)
-        texts = [normalize(f"{e.query}。{e.document}") for e in entries]
+        texts = [normalize(f"{e.query}。{e.text}") for e in entries]
         for alias in self.short_forms(entries, texts, [cache[e.content_hash][1] for e in entries]):
             found.setdefault((alias.name, alias.alias), alias)
         kept = [a for a in found.values() if a.alias != a.name and not self._inside(a.alias, a.name)]

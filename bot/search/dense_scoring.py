@@ -113,7 +113,7 @@ class DenseScoring:
 
     def embed_text(self, entry: Entry) -> str:
         """What is embedded as an entry's passage: the template filled with its fields."""
-        return self.embed_template.format(query=entry.query, document=entry.document, metadata=" ".join(entry.metadata))
+        return self.embed_template.format(query=entry.query, document=entry.text, metadata=" ".join(entry.metadata))
 
     def unit_texts(self, entry: Entry) -> list[tuple[str, str]]:
         """(role, text) of each vector an entry gets: its query, each alternative question, then its passage."""

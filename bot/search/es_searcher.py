@@ -219,7 +219,7 @@ class ElasticsearchSearcher(SparseSearcher):
         return " ".join(self.tokenizer.tokenize(text)) if self.pre_tokenized else text
 
     def _doc(self, entry: Entry) -> dict:
-        texts = (self._text(query_text(entry)), self._text(" ".join(entry.metadata)), self._text(entry.document))
+        texts = (self._text(query_text(entry)), self._text(" ".join(entry.metadata)), self._text(entry.text))
         return {
             "id": entry.id,
             "hash": entry.content_hash,

@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
+from bot.knowledge.markup import plain_text
 from bot.search.base import Composite, Hit, ModeSearcher, Passage, Searcher
 
 # Separates an entry's id from a passage number in a unit's id; a control character, so no id typed in a knowledge
@@ -124,7 +125,9 @@ class Passages:
                 units.append(entry)
                 continue
             for n, (start, end) in enumerate(spans):
-                unit = replace(entry, id=f"{entry.id}{UNIT_SEPARATOR}{n}", document=entry.document[start:end].strip())
+                unit = replace(
+                    entry, id=f"{entry.id}{UNIT_SEPARATOR}{n}", document=plain_text(entry.document[start:end]).strip()
+                )
                 table[unit.id] = (entry, Passage(n, start, end))
                 units.append(unit)
         self._units = table  # replaced whole: a search sees the old table or the new one, never a mix

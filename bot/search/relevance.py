@@ -134,7 +134,7 @@ class EntryWords:
 
     def __call__(self, entry: Entry) -> frozenset[str]:
         """The words of ``entry``'s query (and alternative questions), metadata and document."""
-        text = "\n".join((query_text(entry), " ".join(entry.metadata), entry.document))
+        text = "\n".join((query_text(entry), " ".join(entry.metadata), entry.text))
         return self._cached(entry, "all", [text])[0]
 
     def phrasings(self, entry: Entry) -> tuple[frozenset[str], ...]:
@@ -216,9 +216,7 @@ class SparseSearcher(Searcher):
             keywords = words.keywords(entry)
             pairs = [(weights.coverage(p | keywords), backward(p, said_terms, idf)) for p in entry_phrasings]
             forward, back = max(pairs, key=lambda fb: (fb[0] + fb[1], fb[0])) if pairs else (0.0, 0.0)
-            labelled, mentioned = entry_specifics(
-                entry.content_hash, [*entry.phrasings, *entry.metadata], f"{entry.document}"
-            )
+            labelled, mentioned = entry_specifics(entry.content_hash, [*entry.phrasings, *entry.metadata], entry.text)
             out.append(Agreement(forward, back, *agree_specifics(said, labelled, mentioned)))
         return out
 

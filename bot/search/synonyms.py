@@ -164,7 +164,7 @@ class Synonyms:
         except Exception:  # a heuristic over any text: a bug in it must not stop the knowledge from loading
             log.exception("aliases not mined; the previous ones stay in use")
             return
-        mined = alias_groups(aliases, [f"{e.query}\n{e.document}" for e in entries])
+        mined = alias_groups(aliases, [f"{e.query}\n{e.text}" for e in entries])
         with self._lock:
             self.aliases, self._mined = tuple(aliases), mined
             self._apply()

@@ -231,9 +231,9 @@ class TantivySearcher(SparseSearcher):
         batches); also the fresh ones to cache, the cache as read (empty for small batches) and its line count."""
         cached, lines = self._read_tokens() if len(entries) >= CACHE_LOOKUP_MIN else ({}, 0)
         missing = [e for e in entries if e.content_hash not in cached]
-        texts = list(dict.fromkeys(t for e in missing for t in (query_text(e), " ".join(e.metadata), e.document)))
+        texts = list(dict.fromkeys(t for e in missing for t in (query_text(e), " ".join(e.metadata), e.text)))
         cut = dict(zip(texts, (" ".join(t) for t in self.tokenizer.tokenize_many(texts))))
-        fresh = {e.content_hash: [cut[query_text(e)], cut[" ".join(e.metadata)], cut[e.document]] for e in missing}
+        fresh = {e.content_hash: [cut[query_text(e)], cut[" ".join(e.metadata)], cut[e.text]] for e in missing}
         return [cached.get(e.content_hash) or fresh[e.content_hash] for e in entries], fresh, cached, lines
 
     def _save_state(self) -> None:

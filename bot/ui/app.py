@@ -36,6 +36,9 @@ SHOW_ANSWER_START = """() => setTimeout(() => {
 }, 300)"""  # after the chat's own scroll to the end, which follows the last render
 CSS = """.kb-notice{color:#b45309} .kb-hits td,.kb-hits th{padding:2px 6px;border-bottom:1px solid #ddd}
 #kb-main{flex-wrap:wrap} #kb-sources-toggle{display:none!important}
+/* An answer's pictures fit the chat bubble, low enough that the answer's start and its picture show together. */
+.kb-rich img{display:block;max-width:100%;max-height:240px!important;width:auto;height:auto;border-radius:6px;
+  margin:4px 0}
 /* Wide admin tables scroll sideways inside their box on a phone instead of running off the page. */
 #kb-inbox-table,#kb-log-table,#kb-rt-results{overflow-x:auto!important}
 /* The chat's label and toolbar float over its top: the scrolling messages start below them, never under them. */

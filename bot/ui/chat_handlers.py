@@ -10,6 +10,7 @@ from typing import Any
 
 import gradio as gr
 
+from bot.api.assets import asset_base
 from bot.chat.answer import OFFERED, Answer, Decision
 from bot.chat.prompt import message_text
 from bot.config.settings import Settings
@@ -20,7 +21,7 @@ from bot.messages import Message, said
 from bot.texts import HANDOFF_ACCEPT, HANDOFF_BUTTON, INTERNAL_ERROR, RATE_LIMITED, TOO_MANY
 from bot.ui.feedback import remember
 from bot.ui.guard import ClientLimits, client_key, safe_markdown
-from bot.ui.render import header_markdown, retrieval_html, sources_html
+from bot.ui.render import answer_html, header_markdown, html_text, retrieval_html, sources_html
 from bot.ui.visitor_desk import Visit, conversation_of
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def _plain_history(history: list[dict[str, Any]] | None) -> list[Message]:
     out = []
     for m in history or []:
         if m.get("role") in ("user", "assistant"):
-            out.append(said(m["role"], html.unescape(message_text(m.get("content")))))
+            out.append(said(m["role"], html_text(message_text(m.get("content")))))
     return out
 
 
@@ -48,11 +49,11 @@ PERSON_BUTTON = {"value": HANDOFF_ACCEPT, "label": HANDOFF_BUTTON}
 RELATED_MARK = "💡"  # marks a related question's button (猜你想问) apart from the answer's own choices
 
 
-def reply_message(answer: Answer) -> dict[str, Any]:
-    """The chat message of an answer: escaped text, and what it offers (clarify options, yes / no to a
-    confirmation, "did you mean" questions, a person) as buttons; a click sends the button's value as the next
-    message."""
-    message: dict[str, Any] = {"role": "assistant", "content": safe_markdown(answer.text)}
+def reply_message(answer: Answer, assets: str = asset_base(None)) -> dict[str, Any]:
+    """The chat message of an answer: its Markdown as safe HTML (pictures from ``assets``, this knowledge base's
+    asset path), and what it offers (clarify options, yes / no to a confirmation, "did you mean" questions, a
+    person) as buttons; a click sends the button's value as the next message."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer_html(answer.text, assets)}
     if not answer.finished:
         return message
     if answer.decision is Decision.CONFIRM and len(answer.options) == 1:
@@ -75,6 +76,7 @@ class ChatHandlers:
         self.kb = kb
         self.bot = kb.bot
         self.settings = settings
+        self.assets = asset_base(kb.name)  # where the page's pictures come from
         self.limits = ClientLimits(settings)  # per client address: a new session does not reset them
         self.limiter = self.limits.chat
 
@@ -149,7 +151,7 @@ class ChatHandlers:
             for answer in self.kb.turn(
                 message, past, mode=chosen, session=session, source="web", within=within, conversation=conversation
             ):
-                shown[-1] = reply_message(answer)
+                shown[-1] = reply_message(answer, self.assets)
                 if answer.finished and not answer.text:  # a person holds the conversation: the bot stays quiet
                     shown.pop()
                 if answer.finished:

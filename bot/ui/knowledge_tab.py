@@ -19,11 +19,13 @@ from bot.editing.editor import EditResult, KnowledgeEditor, file_name
 from bot.editing.entry_table import HitCounts
 from bot.errors import BotError, KnowledgeError
 from bot.knowledge import csv_io
+from bot.knowledge.assets import AssetStore
 from bot.knowledge.store import ABSENT, KnowledgeStore
 from bot.knowledge.validity import Publication
 from bot.knowledge_base import KnowledgeBase
 from bot.texts import NEW_MODE, NOT_LOADED
 from bot.ui.admin import fill_for_admins
+from bot.ui.asset_upload import asset_section, markup_html
 from bot.ui.downloads import export_file, template_file
 from bot.ui.entry_browser import EntryBrowser, entry_browser
 from bot.ui.events import PRIVATE
@@ -109,9 +111,10 @@ def read_upload(path: Path) -> str:
 class KnowledgeHandlers:
     """Callbacks of the knowledge tab: they translate form values to KnowledgeEditor calls and results to HTML."""
 
-    def __init__(self, editor: KnowledgeEditor, review: EditReview | None = None):
+    def __init__(self, editor: KnowledgeEditor, review: EditReview | None = None, assets: AssetStore | None = None):
         self.editor = editor
         self.review = review or EditReview(None)
+        self.assets = assets  # the saved document's markup is checked against them (None: not checked)
 
     def key_choices(self, file: str | None, value: str | None = None):
         """The key list of ``file`` (the first MAX_KEY_CHOICES) with ``value`` chosen."""
@@ -235,6 +238,7 @@ class KnowledgeHandlers:
         except BotError as exc:
             return (_error_html(exc),) + (gr.skip(),) * 8 + (hide,)
         files = gr.update(choices=self.editor.files(), value=result.file)
+        diff += markup_html(document, self.assets) if self.assets is not None else ""
         if editing:
             assert loaded is not None  # _editing is true only for a loaded entry
             fields = self.editor.entry(result.file, result.key)
@@ -457,7 +461,7 @@ def knowledge_tab(
     ``hit_counts`` (e.g. TurnLog.hit_counts) fills the table's hit columns; by default the hit counts of the
     knowledge base's conversation log (``kb.log``) when it records, else they show "—".
     """
-    k = KnowledgeHandlers(kb.editor, review)
+    k = KnowledgeHandlers(kb.editor, review, kb.assets)
     # the hit counts of the conversation log, when it records
     browser = EntryBrowser(k.editor, hit_counts or (kb.log.hit_counts if kb.log is not None else None))
     gr.Markdown(
@@ -507,6 +511,8 @@ def knowledge_tab(
     status = gr.HTML(elem_id="kb-k-status")
     upload, overwrite, accept, do_upload, imported_box, export, template, exported = import_section()
 
+    guard = write_guard(limits)  # saves, deletes, imports and assets: limited per client address; uploads deleted
+    asset_section(kb.assets, guard)
     table_out = [table, info, page]
 
     def admin_page():
@@ -527,7 +533,6 @@ def knowledge_tab(
     # API: /entry loads (file, key) for editing in this session; /save_entry then edits it, else adds a new one.
     load_btn = gr.Button(visible=False, elem_id="kb-k-load")
     load_btn.click(k.load, [file, key], form, api_name="entry")
-    guard = write_guard(limits)  # saves, deletes and imports: limited per client address; uploads deleted after
     writes = publishing_events(
         k,
         guard,

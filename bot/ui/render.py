@@ -1,14 +1,18 @@
-"""HTML for the browser app: header, sources panel, retrieval test table. Every piece of text is escaped."""
+"""HTML for the browser app: answers, header, sources panel, retrieval test table. Every piece of text is escaped;
+an answer's Markdown is rendered by bot/knowledge/markup.py's allow-list (pictures only from this app's assets)."""
 
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping
+from html.parser import HTMLParser
 
 from bot.chat.answer import Answer, Band, Cutoffs, Strategy
 from bot.chat.status import ModeRetrieval, Status
 from bot.knowledge.entries import RULES_FILE
 from bot.knowledge.filters import EntryFilter
+from bot.knowledge.markup import safe_html
 from bot.search.base import Hit
 from bot.texts import CONFIG_PROBLEM, KNOWLEDGE_PROBLEM, NOT_SEARCHED
 
@@ -32,6 +36,62 @@ STRATEGY_LABELS = {
     Strategy.RULE: "精确匹配规则 / rule",
 }
 BAND_LABELS = {Band.HIGH: "高 / high", Band.MEDIUM: "中 / medium", Band.LOW: "低 / low"}
+
+
+RICH_CLASS = "kb-rich"  # the wrapper of a rendered answer (app.py's CSS fits its pictures to the chat)
+_BLOCKS = frozenset(
+    ["p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "pre", "blockquote", "table", "ul", "ol"]
+)
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def answer_html(text: str, assets: str) -> str:
+    """An answer's Markdown as the chat shows it: sanitised HTML whose pictures come from ``assets`` only."""
+    return f"<div class='{RICH_CLASS}'>{safe_html(text, assets)}</div>"
+
+
+class _Text(HTMLParser):
+    """The text of a chat message's HTML: blocks on their own lines, list items numbered, pictures as alt text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.lists: list[int | None] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("ol", "ul"):
+            start = dict(attrs).get("start")
+            self.lists.append((int(start) if start and start.isdigit() else 1) if tag == "ol" else None)
+        elif tag == "li" and self.lists:
+            n = self.lists[-1]
+            self.out.append("- " if n is None else f"{n}. ")
+            if n is not None:
+                self.lists[-1] = n + 1
+        elif tag == "br":
+            self.out.append("\n")
+        elif tag == "img":
+            self.out.append(dict(attrs).get("alt") or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("ol", "ul") and self.lists:
+            self.lists.pop()
+        if tag in _BLOCKS:
+            self.out.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not (data.strip() == "" and "\n" in data):  # the line breaks between rendered tags
+            self.out.append(data)
+
+
+def html_text(content: str) -> str:
+    """The text a chat message's content says: a rendered answer's HTML read back (numbered lines stay numbered,
+    so a reply to a clarify question is read as the bot asked it), an escaped message unescaped."""
+    if RICH_CLASS not in content:
+        return html.unescape(content)
+    parser = _Text()
+    parser.feed(content)
+    parser.close()
+    return _BLANK_LINES.sub("\n\n", "".join(parser.out)).strip()
 
 
 def minute(iso: str | None) -> str:

@@ -307,3 +307,20 @@ def test_cli_lint_reports_bad_and_shadowed_rules_with_file_and_line(tmp_path, kb
     )
     clean_run = run(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
     assert clean_run.returncode == 0 and "nothing flagged" in clean_run.stdout  # the narrower rule first: both answer
+
+
+def test_cli_lint_flags_a_missing_asset_and_unsafe_markup_until_fixed(tmp_path, kb_dir):
+    clean = tmp_path / "clean"
+    document = "校园地图：![地图](assets/map.png) [报名表](assets/form.pdf) [点我](javascript:alert(1))"
+    write_knowledge(clean, {**CLEAN, "map": {"query": "校园地图在哪里？", "document": document}}, "a.json")
+    (clean / "assets").mkdir()
+    (clean / "assets" / "map.png").write_bytes((ROOT / "knowledge" / "assets" / "campus-map.png").read_bytes())
+    r = run(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
+    assert r.returncode == 1, r.stdout + r.stderr
+    flagged = [line for line in r.stdout.splitlines() if line.startswith("[markup] a:map")]
+    assert len(flagged) == 2 and "missing asset: assets/form.pdf" in flagged[0]
+    assert "javascript:alert(1)" in flagged[1] and "markup 2" in r.stdout.splitlines()[-1]
+    fixed = document.replace(" [点我](javascript:alert(1))", "").replace("form.pdf", "map.png")
+    write_knowledge(clean, {**CLEAN, "map": {"query": "校园地图在哪里？", "document": fixed}}, "a.json")
+    clean_run = run(_config(tmp_path, kb_dir), "knowledge", "lint", "--knowledge", str(clean))
+    assert clean_run.returncode == 0 and "nothing flagged" in clean_run.stdout, clean_run.stdout

@@ -10,6 +10,7 @@ import pytest
 from bot.config.variants import replace
 from bot.factory import build_bot, build_knowledge_base
 from bot.ui.app import build_demo
+from bot.ui.render import html_text
 from tests.support.knowledge import TINY
 from tests.support.ports import free_port
 
@@ -369,6 +370,6 @@ def test_a_rule_answers_on_the_page_with_the_web_variant_and_the_sources_say_rul
     history, _, sources, *_ = client.predict("几点开饭？", [], "sparse", api_name="/chat")
     reply = history[-1]["content"]
     reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
-    assert reply == "网页版：东区食堂，11 点开饭"
+    assert html_text(reply) == "网页版：东区食堂，11 点开饭"  # the answer's Markdown, rendered
     assert "精确匹配规则 / rule" in sources and "rules.yaml 第 1 行 / line 1" in sources
     assert "<code>开饭</code> → faq:canteen" in sources

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from bot.api.assets import absolute_base
 from bot.api.feishu.crypto import CryptoError, FeishuCrypto
 from bot.api.feishu.messages import (
     MAX_BODY_BYTES,
@@ -74,6 +75,8 @@ class FeishuAPI:
 
     def __init__(self, kb: KnowledgeBase, settings: Settings):
         self.kb = kb
+        # the answers' pictures and files as absolute links (none without knowledge.assets.public_url)
+        self.assets = absolute_base(kb.name, settings.knowledge.assets.public_url)
         self.settings = s = settings.feishu
         self._token, key = s.verification_token(), s.encrypt_key()
         self.crypto = FeishuCrypto(key) if self._token and key else None
@@ -215,7 +218,7 @@ class FeishuAPI:
         answer = self.kb.ask(
             question, self.histories.get(who), session=session, source=CHANNEL, conversation=conversation
         )
-        text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
+        text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources, self.assets)
         self.histories.add(who, question, text)
         return text
 

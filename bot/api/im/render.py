@@ -1,5 +1,7 @@
 """An Answer as an IM text message: plain text (WeCom and Feishu text messages show Markdown as typed), offers as
 numbered lines the user answers by number, sources optionally as a short list, cut to what one message may hold.
+Pictures and files of the knowledge (``assets/…``) become absolute links (bot/knowledge/markup.py ``served_url``),
+remote pictures their alt text, and only http(s) links are written out.
 
 The rendered text is also what the channel keeps as the assistant's message in the user's history, so the core
 reads a reply ("2", "是的") to a numbered list or a confirm question from it exactly as it does through the API.
@@ -11,6 +13,7 @@ import re
 
 from bot.chat.answer import Answer, Decision
 from bot.chat.offers import CLARIFY_HEAD, CLARIFY_TAIL, clarify_text, confirm_text, option_head, read_offer
+from bot.knowledge.markup import served_url
 from bot.texts import CUT_SHORT as CUT
 from bot.texts import DID_YOU_MEAN, HANDOFF_OFFER_HINT, PICK_HINT, SOURCES_HEAD
 
@@ -22,10 +25,18 @@ _CODE = re.compile(r"`([^`]+)`")
 _BULLET = re.compile(r"^(\s*)[*+]\s+", re.MULTILINE)
 
 
-def plain(text: str) -> str:
-    """Markdown as plain text: links as "text (url)", no emphasis, heading or code marks."""
+def _linked(link: re.Match[str], assets: str | None) -> str:
+    """A Markdown link or picture as text: "text (url)" when it leads somewhere a reader can open."""
+    text, url = link.group(1), link.group(2)
+    target = served_url(url, assets, image=link.group(0).startswith("!"))
+    return f"{text or url} ({target})" if target else text
+
+
+def plain(text: str, assets: str | None = None) -> str:
+    """Markdown as plain text: links as "text (url)", assets under ``assets`` (an absolute URL; None: named by their
+    alt text), no emphasis, heading or code marks."""
     text = _FENCE.sub("", text)
-    text = _LINK.sub(lambda m: m.group(1) if m.group(0).startswith("!") else f"{m.group(1)} ({m.group(2)})", text)
+    text = _LINK.sub(lambda m: _linked(m, assets), text)
     text = _EMPHASIS.sub(lambda m: m.group(2) or m.group(3) or "", text)
     text = _HEADING.sub("", text)
     text = _CODE.sub(r"\1", text)
@@ -50,12 +61,12 @@ def with_offer(answer: Answer) -> str:
     return f"{text}\n\n{clarify_text(questions).replace(CLARIFY_TAIL, PICK_HINT)}"
 
 
-def render(answer: Answer, max_bytes: int, show_sources: bool = False) -> str:
-    """The text message for ``answer``, at most ``max_bytes`` UTF-8 bytes."""
+def render(answer: Answer, max_bytes: int, show_sources: bool = False, assets: str | None = None) -> str:
+    """The text message for ``answer``, at most ``max_bytes`` UTF-8 bytes; its assets linked under ``assets``."""
     text = with_offer(answer)
     head, found, offered = text.partition(option_head(text) or CLARIFY_HEAD)
     # the numbered lines stay exactly as the core will read them
-    text = (plain(head) + "\n" if head.strip() else "") + found + offered if found else plain(text)
+    text = (plain(head, assets) + "\n" if head.strip() else "") + found + offered if found else plain(text, assets)
     notice = answer.notice
     if notice and notice not in text:
         text = f"（{notice}）\n\n{text}"

@@ -1,6 +1,8 @@
 /* kbbot chat widget: <script src="https://kb.example.org/widget.js" data-token="..."></script>
  * A bubble at the bottom right opens a chat panel (in a shadow root, so the page's styles do not leak in).
- * Everything shown is set as text, never as HTML: an answer cannot run script or load remote content.
+ * Everything shown is set as text, except an answer's HTML, which the server sanitised by an allow-list and this
+ * script checks again (only the allowed tags and attributes; pictures only from the widget's own server): an answer
+ * cannot run script or load remote content, and its links open in a new tab.
  * The conversation lives in this page only (sessionStorage); each message sends its history to /widget/chat.
  * After a hand-off to a person, /widget/messages is polled every few seconds for the person's replies.
  * Opened with no conversation yet, it shows the welcome card (/widget/welcome); after an answer, related questions
@@ -57,6 +59,8 @@
     ".rate{display:flex;flex-wrap:wrap;gap:4px;align-items:center;margin:0 0 6px;font-size:12px;color:#555}",
     ".rate button{border:1px solid #d1d5db;background:#fff;border-radius:12px;padding:2px 8px;cursor:pointer;font:inherit}",
     ".rate input{flex:1;min-width:120px;border:1px solid #d1d5db;border-radius:6px;padding:3px 6px;font:inherit}",
+    ".rich{white-space:normal}.rich p{margin:.3em 0}.rich ul,.rich ol{margin:.3em 0;padding-left:1.4em}",
+    ".rich img{display:block;max-width:100%;height:auto;border-radius:6px;margin:4px 0}.rich a{color:#c2410c}",
     "form{display:flex;border-top:1px solid #eee}",
     "input{flex:1;border:0;padding:12px;font:inherit;outline:none}",
     "form button{border:0;background:#f97316;color:#fff;padding:0 16px;cursor:pointer;border-radius:0 0 12px 0}",
@@ -104,6 +108,33 @@
   function plain(text) {
     return String(text || "").replace(/\*\*(.+?)\*\*/g, "$1").replace(/^#+\s*/gm, "").replace(/^\s*[-*]\s+/gm, "• ");
   }
+  // The tags and attributes an answer's HTML may hold (the server's allow-list, bot/knowledge/markup.py).
+  var TAGS = "P BR STRONG EM DEL S CODE PRE BLOCKQUOTE UL OL LI H1 H2 H3 H4 H5 H6 HR A IMG TABLE THEAD TBODY TR TH TD".split(" ");
+  var ATTRS = { A: ["href", "title", "target", "rel"], IMG: ["src", "alt", "title"], OL: ["start"] };
+  function rich(html) {
+    var box = el("div", "msg bot rich");
+    var t = document.createElement("template");  // inert: nothing in it loads or runs
+    t.innerHTML = String(html || "");
+    Array.prototype.slice.call(t.content.querySelectorAll("*")).forEach(function (node) {
+      if (TAGS.indexOf(node.tagName) < 0) { node.replaceWith(document.createTextNode(node.textContent)); return; }
+      Array.prototype.slice.call(node.attributes).forEach(function (a) {
+        if ((ATTRS[node.tagName] || []).indexOf(a.name) < 0) node.removeAttribute(a.name);
+      });
+      if (node.tagName === "IMG") {  // pictures only from the widget's server
+        var src = node.getAttribute("src") || "";
+        if (src.charAt(0) !== "/" || src.charAt(1) === "/") node.replaceWith(document.createTextNode(node.alt || ""));
+        else node.setAttribute("src", base + src);
+      } else if (node.tagName === "A") {
+        var href = node.getAttribute("href") || "";
+        if (href.charAt(0) === "/" && href.charAt(1) !== "/") node.setAttribute("href", base + href);
+        else if (!/^(https?:|mailto:|tel:)/i.test(href)) node.removeAttribute("href");
+        node.setAttribute("target", "_blank");
+        node.setAttribute("rel", "noopener noreferrer");
+      }
+    });
+    box.appendChild(t.content);
+    return box;
+  }
   function show(role, text) {
     var node = log.appendChild(el("div", "msg " + role, role === "bot" ? plain(text) : text));
     log.scrollTop = log.scrollHeight;
@@ -121,8 +152,13 @@
     log.appendChild(node);
     log.scrollTop = log.scrollHeight;
   }
+  function showRich(html) {
+    var node = log.appendChild(rich(html));
+    log.scrollTop = log.scrollHeight;
+    return node;
+  }
   function showReply(data) {
-    var reply = data.reply ? show("bot", data.reply) : null;
+    var reply = data.html ? showRich(data.html) : data.reply ? show("bot", data.reply) : null;
     var offered = data.handoff && data.handoff.status === "offered";
     if ((data.options && data.options.length) || offered) {
       var row = el("div", "options");
@@ -236,6 +272,7 @@
   (state.history || []).forEach(function (m) {
     if (m.person) showPerson(m.person, m.text);
     else if (m.notice) show("notice", m.content);
+    else if (m.html) showRich(m.html);
     else show(m.role === "user" ? "user" : "bot", m.content);
   });
 
@@ -327,15 +364,17 @@
     input.value = "";
     send.disabled = true;
     var history = (state.history || []).slice(-20);
+    // the server reads the role and the text; the rest (an answer's HTML, who wrote it) stays in this page
+    var sent = history.map(function (m) { return { role: m.role, content: m.content }; });
     fetch(base + "/widget/chat", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ message: text, history: history, session: state.session, token: token }),
+      body: JSON.stringify({ message: text, history: sent, session: state.session, token: token }),
     }).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (data) {
         if (!response.ok) throw new Error(data.error || "HTTP " + response.status);
         state.history = history.concat([{ role: "user", content: text }]);
-        if (data.reply) state.history.push({ role: "assistant", content: data.reply });
+        if (data.reply) state.history.push({ role: "assistant", content: data.reply, html: data.html });
         save();
         showReply(data);
         if (data.handoff && data.handoff.id) startPolling();

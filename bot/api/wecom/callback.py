@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request  # at run time: FastAPI reads the handlers' annotations
 from starlette.responses import PlainTextResponse, Response
 
+from bot.api.assets import absolute_base
 from bot.api.im.memory import Histories
 from bot.api.im.render import render
 from bot.api.im.seen import SeenFile
@@ -62,6 +63,8 @@ class WeComAPI:
 
     def __init__(self, kb: KnowledgeBase, settings: Settings):
         self.kb = kb
+        # the answers' pictures and files as absolute links (none without knowledge.assets.public_url)
+        self.assets = absolute_base(kb.name, settings.knowledge.assets.public_url)
         self.settings = s = settings.wecom
         token, key = s.token(), s.aes_key()
         self.crypto = WeComCrypto(token, key, s.corp_id) if token and key else None
@@ -186,7 +189,7 @@ class WeComAPI:
         # The conversation's secret is the keyed hash of the UserID; a person's replies are pushed to the UserID.
         conversation = Conversation("wecom", session, address=message.user, session=session)
         answer = self.kb.ask(message.content, history, session=session, source="wecom", conversation=conversation)
-        text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources)
+        text = render(answer, MAX_TEXT_BYTES, self.settings.show_sources, self.assets)
         self.histories.add(message.user, message.content, text)
         return text
 

@@ -235,7 +235,7 @@ class FastTextEncoder(FastTextVectors, Encoder):
 
     def training_lines(self, entries: Sequence[Entry]) -> list[str]:
         """The corpus: one line of jieba tokens per entry (title, alternative questions, keywords and document)."""
-        texts = [f"{' '.join(e.phrasings)} {' '.join(e.metadata)} {e.document}" for e in entries]
+        texts = [f"{' '.join(e.phrasings)} {' '.join(e.metadata)} {e.text}" for e in entries]
         return [" ".join(tokens) for tokens in self.tokenizer.tokenize_many(texts) if tokens]
 
     def _train(self, entries: Sequence[Entry], key: str, config: str, hashes: list[str]) -> None:
