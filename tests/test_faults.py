@@ -28,6 +28,7 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.search.tantivy_searcher import STATE_FILE, TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from bot.texts import CUT_NOTICE, LLM_DOWN_NOTICE, RETRIEVAL_ONLY_LABEL
+from bot.ui.render import html_text
 from tests.support.knowledge import ROOT, with_cutoffs
 from tests.support.llm_server import Fault
 
@@ -457,7 +458,7 @@ def test_5xx_persisting_past_retries_degrades_to_retrieval_with_sources(llm_bot_
     llm_server.fail(Fault(status=503), Fault(status=502))
     handlers = ChatHandlers(build_knowledge_base(llm_settings, bot), llm_settings)
     *_, (history, _, sources, *_) = handlers.chat("怎么添加知识？", [])
-    reply = history[-1]["content"]
+    reply = html_text(history[-1]["content"])  # the page shows the answer's Markdown rendered
     assert reply.startswith(LLM_DOWN_NOTICE) and RETRIEVAL_ONLY_LABEL in reply and "knowledge 文件夹" in reply
     assert LLM_DOWN_NOTICE in sources and "怎么添加知识？" in sources
     assert len(llm_server.requests) == 2
