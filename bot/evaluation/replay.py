@@ -357,6 +357,8 @@ class Replayer:
         return (
             h.hexdigest(),
             mode,
+            live.name,  # another mode standing in while this one builds is another version
+            tuple(leaf.name for leaf in live.leaves()),
             day,
             self.search.top_k,
             self.search.cutoffs(live.system),
