@@ -15,9 +15,12 @@ and the ones missing are encoded first (e5: about 45 questions a second per core
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -34,6 +37,7 @@ from bot.knowledge.entries import Entry, load_entries
 from bot.knowledge.scratch import scratch_store
 from bot.knowledge.store import KnowledgeStore
 from bot.knowledge.validity import answers_on, in_window
+from bot.search.background import Worker
 from bot.search.base import ModeSearcher, dense_leaf
 from bot.search.staging_index import fill, staged_copy
 
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
     from bot.config.settings import Settings
     from bot.evaluation.testsets import TestSetStore
     from bot.search.encoders.cache import EmbeddingCache
+
+log = logging.getLogger(__name__)
 
 Edit = Callable[[KnowledgeStore], Iterable[str]]  # applies an edit to a store; the ids it wrote or deleted
 WORKERS = 2  # searches run on this many threads (tantivy and FAISS release the GIL while they search)
@@ -195,6 +201,38 @@ class Side:
         return Answering(top.entry.id, top.entry.query, top.relevance)
 
 
+class KeptAnswers:
+    """The "before" side's answers for one version of the live knowledge, at most ``limit`` questions.
+
+    They are the same for every edit's replay until the knowledge (or anything else a search reads) changes.
+    """
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._version: tuple = ()
+        self._answers: dict[str, Answering | None] = {}
+
+    def known(self, version: tuple, questions: Iterable[str]) -> dict[str, Answering | None]:
+        """The kept answers of ``questions`` for ``version`` (those not kept are left out)."""
+        with self._lock:
+            if version != self._version:
+                return {}
+            return {q: self._answers[q] for q in questions if q in self._answers}
+
+    def keep(self, version: tuple, answers: Mapping[str, Answering | None]) -> None:
+        """Keep ``answers`` for ``version``: another version's are dropped, and all of them when over the limit."""
+        with self._lock:
+            if version != self._version or len(self._answers) + len(answers) > self.limit:
+                self._version, self._answers = version, {}
+            if len(answers) <= self.limit:
+                self._answers.update(answers)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._answers)
+
+
 class Replayer:
     """Replays questions for edits of one knowledge base (``knowledge.replay``: days and the cap)."""
 
@@ -213,6 +251,9 @@ class Replayer:
         self.search, self.store, self.log, self.testsets = search, store, log, testsets
         self.question_store = question_store
         self.days, self.max_questions, self.clock = days, max_questions, clock
+        # A log's questions plus test sets': room for twice the cap, so a replay's whole batch stays kept.
+        self.kept = KeptAnswers(2 * max_questions)
+        self._warmer = Worker("replay-warm")
 
     def questions(self) -> tuple[list[Question], int]:
         """What a replay asks, and how many log questions were skipped.
@@ -268,25 +309,95 @@ class Replayer:
     def answers(
         self, after: Sequence[Entry], publishing: Collection[str], mode: str, questions: Sequence[str]
     ) -> list[tuple[Answering | None, Answering | None]]:
-        """Each question's answer (None: none) in a staging index of the knowledge now and of ``after``."""
+        """Each question's answer (None: none) in a staging index of the knowledge now and of ``after``.
+
+        The answers before the edit come from :attr:`kept` where it holds them for the live knowledge as it is.
+        """
+        return self._answer(mode, questions, (after, publishing))
+
+    def before_answers(self, mode: str, questions: Sequence[str]) -> list[Answering | None]:
+        """Each question's answer in the knowledge as it is now, kept for the replays of edits that follow."""
+        return [b for b, _ in self._answer(mode, questions, None)]
+
+    def warm(self, mode: str | None = None) -> int:
+        """Answer what a replay asks in the knowledge as it is, ahead of an edit; how many questions it answered."""
+        texts = [q.text for q in self.questions()[0]]
+        self.before_answers(mode or self.search.current_mode(), texts)
+        return len(texts)
+
+    def keep_warm(self) -> None:
+        """Warm the answers before an edit now and after every load of the knowledge, in a background thread."""
+        self.search.index.on_load(self.schedule_warm)
+        self.schedule_warm()
+
+    def schedule_warm(self) -> None:
+        """Queue a warm-up (one waits at a time); a failure is logged and leaves the next replay to search both sides."""
+
+        def job() -> None:
+            try:
+                self.warm()
+            except Exception:
+                log.exception("warming the replay's answers before an edit failed")
+
+        self._warmer.submit("warm", job)
+
+    def wait_warm(self, timeout: float | None = None) -> bool:
+        """Wait until no warm-up waits or runs; False when ``timeout`` passed first."""
+        return self._warmer.wait_idle(timeout)
+
+    def version(self, live: ModeSearcher, mode: str, day: date) -> tuple:
+        """What the answers before an edit depend on: the live knowledge's content and how a search reads it."""
+        h = hashlib.sha256()
+        for entry in self.search.index.entries:
+            # content_hash leaves out the negative questions, which the answer rung reads
+            h.update(f"{entry.content_hash}{entry.negative_questions}".encode())
+        tokenizer = self.search.index.tokenizer
+        synonyms = self.search.index.synonyms
+        dense = dense_leaf(live)
+        return (
+            h.hexdigest(),
+            mode,
+            live.name,  # another mode standing in while this one builds is another version
+            tuple(leaf.name for leaf in live.leaves()),
+            day,
+            self.search.top_k,
+            self.search.cutoffs(live.system),
+            self.search.negatives.min_similarity,
+            tokenizer.state_key(),
+            synonyms.current() if synonyms is not None else None,
+            dense.encoder.signature() if dense is not None else None,
+        )
+
+    def _answer(
+        self, mode: str, questions: Sequence[str], after: tuple[Sequence[Entry], Collection[str]] | None
+    ) -> list[tuple[Answering | None, Answering | None]]:
         index = self.search.index
         live = index.searcher(mode)
-        known = self._question_vectors(live, questions)
         day = self.search.availability.today()
+        version = self.version(live, mode, day)
+        kept = self.kept.known(version, questions)
+        missing = [q for q in dict.fromkeys(questions) if q not in kept]
+        asked = list(dict.fromkeys(questions)) if after is not None else missing
+        known = self._question_vectors(live, asked) if asked else None
         with tempfile.TemporaryDirectory(prefix="kbbot-replay-") as tmp:
-            sides = []
-            for name, entries, touched in (("before", index.entries, ()), ("after", after, publishing)):
+
+            def side(name: str, entries: Sequence[Entry], touched: Collection[str]) -> Side:
                 searcher = staged_copy(live, Path(tmp) / name, known)
                 fill(searcher, entries, index.passages)
                 negatives = NegativeExamples(self.search.negatives.min_similarity)
-                sides.append(Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched))
-            before, after_side = sides
+                return Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched)
+
+            before = side("before", index.entries, ()) if missing else None
+            after_side = side("after", *after) if after is not None else None
 
             def both(question: str) -> tuple[Answering | None, Answering | None]:
-                return before.answer(question), after_side.answer(question)
+                b = kept[question] if question in kept else before.answer(question)  # type: ignore[union-attr]
+                return b, after_side.answer(question) if after_side is not None else None
 
             with ThreadPoolExecutor(WORKERS, thread_name_prefix="kbbot-replay") as pool:
-                return list(pool.map(both, questions))
+                results = list(pool.map(both, questions))
+        self.kept.keep(version, {q: b for q, (b, _) in zip(questions, results, strict=True) if q not in kept})
+        return results
 
     def _question_vectors(self, live: ModeSearcher, texts: Sequence[str]) -> dict[str, Any] | None:
         """Every question's vector as the dense side will ask for it.

@@ -188,10 +188,14 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
         with self._lock:
             if not self._ensure() or self._index is None:
                 return out
-            for entry_id in entry_ids:
-                if entry_id not in self._units:
-                    continue
-                rows = [(self._owner[i][1], self._index.reconstruct(i)) for i in self._units[entry_id]]
+            known = [e for e in entry_ids if e in self._units]
+            ids = [i for e in known for i in self._units[e]]
+            if not ids:
+                return out
+            # one call for every row: a call per row cost more than the copy itself
+            vectors = iter(self._index.reconstruct_batch(np.asarray(ids, dtype=np.int64)))
+            for entry_id in known:
+                rows = [(self._owner[i][1], next(vectors)) for i in self._units[entry_id]]
                 cosines = best_cosines(rows, vector, self._entries[entry_id].phrasings)
                 if entry_id in self._incomplete:  # no passage vector yet: the questions stand for it
                     cosines = cosines._replace(passage=cosines.question)

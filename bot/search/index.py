@@ -59,6 +59,7 @@ class KnowledgeIndex:
         self.background = background
         self.modes = list(factories)  # the retrieval modes this index can serve
         self._loader = Worker("knowledge")  # reloads scheduled by refresh(), one at a time
+        self._on_load: list[Callable[[], None]] = []  # called after each good read of the folder
         # The parts' public methods are the index's own: callers do not see the split.
         self.searcher, self.served, self.built = self.server.searcher, self.server.served, self.server.built
         self.wait_ready = self.server.wait_ready
@@ -105,9 +106,22 @@ class KnowledgeIndex:
             self.source.read(signature)
             leaves = self.server.leaves()
             if not self.background:
-                return {leaf.name: self.writer.sync(leaf, progress) for leaf in leaves}
+                reports = {leaf.name: self.writer.sync(leaf, progress) for leaf in leaves}
+        if not self.background:
+            self._loaded()
+            return reports
         futures = {leaf.name: self.writer.schedule(leaf) for leaf in leaves}
-        return {name: f.result() for name, f in futures.items()} if wait else {}
+        reports = {name: f.result() for name, f in futures.items()} if wait else {}
+        self._loaded()
+        return reports
+
+    def on_load(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after each good read of the folder (in the thread that read it: keep it short)."""
+        self._on_load.append(callback)
+
+    def _loaded(self) -> None:
+        for callback in self._on_load:
+            callback()
 
     def refresh(self, force: bool = False, wait: bool | None = None) -> bool:
         """Reload when the files changed on disk; True if the index changed.

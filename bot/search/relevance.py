@@ -17,7 +17,7 @@ import math
 import threading
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -28,6 +28,7 @@ from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
 
 ENTRY_TOKEN_CACHE = 50_000  # entries whose token sets stay in memory (LRU)
+QUESTION_UNIT_CACHE = 20_000  # questions whose units stay in memory (LRU): a replay asks each in several searches
 FIELDS = ("query", "metadata", "document")
 
 
@@ -109,6 +110,29 @@ def weighted_text(texts: Sequence[str], weights: Mapping[str, int]) -> str:
     return " ".join(t for f, t in zip(FIELDS, texts) for _ in range(weights[f]) if t)
 
 
+class QuestionUnits:
+    """A question's units as the tokenizer and the synonyms cut them now, remembered by text (LRU)."""
+
+    def __init__(self, size: int = QUESTION_UNIT_CACHE):
+        self.size = size
+        self._cache: OrderedDict[tuple[str, str, int], tuple[Unit, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, int], cut: Callable[[], list[Unit]]) -> list[Unit]:
+        """The units kept under ``key`` (the question, the tokenizer's and the synonyms' state), else ``cut()``."""
+        with self._lock:
+            units = self._cache.get(key)
+            if units is not None:
+                self._cache.move_to_end(key)
+                return list(units)
+        made = cut()
+        with self._lock:
+            self._cache[key] = tuple(made)
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return made
+
+
 class EntryWords:
     """The set of words of each entry (all fields), from the shared tokenizer, remembered by content (LRU)."""
 
@@ -171,10 +195,18 @@ class SparseSearcher(Searcher):
 
     def question_units(self, question: str) -> list[Unit]:
         """The question's words; with synonyms, the words of each group found become one unit of alternatives."""
-        if self.synonyms is None:
-            return list(self.question_words(question))
-        self.synonyms.current()  # first: a changed file can add words to the tokenizer that cuts the question
-        return self.synonyms.units(question, self.question_words(question))
+        synonyms = self.synonyms
+        if synonyms is None:
+            key = (question, self.tokenizer.state_key(), -1)
+            return self._units().get(key, lambda: list(self.question_words(question)))
+        synonyms.current()  # first: a changed file can add words to the tokenizer that cuts the question
+        key = (question, self.tokenizer.state_key(), synonyms.version)
+        return self._units().get(key, lambda: synonyms.units(question, self.question_words(question)))
+
+    def _units(self) -> QuestionUnits:
+        if not hasattr(self, "_question_units"):
+            self._question_units = QuestionUnits()
+        return self._question_units
 
     def entry_words(self, entry: Entry) -> frozenset[str]:
         """The words of an entry (cached by content)."""
@@ -191,11 +223,12 @@ class SparseSearcher(Searcher):
         return self._specifics
 
     def share_caches(self, other: SparseSearcher) -> None:
-        """Read entries' words and specifics from ``other``'s caches (a staging copy of it: the same tokenizer,
+        """Read entries' words, specifics and questions' units from ``other``'s caches (a staging copy of it: the same tokenizer,
         and both caches are keyed by content, so an entry in both indexes is cut once)."""
         if other.tokenizer is not self.tokenizer:
             raise ValueError("only a searcher with the same tokenizer can share its entries' words")
         self._entry_words, self._specifics = other._words(), other._specifics_of()
+        self._question_units = other._units()
 
     def agreements(self, question: str, entries: Sequence[Entry]) -> list[Agreement]:
         """How well ``question`` and each entry's questions agree, both ways (bot/search/agreement.py)."""

@@ -152,6 +152,7 @@ class Synonyms:
         # The groups, each word's form, and (group number, word) by the first term of its form (for found()).
         self._state: tuple[SynonymGroups, dict[str, Form], dict[str, list[tuple[int, str]]]] = (SynonymGroups(), {}, {})
         self._checked = float("-inf")
+        self.version = 0  # +1 each time the groups searches use are made anew (what a question's cut is kept by)
         self.error: str | None = None  # why the last re-read failed (the previous groups stay), else None
         self._read(strict=True)
 
@@ -211,6 +212,7 @@ class Synonyms:
                 if forms[word]:
                     starts.setdefault(forms[word][0], []).append((number, word))
         self._state = (groups, forms, starts)
+        self.version += 1
 
     def listed(self) -> tuple[tuple[Alias, bool], ...]:
         """Each alias the last load of the knowledge defined, and whether the file's ``!`` lines drop it (its alias

@@ -118,6 +118,7 @@ def edit_review(kb: KnowledgeBase, settings: Settings, publishers: PublisherAuth
     k = settings.knowledge
     if publishers is None and k.publishers:
         publishers = PublisherAuth.publishers(settings)
-    return EditReview(
-        replayer_from_settings(kb.search, kb.store, kb.recorder, settings), k.require_approval, publishers
-    )
+    replayer = replayer_from_settings(kb.search, kb.store, kb.recorder, settings)
+    # An admin's replay then searches only the edited side: the other's answers are ready for the live knowledge.
+    replayer.keep_warm()
+    return EditReview(replayer, k.require_approval, publishers)

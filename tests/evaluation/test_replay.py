@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.evaluation.replay import Question, Replayer, log_questions, replayer_from_settings
+from bot.evaluation.replay import Answering, KeptAnswers, Question, Replayer, log_questions, replayer_from_settings
 from bot.evaluation.testsets import TestSetStore
 from bot.factory import build_knowledge_base, build_store
 from bot.knowledge.validity import Publication
@@ -117,3 +117,34 @@ def test_hybrid_replays_with_the_live_encoder_and_its_stored_question_vectors(se
     assert replay.mode == "hybrid" and [c.question for c in replay.gained] == ["宿舍几点熄灯？"]
     assert replay.lost == () and replay.changed == ()
     assert len(replayer.question_store or []) == 2  # the questions' vectors are kept for the next replay and topics
+
+
+def test_the_answers_before_an_edit_are_kept_until_the_knowledge_changes(settings, kb_dir):
+    kb = build_knowledge_base(settings)
+    replayer = Replayer(kb.search, build_store(settings), kb.recorder.log)
+    ask_all(kb, ["图书馆开放时间", "食堂在哪里？"])
+    replayer.keep_warm()  # warms now, in the background, and after every load of the knowledge
+    assert replayer.wait_warm(30) and len(replayer.kept) == 2
+    live = kb.index.searcher("sparse")
+    version = replayer.version(live, "sparse", kb.search.availability.today())
+    wrong = Answering("faq:canteen", "食堂在哪里？", 0.99)
+    replayer.kept.keep(version, {"图书馆开放时间": wrong})  # a kept answer is what the replay reports, unsearched
+    assert replayer.answers(kb.index.entries, (), "sparse", ["图书馆开放时间"])[0][0] == wrong
+
+    write_knowledge(kb_dir, {k: v for k, v in TINY.items() if k != "library"})
+    kb.index.refresh(force=True)
+    assert replayer.wait_warm(30)  # the load warmed the new knowledge's answers again
+    now = replayer.version(kb.index.searcher("sparse"), "sparse", kb.search.availability.today())
+    assert now != version and replayer.kept.known(now, ["图书馆开放时间"]) == {"图书馆开放时间": None}
+    before, after = replayer.answers(kb.index.entries, (), "sparse", ["图书馆开放时间"])[0]
+    assert before is None and after is None
+
+
+def test_kept_answers_stay_within_their_limit():
+    kept = KeptAnswers(2)
+    kept.keep(("v1",), {"a": None, "b": None})
+    assert kept.known(("v1",), ["a", "b", "c"]) == {"a": None, "b": None} and kept.known(("v2",), ["a"]) == {}
+    kept.keep(("v1",), {"c": None})  # over the limit: the older answers go
+    assert len(kept) == 1 and kept.known(("v1",), ["a", "c"]) == {"c": None}
+    kept.keep(("v1",), {"x": None, "y": None, "z": None})  # a batch larger than the limit is not kept
+    assert len(kept) == 0
