@@ -4,6 +4,7 @@ the retrieval-only text, or the last resort; an LLM reply that declines to answe
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Generator, Iterator, Sequence
 
@@ -16,9 +17,31 @@ from bot.chat.llm import ChatModel
 from bot.chat.prompt import PromptBuilder
 from bot.chat.splitter import QuestionSplitter
 from bot.config.settings import LimitSettings, default_of
+from bot.knowledge.markup import asset_pictures
 from bot.messages import History
 from bot.search.base import Hit
 from bot.texts import VERBATIM_LABEL
+
+CITED = re.compile(r"\[(\d{1,2})\]")  # a reference the LLM's reply cites: [1], [2]...
+
+
+def with_cited_pictures(answer: Answer) -> Answer:
+    """``answer`` followed by the pictures of the references its reply cites that it does not show itself.
+
+    The prompt gives the LLM the references' text, not their markup, so a map or a form in the cited entry would
+    otherwise be lost from an LLM's answer.
+    """
+    cited = [int(n) for n in dict.fromkeys(CITED.findall(answer.text))]
+    pictures = [
+        picture
+        for n in cited
+        if 1 <= n <= len(answer.hits)
+        for picture in asset_pictures(answer.hits[n - 1].entry.document)
+        if picture.split("](", 1)[1] not in answer.text
+    ]
+    if not pictures:
+        return answer
+    return dataclasses.replace(answer, text=answer.text + "\n\n" + "\n\n".join(dict.fromkeys(pictures)))
 
 
 class Responder:
@@ -73,7 +96,7 @@ class Responder:
         for snapshot in self._generate(base, prompt.messages, timings, start, fallback):
             if snapshot.finished and snapshot.llm_used and self.dont_know.declines(snapshot.text):
                 return True  # a miss: the streamed part is replaced by what the next rung says
-            yield snapshot
+            yield with_cited_pictures(snapshot) if snapshot.finished and snapshot.llm_used else snapshot
         return False
 
     def last(

@@ -149,6 +149,20 @@ def asset_references(document: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def asset_pictures(document: str) -> tuple[str, ...]:
+    """The pictures ``document`` shows from its assets, each as its Markdown (``![alt](assets/name)``), once each."""
+    if "](" not in document:
+        return ()
+    shown: list[str] = []
+    for child in _inline(_RENDER.parse(document)):
+        src = str(child.attrs.get("src") or "") if child.type == "image" else ""
+        name = asset_name(src) if src else None
+        picture = f"![{child.content}](assets/{name})" if name is not None and _is_picture(name) else None
+        if picture is not None and picture not in shown:
+            shown.append(picture)
+    return tuple(shown)
+
+
 def _asset_url(url: str, base: str) -> str | None:
     """The served URL of an asset reference (None: not one of ours, or a name that leaves the folder)."""
     name = asset_name(url)
