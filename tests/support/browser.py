@@ -112,7 +112,19 @@ def ask(page, text: str) -> None:
     page.wait_for_function(
         """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)""",
         arg=[text],
-        timeout=30000,
+        timeout=60000,  # two test files run at once (make test): a turn may wait behind the other's CPU
+    )
+
+
+def page_boxes(page, *selectors: str) -> dict[str, list[dict]]:
+    """The boxes of every element matching each selector, read at once in page coordinates (the page scrolls to an
+    answer's start after it lands: boxes read one by one may straddle that scroll)."""
+    return page.evaluate(
+        """(selectors) => Object.fromEntries(selectors.map(s => [s, [...document.querySelectorAll(s)].map(e => {
+            const b = e.getBoundingClientRect();
+            return {x: b.x, y: b.y + window.scrollY, width: b.width, height: b.height};
+        })]))""",
+        list(selectors),
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
+from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, page_boxes, shot
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -74,19 +74,18 @@ def test_five_hit_sources_scroll_inside_their_box(browser, tmp_path, width, heig
         assert page.locator("#kb-sources .kb-hits tr").count() == 6  # the header row and five hits
         # One vocabulary: the Searcher column names the mode as the header does, not the engine (tantivy).
         assert page.locator("#kb-sources .kb-hits td:nth-child(4)").all_inner_texts() == ["sparse"] * 5
-        page.evaluate("() => window.scrollTo(0, 0)")
-        sources = page.locator("#kb-sources").bounding_box()
+        others = ["#kb-input", "#kb-buttons", "#kb-examples"]
+        boxes = page_boxes(page, "#kb-sources", *others)
+        sources = boxes["#kb-sources"][0]
         if width < 640:
             # The sources scroll inside their box instead of spilling over what follows.
             assert page.locator("#kb-sources").evaluate(
                 "el => getComputedStyle(el).overflowY === 'auto' && el.scrollHeight > el.clientHeight"
             )
             assert sources["height"] <= height / 2 + 1
-        others = ["#kb-input", "#kb-buttons", "#kb-examples"]
         for selector in others:
-            for i in range(page.locator(selector).count()):
-                box = page.locator(selector).nth(i).bounding_box()
-                if box:
+            for box in boxes[selector]:
+                if box["width"] and box["height"]:  # a hidden element has an empty box
                     assert not _overlaps(sources, box), (selector, sources, box)
         shot(page, f"chat-five-hits-{width}px")
     finally:

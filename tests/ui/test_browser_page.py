@@ -16,6 +16,7 @@ from tests.support.browser import (
     ask,
     offline_env,
     open_page,
+    page_boxes,
     shot,
 )
 from tests.support.knowledge import TINY, write_knowledge
@@ -178,9 +179,8 @@ def test_phone_width_keeps_tabs_visible_and_sources_under_the_answer(browser, ap
             assert tab.is_visible() and box["x"] >= 0 and box["x"] + box["width"] <= 390, name
             assert tab.evaluate("b => b.scrollWidth <= b.clientWidth + 1 && b.scrollHeight <= b.clientHeight + 1"), name
         page.locator("#kb-sources-toggle input").check()  # folded on a phone until asked for
-        page.evaluate("() => window.scrollTo(0, 0)")
-        chat, sources = page.locator("#kb-chat").bounding_box(), page.locator("#kb-sources").bounding_box()
-        box_input = page.locator("#kb-input").bounding_box()
+        boxes = page_boxes(page, "#kb-chat", "#kb-sources", "#kb-input")
+        chat, sources, box_input = boxes["#kb-chat"][0], boxes["#kb-sources"][0], boxes["#kb-input"][0]
         assert sources["y"] >= chat["y"] + chat["height"] - 1  # below the answer, not beside it
         assert sources["y"] - (chat["y"] + chat["height"]) < 120  # right under it: only the sources' checkbox between
         assert sources["y"] < box_input["y"] and sources["x"] < chat["x"] + chat["width"]
