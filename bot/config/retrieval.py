@@ -176,7 +176,7 @@ def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
     hybrid = AgreementWeights(conflict=0.1, other=0.15, missing=0.02, added=0.05)
     return FrozenDict(
         {
-            "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.06, missing=0.02, content=0.5, match=0.2),
+            "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.2, missing=0.15, content=0.5, match=0.2),
             "hybrid-e5": hybrid,
             "hybrid-openai": hybrid,
         }
@@ -211,7 +211,7 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
     "The decision ladder"); the stand-in margins by benchmarks/first_minute.py on the ladder sets' train split."""
     return FrozenDict(
         {
-            "sparse": CutoffSettings(answer=0.42, clarify=0.01, unsure=0.15, stand_in=0.2),
+            "sparse": CutoffSettings(answer=0.42, clarify=0.01, unsure=0.15, stand_in=0.1),
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
