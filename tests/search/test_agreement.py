@@ -129,6 +129,9 @@ def test_the_shipped_sparse_weights_answer_a_message_padded_with_question_words(
     # the same weights without reshaping: 几点, 呀, 你, 知道 and 吗 weigh against the entry and the bot does not answer
     unshaped = with_agreement(ladder, "sparse", **{**weights, "content": 0.0, "match": 0.0})
     assert build_bot(unshaped).answer("图书馆开放时间是几点呀你知道吗").decision is not Decision.ANSWER
+    # an entry asked by its exact question still loses nothing
+    searcher = build_bot(with_agreement(ladder, "sparse", **weights)).index.searcher("sparse")
+    assert all(searcher.search(e["query"], 1)[0].relevance == 1.0 for e in SCORES.values())
 
 
 @pytest.fixture
