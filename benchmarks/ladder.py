@@ -13,6 +13,8 @@ apart. Four chains are compared in one run:
   of today's chain — measurable before the ladder is merged;
 - ladder (main): ``Answer.decision`` and ``Answer.options`` as the bot reports them with the ladder and thresholds
   main shipped before agreement (``MAIN_CUTOFFS``, :func:`as_main`);
+- ladder (before): the ladder with the thresholds and agreement weights shipped before the sharper decisions
+  (``BEFORE_CUTOFFS``, ``BEFORE_AGREEMENT``: main f41edd5), for a side-by-side in the same run;
 - ladder (new): the same with everything shipped now (agreement, language-aware hybrid, the retuned thresholds).
 
 *today* is the main bot with ``ladder.steps: [answer]`` and the answer thresholds shipped before the ladder
@@ -50,6 +52,15 @@ STATE = ROOT / ".state" / "bench" / "ladder"
 TODAY_ANSWER = {"sparse": 0.34, "hybrid-e5": 0.81, "hybrid-openai": 0.81}
 # The ladder's cutoffs shipped before agreement (main d09645f): the "ladder (main)" rows.
 MAIN_CUTOFFS = {"sparse": CutoffSettings(answer=0.49), "hybrid-e5": CutoffSettings(answer=0.838, clarify=0.005)}
+# The cutoffs and agreement weights shipped with agreement, before the decisions were sharpened (main f41edd5).
+BEFORE_CUTOFFS = {
+    "sparse": CutoffSettings(answer=0.47, clarify=0.0, unsure=0.15, stand_in=0.2),
+    "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, unsure=0.01, stand_in=0.06),
+}
+BEFORE_AGREEMENT = {
+    "sparse": {"backward": 0.03, "conflict": 0.3, "other": 0.06, "missing": 0.02},
+    "hybrid-e5": {"conflict": 0.1, "other": 0.15, "missing": 0.02, "added": 0.05},
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,25 @@ def build(entries: list[Entry], work: Path, mode: str, adjust: Callable[[Setting
     if adjust is not None:
         settings = adjust(settings)
     return build_bot(settings, llm=None), settings
+
+
+def as_before(settings: Settings) -> Settings:
+    """``settings`` with the cutoffs and agreement weights shipped before the decisions were sharpened."""
+    for system, cutoffs in BEFORE_CUTOFFS.items():
+        settings = with_agreement(with_thresholds(settings, system, cutoffs), system, **BEFORE_AGREEMENT[system])
+    return settings
+
+
+def shipped_values() -> str:
+    """The shipped cutoffs and agreement weights of sparse and hybrid-e5, as the section's text names them."""
+    retrieval = load_settings(ROOT / "config.yaml").retrieval
+    parts = []
+    for system in ("sparse", "hybrid-e5"):
+        c, w = retrieval.thresholds[system], retrieval.agreement[system]
+        cuts = ", ".join(f"{k} {v:g}" for k, v in c.model_dump().items() if v is not None and k != "stand_in")
+        weights = ", ".join(f"{k} {v:g}" for k, v in w.model_dump().items() if v)
+        parts.append(f"{system} {cuts} (agreement: {weights})")
+    return "; ".join(parts)
 
 
 def as_main(settings: Settings) -> Settings:
@@ -212,6 +242,7 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str) -> 
     work = STATE / name / mode
     bot, settings = build(entries, work, mode)
     main_bot, _ = build(entries, work, mode, as_main)
+    before_bot, _ = build(entries, work, mode, as_before)
     from bot.factory import build_bot
 
     # today's chain: no rung before or around the answer, the thresholds shipped before the ladder, no agreement
@@ -221,18 +252,18 @@ def run(name: str, entries: list[Entry], messages: list[Message], mode: str) -> 
         plain = with_cutoffs(plain, system, TODAY_ANSWER[system])
     today_bot = build_bot(plain, llm=None, index=main_bot.index, load=False)
     rungs = with_rungs(ChitChat.from_settings(settings.chitchat))
-    turns: dict[str, list[Turn]] = {"today": [], "rungs": [], "main": [], "new": []}
+    turns: dict[str, list[Turn]] = {"today": [], "rungs": [], "main": [], "before": [], "new": []}
     start = time.perf_counter()
     for m in messages:
         base = today(today_bot.answer(m.question, mode=settings.retrieval.mode))
         turns["today"].append(base)
         turns["rungs"].append(rungs(m.question, base))
-        for label, chain in (("main", main_bot), ("new", bot)):
+        for label, chain in (("main", main_bot), ("before", before_bot), ("new", bot)):
             turn = reported(chain.answer(m.question, mode=settings.retrieval.mode))
             assert turn is not None  # the ladder reports its decision
             turns[label].append(turn)
     per = (time.perf_counter() - start) / max(1, len(messages)) * 1000
-    print(f"{name} {mode}: {len(messages)} messages, {per:.0f} ms each (four chains)", file=sys.stderr)
+    print(f"{name} {mode}: {len(messages)} messages, {per:.0f} ms each (five chains)", file=sys.stderr)
     return turns
 
 
@@ -240,6 +271,7 @@ CHAINS = (
     ("today", "today"),
     ("rungs", "today + hand-off + chit-chat"),
     ("main", "ladder (main)"),
+    ("before", "ladder (before)"),
     ("new", "**ladder (new)**"),
 )
 
@@ -312,15 +344,16 @@ def main(argv: list[str] | None = None) -> int:
             "passing hit or falls back, at the answer thresholds shipped before the ladder (sparse 0.34, hybrid-e5 "
             "0.81), no agreement; *+ hand-off + chit-chat* puts the two matchers in front of it; *ladder (main)* is "
             "the bot's own `Answer.decision` as main shipped it (sparse 0.49; hybrid-e5 answer 0.838, clarify 0.005; "
-            "no agreement, words fused for English too); *ladder (new)* is the bot as shipped now: agreement "
-            "(`retrieval.agreement`), language-aware hybrid, and the thresholds tuned with them (sparse 0.47, "
-            "clarify 0, unsure 0.15; hybrid-e5 0.83, clarify 0.005, unsure 0.01) on the tuning messages "
-            "(benchmarks/data/tune_*.jsonl) and the train split only. Same run, same index for every chain. "
+            "no agreement, words fused for English too); *ladder (before)* is the ladder with agreement as shipped "
+            "before the decisions were sharpened (main f41edd5: sparse 0.47, clarify 0, unsure 0.15, agreement "
+            "backward 0.03, conflict 0.3, other 0.06, missing 0.02; hybrid-e5 0.83, clarify 0.005, unsure 0.01, "
+            "agreement conflict 0.1, other 0.15, missing 0.02, added 0.05); *ladder (new)* is the bot as shipped "
+            f"now: {shipped_values()}; tuned on the tuning messages (benchmarks/data/tune_*.jsonl) and the train "
+            "split only. Same run, same index for every chain. "
             "Wrong = answered from a non-gold entry or answered at all when nothing should be; right = answered "
             "from a gold entry; right or gold offered adds the turns that offer a gold entry (clarify, confirm, or "
-            'the last resort\'s "did you mean"); P / R = precision / recall of that decision. The sparse numbers '
-            "are measured without aliases mined from the knowledge (中大 is not in the shipped synonyms); they move "
-            "once those are in.",
+            'the last resort\'s "did you mean"); P / R = precision / recall of that decision. Every chain reads the '
+            "aliases mined from the knowledge (`knowledge.aliases`, on by default).",
             "",
             "**All messages of the ladder sets** (train and held-out):",
             "",

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import mode_arguments, publish, shared_folder
-from benchmarks.ladder import MAIN_CUTOFFS, STATE, TODAY_ANSWER, build
+from benchmarks.ladder import BEFORE_AGREEMENT, BEFORE_CUTOFFS, MAIN_CUTOFFS, STATE, TODAY_ANSWER, build
 from bot.config.retrieval import AgreementWeights
 from bot.evaluation.ladder_tuning import Case, replay, rescored
 from bot.evaluation.questions import load_eval_set
@@ -49,9 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         before = [rescored(c, AgreementWeights()) for c in cases]  # each hit's relevance before agreement
         n = len(cases)
         main_cutoffs = MAIN_CUTOFFS.get(system, shipped)
+        earlier = BEFORE_CUTOFFS.get(system, shipped)
+        weighted = [rescored(c, AgreementWeights(**BEFORE_AGREEMENT.get(system, {}))) for c in cases]
         for label, answer, margin, replayed in (
             ("today", TODAY_ANSWER.get(system, shipped.answer), None, before),
             ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, before),
+            ("ladder (before)", earlier.answer, earlier.clarify, weighted),
             ("**ladder (new)**", shipped.answer, shipped.clarify, cases),
         ):
             o = replay(replayed, answer, margin, None)  # the rungs' own rules (every LCQMC question has a gold entry)
@@ -65,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         f"`python -m benchmarks.ladder_lcqmc` · LCQMC dev ({len(data.entries):,} entries, {len(data.questions):,} "
         "paraphrase questions, all answerable; a data set the ladder's thresholds were not tuned on). Shares "
         "are of all questions; *today* = the answer thresholds shipped before the ladder, no clarify; *ladder "
-        "(main)* = main's ladder thresholds on the relevance before agreement; *ladder (new)* = the shipped "
+        "(main)* = main's ladder thresholds on the relevance before agreement; *ladder (before)* = the thresholds "
+        "and agreement weights shipped before the decisions were sharpened (main f41edd5), replayed from the same "
+        "hits' signals; *ladder (new)* = the shipped "
         "thresholds and agreement (`retrieval.agreement`), same retrieval run. The sparse *today* row uses today's "
         "relevance rule only through the threshold (its relevance now follows the BM25 ranking)."
     )

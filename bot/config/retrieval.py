@@ -145,7 +145,8 @@ class CutoffSettings(Strict):
 class AgreementWeights(Strict):
     """How much a hit's relevance drops for each way its entry's questions disagree with the message
     (bot/search/agreement.py, docs/retrieval-and-decision.md "Agreement"): ``forward`` and ``backward`` times the
-    share of words not covered, the others when they hold. All 0 (the default of a system not listed): unchanged."""
+    share of words not covered, the others when they hold; ``content`` and ``match`` reshape the relevance first.
+    All 0 (the default of a system not listed): unchanged."""
 
     forward: float = Field(default=0.0, ge=0.0, le=1.0)
     """Per share of the message's word weight missing from the entry's best question and keywords."""
@@ -159,6 +160,13 @@ class AgreementWeights(Strict):
     """When the message names one and the entry names none of that kind anywhere."""
     added: float = Field(default=0.0, ge=0.0, le=1.0)
     """When the entry's question names a number, year or date of a kind the message names none of ("第二")."""
+    content: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Relevance divided by the message's content share (its word weight without the question words and particles
+    the knowledge never uses: 哪年, 啊) to this power, at most 1; 1 = as if they were not said. For a relevance that
+    is word coverage (sparse)."""
+    match: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of the relevance taken from how well the message and the entry's best question match both ways (the
+    harmonic mean of the forward and backward shares) instead of the relevance itself."""
 
 
 def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
@@ -168,7 +176,7 @@ def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
     hybrid = AgreementWeights(conflict=0.1, other=0.15, missing=0.02, added=0.05)
     return FrozenDict(
         {
-            "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.06, missing=0.02),
+            "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.2, missing=0.15, content=0.5, match=0.2),
             "hybrid-e5": hybrid,
             "hybrid-openai": hybrid,
         }
@@ -203,7 +211,7 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
     "The decision ladder"); the stand-in margins by benchmarks/first_minute.py on the ladder sets' train split."""
     return FrozenDict(
         {
-            "sparse": CutoffSettings(answer=0.47, clarify=0.0, unsure=0.15, stand_in=0.2),
+            "sparse": CutoffSettings(answer=0.42, clarify=0.01, unsure=0.15, stand_in=0.2),
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),

@@ -14,13 +14,21 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
   kind, and the entry never mentions the message's (2022 asked, the entry is about 2023);
 - **other**: the message names one the entry never mentions, though its document names others of that kind (a
   history whose years are all different); **missing**: the entry names none of that kind anywhere;
-- **added**: the entry's question names a number or year of a kind the message names none of ("第二").
+- **added**: the entry's question names a number or year of a kind the message names none of ("第二");
+- **content**: the share of the message's word weight left once the question words and particles no entry uses are
+  set aside ("中大哪年成立的啊": 哪年 and 啊 weigh as much as the rarest word of the knowledge, though they say
+  nothing of what is asked). Forward counts only those content words.
 
 Numbers are years (1924, "22年"), dates (4月7日) and other numbers (401, 第二, 二级); clock times are ignored.
 
 :func:`adjusted` subtracts their weighted sum from a hit's relevance, with weights chosen per retrieval system
 (``retrieval.agreement``, rewritten by ``python -m bot calibrate --write``); ``AgreeingSearcher`` applies it to
 a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
+Two weights reshape the relevance itself before that, for a system whose relevance is word coverage (sparse):
+``content`` divides it by the content share to that power (the question words no longer count against every entry
+alike), and ``match`` blends in how well the message and the entry's best question match both ways (the harmonic
+mean of forward and backward): for FAQ knowledge, a message that says an entry's question is about that entry more
+surely than one whose words its document happens to hold.
 """
 
 from __future__ import annotations
@@ -50,6 +58,18 @@ _SHORT_YEAR = re.compile(r"(?<![\d.])(\d{2})年")
 _TIME = re.compile(r"\d{1,2}[:：]\d{2}")
 _DATE = re.compile(r"(?<!\d)(\d{1,2})月(?:(\d{1,2})[日号])?")
 _ORDINAL = re.compile(rf"第([{_CHINESE}]+)|([{_CHINESE}]+)(?=[级轮届期批])")
+# Words that ask or soften rather than name what is asked: Chinese question words, particles, pronouns and polite
+# frames, and their English counterparts. Only those the knowledge never uses are set aside (a knowledge base of
+# questions uses 什么 and weighs it as the common word it is there).
+_ASKING = (
+    "什么 啥 啥子 啥样 多少 几 几个 几点 几时 几年 多久 多大 多长 多远 哪 哪个 哪些 哪里 哪儿 哪年 哪天 哪位 谁 怎么 怎么样 "
+    "怎样 咋 咋样 如何 为什么 为啥 是否 能否 是不是 有没有 能不能 可不可以 会不会 吗 呢 啊 吧 呀 哦 嘛 么 啦 呐 哈 呗 咧 "
+    "哎 嗯 来着 一下 请问 请 麻烦 想 想问 问 问下 我 我们 你 你们 您 的 了 着 过 得 地 是 有 在 要 能 可以 会 告诉 知道 一 "
+    "个 下 都 还 就 又 也 "
+    "what which who whom whose when where why how is are was were be do does did i you we it the a an to of in on "
+    "for with can could should would will my your me please"
+)
+ASKING_WORDS = frozenset(_ASKING.split())
 
 
 @dataclass(frozen=True)
@@ -109,10 +129,11 @@ class Agreement:
     other: bool = False
     missing: bool = False
     added: bool = False
+    content: float = 1.0
 
     def signals(self) -> dict[str, float]:
         """The signals as a hit carries them (``q_forward``, ``q_backward``, ``conflict``, ``other``, ``missing``,
-        ``added``)."""
+        ``added``, ``content``)."""
         return {
             "q_forward": round(self.forward, 4),
             "q_backward": round(self.backward, 4),
@@ -120,6 +141,7 @@ class Agreement:
             "other": float(self.other),
             "missing": float(self.missing),
             "added": float(self.added),
+            "content": round(self.content, 4),
         }
 
 
@@ -160,9 +182,26 @@ def penalty(signals: Mapping[str, float], weights: AgreementWeights) -> float:
     )
 
 
+def match(signals: Mapping[str, float]) -> float:
+    """How well a message and an entry's best question match both ways: the harmonic mean of ``q_forward`` and
+    ``q_backward`` (0 without them)."""
+    forward, back = signals.get("q_forward", 0.0), signals.get("q_backward", 0.0)
+    return 2 * forward * back / (forward + back) if forward + back > 0 else 0.0
+
+
+def reshaped(relevance: float, signals: Mapping[str, float], weights: AgreementWeights) -> float:
+    """``relevance`` divided by the message's content share to the power ``weights.content`` (at most 1), then
+    blended with :func:`match` at ``weights.match``; unchanged when both weights are 0 or the signals are absent."""
+    if "q_forward" not in signals or (not weights.content and not weights.match):
+        return relevance
+    content = signals.get("content", 1.0)
+    scaled = min(1.0, relevance / content**weights.content) if content > 0 else relevance
+    return (1.0 - weights.match) * scaled + weights.match * match(signals)
+
+
 def adjusted(relevance: float, signals: Mapping[str, float], weights: AgreementWeights) -> float:
-    """``relevance`` less the agreement penalty, within [0, 1]."""
-    return min(1.0, max(0.0, relevance - penalty(signals, weights)))
+    """``relevance`` reshaped (:func:`reshaped`) less the agreement penalty, within [0, 1]."""
+    return min(1.0, max(0.0, reshaped(relevance, signals, weights) - penalty(signals, weights)))
 
 
 class SpecificsCache:

@@ -22,7 +22,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.knowledge.entries import Entry
-from bot.search.agreement import Agreement, SpecificsCache, agree_specifics, specifics
+from bot.search.agreement import ASKING_WORDS, Agreement, SpecificsCache, agree_specifics, specifics
 from bot.search.base import Hit, Searcher, rescored
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
@@ -242,7 +242,10 @@ class SparseSearcher(Searcher):
         phrasings = [words.phrasings(e) for e in entries]
         phrasing_words = {w for ps in phrasings for p in ps for w in p}
         stats = self.term_stats([*said_terms, *phrasing_words])
-        weights = QuestionWeights(units, stats)
+        # the question words no entry uses weigh as much as the rarest word, yet no entry can hold them
+        content = [u for u in units if not (isinstance(u, str) and u in ASKING_WORDS and not stats.df.get(u, 0))]
+        weights = QuestionWeights(content, stats)
+        share = weights.total / QuestionWeights(units, stats).total if weights.total > 0 else 0.0
         idf = {w: stats.idf(w) for w in phrasing_words}
         out = []
         for entry, entry_phrasings in zip(entries, phrasings):
@@ -250,7 +253,7 @@ class SparseSearcher(Searcher):
             pairs = [(weights.coverage(p | keywords), backward(p, said_terms, idf)) for p in entry_phrasings]
             forward, back = max(pairs, key=lambda fb: (fb[0] + fb[1], fb[0])) if pairs else (0.0, 0.0)
             labelled, mentioned = entry_specifics(entry.content_hash, [*entry.phrasings, *entry.metadata], entry.text)
-            out.append(Agreement(forward, back, *agree_specifics(said, labelled, mentioned)))
+            out.append(Agreement(forward, back, *agree_specifics(said, labelled, mentioned), content=share))
         return out
 
     def matched_question(self, weights: QuestionWeights, entry: Entry) -> str:

