@@ -159,6 +159,12 @@ class AgreementWeights(Strict):
     """When the message names one and the entry names none of that kind anywhere."""
     added: float = Field(default=0.0, ge=0.0, le=1.0)
     """When the entry's question names a number, year or date of a kind the message names none of ("第二")."""
+    unmet: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the message asks for a kind of answer (a time, person, place, number, price or contact: 谁, 在哪, 多少钱)
+    that the entry's questions do not name and its text does not show."""
+    across: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the entry's question is in another language than the message while other candidates share the message's
+    (hybrid: such a pair is scored by the dense side alone)."""
 
 
 def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
@@ -169,7 +175,8 @@ def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
     return FrozenDict(
         {
             "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.06, missing=0.02),
-            "hybrid-e5": hybrid,
+            # the kind of answer asked and the language of rivals: chosen on the same tuning messages, e5 only
+            "hybrid-e5": hybrid.model_copy(update={"unmet": 0.05, "across": 0.03}),
             "hybrid-openai": hybrid,
         }
     )

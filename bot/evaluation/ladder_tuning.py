@@ -193,6 +193,8 @@ WEIGHT_STEPS: dict[str, tuple[float, ...]] = {
     "missing": (0.0, 0.02, 0.05),
     "backward": (0.0, 0.03, 0.06, 0.1, 0.2, 0.3),
     "forward": (0.0, 0.03, 0.06, 0.1),
+    "unmet": (0.0, 0.02, 0.05, 0.1),
+    "across": (0.0, 0.02, 0.03, 0.05),
 }
 ROUNDS = 2
 
