@@ -130,6 +130,10 @@ class CutoffSettings(Strict):
     clarify: float | None = Field(default=None, ge=0.0, le=1.0)
     """Passing candidates within this relevance of the top one are offered as options ("您想问的是："); null =
     never."""
+    settle: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Candidates within ``clarify`` of each other are not asked about when the message says at least this much more
+    of one's best question (its share of that question's word weight, signal ``q_backward``) than of each other's:
+    that one answers; null = always ask."""
     confirm: float | None = Field(default=None, ge=0.0, le=1.0)
     """Candidates at most this far below ``answer`` are offered: one as "您是想问「X」吗？", several as "我不太确定，
     您是想问：" and their questions; null = never."""
@@ -214,7 +218,7 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
-            "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, unsure=0.01, stand_in=0.06),
+            "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06),
             "hybrid-fasttext": CutoffSettings(answer=0.44),
             "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),
         }
