@@ -314,13 +314,14 @@ def main(argv: list[str] | None = None) -> int:
             "the bot's own `Answer.decision` as main shipped it (sparse 0.49; hybrid-e5 answer 0.838, clarify 0.005; "
             "no agreement, words fused for English too); *ladder (new)* is the bot as shipped now: agreement "
             "(`retrieval.agreement`), language-aware hybrid, and the thresholds tuned with them (sparse 0.47, "
-            "clarify 0, unsure 0.15; hybrid-e5 0.83, clarify 0.005, unsure 0.01) on the tuning messages "
+            "clarify 0, unsure 0.15; hybrid-e5 0.83, clarify 0.005 with settle 0.3, unsure 0.01, and for "
+            "hybrid-e5 the kind of answer asked and rivals in the message's language, `unmet` 0.05 and `across` "
+            "0.03) on the tuning messages "
             "(benchmarks/data/tune_*.jsonl) and the train split only. Same run, same index for every chain. "
             "Wrong = answered from a non-gold entry or answered at all when nothing should be; right = answered "
             "from a gold entry; right or gold offered adds the turns that offer a gold entry (clarify, confirm, or "
-            'the last resort\'s "did you mean"); P / R = precision / recall of that decision. The sparse numbers '
-            "are measured without aliases mined from the knowledge (中大 is not in the shipped synonyms); they move "
-            "once those are in.",
+            'the last resort\'s "did you mean"); P / R = precision / recall of that decision. Every chain here '
+            "reads the aliases mined from the knowledge (`knowledge.aliases`, on by default).",
             "",
             "**All messages of the ladder sets** (train and held-out):",
             "",
