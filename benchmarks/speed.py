@@ -93,7 +93,8 @@ def peak_rss_mb() -> float:
 # -- settings and data ------------------------------------------------------
 def write_config(state: Path, knowledge: Path, baseline: bool = False) -> Path:
     """config.yaml of the repository with state and knowledge elsewhere; the pre-trained fastText is kept. With
-    ``baseline`` only the keys the code before agreement knows (for ``--baseline``'s workers)."""
+    ``baseline`` the agreement weights and the newer cutoffs (unsure, settle) and hybrid key are left to the baseline
+    checkout's own defaults (for ``--baseline``'s workers: an older checkout refuses keys it does not know)."""
     import yaml
 
     from tests.support.knowledge import full_config
@@ -104,6 +105,7 @@ def write_config(state: Path, knowledge: Path, baseline: bool = False) -> Path:
         raw["retrieval"]["hybrid"].pop("language_aware", None)
         for cutoffs in raw["retrieval"]["thresholds"].values():
             cutoffs.pop("unsure", None)
+            cutoffs.pop("settle", None)
     raw["state_dir"] = str(state)
     raw["knowledge"]["path"] = str(knowledge)
     raw["retrieval"]["dense"]["fasttext"]["retrain_after"] = 1e9  # reuse the model trained once (see TRAIN_MAX)

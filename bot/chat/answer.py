@@ -110,6 +110,7 @@ class Cutoffs:
     stand_in: float | None = (
         None  # standing in for another mode: answer only this far above ``answer`` (None: as usual)
     )
+    settle: float | None = None  # a close candidate whose question the message says this much more of answers
 
     def standing_in(self) -> Cutoffs:
         """The cutoffs while this system stands in for a mode whose index is not ready: a hit answers only from
@@ -168,6 +169,7 @@ class Cutoffs:
             "confirm": self.confirm,
             "unsure": self.unsure,
             "stand_in": self.stand_in,
+            "settle": self.settle,
         }
 
 

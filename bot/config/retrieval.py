@@ -130,6 +130,10 @@ class CutoffSettings(Strict):
     clarify: float | None = Field(default=None, ge=0.0, le=1.0)
     """Passing candidates within this relevance of the top one are offered as options ("您想问的是："); null =
     never."""
+    settle: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Candidates within ``clarify`` of each other are not asked about when the message says at least this much more
+    of one's best question (its share of that question's word weight, signal ``q_backward``) than of each other's:
+    that one answers; null = always ask."""
     confirm: float | None = Field(default=None, ge=0.0, le=1.0)
     """Candidates at most this far below ``answer`` are offered: one as "您是想问「X」吗？", several as "我不太确定，
     您是想问：" and their questions; null = never."""
@@ -167,6 +171,12 @@ class AgreementWeights(Strict):
     match: float = Field(default=0.0, ge=0.0, le=1.0)
     """Share of the relevance taken from how well the message and the entry's best question match both ways (the
     harmonic mean of the forward and backward shares) instead of the relevance itself."""
+    unmet: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the message asks for a kind of answer (a time, person, place, number, price or contact: 谁, 在哪, 多少钱)
+    that the entry's questions do not name and its text does not show."""
+    across: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the entry's question is in another language than the message while other candidates share the message's
+    (hybrid: such a pair is scored by the dense side alone)."""
 
 
 def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
@@ -177,7 +187,8 @@ def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
     return FrozenDict(
         {
             "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.2, missing=0.15, content=0.5, match=0.2),
-            "hybrid-e5": hybrid,
+            # the kind of answer asked and the language of rivals: chosen on the same tuning messages, e5 only
+            "hybrid-e5": hybrid.model_copy(update={"unmet": 0.05, "across": 0.03}),
             "hybrid-openai": hybrid,
         }
     )
@@ -215,7 +226,7 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
-            "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, unsure=0.01, stand_in=0.06),
+            "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06),
             "hybrid-fasttext": CutoffSettings(answer=0.44),
             "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),
         }

@@ -120,11 +120,17 @@ class _Table:
         width = max((len(c.hits) for c in cases), default=0) or 1
         self.relevance = np.full((len(cases), width), -np.inf)
         self.gold = np.zeros((len(cases), width), dtype=bool)
+        self.said = np.zeros((len(cases), width))  # each candidate's q_backward (0 without signals)
+        self.covered = np.zeros((len(cases), width))  # and its q_forward
         for row, case in enumerate(cases):
+            said = {i: s.get("q_backward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
+            covered = {i: s.get("q_forward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
             hits = sorted(dict(reversed(case.hits)).items(), key=lambda h: -h[1])  # one per entry, its best
             for col, (entry_id, relevance) in enumerate(hits):
                 self.relevance[row, col] = relevance
                 self.gold[row, col] = entry_id in case.gold
+                self.said[row, col] = said.get(entry_id, 0.0)
+                self.covered[row, col] = covered.get(entry_id, 0.0)
         self.answerable = np.array([bool(c.gold) for c in cases], dtype=bool)
         width = self.relevance.shape[1]
         # any gold among the first k candidates, for k = 0 .. width
@@ -135,18 +141,31 @@ class _Table:
         self.offered_fallback = self.gold_within[:, min(SUGGESTED, width)]
         self.total = len(cases)
 
-    def outcome(self, answer: float, margin: float | None, band: float | None) -> LadderOutcome:
+    def outcome(
+        self, answer: float, margin: float | None, band: float | None, settle: float | None = None
+    ) -> LadderOutcome:
         """The rungs' decisions with these thresholds (None: that rung off)."""
         rows = np.arange(self.total)
         passed = (self.relevance >= answer).sum(axis=1)
         answering = passed > 0
-        close = (
-            (self.relevance >= np.maximum(answer, self.top - margin)[:, None]).sum(axis=1) if margin is not None else 0
-        )
+        within = self.relevance >= np.maximum(answer, self.top - (margin or 0.0))[:, None]
+        close = within.sum(axis=1) if margin is not None else 0
         clarify = answering & (close >= 2)
         options = self.gold_within[rows, np.minimum(passed, MAX_OPTIONS)]
+        # the candidate answering: the top one, or the one a settled tie chose (the message says clearly more of it)
+        chosen = np.zeros(self.total, dtype=int)
+        if settle is not None and margin is not None and self.said.shape[1] > 1:
+            said = np.where(within, self.said, -np.inf)
+            ranked = np.argsort(-said, axis=1, kind="stable")
+            with np.errstate(invalid="ignore"):  # -inf - -inf where fewer than two are close (not asked anyway)
+                lead = said[rows, ranked[:, 0]] - said[rows, ranked[:, 1]]
+            # ... and it covers no less of the message than any other close candidate
+            covers = (np.where(within, self.covered, -np.inf) <= self.covered[rows, ranked[:, 0]][:, None]).all(axis=1)
+            settled = clarify & (lead >= settle) & covers
+            chosen = np.where(settled, ranked[:, 0], 0)
+            clarify = clarify & ~settled
         direct = answering & ~clarify
-        right_answers = direct & self.gold[:, 0]
+        right_answers = direct & self.gold[rows, chosen]
         if band is not None:
             near = (self.relevance >= answer - band).sum(axis=1)
             confirm = ~answering & (near > 0)
@@ -160,7 +179,7 @@ class _Table:
             margin,
             band,
             right=int(right_answers.sum() + (fallback & ~self.answerable).sum()),
-            wrong=int((direct & ~self.gold[:, 0]).sum()),
+            wrong=int((direct & ~self.gold[rows, chosen]).sum()),
             clarified=int(clarify.sum()),
             confirmed=int(confirm.sum()),
             resolved=int((clarify & options).sum() + (confirm & near_options).sum()),
@@ -170,9 +189,12 @@ class _Table:
         )
 
 
-def replay(cases: Sequence[Case], answer: float, margin: float | None, band: float | None) -> LadderOutcome:
-    """The rungs' decisions on ``cases`` with these thresholds (None: that rung off)."""
-    return _Table(cases).outcome(answer, margin, band)
+def replay(
+    cases: Sequence[Case], answer: float, margin: float | None, band: float | None, settle: float | None = None
+) -> LadderOutcome:
+    """The rungs' decisions on ``cases`` with these thresholds (None: that rung off); ``settle`` answers a tie
+    whose one candidate's question the message says that much more of (``q_backward`` in the cases' signals)."""
+    return _Table(cases).outcome(answer, margin, band, settle)
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:
@@ -195,6 +217,8 @@ WEIGHT_STEPS: dict[str, tuple[float, ...]] = {
     "forward": (0.0, 0.03, 0.06, 0.1),
     "content": (0.0, 0.25, 0.5, 0.75, 1.0),
     "match": (0.0, 0.1, 0.2, 0.3, 0.4),
+    "unmet": (0.0, 0.02, 0.05, 0.1),
+    "across": (0.0, 0.02, 0.03, 0.05),
 }
 ROUNDS = 2
 

@@ -7,8 +7,9 @@ import sys
 
 from bot.config.retrieval import AgreementWeights
 from bot.knowledge.filters import EntryFilter
-from bot.search.agreement import adjusted
+from bot.search.agreement import ACROSS, adjusted
 from bot.search.base import Composite, Hit, ModeSearcher, Searcher, rescored, top_within
+from bot.search.hybrid import CROSS_LANGUAGE
 from bot.search.relevance import SparseSearcher
 
 BASE_SIGNAL = "base"  # a hit's relevance before agreement (what calibrate replays other weights from)
@@ -33,9 +34,14 @@ class AgreeingSearcher(Composite):
 
     def _ranked(self, query: str, top_k: int) -> list[Hit]:
         hits = self.inner.search(query, max(top_k, DEPTH))
+        # A candidate in another language than the message, scored by the dense side alone, counts as such only
+        # beside rivals in the message's language: when every candidate is in another one there is no rival.
+        mixed = any(CROSS_LANGUAGE not in h.signals for h in hits)
         scored = []
         for hit, agreement in zip(hits, self.sparse.agreements(query, [h.entry for h in hits])):
             signals = {**hit.signals, BASE_SIGNAL: hit.relevance, **agreement.signals()}
+            if mixed and CROSS_LANGUAGE in hit.signals:
+                signals[ACROSS] = 1.0
             scored.append(rescored(hit, adjusted(hit.relevance, signals, self.weights), signals))
         scored.sort(key=lambda h: -h.relevance)  # stable: equal relevance keeps the inner order
         return scored[:top_k]

@@ -17,7 +17,13 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
 - **added**: the entry's question names a number or year of a kind the message names none of ("第二");
 - **content**: the share of the message's word weight left once the question words and particles no entry uses are
   set aside ("中大哪年成立的啊": 哪年 and 啊 weigh as much as the rarest word of the knowledge, though they say
-  nothing of what is asked). Forward counts only those content words.
+  nothing of what is asked). Forward counts only those content words;
+- **unmet**: the message asks for a kind of answer (a time, a person, a place, a number, a price, a contact) that
+  the entry neither names in its questions ("创办时间" for "谁创办了中山大学") nor shows in its text (a year, an
+  address, a phone number): the college's admissions entry for "人工智能学院在哪";
+- **across** (set by :class:`~bot.search.agreeing.AgreeingSearcher`, it needs the whole list): the entry's question
+  is in another language than the message while other candidates share the message's language: the multilingual
+  dense side alone scored it (bot/search/hybrid.py), without the words that count for its rivals.
 
 Numbers are years (1924, "22年"), dates (4月7日) and other numbers (401, 第二, 二级); clock times are ignored.
 
@@ -46,7 +52,41 @@ from bot.search.tokenizer import normalize
 YEAR = "year"
 DATE = "date"
 NUMBER = "number"
-SPECIFICS_CACHE = 50_000  # entries whose specifics stay in memory (LRU)
+SPECIFICS_CACHE = 50_000  # entries whose facts (specifics, kinds of answer) stay in memory (LRU)
+ACROSS = "across"  # the signal of a candidate in another language than the message among same-language rivals
+
+# The kinds of answer a message can ask for, by the question words of general Chinese and English, the entry
+# question words that name each kind, and what an entry's text shows when it holds one. Colloquial uses that ask for
+# no such thing are left out: 谁有/谁知道 (does anyone have), 推荐几个 (a few), 在哪改 (where to change a setting:
+# a way, not a place), 怎么去掉 (how to remove), 免费用 (free to use).
+_ASKS = {
+    "price": r"多少钱|价格|价钱|(?<!免)费用|收费|学费|贵不贵|how much does|\bprice|\bcost\b|\bfees?\b",
+    "time": r"什么时候|啥时候|何时|哪年|哪一年|几月|几号|哪天|多久|几点|日期|时间|\bwhen\b|what time|how long",
+    "person": r"(谁|哪位)(?![有知能可会帮给来推])|什么人|何人|\bwho\b",
+    "place": r"(在哪|哪里|哪儿)(?![设改调配看找查填写开关])|什么地方|啥地方|地址|位置|怎么去(?![掉除])|怎么走|\bwhere\b",
+    "number": r"多少|(?<![推荐介绍给来找举说])几(个|所|名|位|种|项)|数量|how many",
+    "contact": r"电话|联系方式|邮箱|网址|官网|热线|phone|e-?mail|website",
+}
+_NAMES = {
+    "price": r"价格|价钱|费用|收费|学费|price|cost|fee",
+    "time": r"时间|日期|何时|哪年|年份|时候|time|date|hours",
+    "person": r"人$|者$|校长|院长|主任|负责人|创办人|创始人|人物|名人|校友",
+    "place": r"地址|位置|地点|在哪|哪里|路线|交通|address|location",
+    "number": r"数量|多少|数目|人数|规模|几个|number",
+    "contact": r"电话|联系|邮箱|网址|官网|网站|contact|phone|e-?mail",
+}
+_SHOWS = {
+    "price": r"\d+(\.\d+)?\s*元|免费|收费|价格|费用",
+    "time": r"(1[89]|20)\d\d年?|\d{1,2}月|\d{1,2}[日号]|[一二三四五六七八九十]+年|世纪|年代|时间|日期|期间",
+    "person": r"校长|院长|主任|书记|创办人|创始人|先生|教授|院士|主持|担任|作词|作曲",
+    "place": r"地址|位于|坐落|\d+号|[路街道区市省县镇村堂馆厅楼]|广场|校区|校园",
+    "number": r"\d|[一二三四五六七八九十百千万两]+[个所名位种项座家人万]",
+    "contact": r"\d{3,4}[-－ ]?\d{7,8}|1\d{10}|@|https?://|www\.|电话|邮箱|网址",
+}
+_ASKED = {kind: re.compile(p) for kind, p in _ASKS.items()}
+_NAMED = {kind: re.compile(p) for kind, p in _NAMES.items()}
+_SHOWN = {kind: re.compile(p) for kind, p in _SHOWS.items()}
+_TRAILING = re.compile(r"[？?。！!.\s]+$")
 
 _DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _CHINESE = "零〇一二两三四五六七八九十百"
@@ -119,6 +159,30 @@ def specifics(text: str) -> frozenset[Specific]:
     return frozenset(found)
 
 
+def asked_kinds(text: str) -> frozenset[str]:
+    """The kinds of answer ``text`` asks for: time, person, place, number, price, contact ("多少钱" is a price, not
+    also a number)."""
+    text = normalize(text)
+    found = set()
+    for kind, pattern in _ASKED.items():
+        if pattern.search(text):
+            found.add(kind)
+            text = pattern.sub(" ", text)
+    return frozenset(found)
+
+
+def offered_kinds(labels: Sequence[str], document: str) -> frozenset[str]:
+    """The kinds of answer an entry offers: those its questions (``labels``) name or ask for, and those its
+    ``document`` shows (a year for a time, an address for a place, a phone number for a contact...)."""
+    labels = [_TRAILING.sub("", normalize(text)) for text in labels]
+    document = normalize(document)
+    return frozenset(
+        kind
+        for kind in _ASKS
+        if _SHOWN[kind].search(document) or any(_NAMED[kind].search(t) or kind in asked_kinds(t) for t in labels)
+    )
+
+
 @dataclass(frozen=True)
 class Agreement:
     """The agreement signals of one (message, entry) pair (module docstring)."""
@@ -130,10 +194,11 @@ class Agreement:
     missing: bool = False
     added: bool = False
     content: float = 1.0
+    unmet: bool = False
 
     def signals(self) -> dict[str, float]:
         """The signals as a hit carries them (``q_forward``, ``q_backward``, ``conflict``, ``other``, ``missing``,
-        ``added``, ``content``)."""
+        ``added``, ``content``, ``unmet``)."""
         return {
             "q_forward": round(self.forward, 4),
             "q_backward": round(self.backward, 4),
@@ -142,6 +207,7 @@ class Agreement:
             "missing": float(self.missing),
             "added": float(self.added),
             "content": round(self.content, 4),
+            "unmet": float(self.unmet),
         }
 
 
@@ -179,6 +245,8 @@ def penalty(signals: Mapping[str, float], weights: AgreementWeights) -> float:
         + weights.other * signals["other"]
         + weights.missing * signals["missing"]
         + weights.added * signals["added"]
+        + weights.unmet * signals.get("unmet", 0.0)
+        + weights.across * signals.get(ACROSS, 0.0)
     )
 
 
@@ -204,25 +272,34 @@ def adjusted(relevance: float, signals: Mapping[str, float], weights: AgreementW
     return min(1.0, max(0.0, reshaped(relevance, signals, weights) - penalty(signals, weights)))
 
 
+@dataclass(frozen=True)
+class EntryFacts:
+    """What agreement reads of one entry: the specifics its questions and keywords name (``labelled``), those all
+    its text names (``mentioned``), and the kinds of answer it offers (``offers``)."""
+
+    labelled: frozenset[Specific]
+    mentioned: frozenset[Specific]
+    offers: frozenset[str]
+
+
 class SpecificsCache:
-    """The specifics of each entry's questions and keywords, and of all its text, remembered by content (LRU)."""
+    """The :class:`EntryFacts` of each entry, remembered by content (LRU)."""
 
     def __init__(self, size: int = SPECIFICS_CACHE):
         self.size = size
-        self._cache: OrderedDict[str, tuple[frozenset[Specific], frozenset[Specific]]] = OrderedDict()
+        self._cache: OrderedDict[str, EntryFacts] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(
-        self, key: str, labels: Sequence[str], everything: str
-    ) -> tuple[frozenset[Specific], frozenset[Specific]]:
-        """(specifics of ``labels``, specifics of ``everything``) for the entry with content hash ``key``."""
+    def __call__(self, key: str, labels: Sequence[str], everything: str, document: str) -> EntryFacts:
+        """The facts of the entry with content hash ``key``: its questions and keywords ``labels``, all its text
+        ``everything``, its ``document``."""
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
         labelled = frozenset(s for text in labels for s in specifics(text))
-        found = (labelled, labelled | specifics(everything))
+        found = EntryFacts(labelled, labelled | specifics(everything), offered_kinds(labels, document))
         with self._lock:
             self._cache[key] = found
             while len(self._cache) > self.size:

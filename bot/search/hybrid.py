@@ -23,6 +23,8 @@ from bot.search.base import Composite, DenseRetriever, Hit, Searcher
 from bot.search.language import language_of
 from bot.search.relevance import SparseSearcher
 
+CROSS_LANGUAGE = "cross_language"  # the signal of a pair scored by the dense side alone (two languages)
+
 
 class HybridSearcher(Composite):
     """Fuses a sparse and a dense searcher's relevances; both keep their own indexes (shared with their modes, and
@@ -82,7 +84,7 @@ class HybridSearcher(Composite):
             relevance = weight * coverage + (1.0 - weight) * dense_relevance
             signals = {**(sparse.signals if sparse else {"coverage": coverage}), **(dense.signals if dense else {})}
             if across:
-                signals["cross_language"] = 1.0
+                signals[CROSS_LANGUAGE] = 1.0
             # the alternative question that matched: the dense side's (it compares vectors of each), else the sparse's
             matched = dense.matched_question if dense else sparse.matched_question if sparse else ""
             hits.append(Hit(entry, relevance, relevance, self.name, signals, matched_question=matched))

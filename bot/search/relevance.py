@@ -22,7 +22,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.knowledge.entries import Entry
-from bot.search.agreement import ASKING_WORDS, Agreement, SpecificsCache, agree_specifics, specifics
+from bot.search.agreement import ASKING_WORDS, Agreement, SpecificsCache, agree_specifics, asked_kinds, specifics
 from bot.search.base import Hit, Searcher, rescored
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
@@ -238,6 +238,7 @@ class SparseSearcher(Searcher):
         units = self.question_units(question)
         said_terms = set(unit_terms(units))
         said = specifics(question)
+        asks = asked_kinds(question)
         words = self._words()
         phrasings = [words.phrasings(e) for e in entries]
         phrasing_words = {w for ps in phrasings for p in ps for w in p}
@@ -252,8 +253,10 @@ class SparseSearcher(Searcher):
             keywords = words.keywords(entry)
             pairs = [(weights.coverage(p | keywords), backward(p, said_terms, idf)) for p in entry_phrasings]
             forward, back = max(pairs, key=lambda fb: (fb[0] + fb[1], fb[0])) if pairs else (0.0, 0.0)
-            labelled, mentioned = entry_specifics(entry.content_hash, [*entry.phrasings, *entry.metadata], entry.text)
-            out.append(Agreement(forward, back, *agree_specifics(said, labelled, mentioned), content=share))
+            facts = entry_specifics(entry.content_hash, [*entry.phrasings, *entry.metadata], entry.text, entry.document)
+            unmet = not asks <= facts.offers
+            specific = agree_specifics(said, facts.labelled, facts.mentioned)
+            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet))
         return out
 
     def matched_question(self, weights: QuestionWeights, entry: Entry) -> str:

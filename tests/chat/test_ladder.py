@@ -3,17 +3,23 @@ the previous assistant message, misses that offer a person, and the LLM's "I don
 
 from __future__ import annotations
 
+from dataclasses import replace as replace_cutoffs
+
 import pytest
 
-from bot.chat.answer import OFFERED, Decision, Strategy
+from bot.chat.answer import OFFERED, Answer, Cutoffs, Decision, Strategy
 from bot.chat.offers import read_offer
+from bot.chat.steps.base import Retrieval, Turn
+from bot.chat.steps.knowledge import ClarifyStep
 from bot.config.settings import CutoffSettings
 from bot.config.variants import replace
 from bot.factory import build_bot, build_knowledge_base
 from bot.handoff.channels import configured_channels
 from bot.handoff.outbox import Outbox
 from bot.handoff.tickets import Conversation, Reason
+from bot.knowledge.entries import Entry
 from bot.messages import Message, said
+from bot.search.base import Hit
 from bot.texts import HANDOFF_OFFER, REPHRASE_REPLY, UNSURE_HEAD
 from bot.ui.chat_handlers import reply_message
 from tests.support.knowledge import with_thresholds, write_knowledge
@@ -87,6 +93,54 @@ def test_close_candidates_are_clarified_and_a_number_answers_the_chosen_one(ladd
         assert chosen.hits[0].entry.id == second.id and chosen.rewritten == second.question
     none = bot.answer("都不是", history(("校歌是什么", asked.text)))
     assert none.strategy is Strategy.REPHRASE and none.text == REPHRASE_REPLY and none.decision is Decision.FALLBACK
+
+
+def test_a_tie_whose_one_question_the_message_says_clearly_more_of_is_answered_not_asked(ladder_settings):
+    # 校歌是什么 says 60 % of 中大的校歌是什么 and 35 % of 中大的第二校歌是什么 (q_backward): a lead of about 0.25
+    for settle, decision in ((0.2, Decision.ANSWER), (0.3, Decision.CLARIFY), (None, Decision.CLARIFY)):
+        settings = with_thresholds(
+            ladder_settings, "sparse", CutoffSettings(answer=0.5, clarify=0.05, confirm=0.3, settle=settle)
+        )
+        answer = build_bot(settings).answer("校歌是什么")
+        assert answer.decision is decision, settle
+        assert decision is not Decision.ANSWER or answer.hits[0].entry.id == "faq:anthem"
+
+
+def test_a_settled_tie_answers_from_the_candidate_the_message_says_more_of_even_ranked_second():
+    def hit(key: str, relevance: float, said: float) -> Hit:
+        return Hit(Entry(f"faq:{key}", f"问题{key}", "正文"), relevance, relevance, "hybrid", {"q_backward": said})
+
+    first, second = hit("a", 0.900, 0.1), hit("b", 0.898, 0.6)
+    cutoffs = Cutoffs("hybrid-e5", 0.83, clarify=0.005, settle=0.3)
+    turn = Turn(
+        Answer("问题b是什么", "", Strategy.LAST_RESORT, "hybrid"),
+        None,
+        {},
+        0.0,
+        lambda _: Retrieval([first, second], [first, second], (), cutoffs),
+    )
+    assert list(ClarifyStep().run(turn)) == []  # not asked
+    assert turn.retrieved().passed == [second, first]
+    # without the lead the tie is asked about, in the ranking's order
+    plain = Turn(
+        Answer("问题b是什么", "", Strategy.LAST_RESORT, "hybrid"),
+        None,
+        {},
+        0.0,
+        lambda _: Retrieval([first, second], [first, second], (), replace_cutoffs(cutoffs, settle=0.6)),
+    )
+    (asked,) = list(ClarifyStep().run(plain))
+    assert asked.strategy is Strategy.CLARIFY and [o.id for o in asked.options] == ["faq:a", "faq:b"]
+    # nor when the rival covers more of the message (q_forward): saying more of b's question is not enough
+    wider = Hit(first.entry, 0.900, 0.900, "hybrid", {"q_backward": 0.1, "q_forward": 0.5})
+    rival = Turn(
+        Answer("问题b是什么", "", Strategy.LAST_RESORT, "hybrid"),
+        None,
+        {},
+        0.0,
+        lambda _: Retrieval([wider, second], [wider, second], (), cutoffs),
+    )
+    assert [a.strategy for a in ClarifyStep().run(rival)] == [Strategy.CLARIFY]
 
 
 def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(ladder_settings, kb_dir):

@@ -38,6 +38,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "confirm": None,
         "unsure": 0.15,
         "stand_in": 0.2,
+        "settle": None,
     }
     assert out["decision"] == "answer" and out["options"] == []
     best = out["hits"][0]

@@ -177,6 +177,7 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
         "confirm": None,
         "unsure": None,
         "stand_in": 0.2,
+        "settle": None,
     }
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
     assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
@@ -210,11 +211,20 @@ def test_eval_modes_side_by_side(config, questions, capsys):
     _, dense, hybrid = doc["modes"]
     assert [m["mode"] for m in doc["modes"]] == ["sparse", "dense", "hybrid"]
     assert [m["thresholds"] for m in doc["modes"]] == [
-        {"system": s, "answer": a, "direct": None, "clarify": c, "confirm": None, "unsure": u, "stand_in": m}
-        for s, a, c, u, m in [
-            ("sparse", 0.5, None, None, 0.2),
-            ("dense-e5", 0.87, None, None, 0.1),
-            ("hybrid-e5", 0.81, 0.005, 0.01, 0.06),
+        {
+            "system": s,
+            "answer": a,
+            "direct": None,
+            "clarify": c,
+            "confirm": None,
+            "unsure": u,
+            "stand_in": m,
+            "settle": t,
+        }
+        for s, a, c, u, m, t in [
+            ("sparse", 0.5, None, None, 0.2, None),
+            ("dense-e5", 0.87, None, None, 0.1, None),
+            ("hybrid-e5", 0.81, 0.005, 0.01, 0.06, 0.3),
         ]
     ]
     for m in (dense, hybrid):

@@ -38,6 +38,21 @@ def test_a_clarify_question_offers_the_passing_candidates_beyond_the_margin():
     assert replay([alone], 0.8, 0.005, None).clarified == 0  # nothing within the margin: no question asked
 
 
+def test_a_tie_is_settled_for_the_candidate_whose_question_the_message_says_clearly_more_of():
+    def said(gold: str, *hits: tuple[str, float, float]) -> Case:
+        return Case(tuple((i, r) for i, r, _ in hits), frozenset({gold}), tuple({"q_backward": q} for *_, q in hits))
+
+    second = said("b", ("a", 0.900, 0.1), ("b", 0.898, 0.6))  # the gold entry, ranked second, is said more of
+    wrong = said("a", ("a", 0.900, 0.1), ("b", 0.898, 0.6))
+    close = said("b", ("a", 0.900, 0.4), ("b", 0.898, 0.6))  # a lead below the settle: still asked
+    settled = replay([second, wrong, close], 0.8, 0.005, None, settle=0.3)
+    assert (settled.right, settled.wrong, settled.clarified) == (1, 1, 1)
+    assert replay([second, wrong, close], 0.8, 0.005, None).clarified == 3  # no settle: every tie is asked
+    assert replay([TIE], 0.8, 0.005, None, settle=0.3).clarified == 1  # no signals: no lead
+    wider = Case(second.hits, second.gold, ({"q_backward": 0.1, "q_forward": 0.5}, {"q_backward": 0.6}))
+    assert replay([wider], 0.8, 0.005, None, settle=0.3).clarified == 1  # the rival covers more of the message
+
+
 def test_a_fallback_costs_less_when_its_did_you_mean_holds_the_gold_entry():
     far = case("d", ("a", 0.5), ("b", 0.4), ("c", 0.3), ("d", 0.2))  # gold fourth: not among the three offered
     near = case("c", ("a", 0.5), ("b", 0.4), ("c", 0.3))

@@ -13,14 +13,17 @@ from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.agreeing import AgreeingSearcher
 from bot.search.agreement import (
+    ACROSS,
     DATE,
     NUMBER,
     YEAR,
     Specific,
     adjusted,
     agree_specifics,
+    asked_kinds,
     chinese_number,
     match,
+    offered_kinds,
     reshaped,
     specifics,
 )
@@ -37,6 +40,16 @@ SCORES = {
     "anthem": {"query": "中大的校歌是什么？", "document": "校歌是《中山大学校歌》，1924 年创作。", "metadata": "校歌"},
     "second": {"query": "中大的第二校歌是什么？", "document": "第二校歌是《山高水长》。", "metadata": "校歌,第二校歌"},
     "library": {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放。", "metadata": "图书馆"},
+}
+# Two entries about one founding: when, and by whom (the message's question word tells which is asked).
+FOUNDING = {
+    "when": {"query": "学校创办的经过", "document": "学校于1924年创办，初名国立广东大学。", "metadata": "创办"},
+    "who": {"query": "学校的创办经过和人物", "document": "学校由孙中山先生亲手创办。", "metadata": "创办"},
+    "college": {
+        "query": "人工智能学院本科招生专业",
+        "document": "人工智能学院招收人工智能专业本科生。",
+        "metadata": "",
+    },
 }
 ON = {"conflict": 0.3, "other": 0.1, "missing": 0.02, "added": 0.1, "backward": 0.05, "forward": 0.05}
 
@@ -76,6 +89,31 @@ def test_a_year_the_entry_contradicts_conflicts_and_one_it_never_names_is_missin
     assert agree_specifics(set(), {S(NUMBER, "2")}, {S(NUMBER, "2")}) == (False, False, False, True)
 
 
+def test_the_kind_of_answer_asked_is_read_and_colloquial_uses_are_not():
+    assert asked_kinds("谁创办了中山大学？") == {"person"} and asked_kinds("Who founded it?") == {"person"}
+    assert asked_kinds("人工智能学院在哪？") == {"place"} and asked_kinds("深圳校区啥时候建成") == {"time"}
+    assert asked_kinds("紫荆园宾馆一晚多少钱") == {"price"}  # a price, not also a number
+    assert asked_kinds("中大有几个校区") == {"number"} and asked_kinds("校医院电话多少") == {"contact", "number"}
+    # no kind of answer: a topic, "does anyone have", "a few", where to change a setting, how to remove, free to use
+    for message in (
+        "中大的校史简单说说",
+        "谁有这本书的电子版",
+        "推荐几个好听的铃声",
+        "HyDE的模板在哪改",
+        "不想用HyDE 怎么去掉",
+    ):
+        assert asked_kinds(message) == set(), message
+    assert asked_kinds("学生能免费用正版软件吗") == set()
+
+
+def test_an_entry_offers_the_kinds_its_questions_name_or_ask_and_its_text_shows():
+    assert offered_kinds(["中山大学创办时间"], "") == {"time"}
+    assert offered_kinds(["谁创办了中山大学？"], "") == {"person"}  # an entry's question asking it offers it
+    assert offered_kinds(["中山大学的校史"], "1924年孙中山先生创办") >= {"time", "person", "number"}
+    assert offered_kinds(["校医院"], "地址：广州市新港西路135号，电话 020-84112345") >= {"place", "contact"}
+    assert offered_kinds(["人工智能学院本科招生专业"], "招收人工智能专业本科生。") == set()
+
+
 def test_the_penalty_is_weighted_and_question_words_count_only_when_the_message_shares_one():
     weights = AgreementWeights(forward=0.1, backward=0.2, conflict=0.3)
     signals = {"q_forward": 0.5, "q_backward": 0.5, "conflict": 1.0, "other": 0.0, "missing": 0.0, "added": 0.0}
@@ -84,6 +122,11 @@ def test_the_penalty_is_weighted_and_question_words_count_only_when_the_message_
     assert adjusted(0.9, found_by_document, weights) == pytest.approx(0.9 - 0.3)
     assert adjusted(0.2, signals, weights) == 0.0 and adjusted(0.9, {}, weights) == 0.9
     assert adjusted(0.9, signals, AgreementWeights()) == 0.9
+    # the kind of answer asked and the language of rivals: only when the hit carries them
+    kinds = AgreementWeights(unmet=0.05, across=0.03)
+    assert adjusted(0.9, {**signals, "unmet": 1.0}, kinds) == pytest.approx(0.85)
+    assert adjusted(0.9, {**signals, "unmet": 1.0, ACROSS: 1.0}, kinds) == pytest.approx(0.82)
+    assert adjusted(0.9, signals, kinds) == 0.9
 
 
 def test_relevance_is_rescaled_to_the_content_words_and_blended_with_the_two_way_match():
@@ -169,6 +212,21 @@ def test_an_entry_asked_by_its_exact_question_loses_nothing(agreeing):
         assert top.entry.query == entry["query"] and top.relevance == top.signals["base"]
 
 
+def test_an_entry_that_does_not_offer_the_kind_of_answer_asked_loses_to_one_that_does(settings, kb_dir):
+    write_knowledge(kb_dir, FOUNDING)
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.3))
+    searcher = build_bot(with_agreement(settings, "sparse", unmet=0.3)).index.searcher("sparse")
+    hits = {h.entry.id: h for h in searcher.search("学校是谁创办的", 3)}
+    assert next(iter(hits)) == "faq:who"
+    assert hits["faq:when"].signals["unmet"] == 1.0 and hits["faq:who"].signals["unmet"] == 0.0
+    assert hits["faq:when"].relevance == pytest.approx(max(0.0, hits["faq:when"].signals["base"] - 0.3))
+    assert searcher.search("学校哪年创办的", 1)[0].entry.id == "faq:when"
+    # a place asked of the college's admissions entry: no entry offers it, and the bot does not answer
+    assert build_bot(with_agreement(settings, "sparse")).answer("人工智能学院在哪").decision is Decision.ANSWER
+    unmet = build_bot(with_agreement(settings, "sparse", unmet=0.5)).answer("人工智能学院在哪")
+    assert unmet.decision is not Decision.ANSWER
+
+
 def test_a_file_names_some_weights_and_keeps_the_shipped_others_and_bad_ones_are_refused():
     from pydantic import ValidationError
 
@@ -237,3 +295,26 @@ def test_a_pair_in_two_languages_is_scored_by_the_dense_side_alone(sides, tmp_pa
     hits = {h.entry.id: h for h in HybridSearcher(s2, d2, 0.5, 20).search("when is the library open", 5)}
     assert "cross_language" not in hits["faq:en"].signals and hits["faq:en"].signals["coverage"] > 0
     assert all(h.signals.get("cross_language") == 1.0 for i, h in hits.items() if i != "faq:en")
+
+
+@needs_e5
+def test_a_candidate_in_another_language_loses_only_beside_rivals_in_the_messages_language(sides, tmp_path, tokenizer):
+    _, _, entries = sides
+    mixed = [*entries, Entry("faq:en", "When is the library open?", "From 8 to 22 every day.")]
+    both = tmp_path / "both"
+    sparse, dense = tantivy_builder(both, tokenizer), faiss_e5_builder(both, tokenizer)
+    sparse.sync(mixed)
+    dense.sync(mixed)
+    fused = HybridSearcher(sparse, dense, 0.5, 20)
+    agreeing = AgreeingSearcher(fused, sparse, AgreementWeights(across=0.2))
+    # a Chinese message: the English entry, scored by the dense side alone, loses the weight
+    hits = {h.entry.id: h for h in agreeing.search("图书馆几点开门", 10)}
+    assert hits["faq:en"].signals[ACROSS] == 1.0
+    assert hits["faq:en"].relevance == pytest.approx(max(0.0, hits["faq:en"].signals["base"] - 0.2))
+    assert all(ACROSS not in h.signals for i, h in hits.items() if i != "faq:en")
+    # an English message over Chinese entries only: every candidate is in another language, none is penalised
+    sparse_only, dense_only = sides[0], sides[1]
+    english = AgreeingSearcher(
+        HybridSearcher(sparse_only, dense_only, 0.5, 20), sparse_only, AgreementWeights(across=0.2)
+    )
+    assert all(ACROSS not in h.signals and h.relevance == h.signals["base"] for h in english.search("library hours", 5))

@@ -21,9 +21,23 @@ def _asked_verbatim(question: str, hit: Hit) -> bool:
     return any(squeeze(q) == said for q in (hit.entry.query, *hit.entry.questions))
 
 
+def _settled(close: list[Hit], lead: float | None) -> Hit | None:
+    """The one of the ``close`` candidates whose best question the message says at least ``lead`` more of
+    (``q_backward``, bot/search/agreement.py) than of each other's, and which covers no less of the message than
+    they do (``q_forward``); None when none does (always when ``lead`` is None)."""
+    if lead is None:
+        return None
+    said = sorted(close, key=lambda h: -h.signals.get("q_backward", 0.0))
+    first, *others = ((h.signals.get("q_backward", 0.0), h.signals.get("q_forward", 0.0)) for h in said)
+    if first[0] - others[0][0] < lead or any(first[1] < forward for _, forward in others):
+        return None
+    return said[0]
+
+
 class ClarifyStep:
     """The top two passing candidates within the calibrated margin: ask which one is meant, offering the passing
-    candidates up to ``max_options``."""
+    candidates up to ``max_options`` — unless the message says clearly more of one's question (``settle``): that one
+    is put first and the answer rung answers from it."""
 
     name = "clarify"
 
@@ -42,6 +56,10 @@ class ClarifyStep:
             close.setdefault(" ".join(hit.entry.query.split()), hit)
         within = [h for h in close.values() if top - h.relevance <= margin]
         if len(within) < 2:
+            return
+        settled = _settled(within, found.cutoffs.settle)
+        if settled is not None:
+            turn.prefer(settled)  # the answer rung answers from it
             return
         # The margin decides whether to ask; once asking, every passing candidate up to max_options is offered:
         # when the top two tie the ranking below them is no surer (sysu: the gold of "学一食堂电话" came third, 0.01
