@@ -39,7 +39,7 @@ from bot.knowledge.store import KnowledgeStore
 from bot.knowledge.validity import answers_on, in_window
 from bot.search.background import Worker
 from bot.search.base import ModeSearcher, dense_leaf
-from bot.search.staging_index import fill, staged_copy
+from bot.search.staging_index import fill, prepare, staged_copy
 
 if TYPE_CHECKING:
     from bot.chat.recorder import TurnRecorder
@@ -384,6 +384,8 @@ class Replayer:
             def side(name: str, entries: Sequence[Entry], touched: Collection[str]) -> Side:
                 searcher = staged_copy(live, Path(tmp) / name, known)
                 fill(searcher, entries, index.passages)
+                if known:
+                    prepare(searcher, known)
                 negatives = NegativeExamples(self.search.negatives.min_similarity)
                 return Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched)
 
