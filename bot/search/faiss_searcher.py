@@ -250,6 +250,6 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
                 )
             found = list(dict.fromkeys(self._owner[i][0] for i in vectors))
             scored = self.similarities(vector, found)
-            hits = [self.hit(self._entries[e], scored[e]) for e in found]
-        hits.sort(key=lambda h: -h.relevance)
-        return hits[:top_k]
+            # Ranked by the relevance their hits would carry (a stable sort, as of the hits): only the first become hits.
+            ranked = sorted(found, key=lambda e: -self.relevance(scored[e].question, scored[e].passage))
+            return [self.hit(self._entries[e], scored[e]) for e in ranked[:top_k]]
