@@ -23,6 +23,7 @@ import numpy as np
 from bot.search.faiss_files import _import_faiss, _search_one_thread
 
 UNIT_ROUNDOFF = 2.0**-24  # float32
+CHUNK = 8192  # stored vectors read at a time for their longest norm
 DEPTH = 160  # vectors kept per question: twice a hybrid search's default scan (4 vectors per hit, 20 hits)
 
 
@@ -39,11 +40,14 @@ class PreparedNearest:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         k = min(depth, self.ntotal)
         scores, ids = _search_one_thread(index, vectors, k) if len(vectors) and k else (np.empty((0, 0)), None)
-        stored = faiss.downcast_index(index.index).reconstruct_n(0, self.ntotal) if self.ntotal else np.zeros((1, 1))
+        flat, longest = faiss.downcast_index(index.index), 0.0
+        for start in range(0, self.ntotal, CHUNK):  # a chunk at a time, not a copy of the whole index
+            rows = flat.reconstruct_n(start, min(CHUNK, self.ntotal - start))
+            longest = max(longest, float(np.linalg.norm(rows, axis=1).max()))
         # |computed - exact| <= gamma_d * sum|x_i y_i| <= gamma_d |x| |y| for any order of summation (Higham 3.1):
         # twice that between a batch's and a single search's score of one pair, doubled again to be safe.
         gamma = index.d * UNIT_ROUNDOFF / (1.0 - index.d * UNIT_ROUNDOFF)
-        self.error_per_norm = 4.0 * gamma * float(np.linalg.norm(stored, axis=1).max())
+        self.error_per_norm = 4.0 * gamma * longest
         self._rows = {v.tobytes(): (ids[i], scores[i]) for i, v in enumerate(vectors)} if ids is not None else {}
 
     def __len__(self) -> int:
