@@ -73,7 +73,10 @@ def test_what_the_batch_cannot_answer_scans_everything(crowded):
 
 def test_a_prepared_faiss_searcher_ranks_as_before(tmp_path, tokenizer):
     entries = [Entry(f"e{i}", f"问题 {i} 关于 {w}", f"回答 {w}") for i, w in enumerate(["报名", "学费", "宿舍"] * 40)]
+    from bot.search.faiss_searcher import FaissSearcher
+
     searcher = faiss_builder(tmp_path, tokenizer)
+    assert isinstance(searcher, FaissSearcher)
     searcher.sync(entries)
     asked = ["报名 问题 3", "学费多少", "宿舍 回答", "问题 17"]
     before = {q: [(h.entry.id, h.relevance) for h in searcher.search(q, 5)] for q in asked}
