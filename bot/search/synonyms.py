@@ -244,10 +244,13 @@ class Synonyms:
 
     def found(self, question: str) -> list[tuple[tuple[str, ...], str]]:
         """(group, the word of it found) for each group with a word in ``question`` (as whole jieba pieces)."""
-        version = self.version  # first: groups made anew meanwhile are kept under the older number, never the reverse
+        version = self.version
         groups, forms, starts = self._current()
         if not groups:
             return []
+        if self.version != version:  # made anew meanwhile (by this call's look at the file, or another thread)
+            return self._find(question, groups, forms, starts)
+        # The groups are set before their number: these are this number's, or (racing a change) the next one's.
         key = (question, version, self.tokenizer.state_key())
         with self._found_lock:
             kept = self._found.get(key)
