@@ -191,9 +191,10 @@ def replay_rows(knowledge: list[dict], evals: list[dict], baseline_ref: str | No
             old = baseline_replay(tree, mode) if tree is not None and label != "cold" else None
             same = "—" if old is None else "yes" if same_changes(old, replay.to_dict()) else "**no**"
             was = f"{old['seconds']:.1f}" if old is not None else "—"
+            ratio = f"{seconds / old['seconds']:.2f}" if old is not None else "—"
             rows.append(
                 f"| {mode} | {VECTORS.get(label, label)} | {len(entries):,} | {replay.replayed:,} | {len(replay.gained)} | "
-                f"{len(replay.lost)} | {len(replay.changed)} | {was} | {seconds:.1f} | {kept:.1f} | {same} | "
+                f"{len(replay.lost)} | {len(replay.changed)} | {was} | {seconds:.1f} | {kept:.1f} | {ratio} | {same} | "
                 f"{once} | {built:.0f} |"
             )
             print(rows[-1], flush=True)
@@ -334,15 +335,17 @@ def main(argv: list[str] | None = None) -> int:
             "on a second edit, or on the first once the served app has warmed them in the background after the "
             "knowledge loaded: only the edited side is built and searched); it must find the same changes. "
             "*same changes*: the baseline and this found the same questions gaining, losing and changing, with the "
-            "same entries. Live search s: the same "
+            f"same entries. *cold / {args.baseline or 'baseline'}*: this cold replay's seconds over the baseline's "
+            "(on a busy machine the ratio is what compares). Live search s: the same "
             "questions searched once on the live index of a fresh bot, one thread (what answering them costs; "
             "— : not measured in this run, `--quick`). "
             "Index s: the live index's first build (not part of a replay).",
             [
                 f"| mode | question vectors | entries | questions | gained | lost | changed | "
                 f"replay s, {args.baseline or 'baseline'} | replay s, this, cold cache | "
-                "replay s, this, warm cache | same changes | live search s | index s |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                f"replay s, this, warm cache | cold / {args.baseline or 'baseline'} | same changes | live search s | "
+                "index s |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
                 *rows,
             ],
             write=not args.no_write,

@@ -39,7 +39,7 @@ from bot.knowledge.store import KnowledgeStore
 from bot.knowledge.validity import answers_on, in_window
 from bot.search.background import Worker
 from bot.search.base import ModeSearcher, dense_leaf
-from bot.search.staging_index import fill, staged_copy
+from bot.search.staging_index import fill, prepare, staged_copy
 
 if TYPE_CHECKING:
     from bot.chat.recorder import TurnRecorder
@@ -381,20 +381,31 @@ class Replayer:
         known = self._question_vectors(live, asked) if asked else None
         with tempfile.TemporaryDirectory(prefix="kbbot-replay-") as tmp:
 
-            def side(name: str, entries: Sequence[Entry], touched: Collection[str]) -> Side:
-                searcher = staged_copy(live, Path(tmp) / name, known)
-                fill(searcher, entries, index.passages)
+            def side(name: str, entries: Sequence[Entry], touched: Collection[str]) -> tuple[Side, Callable[[], None]]:
+                searcher = staged_copy(live, Path(tmp) / name, known)  # here: it shares (or makes) the live caches
+
+                def build() -> None:
+                    fill(searcher, entries, index.passages)
+                    if known:
+                        prepare(searcher, known)
+
                 negatives = NegativeExamples(self.search.negatives.min_similarity)
-                return Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched)
+                return Side(searcher, entries, self.search.cutoffs, negatives, day, self.search.top_k, touched), build
 
-            before = side("before", index.entries, ()) if missing else None
-            after_side = side("after", *after) if after is not None else None
-
-            def both(question: str) -> tuple[Answering | None, Answering | None]:
-                b = kept[question] if question in kept else before.answer(question)  # type: ignore[union-attr]
-                return b, after_side.answer(question) if after_side is not None else None
-
+            before, build_before = side("before", index.entries, ()) if missing else (None, None)
+            after_side, build_after = side("after", *after) if after is not None else (None, None)
             with ThreadPoolExecutor(WORKERS, thread_name_prefix="kbbot-replay") as pool:
+                # Both staging indexes filled at once: finding the nearest vectors and committing free the GIL.
+                building = pool.submit(build_before) if build_before is not None else None
+                if build_after is not None:
+                    build_after()
+                if building is not None:
+                    building.result()
+
+                def both(question: str) -> tuple[Answering | None, Answering | None]:
+                    b = kept[question] if question in kept else before.answer(question)  # type: ignore[union-attr]
+                    return b, after_side.answer(question) if after_side is not None else None
+
                 results = list(pool.map(both, questions))
         self.kept.keep(version, {q: b for q, (b, _) in zip(questions, results, strict=True) if q not in kept})
         return results

@@ -31,15 +31,16 @@ def _import_faiss():
     return optional_import("faiss", "dense and hybrid retrieval (faiss-cpu)", DENSE_HINT)
 
 
-def _search_one_thread(index, vectors: np.ndarray, k: int):
+def _search_one_thread(index, vectors: np.ndarray, k: int, params: Any = None):
     """Search on this thread alone: for one query vector an OpenMP team only costs wake-ups, and on a busy
     machine waiting for a descheduled team member turned 0.1 ms searches into 10 ms ones (benchmarks/speed.py).
-    The OpenMP thread count is per calling thread; it is restored so bulk adds here stay parallel."""
+    The OpenMP thread count is per calling thread; it is restored so bulk adds here stay parallel. ``params``:
+    faiss SearchParameters (a selector), None for none."""
     faiss = _import_faiss()
     before = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
     try:
-        return index.search(vectors, k)
+        return index.search(vectors, k) if params is None else index.search(vectors, k, params=params)
     finally:
         faiss.omp_set_num_threads(before)
 

@@ -33,6 +33,7 @@ from bot.search.dense_scoring import (
     best_cosines,
 )
 from bot.search.encoders import Encoder
+from bot.search.faiss_batch import PreparedNearest
 from bot.search.faiss_files import (
     SCHEMA_VERSION,
     _import_faiss,
@@ -67,6 +68,7 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
         self._generation = 0  # +1 when the encoder's model is swapped (question vectors of the old one are void)
         self._loaded = False
         self._stale = "no index yet"
+        self._prepared: PreparedNearest | None = None  # questions' nearest vectors found in one batch
         self._reset_memory()
 
     def _reset_memory(self) -> None:
@@ -202,6 +204,18 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
                 out[entry_id] = cosines
         return out
 
+    def prepare_nearest(self, vectors: np.ndarray) -> int:
+        """Find the nearest vectors of many questions' ``vectors`` in one batch, for the searches that follow (they
+        return what they would without it: bot/search/faiss_batch.py); how many it prepared.
+
+        Only a flat index (a staging one is); any write to the index makes its searches scan again.
+        """
+        with self._lock:
+            if not self._ensure() or self._index is None or self.kind != "flat" or not len(vectors):
+                return 0
+            self._prepared = PreparedNearest(self._index, self._next_id, vectors)
+            return len(self._prepared)
+
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
         """Top ``top_k`` entries (of those ``within`` admits) by dense relevance; [] for a word-less query or one
         the model cannot place."""
@@ -219,10 +233,13 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
             index = self._index
             total = int(index.ntotal)
 
+            prepared = self._prepared if self.kind == "flat" else None
+
             def nearest(k: int) -> list[int]:  # the live vectors among the k nearest, nearest first
                 if self.kind == "hnsw":
                     _import_faiss().downcast_index(index.index).hnsw.efSearch = max(HNSW_EF_SEARCH, k)
-                _, ids = _search_one_thread(index, vector[None, :], k)
+                found = prepared.nearest(index, self._next_id, vector, k) if prepared is not None else None
+                _, ids = found if found is not None else _search_one_thread(index, vector[None, :], k)
                 return [i for i in ids[0].tolist() if i in self._owner]
 
             if within is None:
@@ -233,6 +250,6 @@ class FaissSearcher(DenseScoring, VectorWrites, Searcher):
                 )
             found = list(dict.fromkeys(self._owner[i][0] for i in vectors))
             scored = self.similarities(vector, found)
-            hits = [self.hit(self._entries[e], scored[e]) for e in found]
-        hits.sort(key=lambda h: -h.relevance)
-        return hits[:top_k]
+            # Ranked by the relevance their hits would carry (a stable sort, as of the hits): only the first become hits.
+            ranked = sorted(found, key=lambda e: -self.relevance(scored[e].question, scored[e].passage))
+            return [self.hit(self._entries[e], scored[e]) for e in ranked[:top_k]]

@@ -145,7 +145,7 @@ class Passages:
                 continue  # a passage of an entry changed or removed since: the sync under way drops it
             entry, passage = known if known is not None else (hit.entry, None)
             if entry.id not in best:
-                best[entry.id] = replace(hit, entry=entry)
+                best[entry.id] = hit if entry is hit.entry else replace(hit, entry=entry)  # most are whole entries
                 found[entry.id] = []
             if passage is not None:
                 found[entry.id].append(replace(passage, relevance=hit.relevance))

@@ -156,6 +156,28 @@ class EntryWords:
                 self._cache.popitem(last=False)
         return words
 
+    def remember(self, cut: Sequence[tuple[Entry, Sequence[str]]], state: str) -> int:
+        """Keep the words of entries from the tokens an index cut their fields into (each entry's query text,
+        metadata and document as :class:`~bot.search.tantivy_searcher.TantivySearcher` cuts them), when the
+        tokenizer's state was ``state``; how many entries (none when they would not all fit).
+
+        The same words as cutting the entry here: jieba cuts the runs of word characters between separators one by
+        one, and the fields' texts are joined by a line break (a separator), so the words of all the fields together
+        are the union of each field's. An entry's phrasings are kept only when it has one (its query text then).
+        """
+        if 3 * len(cut) > self.size:  # more than the cache holds: each would push out another
+            return 0
+        with self._lock:
+            for entry, (query, metadata, document) in cut:
+                q, m, d = frozenset(query.split()), frozenset(metadata.split()), frozenset(document.split())
+                self._cache[(entry.content_hash, state, "all")] = (q | m | d,)
+                self._cache[(entry.content_hash, state, "metadata")] = (m,)
+                if len(entry.phrasings) == 1:
+                    self._cache[(entry.content_hash, state, "phrasings")] = (q,)
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return len(cut)
+
     def __call__(self, entry: Entry) -> frozenset[str]:
         """The words of ``entry``'s query (and alternative questions), metadata and document."""
         text = "\n".join((query_text(entry), " ".join(entry.metadata), entry.text))

@@ -112,6 +112,16 @@ def staged_copy(live: ModeSearcher, folder: Path, questions: Mapping[str, np.nda
     raise ValueError(f"no staging index for a {type(live).__name__}")
 
 
+def prepare(searcher: ModeSearcher, questions: Mapping[str, np.ndarray]) -> int:
+    """Find the nearest vectors of every question in ``questions`` at once, in the filled searcher's dense leaf (its
+    searches return what they would without: bot/search/faiss_batch.py); how many it prepared."""
+    from bot.search.faiss_searcher import FaissSearcher
+
+    vectors = [v for v in questions.values() if np.asarray(v).any()]
+    dense = [leaf for leaf in searcher.leaves() if isinstance(leaf, FaissSearcher)]
+    return dense[0].prepare_nearest(np.stack(vectors)) if dense and vectors else 0
+
+
 def fill(searcher: ModeSearcher, entries: Sequence[Entry], passages: Passages | None = None) -> None:
     """Index ``entries`` (cut into passages as the live index cuts them) in each of the staging searcher's leaves."""
     units = passages.expand(entries) if passages is not None else list(entries)

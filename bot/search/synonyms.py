@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from bot.search.tokenizer import Tokenizer, is_word, normalize
 
 log = logging.getLogger(__name__)
 _SPLIT = re.compile(r"[,，、]")
+FOUND_CACHE = 20_000  # questions whose groups found stay in memory (LRU): a replay asks each in several searches
 CHECK_INTERVAL = 1.0  # seconds between looks at the file's modification time (a stat per search is cheap, but not free)
 
 
@@ -154,6 +156,9 @@ class Synonyms:
         self._checked = float("-inf")
         self.version = 0  # +1 each time the groups searches use are made anew (what a question's cut is kept by)
         self.error: str | None = None  # why the last re-read failed (the previous groups stay), else None
+        # found() by (question, version, the tokenizer's state): jieba cuts each question once, not in every search
+        self._found: OrderedDict[tuple[str, int, str], tuple[tuple[tuple[str, ...], str], ...]] = OrderedDict()
+        self._found_lock = threading.Lock()
         self._read(strict=True)
 
     def learn(self, entries: Sequence[Entry]) -> None:
@@ -239,9 +244,29 @@ class Synonyms:
 
     def found(self, question: str) -> list[tuple[tuple[str, ...], str]]:
         """(group, the word of it found) for each group with a word in ``question`` (as whole jieba pieces)."""
+        version = self.version
         groups, forms, starts = self._current()
         if not groups:
             return []
+        if self.version != version:  # made anew meanwhile (by this call's look at the file, or another thread)
+            return self._find(question, groups, forms, starts)
+        # The groups are set before their number: these are this number's, or (racing a change) the next one's.
+        key = (question, version, self.tokenizer.state_key())
+        with self._found_lock:
+            kept = self._found.get(key)
+            if kept is not None:
+                self._found.move_to_end(key)
+                return list(kept)
+        made = self._find(question, groups, forms, starts)
+        with self._found_lock:
+            self._found[key] = tuple(made)
+            while len(self._found) > FOUND_CACHE:
+                self._found.popitem(last=False)
+        return made
+
+    def _find(
+        self, question: str, groups: SynonymGroups, forms: dict[str, Form], starts: dict[str, list[tuple[int, str]]]
+    ) -> list[tuple[tuple[str, ...], str]]:
         pieces = self._form(question)
         seen: dict[int, str] = {}
         for i, piece in enumerate(pieces):  # looked up by first term: the cost does not grow with the groups

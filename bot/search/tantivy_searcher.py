@@ -263,6 +263,7 @@ class TantivySearcher(SparseSearcher):
             writer = self._writer()
             assert self._index is not None and self._hashes is not None  # _writer() opened or created the index
             try:
+                state = self.tokenizer.state_key()
                 tokens, fresh, cached, cache_lines = self._tokens_for(entries)
                 # an empty index has nothing to delete: skipping 100k no-op deletes makes a first build faster
                 empty = self._index.searcher().num_docs == 0
@@ -287,6 +288,8 @@ class TantivySearcher(SparseSearcher):
             self._forget()
             self._hashes.update({e.id: e.content_hash for e in entries})
             self._save_state()
+            if self.tokenizer.state_key() == state:  # no word learnt meanwhile: the tokens are those of ``state``
+                self._words().remember(list(zip(entries, tokens)), state)
             try:
                 # Mostly stale lines: keep the live ones only. cache_lines > 0 means _tokens_for read the cache.
                 if cache_lines > 2 * len(self._hashes) + 1000:

@@ -157,12 +157,15 @@ class Tokenizer:
 
     def signature(self) -> str:
         """Identifies the cutting rules (version, user dictionary), so indexes rebuild when they change."""
+        if self._user_dict is None:  # asked for every entry a search reads: the same hash each time
+            return _PLAIN_SIGNATURE
         h = hashlib.sha256(TOKENIZER_VERSION.encode())
-        if self._user_dict is not None and self._user_dict.is_file():
+        if self._user_dict.is_file():
             h.update(self._user_dict.read_bytes())
         return h.hexdigest()[:12]
 
 
+_PLAIN_SIGNATURE = hashlib.sha256(TOKENIZER_VERSION.encode()).hexdigest()[:12]
 _WORKER: Tokenizer | None = None  # the tokenizer a forked worker uses (set only while a pool runs)
 _FORK_LOCK = threading.Lock()
 

