@@ -335,7 +335,10 @@ def main(argv: list[str] | None = None) -> int:
             "on a second edit, or on the first once the served app has warmed them in the background after the "
             "knowledge loaded: only the edited side is built and searched); it must find the same changes. "
             "*same changes*: the baseline and this found the same questions gaining, losing and changing, with the "
-            f"same entries. *cold / {args.baseline or 'baseline'}*: this cold replay's seconds over the baseline's "
+            "same entries (**no** is expected where this tree decides differently from the baseline: sparse and "
+            'hybrid-e5 were retuned since, BENCHMARKS.md "The decision ladder"; the faster replay\'s exactness is '
+            "then shown by tests/evaluation/test_replay_exact.py, a replay's answers equal to those of bots built anew "
+            f"over each side). *cold / {args.baseline or 'baseline'}*: this cold replay's seconds over the baseline's "
             "(on a busy machine the ratio is what compares). Live search s: the same "
             "questions searched once on the live index of a fresh bot, one thread (what answering them costs; "
             "— : not measured in this run, `--quick`). "

@@ -91,21 +91,21 @@ def peak_rss_mb() -> float:
 
 
 # -- settings and data ------------------------------------------------------
-def write_config(state: Path, knowledge: Path, baseline: bool = False) -> Path:
+def write_config(state: Path, knowledge: Path, baseline: Path | None = None) -> Path:
     """config.yaml of the repository with state and knowledge elsewhere; the pre-trained fastText is kept. With
-    ``baseline`` the agreement weights and the newer cutoffs (unsure, settle) and hybrid key are left to the baseline
-    checkout's own defaults (for ``--baseline``'s workers: an older checkout refuses keys it does not know)."""
+    ``baseline`` (another checkout, for ``--baseline``'s workers) that checkout's own config.yaml, so it runs with its
+    own shipped defaults (an older checkout refuses keys it does not know)."""
     import yaml
 
     from tests.support.knowledge import full_config
 
-    raw = full_config()
-    if baseline:
-        raw["retrieval"].pop("agreement", None)
-        raw["retrieval"]["hybrid"].pop("language_aware", None)
-        for cutoffs in raw["retrieval"]["thresholds"].values():
-            cutoffs.pop("unsure", None)
-            cutoffs.pop("settle", None)
+    if baseline is not None:
+        raw = yaml.safe_load((baseline / "config.yaml").read_text(encoding="utf-8")) or {}
+        for key in ("knowledge", "retrieval"):
+            raw.setdefault(key, {})
+        raw["retrieval"].setdefault("dense", {}).setdefault("fasttext", {})
+    else:
+        raw = full_config()
     raw["state_dir"] = str(state)
     raw["knowledge"]["path"] = str(knowledge)
     raw["retrieval"]["dense"]["fasttext"]["retrain_after"] = 1e9  # reuse the model trained once (see TRAIN_MAX)
@@ -836,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
             qfile.write_text(json.dumps(questions, ensure_ascii=False), encoding="utf-8")
             results["idle_rss_mb"] = idle_rss()
             results["pipeline"] = {}
-            roots = [("", ROOT, False)] + ([(" · baseline", args.baseline, True)] if args.baseline else [])
+            roots = [("", ROOT, None)] + ([(" · baseline", args.baseline, args.baseline)] if args.baseline else [])
             for n in sizes:
                 for mode in MODES:
                     for label, root, baseline in roots:  # the baseline and this code one after the other
