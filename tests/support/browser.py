@@ -109,8 +109,20 @@ def ask(page, text: str) -> None:
     box = page.locator("#kb-input textarea")
     box.fill(text)
     box.press("Enter")
+    landed = """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)"""
+    # A turn's first output empties the box; a press the page dropped (still hydrating) leaves the text there, and
+    # only then is Enter pressed again: a turn that started is never asked twice.
+    try:
+        page.wait_for_function(
+            f"([q]) => document.querySelector('#kb-input textarea').value !== q || ({landed})([q])",
+            arg=[text],
+            timeout=15000,
+        )
+    except playwright_api.TimeoutError:
+        if box.input_value() == text:
+            box.press("Enter")
     page.wait_for_function(
-        """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)""",
+        landed,
         arg=[text],
         timeout=60000,  # two test files run at once (make test): a turn may wait behind the other's CPU
     )
