@@ -268,7 +268,9 @@ class SparseSearcher(Searcher):
         # the question words no entry uses weigh as much as the rarest word, yet no entry can hold them
         content = [u for u in units if not (isinstance(u, str) and u in ASKING_WORDS and not stats.df.get(u, 0))]
         weights = QuestionWeights(content, stats)
-        share = weights.total / QuestionWeights(units, stats).total if weights.total > 0 else 0.0
+        # most messages say no such word: their weights are those of every unit, weighed once
+        said_weights = weights if len(content) == len(units) else QuestionWeights(units, stats)
+        share = weights.total / said_weights.total if weights.total > 0 else 0.0
         idf = {w: stats.idf(w) for w in phrasing_words}
         out = []
         for entry, entry_phrasings in zip(entries, phrasings):
