@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import traceback
@@ -26,6 +25,7 @@ from bot.factory import build_bot, build_knowledge_base, build_llm
 from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import ROOT, config_dict, with_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -72,13 +72,6 @@ def log_surfaces(caplog) -> list[str]:
 def error_surfaces(exc: BaseException) -> list[str]:
     """The exception as a user or a log would show it: str, repr, and the whole chained traceback."""
     return [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +139,7 @@ def test_llm_error_messages_do_not_leak_the_key(secret_settings, llm_server, deb
     from bot.factory import build_llm
 
     if fault is None:
-        secret_settings = replace(secret_settings, "llm.base_url", f"http://127.0.0.1:{closed_port()}/v1")
+        secret_settings = replace(secret_settings, "llm.base_url", f"http://127.0.0.1:{free_port()}/v1")
     else:
         llm_server.fail(fault)
     llm = build_llm(secret_settings)
@@ -219,9 +212,9 @@ def test_cli_with_unreachable_elasticsearch_does_not_leak(tmp_path, kb_dir):
     config = write_config(
         tmp_path,
         kb_dir,
-        f"http://127.0.0.1:{closed_port()}/v1",
+        f"http://127.0.0.1:{free_port()}/v1",
         backend="elasticsearch",
-        elasticsearch={"hosts": [f"http://127.0.0.1:{closed_port()}"], "request_timeout": 1, "max_retries": 0},
+        elasticsearch={"hosts": [f"http://127.0.0.1:{free_port()}"], "request_timeout": 1, "max_retries": 0},
     )
     searched = run_cli(config, "-v", "search", "怎么添加知识")
     assert searched.returncode == 1 and "Elasticsearch" in searched.stderr
@@ -238,7 +231,7 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
     from bot.search.assembly import elasticsearch_searcher
     from bot.search.es_client import build_client
 
-    port = closed_port()
+    port = free_port()
     es_block = "retrieval.sparse.elasticsearch"
     settings = update(
         settings,
@@ -277,13 +270,6 @@ def test_elasticsearch_unreachable_errors_and_logs_do_not_leak(
 
 
 # -- the browser app -----------------------------------------------------------------------
-def free_port() -> int:
-    """A free loopback port for the app."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_app_chat_page_and_config_do_not_leak(secret_settings, llm_server, debug_logs):
     import httpx

@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import json
 import logging
-import socket
 
 import pytest
 
@@ -16,6 +15,7 @@ from bot.handoff.channels import SIGNATURE_HEADER, DeliveryError, WebhookChannel
 from bot.handoff.desk import Desk
 from bot.handoff.requests import is_handoff_request
 from tests.support.knowledge import ROOT
+from tests.support.ports import free_port
 from tests.support.webhook import Hook
 
 pytestmark = pytest.mark.unit
@@ -234,12 +234,6 @@ def test_unset_secret_variable_sends_no_signature(hook, monkeypatch):
     monkeypatch.delenv("KBBOT_TEST_HOOK_SECRET", raising=False)
     webhook(hook.url, secret_env="KBBOT_TEST_HOOK_SECRET").deliver(PAYLOAD)
     assert SIGNATURE_HEADER not in hook.received[0][1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_server_down_fails_naming_the_host_only():
