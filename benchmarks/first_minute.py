@@ -1,9 +1,12 @@
 """The first minute after a deploy: how long the first build of the campus knowledge takes (hybrid, e5), when a
 question is first answered densely, and what the bot answers meanwhile — one run, one BENCHMARKS.md section.
 
-    .venv/bin/python -m benchmarks.first_minute [--runs 2] [--skip-build] [--skip-answers] [--no-write]
+    .venv/bin/python -m benchmarks.first_minute [--runs 2] [--baseline CHECKOUT] [--skip-build] [--skip-answers]
+        [--no-write]
 
 With ``--skip-build`` the build table already in BENCHMARKS.md is kept (the build is timed on idle cores).
+``--baseline`` adds the first build of another checkout (its own code and config.yaml, e.g. the commit before the
+first-minute work) to the alternation, so "half of the time it took then" is a ratio measured in one run.
 
 **Build**: each run is a fresh process on a fresh state folder (no index, no embedding cache), as a deploy starts:
 ``build_bot`` as the app builds it (background workers), the clock from there to the sparse stand-in (build_bot
@@ -80,22 +83,62 @@ def child(variant: str, work: Path) -> None:
     print(json.dumps({"variant": variant, "sparse": sparse, "dense": dense or built, "built": built, "cpu": cpu}))
 
 
-def build_runs(entries: list[Entry], runs: int) -> list[dict]:
-    """``runs`` first builds of each variant, alternating, each in a fresh process and state folder."""
+# The baseline's first build, run inside the other checkout with its own code and config.yaml. It uses only what
+# every version since the background build has had: build_bot, KnowledgeIndex.wait_ready and served.
+BASELINE_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+from bot.config.settings import load_settings
+from bot.config.variants import update
+from bot.factory import build_bot
+
+work = Path(sys.argv[1])
+changes = {"knowledge.path": str(work / "knowledge"), "state_dir": str(work / "state"), "retrieval.mode": "hybrid",
+           "log.enabled": False}
+settings = update(load_settings("config.yaml"), changes)
+before = resource.getrusage(resource.RUSAGE_SELF)
+start = time.perf_counter()
+bot = build_bot(settings, llm=None, watch_config=True, keep_last_good=True)
+sparse = time.perf_counter() - start
+dense = None
+while not bot.index.wait_ready("hybrid", 0.02):
+    if dense is None and bot.index.served("hybrid").name == "hybrid":
+        dense = time.perf_counter() - start
+built = time.perf_counter() - start
+after = resource.getrusage(resource.RUSAGE_SELF)
+cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+print(json.dumps({"variant": sys.argv[2], "sparse": sparse, "dense": dense or built, "built": built, "cpu": cpu}))
+"""
+
+
+def baseline_label(checkout: Path) -> str:
+    """The baseline's row name: its short commit."""
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True)
+    return out.stdout.strip() or checkout.name
+
+
+def build_runs(entries: list[Entry], runs: int, baseline: Path | None = None) -> list[dict]:
+    """``runs`` first builds of each variant (and of ``baseline``), alternating, each in a fresh process and state
+    folder."""
     results = []
+    variants = ([baseline_label(baseline)] if baseline else []) + list(VARIANTS)
     for n in range(runs):
-        for variant in VARIANTS:
+        for variant in variants:
             work = STATE / "build"
             shutil.rmtree(work, ignore_errors=True)
             knowledge_folder(entries, work)
             load = os.getloadavg()[0]
-            out = subprocess.run(
-                [sys.executable, "-m", "benchmarks.first_minute", "--child", variant, str(work)],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
+            if variant in VARIANTS:
+                command, cwd, env = (
+                    [sys.executable, "-m", "benchmarks.first_minute", "--child", variant, str(work)],
+                    ROOT,
+                    None,
+                )
+            else:
+                assert baseline is not None
+                command = [sys.executable, "-c", BASELINE_CHILD, str(work), variant]
+                cwd, env = baseline, {**os.environ, "PYTHONPATH": str(baseline)}
+            out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=True)
             result = json.loads(out.stdout.strip().splitlines()[-1])
             result["load"] = load
             print(n, result, flush=True)
@@ -184,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the builds and the answer states, print the section and (unless --no-write) update BENCHMARKS.md."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=2, help="first builds of each variant (alternating)")
+    p.add_argument("--baseline", type=Path, help="another checkout whose first build runs in the same alternation")
     p.add_argument("--skip-build", action="store_true")
     p.add_argument("--skip-answers", action="store_true")
     p.add_argument("--no-write", action="store_true")
@@ -201,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     body = ["## The first minute", ""]
     if not args.skip_build:
         q_texts, q_tokens, p_texts, p_tokens = token_counts(entries)
-        runs = build_runs(entries, args.runs)
-        body += build_table(runs, len(entries), q_texts, q_tokens, p_texts, p_tokens)
+        runs = build_runs(entries, args.runs, args.baseline)
+        body += build_table(runs, len(entries), q_texts, q_tokens, p_texts, p_tokens, args.baseline)
     else:
         # the build needs idle cores, the answers do not: keep the build table a quieter run published
         body += published_build(BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.is_file() else "")
@@ -233,8 +277,12 @@ def published_build(text: str) -> list[str]:
     return text[head:answers].splitlines()[2:]
 
 
-def build_table(runs: list[dict], entries: int, q_texts: int, q_tokens: int, p_texts: int, p_tokens: int) -> list[str]:
+def build_table(
+    runs: list[dict], entries: int, q_texts: int, q_tokens: int, p_texts: int, p_tokens: int, baseline: Path | None
+) -> list[str]:
     """The build table's lines."""
+    names = list(dict.fromkeys(r["variant"] for r in runs))
+    old = [n for n in names if n not in VARIANTS]
     lines = [
         f"`python -m benchmarks.first_minute` · the first build of ../shared/data/sysu ({entries} entries) in hybrid-e5,",
         "each run a fresh process on a fresh state folder (no index, no embedding cache); the variants alternate, so",
@@ -245,11 +293,18 @@ def build_table(runs: list[dict], entries: int, q_texts: int, q_tokens: int, p_t
         "*today*: one encoding thread, questions and passages in one pass; *now*: the shipped configuration (one",
         "encoding worker per CPU, each on one OpenMP thread; the questions of every entry first, searchable as soon as",
         "they are in).",
+    ]
+    if old:
+        lines += [
+            f"*{old[0]}*: the code of commit {old[0]} (checked out at {baseline}, with its own config.yaml), the main "
+            "branch before the first-minute work, run in the same alternation.",
+        ]
+    lines += [
         "",
         "| build | runs | sparse stand-in ready s | first question answered densely s | fully built s | CPU s | load |",
         "|---|---|---|---|---|---|---|",
     ]
-    for variant in VARIANTS:
+    for variant in names:
         mine = [r for r in runs if r["variant"] == variant]
         med = {k: statistics.median(r[k] for r in mine) for k in ("sparse", "dense", "built", "cpu")}
         loads = ", ".join(f"{r['load']:.1f}" for r in mine)
@@ -261,7 +316,7 @@ def build_table(runs: list[dict], entries: int, q_texts: int, q_tokens: int, p_t
     today = statistics.median(r["built"] for r in runs if r["variant"] == "today")
     now = statistics.median(r["built"] for r in runs if r["variant"] == "now")
     first = statistics.median(r["dense"] for r in runs if r["variant"] == "now")
-    cpu = statistics.median(r["cpu"] for r in runs)
+    cpu = statistics.median(r["cpu"] for r in runs if r["variant"] in VARIANTS)
     tokens = q_tokens + p_tokens
     cores = os.cpu_count() or 1
     floor = cpu / cores
@@ -274,9 +329,17 @@ def build_table(runs: list[dict], entries: int, q_texts: int, q_tokens: int, p_t
         f"time); the shipped build is {now - floor:.1f} s above that floor (the sparse stand-in is built first,",
         "each worker loads the model) when the cores are free (the load column). Halving it needs less e5 work, not",
         "a better schedule.",
-        "",
     ]
-    return lines
+    if old:
+        then = statistics.median(r["built"] for r in runs if r["variant"] == old[0])
+        then_first = statistics.median(r["dense"] for r in runs if r["variant"] == old[0])
+        lines += [
+            "",
+            f"Against {old[0]}'s first build in the same run ({then:.1f} s, its first dense answer after "
+            f"{then_first:.1f} s): fully built in **{now / then:.2f}×** its time, the first question answered densely "
+            f"in {first / then_first:.2f}× its time.",
+        ]
+    return lines + [""]
 
 
 def answers_table(sets, results: list[dict]) -> list[str]:
