@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_build:
         q_texts, q_tokens, p_texts, p_tokens = token_counts(entries)
         runs = build_runs(entries, args.runs, args.baseline)
-        body += build_table(runs, len(entries), q_texts, q_tokens, p_texts, p_tokens, args.baseline)
+        body += build_table(runs, len(entries), q_texts, q_tokens, p_texts, p_tokens)
     else:
         # the build needs idle cores, the answers do not: keep the build table a quieter run published
         body += published_build(BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.is_file() else "")
@@ -277,14 +277,15 @@ def published_build(text: str) -> list[str]:
     return text[head:answers].splitlines()[2:]
 
 
-def build_table(
-    runs: list[dict], entries: int, q_texts: int, q_tokens: int, p_texts: int, p_tokens: int, baseline: Path | None
-) -> list[str]:
+def build_table(runs: list[dict], entries: int, q_texts: int, q_tokens: int, p_texts: int, p_tokens: int) -> list[str]:
     """The build table's lines."""
     names = list(dict.fromkeys(r["variant"] for r in runs))
     old = [n for n in names if n not in VARIANTS]
+    command = f"python -m benchmarks.first_minute --runs {len(runs) // len(names)}" + (
+        f" --baseline <checkout of {old[0]}>" if old else ""
+    )
     lines = [
-        f"`python -m benchmarks.first_minute` · the first build of ../shared/data/sysu ({entries} entries) in hybrid-e5,",
+        f"`{command}` · the first build of ../shared/data/sysu ({entries} entries) in hybrid-e5,",
         "each run a fresh process on a fresh state folder (no index, no embedding cache); the variants alternate, so",
         "each pair shares the machine's load of the moment (load average at the start of each run in the last column).",
         f"A first build encodes {q_texts} distinct questions ({q_tokens:,} tokens) and {p_texts} distinct passages",
@@ -296,8 +297,8 @@ def build_table(
     ]
     if old:
         lines += [
-            f"*{old[0]}*: the code of commit {old[0]} (checked out at {baseline}, with its own config.yaml), the main "
-            "branch before the first-minute work, run in the same alternation.",
+            f"*{old[0]}*: the code of commit {old[0]} (`--baseline`, a worktree of it with its own config.yaml), "
+            "run in the same alternation.",
         ]
     lines += [
         "",
