@@ -92,7 +92,7 @@ class ElasticsearchSearcher(SparseSearcher):
         self._errors = es
         self.client = client
         self.index = index
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.field_weights = {f: int(field_weights.get(f, 1)) for f in FIELDS}
         self.analyzer = analyzer
         self.shards, self.replicas = shards, replicas

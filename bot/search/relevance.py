@@ -203,7 +203,13 @@ class SparseSearcher(Searcher):
     """A BM25 searcher whose hits carry coverage as their relevance; subclasses supply the word statistics."""
 
     system = "sparse"
-    tokenizer: Tokenizer
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        """Cut with ``tokenizer``; the caches of entries' words, specifics and questions' units start empty."""
+        self.tokenizer = tokenizer
+        self._entry_words = EntryWords(tokenizer)
+        self._specifics = SpecificsCache()
+        self._question_units = QuestionUnits()
 
     @abstractmethod
     def term_stats(self, words: Sequence[str]) -> TermStats:
@@ -220,48 +226,38 @@ class SparseSearcher(Searcher):
         synonyms = self.synonyms
         if synonyms is None:
             key = (question, self.tokenizer.state_key(), -1)
-            return self._units().get(key, lambda: list(self.question_words(question)))
+            return self._question_units.get(key, lambda: list(self.question_words(question)))
         synonyms.current()  # first: a changed file can add words to the tokenizer that cuts the question
         key = (question, self.tokenizer.state_key(), synonyms.version)
-        return self._units().get(key, lambda: synonyms.units(question, self.question_words(question)))
-
-    def _units(self) -> QuestionUnits:
-        if not hasattr(self, "_question_units"):
-            self._question_units = QuestionUnits()
-        return self._question_units
+        return self._question_units.get(key, lambda: synonyms.units(question, self.question_words(question)))
 
     def entry_words(self, entry: Entry) -> frozenset[str]:
         """The words of an entry (cached by content)."""
-        return self._words()(entry)
+        return self._entry_words(entry)
 
-    def _words(self) -> EntryWords:
-        if not hasattr(self, "_entry_words"):
-            self._entry_words = EntryWords(self.tokenizer)
+    @property
+    def words(self) -> EntryWords:
+        """The cache of entries' words, which an index's writes fill from the tokens it cut."""
         return self._entry_words
-
-    def _specifics_of(self) -> SpecificsCache:
-        if not hasattr(self, "_specifics"):
-            self._specifics = SpecificsCache()
-        return self._specifics
 
     def share_caches(self, other: SparseSearcher) -> None:
         """Read entries' words, specifics and questions' units from ``other``'s caches (a staging copy of it: the same tokenizer,
         and both caches are keyed by content, so an entry in both indexes is cut once)."""
         if other.tokenizer is not self.tokenizer:
             raise ValueError("only a searcher with the same tokenizer can share its entries' words")
-        self._entry_words, self._specifics = other._words(), other._specifics_of()
-        self._question_units = other._units()
+        self._entry_words, self._specifics = other._entry_words, other._specifics
+        self._question_units = other._question_units
 
     def agreements(self, question: str, entries: Sequence[Entry]) -> list[Agreement]:
         """How well ``question`` and each entry's questions agree, both ways (bot/search/agreement.py)."""
         if not entries:
             return []
-        entry_specifics = self._specifics_of()
+        entry_specifics = self._specifics
         units = self.question_units(question)
         said_terms = set(unit_terms(units))
         said = specifics(question)
         asks = asked_kinds(question)
-        words = self._words()
+        words = self._entry_words
         phrasings = [words.phrasings(e) for e in entries]
         phrasing_words = {w for ps in phrasings for p in ps for w in p}
         stats = self.term_stats([*said_terms, *phrasing_words])
@@ -288,7 +284,7 @@ class SparseSearcher(Searcher):
         does, else ""."""
         if not entry.questions:
             return ""
-        scores = [weights.coverage(w) for w in self._words().phrasings(entry)]
+        scores = [weights.coverage(w) for w in self._entry_words.phrasings(entry)]
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return entry.phrasings[best] if best and scores[best] > scores[0] else ""
 

@@ -90,7 +90,7 @@ class TantivySearcher(SparseSearcher):
         self._version = 0  # writes so far: a reading made before one is not kept
         self._reading_lock = threading.Lock()
         self.path = Path(path)
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.field_weights = {f: int(field_weights.get(f, 1)) for f in FIELDS}
         self._lock = threading.RLock()
         self._index: tantivy.Index | None = None
@@ -289,7 +289,7 @@ class TantivySearcher(SparseSearcher):
             self._hashes.update({e.id: e.content_hash for e in entries})
             self._save_state()
             if self.tokenizer.state_key() == state:  # no word learnt meanwhile: the tokens are those of ``state``
-                self._words().remember(list(zip(entries, tokens)), state)
+                self.words.remember(list(zip(entries, tokens)), state)
             try:
                 # Mostly stale lines: keep the live ones only. cache_lines > 0 means _tokens_for read the cache.
                 if cache_lines > 2 * len(self._hashes) + 1000:

@@ -216,7 +216,7 @@ def test_the_words_an_index_remembers_are_those_cut_again(tmp_path, tokenizer):
     entries = [*guide, *tricky]
     searcher = TantivySearcher(tmp_path / "t", tokenizer, FIELD_WEIGHTS)
     searcher.upsert(entries)
-    remembered, fresh = searcher._words(), EntryWords(tokenizer)
+    remembered, fresh = searcher.words, EntryWords(tokenizer)
     assert len(remembered._cache) >= 2 * len(entries)  # the upsert kept them: no entry is cut below
     for entry in entries:
         assert remembered(entry) == fresh(entry), entry.id
