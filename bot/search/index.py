@@ -10,6 +10,7 @@ last good snapshot (or another mode standing in, with a notice) until the indexe
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -111,17 +112,40 @@ class KnowledgeIndex:
             self._loaded()
             return reports
         futures = {leaf.name: self.writer.schedule(leaf) for leaf in leaves}
-        reports = {name: f.result() for name, f in futures.items()} if wait else {}
-        self._loaded()
-        return reports
+        if wait:
+            reports = {name: f.result() for name, f in futures.items()}
+            self._loaded()
+            return reports
+        self._loaded_after(list(futures.values()))
+        return {}
 
     def on_load(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` after each good read of the folder (in the thread that read it: keep it short)."""
+        """Call ``callback`` after each good read of the folder and the index syncs it started (in the thread that
+        finished the last of them: keep it short)."""
         self._on_load.append(callback)
 
     def _loaded(self) -> None:
         for callback in self._on_load:
             callback()
+
+    def _loaded_after(self, syncs: list[Future]) -> None:
+        """Call the load callbacks once every one of ``syncs`` is done (failed ones too: they logged why)."""
+        # A callback that searches (the replay's warm-up) would otherwise read the indexes before the sync,
+        # and what it computed would belong to a version of the knowledge that is already gone.
+        left = [len(syncs)]
+        lock = threading.Lock()
+
+        def done(_: Future) -> None:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                self._loaded()
+
+        if not syncs:
+            self._loaded()
+        for sync in syncs:
+            sync.add_done_callback(done)
 
     def refresh(self, force: bool = False, wait: bool | None = None) -> bool:
         """Reload when the files changed on disk; True if the index changed.

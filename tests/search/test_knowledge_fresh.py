@@ -71,3 +71,17 @@ def test_the_page_header_and_the_admin_table_show_a_cli_add_before_any_message(b
     rows, info, _ = table.show(PARKING, 1)  # the admin opens the knowledge table: no chat message in between
     assert [r[2] for r in rows] == [PARKING] and "1" in info
     assert "7 entries loaded" in handlers.page_defaults()[0]  # a page opened now counts it
+
+
+def test_a_load_callback_of_the_background_bot_sees_the_synced_index(config_file, monkeypatch):
+    monkeypatch.delenv("KBBOT_MODE", raising=False)
+    bot = build_bot(load_settings(config_file), watch_config=True, keep_last_good=True)
+    assert bot.index.wait_ready("sparse", 60)
+    seen: list[list[str]] = []
+    bot.index.on_load(lambda: seen.append([h.entry.query for h in bot.index.searcher("sparse").search(PARKING, 1)]))
+    done = cli(config_file, "add", "--file", "faq.json", "--query", PARKING, "--document", "校内停车每小时五元。")
+    assert done.returncode == 0, done.stderr
+    assert bot.index.refresh(force=True, wait=False)  # the reload and its syncs run on the background workers
+    assert bot.index.wait_idle(60)
+    # called once, after the sync: what it searched already holds the new entry
+    assert seen == [[PARKING]]
