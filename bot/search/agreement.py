@@ -15,7 +15,7 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
 - **other**: the message names one the entry never mentions, though its document names others of that kind (a
   history whose years are all different); **missing**: the entry names none of that kind anywhere;
 - **added**: the entry's question names a number or year of a kind the message names none of ("第二");
-- **named**: the message names a number or year that the entry's question or keywords name too ("1929年中大建成了啥"
+- **named**: the message names a number, year or date that the entry's question or keywords name too ("1929年中大建成了啥"
   and the entry "中山大学的1929年历史"): the one specific thing asked is what the entry is about, a sign no word
   statistic gives (the message's other words may be ones no entry uses);
 - **content**: the share of the message's word weight left once the question words and particles no entry uses are
@@ -30,9 +30,9 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
 
 Numbers are years (1924, "22年"), dates (4月7日) and other numbers (401, 第二, 二级); clock times are ignored.
 
-:func:`adjusted` subtracts their weighted sum from a hit's relevance, with weights chosen per retrieval system
-(``retrieval.agreement``, rewritten by ``python -m bot calibrate --write``); ``AgreeingSearcher`` applies it to
-a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
+:func:`adjusted` subtracts their weighted sum from a hit's relevance (``named`` adds), with weights chosen per
+retrieval system (``retrieval.agreement``, rewritten by ``python -m bot calibrate --write``); ``AgreeingSearcher``
+applies it to a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
 Two weights reshape the relevance itself before that, for a system whose relevance is word coverage (sparse):
 ``content`` divides it by the content share to that power (the question words no longer count against every entry
 alike), and ``match`` blends in how well the message and the entry's best question match both ways (the harmonic
