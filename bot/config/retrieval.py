@@ -149,7 +149,8 @@ class CutoffSettings(Strict):
 class AgreementWeights(Strict):
     """How much a hit's relevance drops for each way its entry's questions disagree with the message
     (bot/search/agreement.py, docs/retrieval-and-decision.md "Agreement"): ``forward`` and ``backward`` times the
-    share of words not covered, the others when they hold; ``content`` and ``match`` reshape the relevance first.
+    share of words not covered, the others when they hold (``named`` adds instead: they name the same number);
+    ``content`` and ``match`` reshape the relevance first.
     All 0 (the default of a system not listed): unchanged."""
 
     forward: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -177,6 +178,9 @@ class AgreementWeights(Strict):
     across: float = Field(default=0.0, ge=0.0, le=1.0)
     """When the entry's question is in another language than the message while other candidates share the message's
     (hybrid: such a pair is scored by the dense side alone)."""
+    named: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Added (not taken off) when the message names a number, year or date that the entry's question or keywords
+    name too ("1929年中大建成了啥" and "中山大学的1929年历史")."""
 
 
 def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
@@ -186,7 +190,17 @@ def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
     hybrid = AgreementWeights(conflict=0.1, other=0.15, missing=0.02, added=0.05)
     return FrozenDict(
         {
-            "sparse": AgreementWeights(backward=0.03, conflict=0.3, other=0.2, missing=0.15, content=0.5, match=0.2),
+            "sparse": AgreementWeights(
+                backward=0.03,
+                conflict=0.3,
+                other=0.2,
+                missing=0.15,
+                added=0.05,
+                content=0.5,
+                match=0.2,
+                unmet=0.3,
+                named=0.1,
+            ),
             # the kind of answer asked and the language of rivals: chosen on the same tuning messages, e5 only
             "hybrid-e5": hybrid.model_copy(update={"unmet": 0.05, "across": 0.03}),
             "hybrid-openai": hybrid,
@@ -222,7 +236,7 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
     "The decision ladder"); the stand-in margins by benchmarks/first_minute.py on the ladder sets' train split."""
     return FrozenDict(
         {
-            "sparse": CutoffSettings(answer=0.42, clarify=0.01, unsure=0.15, stand_in=0.2),
+            "sparse": CutoffSettings(answer=0.42, clarify=0.01, settle=0.1, unsure=0.15, stand_in=0.2),
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),

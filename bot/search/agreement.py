@@ -15,6 +15,9 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
 - **other**: the message names one the entry never mentions, though its document names others of that kind (a
   history whose years are all different); **missing**: the entry names none of that kind anywhere;
 - **added**: the entry's question names a number or year of a kind the message names none of ("第二");
+- **named**: the message names a number, year or date that the entry's question or keywords name too ("1929年中大建成了啥"
+  and the entry "中山大学的1929年历史"): the one specific thing asked is what the entry is about, a sign no word
+  statistic gives (the message's other words may be ones no entry uses);
 - **content**: the share of the message's word weight left once the question words and particles no entry uses are
   set aside ("中大哪年成立的啊": 哪年 and 啊 weigh as much as the rarest word of the knowledge, though they say
   nothing of what is asked). Forward counts only those content words;
@@ -27,9 +30,9 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
 
 Numbers are years (1924, "22年"), dates (4月7日) and other numbers (401, 第二, 二级); clock times are ignored.
 
-:func:`adjusted` subtracts their weighted sum from a hit's relevance, with weights chosen per retrieval system
-(``retrieval.agreement``, rewritten by ``python -m bot calibrate --write``); ``AgreeingSearcher`` applies it to
-a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
+:func:`adjusted` subtracts their weighted sum from a hit's relevance (``named`` adds), with weights chosen per
+retrieval system (``retrieval.agreement``, rewritten by ``python -m bot calibrate --write``); ``AgreeingSearcher``
+applies it to a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
 Two weights reshape the relevance itself before that, for a system whose relevance is word coverage (sparse):
 ``content`` divides it by the content share to that power (the question words no longer count against every entry
 alike), and ``match`` blends in how well the message and the entry's best question match both ways (the harmonic
@@ -195,10 +198,11 @@ class Agreement:
     added: bool = False
     content: float = 1.0
     unmet: bool = False
+    named: bool = False
 
     def signals(self) -> dict[str, float]:
         """The signals as a hit carries them (``q_forward``, ``q_backward``, ``conflict``, ``other``, ``missing``,
-        ``added``, ``content``, ``unmet``)."""
+        ``added``, ``content``, ``unmet``, ``named``)."""
         return {
             "q_forward": round(self.forward, 4),
             "q_backward": round(self.backward, 4),
@@ -208,6 +212,7 @@ class Agreement:
             "added": float(self.added),
             "content": round(self.content, 4),
             "unmet": float(self.unmet),
+            "named": float(self.named),
         }
 
 
@@ -232,7 +237,8 @@ def agree_specifics(
 
 
 def penalty(signals: Mapping[str, float], weights: AgreementWeights) -> float:
-    """What ``weights`` take off a relevance for a hit's agreement ``signals`` (0 when it has none)."""
+    """What ``weights`` take off a relevance for a hit's agreement ``signals`` (0 when it has none; below 0 when
+    the entry's question names what the message names, ``named``)."""
     if "q_forward" not in signals:
         return 0.0
     # An entry that shares no word with the message in its questions or keywords was found by its document (a
@@ -247,6 +253,7 @@ def penalty(signals: Mapping[str, float], weights: AgreementWeights) -> float:
         + weights.added * signals["added"]
         + weights.unmet * signals.get("unmet", 0.0)
         + weights.across * signals.get(ACROSS, 0.0)
+        - weights.named * signals.get("named", 0.0)
     )
 
 

@@ -276,7 +276,8 @@ class SparseSearcher(Searcher):
             facts = entry_specifics(entry.content_hash, [*entry.phrasings, *entry.metadata], entry.text, entry.document)
             unmet = not asks <= facts.offers
             specific = agree_specifics(said, facts.labelled, facts.mentioned)
-            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet))
+            named = not said.isdisjoint(facts.labelled)
+            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet, named=named))
         return out
 
     def matched_question(self, weights: QuestionWeights, entry: Entry) -> str:

@@ -51,6 +51,18 @@ FOUNDING = {
         "metadata": "",
     },
 }
+# A history by year, a library overview that states no opening time, a canteen: numbers and kinds of answer.
+HISTORY = {
+    "h1929": {"query": "学校的1929年历史", "document": "1929年，学校的天文台建成，开始观测星象。", "metadata": ""},
+    "h1930": {"query": "学校的1930年历史", "document": "1930年，农学院迁往石牌新校址。", "metadata": ""},
+    "h1931": {"query": "学校的1931年历史", "document": "1931年，学校举办第一届运动会。", "metadata": ""},
+    "library": {
+        "query": "图书馆简介",
+        "document": "图书馆藏书八百万册，设有四个分馆，是华南最大的高校图书馆之一。",
+        "metadata": "图书馆",
+    },
+    "canteen": {"query": "第一食堂介绍", "document": "第一食堂位于东区，早餐供应包子和豆浆。", "metadata": "食堂"},
+}
 ON = {"conflict": 0.3, "other": 0.1, "missing": 0.02, "added": 0.1, "backward": 0.05, "forward": 0.05}
 
 
@@ -127,6 +139,15 @@ def test_the_penalty_is_weighted_and_question_words_count_only_when_the_message_
     assert adjusted(0.9, {**signals, "unmet": 1.0}, kinds) == pytest.approx(0.85)
     assert adjusted(0.9, {**signals, "unmet": 1.0, ACROSS: 1.0}, kinds) == pytest.approx(0.82)
     assert adjusted(0.9, signals, kinds) == 0.9
+
+
+def test_a_number_the_entry_names_as_the_message_does_adds_to_the_relevance_within_one():
+    weights = AgreementWeights(conflict=0.3, named=0.1)
+    signals = {"q_forward": 0.5, "q_backward": 0.5, "conflict": 0.0, "other": 0.0, "missing": 0.0, "added": 0.0}
+    assert adjusted(0.4, {**signals, "named": 1.0}, weights) == pytest.approx(0.5)
+    assert adjusted(0.95, {**signals, "named": 1.0}, weights) == 1.0
+    assert adjusted(0.4, signals, weights) == 0.4  # a hit without the signal (agreement before it) keeps its own
+    assert adjusted(0.4, {**signals, "named": 1.0}, AgreementWeights(conflict=0.3)) == 0.4
 
 
 def test_relevance_is_rescaled_to_the_content_words_and_blended_with_the_two_way_match():
@@ -225,6 +246,28 @@ def test_an_entry_that_does_not_offer_the_kind_of_answer_asked_loses_to_one_that
     assert build_bot(with_agreement(settings, "sparse")).answer("人工智能学院在哪").decision is Decision.ANSWER
     unmet = build_bot(with_agreement(settings, "sparse", unmet=0.5)).answer("人工智能学院在哪")
     assert unmet.decision is not Decision.ANSWER
+
+
+def test_the_shipped_sparse_weights_answer_the_year_asked_and_not_a_kind_of_answer_the_entry_lacks(settings, kb_dir):
+    from bot.config.retrieval import RetrievalSettings
+
+    write_knowledge(kb_dir, HISTORY)
+    shipped = RetrievalSettings()
+    weights = shipped.agreement["sparse"].model_dump()
+    ladder = with_thresholds(settings, "sparse", shipped.thresholds["sparse"])
+    bot = build_bot(with_agreement(ladder, "sparse", **weights))
+    # 发生了什么 is in no entry: the year the entry's question names too is what tells it is the one asked
+    year = bot.answer("1929年学校发生了什么")
+    assert year.decision is Decision.ANSWER and year.hits[0].entry.id == "faq:h1929"
+    named = {h.entry.id: h.signals["named"] for h in year.candidates}
+    assert named["faq:h1929"] == 1.0 and named.get("faq:h1930", 0.0) == 0.0
+    # a time asked of an overview that states none is not answered; what the overview shows (a count) is
+    assert bot.answer("图书馆几点关门").decision is not Decision.ANSWER
+    assert bot.answer("图书馆藏书有多少").hits[0].entry.id == "faq:library"
+    # the same weights without these two signals: the year falls back and the closing time is answered
+    without = build_bot(with_agreement(ladder, "sparse", **{**weights, "named": 0.0, "unmet": 0.0}))
+    assert without.answer("1929年学校发生了什么").decision is not Decision.ANSWER
+    assert without.answer("图书馆几点关门").decision is Decision.ANSWER
 
 
 def test_a_file_names_some_weights_and_keeps_the_shipped_others_and_bad_ones_are_refused():
