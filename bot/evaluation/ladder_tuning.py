@@ -30,6 +30,7 @@ import numpy as np
 
 from bot.config.retrieval import AgreementWeights
 from bot.search.agreement import adjusted
+from bot.search.language import CROSS_LANGUAGE
 
 ASK_COST = 0.35  # a question asked back costs the user a click: about a third of a wrong answer
 BLIND_ASK_COST = 0.6  # asked back with no right option: a click, then still no answer
@@ -123,10 +124,12 @@ class _Table:
         self.said = np.zeros((len(cases), width))  # each candidate's q_backward (0 without signals)
         self.covered = np.zeros((len(cases), width))  # and its q_forward
         self.meant = np.full((len(cases), width), np.nan)  # and its question cosine (NaN without a dense side)
+        self.across = np.zeros((len(cases), width))  # and whether it is in another language than the message
         for row, case in enumerate(cases):
             said = {i: s.get("q_backward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
             covered = {i: s.get("q_forward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
             meant = {i: s.get("question", np.nan) for (i, _), s in zip(case.hits, case.signals)}
+            across = {i: s.get(CROSS_LANGUAGE, 0.0) for (i, _), s in zip(case.hits, case.signals)}
             hits = sorted(dict(reversed(case.hits)).items(), key=lambda h: -h[1])  # one per entry, its best
             for col, (entry_id, relevance) in enumerate(hits):
                 self.relevance[row, col] = relevance
@@ -134,6 +137,7 @@ class _Table:
                 self.said[row, col] = said.get(entry_id, 0.0)
                 self.covered[row, col] = covered.get(entry_id, 0.0)
                 self.meant[row, col] = meant.get(entry_id, np.nan)
+                self.across[row, col] = across.get(entry_id, 0.0)
         self.answerable = np.array([bool(c.gold) for c in cases], dtype=bool)
         width = self.relevance.shape[1]
         # any gold among the first k candidates, for k = 0 .. width
@@ -170,6 +174,13 @@ class _Table:
             # ... and it covers no less of the message than any other close candidate
             covers = (np.where(within, self.covered, -np.inf) <= self.covered[rows, ranked[:, 0]][:, None]).all(axis=1)
             settled = clarify & (lead >= settle) & covers
+            if settle_dense is not None:
+                # ... nor has a rival in its language whose question the dense side finds clearly closer
+                first = ranked[:, 0]
+                same = within & (self.across == self.across[rows, first][:, None])
+                with np.errstate(invalid="ignore"):
+                    closer = np.nan_to_num(self.meant - self.meant[rows, first][:, None], nan=-np.inf) >= settle_dense
+                settled &= ~(same & closer).any(axis=1)
             chosen = np.where(settled, ranked[:, 0], 0)
             clarify = clarify & ~settled
         if settle_dense is not None and margin is not None and self.meant.shape[1] > 1:

@@ -207,6 +207,26 @@ def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_closer_even_ran
     assert [a.strategy for a in ClarifyStep().run(turn(hit("a", 0.900, **words), second))] == [Strategy.CLARIFY]
 
 
+def test_a_tie_the_message_says_more_of_is_asked_when_the_dense_side_finds_the_rival_clearly_closer():
+    def hit(key: str, relevance: float, **signals: float) -> Hit:
+        return Hit(Entry(f"faq:{key}", f"问题{key}", "正文"), relevance, relevance, "hybrid", signals)
+
+    said, rival = hit("a", 0.900, q_forward=0.3, q_backward=0.7, question=0.90), {"q_forward": 0.3, "q_backward": 0.2}
+    cutoffs = Cutoffs("hybrid-e5", 0.83, clarify=0.005, settle=0.3, settle_dense=0.02)
+
+    def decided(other: Hit, within: Cutoffs = cutoffs) -> list[Strategy]:
+        found = Retrieval([said, other], [said, other], (), within)
+        turn = Turn(Answer("问题a是什么", "", Strategy.LAST_RESORT, "hybrid"), None, {}, 0.0, lambda _: found)
+        return [a.strategy for a in ClarifyStep().run(turn)]
+
+    closer = hit("b", 0.898, question=0.93, **rival)
+    assert decided(closer) == [Strategy.CLARIFY]  # words say a, the dense side says b: asked
+    assert decided(closer, replace_cutoffs(cutoffs, settle_dense=None)) == []  # words alone settle it for a
+    assert decided(hit("b", 0.898, question=0.91, **rival)) == []  # b not clearly closer: settled for a
+    # b's question is in another language than the message: the dense side alone scored it, its cosine not compared
+    assert decided(hit("b", 0.898, question=0.93, cross_language=1.0, **rival)) == []
+
+
 def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(ladder_settings, kb_dir):
     lyrics = {"query": "校歌的歌词是什么？", "document": "校歌歌词由邹鲁作。", "metadata": "校歌,歌词"}
     write_knowledge(kb_dir, {**SONGS, "lyrics": lyrics})

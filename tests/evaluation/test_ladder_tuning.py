@@ -6,6 +6,7 @@ import pytest
 
 from bot.evaluation.calibration import calibrate
 from bot.evaluation.ladder_tuning import MAX_ASKED, Case, replay, tune
+from bot.search.language import CROSS_LANGUAGE
 
 pytestmark = pytest.mark.unit
 
@@ -72,6 +73,22 @@ def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_clearly_closer_
     # a candidate without a dense side (no ``question`` signal): nothing to compare, asked
     blind = meant("b", ("a", 0.900, words), ("b", 0.898, {**words, "question": 0.93}))
     assert replay([blind], 0.8, 0.005, None, settle_dense=0.02).clarified == 1
+
+
+def test_a_tie_the_message_says_more_of_is_asked_when_the_dense_side_finds_a_rival_clearly_closer():
+    def hits(rival: dict[str, float]) -> Case:
+        said = {"q_forward": 0.3, "q_backward": 0.7, "question": 0.90}
+        return Case(
+            (("a", 0.900), ("b", 0.898)), frozenset({"a"}), (said, {"q_forward": 0.3, "q_backward": 0.2, **rival})
+        )
+
+    closer = hits({"question": 0.93})
+    assert replay([closer], 0.8, 0.005, None, settle=0.3).right == 1  # words alone settle it
+    assert replay([closer], 0.8, 0.005, None, settle=0.3, settle_dense=0.02).clarified == 1  # the dense side disagrees
+    assert replay([closer], 0.8, 0.005, None, settle=0.3, settle_dense=0.05).right == 1  # not clearly enough
+    # a rival in another language than the message is scored by the dense side alone: its cosine is not compared
+    across = hits({"question": 0.93, CROSS_LANGUAGE: 1.0})
+    assert replay([across], 0.8, 0.005, None, settle=0.3, settle_dense=0.02).right == 1
 
 
 def test_a_fallback_costs_less_when_its_did_you_mean_holds_the_gold_entry():

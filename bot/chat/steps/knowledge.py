@@ -12,6 +12,7 @@ from bot.chat.steps.base import Turn
 from bot.config.base import default_of
 from bot.config.ladder import LadderSettings
 from bot.search.base import Hit
+from bot.search.language import CROSS_LANGUAGE
 from bot.texts import UNSURE_HEAD
 
 
@@ -21,17 +22,32 @@ def _asked_verbatim(question: str, hit: Hit) -> bool:
     return any(squeeze(q) == said for q in (hit.entry.query, *hit.entry.questions))
 
 
-def _said_more(close: list[Hit], lead: float | None) -> Hit | None:
+def _said_more(close: list[Hit], lead: float | None, dense: float | None = None) -> Hit | None:
     """The one of the ``close`` candidates whose best question the message says at least ``lead`` more of
     (``q_backward``, bot/search/agreement.py) than of each other's, and which covers no less of the message than
-    they do (``q_forward``); None when none does (always when ``lead`` is None)."""
+    they do (``q_forward``), nor has a rival whose question the dense side finds ``dense`` closer (:func:`_outmeant`);
+    None when none does (always when ``lead`` is None)."""
     if lead is None:
         return None
     said = sorted(close, key=lambda h: -h.signals.get("q_backward", 0.0))
     first, *others = ((h.signals.get("q_backward", 0.0), h.signals.get("q_forward", 0.0)) for h in said)
     if first[0] - others[0][0] < lead or any(first[1] < forward for _, forward in others):
         return None
-    return said[0]
+    return None if _outmeant(said[0], said[1:], dense) else said[0]
+
+
+def _outmeant(hit: Hit, others: list[Hit], lead: float | None) -> bool:
+    """True when the dense side finds the question of one of ``others`` in the same language as ``hit``'s at least
+    ``lead`` closer to the message (signal ``question``); False without ``lead`` or a dense side."""
+    if lead is None or "question" not in hit.signals:
+        return False
+    # a pair in two languages is scored by the multilingual side alone (bot/search/hybrid.py): its cosine runs lower
+    language = hit.signals.get(CROSS_LANGUAGE, 0.0)
+    return any(
+        o.signals.get("question", 0.0) - hit.signals["question"] >= lead
+        for o in others
+        if o.signals.get(CROSS_LANGUAGE, 0.0) == language
+    )
 
 
 def _meant_more(close: list[Hit], lead: float | None) -> Hit | None:
@@ -51,8 +67,9 @@ def _meant_more(close: list[Hit], lead: float | None) -> Hit | None:
 
 
 def _settled(close: list[Hit], cutoffs: Cutoffs) -> Hit | None:
-    """The close candidate a tie is settled for, without asking (:func:`_said_more`, else :func:`_meant_more`)."""
-    return _said_more(close, cutoffs.settle) or _meant_more(close, cutoffs.settle_dense)
+    """The close candidate a tie is settled for, without asking (:func:`_said_more`, else :func:`_meant_more`): one
+    side of agreement leads clearly and the other does not say otherwise."""
+    return _said_more(close, cutoffs.settle, cutoffs.settle_dense) or _meant_more(close, cutoffs.settle_dense)
 
 
 class ClarifyStep:
