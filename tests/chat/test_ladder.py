@@ -165,12 +165,14 @@ def test_a_tie_whose_one_question_the_dense_side_finds_clearly_closer_is_answere
     write_knowledge(kb_dir, CAMPUS)
     settings = replace(replace(settings, "retrieval.mode", "hybrid"), "retrieval.dense.encoder", "e5")
 
-    def decided(message: str, settle_dense: float | None):
-        # both passing candidates within the wide margin: a tie unless one is settled
-        cutoffs = CutoffSettings(answer=0.8, clarify=0.1, settle_dense=settle_dense)
-        return build_bot(with_thresholds(settings, "hybrid-e5", cutoffs)).answer(message)
+    bot = build_bot(settings)
 
-    hits, _ = build_bot(settings).retrieve("北校园都有哪些院系")
+    def decided(message: str, settle_dense: float | None):
+        # both passing candidates within the wide margin: a tie unless one is settled (same index, other cutoffs)
+        cutoffs = CutoffSettings(answer=0.8, clarify=0.1, settle_dense=settle_dense)
+        return build_bot(with_thresholds(settings, "hybrid-e5", cutoffs), index=bot.index, load=False).answer(message)
+
+    hits, _ = bot.retrieve("北校园都有哪些院系")
     faculties, canteen = (next(h.signals for h in hits if h.entry.id == f"faq:{k}") for k in ("faculties", "canteen"))
     assert faculties["question"] - canteen["question"] >= 0.03  # the dense side finds 院系设置 closer ...
     assert all(faculties[w] >= canteen[w] for w in ("q_forward", "q_backward"))  # ... and no word says otherwise
@@ -179,7 +181,7 @@ def test_a_tie_whose_one_question_the_dense_side_finds_clearly_closer_is_answere
         assert answer.decision is decision, settle_dense
         assert decision is not Decision.ANSWER or answer.hits[0].entry.id == "faq:faculties"
     # 院系设置 is closer to 学院 too, but the message says more of 北校园学一食堂 (q_backward): asked
-    hits, _ = build_bot(settings).retrieve("北校园有哪些学院")
+    hits, _ = bot.retrieve("北校园有哪些学院")
     faculties, canteen = (next(h.signals for h in hits if h.entry.id == f"faq:{k}") for k in ("faculties", "canteen"))
     assert faculties["question"] - canteen["question"] >= 0.02 and faculties["q_backward"] < canteen["q_backward"]
     assert decided("北校园有哪些学院", 0.02).decision is Decision.CLARIFY
