@@ -51,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         main_cutoffs = MAIN_CUTOFFS.get(system, shipped)
         earlier = BEFORE_CUTOFFS.get(system, shipped)
         weighted = [rescored(c, AgreementWeights(**BEFORE_AGREEMENT.get(system, {}))) for c in cases]
-        for label, answer, margin, settle, replayed in (
-            ("today", TODAY_ANSWER.get(system, shipped.answer), None, None, before),
-            ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, None, before),
-            ("ladder (before)", earlier.answer, earlier.clarify, earlier.settle, weighted),
-            ("**ladder (new)**", shipped.answer, shipped.clarify, shipped.settle, cases),
+        for label, answer, margin, settle, dense, replayed in (
+            ("today", TODAY_ANSWER.get(system, shipped.answer), None, None, None, before),
+            ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, None, None, before),
+            ("ladder (before)", earlier.answer, earlier.clarify, earlier.settle, earlier.settle_dense, weighted),
+            ("**ladder (new)**", shipped.answer, shipped.clarify, shipped.settle, shipped.settle_dense, cases),
         ):
             # the rungs' own rules (every LCQMC question has a gold entry)
-            o = replay(replayed, answer, margin, None, settle)
+            o = replay(replayed, answer, margin, None, settle, dense)
             answered = o.right + o.wrong
             lines.append(
                 f"| {system} | {label} | {answer:g} | {'off' if margin is None else f'{margin:g}'} | {answered / n:.3f} "
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         "are of all questions; *today* = the answer thresholds shipped before the ladder, no clarify; *ladder "
         "(main)* = main's ladder thresholds on the relevance before agreement; *ladder (before)* = the thresholds "
         "and agreement weights shipped before the decisions were sharpened (main f41edd5), replayed from the same "
-        "hits' signals; *ladder (new)* = the shipped thresholds (with the clarify margin's `settle` lead where one "
-        "is shipped) and agreement (`retrieval.agreement`), same retrieval run. The sparse *today* row uses today's "
+        "hits' signals; *ladder (new)* = the shipped thresholds (with the clarify margin's `settle` leads where "
+        "shipped) and agreement (`retrieval.agreement`), same retrieval run. The sparse *today* row uses today's "
         "relevance rule only through the threshold (its relevance now follows the BM25 ranking)."
     )
     return publish("ladder-lcqmc", "The decision ladder on LCQMC", intro, lines, write=not args.no_write)

@@ -111,6 +111,7 @@ class Cutoffs:
         None  # standing in for another mode: answer only this far above ``answer`` (None: as usual)
     )
     settle: float | None = None  # a close candidate whose question the message says this much more of answers
+    settle_dense: float | None = None  # ... or whose question the dense side finds this much closer (no fewer words)
 
     def standing_in(self) -> Cutoffs:
         """The cutoffs while this system stands in for a mode whose index is not ready: a hit answers only from
@@ -170,6 +171,7 @@ class Cutoffs:
             "unsure": self.unsure,
             "stand_in": self.stand_in,
             "settle": self.settle,
+            "settle_dense": self.settle_dense,
         }
 
 

@@ -132,8 +132,14 @@ class CutoffSettings(Strict):
     never."""
     settle: float | None = Field(default=None, ge=0.0, le=1.0)
     """Candidates within ``clarify`` of each other are not asked about when the message says at least this much more
-    of one's best question (its share of that question's word weight, signal ``q_backward``) than of each other's:
-    that one answers; null = always ask."""
+    of one's best question (its share of that question's word weight, signal ``q_backward``) than of each other's
+    and no rival in the same language has a question the dense side finds ``settle_dense`` closer: that one answers;
+    null = always ask."""
+    settle_dense: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Candidates within ``clarify`` of each other are not asked about when the dense side finds one's best question
+    at least this much closer to the message than each other's (its cosine, signal ``question``) and the message
+    says no less of that question both ways (``q_forward`` and ``q_backward``): that one answers; null = always ask
+    (a system without a dense side never settles this way)."""
     confirm: float | None = Field(default=None, ge=0.0, le=1.0)
     """Candidates at most this far below ``answer`` are offered: one as "您是想问「X」吗？", several as "我不太确定，
     您是想问：" and their questions; null = never."""

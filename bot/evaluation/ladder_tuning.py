@@ -30,6 +30,7 @@ import numpy as np
 
 from bot.config.retrieval import AgreementWeights
 from bot.search.agreement import adjusted
+from bot.search.language import CROSS_LANGUAGE
 
 ASK_COST = 0.35  # a question asked back costs the user a click: about a third of a wrong answer
 BLIND_ASK_COST = 0.6  # asked back with no right option: a click, then still no answer
@@ -122,15 +123,21 @@ class _Table:
         self.gold = np.zeros((len(cases), width), dtype=bool)
         self.said = np.zeros((len(cases), width))  # each candidate's q_backward (0 without signals)
         self.covered = np.zeros((len(cases), width))  # and its q_forward
+        self.meant = np.full((len(cases), width), np.nan)  # and its question cosine (NaN without a dense side)
+        self.across = np.zeros((len(cases), width))  # and whether it is in another language than the message
         for row, case in enumerate(cases):
             said = {i: s.get("q_backward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
             covered = {i: s.get("q_forward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
+            meant = {i: s.get("question", np.nan) for (i, _), s in zip(case.hits, case.signals)}
+            across = {i: s.get(CROSS_LANGUAGE, 0.0) for (i, _), s in zip(case.hits, case.signals)}
             hits = sorted(dict(reversed(case.hits)).items(), key=lambda h: -h[1])  # one per entry, its best
             for col, (entry_id, relevance) in enumerate(hits):
                 self.relevance[row, col] = relevance
                 self.gold[row, col] = entry_id in case.gold
                 self.said[row, col] = said.get(entry_id, 0.0)
                 self.covered[row, col] = covered.get(entry_id, 0.0)
+                self.meant[row, col] = meant.get(entry_id, np.nan)
+                self.across[row, col] = across.get(entry_id, 0.0)
         self.answerable = np.array([bool(c.gold) for c in cases], dtype=bool)
         width = self.relevance.shape[1]
         # any gold among the first k candidates, for k = 0 .. width
@@ -142,7 +149,12 @@ class _Table:
         self.total = len(cases)
 
     def outcome(
-        self, answer: float, margin: float | None, band: float | None, settle: float | None = None
+        self,
+        answer: float,
+        margin: float | None,
+        band: float | None,
+        settle: float | None = None,
+        settle_dense: float | None = None,
     ) -> LadderOutcome:
         """The rungs' decisions with these thresholds (None: that rung off)."""
         rows = np.arange(self.total)
@@ -162,8 +174,28 @@ class _Table:
             # ... and it covers no less of the message than any other close candidate
             covers = (np.where(within, self.covered, -np.inf) <= self.covered[rows, ranked[:, 0]][:, None]).all(axis=1)
             settled = clarify & (lead >= settle) & covers
+            if settle_dense is not None:
+                # ... nor has a rival in its language whose question the dense side finds clearly closer
+                first = ranked[:, 0]
+                same = within & (self.across == self.across[rows, first][:, None])
+                with np.errstate(invalid="ignore"):
+                    closer = np.nan_to_num(self.meant - self.meant[rows, first][:, None], nan=-np.inf) >= settle_dense
+                settled &= ~(same & closer).any(axis=1)
             chosen = np.where(settled, ranked[:, 0], 0)
             clarify = clarify & ~settled
+        if settle_dense is not None and margin is not None and self.meant.shape[1] > 1:
+            # ... else the one the dense side finds clearly closer, whose question the message says no less of both ways
+            dense = (~within | ~np.isnan(self.meant)).all(axis=1)  # every close candidate has a dense side
+            meant = np.where(within & ~np.isnan(self.meant), self.meant, -np.inf)
+            ranked = np.argsort(-meant, axis=1, kind="stable")
+            with np.errstate(invalid="ignore"):
+                lead = meant[rows, ranked[:, 0]] - meant[rows, ranked[:, 1]]
+            no_less = np.ones(self.total, dtype=bool)
+            for words in (self.covered, self.said):
+                no_less &= (np.where(within, words, -np.inf) <= words[rows, ranked[:, 0]][:, None]).all(axis=1)
+            closer = clarify & dense & (lead >= settle_dense) & no_less
+            chosen = np.where(closer, ranked[:, 0], chosen)
+            clarify = clarify & ~closer
         direct = answering & ~clarify
         right_answers = direct & self.gold[rows, chosen]
         if band is not None:
@@ -190,11 +222,18 @@ class _Table:
 
 
 def replay(
-    cases: Sequence[Case], answer: float, margin: float | None, band: float | None, settle: float | None = None
+    cases: Sequence[Case],
+    answer: float,
+    margin: float | None,
+    band: float | None,
+    settle: float | None = None,
+    settle_dense: float | None = None,
 ) -> LadderOutcome:
     """The rungs' decisions on ``cases`` with these thresholds (None: that rung off); ``settle`` answers a tie
-    whose one candidate's question the message says that much more of (``q_backward`` in the cases' signals)."""
-    return _Table(cases).outcome(answer, margin, band, settle)
+    whose one candidate's question the message says that much more of (``q_backward`` in the cases' signals),
+    ``settle_dense`` one whose question the dense side finds that much closer (``question``) and the message says
+    no less of both ways."""
+    return _Table(cases).outcome(answer, margin, band, settle, settle_dense)
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:

@@ -9,7 +9,7 @@ from bot.config.retrieval import AgreementWeights
 from bot.knowledge.filters import EntryFilter
 from bot.search.agreement import ACROSS, adjusted
 from bot.search.base import Composite, Hit, ModeSearcher, Searcher, rescored, top_within
-from bot.search.hybrid import CROSS_LANGUAGE
+from bot.search.language import CROSS_LANGUAGE
 from bot.search.relevance import SparseSearcher
 
 BASE_SIGNAL = "base"  # a hit's relevance before agreement (what calibrate replays other weights from)

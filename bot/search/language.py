@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+CROSS_LANGUAGE = "cross_language"  # the signal of a pair scored by the dense side alone (two languages)
 LANGUAGE_CACHE = 65_536  # texts whose language is remembered: hybrid asks it of every candidate of every search
 
 

@@ -60,6 +60,7 @@ def test_answer_carries_sources_strategy_mode_and_thresholds(sparse_url):
         "unsure": None,
         "stand_in": None,
         "settle": None,
+        "settle_dense": None,
     }
     assert extra["decision"] == "answer" and extra["options"] == []
     best = extra["sources"][0]

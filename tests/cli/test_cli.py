@@ -39,6 +39,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "unsure": 0.15,
         "stand_in": 0.2,
         "settle": None,
+        "settle_dense": None,
     }
     assert out["decision"] == "answer" and out["options"] == []
     best = out["hits"][0]

@@ -178,6 +178,7 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
         "unsure": None,
         "stand_in": 0.2,
         "settle": None,
+        "settle_dense": None,
     }
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
     assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0

@@ -6,6 +6,7 @@ import pytest
 
 from bot.evaluation.calibration import calibrate
 from bot.evaluation.ladder_tuning import MAX_ASKED, Case, replay, tune
+from bot.search.language import CROSS_LANGUAGE
 
 pytestmark = pytest.mark.unit
 
@@ -51,6 +52,43 @@ def test_a_tie_is_settled_for_the_candidate_whose_question_the_message_says_clea
     assert replay([TIE], 0.8, 0.005, None, settle=0.3).clarified == 1  # no signals: no lead
     wider = Case(second.hits, second.gold, ({"q_backward": 0.1, "q_forward": 0.5}, {"q_backward": 0.6}))
     assert replay([wider], 0.8, 0.005, None, settle=0.3).clarified == 1  # the rival covers more of the message
+
+
+def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_clearly_closer_unless_words_say_otherwise():
+    def meant(gold: str, *hits: tuple[str, float, dict[str, float]]) -> Case:
+        return Case(tuple((i, r) for i, r, _ in hits), frozenset({gold}), tuple(s for *_, s in hits))
+
+    words = {"q_forward": 0.3, "q_backward": 0.3}
+    closer = meant("b", ("a", 0.900, {**words, "question": 0.90}), ("b", 0.898, {**words, "question": 0.93}))
+    settled = replay([closer], 0.8, 0.005, None, settle_dense=0.02)
+    assert (settled.right, settled.wrong, settled.clarified) == (1, 0, 0)  # the gold one, ranked second, answers
+    assert replay([closer], 0.8, 0.005, None, settle_dense=0.05).clarified == 1  # a lead below it: still asked
+    assert replay([closer], 0.8, 0.005, None).clarified == 1  # off: every tie is asked
+    # the message says less of the closer one's question (backward), or it covers less of the message (forward)
+    for side in ("q_backward", "q_forward"):
+        fewer = meant(
+            "b", ("a", 0.900, {**words, "question": 0.90}), ("b", 0.898, {**words, side: 0.2, "question": 0.93})
+        )
+        assert replay([fewer], 0.8, 0.005, None, settle_dense=0.02).clarified == 1, side
+    # a candidate without a dense side (no ``question`` signal): nothing to compare, asked
+    blind = meant("b", ("a", 0.900, words), ("b", 0.898, {**words, "question": 0.93}))
+    assert replay([blind], 0.8, 0.005, None, settle_dense=0.02).clarified == 1
+
+
+def test_a_tie_the_message_says_more_of_is_asked_when_the_dense_side_finds_a_rival_clearly_closer():
+    def hits(rival: dict[str, float]) -> Case:
+        said = {"q_forward": 0.3, "q_backward": 0.7, "question": 0.90}
+        return Case(
+            (("a", 0.900), ("b", 0.898)), frozenset({"a"}), (said, {"q_forward": 0.3, "q_backward": 0.2, **rival})
+        )
+
+    closer = hits({"question": 0.93})
+    assert replay([closer], 0.8, 0.005, None, settle=0.3).right == 1  # words alone settle it
+    assert replay([closer], 0.8, 0.005, None, settle=0.3, settle_dense=0.02).clarified == 1  # the dense side disagrees
+    assert replay([closer], 0.8, 0.005, None, settle=0.3, settle_dense=0.05).right == 1  # not clearly enough
+    # a rival in another language than the message is scored by the dense side alone: its cosine is not compared
+    across = hits({"question": 0.93, CROSS_LANGUAGE: 1.0})
+    assert replay([across], 0.8, 0.005, None, settle=0.3, settle_dense=0.02).right == 1
 
 
 def test_a_fallback_costs_less_when_its_did_you_mean_holds_the_gold_entry():

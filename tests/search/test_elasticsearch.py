@@ -376,6 +376,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
         "unsure": 0.15,
         "stand_in": 0.2,
         "settle": None,
+        "settle_dense": None,
     }
     assert out["hits"][0]["relevance"] == 1.0 and out["hits"][0]["signals"]["coverage"] == 1.0
     searched = run("search", "图书馆几点开放")

@@ -64,11 +64,6 @@ class Turn:
             self._retrieval = self._search(self)
         return self._retrieval
 
-    def prefer(self, hit: Hit) -> None:
-        """Put ``hit`` first among the passing hits (a rung settled a near tie in its favour)."""
-        found = self.retrieved()
-        self._retrieval = dataclasses.replace(found, passed=[hit, *(h for h in found.passed if h is not hit)])
-
     def replace(self, **changes: Any) -> Answer:
         """``base`` with ``changes`` (and remembered as the new base)."""
         self.base = dataclasses.replace(self.base, **changes)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from bot.chat.answer import Answer, Option, Strategy
+from bot.chat.answer import Answer, Cutoffs, Option, Strategy
 from bot.chat.generate import finish
 from bot.chat.offers import clarify_text, confirm_text, squeeze
 from bot.chat.respond import Responder
-from bot.chat.steps.base import Turn
+from bot.chat.steps.base import Retrieval, Turn
 from bot.config.base import default_of
 from bot.config.ladder import LadderSettings
 from bot.search.base import Hit
+from bot.search.language import CROSS_LANGUAGE
 from bot.texts import UNSURE_HEAD
 
 
@@ -21,23 +23,93 @@ def _asked_verbatim(question: str, hit: Hit) -> bool:
     return any(squeeze(q) == said for q in (hit.entry.query, *hit.entry.questions))
 
 
-def _settled(close: list[Hit], lead: float | None) -> Hit | None:
+def _said_more(close: list[Hit], lead: float | None, dense: float | None = None) -> Hit | None:
     """The one of the ``close`` candidates whose best question the message says at least ``lead`` more of
     (``q_backward``, bot/search/agreement.py) than of each other's, and which covers no less of the message than
-    they do (``q_forward``); None when none does (always when ``lead`` is None)."""
+    they do (``q_forward``), nor has a rival whose question the dense side finds ``dense`` closer (:func:`_outmeant`);
+    None when none does (always when ``lead`` is None)."""
     if lead is None:
         return None
     said = sorted(close, key=lambda h: -h.signals.get("q_backward", 0.0))
     first, *others = ((h.signals.get("q_backward", 0.0), h.signals.get("q_forward", 0.0)) for h in said)
     if first[0] - others[0][0] < lead or any(first[1] < forward for _, forward in others):
         return None
-    return said[0]
+    return None if _outmeant(said[0], said[1:], dense) else said[0]
+
+
+def _outmeant(hit: Hit, others: list[Hit], lead: float | None) -> bool:
+    """True when the dense side finds the question of one of ``others`` in the same language as ``hit``'s at least
+    ``lead`` closer to the message (signal ``question``); False without ``lead`` or a dense side."""
+    if lead is None or "question" not in hit.signals:
+        return False
+    # a pair in two languages is scored by the multilingual side alone (bot/search/hybrid.py): its cosine runs lower
+    language = hit.signals.get(CROSS_LANGUAGE, 0.0)
+    return any(
+        o.signals.get("question", 0.0) - hit.signals["question"] >= lead
+        for o in others
+        if o.signals.get(CROSS_LANGUAGE, 0.0) == language
+    )
+
+
+def _meant_more(close: list[Hit], lead: float | None) -> Hit | None:
+    """The one of the ``close`` candidates whose best question the dense side finds at least ``lead`` closer to the
+    message (its cosine, signal ``question``) than each other's, and whose question the message says no less of
+    both ways (``q_forward`` and ``q_backward`` at least each other's); None when none does (always when ``lead`` is
+    None or a candidate has no dense side)."""
+    if lead is None or any("question" not in h.signals for h in close):
+        return None
+    first, *others = sorted(close, key=lambda h: -h.signals["question"])
+    if first.signals["question"] - others[0].signals["question"] < lead:
+        return None
+    words = ("q_forward", "q_backward")
+    if any(first.signals.get(w, 0.0) < other.signals.get(w, 0.0) for other in others for w in words):
+        return None
+    return first
+
+
+def _settled(close: list[Hit], cutoffs: Cutoffs) -> Hit | None:
+    """The close candidate a tie is settled for, without asking (:func:`_said_more`, else :func:`_meant_more`): one
+    side of agreement leads clearly and the other does not say otherwise."""
+    return _said_more(close, cutoffs.settle, cutoffs.settle_dense) or _meant_more(close, cutoffs.settle_dense)
+
+
+@dataclass(frozen=True)
+class Tie:
+    """Passing candidates the top one does not clearly beat: the passing candidates (one per question, best first),
+    those within the clarify margin of the top one (at least two), and the one a lead settles the tie for (None: the
+    visitor is asked)."""
+
+    passing: tuple[Hit, ...]
+    close: tuple[Hit, ...]
+    settled: Hit | None
+
+
+def _question(hit: Hit) -> str:
+    """The entry's question as an option shows it (whitespace runs as one space); one option per question."""
+    return " ".join(hit.entry.query.split())
+
+
+def tie_of(found: Retrieval, message: str) -> Tie | None:
+    """The tie among ``found``'s passing candidates; None when there is none (no clarify margin, fewer than two
+    candidates within it, a split message, or ``message`` is the top entry's own question)."""
+    margin = found.cutoffs.clarify
+    if margin is None or len(found.passed) < 2 or found.parts or _asked_verbatim(message, found.passed[0]):
+        return None
+    top = found.passed[0].relevance
+    passing: dict[str, Hit] = {}
+    for hit in found.passed:
+        passing.setdefault(_question(hit), hit)
+    close = [h for h in passing.values() if top - h.relevance <= margin]
+    if len(close) < 2:
+        return None
+    return Tie(tuple(passing.values()), tuple(close), _settled(close, found.cutoffs))
 
 
 class ClarifyStep:
     """The top two passing candidates within the calibrated margin: ask which one is meant, offering the passing
-    candidates up to ``max_options`` — unless the message says clearly more of one's question (``settle``): that one
-    is put first and the answer rung answers from it."""
+    candidates up to ``max_options`` — unless the message says clearly more of one's question (``settle``), or the
+    dense side finds one's question clearly closer and the message says no less of it (``settle_dense``): then it
+    passes and the answer rung answers from that one (:func:`tie_of`)."""
 
     name = "clarify"
 
@@ -46,26 +118,13 @@ class ClarifyStep:
 
     def run(self, turn: Turn) -> Iterator[Answer]:
         """Offer the close candidates' questions as numbered options."""
-        found = turn.retrieved()
-        margin = found.cutoffs.clarify
-        if margin is None or len(found.passed) < 2 or found.parts or _asked_verbatim(turn.search_text, found.passed[0]):
-            return
-        top = found.passed[0].relevance
-        close: dict[str, Hit] = {}
-        for hit in found.passed:
-            close.setdefault(" ".join(hit.entry.query.split()), hit)
-        within = [h for h in close.values() if top - h.relevance <= margin]
-        if len(within) < 2:
-            return
-        settled = _settled(within, found.cutoffs.settle)
-        if settled is not None:
-            turn.prefer(settled)  # the answer rung answers from it
+        tie = tie_of(turn.retrieved(), turn.search_text)
+        if tie is None or tie.settled is not None:
             return
         # The margin decides whether to ask; once asking, every passing candidate up to max_options is offered:
         # when the top two tie the ranking below them is no surer (sysu: the gold of "学一食堂电话" came third, 0.01
         # under two tied look-alikes).
-        close = dict(list(close.items())[: self.max_options])
-        options = tuple(Option(h.entry.id, q) for q, h in close.items())
+        options = tuple(Option(h.entry.id, _question(h)) for h in tie.passing[: self.max_options])
         answer = turn.replace(
             text=clarify_text([o.question for o in options]), strategy=Strategy.CLARIFY, options=options
         )
@@ -73,7 +132,8 @@ class ClarifyStep:
 
 
 class AnswerStep:
-    """Answer from the passing hits (the LLM over them, or the retrieval-only text)."""
+    """Answer from the passing hits (the LLM over them, or the retrieval-only text), the one a settled tie chose
+    first (:func:`tie_of`)."""
 
     name = "answer"
 
@@ -83,8 +143,12 @@ class AnswerStep:
     def run(self, turn: Turn) -> Iterator[Answer]:
         """Answer when a hit passes; an LLM reply that declines to answer is a miss and passes."""
         found = turn.retrieved()
-        if found.passed:
-            yield from answer_from(self.responder, turn, turn.replace(hits=found.passed))
+        if not found.passed:
+            return
+        tie = tie_of(found, turn.search_text)
+        chosen = tie.settled if tie is not None else None
+        hits = found.passed if chosen is None else [chosen, *(h for h in found.passed if h is not chosen)]
+        yield from answer_from(self.responder, turn, turn.replace(hits=hits))
 
 
 def answer_from(responder: Responder, turn: Turn, base: Answer) -> Iterator[Answer]:
