@@ -20,10 +20,8 @@ from __future__ import annotations
 
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Composite, DenseRetriever, Hit, Searcher
-from bot.search.language import language_of
+from bot.search.language import CROSS_LANGUAGE, language_of
 from bot.search.relevance import SparseSearcher
-
-CROSS_LANGUAGE = "cross_language"  # the signal of a pair scored by the dense side alone (two languages)
 
 
 class HybridSearcher(Composite):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 LANGUAGE_CACHE = 65_536  # texts whose language is remembered: hybrid asks it of every candidate of every search
+CROSS_LANGUAGE = "cross_language"  # the signal of a candidate whose question is in another language than the message
 
 
 def _is_cjk(ch: str) -> bool:
