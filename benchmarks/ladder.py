@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the sets and modes asked for, print the table, and (unless --no-write) update BENCHMARKS.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default="sysu,starter")
-    parser.add_argument("--modes", default="sparse,hybrid-e5")
+    parser.add_argument("--modes", default="sparse,hybrid-e5,dense-e5")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--quick", action="store_true", help="sparse only")
     args = parser.parse_args(argv)
