@@ -28,7 +28,7 @@ from bot.search.agreement import (
     reshaped,
     specifics,
 )
-from bot.search.base import dense_leaf
+from bot.search.base import Searcher, dense_leaf
 from bot.search.hybrid import HybridSearcher
 from bot.search.language import CROSS_LANGUAGE
 from bot.search.relevance import SparseSearcher
@@ -356,7 +356,7 @@ def test_the_dense_mode_ranks_its_candidates_again_by_agreement(settings, kb_dir
     # all weights 0: the FAISS index's own ranking and relevance
     plain = build_bot(dense_settings(settings)).index.searcher("dense")
     leaf = dense_leaf(plain)
-    assert leaf is not None
+    assert isinstance(leaf, Searcher)
     for asked in ("2022年物理类分数线多少", "校歌"):
         assert [(h.entry.id, h.relevance) for h in plain.search(asked, 5)] == [
             (h.entry.id, h.relevance) for h in leaf.search(asked, 5)
