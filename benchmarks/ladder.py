@@ -1,6 +1,6 @@
 """The decision ladder on visitor-style messages, beside today's chain — one run, one BENCHMARKS.md section.
 
-    .venv/bin/python -m benchmarks.ladder [--sets sysu,starter] [--modes sparse,hybrid-e5] [--no-write]
+    .venv/bin/python -m benchmarks.ladder [--sets sysu,starter] [--modes sparse,hybrid-e5,dense-e5] [--no-write]
 
 Messages: benchmarks/data/ladder_sysu.jsonl (over ../shared/data/sysu, or $KBBOT_DATA; skipped when absent) and
 ladder_starter.jsonl (over knowledge/), each answerable, unanswerable, chit-chat, hand-off and look-alike messages
@@ -49,17 +49,24 @@ from tests.support.knowledge import with_agreement, with_cutoffs, with_threshold
 
 STATE = ROOT / ".state" / "bench" / "ladder"
 # The answer thresholds shipped before the ladder (best F1 over four knowledge bases): today's chain.
-TODAY_ANSWER = {"sparse": 0.34, "hybrid-e5": 0.81, "hybrid-openai": 0.81}
+TODAY_ANSWER = {"sparse": 0.34, "hybrid-e5": 0.81, "hybrid-openai": 0.81, "dense-e5": 0.87}
 # The ladder's cutoffs shipped before agreement (main d09645f): the "ladder (main)" rows.
-MAIN_CUTOFFS = {"sparse": CutoffSettings(answer=0.49), "hybrid-e5": CutoffSettings(answer=0.838, clarify=0.005)}
+MAIN_CUTOFFS = {
+    "sparse": CutoffSettings(answer=0.49),
+    "hybrid-e5": CutoffSettings(answer=0.838, clarify=0.005),
+    "dense-e5": CutoffSettings(answer=0.87),
+}
 # The cutoffs and agreement weights shipped with agreement, before the decisions were sharpened (main f41edd5).
 BEFORE_CUTOFFS = {
     "sparse": CutoffSettings(answer=0.47, clarify=0.0, unsure=0.15, stand_in=0.2),
     "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, unsure=0.01, stand_in=0.06),
+    # dense-e5 had no agreement and only its answer threshold until main e0e71c3
+    "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
 }
-BEFORE_AGREEMENT = {
+BEFORE_AGREEMENT: dict[str, dict[str, float]] = {
     "sparse": {"backward": 0.03, "conflict": 0.3, "other": 0.06, "missing": 0.02},
     "hybrid-e5": {"conflict": 0.1, "other": 0.15, "missing": 0.02, "added": 0.05},
+    "dense-e5": {},
 }
 
 
@@ -129,10 +136,11 @@ def as_before(settings: Settings) -> Settings:
 
 
 def shipped_values() -> str:
-    """The shipped cutoffs and agreement weights of sparse and hybrid-e5, as the section's text names them."""
+    """The shipped cutoffs and agreement weights of sparse, hybrid-e5 and dense-e5, as the section's text names
+    them."""
     retrieval = load_settings(ROOT / "config.yaml").retrieval
     parts = []
-    for system in ("sparse", "hybrid-e5"):
+    for system in ("sparse", "hybrid-e5", "dense-e5"):
         c, w = retrieval.thresholds[system], retrieval.agreement[system]
         cuts = ", ".join(f"{k} {v:g}" for k, v in c.model_dump().items() if v is not None and k != "stand_in")
         weights = ", ".join(f"{k} {v:g}" for k, v in w.model_dump().items() if v)
@@ -141,8 +149,8 @@ def shipped_values() -> str:
 
 
 def as_main(settings: Settings) -> Settings:
-    """``settings`` as main shipped them before agreement: its thresholds for sparse and hybrid-e5, no agreement,
-    hybrid fusing words for a message in any language."""
+    """``settings`` as main shipped them before agreement: its thresholds for sparse, hybrid-e5 and dense-e5, no
+    agreement, hybrid fusing words for a message in any language."""
     for system, cutoffs in MAIN_CUTOFFS.items():
         settings = with_agreement(with_thresholds(settings, system, cutoffs), system)
     return replace(settings, "retrieval.hybrid.language_aware", False)
@@ -314,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the sets and modes asked for, print the table, and (unless --no-write) update BENCHMARKS.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default="sysu,starter")
-    parser.add_argument("--modes", default="sparse,hybrid-e5")
+    parser.add_argument("--modes", default="sparse,hybrid-e5,dense-e5")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--quick", action="store_true", help="sparse only")
     args = parser.parse_args(argv)
@@ -342,12 +350,13 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"`python -m benchmarks.ladder` — messages: {counts}. Retrieval-only (no LLM). *today* answers the top "
             "passing hit or falls back, at the answer thresholds shipped before the ladder (sparse 0.34, hybrid-e5 "
-            "0.81), no agreement; *+ hand-off + chit-chat* puts the two matchers in front of it; *ladder (main)* is "
+            "0.81, dense-e5 0.87), no agreement; *+ hand-off + chit-chat* puts the two matchers in front of it; *ladder (main)* is "
             "the bot's own `Answer.decision` as main shipped it (sparse 0.49; hybrid-e5 answer 0.838, clarify 0.005; "
-            "no agreement, words fused for English too); *ladder (before)* is the ladder with agreement as shipped "
+            "dense-e5 0.87; no agreement, words fused for English too); *ladder (before)* is the ladder with agreement as shipped "
             "before the decisions were sharpened (main f41edd5: sparse 0.47, clarify 0, unsure 0.15, agreement "
             "backward 0.03, conflict 0.3, other 0.06, missing 0.02; hybrid-e5 0.83, clarify 0.005, unsure 0.01, "
-            "agreement conflict 0.1, other 0.15, missing 0.02, added 0.05); *ladder (new)* is the bot as shipped "
+            "agreement conflict 0.1, other 0.15, missing 0.02, added 0.05; dense-e5 0.87, no agreement until main "
+            "e0e71c3); *ladder (new)* is the bot as shipped "
             f"now: {shipped_values()}; tuned on the tuning messages (benchmarks/data/tune_*.jsonl) and the train "
             "split only. Same run, same index for every chain. "
             "Wrong = answered from a non-gold entry or answered at all when nothing should be; right = answered "

@@ -57,7 +57,8 @@ def settings(tmp_path: Path, kb_dir: Path, monkeypatch, jieba_cache) -> Settings
     s = replace(s, "knowledge.path", str(kb_dir))
     s = replace(s, "state_dir", str(tmp_path / "state"))
     s = replace(s, "retrieval.mode", "sparse")
-    s = with_agreement(s, "sparse")  # tuned like the thresholds: tests of agreement turn it on themselves
+    # tuned like the thresholds: tests of agreement turn it on themselves
+    s = with_agreement(with_agreement(s, "sparse"), "dense-e5")
     shutil.copytree(jieba_cache, tmp_path / "state" / "jieba")
     return s
 

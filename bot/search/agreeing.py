@@ -9,7 +9,7 @@ from bot.config.retrieval import AgreementWeights
 from bot.knowledge.filters import EntryFilter
 from bot.search.agreement import ACROSS, adjusted
 from bot.search.base import Composite, Hit, ModeSearcher, Searcher, rescored, top_within
-from bot.search.language import CROSS_LANGUAGE
+from bot.search.language import CROSS_LANGUAGE, language_of
 from bot.search.relevance import SparseSearcher
 
 BASE_SIGNAL = "base"  # a hit's relevance before agreement (what calibrate replays other weights from)
@@ -18,10 +18,11 @@ DEPTH = 20  # candidates scored: a neighbour ranked below the top few can win on
 
 class AgreeingSearcher(Composite):
     """Re-scores ``inner``'s best candidates with the agreement signals the sparse searcher computes (its words,
-    word statistics and synonyms), weighted by ``weights``."""
+    word statistics and synonyms), weighted by ``weights``; with ``languages``, marks each candidate whose question
+    is in another language than the message (signal ``cross_language``, as the hybrid searcher does for its own)."""
 
-    def __init__(self, inner: ModeSearcher, sparse: SparseSearcher, weights: AgreementWeights):
-        self.inner, self.sparse, self.weights = inner, sparse, weights
+    def __init__(self, inner: ModeSearcher, sparse: SparseSearcher, weights: AgreementWeights, languages: bool = False):
+        self.inner, self.sparse, self.weights, self.languages = inner, sparse, weights, languages
         self.name, self.system = inner.name, inner.system
 
     def search(self, query: str, top_k: int, within: EntryFilter | None = None) -> list[Hit]:
@@ -34,21 +35,28 @@ class AgreeingSearcher(Composite):
 
     def _ranked(self, query: str, top_k: int) -> list[Hit]:
         hits = self.inner.search(query, max(top_k, DEPTH))
+        asked = language_of(query) if self.languages else None
+        across = [
+            CROSS_LANGUAGE in h.signals or (asked is not None and language_of(h.entry.query) not in (asked, None))
+            for h in hits
+        ]
         # A candidate in another language than the message, scored by the dense side alone, counts as such only
         # beside rivals in the message's language: when every candidate is in another one there is no rival.
-        mixed = any(CROSS_LANGUAGE not in h.signals for h in hits)
+        mixed = not all(across)
         scored = []
-        for hit, agreement in zip(hits, self.sparse.agreements(query, [h.entry for h in hits])):
+        for hit, other, agreement in zip(hits, across, self.sparse.agreements(query, [h.entry for h in hits])):
             signals = {**hit.signals, BASE_SIGNAL: hit.relevance, **agreement.signals()}
-            if mixed and CROSS_LANGUAGE in hit.signals:
+            if other:
+                signals[CROSS_LANGUAGE] = 1.0
+            if mixed and other:
                 signals[ACROSS] = 1.0
             scored.append(rescored(hit, adjusted(hit.relevance, signals, self.weights), signals))
         scored.sort(key=lambda h: -h.relevance)  # stable: equal relevance keeps the inner order
         return scored[:top_k]
 
     def leaves(self) -> list[Searcher]:
-        """The inner searcher's indexes."""
-        return self.inner.leaves()
+        """The inner searcher's indexes and the sparse one the signals read (a dense mode's too), each once."""
+        return list(dict.fromkeys([*self.inner.leaves(), self.sparse]))
 
     def check(self) -> str | None:
         """Why the inner searcher cannot serve, or None."""

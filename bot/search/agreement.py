@@ -33,6 +33,8 @@ Numbers are years (1924, "22年"), dates (4月7日) and other numbers (401, 第�
 :func:`adjusted` subtracts their weighted sum from a hit's relevance (``named`` adds), with weights chosen per
 retrieval system (``retrieval.agreement``, rewritten by ``python -m bot calibrate --write``); ``AgreeingSearcher``
 applies it to a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
+Nor do words count for an entry whose question is in another language than the message (signal ``cross_language``:
+a stray Latin name shared is no measure of the rest); its numbers and the kind of answer asked still do.
 Two weights reshape the relevance itself before that, for a system whose relevance is word coverage (sparse):
 ``content`` divides it by the content share to that power (the question words no longer count against every entry
 alike), and ``match`` blends in how well the message and the entry's best question match both ways (the harmonic
@@ -50,6 +52,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.config.retrieval import AgreementWeights
+from bot.search.language import CROSS_LANGUAGE
 from bot.search.tokenizer import normalize
 
 YEAR = "year"
@@ -242,8 +245,9 @@ def penalty(signals: Mapping[str, float], weights: AgreementWeights) -> float:
     if "q_forward" not in signals:
         return 0.0
     # An entry that shares no word with the message in its questions or keywords was found by its document (a
-    # passage of a long guide, a title in other words): its questions say nothing about what was asked.
-    words = signals["q_forward"] > 0
+    # passage of a long guide, a title in other words): its questions say nothing about what was asked. Nor do they
+    # in another language than the message (a stray Latin name shared is no measure of the rest).
+    words = signals["q_forward"] > 0 and not signals.get(CROSS_LANGUAGE)
     return (
         words * weights.forward * (1.0 - signals["q_forward"])
         + words * weights.backward * (1.0 - signals["q_backward"])
@@ -266,8 +270,9 @@ def match(signals: Mapping[str, float]) -> float:
 
 def reshaped(relevance: float, signals: Mapping[str, float], weights: AgreementWeights) -> float:
     """``relevance`` divided by the message's content share to the power ``weights.content`` (at most 1), then
-    blended with :func:`match` at ``weights.match``; unchanged when both weights are 0 or the signals are absent."""
-    if "q_forward" not in signals or (not weights.content and not weights.match):
+    blended with :func:`match` at ``weights.match``; unchanged when both weights are 0, the signals are absent or
+    the entry's question is in another language than the message (its words cannot match)."""
+    if "q_forward" not in signals or (not weights.content and not weights.match) or signals.get(CROSS_LANGUAGE):
         return relevance
     content = signals.get("content", 1.0)
     scaled = min(1.0, relevance / content**weights.content) if content > 0 else relevance

@@ -197,11 +197,11 @@ def searcher_factories(
         fused = HybridSearcher(built_sparse(), dense_searcher, weight, h.candidates, h.language_aware)
         return agreeing(fused, built_sparse())
 
-    def agreeing(searcher: ModeSearcher, sparse_searcher: SparseSearcher) -> AgreeingSearcher:
+    def agreeing(searcher: ModeSearcher, sparse_searcher: SparseSearcher, languages: bool = False) -> AgreeingSearcher:
         """``searcher`` re-scored by agreement with its system's weights (``retrieval.agreement``; none: all 0, and
         the hits still carry the signals, which ``calibrate`` replays other weights from)."""
         weights = settings.retrieval.agreement.get(searcher.system, AgreementWeights())
-        return AgreeingSearcher(searcher, sparse_searcher, weights)
+        return AgreeingSearcher(searcher, sparse_searcher, weights, languages)
 
     # Memoised so the hybrid mode wraps the very instances the sparse and dense modes use (one index each).
     built: dict[str, Searcher] = {}
@@ -214,4 +214,10 @@ def searcher_factories(
     def built_dense() -> Searcher:
         return built["dense"] if "dense" in built else built.setdefault("dense", dense())
 
-    return {"sparse": lambda: agreeing(built_sparse(), built_sparse()), "dense": built_dense, "hybrid": hybrid}
+    def dense_mode() -> ModeSearcher:
+        # the dense mode reads its candidates' words from the sparse index, as hybrid does (the hybrid mode shares
+        # the bare dense searcher: it scores the dense side before agreement); an entry in another language than
+        # the message is marked, so that words, which cannot match across languages, do not count against it
+        return agreeing(built_dense(), built_sparse(), languages=True)
+
+    return {"sparse": lambda: agreeing(built_sparse(), built_sparse()), "dense": dense_mode, "hybrid": hybrid}

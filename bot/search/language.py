@@ -6,6 +6,7 @@ from functools import lru_cache
 
 CROSS_LANGUAGE = "cross_language"  # the signal of a pair scored by the dense side alone (two languages)
 LANGUAGE_CACHE = 65_536  # texts whose language is remembered: hybrid asks it of every candidate of every search
+CROSS_LANGUAGE = "cross_language"  # the signal of a candidate whose question is in another language than the message
 
 
 def _is_cjk(ch: str) -> bool:

@@ -196,7 +196,16 @@ class ModeServer:
     def _heal(self, searcher: ModeSearcher | None, exc: BaseException) -> None:
         """A search failed on ``searcher``: its indexes stop serving and are checked (and rebuilt) in the background."""
         if searcher is not None:
-            self.writer.mark_broken(searcher.leaves(), exc)
+            self.writer.mark_broken(self._suspects(searcher), exc)
+
+    def _suspects(self, searcher: ModeSearcher) -> list[Searcher]:
+        """The indexes of ``searcher`` a failed search puts in doubt: all but those that serve another mode on their
+        own and check fine (the sparse index a dense mode reads words from keeps standing in for it)."""
+        leaves = searcher.leaves()
+        with self._lock:
+            alone = {s.leaves()[0] for s in self._searchers.values() if s is not searcher and len(s.leaves()) == 1}
+        spared = [leaf for leaf in leaves if leaf in alone and self.writer.serves(leaf) and leaf.check() is None]
+        return [leaf for leaf in leaves if leaf not in spared] or leaves
 
 
 class ServedSearcher(Composite):

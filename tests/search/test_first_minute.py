@@ -13,7 +13,7 @@ from bot.chat.answer import Cutoffs, Decision
 from bot.config.settings import CutoffSettings
 from bot.config.variants import replace
 from bot.knowledge.entries import Entry
-from bot.search.base import Hit
+from bot.search.base import Hit, dense_leaf
 from bot.search.encoders.cache import EmbeddingCache
 from bot.search.encoders.cached import CachedEncoder
 from bot.search.faiss_searcher import FaissSearcher
@@ -154,11 +154,11 @@ def test_an_index_reopened_after_a_first_build_holds_both_vectors_and_later_edit
     settings = replace(settings, "retrieval.mode", "dense")
     settings = replace(settings, "retrieval.dense.encoder", "e5")
     bot = build_bot(settings)
-    (leaf,) = bot.index.searcher("dense").leaves()
+    leaf = dense_leaf(bot.index.searcher("dense"))  # the dense mode's vectors (its words are in a sparse index)
     assert isinstance(leaf, FaissSearcher) and not leaf.partial
     roles = sorted(role for _, role in leaf._owner.values())
     assert roles.count("question") == roles.count("document") == len(bot.index.units)
     reopened = build_bot(settings)
-    (again,) = reopened.index.searcher("dense").leaves()
+    again = dense_leaf(reopened.index.searcher("dense"))
     assert isinstance(again, FaissSearcher)
     assert sorted(role for _, role in again._owner.values()) == roles and not again.partial

@@ -185,7 +185,9 @@ def test_factory_reuses_the_sparse_and_dense_searchers(settings):
     hybrid = agreeing.inner
     sparse_mode = factories["sparse"]()
     assert isinstance(sparse_mode, AgreeingSearcher) and agreeing.sparse is sparse_mode.inner  # one sparse index
-    assert hybrid.sparse is sparse_mode.inner and hybrid.dense is factories["dense"]()
+    dense_mode = factories["dense"]()  # the dense index, its words read from the same sparse one
+    assert isinstance(dense_mode, AgreeingSearcher) and dense_mode.sparse is sparse_mode.inner
+    assert hybrid.sparse is sparse_mode.inner and hybrid.dense is dense_mode.inner
     assert hybrid.system == "hybrid-e5" and hybrid.sparse_weight == SPARSE_WEIGHT
 
 

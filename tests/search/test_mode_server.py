@@ -163,6 +163,25 @@ def test_a_failing_search_marks_the_indexes_broken_and_another_mode_stands_in_wh
     assert modes.served("dense").notice == HEALING_ALONE
 
 
+def test_a_failing_composite_spares_the_index_that_serves_another_mode_alone_and_checks_fine():
+    writer = FakeWriter()
+    modes = server(writer, background=True)
+    modes.searcher("hybrid")  # the sparse mode is built first: its index serves on its own
+    assert modes.builder.wait_idle(5)
+    writer.serving.update(modes.leaves())
+    sparse, dense = modes.leaves()
+    sparse.check = lambda: None  # type: ignore[method-assign]  # its files are sound
+    dense.fails = SearchBackendError("index file damaged")  # type: ignore[attr-defined]
+    assert modes.served("hybrid").find("问题", 3).failed
+    # the sparse index only read for the failed search: it keeps standing in while the dense one heals
+    assert writer.broken_ones == {dense}
+    assert modes.served("hybrid").name == "tantivy"
+    # an index that fails its own check is in doubt too
+    writer.broken_ones.clear()
+    sparse.check = lambda: "checksum mismatch"  # type: ignore[method-assign]
+    assert modes.served("hybrid").find("问题", 3).failed and writer.broken_ones == {sparse, dense}
+
+
 def test_a_mode_that_cannot_be_built_reports_its_error_until_it_is_tried_again(monkeypatch):
     def broken():
         raise SearchBackendError("Elasticsearch unreachable")
