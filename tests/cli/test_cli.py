@@ -38,7 +38,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "confirm": None,
         "unsure": 0.15,
         "stand_in": 0.2,
-        "settle": None,
+        "settle": 0.1,
         "settle_dense": None,
     }
     assert out["decision"] == "answer" and out["options"] == []

@@ -204,6 +204,7 @@ def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(set
     import numpy as np
 
     from bot.factory import build_tokenizer, searcher_factories
+    from bot.search.base import dense_leaf
     from bot.search.faiss_searcher import FaissSearcher
 
     path = tmp_path / "synonyms.txt"
@@ -211,7 +212,7 @@ def test_dense_searchers_are_given_the_file_and_embed_the_canonical_question(set
     settings = replace(settings, "knowledge.synonyms", str(path))
     settings = replace(settings, "retrieval.dense.encoder", "fasttext")
     settings = replace(settings, "retrieval.dense.synonyms", "append")
-    dense = searcher_factories(settings, build_tokenizer(settings))["dense"]()
+    dense = dense_leaf(searcher_factories(settings, build_tokenizer(settings))["dense"]())
     assert isinstance(dense, FaissSearcher)
     assert dense.synonyms is not None and dense.synonym_mode == "append"
     asked: list[str] = []
