@@ -261,12 +261,13 @@ def train_model(entries: list[Entry], work: Path, tokenizer) -> tuple[Path, floa
     """Train the product's fastText once (FastTextEncoder.prepare, config.yaml parameters); returns its folder."""
     from bot.config.settings import load_settings
     from bot.factory import searcher_factories
+    from bot.search.base import dense_leaf
     from bot.search.faiss_searcher import FaissSearcher
 
     n = min(TRAIN_MAX, len(entries))
     state = work / "model"
     settings = load_settings(write_config(state, work / "unused"))
-    searcher = searcher_factories(settings, tokenizer)["dense"]()
+    searcher = dense_leaf(searcher_factories(settings, tokenizer)["dense"]())  # the FAISS index, bare
     assert isinstance(searcher, FaissSearcher), "retrieval.dense is a FAISS index"
     t = time.perf_counter()
     searcher.encoder.prepare(entries[:n])
@@ -283,13 +284,14 @@ def bench_e5_query(entries: list[Entry], n: int, questions: list[str], repeats: 
 
     from bot.config.settings import load_settings
     from bot.factory import searcher_factories
+    from bot.search.base import dense_leaf
     from bot.search.encoders import E5Encoder
     from bot.search.faiss_searcher import FaissSearcher
 
     config = write_config(state, state / "knowledge")
     settings = load_settings(config)
     settings = replace(settings, "retrieval.dense.encoder", "e5")
-    searcher = searcher_factories(settings, tokenizer)["dense"]()
+    searcher = dense_leaf(searcher_factories(settings, tokenizer)["dense"]())  # the FAISS index, bare
     assert isinstance(searcher, FaissSearcher), "retrieval.dense is a FAISS index"
     encoder = searcher.encoder
     assert isinstance(encoder, E5Encoder), "retrieval.dense.encoder is e5"
@@ -339,6 +341,7 @@ def bench_dense(
     from bot.factory import searcher_factories
     from bot.search import faiss_searcher as fs
     from bot.search import faiss_writes as fw
+    from bot.search.base import dense_leaf
     from bot.search.faiss_searcher import FaissSearcher
 
     ents = entries[:n]
@@ -347,7 +350,7 @@ def bench_dense(
     shutil.rmtree(state / "fasttext", ignore_errors=True)
     shutil.copytree(model_dir, state / "fasttext")
     settings = load_settings(write_config(state, state / "knowledge"))
-    searcher = searcher_factories(settings, tokenizer)["dense"]()
+    searcher = dense_leaf(searcher_factories(settings, tokenizer)["dense"]())  # the FAISS index, bare
     assert isinstance(searcher, FaissSearcher), "retrieval.dense is a FAISS index"
     encoder = searcher.encoder
     gc.collect()
