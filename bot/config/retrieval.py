@@ -246,8 +246,8 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
     on the ladder sets' train split."""
     return FrozenDict(
         {
-            "sparse": CutoffSettings(answer=0.42, clarify=0.01, settle=0.1, unsure=0.15, stand_in=0.2),
-            "dense-e5": CutoffSettings(answer=0.87, stand_in=0.1),
+            "sparse": CutoffSettings(answer=0.42, clarify=0.01, settle=0.1, unsure=0.15, stand_in=0.1),
+            "dense-e5": CutoffSettings(answer=0.87, stand_in=0.08),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
             "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06),

@@ -37,7 +37,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "clarify": 0.01,
         "confirm": None,
         "unsure": 0.15,
-        "stand_in": 0.2,
+        "stand_in": 0.1,
         "settle": 0.1,
         "settle_dense": None,
     }

@@ -176,7 +176,7 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
         "clarify": None,
         "confirm": None,
         "unsure": None,
-        "stand_in": 0.2,
+        "stand_in": 0.1,
         "settle": 0.1,
         "settle_dense": None,
     }
@@ -224,8 +224,8 @@ def test_eval_modes_side_by_side(config, questions, capsys):
             "settle_dense": None,
         }
         for s, a, c, u, m, t in [
-            ("sparse", 0.5, None, None, 0.2, 0.1),
-            ("dense-e5", 0.87, None, None, 0.1, None),
+            ("sparse", 0.5, None, None, 0.1, 0.1),
+            ("dense-e5", 0.87, None, None, 0.08, None),
             ("hybrid-e5", 0.81, 0.005, 0.01, 0.06, 0.3),
         ]
     ]

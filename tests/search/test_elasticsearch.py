@@ -374,7 +374,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
         "clarify": 0.01,  # a file naming the answer cut keeps the shipped clarify, unsure and stand-in
         "confirm": None,
         "unsure": 0.15,
-        "stand_in": 0.2,
+        "stand_in": 0.1,
         "settle": None,
         "settle_dense": None,
     }
