@@ -375,7 +375,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
         "confirm": None,
         "unsure": 0.15,
         "stand_in": 0.1,
-        "settle": None,
+        "settle": 0.1,
         "settle_dense": None,
     }
     assert out["hits"][0]["relevance"] == 1.0 and out["hits"][0]["signals"]["coverage"] == 1.0

@@ -206,7 +206,14 @@ def test_a_clarify_question_shows_buttons_and_a_click_answers_the_chosen_entry(b
     )
     # 0.8: only the two songs pass (the starter's "阈值是什么意思？" shares 是什么), and a clarify question offers
     # every passing candidate up to ladder.max_options
-    raw["retrieval"]["thresholds"]["sparse"] = {"answer": 0.8, "direct": None, "clarify": 0.05, "confirm": None}
+    # settle off: "校歌是什么" says more of the first song's question, and the shipped settle would answer it
+    raw["retrieval"]["thresholds"]["sparse"] = {
+        "answer": 0.8,
+        "direct": None,
+        "clarify": 0.05,
+        "confirm": None,
+        "settle": None,
+    }
     app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     app = App(app_config, offline_env())
     try:
