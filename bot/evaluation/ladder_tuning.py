@@ -172,7 +172,7 @@ class _Table:
             with np.errstate(invalid="ignore"):  # -inf - -inf where fewer than two are close (not asked anyway)
                 lead = said[rows, ranked[:, 0]] - said[rows, ranked[:, 1]]
             # ... and it covers no less of the message than any other close candidate
-            covers = (np.where(within, self.covered, -np.inf) <= self.covered[rows, ranked[:, 0]][:, None]).all(axis=1)
+            covers = _no_less(self.covered, within, ranked[:, 0])
             settled = clarify & (lead >= settle) & covers
             if settle_dense is not None:
                 # ... nor has a rival in its language whose question the dense side finds clearly closer
@@ -190,9 +190,7 @@ class _Table:
             ranked = np.argsort(-meant, axis=1, kind="stable")
             with np.errstate(invalid="ignore"):
                 lead = meant[rows, ranked[:, 0]] - meant[rows, ranked[:, 1]]
-            no_less = np.ones(self.total, dtype=bool)
-            for words in (self.covered, self.said):
-                no_less &= (np.where(within, words, -np.inf) <= words[rows, ranked[:, 0]][:, None]).all(axis=1)
+            no_less = _no_less(self.covered, within, ranked[:, 0]) & _no_less(self.said, within, ranked[:, 0])
             closer = clarify & dense & (lead >= settle_dense) & no_less
             chosen = np.where(closer, ranked[:, 0], chosen)
             clarify = clarify & ~closer
@@ -219,6 +217,12 @@ class _Table:
             missed=int((fallback & self.answerable & ~self.offered_fallback).sum()),
             offered=int((fallback & self.answerable & self.offered_fallback).sum()),
         )
+
+
+def _no_less(values: np.ndarray, within: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per case: the candidate ``first`` has no less of ``values`` than any candidate ``within`` the margin."""
+    rows = np.arange(len(first))
+    return (np.where(within, values, -np.inf) <= values[rows, first][:, None]).all(axis=1)
 
 
 def replay(
