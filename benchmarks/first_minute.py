@@ -12,7 +12,7 @@ first-minute work) to the alternation, so "half of the time it took then" is a r
 ``build_bot`` as the app builds it (background workers), the clock from there to the sparse stand-in (build_bot
 returns), to the first question the hybrid mode answers itself (its questions searchable), and to the fully built
 index. *today* encodes on one thread in one pass (``retrieval.dense.e5.build_workers: 1`` and the questions-first
-build switched off in the child process); *now* is the shipped configuration. The variants alternate, so each pair
+build switched off in its process); *now* is the shipped configuration. The variants alternate, so each pair
 shares the machine's load of the moment (2 CPUs shared with other work: compare within a run).
 
 **Answers while it builds** (no timing): the ladder messages (benchmarks/data/ladder_*.jsonl) through ``Bot.answer``
@@ -27,7 +27,6 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -54,47 +53,24 @@ VARIANTS = {"today": {"build_workers": 1, "questions_first": False}, "now": {}}
 
 
 # -- the build, in a child process ------------------------------------------------------------------------------
-def child(variant: str, work: Path) -> None:
-    """One first build (run in a fresh process); prints its timings as one JSON line."""
-    from bot.factory import build_bot
-    from bot.search.encoders import E5Encoder
-
-    knobs = VARIANTS[variant]
-    if knobs.get("questions_first") is False:
-        E5Encoder.questions_first = False  # today's one-pass build
-    settings = load_settings(ROOT / "config.yaml")
-    changes: dict = {"knowledge.path": str(work / "knowledge"), "state_dir": str(work / "state")}
-    changes["retrieval.mode"] = "hybrid"
-    changes["log.enabled"] = False
-    if "build_workers" in knobs:
-        changes["retrieval.dense.e5.build_workers"] = knobs["build_workers"]
-    settings = update(settings, changes)
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    start = time.perf_counter()
-    bot = build_bot(settings, llm=None, watch_config=True, keep_last_good=True)
-    sparse = time.perf_counter() - start
-    dense = None
-    while not bot.index.wait_ready("hybrid", 0.02):
-        if dense is None and bot.index.served("hybrid").name == "hybrid":
-            dense = time.perf_counter() - start
-    built = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    print(json.dumps({"variant": variant, "sparse": sparse, "dense": dense or built, "built": built, "cpu": cpu}))
-
-
-# The baseline's first build, run inside the other checkout with its own code and config.yaml. It uses only what
-# every version since the background build has had: build_bot, KnowledgeIndex.wait_ready and served.
-BASELINE_CHILD = """
+# One first build, run as a script in a fresh process inside the checkout it times (this one, or --baseline's with its
+# own code and config.yaml): argv is the work folder, the row's name and the variant's knobs as JSON. It uses only
+# what every version since the background build has had: build_bot, KnowledgeIndex.wait_ready and served.
+BUILD_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from bot.config.settings import load_settings
 from bot.config.variants import update
 from bot.factory import build_bot
 
-work = Path(sys.argv[1])
+work, label, knobs = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+if knobs.get("questions_first") is False:
+    from bot.search.encoders import E5Encoder
+    E5Encoder.questions_first = False  # a one-pass build
 changes = {"knowledge.path": str(work / "knowledge"), "state_dir": str(work / "state"), "retrieval.mode": "hybrid",
            "log.enabled": False}
+if "build_workers" in knobs:
+    changes["retrieval.dense.e5.build_workers"] = knobs["build_workers"]
 settings = update(load_settings("config.yaml"), changes)
 before = resource.getrusage(resource.RUSAGE_SELF)
 start = time.perf_counter()
@@ -107,7 +83,7 @@ while not bot.index.wait_ready("hybrid", 0.02):
 built = time.perf_counter() - start
 after = resource.getrusage(resource.RUSAGE_SELF)
 cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-print(json.dumps({"variant": sys.argv[2], "sparse": sparse, "dense": dense or built, "built": built, "cpu": cpu}))
+print(json.dumps({"variant": label, "sparse": sparse, "dense": dense or built, "built": built, "cpu": cpu}))
 """
 
 
@@ -128,17 +104,12 @@ def build_runs(entries: list[Entry], runs: int, baseline: Path | None = None) ->
             shutil.rmtree(work, ignore_errors=True)
             knowledge_folder(entries, work)
             load = os.getloadavg()[0]
-            if variant in VARIANTS:
-                command, cwd, env = (
-                    [sys.executable, "-m", "benchmarks.first_minute", "--child", variant, str(work)],
-                    ROOT,
-                    None,
-                )
-            else:
-                assert baseline is not None
-                command = [sys.executable, "-c", BASELINE_CHILD, str(work), variant]
-                cwd, env = baseline, {**os.environ, "PYTHONPATH": str(baseline)}
-            out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=True)
+            root = ROOT if variant in VARIANTS else baseline
+            assert root is not None
+            knobs = json.dumps(VARIANTS.get(variant, {}))
+            command = [sys.executable, "-c", BUILD_CHILD, str(work), variant, knobs]
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            out = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=True)
             result = json.loads(out.stdout.strip().splitlines()[-1])
             result["load"] = load
             print(n, result, flush=True)
@@ -231,11 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-build", action="store_true")
     p.add_argument("--skip-answers", action="store_true")
     p.add_argument("--no-write", action="store_true")
-    p.add_argument("--child", nargs=2, metavar=("VARIANT", "WORK"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.child:
-        child(args.child[0], Path(args.child[1]))
-        return 0
     sysu = data_dir() / "sysu"
     if not sysu.is_dir():
         print(f"skipped: {sysu} not found (set KBBOT_DATA)", file=sys.stderr)
