@@ -134,3 +134,30 @@ def test_a_state_folder_that_cannot_be_written_keeps_the_events_in_memory_and_sa
     with caplog.at_level(logging.ERROR, logger="bot.api.im"):
         assert seen.first("ev-1") and not seen.first("ev-1")
     assert "kept in memory meanwhile" in caplog.text
+
+
+def test_a_conversations_turns_run_in_order_while_other_conversations_go_ahead():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bot.api.im.order import InOrder
+
+    done: list[str] = []
+    slow_started, release = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        slow_started.set()
+        release.wait(10)
+        done.append("a1")
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        order = InOrder(pool)
+        first = order.submit("a", slow)
+        assert slow_started.wait(10)
+        second = order.submit("a", lambda: done.append("a2"))
+        other = order.submit("b", lambda: done.append("b1"))
+        other.result(10)  # another conversation is not held up
+        assert done == ["b1"] and not second.done()  # the same conversation's next turn waits for the first
+        release.set()
+        second.result(10)
+    assert first.done() and done == ["b1", "a1", "a2"]

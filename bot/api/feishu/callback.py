@@ -39,6 +39,7 @@ from bot.api.feishu.messages import (
 )
 from bot.api.feishu.sender import FeishuSender
 from bot.api.im.memory import Histories
+from bot.api.im.order import InOrder
 from bot.api.im.render import render
 from bot.api.im.seen import SeenFile
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
@@ -99,8 +100,8 @@ class FeishuAPI:
             self.histories = SharedHistories(store, self.histories, kb.mask, self.session_of, CHANNEL)
             self.seen = SharedSeen(store, seen, CHANNEL)
         self.per_minute = rate_limiter(settings, "feishu-chat", chat_per_minute(settings))
-        self.answers = ThreadPoolExecutor(
-            max_workers=max(2, settings.ui.concurrency), thread_name_prefix="feishu-answer"
+        self.answers = InOrder(
+            ThreadPoolExecutor(max_workers=max(2, settings.ui.concurrency), thread_name_prefix="feishu-answer")
         )
 
     def router(self) -> APIRouter:
@@ -184,7 +185,7 @@ class FeishuAPI:
             log.info("Feishu sent an event already taken (a retry or a replay); not answered twice")
             return taken()
         if message is not None:
-            self.answers.submit(self.handle, message)
+            self.answers.submit(message.conversation, lambda: self.handle(message))
         return taken()
 
     # -- answering (worker threads) -------------------------------------------
