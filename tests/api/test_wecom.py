@@ -136,7 +136,7 @@ def test_a_slow_answer_is_sent_through_the_send_api_with_one_cached_token(wecom_
         assert r.status_code == 200 and r.content == b""  # at once, not the answer
     sent = qyapi.wait_sent(2)
     assert [m["touser"] for m in sent] == ["wangwu", "wangwu"] and {m["agentid"] for m in sent} == {1000002}
-    assert any("knowledge 文件夹" in m["text"]["content"] for m in sent) and {m["msgtype"] for m in sent} == {"text"}
+    assert "knowledge 文件夹" in sent[0]["text"]["content"] and {m["msgtype"] for m in sent} == {"text"}  # in order
     assert qyapi.tokens_issued == 1  # gettoken once; the token is cached until it expires
 
 
@@ -199,6 +199,22 @@ def test_a_slow_llm_misses_the_budget_and_its_answer_follows_through_the_send_ap
     [sent] = qyapi.wait_sent(1)
     assert sent["touser"] == "sunqi" and sent["text"]["content"].startswith("模型回答")  # the LLM's answer
     assert len(llm_server.requests) == 1 and turns(wecom_settings)[0]["source"] == "wecom"
+
+
+def test_a_quick_reply_waits_for_the_slow_answer_to_the_message_before_it(
+    wecom_settings, llm_settings, llm_server, serve_api, qyapi
+):
+    wecom_settings = with_cutoffs(wecom_settings, "sparse", 0.5)
+    wecom_settings = update(wecom_settings, {"llm": llm_settings.llm, "wecom.reply_budget_seconds": 0.3})
+    sim = start(serve_api, wecom_settings)
+    llm_server.fail(Fault(sleep=1.0))  # the first answer misses the budget
+    first = sim.post(text_message("怎么添加知识？", user="sunqi", msg_id="801"))
+    greeting = sim.post(text_message("你好", user="sunqi", msg_id="802"))  # small talk: no model call
+    other = sim.reply(sim.post(text_message("你好", user="zhouba", msg_id="803")))  # another user is not held up
+    assert first.content == b"" and greeting.content == b"" and other["Content"]
+    sent = qyapi.wait_sent(2)
+    assert [m["touser"] for m in sent] == ["sunqi", "sunqi"]
+    assert sent[0]["text"]["content"].startswith("模型回答") and not sent[1]["text"]["content"].startswith("模型回答")
 
 
 def test_behind_two_replicas_a_2_on_one_answers_the_question_asked_on_the_other(

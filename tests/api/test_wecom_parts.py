@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from bot.api.wecom.crypto import CryptoError, WeComCrypto, WrongReceiver
 from bot.api.wecom.messages import MessageError, incoming
+from bot.api.wecom.passive import PASSIVE, SEND_API, ReplyWay
 from bot.config.channels import WeComSettings
 from bot.errors import ConfigError
 from tests.support import wecom as sim
@@ -72,3 +73,9 @@ def test_messages_that_are_not_wecoms_are_refused():
         incoming("<xml><Content>hi</Content></xml>")
     with pytest.raises(MessageError, match="not XML"):
         incoming("<xml>")
+
+
+def test_an_answer_goes_out_one_way_the_first_settled():
+    ready_first, gave_up_first = ReplyWay(), ReplyWay()
+    assert ready_first.settle(PASSIVE) == PASSIVE and ready_first.settle(SEND_API) == PASSIVE
+    assert gave_up_first.settle(SEND_API) == SEND_API and gave_up_first.settle(PASSIVE) == SEND_API

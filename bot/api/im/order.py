@@ -5,6 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class InOrder:
@@ -15,7 +18,7 @@ class InOrder:
         self._lock = threading.Lock()
         self._last: dict[str, Future] = {}  # each key's latest job, until it is done
 
-    def submit(self, key: str, job: Callable[[], None]) -> Future:
+    def submit(self, key: str, job: Callable[[], T]) -> Future[T]:
         """Queue ``job`` behind ``key``'s earlier job (a conversation's next turn reads the history the last one
         wrote, and its reply must not overtake the last reply)."""
         # The pool takes jobs in the order submitted, so the job waited for was taken first: it runs, or is done.
@@ -32,7 +35,7 @@ class InOrder:
                 del self._last[key]
 
 
-def _after(before: Future | None, job: Callable[[], None]) -> None:
+def _after(before: Future | None, job: Callable[[], T]) -> T:
     if before is not None:
         wait([before])
-    job()
+    return job()

@@ -4,7 +4,8 @@ Every request is checked before anything else happens: a wrong msg_signature is 
 403 (a replay), a message for another corp id 403, anything malformed 400; none of them reaches the bot. A message
 WeCom retries (same MsgId) is answered once. A text message is answered in the callback's reply when the bot is done
 within ``reply_budget_seconds`` (WeCom waits 5 s), otherwise the callback returns an empty 200 at once and the
-answer follows through the send API. Other message types get a short bilingual reply; events an empty 200.
+answer follows through the send API. One user's messages are answered, and their answers sent, in the order they
+came. Other message types get a short bilingual reply; events an empty 200.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from bot.api.assets import absolute_base
 from bot.api.im.memory import Histories
+from bot.api.im.order import InOrder
 from bot.api.im.render import render
 from bot.api.im.seen import SeenFile
 from bot.api.im.shared_memory import SharedHistories, SharedSeen
@@ -36,6 +38,7 @@ from bot.api.wecom.messages import (
     incoming,
     text_reply,
 )
+from bot.api.wecom.passive import PASSIVE, SEND_API, ReplyWay
 from bot.api.wecom.sender import WeComSender
 from bot.handoff.tickets import Conversation
 from bot.serving.bodies import read_capped
@@ -85,10 +88,11 @@ class WeComAPI:
             self.histories = SharedHistories(store, self.histories, kb.mask, self.session_of, "wecom")
             self.seen = SharedSeen(store, self.seen, "wecom")
         self.per_minute = rate_limiter(settings, "wecom-chat", chat_per_minute(settings))
-        self.answers = ThreadPoolExecutor(
-            max_workers=max(2, settings.ui.concurrency), thread_name_prefix="wecom-answer"
+        # A user's next message waits for the last one's answer: it reads that turn in its history, and its reply
+        # must not overtake the last one (a quick 你好 sent before a slow answer to the question asked first).
+        self.answers = InOrder(
+            ThreadPoolExecutor(max_workers=max(2, settings.ui.concurrency), thread_name_prefix="wecom-answer")
         )
-        self.sends = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wecom-send")
 
     def router(self) -> APIRouter:
         """The callback's routes (GET: URL verification, POST: messages)."""
@@ -172,16 +176,31 @@ class WeComAPI:
             return self.passive(request, message.user, ONLY_TEXT)
         if not self.per_minute.allow(f"wecom:{message.user}"):
             return self.passive(request, message.user, TOO_FAST)
-        job = self.answers.submit(self.answer, message)
+        way = ReplyWay()
+        job: Future[str] = self.answers.submit(message.user, lambda: self.answer_or_send(message, way))
         budget = self.settings.reply_budget_seconds
-        if budget > 0 and (await asyncio.wait({asyncio.wrap_future(job)}, timeout=budget))[0]:
-            text = _result(job)  # empty while a person holds the conversation: their reply is sent to the user
-            return self.passive(request, message.user, text) if text else Response(status_code=200)
-        # WeCom gives up at 5 s (and retries): answer it now, and send the answer when it is ready
-        job.add_done_callback(lambda finished: self.sends.submit(self.deliver, message.user, finished))
-        return Response(status_code=200)
+        if budget > 0:
+            await asyncio.wait({asyncio.wrap_future(job)}, timeout=budget)
+        # WeCom gives up at 5 s (and retries): past the budget the answering thread sends the answer when it is ready
+        if way.settle(SEND_API) == SEND_API:
+            return Response(status_code=200)
+        text = await asyncio.wrap_future(job)  # the answer was ready first: its result is being set
+        # empty while a person holds the conversation: their reply is sent to the user
+        return self.passive(request, message.user, text) if text else Response(status_code=200)
 
     # -- answering ------------------------------------------------------------
+    def answer_or_send(self, message: Incoming, way: ReplyWay) -> str:
+        """The answer for the callback's passive reply, or sent through the send API when the callback has given up
+        (worker thread); a failed turn is logged and answered with the bilingual apology, send failures are logged."""
+        try:
+            text = self.answer(message)
+        except Exception:
+            log.exception("WeCom turn failed")
+            text = SORRY
+        if way.settle(PASSIVE) == SEND_API and text:
+            self.sender.send_text(message.user, text)
+        return text
+
     def answer(self, message: Incoming) -> str:
         """The bot's answer to a text message as WeCom text, remembered in the user's history (worker thread)."""
         history = self.histories.get(message.user)
@@ -207,21 +226,6 @@ class WeComAPI:
         signature = self.crypto.sign(timestamp, nonce, encrypt)
         body = encrypted_reply(encrypt, signature, timestamp, nonce)
         return Response(body, media_type="application/xml; charset=utf-8")
-
-    def deliver(self, user: str, job: Future[str]) -> None:
-        """Send a slow answer through the send API (sender thread); failures are logged, never shown."""
-        text = _result(job)
-        if text:
-            self.sender.send_text(user, text)
-
-
-def _result(job: Future[str]) -> str:
-    """The answer of a finished job, or the bilingual apology when the bot failed (logged)."""
-    try:
-        return job.result()
-    except Exception:
-        log.exception("WeCom turn failed")
-        return SORRY
 
 
 def _client(request: Request) -> str:
