@@ -81,7 +81,9 @@ def encode_units(
     workers = max(1, getattr(encoder, "workers", 1))
     step = max(1, getattr(encoder, "batch_size", BATCH)) * (workers * WORKER_BATCHES if workers > 1 else 1)
     for role, embed in ((QUESTION, encoder.embed_questions), (DOCUMENT, encoder.embed_documents)):
-        picked = [i for i, u in enumerate(units) if u[1] == role]
+        # Longest first: the batches of a call then cost about the same, and the workers finish a call together
+        # instead of one waiting for the other's long batch (the idle tail was ~10 % of a first e5 build).
+        picked = sorted((i for i, u in enumerate(units) if u[1] == role), key=lambda i: -len(units[i][2]))
         for start in range(0, len(picked), step):
             batch = picked[start : start + step]
             vectors = np.asarray(embed([units[i][2] for i in batch]), dtype=np.float32)
