@@ -75,3 +75,15 @@ def share_embeddings(work: Path, cache: Path) -> None:
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.exists():
         link.symlink_to(cache, target_is_directory=True)
+
+
+def published_build(text: str) -> list[str]:
+    """The build table's lines as BENCHMARKS.md has them (none when the section holds no build table)."""
+    start = text.find("<!-- first-minute:start -->")
+    if start < 0:
+        return []
+    head = text.find("## The first minute\n", start)
+    answers = text.find("### Answers while it builds", start)
+    if head < 0 or answers < 0:
+        return []
+    return text[head:answers].splitlines()[2:]

@@ -226,6 +226,30 @@ def test_ladder_scores_read_the_bots_decision_and_options():
     assert (s["cc_p"], s["cc_r"], s["ho_p"], s["ho_r"], s["misread"]) == (1.0, 1.0, 0.0, None, 1)
 
 
+def test_the_ladder_section_shows_the_first_build_as_the_first_minute_published_it():
+    from benchmarks import ladder
+
+    published = "\n".join(
+        [
+            "<!-- first-minute:start -->",
+            "## The first minute",
+            "",
+            "`python -m benchmarks.first_minute` · the first build",
+            "",
+            "| build | fully built s |",
+            "|---|---|",
+            "| now | 24.1 |",
+            "",
+            "Against d09645f's first build in the same run (43.7 s): fully built in **0.55×** its time.",
+            "",
+            "### Answers while it builds",
+        ]
+    )
+    lines = ladder.first_build(published)
+    assert "| now | 24.1 |" in lines and lines[-1].startswith("Against d09645f") and lines[-2] == ""
+    assert ladder.first_build("## The decision ladder only") == []
+
+
 def test_the_filters_benchmark_finds_nothing_outside_its_filters(tmp_path, monkeypatch, capsys):
     from benchmarks import filters
 
