@@ -225,6 +225,10 @@ def test_a_compound_no_entry_uses_beside_its_shorter_word_is_set_aside_from_the_
     # jieba cuts 心理系 and 心理: the knowledge writes 心理学系, and 心理 is found; the compound weighs nothing
     assert top.entry.id == "faq:psychology" and top.signals["content"] < 0.8
     assert top.signals["q_forward"] == 1.0
+    # colloquial ways of asking (咋整, 咋办: "what to do") are question words like 怎么办
+    for asked in ("端口被占用咋整", "大模型总是超时咋办"):
+        said = searcher.search(asked, 1)[0]
+        assert said.signals["q_forward"] == 1.0 and said.signals["content"] < 1.0, asked
     # a word no entry uses that holds no word of the message stays content (and counts against every entry)
     unheld = searcher.search("心理咨询预约", 1)[0]
     assert unheld.signals["q_forward"] < 0.5
