@@ -20,7 +20,11 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
   statistic gives (the message's other words may be ones no entry uses);
 - **content**: the share of the message's word weight left once the question words and particles no entry uses are
   set aside ("中大哪年成立的啊": 哪年 and 啊 weigh as much as the rarest word of the knowledge, though they say
-  nothing of what is asked). Forward counts only those content words;
+  nothing of what is asked), and a word no entry uses that holds a shorter word of the message some entry does
+  (心理系 beside 心理). Forward counts only those content words;
+- **inside**: the share of the message's word weight held by content words no entry uses as a word that begin or
+  end one of the entry's words (接 of 接入, 千问 of 通义千问): a visitor's short form of the entry's term, which word
+  coverage cannot find;
 - **unmet**: the message asks for a kind of answer (a time, a person, a place, a number, a price, a contact) that
   the entry neither names in its questions ("创办时间" for "谁创办了中山大学") nor shows in its text (a year, an
   address, a phone number): the college's admissions entry for "人工智能学院在哪";
@@ -35,9 +39,9 @@ retrieval system (``retrieval.agreement``, rewritten by ``python -m bot calibrat
 applies it to a mode's candidates and ranks them again (bot/search/agreeing.py). An entry asked by its exact question loses nothing.
 Nor do words count for an entry whose question is in another language than the message (signal ``cross_language``:
 a stray Latin name shared is no measure of the rest); its numbers and the kind of answer asked still do.
-Two weights reshape the relevance itself before that, for a system whose relevance is word coverage (sparse):
-``content`` divides it by the content share to that power (the question words no longer count against every entry
-alike), and ``match`` blends in how well the message and the entry's best question match both ways (the harmonic
+Three weights reshape the relevance itself before that, for a system whose relevance is word coverage (sparse):
+``inside`` adds the share of the message that begins or ends the entry's words, ``content`` divides it by the content
+share to that power (the question words no longer count against every entry alike), and ``match`` blends in how well the message and the entry's best question match both ways (the harmonic
 mean of forward and backward): for FAQ knowledge, a message that says an entry's question is about that entry more
 surely than one whose words its document happens to hold.
 """
@@ -111,7 +115,7 @@ _ASKING = (
     "什么 啥 啥子 啥样 多少 几 几个 几点 几时 几年 多久 多大 多长 多远 哪 哪个 哪些 哪里 哪儿 哪年 哪天 哪位 谁 怎么 怎么样 "
     "怎样 咋 咋样 如何 为什么 为啥 是否 能否 是不是 有没有 能不能 可不可以 会不会 吗 呢 啊 吧 呀 哦 嘛 么 啦 呐 哈 呗 咧 "
     "哎 嗯 来着 一下 请问 请 麻烦 想 想问 问 问下 我 我们 你 你们 您 的 了 着 过 得 地 是 有 在 要 能 可以 会 告诉 知道 一 "
-    "个 下 都 还 就 又 也 "
+    "个 下 都 还 就 又 也 干嘛 干啥 干什么 怎么办 咋办 咋整 咋弄 怎么弄 怎么回事 啥意思 什么意思 到底 究竟 一共 总共 "
     "what which who whom whose when where why how is are was were be do does did i you we it the a an to of in on "
     "for with can could should would will my your me please"
 )
@@ -202,10 +206,11 @@ class Agreement:
     content: float = 1.0
     unmet: bool = False
     named: bool = False
+    inside: float = 0.0
 
     def signals(self) -> dict[str, float]:
         """The signals as a hit carries them (``q_forward``, ``q_backward``, ``conflict``, ``other``, ``missing``,
-        ``added``, ``content``, ``unmet``, ``named``)."""
+        ``added``, ``content``, ``unmet``, ``named``, ``inside``)."""
         return {
             "q_forward": round(self.forward, 4),
             "q_backward": round(self.backward, 4),
@@ -216,6 +221,7 @@ class Agreement:
             "content": round(self.content, 4),
             "unmet": float(self.unmet),
             "named": float(self.named),
+            "inside": round(self.inside, 4),
         }
 
 
@@ -269,11 +275,17 @@ def match(signals: Mapping[str, float]) -> float:
 
 
 def reshaped(relevance: float, signals: Mapping[str, float], weights: AgreementWeights) -> float:
-    """``relevance`` divided by the message's content share to the power ``weights.content`` (at most 1), then
-    blended with :func:`match` at ``weights.match``; unchanged when both weights are 0, the signals are absent or
-    the entry's question is in another language than the message (its words cannot match)."""
-    if "q_forward" not in signals or (not weights.content and not weights.match) or signals.get(CROSS_LANGUAGE):
+    """``relevance`` plus ``weights.inside`` times the share of the message's words the entry holds inside its own
+    (``inside``), divided by the message's content share to the power ``weights.content`` (at most 1), then blended
+    with :func:`match` at ``weights.match``; unchanged when these weights are 0, the signals are absent or the
+    entry's question is in another language than the message (its words cannot match)."""
+    if (
+        "q_forward" not in signals
+        or not (weights.content or weights.match or weights.inside)
+        or signals.get(CROSS_LANGUAGE)
+    ):
         return relevance
+    relevance = min(1.0, relevance + weights.inside * signals.get("inside", 0.0))
     content = signals.get("content", 1.0)
     scaled = min(1.0, relevance / content**weights.content) if content > 0 else relevance
     return (1.0 - weights.match) * scaled + weights.match * match(signals)

