@@ -22,7 +22,16 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.knowledge.entries import Entry
-from bot.search.agreement import ASKING_WORDS, Agreement, SpecificsCache, agree_specifics, asked_kinds, specifics
+from bot.search.agreement import (
+    ASKING_WORDS,
+    Agreement,
+    SpecificsCache,
+    agree_specifics,
+    asked_kinds,
+    contrasts,
+    qualifiers,
+    specifics,
+)
 from bot.search.base import Hit, Searcher, rescored
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
@@ -257,6 +266,7 @@ class SparseSearcher(Searcher):
         said_terms = set(unit_terms(units))
         said = specifics(question)
         asks = asked_kinds(question)
+        qualified = qualifiers(question)
         words = self._entry_words
         phrasings = [words.phrasings(e) for e in entries]
         phrasing_words = {w for ps in phrasings for p in ps for w in p}
@@ -277,7 +287,8 @@ class SparseSearcher(Searcher):
             unmet = not asks <= facts.offers
             specific = agree_specifics(said, facts.labelled, facts.mentioned)
             named = not said.isdisjoint(facts.labelled)
-            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet, named=named))
+            contrast = contrasts(qualified, facts.qualified)
+            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet, named=named, contrast=contrast))
         return out
 
     def matched_question(self, weights: QuestionWeights, entry: Entry) -> str:
