@@ -108,12 +108,12 @@ def tie_of(found: Retrieval, message: str) -> Tie | None:
 def answering(found: Retrieval, message: str) -> Hit | None:
     """The passing hit the answer rung answers from (a settled tie's choice, else the top one); None when nothing
     passes, or that hit names another qualifier of a kind the message names (signal ``contrast``) and the cutoffs
-    offer such a hit instead (``contrast``)."""
+    offer such a hit instead (``contrast``; not for a split message, whose parts each have their hit)."""
     if not found.passed:
         return None
     tie = tie_of(found, message)
     chosen = tie.settled if tie is not None and tie.settled is not None else found.passed[0]
-    if found.cutoffs.contrast and chosen.signals.get("contrast") and not _asked_verbatim(message, chosen):
+    if found.cutoffs.contrast and chosen.signals.get("contrast") and not found.parts:
         return None
     return chosen
 
