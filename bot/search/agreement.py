@@ -102,12 +102,12 @@ _QUALIFIERS: dict[str, tuple[tuple[re.Pattern[str], frozenset[str]], ...]] = {
     kind: tuple((re.compile(p), frozenset(v.split())) for p, v in pairs)
     for kind, pairs in {
         "degree": (
-            (r"本科|undergraduate|bachelor", "bachelor"),
+            (r"本科|\bundergraduate|\bbachelor", "bachelor"),
             (r"专科|大专|高职", "associate"),
-            (r"研究生|postgraduate|(?<!under)graduate", "master doctor"),
-            (r"硕士|master", "master"),
-            (r"博士(?!后)|ph\.?d|doctora", "doctor"),
-            (r"博士后|postdoc", "postdoc"),
+            (r"研究生|\bpostgraduate|\bgraduate", "master doctor"),
+            (r"硕士|\bmaster", "master"),
+            (r"博士(?!后)|\bph\.?d\b|\bdoctora", "doctor"),
+            (r"博士后|\bpostdoc", "postdoc"),
         ),
         "side": (
             (rf"东{_SIDED}|\beast\b", "east"),

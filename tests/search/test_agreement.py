@@ -113,7 +113,8 @@ def test_qualifiers_of_a_closed_kind_are_read_and_names_that_merely_start_alike_
     assert qualifiers("南校区食堂下午几点开") == {"side": {"south"}, "daypart": {"afternoon"}}
     assert qualifiers("East Campus address") == {"side": {"east"}}
     assert qualifiers("南京大学和东莞的分数线") == {}  # a city's name is no side of anything
-    assert qualifiers("undergraduate admissions") == {"degree": {"bachelor"}}
+    assert qualifiers("undergraduate admissions") == {"degree": {"bachelor"}}  # not also a graduate degree
+    assert qualifiers("PhD or doctoral programs") == {"degree": {"doctor"}} and qualifiers("northern food") == {}
 
 
 def test_an_entry_contrasts_only_when_it_names_another_qualifier_of_a_kind_the_message_names():
