@@ -231,6 +231,9 @@ def test_an_entry_about_another_degree_than_the_one_asked_is_offered_not_answere
     for message in ("计算机学院本科招生专业有哪些", "计算机学院招生专业", "计算机学院本科招生专业"):
         answer = decided(message, True)
         assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:bachelor", message
+    # a message asking two things: each part has its hit, and one part's contrast withholds neither answer
+    split = decided("计算机学院研究生招生专业？还有去哪里吃饭", True)
+    assert split.decision is Decision.ANSWER and len(split.parts) == 2
 
 
 def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_closer_even_ranked_second(settings):
