@@ -142,7 +142,11 @@ def shipped_values() -> str:
     parts = []
     for system in ("sparse", "hybrid-e5", "dense-e5"):
         c, w = retrieval.thresholds[system], retrieval.agreement[system]
-        cuts = ", ".join(f"{k} {v:g}" for k, v in c.model_dump().items() if v is not None and k != "stand_in")
+        cuts = ", ".join(
+            k if v is True else f"{k} {v:g}"
+            for k, v in c.model_dump().items()
+            if v is not None and v is not False and k != "stand_in"
+        )
         weights = ", ".join(f"{k} {v:g}" for k, v in w.model_dump().items() if v)
         parts.append(f"{system} {cuts} (agreement: {weights})")
     return "; ".join(parts)

@@ -51,14 +51,22 @@ def main(argv: list[str] | None = None) -> int:
         main_cutoffs = MAIN_CUTOFFS.get(system, shipped)
         earlier = BEFORE_CUTOFFS.get(system, shipped)
         weighted = [rescored(c, AgreementWeights(**BEFORE_AGREEMENT.get(system, {}))) for c in cases]
-        for label, answer, margin, settle, dense, replayed in (
-            ("today", TODAY_ANSWER.get(system, shipped.answer), None, None, None, before),
-            ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, None, None, before),
-            ("ladder (before)", earlier.answer, earlier.clarify, earlier.settle, earlier.settle_dense, weighted),
-            ("**ladder (new)**", shipped.answer, shipped.clarify, shipped.settle, shipped.settle_dense, cases),
+        for label, answer, margin, settle, dense, contrast, replayed in (
+            ("today", TODAY_ANSWER.get(system, shipped.answer), None, None, None, False, before),
+            ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, None, None, False, before),
+            ("ladder (before)", earlier.answer, earlier.clarify, earlier.settle, earlier.settle_dense, False, weighted),
+            (
+                "**ladder (new)**",
+                shipped.answer,
+                shipped.clarify,
+                shipped.settle,
+                shipped.settle_dense,
+                shipped.contrast,
+                cases,
+            ),
         ):
             # the rungs' own rules (every LCQMC question has a gold entry)
-            o = replay(replayed, answer, margin, None, settle, dense)
+            o = replay(replayed, answer, margin, None, settle, dense, contrast)
             answered = o.right + o.wrong
             lines.append(
                 f"| {system} | {label} | {answer:g} | {'off' if margin is None else f'{margin:g}'} | {answered / n:.3f} "

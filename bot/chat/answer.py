@@ -112,6 +112,7 @@ class Cutoffs:
     )
     settle: float | None = None  # a close candidate whose question the message says this much more of answers
     settle_dense: float | None = None  # ... or whose question the dense side finds this much closer (no fewer words)
+    contrast: bool = False  # a candidate naming another qualifier of a kind the message names is offered, not answered
 
     def standing_in(self) -> Cutoffs:
         """The cutoffs while this system stands in for a mode whose index is not ready: a hit answers only from
@@ -172,6 +173,7 @@ class Cutoffs:
             "stand_in": self.stand_in,
             "settle": self.settle,
             "settle_dense": self.settle_dense,
+            "contrast": self.contrast,
         }
 
 

@@ -146,6 +146,10 @@ class CutoffSettings(Strict):
     unsure: float | None = Field(default=None, ge=0.0, le=1.0)
     """A fallback whose best candidate is at most this far below ``answer`` offers its "did you mean" as
     "我不太确定，您是想问：" instead of the "nothing found" reply; null = always that reply."""
+    contrast: bool = False
+    """The candidate that would answer names, in its questions or keywords, another qualifier of a kind the message
+    names and not the message's (本科 for 研究生, 东校区 for 南校区: signal ``contrast``): it is not answered; the
+    passing candidates are offered as "我不太确定，您是想问：" instead. false = answered as any other."""
     stand_in: float | None = Field(default=None, ge=0.0, le=1.0)
     """While this system stands in for a mode whose index is still building (or healing), a hit answers only from
     this far above ``answer``; one that would pass the usual cut is offered as "您是想问「X」吗？" instead; null =
@@ -255,7 +259,9 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.08),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
-            "hybrid-e5": CutoffSettings(answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06),
+            "hybrid-e5": CutoffSettings(
+                answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06, contrast=True
+            ),
             "hybrid-fasttext": CutoffSettings(answer=0.44),
             "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),
         }

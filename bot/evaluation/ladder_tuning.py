@@ -125,11 +125,13 @@ class _Table:
         self.covered = np.zeros((len(cases), width))  # and its q_forward
         self.meant = np.full((len(cases), width), np.nan)  # and its question cosine (NaN without a dense side)
         self.across = np.zeros((len(cases), width))  # and whether it is in another language than the message
+        self.contrast = np.zeros((len(cases), width), dtype=bool)  # and whether it contrasts a qualifier asked
         for row, case in enumerate(cases):
             said = {i: s.get("q_backward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
             covered = {i: s.get("q_forward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
             meant = {i: s.get("question", np.nan) for (i, _), s in zip(case.hits, case.signals)}
             across = {i: s.get(CROSS_LANGUAGE, 0.0) for (i, _), s in zip(case.hits, case.signals)}
+            contrast = {i: bool(s.get("contrast", 0.0)) for (i, _), s in zip(case.hits, case.signals)}
             hits = sorted(dict(reversed(case.hits)).items(), key=lambda h: -h[1])  # one per entry, its best
             for col, (entry_id, relevance) in enumerate(hits):
                 self.relevance[row, col] = relevance
@@ -138,6 +140,7 @@ class _Table:
                 self.covered[row, col] = covered.get(entry_id, 0.0)
                 self.meant[row, col] = meant.get(entry_id, np.nan)
                 self.across[row, col] = across.get(entry_id, 0.0)
+                self.contrast[row, col] = contrast.get(entry_id, False)
         self.answerable = np.array([bool(c.gold) for c in cases], dtype=bool)
         width = self.relevance.shape[1]
         # any gold among the first k candidates, for k = 0 .. width
@@ -155,6 +158,7 @@ class _Table:
         band: float | None,
         settle: float | None = None,
         settle_dense: float | None = None,
+        contrast: bool = False,
     ) -> LadderOutcome:
         """The rungs' decisions with these thresholds (None: that rung off)."""
         rows = np.arange(self.total)
@@ -195,6 +199,9 @@ class _Table:
             chosen = np.where(closer, ranked[:, 0], chosen)
             clarify = clarify & ~closer
         direct = answering & ~clarify
+        # the candidate answering names another qualifier than the message's: its passing candidates are offered
+        offered = direct & self.contrast[rows, chosen] if contrast else np.zeros(self.total, dtype=bool)
+        direct &= ~offered
         right_answers = direct & self.gold[rows, chosen]
         if band is not None:
             near = (self.relevance >= answer - band).sum(axis=1)
@@ -203,6 +210,8 @@ class _Table:
         else:
             confirm = np.zeros(self.total, dtype=bool)
             near_options = confirm
+        near_options = np.where(offered, options, near_options)
+        confirm = confirm | offered
         fallback = ~answering & ~confirm
         return LadderOutcome(
             answer,
@@ -232,12 +241,14 @@ def replay(
     band: float | None,
     settle: float | None = None,
     settle_dense: float | None = None,
+    contrast: bool = False,
 ) -> LadderOutcome:
     """The rungs' decisions on ``cases`` with these thresholds (None: that rung off); ``settle`` answers a tie
     whose one candidate's question the message says that much more of (``q_backward`` in the cases' signals),
     ``settle_dense`` one whose question the dense side finds that much closer (``question``) and the message says
-    no less of both ways."""
-    return _Table(cases).outcome(answer, margin, band, settle, settle_dense)
+    no less of both ways; with ``contrast``, a candidate about to answer that contrasts a qualifier of the message
+    (signal ``contrast``) is offered with the other passing candidates instead."""
+    return _Table(cases).outcome(answer, margin, band, settle, settle_dense, contrast)
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:

@@ -28,6 +28,10 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
 - **unmet**: the message asks for a kind of answer (a time, a person, a place, a number, a price, a contact) that
   the entry neither names in its questions ("创办时间" for "谁创办了中山大学") nor shows in its text (a year, an
   address, a phone number): the college's admissions entry for "人工智能学院在哪";
+- **contrast**: the message names a qualifier of a closed kind (a degree level, a side of a campus or gate, a part of
+  the day, a season: 研究生, 南校区, 下午) and the entry's questions or keywords name another of that kind and not the
+  message's ("中大计算机研究生分数线" and the entry "计算机学院本科招生专业"): the entry is about a neighbour of what
+  was asked, however close the meanings (hybrid asks rather than answers it, ``retrieval.thresholds.<system>.contrast``);
 - **across** (set by :class:`~bot.search.agreeing.AgreeingSearcher`, it needs the whole list): the entry's question
   is in another language than the message while other candidates share the message's language: the multilingual
   dense side alone scored it (bot/search/hybrid.py), without the words that count for its rivals.
@@ -94,6 +98,41 @@ _SHOWS = {
     "contact": r"\d{3,4}[-－ ]?\d{7,8}|1\d{10}|@|https?://|www\.|电话|邮箱|网址",
 }
 _ASKED = {kind: re.compile(p) for kind, p in _ASKS.items()}
+# Qualifiers of general Chinese and English that exclude each other within their kind, each with the values it
+# stands for: 研究生 is a master's or a doctorate, so it contrasts with 本科 but not with 硕士. A side counts only
+# before what has sides (东校区, 南门, 北楼), not in a name (东莞, 南京).
+_SIDED = r"(?=校|门|区|院|楼|苑|侧|广场|campus|gate)"
+_QUALIFIERS: dict[str, tuple[tuple[re.Pattern[str], frozenset[str]], ...]] = {
+    kind: tuple((re.compile(p), frozenset(v.split())) for p, v in pairs)
+    for kind, pairs in {
+        "degree": (
+            (r"本科|\bundergraduate|\bbachelor", "bachelor"),
+            (r"专科|大专|高职", "associate"),
+            (r"研究生|\bpostgraduate|\bgraduate", "master doctor"),
+            (r"硕士|\bmaster", "master"),
+            (r"博士(?!后)|\bph\.?d\b|\bdoctora", "doctor"),
+            (r"博士后|\bpostdoc", "postdoc"),
+        ),
+        "side": (
+            (rf"东{_SIDED}|\beast\b", "east"),
+            (rf"南{_SIDED}|\bsouth\b", "south"),
+            (rf"西{_SIDED}|\bwest\b", "west"),
+            (rf"北{_SIDED}|\bnorth\b", "north"),
+        ),
+        "daypart": (
+            (r"上午|早上|早晨|\bmorning", "morning"),
+            (r"中午|\bnoon", "noon"),
+            (r"下午|\bafternoon", "afternoon"),
+            (r"晚上|夜间|\bevening|\bnight", "evening"),
+        ),
+        "season": (
+            (r"春季|\bspring\b", "spring"),
+            (r"夏季|\bsummer\b", "summer"),
+            (r"秋季|\bautumn\b", "autumn"),
+            (r"冬季|\bwinter\b", "winter"),
+        ),
+    }.items()
+}
 _NAMED = {kind: re.compile(p) for kind, p in _NAMES.items()}
 _SHOWN = {kind: re.compile(p) for kind, p in _SHOWS.items()}
 _TRAILING = re.compile(r"[？?。！!.\s]+$")
@@ -169,6 +208,24 @@ def specifics(text: str) -> frozenset[Specific]:
     return frozenset(found)
 
 
+def qualifiers(text: str) -> dict[str, frozenset[str]]:
+    """The closed-kind qualifiers ``text`` names, by kind, as the values they stand for ("研究生" → degree: master,
+    doctor; "南校区" → side: south)."""
+    text = normalize(text)
+    found: dict[str, frozenset[str]] = {}
+    for kind, pairs in _QUALIFIERS.items():
+        values = frozenset(v for pattern, named in pairs if pattern.search(text) for v in named)
+        if values:
+            found[kind] = values
+    return found
+
+
+def contrasts(said: Mapping[str, AbstractSet[str]], labelled: Mapping[str, AbstractSet[str]]) -> bool:
+    """True when an entry whose questions and keywords name the qualifiers ``labelled`` names, for a kind of those the
+    message ``said``, only others ("本科" for "研究生"; "硕士" for "研究生" is no contrast)."""
+    return any(kind in labelled and labelled[kind].isdisjoint(values) for kind, values in said.items())
+
+
 def asked_kinds(text: str) -> frozenset[str]:
     """The kinds of answer ``text`` asks for: time, person, place, number, price, contact ("多少钱" is a price, not
     also a number)."""
@@ -207,10 +264,11 @@ class Agreement:
     unmet: bool = False
     named: bool = False
     inside: float = 0.0
+    contrast: bool = False
 
     def signals(self) -> dict[str, float]:
         """The signals as a hit carries them (``q_forward``, ``q_backward``, ``conflict``, ``other``, ``missing``,
-        ``added``, ``content``, ``unmet``, ``named``, ``inside``)."""
+        ``added``, ``content``, ``unmet``, ``named``, ``inside``, ``contrast``)."""
         return {
             "q_forward": round(self.forward, 4),
             "q_backward": round(self.backward, 4),
@@ -222,6 +280,7 @@ class Agreement:
             "unmet": float(self.unmet),
             "named": float(self.named),
             "inside": round(self.inside, 4),
+            "contrast": float(self.contrast),
         }
 
 
@@ -299,11 +358,13 @@ def adjusted(relevance: float, signals: Mapping[str, float], weights: AgreementW
 @dataclass(frozen=True)
 class EntryFacts:
     """What agreement reads of one entry: the specifics its questions and keywords name (``labelled``), those all
-    its text names (``mentioned``), and the kinds of answer it offers (``offers``)."""
+    its text names (``mentioned``), the kinds of answer it offers (``offers``) and the qualifiers its questions and
+    keywords name (``qualified``, :func:`qualifiers`)."""
 
     labelled: frozenset[Specific]
     mentioned: frozenset[Specific]
     offers: frozenset[str]
+    qualified: Mapping[str, frozenset[str]]
 
 
 class SpecificsCache:
@@ -323,7 +384,11 @@ class SpecificsCache:
                 self._cache.move_to_end(key)
                 return found
         labelled = frozenset(s for text in labels for s in specifics(text))
-        found = EntryFacts(labelled, labelled | specifics(everything), offered_kinds(labels, document))
+        qualified: dict[str, frozenset[str]] = {}
+        for text in labels:
+            for kind, values in qualifiers(text).items():
+                qualified[kind] = qualified.get(kind, frozenset()) | values
+        found = EntryFacts(labelled, labelled | specifics(everything), offered_kinds(labels, document), qualified)
         with self._lock:
             self._cache[key] = found
             while len(self._cache) > self.size:

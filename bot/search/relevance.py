@@ -23,7 +23,16 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.knowledge.entries import Entry
-from bot.search.agreement import ASKING_WORDS, Agreement, SpecificsCache, agree_specifics, asked_kinds, specifics
+from bot.search.agreement import (
+    ASKING_WORDS,
+    Agreement,
+    SpecificsCache,
+    agree_specifics,
+    asked_kinds,
+    contrasts,
+    qualifiers,
+    specifics,
+)
 from bot.search.base import Hit, Searcher, rescored
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
@@ -282,6 +291,7 @@ class SparseSearcher(Searcher):
         said_terms = set(unit_terms(units))
         said = specifics(question)
         asks = asked_kinds(question)
+        qualified = qualifiers(question)
         words = self._entry_words
         phrasings = [words.phrasings(e) for e in entries]
         phrasing_words = {w for ps in phrasings for p in ps for w in p}
@@ -306,7 +316,12 @@ class SparseSearcher(Searcher):
             specific = agree_specifics(said, facts.labelled, facts.mentioned)
             named = not said.isdisjoint(facts.labelled)
             inside = unheld_share * held_inside(unheld, entry, words(entry)) if unheld_share else 0.0
-            out.append(Agreement(forward, back, *specific, content=share, unmet=unmet, named=named, inside=inside))
+            contrast = contrasts(qualified, facts.qualified)
+            out.append(
+                Agreement(
+                    forward, back, *specific, content=share, unmet=unmet, named=named, inside=inside, contrast=contrast
+                )
+            )
         return out
 
     def matched_question(self, weights: QuestionWeights, entry: Entry) -> str:

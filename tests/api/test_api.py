@@ -61,6 +61,7 @@ def test_answer_carries_sources_strategy_mode_and_thresholds(sparse_url):
         "stand_in": None,
         "settle": None,
         "settle_dense": None,
+        "contrast": False,
     }
     assert extra["decision"] == "answer" and extra["options"] == []
     best = extra["sources"][0]

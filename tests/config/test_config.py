@@ -162,12 +162,21 @@ def test_cutoffs_describe_and_serialise():
         "stand_in": None,
         "settle": None,
         "settle_dense": None,
+        "contrast": False,
     }
 
 
 def test_the_cutoffs_of_a_threshold_block_keep_every_cutoff_in_its_place():
     block = CutoffSettings(
-        answer=0.5, direct=0.9, clarify=0.01, settle=0.05, settle_dense=0.06, confirm=0.02, unsure=0.03, stand_in=0.04
+        answer=0.5,
+        direct=0.9,
+        clarify=0.01,
+        settle=0.05,
+        settle_dense=0.06,
+        confirm=0.02,
+        unsure=0.03,
+        stand_in=0.04,
+        contrast=True,
     )
     cutoffs = Cutoffs.from_settings("sparse", block)
     assert cutoffs == Cutoffs(
@@ -180,5 +189,6 @@ def test_the_cutoffs_of_a_threshold_block_keep_every_cutoff_in_its_place():
         stand_in=0.04,
         settle=0.05,
         settle_dense=0.06,
+        contrast=True,
     )
     assert cutoffs.to_dict() == {"system": "sparse", **block.model_dump()}  # one field each, the same names

@@ -54,6 +54,20 @@ def test_a_tie_is_settled_for_the_candidate_whose_question_the_message_says_clea
     assert replay([wider], 0.8, 0.005, None, settle=0.3).clarified == 1  # the rival covers more of the message
 
 
+def test_a_candidate_contrasting_a_qualifier_asked_is_offered_with_the_passing_ones_not_answered():
+    def marked(gold: str | None, *hits: tuple[str, float, float]) -> Case:
+        hit_pairs = tuple((i, r) for i, r, _ in hits)
+        return Case(hit_pairs, frozenset({gold} if gold else ()), tuple({"contrast": c} for *_, c in hits))
+
+    neighbour = marked(None, ("bachelor", 0.90, 1.0), ("college", 0.85, 0.0))  # 本科 for 研究生: nothing right
+    behind = marked("college", ("bachelor", 0.90, 1.0), ("college", 0.85, 0.0))  # the right one passes second
+    plain = marked("college", ("college", 0.90, 0.0), ("bachelor", 0.85, 1.0))  # the top one names no other
+    off = replay([neighbour, behind, plain], 0.8, None, None)
+    assert (off.right, off.wrong, off.confirmed) == (1, 2, 0)
+    on = replay([neighbour, behind, plain], 0.8, None, None, contrast=True)
+    assert (on.right, on.wrong, on.confirmed, on.resolved) == (1, 0, 2, 1)  # the second offer holds the gold
+
+
 def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_clearly_closer_unless_words_say_otherwise():
     def meant(gold: str, *hits: tuple[str, float, dict[str, float]]) -> Case:
         return Case(tuple((i, r) for i, r, _ in hits), frozenset({gold}), tuple(s for *_, s in hits))

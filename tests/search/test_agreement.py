@@ -23,8 +23,10 @@ from bot.search.agreement import (
     agree_specifics,
     asked_kinds,
     chinese_number,
+    contrasts,
     match,
     offered_kinds,
+    qualifiers,
     reshaped,
     specifics,
 )
@@ -75,6 +77,17 @@ TERMS = {
     "psychology": {"query": "心理学系本科招生专业", "document": "心理学系招收心理学专业本科生。", "metadata": ""},
     "port": {"query": "启动时提示端口被占用怎么办？", "document": "换一个端口再启动。", "metadata": "端口"},
 }
+# Degree levels and sides: entries about a neighbour of what a message may ask (本科 for 研究生, 北门 for 南门).
+DEGREES = {
+    "bachelor": {
+        "query": "计算机学院本科招生专业",
+        "document": "计算机学院招收计算机科学与技术等专业本科生。",
+        "metadata": "",
+    },
+    "master": {"query": "计算机学院硕士招生", "document": "计算机学院招收学术学位和专业学位硕士生。", "metadata": ""},
+    "college": {"query": "计算机学院简介", "document": "计算机学院有本科生和研究生三千余人。", "metadata": ""},
+    "gate": {"query": "学院大门位置", "document": "学院大门在校园里，南门对面。", "metadata": "北门"},
+}
 ON = {"conflict": 0.3, "other": 0.1, "missing": 0.02, "added": 0.1, "backward": 0.05, "forward": 0.05}
 
 
@@ -99,6 +112,37 @@ def test_years_dates_and_counted_numbers_are_read_and_clock_times_and_names_are_
         2,
         None,
     )
+
+
+def test_qualifiers_of_a_closed_kind_are_read_and_names_that_merely_start_alike_are_not():
+    assert qualifiers("计算机研究生分数线") == {"degree": {"master", "doctor"}}
+    assert qualifiers("计算机学院本科招生专业") == {"degree": {"bachelor"}}
+    assert qualifiers("博士后流动站") == {"degree": {"postdoc"}} and qualifiers("硕士点") == {"degree": {"master"}}
+    assert qualifiers("南校区食堂下午几点开") == {"side": {"south"}, "daypart": {"afternoon"}}
+    assert qualifiers("East Campus address") == {"side": {"east"}}
+    assert qualifiers("南京大学和东莞的分数线") == {}  # a city's name is no side of anything
+    assert qualifiers("undergraduate admissions") == {"degree": {"bachelor"}}  # not also a graduate degree
+    assert qualifiers("PhD or doctoral programs") == {"degree": {"doctor"}} and qualifiers("northern food") == {}
+
+
+def test_an_entry_contrasts_only_when_it_names_another_qualifier_of_a_kind_the_message_names():
+    graduate = qualifiers("计算机研究生分数线")
+    assert contrasts(graduate, qualifiers("计算机学院本科招生专业"))
+    assert not contrasts(graduate, qualifiers("计算机学院硕士招生"))  # a master's is a graduate degree
+    assert not contrasts(graduate, qualifiers("计算机学院招生专业"))  # the entry names no degree: no contrast
+    assert not contrasts(qualifiers("计算机学院招生"), qualifiers("本科招生"))  # nor when the message names none
+    assert contrasts(qualifiers("南校区食堂电话"), qualifiers("东校区食堂饮食"))
+    assert not contrasts(qualifiers("南校区食堂电话"), qualifiers("东校区和南校区的食堂"))
+
+
+def test_the_sparse_index_marks_the_entries_whose_questions_contrast_the_message(settings, kb_dir):
+    write_knowledge(kb_dir, DEGREES)
+    searcher = build_bot(settings).index.searcher("sparse")
+    hits = {h.entry.id: h.signals for h in searcher.search("计算机学院研究生招生", 5)}
+    assert hits["faq:bachelor"]["contrast"] == 1.0  # its question says 本科
+    assert hits["faq:master"]["contrast"] == 0.0 and hits["faq:college"]["contrast"] == 0.0
+    # a keyword counts as the entry's question does; the document does not
+    assert {h.entry.id: h.signals for h in searcher.search("学院南门在哪", 5)}["faq:gate"]["contrast"] == 1.0
 
 
 def test_a_year_the_entry_contradicts_conflicts_and_one_it_never_names_is_missing():

@@ -105,6 +105,19 @@ def tie_of(found: Retrieval, message: str) -> Tie | None:
     return Tie(tuple(passing.values()), tuple(close), _settled(close, found.cutoffs))
 
 
+def answering(found: Retrieval, message: str) -> Hit | None:
+    """The passing hit the answer rung answers from (a settled tie's choice, else the top one); None when nothing
+    passes, or that hit names another qualifier of a kind the message names (signal ``contrast``) and the cutoffs
+    offer such a hit instead (``contrast``; not for a split message, whose parts each have their hit)."""
+    if not found.passed:
+        return None
+    tie = tie_of(found, message)
+    chosen = tie.settled if tie is not None and tie.settled is not None else found.passed[0]
+    if found.cutoffs.contrast and chosen.signals.get("contrast") and not found.parts:
+        return None
+    return chosen
+
+
 class ClarifyStep:
     """The top two passing candidates within the calibrated margin: ask which one is meant, offering the passing
     candidates up to ``max_options`` — unless the message says clearly more of one's question (``settle``), or the
@@ -143,11 +156,10 @@ class AnswerStep:
     def run(self, turn: Turn) -> Iterator[Answer]:
         """Answer when a hit passes; an LLM reply that declines to answer is a miss and passes."""
         found = turn.retrieved()
-        if not found.passed:
+        chosen = answering(found, turn.search_text)
+        if chosen is None:
             return
-        tie = tie_of(found, turn.search_text)
-        chosen = tie.settled if tie is not None else None
-        hits = found.passed if chosen is None else [chosen, *(h for h in found.passed if h is not chosen)]
+        hits = [chosen, *(h for h in found.passed if h is not chosen)]
         yield from answer_from(self.responder, turn, turn.replace(hits=hits))
 
 
@@ -160,9 +172,10 @@ def answer_from(responder: Responder, turn: Turn, base: Answer) -> Iterator[Answ
 
 
 class ConfirmStep:
-    """Nothing passes but the best candidates fall just short (within the ``confirm`` band below the threshold):
-    not "nothing found" but unsure which is meant. One candidate: "您是想问「X」吗？"; several: "我不太确定，您是想问："
-    and their questions as numbered options, up to ``max_options``."""
+    """Nothing passes but the best candidates fall just short (within the ``confirm`` band below the threshold), or
+    the one that would answer names another qualifier than the message's (``contrast``): not "nothing found" but
+    unsure which is meant. One candidate: "您是想问「X」吗？"; several: "我不太确定，您是想问：" and their questions as
+    numbered options, up to ``max_options``."""
 
     name = "confirm"
 
@@ -172,12 +185,14 @@ class ConfirmStep:
     def run(self, turn: Turn) -> Iterator[Answer]:
         """Ask whether the near miss (or which of the near misses) is what was meant."""
         found = turn.retrieved()
-        if found.passed or not found.candidates or found.parts or turn.declined:
+        if not found.candidates or found.parts or turn.declined:
+            return
+        if found.passed and not self._contrasted(found, turn.search_text):
             return
         near: dict[str, Hit] = {}
-        for hit in found.candidates:
-            if found.cutoffs.near_miss(hit):
-                near.setdefault(" ".join(hit.entry.query.split()), hit)
+        for hit in found.passed or found.candidates:
+            if found.passed or found.cutoffs.near_miss(hit):
+                near.setdefault(_question(hit), hit)
         if not near:
             return
         options = tuple(Option(h.entry.id, q) for q, h in list(near.items())[: self.max_options])
@@ -188,3 +203,8 @@ class ConfirmStep:
         )
         answer = turn.replace(text=text, strategy=Strategy.CONFIRM, options=options)
         yield finish(answer, turn.timings, turn.start)
+
+    @staticmethod
+    def _contrasted(found: Retrieval, message: str) -> bool:
+        """True when hits pass but the answer rung did not answer for a qualifier the answering one contrasts."""
+        return found.cutoffs.contrast and answering(found, message) is None
