@@ -77,13 +77,28 @@ def share_embeddings(work: Path, cache: Path) -> None:
         link.symlink_to(cache, target_is_directory=True)
 
 
+ANSWERS_HEAD = "### Answers while it builds"
+
+
+def _first_minute_parts(text: str) -> tuple[list[str], list[str]]:
+    """The build part's and the answers part's lines of BENCHMARKS.md's "The first minute" (either may be empty),
+    without the heading and the closing "Whole run" line."""
+    start = text.find("<!-- first-minute:start -->")
+    end = text.find("<!-- first-minute:end -->", start)
+    head = text.find("## The first minute\n", start)
+    if start < 0 or end < 0 or head < 0 or head > end:
+        return [], []
+    lines = [line for line in text[head:end].splitlines()[2:] if not line.startswith("Whole run ")]
+    cut = lines.index(ANSWERS_HEAD) if ANSWERS_HEAD in lines else len(lines)
+    build, answers = lines[:cut], lines[cut:]
+    return (build if any(line.startswith("|") for line in build) else []), answers
+
+
 def published_build(text: str) -> list[str]:
     """The build table's lines as BENCHMARKS.md has them (none when the section holds no build table)."""
-    start = text.find("<!-- first-minute:start -->")
-    if start < 0:
-        return []
-    head = text.find("## The first minute\n", start)
-    answers = text.find("### Answers while it builds", start)
-    if head < 0 or answers < 0:
-        return []
-    return text[head:answers].splitlines()[2:]
+    return _first_minute_parts(text)[0]
+
+
+def published_answers(text: str) -> list[str]:
+    """The answers part's lines as BENCHMARKS.md has them, from its heading (none when the section has none)."""
+    return _first_minute_parts(text)[1]

@@ -243,11 +243,37 @@ def test_the_ladder_section_shows_the_first_build_as_the_first_minute_published_
             "Against d09645f's first build in the same run (43.7 s): fully built in **0.55×** its time.",
             "",
             "### Answers while it builds",
+            "<!-- first-minute:end -->",
         ]
     )
     lines = ladder.first_build(published)
     assert "| now | 24.1 |" in lines and lines[-1].startswith("Against d09645f") and lines[-2] == ""
     assert ladder.first_build("## The decision ladder only") == []
+
+
+def test_a_first_minute_section_keeps_the_part_a_run_skipped():
+    from benchmarks.common import published_answers, published_build
+
+    def section(*lines: str) -> str:
+        return "\n".join(
+            ["<!-- first-minute:start -->", "## The first minute", "", *lines, "<!-- first-minute:end -->"]
+        )
+
+    build = [
+        "`python -m benchmarks.first_minute` · the first build",
+        "",
+        "| build | fully built s |",
+        "| now | 23.0 |",
+        "",
+    ]
+    answers = ["### Answers while it builds", "", "| chain | wrong |", "| sparse | 5.2 |", ""]
+    both = section(*build, *answers, "Whole run 6 min.")
+    assert published_build(both) == build and published_answers(both) == answers
+    # a build-only run (--skip-answers) published no answers heading: its build table is still found, and back
+    build_only = section(*build, "Whole run 5.6 min.")
+    assert published_build(build_only) == build and published_answers(build_only) == []
+    answers_only = section(*answers, "Whole run 1 min.")
+    assert published_build(answers_only) == [] and published_answers(answers_only) == answers
 
 
 def test_the_filters_benchmark_finds_nothing_outside_its_filters(tmp_path, monkeypatch, capsys):
