@@ -31,10 +31,14 @@ class Server:
     guard: ServerGuard  # the CSP, upload cap, rate and admin checks, and the throttled login
     pages: dict[str, AdminBlocks]  # path -> the page of each other knowledge base (/kb/<name>)
     deployment: Deployment
+    desk: Desk | None = None  # the hand-off desk whose notices' worker this server started
 
     def close(self) -> None:
-        """Stop serving (the other pages are mounted on the default page's app and stop with it)."""
+        """Stop serving (the other pages are mounted on the default page's app and stop with it) and the hand-off
+        notices' worker."""
         self.page.close()
+        if self.desk is not None:
+            self.desk.stop()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,7 +93,7 @@ def build_server(settings: Settings, kb: KnowledgeBase | None = None) -> Server:
     for path, other in pages.items():  # ahead of the page's mount, which would take /kb/<name>/admin/...
         routes += admin_routes(other, path)
     guard = ServerGuard(settings, may_upload=upload_admin({"/": page, **pages}))
-    return Server(page, routes, guard, pages, deployment)
+    return Server(page, routes, guard, pages, deployment, default.desk)
 
 
 def desk_routes(desk: Desk, settings: Settings, admin: AdminAuth) -> list[Any]:

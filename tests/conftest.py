@@ -166,7 +166,7 @@ def serve_app(settings, monkeypatch):
 
         served = with_cutoffs(variant or settings, "sparse", 0.5)
         demo, url = serve_in_process(served, **launch)
-        ADMIN_COOKIE["Cookie"] = f"{COOKIE}={demo.admin.token()}"
+        ADMIN_COOKIE["Cookie"] = f"{COOKIE}={demo.page.admin.token()}"
         demos.append(demo)
         return url
 

@@ -91,6 +91,8 @@ class Outbox:
         self._thread = threading.Thread(target=loop, name="handoff-outbox", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """End the worker thread."""
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the worker thread, waiting up to ``timeout`` s for a round in progress."""
         self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)

@@ -6,6 +6,7 @@ nothing; the console refuses anyone who is not an agent (or an admin). The widge
 from __future__ import annotations
 
 import json
+import threading
 
 import httpx
 import pytest
@@ -175,3 +176,17 @@ def test_an_admin_is_an_agent_too(settings, serve_api, monkeypatch):
     http = httpx.Client(base_url=base, timeout=30)
     assert http.post("/agent/login", data={"username": "boss", "password": "boss-password-1"}).status_code == 303
     assert http.get("/agent/api/tickets").json()["agent"] == "boss"
+
+
+def test_closing_the_server_stops_its_staff_notices_worker(desk_settings):
+    from tests.support.serving import serve_in_process
+
+    def workers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "handoff-outbox" and t.is_alive()]
+
+    before = set(workers())
+    server, _ = serve_in_process(desk_settings)
+    started = [t for t in workers() if t not in before]
+    assert server.desk is not None and len(started) == 1
+    server.close()
+    assert not started[0].is_alive()  # no round runs on after the app (and its database) is gone

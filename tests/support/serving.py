@@ -13,6 +13,7 @@ import app
 from bot.chat.bot import Bot
 from bot.factory import build_knowledge_base
 from bot.knowledge_base import KnowledgeBase
+from bot.server import Server
 from bot.ui.admin import COOKIE
 from tests.support.ports import free_port
 
@@ -89,20 +90,21 @@ def login(url: str) -> dict:
     return {COOKIE: r.cookies[COOKIE]}
 
 
-def serve_in_process(settings: Any, bot: Bot | KnowledgeBase | None = None, **launch: Any) -> tuple[Any, str]:
-    """``app.build_server`` + ``app.serve`` on a free loopback port, not blocking: (page, base URL without "/").
+def serve_in_process(settings: Any, bot: Bot | KnowledgeBase | None = None, **launch: Any) -> tuple[Server, str]:
+    """``app.build_server`` + ``app.serve`` on a free loopback port, not blocking: (server, base URL without "/");
+    ``server.close()`` stops it and its background workers.
 
     ``bot``: the default knowledge base (or its Bot), when the test built it (else the server builds it)."""
     kb = build_knowledge_base(settings, bot) if isinstance(bot, Bot) else bot
     server = app.build_server(settings, kb)
     port = free_port()
     app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
-    return server.page, f"http://127.0.0.1:{port}"
+    return server, f"http://127.0.0.1:{port}"
 
 
-def serve_asked(settings: Any, origin: str, asked: str, times: int = 3, **ui: Any) -> tuple[Any, str]:
+def serve_asked(settings: Any, origin: str, asked: str, times: int = 3, **ui: Any) -> tuple[Server, str]:
     """Serve ``settings`` with the widget on for ``origin`` and "was this solved?" after every answer, after
-    ``times`` page visitors asked ``asked`` (the welcome card reads the log as the app starts); (page, base URL).
+    ``times`` page visitors asked ``asked`` (the welcome card reads the log as the app starts); (server, base URL).
     ``ui``: more ``ui`` settings (``pinned``, ``examples``...)."""
     from bot.config.variants import update
     from tests.support.knowledge import with_cutoffs
@@ -112,5 +114,4 @@ def serve_asked(settings: Any, origin: str, asked: str, times: int = 3, **ui: An
     kb = build_knowledge_base(settings)
     for n in range(times):
         kb.ask(asked, session=f"asked-before-{n}", source="web")
-    page, url = serve_in_process(settings, kb)
-    return page, url
+    return serve_in_process(settings, kb)
