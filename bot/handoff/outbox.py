@@ -19,6 +19,7 @@ from bot.handoff.channels import Channel, DeliveryError
 from bot.handoff.store import TicketStore
 
 log = logging.getLogger(__name__)
+STOP_WAIT_SECONDS = 5.0  # how long closing a server waits for a delivery round already running
 
 
 class Outbox:
@@ -91,8 +92,8 @@ class Outbox:
         self._thread = threading.Thread(target=loop, name="handoff-outbox", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """End the worker thread, waiting up to ``timeout`` s for a round in progress."""
+    def stop(self) -> None:
+        """End the worker thread, waiting up to ``STOP_WAIT_SECONDS`` for a round in progress."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+            self._thread.join(STOP_WAIT_SECONDS)
