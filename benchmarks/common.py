@@ -80,6 +80,11 @@ def share_embeddings(work: Path, cache: Path) -> None:
 ANSWERS_HEAD = "### Answers while it builds"
 
 
+def published() -> str:
+    """BENCHMARKS.md's text as published ("" before it exists)."""
+    return BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.is_file() else ""
+
+
 def _first_minute_parts(text: str) -> tuple[list[str], list[str]]:
     """The build part's and the answers part's lines of BENCHMARKS.md's "The first minute" (either may be empty),
     without the heading and the closing "Whole run" line."""

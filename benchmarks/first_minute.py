@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    BENCHMARKS_MD,
     data_dir,
     knowledge_folder,
+    published,
     published_answers,
     published_build,
     write_section,
@@ -223,13 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         body += build_table(runs, len(entries), q_texts, q_tokens, p_texts, p_tokens)
     else:
         # the build needs idle cores, the answers do not: keep the build table a quieter run published
-        body += published_build(BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.is_file() else "")
+        body += published_build(published())
     if not args.skip_answers:
         sets = knowledge_sets(["sysu", "starter"])
         results = [answer_states(name, ents, msgs) for name, ents, msgs in sets]
         body += answers_table(sets, results)
     else:  # as above: keep the answers an earlier run published
-        body += published_answers(BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.is_file() else "")
+        body += published_answers(published())
     kept = " (answers only: the build table is an earlier run's)" if args.skip_build else ""
     kept = " (build only: the answers are an earlier run's)" if args.skip_answers else kept
     body.append(

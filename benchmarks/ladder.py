@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import BENCHMARKS_MD, data_dir, published_build, write_section
+from benchmarks.common import data_dir, published, published_build, write_section
 from bot.chat.chitchat import ChitChat
 from bot.config.settings import CutoffSettings, Settings, load_settings
 from bot.config.variants import replace, update
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             + ".",
             "",
             heldout_matchers(sets),
-            *first_build(BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.is_file() else ""),
+            *first_build(published()),
         ]
     )
     print(body)
