@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import mode_arguments, publish, shared_folder
 from benchmarks.ladder import BEFORE_AGREEMENT, BEFORE_CUTOFFS, MAIN_CUTOFFS, STATE, TODAY_ANSWER, build
+from bot.chat.several import asks_for_several
 from bot.config.retrieval import AgreementWeights
 from bot.evaluation.ladder_tuning import Case, replay, rescored
 from bot.evaluation.questions import load_eval_set
@@ -45,16 +46,26 @@ def main(argv: list[str] | None = None) -> int:
         for q in data.questions:
             hits, _ = bot.retrieve(q.question, mode=mode, top_k=10)
             signals = tuple(dict(h.signals) for h in hits)
-            cases.append(Case(tuple((h.entry.id, h.relevance) for h in hits), frozenset(q.gold), signals))
+            pairs = tuple((h.entry.id, h.relevance) for h in hits)
+            cases.append(Case(pairs, frozenset(q.gold), signals, asks_for_several(q.question)))
         before = [rescored(c, AgreementWeights()) for c in cases]  # each hit's relevance before agreement
         n = len(cases)
         main_cutoffs = MAIN_CUTOFFS.get(system, shipped)
         earlier = BEFORE_CUTOFFS.get(system, shipped)
         weighted = [rescored(c, AgreementWeights(**BEFORE_AGREEMENT.get(system, {}))) for c in cases]
-        for label, answer, margin, settle, dense, contrast, replayed in (
-            ("today", TODAY_ANSWER.get(system, shipped.answer), None, None, None, False, before),
-            ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, None, None, False, before),
-            ("ladder (before)", earlier.answer, earlier.clarify, earlier.settle, earlier.settle_dense, False, weighted),
+        for label, answer, margin, settle, dense, contrast, together, replayed in (
+            ("today", TODAY_ANSWER.get(system, shipped.answer), None, None, None, False, None, before),
+            ("ladder (main)", main_cutoffs.answer, main_cutoffs.clarify, None, None, False, None, before),
+            (
+                "ladder (before)",
+                earlier.answer,
+                earlier.clarify,
+                earlier.settle,
+                earlier.settle_dense,
+                False,
+                None,
+                weighted,
+            ),
             (
                 "**ladder (new)**",
                 shipped.answer,
@@ -62,11 +73,12 @@ def main(argv: list[str] | None = None) -> int:
                 shipped.settle,
                 shipped.settle_dense,
                 shipped.contrast,
+                shipped.together,
                 cases,
             ),
         ):
             # the rungs' own rules (every LCQMC question has a gold entry)
-            o = replay(replayed, answer, margin, None, settle, dense, contrast)
+            o = replay(replayed, answer, margin, None, settle, dense, contrast, together)
             answered = o.right + o.wrong
             lines.append(
                 f"| {system} | {label} | {answer:g} | {'off' if margin is None else f'{margin:g}'} | {answered / n:.3f} "

@@ -113,6 +113,7 @@ class Cutoffs:
     settle: float | None = None  # a close candidate whose question the message says this much more of answers
     settle_dense: float | None = None  # ... or whose question the dense side finds this much closer (no fewer words)
     contrast: bool = False  # a candidate naming another qualifier of a kind the message names is offered, not answered
+    together: float | None = None  # close candidates each saying this much of a message asking for several answer
 
     def standing_in(self) -> Cutoffs:
         """The cutoffs while this system stands in for a mode whose index is not ready: a hit answers only from
@@ -174,6 +175,7 @@ class Cutoffs:
             "settle": self.settle,
             "settle_dense": self.settle_dense,
             "contrast": self.contrast,
+            "together": self.together,
         }
 
 
@@ -215,6 +217,7 @@ class Answer:
     suggestions: tuple[str, ...] = ()
     options: tuple[Option, ...] = ()  # the entries offered (clarify, confirm, "did you mean"), best first
     parts: tuple[Part, ...] = ()
+    together: tuple[str, ...] = ()  # entries answering together (a message asking for several), shown whole
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = True
     turn_id: int | None = None  # the conversation log's id of this turn, once recorded (KnowledgeBase.turn)

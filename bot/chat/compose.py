@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from bot.chat.answer import Part
 from bot.search.base import Hit
@@ -16,11 +16,13 @@ def compose(
     no_hits: str,
     max_hit_chars: int | None = None,
     channel: str | None = None,
+    together: Collection[str] = (),
 ) -> str:
     """The reply without an LLM; ``no_hits`` is used when nothing passed.
 
     A split message gets one block per part, each labelled with its sub-question (parts answered by the same
-    entry share a block); otherwise the best hit's document (a long one: its best passages within
+    entry share a block); a message asking for several of a kind gets one block per entry answering ``together``;
+    otherwise the best hit's document (a long one: its best passages within
     ``max_hit_chars``; an entry's variant for ``channel`` instead, whole). The other passing hits follow as titles.
     """
 
@@ -45,6 +47,9 @@ def compose(
         text = "\n\n".join(
             f"↳ {'；'.join(questions)}\n\n" + (_entry(hit) if hit else PART_NOT_FOUND) for questions, hit in blocks
         )
+    elif len(listed := [hit for hit in hits if hit.entry.id in together]) > 1:
+        blocks += [([], hit) for hit in listed]
+        text = "\n\n".join(_entry(hit) for hit in listed)
     else:
         blocks.append(([], hits[0]))
         text = _entry(hits[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterator, Sequence
 
 from bot.chat.answer import Answer, Option, Part, Strategy
 from bot.chat.compose import compose
@@ -69,7 +69,7 @@ class Responder:
         """Snapshots of the answer from ``base.hits``, the last one finished; returns True instead of finishing
         when the LLM declined to answer from them (a miss: the caller goes on down the ladder)."""
         if self.llm is None:
-            text = self.compose(base.hits, base.parts, base.channel)
+            text = self.compose(base.hits, base.parts, base.channel, base.together)
             yield finish(dataclasses.replace(base, text=text), timings, start)
             return False
         best = base.hits[0]
@@ -79,6 +79,7 @@ class Responder:
             base.strategy in (Strategy.DIRECT, Strategy.CHOSEN)
             and not best.subquestion
             and not split
+            and not base.together
             and base.thresholds
             and base.thresholds.is_direct(best)
         ):
@@ -92,7 +93,7 @@ class Responder:
         prompt = self.prompt.build(question, base.hits, history)
         timings["prompt"] = ms(t)
         base = dataclasses.replace(base, hits=prompt.used, llm_used=True)
-        fallback = self.compose(prompt.used, base.parts, base.channel)
+        fallback = self.compose(prompt.used, base.parts, base.channel, base.together)
         for snapshot in self._generate(base, prompt.messages, timings, start, fallback):
             if snapshot.finished and snapshot.llm_used and self.dont_know.declines(snapshot.text):
                 return True  # a miss: the streamed part is replaced by what the next rung says
@@ -127,7 +128,14 @@ class Responder:
         assert self.llm is not None  # callers check that there is an LLM
         yield from stream_reply(self.llm, messages, base, timings, start, fallback, prefix, self.max_answer_chars)
 
-    def compose(self, hits: Sequence[Hit], parts: Sequence[Part] = (), channel: str | None = None) -> str:
-        """Retrieval-only reply: each part's best entry (a split message) or the best hit's document (``channel``'s
-        variant when the entry has one), then titles."""
-        return compose(hits, parts, self.last_resort.fixed_reply([]), self.prompt.settings.max_hit_chars, channel)
+    def compose(
+        self,
+        hits: Sequence[Hit],
+        parts: Sequence[Part] = (),
+        channel: str | None = None,
+        together: Collection[str] = (),
+    ) -> str:
+        """Retrieval-only reply: each part's best entry (a split message), the entries answering ``together``, or the
+        best hit's document (``channel``'s variant when the entry has one), then titles."""
+        max_hit_chars = self.prompt.settings.max_hit_chars
+        return compose(hits, parts, self.last_resort.fixed_reply([]), max_hit_chars, channel, together)

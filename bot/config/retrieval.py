@@ -150,6 +150,11 @@ class CutoffSettings(Strict):
     """The candidate that would answer names, in its questions or keywords, another qualifier of a kind the message
     names and not the message's (本科 for 研究生, 东校区 for 南校区: signal ``contrast``): it is not answered; the
     passing candidates are offered as "我不太确定，您是想问：" instead. false = answered as any other."""
+    together: float | None = Field(default=None, ge=0.0, le=1.0)
+    """A message that asks for several of a kind (有哪些, 有什么, 分别, "are there": bot/chat/several.py) is not asked
+    which of the candidates within ``clarify`` it means when each of them says at least this share of the message's
+    word weight (signal ``q_forward``): they answer together, the one whose question the message says most of first
+    (a retrieval-only reply shows each whole); null = asked as any other tie."""
     stand_in: float | None = Field(default=None, ge=0.0, le=1.0)
     """While this system stands in for a mode whose index is still building (or healing), a hit answers only from
     this far above ``answer``; one that would pass the usual cut is offered as "您是想问「X」吗？" instead; null =
@@ -260,7 +265,7 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
             "hybrid-e5": CutoffSettings(
-                answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06, contrast=True
+                answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06, contrast=True, together=0.5
             ),
             "hybrid-fasttext": CutoffSettings(answer=0.44),
             "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),

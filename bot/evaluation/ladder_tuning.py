@@ -54,6 +54,7 @@ class Case:
     hits: tuple[tuple[str, float], ...]
     gold: frozenset[str]
     signals: tuple[Mapping[str, float], ...] = ()
+    several: bool = False  # the question asks for several of a kind (bot/chat/several.py)
 
 
 def rescored(case: Case, weights: AgreementWeights) -> Case:
@@ -142,6 +143,7 @@ class _Table:
                 self.across[row, col] = across.get(entry_id, 0.0)
                 self.contrast[row, col] = contrast.get(entry_id, False)
         self.answerable = np.array([bool(c.gold) for c in cases], dtype=bool)
+        self.several = np.array([c.several for c in cases], dtype=bool)
         width = self.relevance.shape[1]
         # any gold among the first k candidates, for k = 0 .. width
         self.gold_within = np.concatenate(
@@ -159,6 +161,7 @@ class _Table:
         settle: float | None = None,
         settle_dense: float | None = None,
         contrast: bool = False,
+        together: float | None = None,
     ) -> LadderOutcome:
         """The rungs' decisions with these thresholds (None: that rung off)."""
         rows = np.arange(self.total)
@@ -170,6 +173,14 @@ class _Table:
         options = self.gold_within[rows, np.minimum(passed, MAX_OPTIONS)]
         # the candidate answering: the top one, or the one a settled tie chose (the message says clearly more of it)
         chosen = np.zeros(self.total, dtype=int)
+        grouped = np.zeros(self.total, dtype=bool)
+        if together is not None and margin is not None:
+            # a question asking for several whose close candidates each say enough of it: they answer together, the
+            # one it says most of first (argmax: the first of equals, i.e. the more relevant)
+            enough = np.where(within, self.covered, np.inf).min(axis=1) >= together
+            grouped = clarify & self.several & enough
+            chosen = np.where(grouped, np.argmax(np.where(within, self.said, -np.inf), axis=1), chosen)
+            clarify = clarify & ~grouped
         if settle is not None and margin is not None and self.said.shape[1] > 1:
             said = np.where(within, self.said, -np.inf)
             ranked = np.argsort(-said, axis=1, kind="stable")
@@ -185,7 +196,7 @@ class _Table:
                 with np.errstate(invalid="ignore"):
                     closer = np.nan_to_num(self.meant - self.meant[rows, first][:, None], nan=-np.inf) >= settle_dense
                 settled &= ~(same & closer).any(axis=1)
-            chosen = np.where(settled, ranked[:, 0], 0)
+            chosen = np.where(settled, ranked[:, 0], chosen)
             clarify = clarify & ~settled
         if settle_dense is not None and margin is not None and self.meant.shape[1] > 1:
             # ... else the one the dense side finds clearly closer, whose question the message says no less of both ways
@@ -200,7 +211,8 @@ class _Table:
             clarify = clarify & ~closer
         direct = answering & ~clarify
         # the candidate answering names another qualifier than the message's: its passing candidates are offered
-        offered = direct & self.contrast[rows, chosen] if contrast else np.zeros(self.total, dtype=bool)
+        contrasted = self.contrast[rows, chosen] | (grouped & (within & self.contrast).any(axis=1))
+        offered = direct & contrasted if contrast else np.zeros(self.total, dtype=bool)
         direct &= ~offered
         right_answers = direct & self.gold[rows, chosen]
         if band is not None:
@@ -242,13 +254,15 @@ def replay(
     settle: float | None = None,
     settle_dense: float | None = None,
     contrast: bool = False,
+    together: float | None = None,
 ) -> LadderOutcome:
     """The rungs' decisions on ``cases`` with these thresholds (None: that rung off); ``settle`` answers a tie
     whose one candidate's question the message says that much more of (``q_backward`` in the cases' signals),
     ``settle_dense`` one whose question the dense side finds that much closer (``question``) and the message says
     no less of both ways; with ``contrast``, a candidate about to answer that contrasts a qualifier of the message
-    (signal ``contrast``) is offered with the other passing candidates instead."""
-    return _Table(cases).outcome(answer, margin, band, settle, settle_dense, contrast)
+    (signal ``contrast``) is offered with the other passing candidates instead; ``together`` answers a tie of a
+    question asking for several (``several``) whose close candidates each say that much of it (``q_forward``)."""
+    return _Table(cases).outcome(answer, margin, band, settle, settle_dense, contrast, together)
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:

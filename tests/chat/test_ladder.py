@@ -278,6 +278,36 @@ def test_a_tie_the_message_says_more_of_is_asked_when_the_dense_side_finds_the_r
     assert decided(hit("b", 0.898, question=0.93, cross_language=1.0, **rival)) == []
 
 
+CANTEENS = {
+    "rong": {"query": "珠海校区榕园食堂", "document": "榕园食堂位于榕园4号楼一层。", "metadata": "饮食"},
+    "li": {"query": "珠海校区荔园食堂", "document": "荔园食堂位于荔园13号楼一层、二层。", "metadata": "饮食"},
+    "library": {"query": "图书馆开放时间", "document": "图书馆每天早上八点到晚上十点开放。", "metadata": "图书馆"},
+}
+
+
+def test_a_message_asking_for_several_of_a_kind_is_answered_from_every_close_candidate(settings, kb_dir):
+    write_knowledge(kb_dir, CANTEENS)
+    bot = build_bot(with_thresholds(settings, "sparse", CutoffSettings(answer=0.2, clarify=0.05, together=0.5)))
+
+    def decided(message: str, cutoffs: CutoffSettings) -> Answer:
+        return build_bot(with_thresholds(settings, "sparse", cutoffs), index=bot.index, load=False).answer(message)
+
+    for message in ("珠海校区食堂有哪些", "珠海校区有什么食堂"):
+        listed = bot.answer(message)
+        assert listed.decision is Decision.ANSWER and set(listed.together) == {"faq:rong", "faq:li"}, message
+        assert [h.entry.id for h in listed.hits[:2]] == list(listed.together)
+        # each canteen shown whole, not one canteen above the other's title
+        assert "榕园4号楼" in listed.text and "荔园13号楼" in listed.text and "其他相关条目" not in listed.text
+    # off, or a message that does not ask for several: asked which one, as any tie
+    asked = decided("珠海校区食堂有哪些", CutoffSettings(answer=0.2, clarify=0.05))
+    assert asked.decision is Decision.CLARIFY and not asked.together
+    assert bot.answer("珠海校区食堂").decision is Decision.CLARIFY
+    # close candidates that are not of the kind asked for (canteens for 学院) are still asked about
+    colleges = decided("珠海校区有哪些学院", CutoffSettings(answer=0.1, clarify=0.05, together=0.5))
+    assert colleges.decision is Decision.CLARIFY and not colleges.together
+    assert max(o.signals["q_forward"] for o in colleges.candidates[:2]) < 0.5
+
+
 def test_once_clarifying_every_passing_candidate_is_offered_up_to_max_options(ladder_settings, kb_dir):
     lyrics = {"query": "校歌的歌词是什么？", "document": "校歌歌词由邹鲁作。", "metadata": "校歌,歌词"}
     write_knowledge(kb_dir, {**SONGS, "lyrics": lyrics})

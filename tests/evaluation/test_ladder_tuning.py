@@ -68,6 +68,21 @@ def test_a_candidate_contrasting_a_qualifier_asked_is_offered_with_the_passing_o
     assert (on.right, on.wrong, on.confirmed, on.resolved) == (1, 0, 2, 1)  # the second offer holds the gold
 
 
+def test_a_tie_of_a_question_asking_for_several_is_answered_together_when_each_says_enough_of_it():
+    def listed(gold: str, several: bool, *hits: tuple[str, float, float, float]) -> Case:
+        signals = tuple({"q_forward": f, "q_backward": b} for *_, f, b in hits)
+        return Case(tuple((i, r) for i, r, *_ in hits), frozenset({gold}), signals, several)
+
+    # the one the message says more of answers first, though ranked second
+    overview = listed("all", True, ("one", 0.900, 0.7, 0.6), ("all", 0.898, 0.7, 0.9), ("far", 0.70, 0.1, 0.1))
+    unlike = listed("rong", True, ("li", 0.900, 0.3, 0.5), ("rong", 0.898, 0.3, 0.5))  # neither says enough
+    single = listed("all", False, ("one", 0.900, 0.7, 0.6), ("all", 0.898, 0.7, 0.9))  # asks for one: asked
+    on = replay([overview, unlike, single], 0.8, 0.005, None, together=0.5)
+    assert (on.right, on.wrong, on.clarified) == (1, 0, 2)
+    off = replay([overview, unlike, single], 0.8, 0.005, None)
+    assert (off.right, off.wrong, off.clarified) == (0, 0, 3)
+
+
 def test_a_tie_is_settled_for_the_candidate_the_dense_side_finds_clearly_closer_unless_words_say_otherwise():
     def meant(gold: str, *hits: tuple[str, float, dict[str, float]]) -> Case:
         return Case(tuple((i, r) for i, r, _ in hits), frozenset({gold}), tuple(s for *_, s in hits))

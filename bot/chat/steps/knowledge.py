@@ -9,6 +9,7 @@ from bot.chat.answer import Answer, Cutoffs, Option, Strategy
 from bot.chat.generate import finish
 from bot.chat.offers import clarify_text, confirm_text, squeeze
 from bot.chat.respond import Responder
+from bot.chat.several import asks_for_several
 from bot.chat.steps.base import Retrieval, Turn
 from bot.config.base import default_of
 from bot.config.ladder import LadderSettings
@@ -73,15 +74,27 @@ def _settled(close: list[Hit], cutoffs: Cutoffs) -> Hit | None:
     return _said_more(close, cutoffs.settle, cutoffs.settle_dense) or _meant_more(close, cutoffs.settle_dense)
 
 
+def _together(close: list[Hit], message: str, share: float | None) -> tuple[Hit, ...]:
+    """The ``close`` candidates answering together, the one whose question the message says most of first: the
+    message asks for several of a kind and each of them says at least ``share`` of it (``q_forward``); () when
+    not (always when ``share`` is None)."""
+    if share is None or not asks_for_several(message):
+        return ()
+    if any(h.signals.get("q_forward", 0.0) < share for h in close):
+        return ()  # 北校园有哪些学院: two canteens of 北校园 are close, but neither is a 学院
+    return tuple(sorted(close, key=lambda h: -h.signals.get("q_backward", 0.0)))
+
+
 @dataclass(frozen=True)
 class Tie:
     """Passing candidates the top one does not clearly beat: the passing candidates (one per question, best first),
-    those within the clarify margin of the top one (at least two), and the one a lead settles the tie for (None: the
-    visitor is asked)."""
+    those within the clarify margin of the top one (at least two), the one a lead settles the tie for (None: the
+    visitor is asked), and the close ones answering together when the message asks for several of a kind."""
 
     passing: tuple[Hit, ...]
     close: tuple[Hit, ...]
     settled: Hit | None
+    together: tuple[Hit, ...] = ()
 
 
 def _question(hit: Hit) -> str:
@@ -102,19 +115,23 @@ def tie_of(found: Retrieval, message: str) -> Tie | None:
     close = [h for h in passing.values() if top - h.relevance <= margin]
     if len(close) < 2:
         return None
+    together = _together(close, message, found.cutoffs.together)
+    if together:
+        return Tie(tuple(passing.values()), tuple(close), together[0], together)
     return Tie(tuple(passing.values()), tuple(close), _settled(close, found.cutoffs))
 
 
-def answering(found: Retrieval, message: str) -> Hit | None:
-    """The passing hit the answer rung answers from (a settled tie's choice, else the top one); None when nothing
-    passes, or that hit names another qualifier of a kind the message names (signal ``contrast``) and the cutoffs
-    offer such a hit instead (``contrast``; not for a split message, whose parts each have their hit)."""
+def answering(found: Retrieval, message: str) -> tuple[Hit, ...]:
+    """The passing hits the answer rung answers from: a settled tie's choice (or the close candidates answering
+    together), else the top one; () when nothing passes, or one of them names another qualifier of a kind the
+    message names (signal ``contrast``) and the cutoffs offer such a hit instead (``contrast``; not for a split
+    message, whose parts each have their hit)."""
     if not found.passed:
-        return None
+        return ()
     tie = tie_of(found, message)
-    chosen = tie.settled if tie is not None and tie.settled is not None else found.passed[0]
-    if found.cutoffs.contrast and chosen.signals.get("contrast") and not found.parts:
-        return None
+    chosen = (found.passed[0],) if tie is None or tie.settled is None else tie.together or (tie.settled,)
+    if found.cutoffs.contrast and any(h.signals.get("contrast") for h in chosen) and not found.parts:
+        return ()
     return chosen
 
 
@@ -157,10 +174,11 @@ class AnswerStep:
         """Answer when a hit passes; an LLM reply that declines to answer is a miss and passes."""
         found = turn.retrieved()
         chosen = answering(found, turn.search_text)
-        if chosen is None:
+        if not chosen:
             return
-        hits = [chosen, *(h for h in found.passed if h is not chosen)]
-        yield from answer_from(self.responder, turn, turn.replace(hits=hits))
+        hits = [*chosen, *(h for h in found.passed if not any(h is c for c in chosen))]
+        together = tuple(h.entry.id for h in chosen) if len(chosen) > 1 else ()
+        yield from answer_from(self.responder, turn, turn.replace(hits=hits, together=together))
 
 
 def answer_from(responder: Responder, turn: Turn, base: Answer) -> Iterator[Answer]:
@@ -207,4 +225,4 @@ class ConfirmStep:
     @staticmethod
     def _contrasted(found: Retrieval, message: str) -> bool:
         """True when hits pass but the answer rung did not answer for a qualifier the answering one contrasts."""
-        return found.cutoffs.contrast and answering(found, message) is None
+        return found.cutoffs.contrast and not answering(found, message)
