@@ -62,6 +62,7 @@ def test_answer_carries_sources_strategy_mode_and_thresholds(sparse_url):
         "settle": None,
         "settle_dense": None,
         "contrast": False,
+        "together": None,
     }
     assert extra["decision"] == "answer" and extra["options"] == []
     best = extra["sources"][0]

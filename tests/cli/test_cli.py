@@ -41,6 +41,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "settle": 0.1,
         "settle_dense": None,
         "contrast": False,
+        "together": None,
     }
     assert out["decision"] == "answer" and out["options"] == []
     best = out["hits"][0]

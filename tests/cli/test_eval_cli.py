@@ -180,6 +180,7 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
         "settle": 0.1,
         "settle_dense": None,
         "contrast": False,
+        "together": None,
     }
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
     assert r["not_answerable_pass_rate"] == 0.5 and r["p95_ms"] >= r["p50_ms"] > 0
@@ -224,6 +225,7 @@ def test_eval_modes_side_by_side(config, questions, capsys):
             "settle": t,
             "settle_dense": None,
             "contrast": s == "hybrid-e5",
+            "together": 0.5 if s == "hybrid-e5" else None,
         }
         for s, a, c, u, m, t in [
             ("sparse", 0.5, None, None, 0.1, 0.1),

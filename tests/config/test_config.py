@@ -163,6 +163,7 @@ def test_cutoffs_describe_and_serialise():
         "settle": None,
         "settle_dense": None,
         "contrast": False,
+        "together": None,
     }
 
 

@@ -73,6 +73,7 @@ def test_a_turn_is_stored_with_every_field(turn_log):
         "settle": None,
         "settle_dense": None,
         "contrast": False,
+        "together": None,
     }
     assert t["timings"] == {"retrieve": 3.5, "llm": 120.0, "total": 130.25} and t["latency_ms"] == 130.25
     assert (t["llm"], t["llm_used"], t["answer"], t["notices"], t["finished"]) == (

@@ -378,6 +378,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
         "settle": 0.1,
         "settle_dense": None,
         "contrast": False,
+        "together": None,
     }
     assert out["hits"][0]["relevance"] == 1.0 and out["hits"][0]["signals"]["coverage"] == 1.0
     searched = run("search", "图书馆几点开放")
