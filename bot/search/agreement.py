@@ -24,7 +24,8 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
   (心理系 beside 心理). Forward counts only those content words;
 - **inside**: the share of the message's word weight held by content words no entry uses as a word that begin or
   end one of the entry's words (接 of 接入, 千问 of 通义千问): a visitor's short form of the entry's term, which word
-  coverage cannot find;
+  coverage cannot find; a verb jieba glues to a modal or a negation before it or a completive after it (能接, 不接,
+  关掉) counts by the verb, when that is the entry's word or begins or ends one;
 - **unmet**: the message asks for a kind of answer (a time, a person, a place, a number, a price, a contact) that
   the entry neither names in its questions ("创办时间" for "谁创办了中山大学") nor shows in its text (a year, an
   address, a phone number): the college's admissions entry for "人工智能学院在哪";
@@ -154,7 +155,7 @@ _ASKING = (
     "什么 啥 啥子 啥样 多少 几 几个 几点 几时 几年 多久 多大 多长 多远 哪 哪个 哪些 哪里 哪儿 哪年 哪天 哪位 谁 怎么 怎么样 "
     "怎样 咋 咋样 如何 为什么 为啥 是否 能否 是不是 有没有 能不能 可不可以 会不会 吗 呢 啊 吧 呀 哦 嘛 么 啦 呐 哈 呗 咧 "
     "哎 嗯 来着 一下 请问 请 麻烦 想 想问 问 问下 我 我们 你 你们 您 的 了 着 过 得 地 是 有 在 要 能 可以 会 告诉 知道 一 "
-    "个 下 都 还 就 又 也 干嘛 干啥 干什么 怎么办 咋办 咋整 咋弄 怎么弄 怎么回事 啥意思 什么意思 到底 究竟 一共 总共 "
+    "个 下 都 还 就 又 也 干嘛 干啥 干什么 怎么办 咋办 咋整 咋弄 怎么弄 怎么回事 啥意思 什么意思 到底 究竟 一共 总共 老是 总是 一直 经常 "
     "what which who whom whose when where why how is are was were be do does did i you we it the a an to of in on "
     "for with can could should would will my your me please"
 )

@@ -217,13 +217,38 @@ def content_units(units: Sequence[Unit], df: Mapping[str, int]) -> list[Unit]:
     return [u for u in units if not aside(u)]
 
 
+# Characters jieba glues to a verb that no entry writes that way: a modal, a negation or a question word before it
+# (能接, 不接, 哪来), a completive after it (关掉, 删完). Without them the verb may be the entry's own word.
+GLUED_BEFORE = frozenset("能不会可没别要该")
+GLUED_AFTER = frozenset("掉完好住")
+GLUED = GLUED_BEFORE | GLUED_AFTER
+
+
+def _forms(word: str) -> list[str]:
+    """``word`` and, when a glued character starts or ends it, the rest."""
+    forms = [word]
+    if len(word) >= 2 and word[0] in GLUED_BEFORE:
+        forms.append(word[1:])
+    if len(word) >= 2 and word[-1] in GLUED_AFTER:
+        forms.append(word[:-1])
+    return [f for f in forms if not set(f) <= GLUED]  # 能掉 is no verb
+
+
 def held_inside(words: Sequence[str], entry: Entry, entry_words: AbstractSet[str]) -> int:
     """How many of ``words`` (words no entry holds as a word) begin or end a longer word of ``entry`` (its
     ``entry_words``): a short form of the entry's term (接 for 接入, 千问 for 通义千问), not characters that merely
-    run across two of its words."""
+    run across two of its words; a word glued to a modal or a completive (能接, 关掉) counts by its verb."""
     # the text first: one scan in C tells most entries apart before their words are looked at
     text = unicodedata.normalize("NFKC", "\n".join((*entry.phrasings, *entry.metadata, entry.text))).lower()
-    return sum(w in text and any(t != w and (t.startswith(w) or t.endswith(w)) for t in entry_words) for w in words)
+
+    def held(form: str, word: str) -> bool:
+        if form not in text:
+            return False
+        if form != word and form in entry_words:
+            return True
+        return any(t != form and (t.startswith(form) or t.endswith(form)) for t in entry_words)
+
+    return sum(any(held(form, w) for form in _forms(w)) for w in words)
 
 
 def backward(phrasing: AbstractSet[str], said: AbstractSet[str], idf: Mapping[str, float]) -> float:

@@ -274,6 +274,18 @@ def test_a_short_form_counts_when_it_begins_or_ends_a_word_of_the_entry_not_acro
     assert held_inside(["hyde"], wide, frozenset({"怎么", "关闭", "hyde模式"})) == 1
 
 
+def test_a_verb_glued_to_a_modal_or_a_completive_counts_by_the_verb():
+    entry = Entry("faq:hyde", "怎么关闭 HyDE？能接入别的模型吗？", "在配置里关闭，或存一份新的配置。")
+    words = frozenset(
+        {"怎么", "关闭", "hyde", "能", "接入", "别的", "模型", "吗", "在", "配置", "里", "或", "存", "一份"}
+    )
+    # jieba glues 能接, 不接, 关掉 and 能存; no entry writes them so, and the verb is the entry's or begins its word
+    assert held_inside(["能接", "不接", "关掉"], entry, words) == 3  # 接 begins 接入, 关 begins 关闭
+    assert held_inside(["能存"], entry, words) == 1  # 存 is the entry's own word
+    # a modal or a completive alone is not a verb, and a verb the entry does not hold is not found
+    assert held_inside(["能掉", "能飞", "删掉"], entry, words) == 0
+
+
 def test_a_compound_no_entry_uses_beside_its_shorter_word_is_set_aside_from_the_content(settings, kb_dir):
     write_knowledge(kb_dir, TERMS)
     searcher = build_bot(with_agreement(settings, "sparse", **ON)).index.searcher("sparse")
@@ -281,8 +293,9 @@ def test_a_compound_no_entry_uses_beside_its_shorter_word_is_set_aside_from_the_
     # jieba cuts 心理系 and 心理: the knowledge writes 心理学系, and 心理 is found; the compound weighs nothing
     assert top.entry.id == "faq:psychology" and top.signals["content"] < 0.8
     assert top.signals["q_forward"] == 1.0
-    # colloquial ways of asking (咋整, 咋办: "what to do") are question words like 怎么办
-    for asked in ("端口被占用咋整", "大模型总是超时咋办"):
+    # colloquial ways of asking (咋整, 咋办: "what to do") are question words like 怎么办, and 老是 ("always") is as
+    # little about the topic as 总是
+    for asked in ("端口被占用咋整", "大模型总是超时咋办", "大模型老是超时"):
         said = searcher.search(asked, 1)[0]
         assert said.signals["q_forward"] == 1.0 and said.signals["content"] < 1.0, asked
     # a word no entry uses that holds no word of the message stays content (and counts against every entry)
