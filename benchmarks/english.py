@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +25,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import mode_arguments, publish, shared_folder
 from benchmarks.ladder import STATE, as_main, build
 from bot.chat.language import KnowledgeLanguage
+from bot.config.settings import Settings
+from bot.config.variants import replace
 from bot.knowledge.entries import load_entries
 
 QUESTIONS = ROOT / "benchmarks" / "data" / "sysu_english.jsonl"
@@ -46,6 +49,11 @@ def measure(bot, mode: str, rows: list[dict], field: str) -> tuple[float, float,
     return r1 / n, r3 / n, right / n, wrong / n, offered / n
 
 
+def without_dictionary(settings: Settings) -> Settings:
+    """``settings`` without the dictionary's renderings of an English message (``retrieval.sparse.translate``)."""
+    return replace(settings, "retrieval.sparse.translate", False)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the modes asked for, print the table and (unless --no-write) update BENCHMARKS.md."""
     args = mode_arguments(argv, "sparse,dense-e5,hybrid-e5")
@@ -61,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|",
     ]
     for mode in args.modes.split(","):
-        variants = [("", None)] if mode == "sparse" else [(" (main)", as_main), (" (new)", None)]
+        variants: list[tuple[str, Callable[[Settings], Settings] | None]] = [
+            (" (no dictionary)", without_dictionary),
+            (" (dictionary)", None),
+        ]
+        if mode != "sparse":
+            variants.insert(0, (" (main)", lambda s: without_dictionary(as_main(s))))
         for suffix, adjust in variants:
             bot, settings = build(entries, STATE / "sysu" / mode, mode, adjust)
             for label, field in (("English (as asked)", "question"), ("Chinese (translated)", "question_zh")):

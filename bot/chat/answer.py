@@ -9,6 +9,7 @@ from bot.config.retrieval import CutoffSettings
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.rules import Rule
 from bot.search.base import Hit
+from bot.search.crosslingual import TRANSLATED
 
 
 class Strategy(str, Enum):
@@ -113,6 +114,9 @@ class Cutoffs:
     settle: float | None = None  # a close candidate whose question the message says this much more of answers
     settle_dense: float | None = None  # ... or whose question the dense side finds this much closer (no fewer words)
     contrast: bool = False  # a candidate naming another qualifier of a kind the message names is offered, not answered
+    translated: float | None = (
+        0.0  # a hit found through dictionary renderings answers this far above ``answer`` (None: never)
+    )
 
     def standing_in(self) -> Cutoffs:
         """The cutoffs while this system stands in for a mode whose index is not ready: a hit answers only from
@@ -135,7 +139,10 @@ class Cutoffs:
         return cls(system, **settings.model_dump())
 
     def passes(self, hit: Hit) -> bool:
-        """True when the hit is relevant enough to answer from."""
+        """True when the hit is relevant enough to answer from (one found through the dictionary's renderings of the
+        message's words: ``translated`` above that, or never)."""
+        if hit.signals.get(TRANSLATED):
+            return self.translated is not None and hit.relevance >= self.answer + self.translated
         return hit.relevance >= self.answer
 
     def near_miss(self, hit: Hit) -> bool:
@@ -154,7 +161,7 @@ class Cutoffs:
 
     def is_direct(self, hit: Hit) -> bool:
         """True when the hit is so close that its document is the answer (never when ``direct`` is off)."""
-        return self.direct is not None and hit.relevance >= self.direct
+        return self.direct is not None and hit.relevance >= self.direct and self.passes(hit)
 
     def describe(self) -> str:
         """Human form, e.g. 'hybrid-e5 ≥ 0.81 (direct ≥ 0.93)'."""
@@ -173,6 +180,7 @@ class Cutoffs:
             "stand_in": self.stand_in,
             "settle": self.settle,
             "settle_dense": self.settle_dense,
+            "translated": self.translated,
             "contrast": self.contrast,
         }
 
