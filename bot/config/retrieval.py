@@ -266,7 +266,8 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
     once; sparse and hybrid-e5 then tuned with their agreement weights on the tuning messages (benchmarks/data/
     tune_*.jsonl and the ladder sets' train split; checked on the held-out split, LCQMC and English: BENCHMARKS.md
     "The decision ladder"; dense-e5 keeps its cut, with agreement); the stand-in margins by benchmarks/first_minute.py
-    on the ladder sets' train split."""
+    on the ladder sets' train split; the ``translated`` margins on the English questions of benchmarks/english.py
+    (checked on the ladder sets' English messages)."""
     return FrozenDict(
         {
             "sparse": CutoffSettings(answer=0.44, clarify=0.01, settle=0.1, unsure=0.15, stand_in=0.1, translated=None),
@@ -274,7 +275,7 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
             "hybrid-e5": CutoffSettings(
-                answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06, contrast=True
+                answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06, contrast=True, translated=0.02
             ),
             "hybrid-fasttext": CutoffSettings(answer=0.44),
             "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),

