@@ -146,13 +146,15 @@ class Cutoffs:
         return hit.relevance >= self.answer
 
     def near_miss(self, hit: Hit) -> bool:
-        """True when the hit falls short of ``answer`` by less than the confirm band."""
-        return self.confirm is not None and self.answer - self.confirm <= hit.relevance < self.answer
+        """True when the hit falls short of ``answer`` by less than the confirm band (or reaches it, yet does not
+        pass: found through the dictionary)."""
+        return self.confirm is not None and self.answer - self.confirm <= hit.relevance and not self.passes(hit)
 
     def unsure_of(self, hit: Hit) -> bool:
         """True when ``hit`` falls short of ``answer`` by at most the ``unsure`` band: a fallback offering it is
-        not sure which entry was meant, rather than having found nothing."""
-        return self.unsure is not None and self.answer - self.unsure <= hit.relevance < self.answer
+        not sure which entry was meant, rather than having found nothing (so does one that reaches ``answer`` yet
+        does not pass: found through the dictionary)."""
+        return self.unsure is not None and self.answer - self.unsure <= hit.relevance and not self.passes(hit)
 
     def band(self, hit: Hit) -> Band:
         """high: at least ``direct`` (without one, halfway from ``answer`` to 1), medium: passes, low: below."""

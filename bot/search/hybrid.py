@@ -20,6 +20,8 @@ and is fused at ``translated_weight``.
 
 from __future__ import annotations
 
+from bot.config.base import default_of
+from bot.config.retrieval import HybridSettings
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Composite, DenseRetriever, Hit, Searcher
 from bot.search.crosslingual import TRANSLATED
@@ -40,7 +42,7 @@ class HybridSearcher(Composite):
         sparse_weight: float,
         candidates: int,
         language_aware: bool = True,
-        translated_weight: float = 0.0,
+        translated_weight: float = default_of(HybridSettings, "translated_weight"),
     ):
         if not isinstance(dense, Searcher):  # the dense half keeps its own index too: a leaf the index syncs
             raise TypeError(f"the dense half of a hybrid must be a Searcher, not {type(dense).__name__}")

@@ -61,6 +61,7 @@ def test_answer_carries_sources_strategy_mode_and_thresholds(sparse_url):
         "stand_in": None,
         "settle": None,
         "settle_dense": None,
+        "translated": None,  # sparse offers what only the dictionary found
         "contrast": False,
     }
     assert extra["decision"] == "answer" and extra["options"] == []

@@ -179,6 +179,7 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
         "stand_in": 0.1,
         "settle": 0.1,
         "settle_dense": None,
+        "translated": None,  # sparse offers what only the dictionary found
         "contrast": False,
     }
     # Gibberish finds nothing; "图书馆开放时间是几点" wrongly passes on the library entry.
@@ -223,6 +224,7 @@ def test_eval_modes_side_by_side(config, questions, capsys):
             "stand_in": m,
             "settle": t,
             "settle_dense": None,
+            "translated": {"sparse": None, "hybrid-e5": 0.02}.get(s, 0.0),
             "contrast": s == "hybrid-e5",
         }
         for s, a, c, u, m, t in [

