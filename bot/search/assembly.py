@@ -18,6 +18,7 @@ from bot.errors import ConfigError, SearchBackendError
 from bot.search.agreeing import AgreeingSearcher
 from bot.search.aliases import AliasMiner
 from bot.search.base import ModeSearcher, Searcher
+from bot.search.crosslingual import QueryTranslator, bundled_dictionary
 from bot.search.relevance import SparseSearcher
 from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
@@ -45,6 +46,14 @@ def build_synonyms(settings: Settings, tokenizer: Tokenizer) -> Synonyms | None:
         return None
     path = settings.resolve(k.synonyms) if k.synonyms else None
     return Synonyms(path, tokenizer, miner=AliasMiner(tokenizer) if k.aliases else None)
+
+
+def translator(settings: Settings, tokenizer: Tokenizer) -> QueryTranslator | None:
+    """The English-to-Chinese query translator of ``retrieval.sparse.translate`` (CC-CEDICT, read on first use),
+    or None when it is off."""
+    if not settings.retrieval.sparse.translate:
+        return None
+    return QueryTranslator(bundled_dictionary, tokenizer.tokenize)
 
 
 def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:
@@ -166,6 +175,7 @@ def searcher_factories(
     def sparse() -> SparseSearcher:
         searcher = sparse_searcher(settings, tokenizer)
         searcher.synonyms = synonyms
+        searcher.translator = translator(settings, tokenizer)
         return searcher
 
     def dense() -> Searcher:
@@ -194,7 +204,9 @@ def searcher_factories(
                 f"retrieval.hybrid.sparse_weight has no value for the {settings.retrieval.dense.encoder} "
                 'encoder; add one (docs/retrieval-and-decision.md "Scores and thresholds")'
             )
-        fused = HybridSearcher(built_sparse(), dense_searcher, weight, h.candidates, h.language_aware)
+        fused = HybridSearcher(
+            built_sparse(), dense_searcher, weight, h.candidates, h.language_aware, h.translated_weight
+        )
         return agreeing(fused, built_sparse())
 
     def agreeing(searcher: ModeSearcher, sparse_searcher: SparseSearcher, languages: bool = False) -> AgreeingSearcher:

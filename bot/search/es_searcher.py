@@ -293,7 +293,7 @@ class ElasticsearchSearcher(SparseSearcher):
 
         One request (unfiltered): the hits and, in a global aggregation, the statistics coverage needs.
         """
-        units = self.question_units(query)
+        units, translated = self.searched_units(query)
         if not units or top_k <= 0:
             return []
         terms = unit_terms(units)
@@ -318,7 +318,7 @@ class ElasticsearchSearcher(SparseSearcher):
             total = _total_hits(responses[0], len(first))
             found = top_within(lambda n: first if n <= len(first) else ranked(n), lambda r: r[1], within, top_k, total)
         weights = QuestionWeights(units, self._stats(responses[-1], terms))
-        return self.follow_ranking([self.sparse_hit(entry, weights, score) for score, entry in found])
+        return self.follow_ranking([self.sparse_hit(entry, weights, score, translated) for score, entry in found])
 
 
 def _total_hits(resp: Any, seen: int) -> int:

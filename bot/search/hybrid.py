@@ -13,13 +13,18 @@ Words cannot match across languages: between a message and an entry whose questi
 language (an English question, a Chinese entry), coverage says nothing and only pulls the ranking towards entries
 sharing a stray Latin word. With ``language_aware`` such a pair is scored by the multilingual dense side alone
 (relevance = dense relevance, signal ``cross_language``); each entry's relevance still depends on the message and
-that entry only, so a filtered search ranks as the unfiltered one.
+that entry only, so a filtered search ranks as the unfiltered one. When the sparse side searched the message's
+words with their dictionary renderings (bot/search/crosslingual.py), such a pair's coverage means something again
+and is fused at ``translated_weight``.
 """
 
 from __future__ import annotations
 
+from bot.config.base import default_of
+from bot.config.retrieval import HybridSettings
 from bot.knowledge.filters import EntryFilter
 from bot.search.base import Composite, DenseRetriever, Hit, Searcher
+from bot.search.crosslingual import TRANSLATED
 from bot.search.language import CROSS_LANGUAGE, language_of
 from bot.search.relevance import SparseSearcher
 
@@ -37,6 +42,7 @@ class HybridSearcher(Composite):
         sparse_weight: float,
         candidates: int,
         language_aware: bool = True,
+        translated_weight: float = default_of(HybridSettings, "translated_weight"),
     ):
         if not isinstance(dense, Searcher):  # the dense half keeps its own index too: a leaf the index syncs
             raise TypeError(f"the dense half of a hybrid must be a Searcher, not {type(dense).__name__}")
@@ -44,6 +50,7 @@ class HybridSearcher(Composite):
         self.sparse_weight = sparse_weight
         self.candidates = candidates
         self.language_aware = language_aware
+        self.translated_weight = translated_weight
         self.system = f"hybrid-{dense.encoder.name}"
 
     def _parts(self) -> list[tuple[str, Searcher]]:
@@ -68,6 +75,8 @@ class HybridSearcher(Composite):
         cosines = self.dense.similarities(vector, only_sparse) if vector is not None else {}
         coverages = dict(zip((e.id for e in only_dense), self.sparse.relevances(query, only_dense)))
         asked = language_of(query) if self.language_aware else None
+        # the message's words searched with their renderings in the knowledge's language: words count across too
+        across_weight = self.translated_weight if asked is not None and self.sparse.translates(query) else 0.0
         hits = []
         for entry_id, entry in entries.items():
             sparse = sparse_hits.get(entry_id)
@@ -78,11 +87,13 @@ class HybridSearcher(Composite):
             )
             dense_relevance = dense.relevance if dense else 0.0
             across = asked is not None and language_of(entry.query) not in (asked, None)
-            weight = 0.0 if across else self.sparse_weight
+            weight = across_weight if across else self.sparse_weight
             relevance = weight * coverage + (1.0 - weight) * dense_relevance
             signals = {**(sparse.signals if sparse else {"coverage": coverage}), **(dense.signals if dense else {})}
             if across:
                 signals[CROSS_LANGUAGE] = 1.0
+                if across_weight:
+                    signals[TRANSLATED] = 1.0
             # the alternative question that matched: the dense side's (it compares vectors of each), else the sparse's
             matched = dense.matched_question if dense else sparse.matched_question if sparse else ""
             hits.append(Hit(entry, relevance, relevance, self.name, signals, matched_question=matched))

@@ -34,6 +34,8 @@ from bot.search.agreement import (
     specifics,
 )
 from bot.search.base import Hit, Searcher, rescored
+from bot.search.crosslingual import TRANSLATED, QueryTranslator
+from bot.search.language import language_of
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
 
@@ -275,13 +277,36 @@ class SparseSearcher(Searcher):
         """Document frequencies of ``words`` over the indexed entries (all fields), and the number of entries."""
 
     synonyms: Synonyms | None = None  # set by the factory when knowledge.synonyms names a file
+    translator: QueryTranslator | None = None  # set by the factory with retrieval.sparse.translate
 
     def question_words(self, question: str) -> list[str]:
         """The distinct words of a question, as the index cuts them."""
         return list(dict.fromkeys(self.tokenizer.tokenize(question)))
 
     def question_units(self, question: str) -> list[Unit]:
-        """The question's words; with synonyms, the words of each group found become one unit of alternatives."""
+        """The question's words; with synonyms, the words of each group found become one unit of alternatives; an
+        English question's words, with their Chinese renderings the knowledge uses (bot/search/crosslingual.py)."""
+        return self.searched_units(question)[0]
+
+    def searched_units(self, question: str) -> tuple[list[Unit], bool]:
+        """The question's units (:meth:`question_units`), and whether its words were searched with their renderings
+        in the knowledge's language."""
+        units = self._said_units(question)
+        translated = self._translated(question, units)
+        return (units, False) if translated is None else (translated, True)
+
+    def translates(self, question: str) -> bool:
+        """True when ``question``'s words are searched with their renderings in the knowledge's language."""
+        if self.translator is None or language_of(question) != "en":  # no need to cut a Chinese message again
+            return False
+        return self._translated(question, self._said_units(question)) is not None
+
+    def _translated(self, question: str, units: list[Unit]) -> list[Unit] | None:
+        if self.translator is None or not units or language_of(question) != "en":
+            return None
+        return self.translator.units(question, units, self.term_stats)
+
+    def _said_units(self, question: str) -> list[Unit]:
         synonyms = self.synonyms
         if synonyms is None:
             key = (question, self.tokenizer.state_key(), -1)
@@ -358,18 +383,15 @@ class SparseSearcher(Searcher):
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return entry.phrasings[best] if best and scores[best] > scores[0] else ""
 
-    def sparse_hit(self, entry: Entry, weights: QuestionWeights, score: float) -> Hit:
+    def sparse_hit(self, entry: Entry, weights: QuestionWeights, score: float, translated: bool = False) -> Hit:
         """A hit with coverage (of the question's ``weights``) as relevance, the BM25 ``score`` and the alternative
-        question that matched, if any."""
+        question that matched, if any; ``translated``: the question's words were searched with their dictionary
+        renderings (signal ``translated``)."""
         relevance = weights.coverage(self.entry_words(entry))
-        return Hit(
-            entry,
-            relevance,
-            score,
-            self.name,
-            {"bm25": score, "coverage": relevance},
-            matched_question=self.matched_question(weights, entry),
-        )
+        signals = {"bm25": score, "coverage": relevance}
+        if translated:
+            signals[TRANSLATED] = 1.0
+        return Hit(entry, relevance, score, self.name, signals, matched_question=self.matched_question(weights, entry))
 
     @staticmethod
     def follow_ranking(hits: Sequence[Hit]) -> list[Hit]:

@@ -95,10 +95,11 @@ def staged_copy(live: ModeSearcher, folder: Path, questions: Mapping[str, np.nda
             live.sparse_weight,
             live.candidates,
             live.language_aware,
+            live.translated_weight,
         )
     if isinstance(live, SparseSearcher):
         copy = TantivySearcher(folder / "tantivy", live.tokenizer, getattr(live, "field_weights", {}), private=True)
-        copy.synonyms = live.synonyms
+        copy.synonyms, copy.translator = live.synonyms, live.translator
         copy.share_caches(live)
         if isinstance(live, TantivySearcher):  # its entries' tokens, so filling the copy cuts only new texts
             live.lend_tokens(copy.path)

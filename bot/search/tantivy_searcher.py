@@ -377,7 +377,7 @@ class TantivySearcher(SparseSearcher):
         [] when the query has no words."""
         import tantivy
 
-        words = self.question_units(query)
+        words, translated = self.searched_units(query)
         index = self._ensure()
         if not words or index is None or top_k <= 0:
             return []
@@ -413,4 +413,4 @@ class TantivySearcher(SparseSearcher):
 
         found = top_within(ranked, lambda r: r[1], within, top_k, searcher.num_docs)
         weights = QuestionWeights(words, self._live_stats(index, reading, unit_terms(words)))
-        return self.follow_ranking([self.sparse_hit(entry, weights, score) for score, entry in found])
+        return self.follow_ranking([self.sparse_hit(entry, weights, score, translated) for score, entry in found])

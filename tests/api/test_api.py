@@ -61,6 +61,7 @@ def test_answer_carries_sources_strategy_mode_and_thresholds(sparse_url):
         "stand_in": None,
         "settle": None,
         "settle_dense": None,
+        "translated": 0.0,  # the fixture's own cutoffs: a dictionary hit answers as any other
         "contrast": False,
         "together": None,
     }

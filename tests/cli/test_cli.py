@@ -40,6 +40,7 @@ def test_ask_json_names_strategy_and_hits(config_file):
         "stand_in": 0.1,
         "settle": 0.1,
         "settle_dense": None,
+        "translated": None,  # sparse offers what only the dictionary found
         "contrast": False,
         "together": None,
     }

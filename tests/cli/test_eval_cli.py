@@ -179,6 +179,7 @@ def test_eval_json_numbers_match_the_hand_count(config, questions, capsys):
         "stand_in": 0.1,
         "settle": 0.1,
         "settle_dense": None,
+        "translated": None,  # sparse offers what only the dictionary found
         "contrast": False,
         "together": None,
     }
@@ -224,6 +225,7 @@ def test_eval_modes_side_by_side(config, questions, capsys):
             "stand_in": m,
             "settle": t,
             "settle_dense": None,
+            "translated": {"sparse": None, "hybrid-e5": 0.02}.get(s, 0.0),
             "contrast": s == "hybrid-e5",
             "together": 0.5 if s == "hybrid-e5" else None,
         }

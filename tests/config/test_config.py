@@ -162,6 +162,7 @@ def test_cutoffs_describe_and_serialise():
         "stand_in": None,
         "settle": None,
         "settle_dense": None,
+        "translated": 0.0,
         "contrast": False,
         "together": None,
     }

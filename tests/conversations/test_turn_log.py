@@ -72,6 +72,7 @@ def test_a_turn_is_stored_with_every_field(turn_log):
         "stand_in": None,
         "settle": None,
         "settle_dense": None,
+        "translated": 0.0,
         "contrast": False,
         "together": None,
     }

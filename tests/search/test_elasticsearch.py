@@ -377,6 +377,7 @@ def test_cli_answers_through_elasticsearch(settings, es_url, tmp_path):
         "stand_in": 0.1,
         "settle": 0.1,
         "settle_dense": None,
+        "translated": None,  # sparse offers what only the dictionary found
         "contrast": False,
         "together": None,
     }
