@@ -147,7 +147,8 @@ def token_counts(entries: list[Entry]) -> tuple[int, int, int, int]:
 def standing(cutoffs: Cutoffs, margin: float) -> CutoffSettings:
     """The settings' form of ``cutoffs`` standing in with ``margin``."""
     c = dataclasses.replace(cutoffs, stand_in=margin).standing_in()
-    return CutoffSettings(answer=c.answer, direct=c.direct, clarify=c.clarify, confirm=c.confirm, unsure=c.unsure)
+    # every cutoff as the bot's own stand-in keeps it (settle, contrast, together, translated ...), stand_in spent
+    return CutoffSettings(**{name: getattr(c, name) for name in CutoffSettings.model_fields if name != "stand_in"})
 
 
 def decisions(bot, messages: list[Message], mode: str):

@@ -129,10 +129,11 @@ def build(entries: list[Entry], work: Path, mode: str, adjust: Callable[[Setting
 
 
 def as_before(settings: Settings) -> Settings:
-    """``settings`` with the cutoffs and agreement weights shipped before the decisions were sharpened."""
+    """``settings`` with the cutoffs and agreement weights shipped before the decisions were sharpened (and no
+    dictionary for English messages, which came after)."""
     for system, cutoffs in BEFORE_CUTOFFS.items():
         settings = with_agreement(with_thresholds(settings, system, cutoffs), system, **BEFORE_AGREEMENT[system])
-    return settings
+    return replace(settings, "retrieval.sparse.translate", False)
 
 
 def shipped_values() -> str:
@@ -154,9 +155,10 @@ def shipped_values() -> str:
 
 def as_main(settings: Settings) -> Settings:
     """``settings`` as main shipped them before agreement: its thresholds for sparse, hybrid-e5 and dense-e5, no
-    agreement, hybrid fusing words for a message in any language."""
+    agreement, hybrid fusing words for a message in any language, no dictionary for English messages."""
     for system, cutoffs in MAIN_CUTOFFS.items():
         settings = with_agreement(with_thresholds(settings, system, cutoffs), system)
+    settings = replace(settings, "retrieval.sparse.translate", False)
     return replace(settings, "retrieval.hybrid.language_aware", False)
 
 
