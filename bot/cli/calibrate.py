@@ -4,6 +4,7 @@ guard set (``--test`` files, the held-out half of the traffic pairs) worse."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import shutil
@@ -12,6 +13,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
+from bot.chat.several import asks_for_several
 from bot.cli.measure import (
     Measured,
     add_measure_arguments,
@@ -180,16 +182,33 @@ def _guard(s: Settings, modes: list[str], results: list[Calibration], guards: di
         system = bot.index.searcher(mode).system
         cutoffs = bot.search.cutoffs(system)
         weights = s.retrieval.agreement.get(system, AgreementWeights())
-        current = LadderChoice(cutoffs.answer, cutoffs.clarify, cutoffs.confirm, weights)
+        # the rungs calibrate does not retune decide as configured on both sides of the comparison
+        current = LadderChoice(
+            cutoffs.answer,
+            cutoffs.clarify,
+            cutoffs.confirm,
+            weights,
+            settle=cutoffs.settle,
+            settle_dense=cutoffs.settle_dense,
+            contrast=cutoffs.contrast,
+            together=cutoffs.together,
+        )
         ladder = r.ladder
         retuned = (
-            LadderChoice(ladder.answer, ladder.margin, ladder.band, r.weights or weights)
+            dataclasses.replace(
+                current, answer=ladder.answer, margin=ladder.margin, band=ladder.band, weights=r.weights or weights
+            )
             if ladder
-            else LadderChoice(r.chosen.threshold, None, None, weights)
+            else dataclasses.replace(current, answer=r.chosen.threshold, margin=None, band=None)
         )
         sets = {
             name: [
-                Case(tuple(zip(o.ranked, o.relevances)), o.question.gold, o.signals)
+                Case(
+                    tuple(zip(o.ranked, o.relevances)),
+                    o.question.gold,
+                    o.signals,
+                    asks_for_several(o.question.question),
+                )
                 for o in run_questions(functools.partial(bot.search.retrieve, mode=mode, top_k=10), questions).outcomes
             ]
             for name, questions in guards.items()

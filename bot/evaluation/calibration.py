@@ -108,16 +108,32 @@ def calibrate(
 
 @dataclass(frozen=True)
 class LadderChoice:
-    """What a system decides with: the answer threshold, clarify margin, confirm band and agreement weights."""
+    """What a system decides with: the answer threshold, clarify margin, confirm band and agreement weights, and the
+    rungs calibrate does not retune as they are configured (``settle``, ``settle_dense``, ``contrast``,
+    ``together``)."""
 
     answer: float
     margin: float | None
     band: float | None
     weights: AgreementWeights
+    settle: float | None = None
+    settle_dense: float | None = None
+    contrast: bool = False
+    together: float | None = None
 
     def outcome(self, cases: Sequence[Case]) -> LadderOutcome:
         """The ladder's decisions on ``cases`` with these values."""
-        return replay([rescored(c, self.weights) for c in cases], self.answer, self.margin, self.band)
+        rescored_cases = [rescored(c, self.weights) for c in cases]
+        return replay(
+            rescored_cases,
+            self.answer,
+            self.margin,
+            self.band,
+            self.settle,
+            self.settle_dense,
+            self.contrast,
+            self.together,
+        )
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def rescored(case: Case, weights: AgreementWeights) -> Case:
         for (entry_id, relevance), signals in zip(case.hits, case.signals)
     ]
     scored.sort(key=lambda h: -h[1])  # stable: the retrieval order among equals
-    return Case(tuple((i, r) for i, r, _ in scored), case.gold, tuple(s for *_, s in scored))
+    return Case(tuple((i, r) for i, r, _ in scored), case.gold, tuple(s for *_, s in scored), case.several)
 
 
 @dataclass(frozen=True)
