@@ -27,7 +27,17 @@ from bot.cli.measure import (
 from bot.config.retrieval import AgreementWeights
 from bot.config.settings import DEFAULT_KB, Settings
 from bot.errors import ConfigError
-from bot.evaluation import Calibration, EvalQuestion, Split, calibrate, make_split, pool, run_questions, threshold_key
+from bot.evaluation import (
+    Calibration,
+    EvalQuestion,
+    Outcome,
+    Split,
+    calibrate,
+    make_split,
+    pool,
+    run_questions,
+    threshold_key,
+)
 from bot.evaluation.calibration import LadderChoice, worse_sets
 from bot.evaluation.ladder_tuning import Case
 from bot.evaluation.questions import ANSWERABLE, UNANSWERABLE, load_questions
@@ -173,6 +183,13 @@ def traffic_questions(settings: Settings, entries: list[Entry]) -> tuple[list[Ev
     return tuning, held
 
 
+def _replayable(outcome: Outcome) -> Case:
+    """One question's ranked hits, gold and signals as the ladder's replay reads them."""
+    question = outcome.question
+    pairs = tuple(zip(outcome.ranked, outcome.relevances))
+    return Case(pairs, question.gold, outcome.signals, asks_for_several(question.question))
+
+
 def _guard(s: Settings, modes: list[str], results: list[Calibration], guards: dict[str, list[EvalQuestion]]) -> bool:
     """Print how each guard set fares with the configured and the retuned values; True (refused, a message naming
     each set and figure on stderr) when the retune makes one of them worse."""
@@ -203,12 +220,7 @@ def _guard(s: Settings, modes: list[str], results: list[Calibration], guards: di
         )
         sets = {
             name: [
-                Case(
-                    tuple(zip(o.ranked, o.relevances)),
-                    o.question.gold,
-                    o.signals,
-                    asks_for_several(o.question.question),
-                )
+                _replayable(o)
                 for o in run_questions(functools.partial(bot.search.retrieve, mode=mode, top_k=10), questions).outcomes
             ]
             for name, questions in guards.items()
@@ -244,7 +256,7 @@ def _calibrate_once(
                 functools.partial(bot.search.retrieve, mode=mode, top_k=10), [*split.answerable, *split.unanswerable]
             ).outcomes
             best = {o.question.question: o.best_relevance for o in outcomes}
-            cases = [Case(tuple(zip(o.ranked, o.relevances)), o.question.gold, o.signals) for o in outcomes]
+            cases = [_replayable(o) for o in outcomes]
             configured = s.retrieval.agreement.get(system, AgreementWeights())
             results.append(
                 calibrate(
