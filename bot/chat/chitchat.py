@@ -4,7 +4,7 @@ A message is chit-chat only when ALL of it is: it is cut into clauses at punctua
 a known phrasing, a run of known phrasings and filler words ("好的谢谢", "hi there thanks"), or close to one
 phrasing (a typo: "thnak you"). The score is the weakest clause's, so "你好，图书馆几点开门？" (a greeting and
 a question) and "谢谢你告诉我食堂在哪" score low and go to the knowledge. Text is compared after NFKC
-(full-width → half-width), lower-casing, dropping punctuation, spaces and emoji, and collapsing repeats
+(full-width → half-width), lower-casing, reading traditional characters as simplified (謝謝 is 谢谢), dropping punctuation, spaces and emoji, and collapsing repeats
 ("哈哈哈哈" → "哈", "hiiii" → "hi"); a message of emoji or punctuation only is compared as it is written.
 
 The scenarios and their replies ship in bot/chat/data/chitchat.json; ``chitchat.path`` replaces that file with
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bot.config.settings import ChitChatSettings
 from bot.errors import ConfigError
+from bot.search.script import simplified
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "chitchat.json"
 MAX_CHARS = 60  # longer messages are never small talk (and fuzzy matching them would be slow and pointless)
@@ -52,8 +53,9 @@ class ChitChatMatch:
 
 
 def normalize(text: str) -> str:
-    """Letters and digits only, NFKC, lower-case, repeats collapsed: the form phrasings are compared in."""
-    text = unicodedata.normalize("NFKC", text).lower()
+    """Letters and digits only, NFKC, lower-case, traditional Chinese as simplified, repeats collapsed: the form
+    phrasings are compared in."""
+    text = simplified(unicodedata.normalize("NFKC", text).lower())
     return _REPEATS.sub(r"\1", "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN"))
 
 

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
+from bot.search.script import simplified
+
 # Strategy names older logs hold, and the one name each goes by now (misses used to "escalate" to the hand-off).
 RENAMED_STRATEGIES = {"escalate": "handoff"}
 SIMILARITY = 0.8  # bigram Jaccard at or above which two questions are one group
@@ -23,8 +25,9 @@ CANDIDATES_SHOWN = 3
 
 
 def normalise(text: str) -> str:
-    """The comparison form of a question: NFKC, lower case, without punctuation, symbols, controls or whitespace."""
-    text = unicodedata.normalize("NFKC", text or "").lower()
+    """The comparison form of a question: NFKC, lower case, traditional Chinese as simplified, without punctuation,
+    symbols, controls or whitespace."""
+    text = simplified(unicodedata.normalize("NFKC", text or "").lower())
     kept = "".join(ch for ch in text if unicodedata.category(ch)[0] not in "PSZC")
     return kept or text.strip()
 

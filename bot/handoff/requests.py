@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from bot.search.script import simplified
+
 MAX_ZH_CHARS = 40
 MAX_EN_WORDS = 20
 _PARTICLE = "吧啊呀呢吗哦嘛啦了么"
@@ -72,7 +74,7 @@ _EN_INFO = re.compile(
 
 
 def _compact(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower()
+    text = simplified(unicodedata.normalize("NFKC", text).lower())  # 轉人工 is 转人工
     return "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
 
 

@@ -36,6 +36,7 @@ from bot.search.agreement import (
 from bot.search.base import Hit, Searcher, rescored
 from bot.search.crosslingual import TRANSLATED, QueryTranslator
 from bot.search.language import language_of
+from bot.search.script import simplified
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
 
@@ -241,7 +242,7 @@ def held_inside(words: Sequence[str], entry: Entry, entry_words: AbstractSet[str
     ``entry_words``): a short form of the entry's term (接 for 接入, 千问 for 通义千问), not characters that merely
     run across two of its words; a word glued to a modal or a completive (能接, 关掉) counts by its verb."""
     # the text first: one scan in C tells most entries apart before their words are looked at
-    text = unicodedata.normalize("NFKC", "\n".join((*entry.phrasings, *entry.metadata, entry.text))).lower()
+    text = simplified(unicodedata.normalize("NFKC", "\n".join((*entry.phrasings, *entry.metadata, entry.text))).lower())
 
     def held(form: str, word: str) -> bool:
         if form not in text:

@@ -17,20 +17,21 @@ from typing import Any
 import jieba
 
 from bot.search.background import child_nice, lower_priority
+from bot.search.script import simplified
 
 jieba.setLogLevel(logging.WARNING)
 
 # Bump when the cutting rules change, so on-disk indexes built with old tokens are rebuilt.
-TOKENIZER_VERSION = "1"
+TOKENIZER_VERSION = "2"
 # tokenize_many() spreads a batch over worker processes from this many texts on (jieba is pure Python and
 # holds the GIL; a fresh worker costs ~1 s to load jieba's dictionary, so small batches stay serial).
 PARALLEL_MIN = 20_000
 
 
 def normalize(text: str) -> str:
-    """Full-width to half-width (NFKC), lower-case, and control characters to spaces."""
+    """Full-width to half-width (NFKC), lower-case, control characters to spaces, traditional Chinese to simplified."""
     text = unicodedata.normalize("NFKC", text).lower()
-    return "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in text)
+    return simplified("".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in text))
 
 
 def is_word(token: str) -> bool:

@@ -38,6 +38,7 @@ from bot.knowledge.entries import Entry
 from bot.knowledge.filters import EntryFilter
 from bot.knowledge.validity import Availability, answers_on
 from bot.search.background import Worker
+from bot.search.script import simplified
 from bot.search.synonyms import SynonymGroups, Synonyms
 
 log = logging.getLogger(__name__)
@@ -62,10 +63,11 @@ _DROPPED = _Dropped()
 
 
 def match_form(text: str) -> str:
-    """``text`` as type-ahead compares it: NFKC, case-folded, without spaces, punctuation or control characters."""
+    """``text`` as type-ahead compares it: NFKC, case-folded, without spaces, punctuation or control characters,
+    traditional Chinese as simplified."""
     if not unicodedata.is_normalized("NFKC", text):  # most text already is: the check is cheaper than the work
         text = unicodedata.normalize("NFKC", text)
-    return text.casefold().translate(_DROPPED)
+    return simplified(text.casefold().translate(_DROPPED))
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ def test_heldout_precision_and_recall(chitchat):
         ("thnak you", "thanks"),  # typo
         ("good mornin", "good_morning"),
         ("谢谢啊！", "thanks"),  # particle
+        ("謝謝你！", "thanks"),  # traditional characters
         ("好的，谢谢", "thanks"),  # the last clause decides
         ("hi there, thanks!", "thanks"),
         ("好的谢谢", "thanks"),  # two phrasings without punctuation

@@ -340,6 +340,7 @@ def test_a_near_miss_is_confirmed_yes_answers_and_no_asks_to_rephrase(ladder_set
     past = history(("图书馆周末几点关门", asked.text))
     yes = bot.answer("是的", past)
     assert yes.strategy is Strategy.CHOSEN and yes.hits[0].entry.id == "faq:library" and "八点" in yes.text
+    assert bot.answer("對的", past).strategy is Strategy.CHOSEN  # a yes in traditional characters
     no = bot.answer("不是", past)
     assert no.strategy is Strategy.REPHRASE
     assert no.handoff is None and HANDOFF_OFFER not in no.text

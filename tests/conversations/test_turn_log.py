@@ -165,6 +165,7 @@ def test_near_duplicates_are_one_group_with_the_candidates_that_almost_passed(tu
 def test_normalise_and_the_similarity_join():
     assert normalise("图书馆 几点开门！") == normalise("图书馆几点开门?") == "图书馆几点开门"
     assert normalise("ＡＢＣ，def") == "abcdef" and normalise("？？") == "??"
+    assert normalise("圖書館幾點開門？") == "图书馆几点开门"  # one group whichever script the visitor types
     norms = ["图书馆几点开门", "图书馆几点开门呀", "食堂几点开门", "a", "a"]
     assert sorted(similar_pairs(norms)) == [(0, 1), (3, 4)]
     # Same result as comparing every pair, on a few thousand generated questions.

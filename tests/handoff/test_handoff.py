@@ -22,6 +22,8 @@ pytestmark = pytest.mark.unit
 
 ZH_REQUESTS = [
     "转人工",
+    "轉人工",  # traditional characters
+    "我要找真人客服",
     "转人工！",
     "人工客服",
     "人工",

@@ -134,6 +134,15 @@ def test_roles_differ_and_questions_match_questions(tmp_path):
     assert enc.embed_query("怎么添加知识") @ paraphrase > 0.85
 
 
+def test_traditional_characters_are_embedded_as_simplified(tmp_path):
+    enc = recording_e5(tmp_path / "embeddings")
+    traditional, simple = enc.embed_questions(["圖書館幾點開門", "图书馆几点开门"])
+    assert np.array_equal(traditional, simple)
+    assert np.array_equal(
+        enc.embed_documents(["圖書館每天八點開放"])[0], enc.embed_documents(["图书馆每天八点开放"])[0]
+    )
+
+
 def test_questions_asked_by_users_are_not_stored(tmp_path):
     enc = recording_e5(tmp_path / "embeddings")
     enc.embed_query("一个只问一次的问题")

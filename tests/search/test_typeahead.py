@@ -62,6 +62,11 @@ def test_questions_that_contain_the_text_starting_ones_first_then_shorter():
     assert [s.entry_id for s in found] == ["faq:fee", "faq:fee-late", "faq:dorm-fee", "faq:html"]
 
 
+def test_traditional_characters_find_the_simplified_questions():
+    assert asked(typeahead(FAQ).suggest("學費")) == asked(typeahead(FAQ).suggest("学费"))
+    assert asked(typeahead(FAQ).suggest("校園卡")) == ["校园卡丢了怎么办"]
+
+
 def test_a_phrasing_is_found_as_well_as_the_query():
     assert asked(typeahead(FAQ).suggest("一卡通")) == ["一卡通丢失"]
     assert asked(typeahead(FAQ).suggest("多少钱")) == ["一年学费多少钱"]

