@@ -53,7 +53,7 @@ def translator(settings: Settings, tokenizer: Tokenizer) -> QueryTranslator | No
     or None when it is off."""
     if not settings.retrieval.sparse.translate:
         return None
-    return QueryTranslator(bundled_dictionary, tokenizer.tokenize)
+    return QueryTranslator(bundled_dictionary, tokenizer)
 
 
 def sparse_searcher(settings: Settings, tokenizer: Tokenizer) -> SparseSearcher:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.search.synonyms import Form, Unit
-from bot.search.tokenizer import normalize
+from bot.search.tokenizer import Tokenizer, normalize
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ TRANSLATED = "translated"  # the signal of a hit found for a message whose words
 MAX_PHRASE = 4  # words of the longest English phrase looked up as one (Sun Yat-sen University)
 LONG_SENSE = 60  # characters: a longer sense is a description (only a proper name's first words are read from it)
 FANOUT = 3  # Chinese words kept per English word or phrase
+MAX_FORMS = 50_000  # renderings whose terms are kept (CC-CEDICT has ~120,000 Chinese words; a few KB each 1,000)
 # The knowledge speaks English when one of these words is in more than this share of its entries: an English or
 # bilingual knowledge base (its English entries answer English messages); a Chinese one with English names has few.
 ENGLISH_MARKERS = ("the", "is", "to", "and", "of")
@@ -228,23 +229,32 @@ StatsOf = Callable[[Sequence[str]], WordCounts]
 class QueryTranslator:
     """Turns an English message's units into groups of their Chinese renderings the knowledge uses."""
 
-    def __init__(
-        self,
-        dictionary: Callable[[], EnglishChinese | None],
-        cut: Callable[[str], list[str]],
-        fanout: int = FANOUT,
-    ):
-        """``dictionary``: the dictionary, asked on first use (reading it takes a moment); ``cut``: the
-        tokenizer's cut, so that each Chinese word becomes the index's terms."""
+    def __init__(self, dictionary: Callable[[], EnglishChinese | None], tokenizer: Tokenizer, fanout: int = FANOUT):
+        """``dictionary``: the dictionary, asked on first use (reading it takes a moment); ``tokenizer``: the
+        sparse side's, so that each Chinese word becomes the index's terms."""
         self._dictionary = dictionary
-        self._cut = cut
+        self._tokenizer = tokenizer
         self.fanout = fanout
+        # Each Chinese rendering's terms, for the tokenizer's state they were cut in. A message's words have ~70
+        # renderings and a hybrid search translates it up to four times: cutting them again each time was half of
+        # an English search. Replaced whole when the knowledge teaches the tokenizer new words.
+        self._forms: tuple[str, dict[str, Form]] = ("", {})
 
     def _form(self, chinese: str) -> Form:
         """The index's terms of a Chinese word: itself when the tokenizer keeps it whole (beside its parts), else
         its parts (all of which an entry must hold)."""
-        cut = self._cut(chinese)
-        return (chinese,) if chinese in cut else tuple(dict.fromkeys(cut))
+        state = self._tokenizer.state_key()
+        cut_in, forms = self._forms
+        if cut_in != state:
+            forms = {}
+            self._forms = (state, forms)
+        form = forms.get(chinese)
+        if form is None:
+            cut = self._tokenizer.tokenize(chinese)
+            form = (chinese,) if chinese in cut else tuple(dict.fromkeys(cut))
+            if len(forms) < MAX_FORMS:
+                forms[chinese] = form
+        return form
 
     def units(self, question: str, units: Sequence[Unit], df: StatsOf) -> list[Unit] | None:
         """``question``'s units (``units``, as the sparse side cut them) with each English word or phrase the

