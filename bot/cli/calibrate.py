@@ -209,6 +209,7 @@ def _guard(s: Settings, modes: list[str], results: list[Calibration], guards: di
             settle_dense=cutoffs.settle_dense,
             contrast=cutoffs.contrast,
             together=cutoffs.together,
+            translated=cutoffs.translated,
         )
         ladder = r.ladder
         retuned = (

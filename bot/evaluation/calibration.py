@@ -8,7 +8,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from bot.config.retrieval import AgreementWeights
-from bot.evaluation.ladder_tuning import Case, LadderOutcome, replay, rescored, tune, tune_unsure, tune_weights
+from bot.evaluation.ladder_tuning import (
+    TRANSLATED_MARGIN,
+    Case,
+    LadderOutcome,
+    replay,
+    rescored,
+    tune,
+    tune_unsure,
+    tune_weights,
+)
 from bot.evaluation.metrics import Point, best_threshold, point, round_threshold
 
 
@@ -110,7 +119,7 @@ def calibrate(
 class LadderChoice:
     """What a system decides with: the answer threshold, clarify margin, confirm band and agreement weights, and the
     rungs calibrate does not retune as they are configured (``settle``, ``settle_dense``, ``contrast``,
-    ``together``)."""
+    ``together``, ``translated``)."""
 
     answer: float
     margin: float | None
@@ -120,6 +129,7 @@ class LadderChoice:
     settle_dense: float | None = None
     contrast: bool = False
     together: float | None = None
+    translated: float | None = TRANSLATED_MARGIN
 
     def outcome(self, cases: Sequence[Case]) -> LadderOutcome:
         """The ladder's decisions on ``cases`` with these values."""
@@ -133,6 +143,7 @@ class LadderChoice:
             self.settle_dense,
             self.contrast,
             self.together,
+            self.translated,
         )
 
 

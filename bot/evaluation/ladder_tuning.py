@@ -28,8 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.config.retrieval import AgreementWeights
+from bot.config.retrieval import AgreementWeights, CutoffSettings
+from bot.config.settings import default_of
 from bot.search.agreement import adjusted
+from bot.search.crosslingual import TRANSLATED
 from bot.search.language import CROSS_LANGUAGE
 
 ASK_COST = 0.35  # a question asked back costs the user a click: about a third of a wrong answer
@@ -44,6 +46,7 @@ MAX_OPTIONS = 3
 MAX_RAISE = 15  # hundredths the answer threshold may rise above the best-F1 (or configured) threshold
 MARGINS: tuple[float | None, ...] = (None, *(round(0.005 * k, 3) for k in range(0, 21)))  # off, 0 … 0.10
 BANDS: tuple[float | None, ...] = (None, *(round(0.01 * k, 2) for k in range(1, 16)))  # off, 0.01 … 0.15
+TRANSLATED_MARGIN = default_of(CutoffSettings, "translated")  # a dictionary-searched message answers as any other
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,8 @@ class _Table:
         self.meant = np.full((len(cases), width), np.nan)  # and its question cosine (NaN without a dense side)
         self.across = np.zeros((len(cases), width))  # and whether it is in another language than the message
         self.contrast = np.zeros((len(cases), width), dtype=bool)  # and whether it contrasts a qualifier asked
+        # whether the message's words were searched with their dictionary renderings (its best hit says so)
+        self.translated = np.array([bool(c.signals and c.signals[0].get(TRANSLATED)) for c in cases], dtype=bool)
         for row, case in enumerate(cases):
             said = {i: s.get("q_backward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
             covered = {i: s.get("q_forward", 0.0) for (i, _), s in zip(case.hits, case.signals)}
@@ -162,12 +167,15 @@ class _Table:
         settle_dense: float | None = None,
         contrast: bool = False,
         together: float | None = None,
+        translated: float | None = TRANSLATED_MARGIN,
     ) -> LadderOutcome:
-        """The rungs' decisions with these thresholds (None: that rung off)."""
+        """The rungs' decisions with these thresholds (None: that rung off; ``translated`` None: a message searched
+        through the dictionary never answers)."""
         rows = np.arange(self.total)
-        passed = (self.relevance >= answer).sum(axis=1)
+        cut = self._cuts(answer, translated)
+        passed = (self.relevance >= cut[:, None]).sum(axis=1)
         answering = passed > 0
-        within = self.relevance >= np.maximum(answer, self.top - (margin or 0.0))[:, None]
+        within = self.relevance >= np.maximum(cut, self.top - (margin or 0.0))[:, None]
         close = within.sum(axis=1) if margin is not None else 0
         clarify = answering & (close >= 2)
         options = self.gold_within[rows, np.minimum(passed, MAX_OPTIONS)]
@@ -239,6 +247,13 @@ class _Table:
             offered=int((fallback & self.answerable & self.offered_fallback).sum()),
         )
 
+    def _cuts(self, answer: float, translated: float | None) -> np.ndarray:
+        """Each case's answer cut: a message searched through the dictionary answers only from ``translated`` above
+        ``answer`` (never with None); its hits that reach ``answer`` but not that are near misses, as the bot's
+        Cutoffs.passes and near_miss have it."""
+        above = np.inf if translated is None else translated
+        return np.where(self.translated, answer + above, answer)
+
 
 def _no_less(values: np.ndarray, within: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Per case: the candidate ``first`` has no less of ``values`` than any candidate ``within`` the margin."""
@@ -255,14 +270,17 @@ def replay(
     settle_dense: float | None = None,
     contrast: bool = False,
     together: float | None = None,
+    translated: float | None = TRANSLATED_MARGIN,
 ) -> LadderOutcome:
     """The rungs' decisions on ``cases`` with these thresholds (None: that rung off); ``settle`` answers a tie
     whose one candidate's question the message says that much more of (``q_backward`` in the cases' signals),
     ``settle_dense`` one whose question the dense side finds that much closer (``question``) and the message says
     no less of both ways; with ``contrast``, a candidate about to answer that contrasts a qualifier of the message
     (signal ``contrast``) is offered with the other passing candidates instead; ``together`` answers a tie of a
-    question asking for several (``several``) whose close candidates each say that much of it (``q_forward``)."""
-    return _Table(cases).outcome(answer, margin, band, settle, settle_dense, contrast, together)
+    question asking for several (``several``) whose close candidates each say that much of it (``q_forward``);
+    a question searched through the dictionary (signal ``translated``) answers only from ``translated`` above the
+    cut (None: never)."""
+    return _Table(cases).outcome(answer, margin, band, settle, settle_dense, contrast, together, translated)
 
 
 def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:

@@ -6,6 +6,7 @@ import pytest
 
 from bot.evaluation.calibration import calibrate
 from bot.evaluation.ladder_tuning import MAX_ASKED, Case, replay, tune
+from bot.search.crosslingual import TRANSLATED
 from bot.search.language import CROSS_LANGUAGE
 
 pytestmark = pytest.mark.unit
@@ -118,6 +119,22 @@ def test_a_tie_the_message_says_more_of_is_asked_when_the_dense_side_finds_a_riv
     # a rival in another language than the message is scored by the dense side alone: its cosine is not compared
     across = hits({"question": 0.93, CROSS_LANGUAGE: 1.0})
     assert replay([across], 0.8, 0.005, None, settle=0.3, settle_dense=0.02).right == 1
+
+
+def test_a_question_searched_through_the_dictionary_answers_only_from_its_margin_above_the_cut():
+    def english(gold: str, *hits: tuple[str, float]) -> Case:
+        return Case(tuple(hits), frozenset({gold}), tuple({TRANSLATED: 1.0} for _ in hits))
+
+    just = english("a", ("a", 0.81), ("b", 0.70))  # 0.01 above the cut
+    clear = english("a", ("a", 0.85), ("b", 0.70))
+    chinese = case("a", ("a", 0.81), ("b", 0.70))
+    as_any = replay([just, clear, chinese], 0.8, None, 0.05)  # the default: as any other question
+    assert (as_any.right, as_any.confirmed) == (3, 0)
+    margin = replay([just, clear, chinese], 0.8, None, 0.05, translated=0.02)
+    assert (margin.right, margin.confirmed, margin.resolved) == (2, 1, 1)  # just: a near miss, confirmed
+    never = replay([just, clear, chinese], 0.8, None, 0.05, translated=None)
+    assert (never.right, never.confirmed) == (1, 2)
+    assert replay([clear], 0.8, None, None, translated=None).offered == 1  # no band: its "did you mean" offers it
 
 
 def test_a_fallback_costs_less_when_its_did_you_mean_holds_the_gold_entry():
