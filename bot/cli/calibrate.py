@@ -13,6 +13,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
+from bot.chat.answer import Cutoffs
 from bot.chat.several import asks_for_several
 from bot.cli.measure import (
     Measured,
@@ -39,7 +40,7 @@ from bot.evaluation import (
     threshold_key,
 )
 from bot.evaluation.calibration import LadderChoice, worse_sets
-from bot.evaluation.ladder_tuning import Case
+from bot.evaluation.ladder_tuning import Case, Rungs
 from bot.evaluation.questions import ANSWERABLE, UNANSWERABLE, load_questions
 from bot.knowledge.entries import Entry, write_entries
 
@@ -190,6 +191,12 @@ def _replayable(outcome: Outcome) -> Case:
     return Case(pairs, question.gold, outcome.signals, asks_for_several(question.question))
 
 
+def kept_rungs(cutoffs: Cutoffs) -> Rungs:
+    """The rungs calibrate does not retune, as ``cutoffs`` configures them."""
+    c = cutoffs
+    return Rungs(c.settle, c.settle_dense, c.contrast, c.together, c.translated)
+
+
 def _guard(s: Settings, modes: list[str], results: list[Calibration], guards: dict[str, list[EvalQuestion]]) -> bool:
     """Print how each guard set fares with the configured and the retuned values; True (refused, a message naming
     each set and figure on stderr) when the retune makes one of them worse."""
@@ -200,17 +207,7 @@ def _guard(s: Settings, modes: list[str], results: list[Calibration], guards: di
         cutoffs = bot.search.cutoffs(system)
         weights = s.retrieval.agreement.get(system, AgreementWeights())
         # the rungs calibrate does not retune decide as configured on both sides of the comparison
-        current = LadderChoice(
-            cutoffs.answer,
-            cutoffs.clarify,
-            cutoffs.confirm,
-            weights,
-            settle=cutoffs.settle,
-            settle_dense=cutoffs.settle_dense,
-            contrast=cutoffs.contrast,
-            together=cutoffs.together,
-            translated=cutoffs.translated,
-        )
+        current = LadderChoice(cutoffs.answer, cutoffs.clarify, cutoffs.confirm, weights, kept_rungs(cutoffs))
         ladder = r.ladder
         retuned = (
             dataclasses.replace(
@@ -259,14 +256,16 @@ def _calibrate_once(
             best = {o.question.question: o.best_relevance for o in outcomes}
             cases = [_replayable(o) for o in outcomes]
             configured = s.retrieval.agreement.get(system, AgreementWeights())
+            cutoffs = bot.search.cutoffs(system)
             results.append(
                 calibrate(
                     system,
                     [best[q.question] for q in split.answerable],
                     [best[q.question] for q in split.unanswerable],
                     cases,
-                    ladder_base=bot.search.cutoffs(system).answer if keep_answer else None,
+                    ladder_base=cutoffs.answer if keep_answer else None,
                     weights_from=configured if weights else None,
+                    rungs=kept_rungs(cutoffs),
                 )
             )
         return results

@@ -9,10 +9,11 @@ from dataclasses import asdict, dataclass, field
 
 from bot.config.retrieval import AgreementWeights
 from bot.evaluation.ladder_tuning import (
-    TRANSLATED_MARGIN,
+    NO_RUNGS,
     Case,
     LadderOutcome,
-    replay,
+    Rungs,
+    decide,
     rescored,
     tune,
     tune_unsure,
@@ -40,16 +41,19 @@ class Calibration:
     weights: AgreementWeights | None = None  # retuned agreement weights (None: the configured ones kept)
     unsure: float | None = None  # the band in which a fallback says it is unsure (None: never)
 
-    def with_ladder(self, base: float | None = None, weights_from: AgreementWeights | None = None) -> Calibration:
-        """This calibration with the ladder tuned on its cases from ``base`` (default: the chosen threshold); with
-        ``weights_from``, the agreement weights too, starting from those."""
+    def with_ladder(
+        self, base: float | None = None, weights_from: AgreementWeights | None = None, rungs: Rungs = NO_RUNGS
+    ) -> Calibration:
+        """This calibration with the ladder tuned on its cases from ``base`` (default: the chosen threshold), the
+        other rungs deciding as ``rungs`` has them; with ``weights_from``, the agreement weights too, starting from
+        those."""
         if not self.cases:
             return self
         start = self.chosen.threshold if base is None else base
         if weights_from is not None:
-            self.weights, self.ladder = tune_weights(self.cases, start, weights_from)
+            self.weights, self.ladder = tune_weights(self.cases, start, weights_from, rungs)
         else:
-            self.ladder = tune(self.cases, start)
+            self.ladder = tune(self.cases, start, rungs)
         cases = [rescored(c, self.weights) for c in self.cases] if self.weights else self.cases
         self.unsure = tune_unsure(cases, self.ladder)
         return self
@@ -105,46 +109,31 @@ def calibrate(
     cases: Sequence[Case] = (),
     ladder_base: float | None = None,
     weights_from: AgreementWeights | None = None,
+    rungs: Rungs = NO_RUNGS,
 ) -> Calibration:
     """Pick the best-F1 answer threshold (rounded) for one system's best-hit relevances; with ``cases`` (each
-    question's ranked hits) also the ladder, tuned from that threshold or from ``ladder_base``, and with
-    ``weights_from`` the agreement weights from those."""
+    question's ranked hits) also the ladder, tuned from that threshold or from ``ladder_base`` with the other
+    ``rungs`` as they are, and with ``weights_from`` the agreement weights from those."""
     chosen = round_threshold(best_threshold(positives, negatives))
     point_ = point(chosen, positives, negatives)
     found = Calibration(system, point_, neighbours(chosen, positives, negatives), positives, negatives, list(cases))
-    return found.with_ladder(ladder_base, weights_from)
+    return found.with_ladder(ladder_base, weights_from, rungs)
 
 
 @dataclass(frozen=True)
 class LadderChoice:
     """What a system decides with: the answer threshold, clarify margin, confirm band and agreement weights, and the
-    rungs calibrate does not retune as they are configured (``settle``, ``settle_dense``, ``contrast``,
-    ``together``, ``translated``)."""
+    rungs calibrate does not retune, as they are configured."""
 
     answer: float
     margin: float | None
     band: float | None
     weights: AgreementWeights
-    settle: float | None = None
-    settle_dense: float | None = None
-    contrast: bool = False
-    together: float | None = None
-    translated: float | None = TRANSLATED_MARGIN
+    rungs: Rungs = NO_RUNGS
 
     def outcome(self, cases: Sequence[Case]) -> LadderOutcome:
         """The ladder's decisions on ``cases`` with these values."""
-        rescored_cases = [rescored(c, self.weights) for c in cases]
-        return replay(
-            rescored_cases,
-            self.answer,
-            self.margin,
-            self.band,
-            self.settle,
-            self.settle_dense,
-            self.contrast,
-            self.together,
-            self.translated,
-        )
+        return decide([rescored(c, self.weights) for c in cases], self.answer, self.margin, self.band, self.rungs)
 
 
 @dataclass(frozen=True)

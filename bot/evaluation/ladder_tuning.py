@@ -74,6 +74,23 @@ def rescored(case: Case, weights: AgreementWeights) -> Case:
 
 
 @dataclass(frozen=True)
+class Rungs:
+    """The rungs a replay decides with beside the answer cut, clarify margin and confirm band, which calibrate
+    keeps as configured on both sides of a comparison and while it tunes the others: ``settle``, ``settle_dense``,
+    ``together`` (None: off), ``contrast`` (False: off) and ``translated`` (None: a message searched through the
+    dictionary never answers), as :func:`replay` reads them."""
+
+    settle: float | None = None
+    settle_dense: float | None = None
+    contrast: bool = False
+    together: float | None = None
+    translated: float | None = TRANSLATED_MARGIN
+
+
+NO_RUNGS = Rungs()
+
+
+@dataclass(frozen=True)
 class LadderOutcome:
     """Counts over a question set for one (answer threshold, margin, band)."""
 
@@ -247,6 +264,11 @@ class _Table:
             offered=int((fallback & self.answerable & self.offered_fallback).sum()),
         )
 
+    def decide(self, answer: float, margin: float | None, band: float | None, rungs: Rungs) -> LadderOutcome:
+        """:meth:`outcome` with ``rungs``."""
+        r = rungs
+        return self.outcome(answer, margin, band, r.settle, r.settle_dense, r.contrast, r.together, r.translated)
+
     def _cuts(self, answer: float, translated: float | None) -> np.ndarray:
         """Each case's answer cut: a message searched through the dictionary answers only from ``translated`` above
         ``answer`` (never with None); its hits that reach ``answer`` but not that are near misses, as the bot's
@@ -280,16 +302,23 @@ def replay(
     question asking for several (``several``) whose close candidates each say that much of it (``q_forward``);
     a question searched through the dictionary (signal ``translated``) answers only from ``translated`` above the
     cut (None: never)."""
-    return _Table(cases).outcome(answer, margin, band, settle, settle_dense, contrast, together, translated)
+    return decide(cases, answer, margin, band, Rungs(settle, settle_dense, contrast, together, translated))
 
 
-def tune(cases: Sequence[Case], answer: float) -> LadderOutcome:
+def decide(
+    cases: Sequence[Case], answer: float, margin: float | None, band: float | None, rungs: Rungs
+) -> LadderOutcome:
+    """The rungs' decisions on ``cases`` with these thresholds and ``rungs`` (:func:`replay`)."""
+    return _Table(cases).decide(answer, margin, band, rungs)
+
+
+def tune(cases: Sequence[Case], answer: float, rungs: Rungs = NO_RUNGS) -> LadderOutcome:
     """The (answer threshold ≥ ``answer``, margin, band) with the lowest cost that asks back at most
-    ``MAX_ASKED`` of the questions."""
+    ``MAX_ASKED`` of the questions, the others of ``rungs`` deciding as they are."""
     answers = [round(answer + k / 100, 3) for k in range(MAX_RAISE + 1)]
     table = _Table(cases)
-    outcomes = [table.outcome(a, m, b) for a in answers for m in MARGINS for b in BANDS]
-    allowed = [o for o in outcomes if o.asked <= MAX_ASKED] or [table.outcome(answer, None, None)]
+    outcomes = [table.decide(a, m, b, rungs) for a in answers for m in MARGINS for b in BANDS]
+    allowed = [o for o in outcomes if o.asked <= MAX_ASKED] or [table.decide(answer, None, None, rungs)]
     return min(allowed, key=lambda o: (round(o.cost, 6), o.answer, (o.margin or 0.0) + (o.band or 0.0)))
 
 
@@ -312,15 +341,15 @@ ROUNDS = 2
 
 
 def tune_weights(
-    cases: Sequence[Case], answer: float, start: AgreementWeights | None = None
+    cases: Sequence[Case], answer: float, start: AgreementWeights | None = None, rungs: Rungs = NO_RUNGS
 ) -> tuple[AgreementWeights, LadderOutcome]:
-    """The agreement weights and ladder (:func:`tune` from ``answer``) with the lowest cost on ``cases``: from
-    ``start`` (default all 0), each weight in turn set to the step of ``WEIGHT_STEPS`` that lowers the cost most,
-    for ``ROUNDS`` rounds; a tie keeps the smaller weight."""
+    """The agreement weights and ladder (:func:`tune` from ``answer``, with ``rungs``) with the lowest cost on
+    ``cases``: from ``start`` (default all 0), each weight in turn set to the step of ``WEIGHT_STEPS`` that lowers
+    the cost most, for ``ROUNDS`` rounds; a tie keeps the smaller weight."""
     weights = start or AgreementWeights()
 
     def outcome(w: AgreementWeights) -> LadderOutcome:
-        return tune([rescored(c, w) for c in cases], answer)
+        return tune([rescored(c, w) for c in cases], answer, rungs)
 
     best = outcome(weights)
     for _ in range(ROUNDS):

@@ -515,3 +515,12 @@ def test_calibrate_traffic_needs_the_conversation_log(config, tmp_path):
     config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     r = run_cli("--config", str(config), "calibrate", "--traffic")
     assert r.returncode == 2 and "the conversation log is off" in r.stderr
+
+
+def test_calibrate_tunes_and_judges_with_the_rungs_it_keeps_as_configured():
+    from bot.chat.answer import Cutoffs
+    from bot.cli.calibrate import kept_rungs
+    from bot.evaluation.ladder_tuning import Rungs
+
+    cutoffs = Cutoffs("hybrid-e5", 0.83, clarify=0.005, settle=0.3, contrast=True, together=0.5, translated=None)
+    assert kept_rungs(cutoffs) == Rungs(settle=0.3, contrast=True, together=0.5, translated=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.evaluation.calibration import calibrate
-from bot.evaluation.ladder_tuning import MAX_ASKED, Case, replay, tune
+from bot.evaluation.ladder_tuning import MAX_ASKED, Case, Rungs, replay, tune
 from bot.search.crosslingual import TRANSLATED
 from bot.search.language import CROSS_LANGUAGE
 
@@ -150,6 +150,16 @@ def test_tune_turns_near_ties_into_clarify_and_keeps_clear_answers():
     chosen = tune(cases, 0.8)
     assert chosen.margin is not None and 0.002 <= chosen.margin < 0.05
     assert chosen.wrong == 0 and chosen.right == 25 and chosen.asked <= MAX_ASKED
+
+
+def test_the_ladder_is_tuned_with_the_rungs_it_keeps_deciding_as_configured():
+    # ties the message says clearly more of the second candidate of (its gold): settled, they need a margin
+    said_more = Case((("a", 0.900), ("b", 0.898)), frozenset({"b"}), ({"q_backward": 0.2}, {"q_backward": 0.9}))
+    cases = [said_more] * 4 + [CLEAR] * 4
+    blind = tune(cases, 0.8)  # without the settle rung a margin would ask half the questions back: none chosen
+    settled = tune(cases, 0.8, Rungs(settle=0.3))
+    assert (blind.right, blind.margin) == (4, None)
+    assert settled.right == 8 and settled.margin is not None and settled.asked == 0
 
 
 def test_tune_never_asks_back_more_than_the_cap():
