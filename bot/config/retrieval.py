@@ -94,6 +94,10 @@ class SparseSettings(Strict):
     the knowledge uses; pip install 'kbbot[english]', read on the first English message). Off, or without the
     package, an English message's words match only the knowledge's English words. BENCHMARKS.md "English questions
     on a Chinese knowledge base"."""
+    homophones: bool = True
+    """A run of a Chinese message that no word of the knowledge holds is also searched as the knowledge's word that
+    differs from it in one character of the same sound and tone, when exactly one does (a pinyin typo: 效训 for 校训,
+    图书管 for 图书馆; bot/search/homophones.py). BENCHMARKS.md "Typos of the same sound"."""
 
     @field_validator("field_weights")
     @classmethod

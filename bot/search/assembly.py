@@ -19,6 +19,7 @@ from bot.search.agreeing import AgreeingSearcher
 from bot.search.aliases import AliasMiner
 from bot.search.base import ModeSearcher, Searcher
 from bot.search.crosslingual import QueryTranslator, bundled_dictionary
+from bot.search.homophones import Homophones
 from bot.search.relevance import SparseSearcher
 from bot.search.synonyms import Synonyms
 from bot.search.tokenizer import Tokenizer
@@ -176,6 +177,7 @@ def searcher_factories(
         searcher = sparse_searcher(settings, tokenizer)
         searcher.synonyms = synonyms
         searcher.translator = translator(settings, tokenizer)
+        searcher.homophones = Homophones(tokenizer) if settings.retrieval.sparse.homophones else None
         return searcher
 
     def dense() -> Searcher:

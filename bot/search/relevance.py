@@ -35,6 +35,7 @@ from bot.search.agreement import (
 )
 from bot.search.base import Hit, Searcher, rescored
 from bot.search.crosslingual import TRANSLATED, QueryTranslator
+from bot.search.homophones import Homophones
 from bot.search.language import language_of
 from bot.search.script import simplified
 from bot.search.synonyms import Form, Synonyms, Unit
@@ -279,6 +280,7 @@ class SparseSearcher(Searcher):
 
     synonyms: Synonyms | None = None  # set by the factory when knowledge.synonyms names a file
     translator: QueryTranslator | None = None  # set by the factory with retrieval.sparse.translate
+    homophones: Homophones | None = None  # set by the factory with retrieval.sparse.homophones
 
     def question_words(self, question: str) -> list[str]:
         """The distinct words of a question, as the index cuts them."""
@@ -294,7 +296,7 @@ class SparseSearcher(Searcher):
         in the knowledge's language."""
         units = self._said_units(question)
         translated = self._translated(question, units)
-        return (units, False) if translated is None else (translated, True)
+        return (self._heard(question, units), False) if translated is None else (translated, True)
 
     def translates(self, question: str) -> bool:
         """True when ``question``'s words are searched with their renderings in the knowledge's language."""
@@ -306,6 +308,17 @@ class SparseSearcher(Searcher):
         if self.translator is None or not units or language_of(question) != "en":
             return None
         return self.translator.units(question, units, self.term_stats)
+
+    def _heard(self, question: str, units: list[Unit]) -> list[Unit]:
+        """``units`` with each run of ``question`` read as the knowledge's word of the same sound
+        (bot/search/homophones.py) turned into one unit: that word, or the run's terms as typed."""
+        if self.homophones is None or not units:
+            return units
+        heard = self.homophones.heard(question, lambda words: self.term_stats(words).df)
+        if not heard:
+            return units
+        typed = {t for h in heard for t in h.typed}
+        return [u for u in units if not isinstance(u, str) or u not in typed] + [(h.typed, (h.meant,)) for h in heard]
 
     def _said_units(self, question: str) -> list[Unit]:
         synonyms = self.synonyms

@@ -99,7 +99,7 @@ def staged_copy(live: ModeSearcher, folder: Path, questions: Mapping[str, np.nda
         )
     if isinstance(live, SparseSearcher):
         copy = TantivySearcher(folder / "tantivy", live.tokenizer, getattr(live, "field_weights", {}), private=True)
-        copy.synonyms, copy.translator = live.synonyms, live.translator
+        copy.synonyms, copy.translator, copy.homophones = live.synonyms, live.translator, live.homophones
         copy.share_caches(live)
         if isinstance(live, TantivySearcher):  # its entries' tokens, so filling the copy cuts only new texts
             live.lend_tokens(copy.path)

@@ -90,6 +90,11 @@ class Tokenizer:
         self._load()
         return list(self._jieba.cut(text))
 
+    def frequency(self, word: str) -> int:
+        """How often jieba's dictionary counts ``word`` (a keyword taught it: at least 10); 0 for no word of it."""
+        self._load()
+        return int(self._jieba.FREQ.get(word) or 0)
+
     def tags(self, text: str) -> list[tuple[str, str]]:
         """``text`` cut into words with jieba's part-of-speech tags (precise mode, punctuation kept)."""
         return [(pair.word, pair.flag) for pair in self._tagger().cut(text)]
