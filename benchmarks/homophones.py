@@ -12,7 +12,6 @@ reading does to messages typed right.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import mode_arguments, publish
-from benchmarks.ladder import STATE, Message, Turn, build, knowledge_sets, reported, row, scores
+from benchmarks.ladder import STATE, Message, Turn, build, knowledge_sets, load_messages, reported, row, scores
 from bot.chat.bot import Bot
 from bot.config.settings import Settings
 from bot.config.variants import replace
@@ -33,12 +32,6 @@ HEADER = [
     "| clarify + confirm / 100 | gold in options | chit-chat P / R | hand-off P / R | look-alikes misread |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
-
-
-def typed(path: Path) -> list[Message]:
-    """The messages of a homophones file."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [Message(r["id"], r["question"], r["kind"], frozenset(r["gold_ids"]), r["split"]) for r in rows]
 
 
 def reading(on: bool) -> Callable[[Settings], Settings]:
@@ -61,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     lines = list(HEADER)
     for name, entries, ladder in knowledge_sets(["sysu", "starter"]):
-        mistyped = typed(DATA / f"homophones_{name}.jsonl")
+        mistyped = load_messages(DATA / f"homophones_{name}.jsonl")
         for mode in args.modes.split(","):
             for on in (False, True):
                 bot, settings = build(entries, STATE / name / mode, mode, reading(on))

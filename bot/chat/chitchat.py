@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bot.config.settings import ChitChatSettings
 from bot.errors import ConfigError
-from bot.search.script import simplified
+from bot.search.script import folded
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "chitchat.json"
 MAX_CHARS = 60  # longer messages are never small talk (and fuzzy matching them would be slow and pointless)
@@ -55,7 +55,7 @@ class ChitChatMatch:
 def normalize(text: str) -> str:
     """Letters and digits only, NFKC, lower-case, traditional Chinese as simplified, repeats collapsed: the form
     phrasings are compared in."""
-    text = simplified(unicodedata.normalize("NFKC", text).lower())
+    text = folded(text)
     return _REPEATS.sub(r"\1", "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN"))
 
 

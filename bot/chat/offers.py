@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from bot.chat.prompt import normalize_history
 from bot.messages import History
-from bot.search.script import simplified
+from bot.search.script import folded
 from bot.texts import CLARIFY_HEAD, CLARIFY_TAIL, CONFIRM_TEMPLATE, HANDOFF_OFFER, UNSURE_HEAD
 
 CONFIRM_HEAD = "您是想问"
@@ -153,7 +153,7 @@ def read_offer(text: str) -> Offer | None:
 def squeeze(text: str) -> str:
     """Letters and digits only, NFKC, lower-case, traditional Chinese as simplified: the form replies and options
     are compared in."""
-    text = simplified(unicodedata.normalize("NFKC", text).lower())
+    text = folded(text)
     return "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
 
 

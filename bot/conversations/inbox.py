@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
-from bot.search.script import simplified
+from bot.search.script import folded
 
 # Strategy names older logs hold, and the one name each goes by now (misses used to "escalate" to the hand-off).
 RENAMED_STRATEGIES = {"escalate": "handoff"}
@@ -27,7 +27,7 @@ CANDIDATES_SHOWN = 3
 def normalise(text: str) -> str:
     """The comparison form of a question: NFKC, lower case, traditional Chinese as simplified, without punctuation,
     symbols, controls or whitespace."""
-    text = simplified(unicodedata.normalize("NFKC", text or "").lower())
+    text = folded(text or "")
     kept = "".join(ch for ch in text if unicodedata.category(ch)[0] not in "PSZC")
     return kept or text.strip()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from bot.search.script import simplified
+from bot.search.script import folded
 
 MAX_ZH_CHARS = 40
 MAX_EN_WORDS = 20
@@ -74,7 +74,7 @@ _EN_INFO = re.compile(
 
 
 def _compact(text: str) -> str:
-    text = simplified(unicodedata.normalize("NFKC", text).lower())  # 轉人工 is 转人工
+    text = folded(text)  # 轉人工 is 转人工
     return "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
 
 

@@ -27,94 +27,15 @@ MIN_CHARS, MAX_CHARS = 2, 4  # a single character has too many of the same sound
 # jieba's dictionary also lists rare strings (图书管, 3: the start of 图书管理); a word it counts this often is a word
 # typed as meant
 MIN_FREQUENCY = 5
-# Pieces that are grammar, not a mistyped word: a run holding one is never read as another word.
-FUNCTION_WORDS = frozenset(
-    [
-        "的",
-        "得",
-        "了",
-        "着",
-        "过",
-        "是",
-        "在",
-        "有",
-        "和",
-        "与",
-        "及",
-        "或",
-        "吗",
-        "呢",
-        "吧",
-        "啊",
-        "呀",
-        "哦",
-        "么",
-        "也",
-        "都",
-        "就",
-        "还",
-        "又",
-        "很",
-        "太",
-        "最",
-        "我",
-        "你",
-        "您",
-        "他",
-        "她",
-        "它",
-        "们",
-        "这",
-        "那",
-        "哪",
-        "几",
-        "谁",
-        "啥",
-        "么",
-        "个",
-        "一",
-        "不",
-        "没",
-        "把",
-        "被",
-        "给",
-        "从",
-        "到",
-        "向",
-        "对",
-        "为",
-        "让",
-        "要",
-        "想",
-        "能",
-        "会",
-        "可",
-        "该",
-        "吗",
-        "呐",
-        "嘛",
-        "啦",
-        "咯",
-        "哈",
-        "什么",
-        "怎么",
-        "怎样",
-        "多少",
-        "哪里",
-        "哪儿",
-        "为什么",
-        "如何",
-        "是否",
-        "可以",
-        "能否",
-        "一下",
-        "一个",
-        "这个",
-        "那个",
-        "有没有",
-        "是不是",
-    ]
+# Pieces that are grammar, not a mistyped word: a run holding one is never read as another word. Not agreement's
+# ASKING_WORDS: those hold 地 (the particle, and the first character of 地址 in 地只) and the words that ask (问, 告诉).
+_FUNCTION = (
+    "的 得 了 着 过 是 在 有 和 与 及 或 吗 呢 吧 啊 呀 哦 么 也 都 就 还 又 很 太 最 我 "
+    "你 您 他 她 它 们 这 那 哪 几 谁 啥 个 一 不 没 把 被 给 从 到 向 对 为 让 要 想 能 "
+    "会 可 该 呐 嘛 啦 咯 哈 什么 怎么 怎样 多少 哪里 哪儿 为什么 如何 是否 可以 能否 一下 一个 "
+    "这个 那个 有没有 是不是"
 )
+FUNCTION_WORDS = frozenset(_FUNCTION.split())
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import threading
-import unicodedata
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +36,7 @@ from bot.search.base import Hit, Searcher, rescored
 from bot.search.crosslingual import TRANSLATED, QueryTranslator
 from bot.search.homophones import Homophones
 from bot.search.language import language_of
-from bot.search.script import simplified
+from bot.search.script import folded
 from bot.search.synonyms import Form, Synonyms, Unit
 from bot.search.tokenizer import Tokenizer
 
@@ -243,7 +242,7 @@ def held_inside(words: Sequence[str], entry: Entry, entry_words: AbstractSet[str
     ``entry_words``): a short form of the entry's term (接 for 接入, 千问 for 通义千问), not characters that merely
     run across two of its words; a word glued to a modal or a completive (能接, 关掉) counts by its verb."""
     # the text first: one scan in C tells most entries apart before their words are looked at
-    text = simplified(unicodedata.normalize("NFKC", "\n".join((*entry.phrasings, *entry.metadata, entry.text))).lower())
+    text = folded("\n".join((*entry.phrasings, *entry.metadata, entry.text)))
 
     def held(form: str, word: str) -> bool:
         if form not in text:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 
 import opencc
 
@@ -35,6 +36,11 @@ def simplified(text: str) -> str:
         return _SURROGATE.sub(
             lambda m: m.group() if _is_surrogate(m.group()) else _converter().convert(m.group()), text
         )
+
+
+def folded(text: str) -> str:
+    """``text`` as the bot compares it: full-width to half-width (NFKC), lower-case, traditional as simplified."""
+    return simplified(unicodedata.normalize("NFKC", text).lower())
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]|[^\ud800-\udfff]+")
