@@ -4,6 +4,7 @@ login. The fixtures that start the app are in tests/conftest.py (serve_api, serv
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from tests.support.ports import free_port
 
 TOKEN = "kbbot-test-token-0123456789abcdef"  # the API token the served apps are given
 ADMIN_LOGIN = ("boss", "s3cret-pass")  # the admin of the `served` app
+LAUNCH_TRIES = 3  # launches of one app before a test gives up
 ADMIN_COOKIE: dict[str, str] = {}  # the Cookie header of an admin session of the app `serve_app` started last
 
 
@@ -97,9 +99,20 @@ def serve_in_process(settings: Any, bot: Bot | KnowledgeBase | None = None, **la
     ``bot``: the default knowledge base (or its Bot), when the test built it (else the server builds it)."""
     kb = build_knowledge_base(settings, bot) if isinstance(bot, Bot) else bot
     server = app.build_server(settings, kb)
-    port = free_port()
-    app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
-    return server, f"http://127.0.0.1:{port}"
+    # Gradio's launch fails when the port is taken between free_port() and its bind (another test worker), or when
+    # its own check of the first page times out (3 s) on a loaded machine: close what it started and try another port.
+    for attempt in range(LAUNCH_TRIES):
+        port = free_port()
+        try:
+            app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
+        except Exception as error:
+            server.page.close()
+            if attempt == LAUNCH_TRIES - 1:
+                raise
+            print(f"launch on port {port} failed ({error!r}); trying another port", file=sys.stderr)
+            continue
+        return server, f"http://127.0.0.1:{port}"
+    raise AssertionError("unreachable")
 
 
 def serve_asked(settings: Any, origin: str, asked: str, times: int = 3, **ui: Any) -> tuple[Server, str]:

@@ -163,3 +163,23 @@ def test_an_admin_restores_an_overwritten_file_in_the_page_and_can_undo_it(setti
         event = anonymous.post("/gradio_api/call/restore_version", json={"data": ["faq.json", kept]}).json()
         text = anonymous.get(f"/gradio_api/call/restore_version/{event['event_id']}").text
     assert "event: error" in text and "Restored" not in text
+
+
+def test_the_test_server_moves_to_another_port_when_its_first_is_taken(settings, monkeypatch):
+    import socket
+
+    from tests.support import serving
+    from tests.support.ports import free_port
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    ports = iter([busy.getsockname()[1], free_port()])
+    monkeypatch.setattr(serving, "free_port", lambda: next(ports))
+    server, url = serving.serve_in_process(settings)
+    try:
+        assert not url.endswith(f":{busy.getsockname()[1]}")
+        assert httpx.get(url + "/", timeout=30).status_code == 200
+    finally:
+        server.close()
+        busy.close()
