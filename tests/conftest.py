@@ -14,8 +14,7 @@ from bot.factory import build_bot, build_knowledge_base
 from bot.search.tokenizer import Tokenizer
 from bot.ui.app import build_demo
 from tests.support.knowledge import ROOT, TINY, with_agreement, with_cutoffs, write_knowledge
-from tests.support.ports import free_port
-from tests.support.serving import ADMIN_COOKIE, ADMIN_LOGIN, TOKEN, serve_in_process
+from tests.support.serving import ADMIN_COOKIE, ADMIN_LOGIN, TOKEN, launched, serve_in_process
 
 
 @pytest.fixture(scope="session")
@@ -203,11 +202,10 @@ def app_client(settings, monkeypatch):
     settings = with_cutoffs(settings, "sparse", 0.5)
     bot = build_bot(settings)
     demo = build_demo(build_knowledge_base(settings, bot), settings).queue()
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    base = launched(demo)
     try:
         yield (
-            Client(f"http://127.0.0.1:{port}/", verbose=False, headers={"Cookie": f"{COOKIE}={demo.admin.token()}"}),
+            Client(f"{base}/", verbose=False, headers={"Cookie": f"{COOKIE}={demo.admin.token()}"}),
             bot,
         )
     finally:

@@ -26,6 +26,7 @@ from bot.texts import LLM_DOWN_NOTICE
 from tests.support.knowledge import ROOT, config_dict, with_cutoffs
 from tests.support.llm_server import Fault, LocalLLMServer
 from tests.support.ports import free_port
+from tests.support.serving import launched
 
 pytestmark = pytest.mark.e2e
 
@@ -279,9 +280,7 @@ def test_app_chat_page_and_config_do_not_leak(secret_settings, llm_server, debug
 
     bot = build_bot(secret_settings)
     demo = build_demo(build_knowledge_base(secret_settings, bot), secret_settings).queue()
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    base = f"http://127.0.0.1:{port}"
+    base = launched(demo)
     try:
         client = Client(f"{base}/", verbose=False)
         seen = [repr(client.view_api(print_info=False, return_format="dict"))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -99,19 +100,34 @@ def serve_in_process(settings: Any, bot: Bot | KnowledgeBase | None = None, **la
     ``bot``: the default knowledge base (or its Bot), when the test built it (else the server builds it)."""
     kb = build_knowledge_base(settings, bot) if isinstance(bot, Bot) else bot
     server = app.build_server(settings, kb)
+    loopback = {"server_name": "127.0.0.1", "prevent_thread_lock": True, "quiet": True}
+    port = on_a_free_port(lambda port: app.serve(server, server_port=port, **loopback, **launch), server.page.close)
+    return server, f"http://127.0.0.1:{port}"
+
+
+def launched(demo: Any) -> str:
+    """``demo.launch`` on a free loopback port, not blocking: its base URL without "/"."""
+    loopback = {"server_name": "127.0.0.1", "prevent_thread_lock": True, "quiet": True}
+    port = on_a_free_port(lambda port: demo.launch(server_port=port, **loopback), demo.close)
+    return f"http://127.0.0.1:{port}"
+
+
+def on_a_free_port(launch: Callable[[int], object], close: Callable[[], object]) -> int:
+    """The port ``launch(port)`` served on: a free loopback port, another one after a failed launch (``close``
+    stops what it started), at most ``LAUNCH_TRIES`` launches."""
     # Gradio's launch fails when the port is taken between free_port() and its bind (another test worker), or when
-    # its own check of the first page times out (3 s) on a loaded machine: close what it started and try another port.
+    # its own check of the first page (HEAD /, 3 s timeout; 0.09 s when idle) times out on a loaded machine.
     for attempt in range(LAUNCH_TRIES):
         port = free_port()
         try:
-            app.serve(server, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
+            launch(port)
         except Exception as error:
-            server.page.close()
+            close()
             if attempt == LAUNCH_TRIES - 1:
                 raise
             print(f"launch on port {port} failed ({error!r}); trying another port", file=sys.stderr)
             continue
-        return server, f"http://127.0.0.1:{port}"
+        return port
     raise AssertionError("unreachable")
 
 

@@ -13,6 +13,7 @@ from bot.ui.app import build_demo
 from bot.ui.render import html_text
 from tests.support.knowledge import TINY
 from tests.support.ports import free_port
+from tests.support.serving import launched
 
 pytestmark = pytest.mark.e2e
 
@@ -181,15 +182,10 @@ def test_rate_limit_per_client_address_not_per_session(settings):
     settings = replace(settings, "limits.chat_per_minute", 2)
     bot = build_bot(settings)
     demo = build_demo(build_knowledge_base(settings, bot), settings).queue()
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    base = launched(demo)
     try:
         replies = [
-            reply_text(
-                Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
-                    "怎么添加知识？", [], "sparse", api_name="/chat"
-                )[0]
-            )
+            reply_text(Client(f"{base}/", verbose=False).predict("怎么添加知识？", [], "sparse", api_name="/chat")[0])
             for _ in range(3)
         ]  # a new client (session) each
         assert "Too many messages" not in replies[1] and "Too many messages" in replies[2]
