@@ -216,7 +216,7 @@ class ElasticsearchSearcher(SparseSearcher):
 
     # -- writes ------------------------------------------------------------
     def _text(self, text: str) -> str:
-        return " ".join(self.tokenizer.tokenize(text)) if self.pre_tokenized else text
+        return " ".join(self.tokenizer.index_tokens(text)) if self.pre_tokenized else text
 
     def _doc(self, entry: Entry) -> dict:
         texts = (self._text(query_text(entry)), self._text(" ".join(entry.metadata)), self._text(entry.text))

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.search.synonyms import Form
-from bot.search.tokenizer import Tokenizer, normalize
+from bot.search.tokenizer import Tokenizer, is_chinese, normalize
 
 MAX_PIECES = 2  # pieces of the message a typed word may span (图书|管)
 MIN_CHARS, MAX_CHARS = 2, 4  # a single character has too many of the same sound to tell which was meant
@@ -80,10 +80,6 @@ def _common(char: str) -> bool:
     return len(code) == 2 and 0xB0 <= code[0] <= 0xD7
 
 
-def _chinese(text: str) -> bool:
-    return all("\u4e00" <= ch <= "\u9fff" for ch in text)
-
-
 @dataclass(frozen=True)
 class Heard:
     """A run of a message read as a word of the knowledge: the run's terms as the index cuts them, and the word."""
@@ -127,7 +123,7 @@ class Homophones:
             for start in range(len(pieces) - size + 1):
                 span = pieces[start : start + size]
                 run = "".join(span)
-                if not (MIN_CHARS <= len(run) <= MAX_CHARS and _chinese(run)):
+                if not (MIN_CHARS <= len(run) <= MAX_CHARS and is_chinese(run)):
                     continue
                 if any(p in FUNCTION_WORDS for p in span) or self.tokenizer.frequency(run) >= MIN_FREQUENCY:
                     continue

@@ -162,7 +162,7 @@ class EntryWords:
             if words is not None:
                 self._cache.move_to_end(key)
                 return words
-        words = tuple(frozenset(self.tokenizer.tokenize(t)) for t in texts)
+        words = tuple(frozenset(self.tokenizer.index_tokens(t)) for t in texts)
         with self._lock:
             self._cache[key] = words
             while len(self._cache) > self.size:
@@ -351,7 +351,9 @@ class SparseSearcher(Searcher):
             return []
         entry_specifics = self._specifics
         units = self.question_units(question)
-        said_terms = set(unit_terms(units))
+        # an entry's phrasings hold the words inside its keywords (Tokenizer.index_tokens): a message holding the
+        # keyword whole says them too
+        said_terms = set(self.tokenizer.with_inner_words(unit_terms(units)))
         said = specifics(question)
         asks = asked_kinds(question)
         qualified = qualifiers(question)

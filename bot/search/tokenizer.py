@@ -22,7 +22,7 @@ from bot.search.script import simplified
 jieba.setLogLevel(logging.WARNING)
 
 # Bump when the cutting rules change, so on-disk indexes built with old tokens are rebuilt.
-TOKENIZER_VERSION = "2"
+TOKENIZER_VERSION = "3"
 # tokenize_many() spreads a batch over worker processes from this many texts on (jieba is pure Python and
 # holds the GIL; a fresh worker costs ~1 s to load jieba's dictionary, so small batches stay serial).
 PARALLEL_MIN = 20_000
@@ -39,6 +39,11 @@ def is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
+def is_chinese(token: str) -> bool:
+    """True when every character of a non-empty token is a CJK unified ideograph."""
+    return bool(token) and all("\u4e00" <= ch <= "\u9fff" for ch in token)
+
+
 class Tokenizer:
     """jieba search-mode tokenizer with the knowledge's keywords (and an optional user dictionary) added."""
 
@@ -50,6 +55,7 @@ class Tokenizer:
         self._user_dict = Path(user_dict) if user_dict else None
         self._added: set[str] = set()
         self._added_freq: dict[str, int] = {}  # in the order added, so worker processes replay them exactly
+        self._inner: dict[str, tuple[str, ...]] = {}  # an added word's Chinese words that search mode leaves out
         self._lock = threading.Lock()
         self._ready = False
         self._pos: Any = None  # jieba.posseg over this tokenizer's dictionary, made on first use
@@ -75,15 +81,47 @@ class Tokenizer:
         for word in words:
             word = normalize(word).strip()
             if word and word not in self._added and " " not in word:
+                inner = self._inner_words(word)
+                if inner:
+                    self._inner[word] = inner
                 freq = max(self._jieba.suggest_freq(word, False), 10)
                 self._jieba.add_word(word, freq=freq)
                 self._added.add(word)
                 self._added_freq[word] = freq
 
+    def _inner_words(self, word: str) -> tuple[str, ...]:
+        """The Chinese words a visitor types of ``word`` (cut as if it were not added) that search mode's 2- and
+        3-character pieces of it leave out."""
+        # Search mode splits a long word only into the 2- and 3-character dictionary words inside it: once
+        # 广州校区北校园 is a word, 北 (and 中山大学 in 中山大学广州校区) is no token of the entry, while a
+        # visitor's 北校园 is cut 北 + 校园. The word's own search-mode cut, made before it joins the
+        # dictionary, gives back what it hides; only Chinese, so a keyword like api_key stays one name.
+        if len(word) <= 2:
+            return ()
+        pieces = {word[i : i + n] for n in (2, 3) for i in range(len(word) - n + 1)}
+        emitted = {piece for piece in pieces if self._jieba.FREQ.get(piece)}
+        cut = (t for part in self._jieba.cut(word) for t in self._jieba.cut_for_search(part))
+        inner = (t for t in cut if t != word and t not in emitted and is_chinese(t))
+        return tuple(dict.fromkeys(inner))
+
     def tokenize(self, text: str) -> list[str]:
         """Cut text into lower-case word tokens, punctuation dropped, English words and numbers kept."""
         self._load()
         return [tok for tok in (t.strip() for t in self._jieba.cut_for_search(normalize(text))) if tok and is_word(tok)]
+
+    def index_tokens(self, text: str) -> list[str]:
+        """The tokens knowledge text is indexed under: :meth:`tokenize`'s, each added keyword followed by the
+        Chinese words inside it that search mode leaves out."""
+        # Only the knowledge's side: a message holding the whole keyword matches it whole, and its inner words
+        # would weigh the keyword twice against the rest of the message.
+        return self.with_inner_words(self.tokenize(text))
+
+    def with_inner_words(self, tokens: Iterable[str]) -> list[str]:
+        """``tokens``, each added keyword among them followed by the Chinese words inside it that search mode
+        leaves out (what :meth:`index_tokens` adds)."""
+        if not self._inner:
+            return list(tokens)
+        return [t for token in tokens for t in (token, *self._inner.get(token, ()))]
 
     def segments(self, text: str) -> list[str]:
         """``text`` cut into consecutive pieces (jieba's precise mode, nothing dropped): joined they are ``text``."""
@@ -119,19 +157,19 @@ class Tokenizer:
         return int(self._jieba.FREQ.get(word, 0) or 0)
 
     def tokenize_many(self, texts: Sequence[str], processes: int | None = None) -> list[list[str]]:
-        """``[tokenize(t) for t in texts]``, spread over up to ``processes`` (default: CPU count) worker processes
+        """``[index_tokens(t) for t in texts]``, spread over up to ``processes`` (default: CPU count) worker processes
         when the batch is large; the workers get the same user dictionary and added keywords."""
         self._load()
         workers = min(processes or os.cpu_count() or 1, 8)
         if workers < 2 or len(texts) < PARALLEL_MIN:
-            return [self.tokenize(t) for t in texts]
+            return [self.index_tokens(t) for t in texts]
         # A few chunks per worker, so a slow worker does not hold up the end.
         size = -(-len(texts) // (workers * 4))
         chunks = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
         # fork: the workers start at once with this jieba (dictionary, user words, keywords) already loaded, and
         # nothing is re-imported (spawn would re-run an unguarded __main__ script). The children run jieba only.
         if "fork" not in multiprocessing.get_all_start_methods():
-            return [self.tokenize(t) for t in texts]
+            return [self.index_tokens(t) for t in texts]
         global _WORKER
         with _FORK_LOCK:
             _WORKER = self
@@ -149,7 +187,7 @@ class Tokenizer:
                 logging.getLogger(__name__).warning("parallel tokenizing unavailable (%s); tokenizing serially", exc)
             finally:
                 _WORKER = None
-        return [self.tokenize(t) for t in texts]
+        return [self.index_tokens(t) for t in texts]
 
     def state_key(self) -> str:
         """The signature plus the keywords added so far: equal keys mean equal tokens for any text."""
@@ -185,4 +223,4 @@ def _worker_init(nice: int = 0) -> None:
 
 def _worker_tokenize(texts: list[str]) -> list[list[str]]:
     assert _WORKER is not None, "set by the parent before the pool forks"
-    return [_WORKER.tokenize(t) for t in texts]
+    return [_WORKER.index_tokens(t) for t in texts]

@@ -255,9 +255,11 @@ def test_a_word_no_entry_uses_counts_for_the_entry_that_holds_it_inside_its_own(
     assert next(iter(hits)) == "faq:llm" and hits["faq:timeout"].signals["inside"] == 0.0
     assert 0.2 < hits["faq:llm"].signals["inside"] < 0.6
     assert hits["faq:llm"].relevance > hits["faq:llm"].signals["base"] + 0.2
-    # two such words, each inside another entry's: 千问 inside 通义千问, 接 inside 接入
-    two = {h.entry.id: h.signals["inside"] for h in searcher.search("千问怎么接", 5)}
-    assert two["faq:qwen"] == two["faq:llm"] > 0.0 and two.get("faq:timeout", 0.0) == 0.0
+    # 千问 inside the keyword 通义千问 is a word of that entry (the tokenizer gives back what a keyword hides):
+    # coverage finds it there, and only 接 is still inside another entry's word
+    two = {h.entry.id: h.signals for h in searcher.search("千问怎么接", 5)}
+    assert two["faq:qwen"]["inside"] == 0.0 and two["faq:qwen"]["q_forward"] > 0.3
+    assert two["faq:llm"]["inside"] > 0.0 and two["faq:timeout"]["inside"] == 0.0
     # a message whose words are all the knowledge's own has nothing inside any entry
     assert all(h.signals["inside"] == 0.0 for h in searcher.search("大模型总是超时", 5))
 
