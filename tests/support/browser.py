@@ -104,22 +104,28 @@ def open_page(browser, url):
     return page
 
 
+PRESSES = 4  # Enter presses of one question at most, 15 s apart, while the page leaves the text in the box
+
+
 def ask(page, text: str) -> None:
     """Type a question, press Enter, and wait until its answer is finished (its sources panel rendered)."""
     box = page.locator("#kb-input textarea")
     box.fill(text)
     box.press("Enter")
     landed = """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)"""
-    # A turn's first output empties the box; a press the page dropped (still hydrating) leaves the text there, and
-    # only then is Enter pressed again: a turn that started is never asked twice.
-    try:
-        page.wait_for_function(
-            f"([q]) => document.querySelector('#kb-input textarea').value !== q || ({landed})([q])",
-            arg=[text],
-            timeout=15000,
-        )
-    except playwright_api.TimeoutError:
-        if box.input_value() == text:
+    # A turn's first output empties the box; a press the page dropped (still hydrating, slower on a loaded machine)
+    # leaves the text there, and only then is Enter pressed again: a turn that started is never asked twice.
+    for _ in range(PRESSES):
+        try:
+            page.wait_for_function(
+                f"([q]) => document.querySelector('#kb-input textarea').value !== q || ({landed})([q])",
+                arg=[text],
+                timeout=15000,
+            )
+            break
+        except playwright_api.TimeoutError:
+            if box.input_value() != text:
+                break
             box.press("Enter")
     page.wait_for_function(
         landed,
