@@ -22,6 +22,7 @@ from tests.support.ports import free_port
 TOKEN = "kbbot-test-token-0123456789abcdef"  # the API token the served apps are given
 ADMIN_LOGIN = ("boss", "s3cret-pass")  # the admin of the `served` app
 LAUNCH_TRIES = 3  # launches of one app before a test gives up
+LOOPBACK = {"server_name": "127.0.0.1", "prevent_thread_lock": True, "quiet": True}  # how test apps are launched
 ADMIN_COOKIE: dict[str, str] = {}  # the Cookie header of an admin session of the app `serve_app` started last
 
 
@@ -100,15 +101,13 @@ def serve_in_process(settings: Any, bot: Bot | KnowledgeBase | None = None, **la
     ``bot``: the default knowledge base (or its Bot), when the test built it (else the server builds it)."""
     kb = build_knowledge_base(settings, bot) if isinstance(bot, Bot) else bot
     server = app.build_server(settings, kb)
-    loopback = {"server_name": "127.0.0.1", "prevent_thread_lock": True, "quiet": True}
-    port = on_a_free_port(lambda port: app.serve(server, server_port=port, **loopback, **launch), server.page.close)
+    port = on_a_free_port(lambda port: app.serve(server, server_port=port, **LOOPBACK, **launch), server.page.close)
     return server, f"http://127.0.0.1:{port}"
 
 
 def launched(demo: Any) -> str:
     """``demo.launch`` on a free loopback port, not blocking: its base URL without "/"."""
-    loopback = {"server_name": "127.0.0.1", "prevent_thread_lock": True, "quiet": True}
-    port = on_a_free_port(lambda port: demo.launch(server_port=port, **loopback), demo.close)
+    port = on_a_free_port(lambda port: demo.launch(server_port=port, **LOOPBACK), demo.close)
     return f"http://127.0.0.1:{port}"
 
 
