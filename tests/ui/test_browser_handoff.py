@@ -41,13 +41,40 @@ def console(browser, base: str):
     return page
 
 
-def claim_and_reply(agent, ticket_text: str, reply: str) -> None:
+# The console's GET of one ticket, held 2 s: the page's 3 s poll starts one while the reply box is empty.
+SLOW_REFRESH = r"""() => {
+  const real = window.fetch;
+  window.__held = 0;
+  window.__realFetch = real;
+  window.fetch = (url, options) => {
+    if (!/agent\/api\/tickets\/\d+$/.test(String(url)) || (options && options.method !== "GET")) return real(url, options);
+    window.__held++;
+    return new Promise((done) => setTimeout(done, 2000)).then(() => real(url, options));
+  };
+  document.getElementById("kb-agent-reply").__before = true;
+}"""
+
+
+def type_while_the_ticket_refreshes(agent, reply: str) -> None:
+    """Type the reply while a refresh of the ticket is in flight; the rebuilt reply box must keep it."""
+    agent.evaluate(SLOW_REFRESH)
+    agent.wait_for_function("() => window.__held > 0", timeout=10000)
+    agent.locator("#kb-agent-reply").fill(reply)
+    agent.wait_for_function("() => !document.getElementById('kb-agent-reply').__before", timeout=10000)
+    assert agent.locator("#kb-agent-reply").input_value() == reply
+    agent.evaluate("() => { window.fetch = window.__realFetch; }")
+
+
+def claim_and_reply(agent, ticket_text: str, reply: str, *, mid_refresh: bool = False) -> None:
     card = agent.locator(".ticket", has_text=ticket_text).first
     card.wait_for(timeout=30000)
     card.click()
     agent.locator("#kb-agent-claim").click()
     agent.locator("#kb-agent-reply").wait_for(timeout=30000)
-    agent.locator("#kb-agent-reply").fill(reply)
+    if mid_refresh:
+        type_while_the_ticket_refreshes(agent, reply)
+    else:
+        agent.locator("#kb-agent-reply").fill(reply)
     agent.locator("#kb-agent-send").click()
     agent.locator("#kb-agent-messages .line.agent", has_text="粗体").wait_for(timeout=30000)
 
@@ -65,7 +92,7 @@ def test_the_whole_path_on_the_chat_page(browser, desk_settings, serve_api):
     agent.locator(".ticket").first.click()
     agent.locator("#kb-agent-claim").wait_for(timeout=30000)
     shot(agent, "handoff-console")
-    claim_and_reply(agent, "图书馆几点开门？", f"{TRICK} 您好，图书馆今天开到晚上十点。")
+    claim_and_reply(agent, "图书馆几点开门？", f"{TRICK} 您好，图书馆今天开到晚上十点。", mid_refresh=True)
     shot(agent, "handoff-console-reply")
 
     person = visitor.locator("#kb-chat .bot-row", has_text="alice（人工客服 / staff）")

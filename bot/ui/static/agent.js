@@ -82,9 +82,11 @@
 
   function loadTicket() {
     if (chosen == null) return Promise.resolve();
-    var keep = document.getElementById("kb-agent-reply");
-    var draft = keep ? keep.value : "";
     return call("GET", api + "/" + chosen).then(function (t) {
+      // The draft is read when the answer lands, not when it was asked for: what the agent typed while the
+      // request was in flight would otherwise be wiped by the rebuild. It stays with its own ticket.
+      var keep = document.getElementById("kb-agent-reply");
+      var draft = keep && keep.getAttribute("data-ticket") === String(t.id) ? keep.value : "";
       var box = document.getElementById("detail");
       box.textContent = "";
       var card = el("div", "card");
@@ -113,6 +115,7 @@
       if (t.status === "claimed" && t.agent === me) {
         var text = el("textarea");
         text.id = "kb-agent-reply";
+        text.setAttribute("data-ticket", String(t.id));
         text.placeholder = "回复访客 / Reply to the visitor";
         text.value = draft;
         var send = el("button", "act", "发送 / Send");
