@@ -24,7 +24,7 @@ weights (:func:`rescored`); :func:`tune_weights` chooses them with the rest, one
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -134,6 +134,27 @@ class LadderOutcome:
         )
 
 
+@dataclass(frozen=True)
+class _Counts:
+    """Decisions counted over a part of the questions; the answering and the falling-back parts add up to a
+    :class:`LadderOutcome`."""
+
+    right: int = 0
+    wrong: int = 0
+    clarified: int = 0
+    confirmed: int = 0
+    resolved: int = 0
+    missed: int = 0
+    offered: int = 0
+
+    def __add__(self, other: _Counts) -> _Counts:
+        return _Counts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def outcome(self, answer: float, margin: float | None, band: float | None, total: int) -> LadderOutcome:
+        """These counts as the outcome of (``answer``, ``margin``, ``band``) over ``total`` questions."""
+        return LadderOutcome(answer, margin, band, total=total, **{f.name: getattr(self, f.name) for f in fields(self)})
+
+
 class _Table:
     """Cases as arrays, for replaying thousands of threshold triples fast: each case's relevances best first
     (distinct entries, padded with -inf) and which of them are gold."""
@@ -188,8 +209,19 @@ class _Table:
     ) -> LadderOutcome:
         """The rungs' decisions with these thresholds (None: that rung off; ``translated`` None: a message searched
         through the dictionary never answers)."""
+        return self.decide(answer, margin, band, Rungs(settle, settle_dense, contrast, together, translated))
+
+    def decide(self, answer: float, margin: float | None, band: float | None, rungs: Rungs) -> LadderOutcome:
+        """:meth:`outcome` with ``rungs``."""
+        counts = self.answered(answer, margin, rungs) + self.fell_back(answer, band, rungs.translated)
+        return counts.outcome(answer, margin, band, self.total)
+
+    def answered(self, answer: float, margin: float | None, rungs: Rungs) -> _Counts:
+        """The decisions on the questions with a candidate above the cut: answered, clarified, or offered when the
+        answer contrasts a qualifier of the message (they depend on the margin, never on the band)."""
+        r = rungs
         rows = np.arange(self.total)
-        cut = self._cuts(answer, translated)
+        cut = self._cuts(answer, r.translated)
         passed = (self.relevance >= cut[:, None]).sum(axis=1)
         answering = passed > 0
         within = self.relevance >= np.maximum(cut, self.top - (margin or 0.0))[:, None]
@@ -199,31 +231,31 @@ class _Table:
         # the candidate answering: the top one, or the one a settled tie chose (the message says clearly more of it)
         chosen = np.zeros(self.total, dtype=int)
         grouped = np.zeros(self.total, dtype=bool)
-        if together is not None and margin is not None:
+        if r.together is not None and margin is not None:
             # a question asking for several whose close candidates each say enough of it: they answer together, the
             # one it says most of first (argmax: the first of equals, i.e. the more relevant)
-            enough = np.where(within, self.covered, np.inf).min(axis=1) >= together
+            enough = np.where(within, self.covered, np.inf).min(axis=1) >= r.together
             grouped = clarify & self.several & enough
             chosen = np.where(grouped, np.argmax(np.where(within, self.said, -np.inf), axis=1), chosen)
             clarify = clarify & ~grouped
-        if settle is not None and margin is not None and self.said.shape[1] > 1:
+        if r.settle is not None and margin is not None and self.said.shape[1] > 1:
             said = np.where(within, self.said, -np.inf)
             ranked = np.argsort(-said, axis=1, kind="stable")
             with np.errstate(invalid="ignore"):  # -inf - -inf where fewer than two are close (not asked anyway)
                 lead = said[rows, ranked[:, 0]] - said[rows, ranked[:, 1]]
             # ... and it covers no less of the message than any other close candidate
             covers = _no_less(self.covered, within, ranked[:, 0])
-            settled = clarify & (lead >= settle) & covers
-            if settle_dense is not None:
+            settled = clarify & (lead >= r.settle) & covers
+            if r.settle_dense is not None:
                 # ... nor has a rival in its language whose question the dense side finds clearly closer
                 first = ranked[:, 0]
                 same = within & (self.across == self.across[rows, first][:, None])
                 with np.errstate(invalid="ignore"):
-                    closer = np.nan_to_num(self.meant - self.meant[rows, first][:, None], nan=-np.inf) >= settle_dense
+                    closer = np.nan_to_num(self.meant - self.meant[rows, first][:, None], nan=-np.inf) >= r.settle_dense
                 settled &= ~(same & closer).any(axis=1)
             chosen = np.where(settled, ranked[:, 0], chosen)
             clarify = clarify & ~settled
-        if settle_dense is not None and margin is not None and self.meant.shape[1] > 1:
+        if r.settle_dense is not None and margin is not None and self.meant.shape[1] > 1:
             # ... else the one the dense side finds clearly closer, whose question the message says no less of both ways
             dense = (~within | ~np.isnan(self.meant)).all(axis=1)  # every close candidate has a dense side
             meant = np.where(within & ~np.isnan(self.meant), self.meant, -np.inf)
@@ -231,15 +263,27 @@ class _Table:
             with np.errstate(invalid="ignore"):
                 lead = meant[rows, ranked[:, 0]] - meant[rows, ranked[:, 1]]
             no_less = _no_less(self.covered, within, ranked[:, 0]) & _no_less(self.said, within, ranked[:, 0])
-            closer = clarify & dense & (lead >= settle_dense) & no_less
+            closer = clarify & dense & (lead >= r.settle_dense) & no_less
             chosen = np.where(closer, ranked[:, 0], chosen)
             clarify = clarify & ~closer
         direct = answering & ~clarify
         # the candidate answering names another qualifier than the message's: its passing candidates are offered
         contrasted = self.contrast[rows, chosen] | (grouped & (within & self.contrast).any(axis=1))
-        offered = direct & contrasted if contrast else np.zeros(self.total, dtype=bool)
+        offered = direct & contrasted if r.contrast else np.zeros(self.total, dtype=bool)
         direct &= ~offered
-        right_answers = direct & self.gold[rows, chosen]
+        return _Counts(
+            right=int((direct & self.gold[rows, chosen]).sum()),
+            wrong=int((direct & ~self.gold[rows, chosen]).sum()),
+            clarified=int(clarify.sum()),
+            confirmed=int(offered.sum()),
+            resolved=int(((clarify | offered) & options).sum()),
+        )
+
+    def fell_back(self, answer: float, band: float | None, translated: float | None) -> _Counts:
+        """The decisions on the questions with no candidate above the cut: confirmed within the band below it, else
+        the fallback (they depend on the band, never on the margin)."""
+        rows = np.arange(self.total)
+        answering = (self.relevance >= self._cuts(answer, translated)[:, None]).any(axis=1)
         if band is not None:
             near = (self.relevance >= answer - band).sum(axis=1)
             confirm = ~answering & (near > 0)
@@ -247,27 +291,14 @@ class _Table:
         else:
             confirm = np.zeros(self.total, dtype=bool)
             near_options = confirm
-        near_options = np.where(offered, options, near_options)
-        confirm = confirm | offered
         fallback = ~answering & ~confirm
-        return LadderOutcome(
-            answer,
-            margin,
-            band,
-            right=int(right_answers.sum() + (fallback & ~self.answerable).sum()),
-            wrong=int((direct & ~self.gold[rows, chosen]).sum()),
-            clarified=int(clarify.sum()),
+        return _Counts(
+            right=int((fallback & ~self.answerable).sum()),
             confirmed=int(confirm.sum()),
-            resolved=int((clarify & options).sum() + (confirm & near_options).sum()),
-            total=self.total,
+            resolved=int((confirm & near_options).sum()),
             missed=int((fallback & self.answerable & ~self.offered_fallback).sum()),
             offered=int((fallback & self.answerable & self.offered_fallback).sum()),
         )
-
-    def decide(self, answer: float, margin: float | None, band: float | None, rungs: Rungs) -> LadderOutcome:
-        """:meth:`outcome` with ``rungs``."""
-        r = rungs
-        return self.outcome(answer, margin, band, r.settle, r.settle_dense, r.contrast, r.together, r.translated)
 
     def _cuts(self, answer: float, translated: float | None) -> np.ndarray:
         """Each case's answer cut: a message searched through the dictionary answers only from ``translated`` above
@@ -317,7 +348,14 @@ def tune(cases: Sequence[Case], answer: float, rungs: Rungs = NO_RUNGS) -> Ladde
     ``MAX_ASKED`` of the questions, the others of ``rungs`` deciding as they are."""
     answers = [round(answer + k / 100, 3) for k in range(MAX_RAISE + 1)]
     table = _Table(cases)
-    outcomes = [table.decide(a, m, b, rungs) for a in answers for m in MARGINS for b in BANDS]
+    # A question either has a candidate above the cut (the margin decides it) or not (the band does): each part is
+    # counted once per threshold and added up for every (margin, band), not replayed whole for each triple.
+    outcomes = []
+    for a in answers:
+        fell_back = [table.fell_back(a, b, rungs.translated) for b in BANDS]
+        for m in MARGINS:
+            answered = table.answered(a, m, rungs)
+            outcomes += [(answered + part).outcome(a, m, b, table.total) for b, part in zip(BANDS, fell_back)]
     allowed = [o for o in outcomes if o.asked <= MAX_ASKED] or [table.decide(answer, None, None, rungs)]
     return min(allowed, key=lambda o: (round(o.cost, 6), o.answer, (o.margin or 0.0) + (o.band or 0.0)))
 
