@@ -96,7 +96,7 @@ def test_the_whole_path_on_the_chat_page(browser, desk_settings, serve_api):
     shot(agent, "handoff-console-reply")
 
     person = visitor.locator("#kb-chat .bot-row", has_text="alice（人工客服 / staff）")
-    person.last.wait_for(timeout=20000)  # fetched by the page's timer: no reload
+    person.last.wait_for(timeout=30000)  # fetched by the page's timer: no reload
     text = person.last.inner_text()
     assert "<img src=x" in text and "<b>粗体</b>" in text and "图书馆今天开到晚上十点" in text
     assert visitor.locator("#kb-chat img[src='x']").count() == 0 and visitor.title() != "owned"
@@ -147,7 +147,7 @@ def test_the_whole_path_in_the_widget_from_the_offer_after_two_misses(browser, d
         assert "接受了转人工提议" in card.inner_text()  # the reason: the offer was accepted
         claim_and_reply(agent, "木星有几颗卫星", f"{TRICK} 您好，我来帮您查。")
         person = visitor.locator("#kbbot-widget .msg.person")
-        person.wait_for(timeout=20000)
+        person.wait_for(timeout=30000)
         assert "<img src=x" in person.inner_text() and "alice" in person.inner_text()
         assert visitor.locator("#kbbot-widget img").count() == 0 and visitor.title() == "host"
         shot(visitor, "handoff-widget-reply")
