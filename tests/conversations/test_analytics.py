@@ -352,7 +352,7 @@ def test_benchmark_smoke_on_2k_turns(tmp_path):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_an_admin_sees_the_analytics_tab_in_chromium(browser, app_config):
-    from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+    from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, open_tab, shot
 
     settings = load_settings(app_config)
     turn_log = turn_log_from_settings(settings)
@@ -364,7 +364,7 @@ def test_an_admin_sees_the_analytics_tab_in_chromium(browser, app_config):
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_knowledge_tab(browser, app)  # logged in as admin
-        page.get_by_role("tab", name="统计 / Analytics").click()
+        open_tab(page, "统计 / Analytics")
         page.locator("#kb-stats-status").get_by_text("64 轮对话").wait_for(timeout=30000)
         page.wait_for_function(
             "() => document.querySelector('#kb-stats-top').textContent.includes('怎么添加知识')", timeout=10000
@@ -421,7 +421,7 @@ def test_one_day_of_data_hides_the_line_charts_and_says_why_and_the_csv_box_wait
 @pytest.mark.browser
 @pytest.mark.slow
 def test_one_day_of_data_in_chromium_shows_no_empty_chart_nor_an_empty_csv_box(browser, app_config):
-    from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+    from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, open_tab, shot
 
     settings = load_settings(app_config)
     turn_log = turn_log_from_settings(settings)
@@ -432,7 +432,7 @@ def test_one_day_of_data_in_chromium_shows_no_empty_chart_nor_an_empty_csv_box(b
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_knowledge_tab(browser, app)
-        page.get_by_role("tab", name="统计 / Analytics").click()
+        open_tab(page, "统计 / Analytics")
         page.locator("#kb-stats-status").get_by_text("One day of data so far").wait_for(timeout=30000)
         page.locator("#kb-stats-day canvas, #kb-stats-day svg").first.wait_for(timeout=20000)
         page.wait_for_timeout(1000)  # the charts' first paint

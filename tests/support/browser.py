@@ -61,6 +61,8 @@ class App:
         self.proc.terminate()
         self.proc.wait(timeout=20)
         self.log.close()
+        # pytest shows a test's captured output only when it fails: there, the app's own last words
+        print(f"--- the app's log ({self.log.name}), last lines ---\n{Path(self.log.name).read_text()[-3000:]}")
 
 
 def write_app_config(tmp_path: Path) -> Path:
@@ -91,6 +93,14 @@ def chromium():
         )
         yield b
         b.close()
+
+
+def llm_app(app_config: Path, llm_base_url: str, timeout: float = 5) -> App:
+    """The app of ``app_config`` answering through the local LLM server at ``llm_base_url`` (key from the env)."""
+    raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
+    raw["llm"].update(base_url=llm_base_url, model="local-test", timeout=timeout, max_retries=0)
+    app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return App(app_config, dict(offline_env(), OPENAI_API_KEY="sk-test"))
 
 
 def offline_env() -> dict[str, str]:
@@ -127,10 +137,27 @@ def ask(page, text: str) -> None:
             if box.input_value() != text:
                 break
             box.press("Enter")
-    page.wait_for_function(
-        landed,
-        arg=[text],
-        timeout=60000,  # two test files run at once (make test): a turn may wait behind the other's CPU
+    try:
+        page.wait_for_function(
+            landed,
+            arg=[text],
+            timeout=60000,  # two test files run at once (make test): a turn may wait behind the other's CPU
+        )
+    except playwright_api.TimeoutError:
+        raise AssertionError(f"no answer to {text!r} within 60 s; the page: {page_state(page)}") from None
+
+
+def page_state(page) -> dict[str, object]:
+    """What the chat page shows now (the input, the last messages, the sources' questions), for a failure message."""
+    return page.evaluate(
+        """() => ({
+            input: document.querySelector('#kb-input textarea')?.value,
+            users: [...document.querySelectorAll('#kb-chat .user')].slice(-3).map(e => e.innerText.slice(0, 80)),
+            bot: [...document.querySelectorAll('#kb-chat .bot')].slice(-2).map(e => e.innerText.slice(0, 120)),
+            sources: [...document.querySelectorAll('#kb-sources .kb-sources')].map(d => d.dataset.q),
+            pending: document.querySelectorAll('.pending, .progress-text, .eta-bar').length,
+            errors: [...document.querySelectorAll('.toast-body, .error')].map(e => e.innerText.slice(0, 200)),
+        })"""
     )
 
 
@@ -169,8 +196,46 @@ def open_as_admin(page, app):
     return page
 
 
+# Gradio moves the tabs that do not fit the bar into a "⋯" menu, as plain buttons (no tab role), and measures the
+# bar again whenever it resizes: which tabs fit depends on the window and on when the page measured it.
+MENU = ".overflow-menu"
+MENU_ITEMS = ".overflow-dropdown button"
+
+
+def tab_names(page) -> list[str]:
+    """The labels of the page's visible tabs, in the bar or in its overflow menu."""
+    return page.evaluate(
+        """([items]) => [...document.querySelectorAll('[role=tab]')].filter(e => e.offsetParent !== null)
+            .concat([...document.querySelectorAll(items)]).map(e => e.innerText.trim()).filter(Boolean)""",
+        [MENU_ITEMS],
+    )
+
+
+def open_tab(page, name: str, timeout: float = 30) -> None:
+    """Open the tab labelled ``name``: in the bar, or from the overflow menu when the bar has no room for it."""
+    tab = page.get_by_role("tab", name=name)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if tab.is_visible():
+                tab.click(timeout=5000)
+                return
+            menu = page.locator(MENU).filter(has=page.locator(MENU_ITEMS, has_text=name))
+            if menu.count():
+                item = menu.first.locator(MENU_ITEMS, has_text=name).first
+                if not item.is_visible():
+                    menu.first.locator("button").first.click(timeout=5000)  # the "⋯" toggle
+                item.click(timeout=5000)
+                return
+        except playwright_api.TimeoutError:  # the bar was measured again between the look and the click
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no tab {name!r} on the page; its tabs: {tab_names(page)}")
+        page.wait_for_timeout(250)
+
+
 def open_knowledge_tab(browser, app):
     """A page with the knowledge tab open, logged in as admin first when the app has an admin login."""
     page = open_as_admin(browser.new_page(viewport={"width": 1400, "height": 1000}, locale="zh-CN"), app)
-    page.get_by_role("tab", name="知识管理 / Knowledge").click()
+    open_tab(page, "知识管理 / Knowledge")
     return page

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.browser import App, ask, offline_env, open_page, shot
+from tests.support.browser import App, ask, offline_env, open_page, open_tab, shot
 from tests.support.knowledge import OFFICES, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -34,7 +34,7 @@ def test_the_category_selector_restricts_the_chat_and_the_retrieval_test(browser
         assert "faq:graduate_fee" in sources and "faq:undergrad_fee" not in sources
         assert "分类 / Categories:" in page.locator("#kb-sources").inner_text()
         shot(page, "categories-chat")
-        page.get_by_role("tab", name="检索测试 / Retrieval test").click()
+        open_tab(page, "检索测试 / Retrieval test")
         choose(page, "#kb-rt-categories", "招生")
         box = page.locator("#kb-rt-query textarea")
         box.fill("学费是多少？")

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, open_as_admin, shot
+from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, open_as_admin, open_tab, shot
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -66,13 +66,13 @@ def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_se
             )
             assert links and all("noopener" in rel and "noreferrer" in rel for rel, _ in links), links
 
-            page.get_by_role("tab", name="检索测试 / Retrieval test").click()
+            open_tab(page, "检索测试 / Retrieval test")
             query = page.locator("#kb-rt-query textarea")
             query.fill("图片追踪测试")
             query.press("Enter")
             page.locator("#kb-rt-results").get_by_text("faq:bait").first.wait_for(timeout=60000)
 
-            page.get_by_role("tab", name="知识管理 / Knowledge").click()
+            open_tab(page, "知识管理 / Knowledge")
             page.wait_for_function(
                 "() => document.querySelector('#kb-eb-table')?.innerText.includes('图片追踪测试')", timeout=30000
             )

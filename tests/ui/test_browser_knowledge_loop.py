@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, shot
+from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_tab, shot
 from tests.support.knowledge import write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -35,14 +35,14 @@ def test_a_clarify_pick_is_suggested_accepted_and_a_test_set_runs(browser, app_c
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_knowledge_tab(browser, app)
-        page.get_by_role("tab", name="对话 / Chat").click()
+        open_tab(page, "对话 / Chat")
         ask(page, "校歌是什么")
         options = page.locator("#kb-chat button.option")
         options.first.wait_for(timeout=30000)
         options.get_by_text("中大的第二校歌是什么？", exact=True).click()
         page.locator("#kb-chat .bot").last.get_by_text("紫荆花开").wait_for(timeout=30000)
 
-        page.get_by_role("tab", name="待解决问题 / Unanswered").click()
+        open_tab(page, "待解决问题 / Unanswered")
         page.get_by_text("建议的问法 / Suggested phrasings").click()
         table = page.locator("#kb-suggestions-table")
         table.get_by_text("校歌是什么", exact=True).wait_for(timeout=30000)
@@ -57,7 +57,7 @@ def test_a_clarify_pick_is_suggested_accepted_and_a_test_set_runs(browser, app_c
 
         cases = tmp_path / "songs.csv"
         cases.write_text("question,expected\n第二校歌是什么,songs:second\n火星上有几座城市,none\n", encoding="utf-8")
-        page.get_by_role("tab", name="测试集 / Test sets").click()
+        open_tab(page, "测试集 / Test sets")
         page.locator("#kb-ts-file input[type=file]").set_input_files(str(cases))
         page.locator("#kb-ts-name textarea, #kb-ts-name input").first.fill("songs")
         page.locator("#kb-ts-save").click()

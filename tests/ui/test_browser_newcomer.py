@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, page_boxes, shot
+from tests.support.browser import (
+    ADMIN_ENV,
+    App,
+    ask,
+    offline_env,
+    open_knowledge_tab,
+    open_page,
+    open_tab,
+    page_boxes,
+    shot,
+)
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -134,7 +144,7 @@ def test_inbox_forms_start_clean_and_a_wrong_answer_becomes_a_phrasing_of_its_en
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_knowledge_tab(browser, app)
-        page.get_by_role("tab", name="对话 / Chat").click()
+        open_tab(page, "对话 / Chat")
         for question in ("停车场怎么收费？", "游泳馆几点开门？", WRONG):
             ask(page, question)
         page.locator("#kb-chat .bot").last.hover()
@@ -142,7 +152,7 @@ def test_inbox_forms_start_clean_and_a_wrong_answer_becomes_a_phrasing_of_its_en
         page.locator("#kb-feedback-reason textarea").fill("问的是周末")
         page.locator("#kb-feedback-send").click()
 
-        page.get_by_role("tab", name="待解决问题 / Unanswered").click()
+        open_tab(page, "待解决问题 / Unanswered")
         wait_value(page, "kb-inbox-query", WRONG)  # the newest group is picked
         # The thumbs-down answer's entry is offered for the phrasing: no id to type by hand.
         page.get_by_text("添加为已有条目的问法 / Add as a phrasing of an entry").click()
@@ -170,7 +180,7 @@ def test_inbox_forms_start_clean_and_a_wrong_answer_becomes_a_phrasing_of_its_en
         page.set_viewport_size({"width": 1400, "height": 1000})
 
         # The knowledge form shows and edits the entry's phrasings, one per line.
-        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        open_tab(page, "知识管理 / Knowledge")
         page.locator("#kb-k-file input").click()
         page.get_by_role("option", name="faq.json").click()
         page.locator("#kb-k-key input").click()
@@ -241,7 +251,7 @@ def test_a_typo_in_the_config_mode_is_shown_to_admins_in_the_page(browser, app_c
         text = app_config.read_text(encoding="utf-8")
         app_config.write_text(text.replace("mode: sparse", "mode: hybird", 1), encoding="utf-8")
         time.sleep(1.2)  # the app stats its config at most once a second
-        page.get_by_role("tab", name="对话 / Chat").click()
+        open_tab(page, "对话 / Chat")
         ask(page, "怎么添加知识？")
         assert "The last edit of config.yaml has an error" in page.locator("#kb-header").inner_text()
         page = open_knowledge_tab(browser, app)  # the admin's next page load: the error in full
@@ -321,10 +331,10 @@ def test_a_new_entry_from_the_inbox_takes_phrasings_picks_the_questions_file_and
     app = App(config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_knowledge_tab(browser, app)
-        page.get_by_role("tab", name="对话 / Chat").click()
+        open_tab(page, "对话 / Chat")
         for question in ("火星上有几座城市？", "火星上有几座城市", "月球上有几座城市？"):
             ask(page, question)
-        page.get_by_role("tab", name="待解决问题 / Unanswered").click()
+        open_tab(page, "待解决问题 / Unanswered")
         wait_value(page, "kb-inbox-query", "月球上有几座城市？")
         assert page.locator("#kb-inbox-file input").input_value() == "guide_zh.json"  # the question's language
         page.locator("#kb-inbox-pick input").click()
@@ -362,10 +372,10 @@ def test_the_knowledge_tab_starts_with_a_file_chosen_and_last_hits_to_the_minute
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_knowledge_tab(browser, app)
-        page.get_by_role("tab", name="对话 / Chat").click()
+        open_tab(page, "对话 / Chat")
         ask(page, "怎么添加知识？")  # one hit for faq:add
         page.reload(wait_until="domcontentloaded")
-        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        open_tab(page, "知识管理 / Knowledge")
         page.wait_for_function("() => document.querySelector('#kb-k-file input').value === 'faq.json'", timeout=30000)
         page.locator("#kb-k-key input").click()
         page.get_by_role("option", name="add", exact=True).wait_for(timeout=10000)  # its keys one click away

@@ -16,7 +16,7 @@ from bot.chat.recorder import TurnRecorder
 from bot.config.settings import load_settings
 from bot.conversations.turn_log import TurnLog
 from bot.factory import build_knowledge_base
-from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, shot
+from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_tab, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
@@ -56,7 +56,7 @@ def test_the_week_from_the_numbers_to_a_published_fix(browser, app_config):
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_knowledge_tab(browser, app)
-        page.get_by_role("tab", name="对话 / Chat").click()
+        open_tab(page, "对话 / Chat")
         ask(page, "食堂在哪里？")
         page.locator("#kb-solved").get_by_text("解决您的问题了吗").wait_for(timeout=30000)
         shot(page, "operating-solved-question")
@@ -65,7 +65,7 @@ def test_the_week_from_the_numbers_to_a_published_fix(browser, app_config):
         for question in ("宿舍几点熄灯？", "宿舍几点熄灯", "图书馆开放时间"):
             ask(page, question)
 
-        page.get_by_role("tab", name="统计 / Analytics").click()
+        open_tab(page, "统计 / Analytics")
         status = page.locator("#kb-stats-status")
         status.get_by_text("解决率 / resolved").wait_for(timeout=60000)
         assert "独立接待率 / deflected 100%" in status.inner_text()
@@ -74,13 +74,13 @@ def test_the_week_from_the_numbers_to_a_published_fix(browser, app_config):
         shows(page, "#kb-stats-down_reasons", "not_solved")
         shot(page, "operating-analytics")
 
-        page.get_by_role("tab", name="条目记录 / Entry records").click()
+        open_tab(page, "条目记录 / Entry records")
         shows(page, "#kb-rec-table", "faq:canteen")
         page.locator("#kb-rec-export").click()
         page.locator("#kb-rec-files").get_by_text(".xlsx").wait_for(timeout=30000)
         shot(page, "operating-entry-records")
 
-        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        open_tab(page, "知识管理 / Knowledge")
         page.locator("#kb-k-key input").fill("library")
         page.locator("#kb-k-key input").press("Enter")
         page.locator("#kb-k-mode").get_by_text("library").wait_for(timeout=30000)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from bot.handoff.passwords import hash_password
-from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, open_tab, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
@@ -62,7 +62,7 @@ def test_a_draft_waits_for_a_publisher_logged_in_at_its_own_page(browser, app_co
         page.locator("#kb-admin-password").fill(PASSWORD)
         page.locator("#kb-admin-submit").click()
         page.locator("#kb-input textarea").wait_for(timeout=30000)  # back on the page, still the admin too
-        page.get_by_role("tab", name="知识管理 / Knowledge").click()
+        open_tab(page, "知识管理 / Knowledge")
         load_dorm(page)
         page.locator("#kb-k-publish").click()
         status.get_by_text("index updated").wait_for(timeout=60000)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, shot
+from tests.support.browser import ADMIN_ENV, App, offline_env, open_knowledge_tab, open_tab, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 
@@ -39,7 +39,7 @@ def test_an_admin_restores_the_version_before_a_save_in_the_page(browser, app_co
         phone = browser.new_page(viewport={"width": 390, "height": 844}, locale="zh-CN", storage_state=None)
         phone.context.add_cookies(page.context.cookies())
         phone.goto(app.url, wait_until="domcontentloaded")
-        phone.get_by_role("tab", name="知识管理 / Knowledge").click()
+        open_tab(phone, "知识管理 / Knowledge")
         phone.get_by_text("历史版本与恢复 / Earlier versions and restore").click()
         phone.locator("#kb-k-history").click()
         phone.locator("#kb-k-version input").wait_for(timeout=10000)
