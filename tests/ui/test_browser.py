@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.browser import ADMIN_ENV, App, ask, offline_env, open_knowledge_tab, open_page, shot
+from tests.support.browser import (
+    ADMIN_ENV,
+    App,
+    ask,
+    llm_app,
+    offline_env,
+    open_knowledge_tab,
+    open_page,
+    open_tab,
+    shot,
+)
 from tests.support.knowledge import ROOT
 from tests.support.ports import free_port
 
@@ -39,10 +49,7 @@ def test_follow_up_uses_history_and_shows_rewritten_question(browser, app_config
     llm_server.reply = lambda body: (
         "食堂在哪里？" if "Standalone question:" in body["messages"][-1]["content"] else "学生食堂位于校园东区 [1]。"
     )
-    raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
-    raw["llm"].update(base_url=llm_server.url, model="local-test", timeout=5, max_retries=0)
-    app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    app = App(app_config, dict(offline_env(), OPENAI_API_KEY="sk-test"))
+    app = llm_app(app_config, llm_server.url)
     try:
         page = open_page(browser, app.url)
         ask(page, "图书馆开放时间")
@@ -53,6 +60,28 @@ def test_follow_up_uses_history_and_shows_rewritten_question(browser, app_config
         rewrite = [r for r in llm_server.requests if "Standalone question:" in r["body"]["messages"][-1]["content"]]
         assert "图书馆开放时间" in rewrite[-1]["body"]["messages"][-1]["content"]
         shot(page, "chat-follow-up")
+    finally:
+        app.stop()
+
+
+def test_the_next_question_typed_while_an_answer_streams_stays_in_the_box(browser, app_config, llm_server):
+    llm_server.reply = lambda body: "学生食堂位于校园东区，早上六点半开门，晚上九点关门，节假日照常营业。[1]"
+    llm_server.piece_size = 2
+    llm_server.chunk_delay = 0.25  # about 5 s of streaming
+    app = llm_app(app_config, llm_server.url, timeout=30)
+    try:
+        page = open_page(browser, app.url)
+        box = page.locator("#kb-input textarea")
+        box.fill("食堂在哪里？")
+        box.press("Enter")
+        page.locator("#kb-chat .bot").last.get_by_text("学生食堂").wait_for(timeout=30000)  # streaming has begun
+        box.fill("图书馆几点开门")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === '食堂在哪里？')",
+            timeout=60000,
+        )
+        assert "节假日照常营业" in page.locator("#kb-chat .bot").last.inner_text()
+        assert box.input_value() == "图书馆几点开门"
     finally:
         app.stop()
 
@@ -71,7 +100,7 @@ def test_knowledge_tab_entry_is_answered_and_survives_restart(browser, app_confi
         page.locator("#kb-k-save").click()
         page.locator("#kb-k-status").get_by_text("index updated").wait_for(timeout=30000)
         shot(page, "knowledge")
-        page.get_by_role("tab", name="对话 / Chat").click()
+        open_tab(page, "对话 / Chat")
         ask(page, "停车场怎么收费")
         assert "每小时五元" in page.locator("#kb-chat").inner_text()
     finally:
@@ -91,7 +120,7 @@ def test_retrieval_test_tab_shows_every_mode(browser, app_config):
     app = App(app_config, offline_env())
     try:
         page = open_page(browser, app.url)
-        page.get_by_role("tab", name="检索测试 / Retrieval test").click()
+        open_tab(page, "检索测试 / Retrieval test")
         box = page.locator("#kb-rt-query textarea")
         box.fill("图书馆几点开放")
         box.press("Enter")

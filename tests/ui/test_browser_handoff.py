@@ -65,7 +65,20 @@ def type_while_the_ticket_refreshes(agent, reply: str) -> None:
     agent.evaluate("() => { window.fetch = window.__realFetch; }")
 
 
-def claim_and_reply(agent, ticket_text: str, reply: str, *, mid_refresh: bool = False) -> None:
+# The console's POST of a reply, held 2 s: the agent goes on typing while it is on its way.
+SLOW_SEND = r"""() => {
+  const real = window.fetch;
+  window.__sending = 0;
+  window.fetch = (url, options) => {
+    if (!/agent\/api\/tickets\/\d+\/reply$/.test(String(url))) return real(url, options);
+    window.__sending++;
+    return new Promise((done) => setTimeout(done, 2000)).then(() => real(url, options));
+  };
+}"""
+MORE = "还有别的问题吗？"
+
+
+def claim_and_reply(agent, ticket_text: str, reply: str, *, mid_refresh: bool = False, mid_send: bool = False) -> None:
     card = agent.locator(".ticket", has_text=ticket_text).first
     card.wait_for(timeout=30000)
     card.click()
@@ -75,8 +88,15 @@ def claim_and_reply(agent, ticket_text: str, reply: str, *, mid_refresh: bool = 
         type_while_the_ticket_refreshes(agent, reply)
     else:
         agent.locator("#kb-agent-reply").fill(reply)
+    if mid_send:
+        agent.evaluate(SLOW_SEND)
     agent.locator("#kb-agent-send").click()
+    if mid_send:  # what is typed while the reply is sent stays in the box; what was sent leaves it
+        agent.wait_for_function("() => window.__sending > 0", timeout=10000)
+        agent.locator("#kb-agent-reply").fill(f"{reply} {MORE}")
     agent.locator("#kb-agent-messages .line.agent", has_text="粗体").wait_for(timeout=30000)
+    if mid_send:
+        agent.wait_for_function(f"() => document.getElementById('kb-agent-reply').value === '{MORE}'", timeout=10000)
 
 
 def test_the_whole_path_on_the_chat_page(browser, desk_settings, serve_api):
@@ -145,7 +165,7 @@ def test_the_whole_path_in_the_widget_from_the_offer_after_two_misses(browser, d
         card = agent.locator(".ticket", has_text="木星有几颗卫星").first
         card.wait_for(timeout=30000)
         assert "接受了转人工提议" in card.inner_text()  # the reason: the offer was accepted
-        claim_and_reply(agent, "木星有几颗卫星", f"{TRICK} 您好，我来帮您查。")
+        claim_and_reply(agent, "木星有几颗卫星", f"{TRICK} 您好，我来帮您查。", mid_send=True)
         person = visitor.locator("#kbbot-widget .msg.person")
         person.wait_for(timeout=30000)
         assert "<img src=x" in person.inner_text() and "alice" in person.inner_text()

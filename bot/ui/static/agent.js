@@ -122,7 +122,16 @@
         send.id = "kb-agent-send";
         send.addEventListener("click", function () {
           if (!text.value.trim()) return;
-          call("POST", api + "/" + t.id + "/reply", { text: text.value }).then(function () { text.value = ""; say(""); loadTicket(); })
+          // Only what was sent leaves the box: what the agent typed while it was on its way stays.
+          var sent = text.value;
+          call("POST", api + "/" + t.id + "/reply", { text: sent }).then(function () {
+            var box = document.getElementById("kb-agent-reply");  // a refresh in flight may have rebuilt it
+            if (box && box.getAttribute("data-ticket") === String(t.id) && box.value.indexOf(sent) === 0) {
+              box.value = box.value.slice(sent.length).replace(/^\s+/, "");
+            }
+            say("");
+            loadTicket();
+          })
             .catch(function (e) { say(e.message); });
         });
         actions.appendChild(text);
