@@ -367,9 +367,9 @@ def test_an_admin_sees_the_analytics_tab_in_chromium(browser, app_config):
         open_tab(page, "统计 / Analytics")
         page.locator("#kb-stats-status").get_by_text("64 轮对话").wait_for(timeout=30000)
         page.wait_for_function(
-            "() => document.querySelector('#kb-stats-top').textContent.includes('怎么添加知识')", timeout=10000
+            "() => document.querySelector('#kb-stats-top').textContent.includes('怎么添加知识')", timeout=30000
         )
-        page.locator("#kb-stats-decisions canvas, #kb-stats-decisions svg").first.wait_for(timeout=20000)
+        page.locator("#kb-stats-decisions canvas, #kb-stats-decisions svg").first.wait_for(timeout=30000)
         page.wait_for_timeout(1000)  # the charts' first paint
         path = shot(page, "analytics")
         assert path.stat().st_size > 10_000
@@ -434,7 +434,7 @@ def test_one_day_of_data_in_chromium_shows_no_empty_chart_nor_an_empty_csv_box(b
         page = open_knowledge_tab(browser, app)
         open_tab(page, "统计 / Analytics")
         page.locator("#kb-stats-status").get_by_text("One day of data so far").wait_for(timeout=30000)
-        page.locator("#kb-stats-day canvas, #kb-stats-day svg").first.wait_for(timeout=20000)
+        page.locator("#kb-stats-day canvas, #kb-stats-day svg").first.wait_for(timeout=30000)
         page.wait_for_timeout(1000)  # the charts' first paint
         assert not page.locator("#kb-stats-rate").is_visible() and not page.locator("#kb-stats-hits").is_visible()
         assert not page.locator("#kb-stats-files").is_visible()  # no empty CSV box above the charts

@@ -169,18 +169,18 @@ def test_knowledge_tab_adds_two_entries_in_a_row_and_delete_asks_first(browser, 
             page.locator("#kb-k-document textarea").fill(d)
             page.locator("#kb-k-save").click()
             page.locator("#kb-k-status").get_by_text(f"Added faq:{n}").wait_for(timeout=30000)
-            page.wait_for_function("() => document.querySelector('#kb-k-query textarea').value === ''", timeout=10000)
+            page.wait_for_function("() => document.querySelector('#kb-k-query textarea').value === ''", timeout=30000)
             assert "New entry" in page.locator("#kb-k-mode").inner_text()
         saved = json.loads((kb / "faq.json").read_text(encoding="utf-8"))
         assert saved["1"]["query"] == "停车场怎么收费？" and saved["2"]["query"] == "自行车停哪里？"
         page.locator("#kb-k-key input").click()
         page.get_by_role("option", name="1", exact=True).click()
         page.wait_for_function(
-            "() => document.querySelector('#kb-k-query textarea').value === '停车场怎么收费？'", timeout=10000
+            "() => document.querySelector('#kb-k-query textarea').value === '停车场怎么收费？'", timeout=30000
         )
         assert "Editing faq.json · 1" in page.locator("#kb-k-mode").inner_text()
         page.locator("#kb-k-delete").click()
-        page.locator("#kb-k-delete-confirm").wait_for(state="visible", timeout=10000)
+        page.locator("#kb-k-delete-confirm").wait_for(state="visible", timeout=30000)
         assert "1" in json.loads((kb / "faq.json").read_text(encoding="utf-8"))  # nothing deleted yet
         shot(page, "knowledge-delete-confirm")
         page.locator("#kb-k-delete-confirm").click()
@@ -217,7 +217,7 @@ def test_entry_browser_finds_and_loads_a_sysu_entry(browser, app_config):
         shot(page, "knowledge-entry-browser")
         cell.click()
         page.wait_for_function(
-            "() => document.querySelector('#kb-k-query textarea').value === '中山大学校校训'", timeout=10000
+            "() => document.querySelector('#kb-k-query textarea').value === '中山大学校校训'", timeout=30000
         )
         assert "校训" in page.locator("#kb-k-document textarea").input_value()
         assert "Editing sysu.json · 140" in page.locator("#kb-k-mode").inner_text()

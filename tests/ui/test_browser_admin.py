@@ -48,14 +48,14 @@ def test_a_last_resort_question_reaches_the_inbox_and_a_new_entry_answers_it(bro
         assert "last_resort ×1" in page.locator("#kb-inbox-table").inner_text()
         # The first group is picked: the new-entry form starts from its question.
         page.wait_for_function(
-            f"() => document.querySelector('#kb-inbox-query textarea').value === '{OFF_TOPIC}'", timeout=10000
+            f"() => document.querySelector('#kb-inbox-query textarea').value === '{OFF_TOPIC}'", timeout=30000
         )
         page.locator("#kb-inbox-document textarea").fill("校内停车每小时五元。")
         page.locator("#kb-inbox-metadata textarea").fill("停车,收费")
         shot(page, "inbox")
         page.locator("#kb-inbox-new").click()
         page.locator("#kb-inbox-status").get_by_text("index updated").wait_for(timeout=30000)
-        page.locator("#kb-inbox-table").get_by_text("No unanswered questions").wait_for(timeout=10000)
+        page.locator("#kb-inbox-table").get_by_text("No unanswered questions").wait_for(timeout=30000)
         open_tab(page, "对话 / Chat")
         ask(page, OFF_TOPIC.rstrip("？"))  # the same question (another text, so ask() waits for the new answer)
         assert "direct" in strategy(page) and "每小时五元" in page.locator("#kb-chat .bot").last.inner_text()
@@ -78,10 +78,10 @@ def test_thumbs_down_lands_in_the_log_and_the_inbox(browser, app_config):
         user.locator("#kb-chat .bot").last.hover()
         user.locator("#kb-chat").get_by_label(re.compile(r"^(Dislike|踩)$")).last.click()  # the page is zh-CN
         reason = user.locator("#kb-feedback-reason textarea")
-        reason.wait_for(state="visible", timeout=10000)
+        reason.wait_for(state="visible", timeout=30000)
         reason.fill("答非所问")
         user.locator("#kb-feedback-send").click()
-        reason.wait_for(state="hidden", timeout=10000)
+        reason.wait_for(state="hidden", timeout=30000)
         shot(user, "chat-thumbs-down")
 
         admin = open_knowledge_tab(browser, app)

@@ -58,9 +58,9 @@ SLOW_REFRESH = r"""() => {
 def type_while_the_ticket_refreshes(agent, reply: str) -> None:
     """Type the reply while a refresh of the ticket is in flight; the rebuilt reply box must keep it."""
     agent.evaluate(SLOW_REFRESH)
-    agent.wait_for_function("() => window.__held > 0", timeout=10000)
+    agent.wait_for_function("() => window.__held > 0", timeout=30000)
     agent.locator("#kb-agent-reply").fill(reply)
-    agent.wait_for_function("() => !document.getElementById('kb-agent-reply').__before", timeout=10000)
+    agent.wait_for_function("() => !document.getElementById('kb-agent-reply').__before", timeout=30000)
     assert agent.locator("#kb-agent-reply").input_value() == reply
     agent.evaluate("() => { window.fetch = window.__realFetch; }")
 
@@ -92,11 +92,11 @@ def claim_and_reply(agent, ticket_text: str, reply: str, *, mid_refresh: bool = 
         agent.evaluate(SLOW_SEND)
     agent.locator("#kb-agent-send").click()
     if mid_send:  # what is typed while the reply is sent stays in the box; what was sent leaves it
-        agent.wait_for_function("() => window.__sending > 0", timeout=10000)
+        agent.wait_for_function("() => window.__sending > 0", timeout=30000)
         agent.locator("#kb-agent-reply").fill(f"{reply} {MORE}")
     agent.locator("#kb-agent-messages .line.agent", has_text="粗体").wait_for(timeout=30000)
     if mid_send:
-        agent.wait_for_function(f"() => document.getElementById('kb-agent-reply').value === '{MORE}'", timeout=10000)
+        agent.wait_for_function(f"() => document.getElementById('kb-agent-reply').value === '{MORE}'", timeout=30000)
 
 
 def test_the_whole_path_on_the_chat_page(browser, desk_settings, serve_api):
@@ -123,7 +123,7 @@ def test_the_whole_path_on_the_chat_page(browser, desk_settings, serve_api):
     shot(visitor, "handoff-page-reply")
 
     agent.locator("#kb-agent-resolve").click()
-    visitor.locator("#kb-chat .bot-row", has_text=STAFF_RESOLVED[:10]).wait_for(timeout=20000)
+    visitor.locator("#kb-chat .bot-row", has_text=STAFF_RESOLVED[:10]).wait_for(timeout=30000)
     ask(visitor, "怎么添加知识？")
     assert "knowledge 文件夹" in visitor.locator("#kb-chat .bot-row").last.inner_text()
     shot(visitor, "handoff-page-resumed")
@@ -172,7 +172,7 @@ def test_the_whole_path_in_the_widget_from_the_offer_after_two_misses(browser, d
         assert visitor.locator("#kbbot-widget img").count() == 0 and visitor.title() == "host"
         shot(visitor, "handoff-widget-reply")
         agent.locator("#kb-agent-resolve").click()
-        visitor.locator("#kbbot-widget .msg.notice", has_text=STAFF_RESOLVED[:10]).wait_for(timeout=20000)
+        visitor.locator("#kbbot-widget .msg.notice", has_text=STAFF_RESOLVED[:10]).wait_for(timeout=30000)
         widget_ask(visitor, "怎么添加知识？")
         assert "knowledge 文件夹" in visitor.locator("#kbbot-widget .msg.bot").last.inner_text()
     finally:

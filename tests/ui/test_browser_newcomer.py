@@ -135,7 +135,7 @@ def textarea(page, elem_id: str) -> str:
 
 def wait_value(page, elem_id: str, value: str) -> None:
     page.wait_for_function(
-        "([id, v]) => document.querySelector(`#${id} textarea`).value === v", arg=[elem_id, value], timeout=15000
+        "([id, v]) => document.querySelector(`#${id} textarea`).value === v", arg=[elem_id, value], timeout=30000
     )
 
 
@@ -285,7 +285,7 @@ def test_a_long_answer_shows_from_its_start_below_the_chat_label_and_toolbar(bro
                 """() => { const w = document.querySelector('#kb-chat .bubble-wrap').getBoundingClientRect();
                   const b = [...document.querySelectorAll('#kb-chat .bot-row')].pop().getBoundingClientRect();
                   return b.top >= w.top - 1 && b.top < w.bottom; }""",
-                timeout=10000,
+                timeout=30000,
             )
             wrap = page.locator("#kb-chat .bubble-wrap").bounding_box()
             for overlay in ("#kb-chat label", "#kb-chat .top-panel"):
@@ -378,13 +378,13 @@ def test_the_knowledge_tab_starts_with_a_file_chosen_and_last_hits_to_the_minute
         open_tab(page, "知识管理 / Knowledge")
         page.wait_for_function("() => document.querySelector('#kb-k-file input').value === 'faq.json'", timeout=30000)
         page.locator("#kb-k-key input").click()
-        page.get_by_role("option", name="add", exact=True).wait_for(timeout=10000)  # its keys one click away
+        page.get_by_role("option", name="add", exact=True).wait_for(timeout=30000)  # its keys one click away
         page.keyboard.press("Escape")
         table = page.locator("#kb-eb-table")
-        table.get_by_text("怎么添加知识？").first.wait_for(timeout=10000)
+        table.get_by_text("怎么添加知识？").first.wait_for(timeout=30000)
         page.wait_for_function(
             "() => /\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d/.test(document.querySelector('#kb-eb-table').innerText)",
-            timeout=10000,
+            timeout=30000,
         )
         assert not re.search(r"T\d\d:\d\d:\d\d", table.inner_text())  # not ISO with seconds and microseconds
         shot(page, "knowledge-tab-file-chosen")

@@ -42,7 +42,7 @@ def test_an_admin_restores_the_version_before_a_save_in_the_page(browser, app_co
         open_tab(phone, "知识管理 / Knowledge")
         phone.get_by_text("历史版本与恢复 / Earlier versions and restore").click()
         phone.locator("#kb-k-history").click()
-        phone.locator("#kb-k-version input").wait_for(timeout=10000)
+        phone.locator("#kb-k-version input").wait_for(timeout=30000)
         shot(phone, "knowledge-restore-phone")
     finally:
         app.stop()

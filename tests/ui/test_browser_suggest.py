@@ -53,7 +53,7 @@ def test_the_page_s_welcome_card_and_related_questions(browser, app, size):
     )
     assert "八点到晚上十点" in page.locator("#kb-chat .bot").last.inner_text()
     related = page.locator("#kb-chat button", has_text="💡")
-    related.first.wait_for(timeout=10000)
+    related.first.wait_for(timeout=30000)
     labels = [related.nth(i).inner_text() for i in range(related.count())]
     assert labels[:2] == ["💡 食堂在哪里？", "💡 怎么添加知识？"] and len(labels) <= 3
     shot(page, f"related-page-{size}")
@@ -84,9 +84,9 @@ def test_the_widget_s_welcome_card_related_questions_and_feedback(browser, app, 
     page.locator("#kbbot-widget .rate input").fill("周末不开")
     shot(page, f"related-widget-{size}")
     page.locator("#kbbot-widget .rate .send-reason").click()
-    page.locator("#kbbot-widget .rate", has_text=THANKS).wait_for(timeout=10000)
+    page.locator("#kbbot-widget .rate", has_text=THANKS).wait_for(timeout=30000)
     page.locator("#kbbot-widget .solved .no").click()
-    page.locator("#kbbot-widget .solved", has_text=THANKS).wait_for(timeout=10000)
+    page.locator("#kbbot-widget .solved", has_text=THANKS).wait_for(timeout=30000)
     shot(page, f"feedback-widget-{size}")
     log = turn_log_from_settings(settings)
     assert log is not None

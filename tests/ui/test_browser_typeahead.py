@@ -60,7 +60,7 @@ def test_typing_in_the_page_offers_questions_as_text_and_a_click_asks(browser, s
     app, _ = served
     page = open_page(browser, app.url)
     type_in_page(page, "怎么")
-    page.locator(PAGE_ITEMS).first.wait_for(timeout=15000)
+    page.locator(PAGE_ITEMS).first.wait_for(timeout=30000)
     # starting with 怎么 first, the shorter first, then containing it; the draft never
     assert offered(page, PAGE_ITEMS) == ["怎么添加知识？", "怎么切换检索模式？", "宿舍怎么报修", HTML_QUESTION]
     assert page.locator("#kb-typeahead img").count() == 0 and page.evaluate("window.__pwned") is None
@@ -72,7 +72,7 @@ def test_typing_in_the_page_offers_questions_as_text_and_a_click_asks(browser, s
     shot(page, "typeahead-page")
 
     type_in_page(page, "怎")
-    page.locator("#kb-typeahead").wait_for(state="hidden", timeout=15000)  # one character: nothing offered
+    page.locator("#kb-typeahead").wait_for(state="hidden", timeout=30000)  # one character: nothing offered
 
     page.locator("#kb-categories input").click()
     page.get_by_role("option", name="住宿", exact=True).click()
@@ -81,11 +81,11 @@ def test_typing_in_the_page_offers_questions_as_text_and_a_click_asks(browser, s
     page.wait_for_function(
         "() => [...document.querySelectorAll('#kb-typeahead button')].map(b => b.innerText.trim()).join('|')"
         " === '宿舍怎么报修'",
-        timeout=15000,
+        timeout=30000,
     )
     page.locator(PAGE_ITEMS).first.click()
     page.locator("#kb-chat").get_by_text("拨打后勤电话 8888").wait_for(timeout=30000)
-    page.locator("#kb-typeahead").wait_for(state="hidden", timeout=15000)
+    page.locator("#kb-typeahead").wait_for(state="hidden", timeout=30000)
     assert page.locator("#kb-input textarea").input_value() == ""
     shot(page, "typeahead-page-asked")
 
@@ -96,7 +96,7 @@ def test_the_page_offers_questions_on_a_phone(browser, served):
     page.goto(app.url, wait_until="domcontentloaded")
     page.locator("#kb-input textarea").wait_for(timeout=30000)
     type_in_page(page, "发票")
-    page.locator(PAGE_ITEMS).first.wait_for(timeout=15000)
+    page.locator(PAGE_ITEMS).first.wait_for(timeout=30000)
     assert offered(page, PAGE_ITEMS) == [HTML_QUESTION]
     item = page.locator(PAGE_ITEMS).first.bounding_box()
     assert item and item["x"] >= 0 and item["x"] + item["width"] <= PHONE["width"]
@@ -116,7 +116,7 @@ def test_typing_in_the_widget_offers_questions_and_a_click_asks(browser, served,
     page.goto(host.origin, wait_until="domcontentloaded")
     page.locator("#kbbot-widget .bubble").click()
     page.locator("#kbbot-widget input").press_sequentially("怎么", delay=60)
-    page.locator(WIDGET_ITEMS).first.wait_for(timeout=15000)
+    page.locator(WIDGET_ITEMS).first.wait_for(timeout=30000)
     assert offered(page, WIDGET_ITEMS) == ["怎么添加知识？", "怎么切换检索模式？", "宿舍怎么报修", HTML_QUESTION]
     assert page.evaluate("window.__pwned") is None
     assert (
