@@ -176,7 +176,8 @@ class BodyCaps:
 
 class CappedExchange:
     """One request's receive and send, with its body counted: past ``limit`` bytes the client gets 413 and the app
-    a disconnect, so nobody buffers the rest; the CSP header goes on every response."""
+    a disconnect, so nobody buffers the rest; the CSP header goes on every response, and "Connection: close" on one
+    answered before its request's body was read."""
 
     def __init__(self, scope: Scope, receive: Receive, send: Send, limit: int, csp: bytes):
         self.scope = scope
@@ -187,6 +188,7 @@ class CappedExchange:
         self.received = 0
         self.started = False
         self.refused = False
+        self.body_pending = has_body(scope)
 
     async def receive(self) -> Message:
         """The next ASGI message of the request; a disconnect once the body passed the cap."""
@@ -195,6 +197,7 @@ class CappedExchange:
         message = await self._receive()
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
+            self.body_pending = bool(message.get("more_body", False))
             if self.received > self.limit:
                 await self.refuse()
                 return {"type": "http.disconnect"}
@@ -207,7 +210,12 @@ class CappedExchange:
         if message["type"] == "http.response.start":
             self.started = True
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-security-policy"]
-            message = {**message, "headers": [*headers, (b"content-security-policy", self.csp)]}
+            headers.append((b"content-security-policy", self.csp))
+            if self.body_pending:
+                # An answer before the body was read (a refusal): the server would read and discard the rest of the
+                # body, however large, to keep the connection; closed, it reads no more.
+                headers = [(k, v) for k, v in headers if k.lower() != b"connection"] + [(b"connection", b"close")]
+            message = {**message, "headers": headers}
         await self._send(message)
 
     async def refuse(self) -> None:
@@ -290,6 +298,12 @@ class GuardMiddleware:
         if self.uploads is not None and not self.uploads.allow(f"addr:{host}"):
             return PlainTextResponse(UPLOADS_LIMITED, status_code=429)
         return None
+
+
+def has_body(scope: Scope) -> bool:
+    """True when the request says a body follows (a Content-Length above 0, or chunked)."""
+    chunked = any(k.lower() == b"transfer-encoding" and b"chunked" in v.lower() for k, v in scope.get("headers", []))
+    return chunked or declared_length(scope) > 0
 
 
 def declared_length(scope: Scope) -> int:

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from bot.config.variants import replace
+from tests.support.bodies import post_regardless
 from tests.support.serving import TOKEN
 
 pytestmark = pytest.mark.e2e
@@ -43,3 +44,10 @@ def test_deeply_nested_json_is_an_openai_style_400(settings, serve_api):
         error = answer.json()["error"]
         assert error["type"] == "invalid_request_error" and "nested too deeply" in error["message"]
     assert post(base, TOKEN).status_code == 200  # the server is fine after
+
+
+def test_a_call_refused_before_its_body_is_read_does_not_read_it_after(settings, serve_api):
+    base = serve_api(settings)
+    headers = {"Authorization": "Bearer wrong", "Content-Type": "application/json"}
+    sent = post_regardless(base + "/chat/completions", 1 << 30, headers)
+    assert sent.status in (401, None) and sent.sent < 200 << 20  # main: all 1,024 MB, read and thrown away

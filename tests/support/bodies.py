@@ -110,3 +110,31 @@ def complete(reply: bytes) -> bool:
         if name.strip().lower() == b"content-length":
             return len(body) >= int(value)
     return True
+
+
+def post_regardless(url: str, total: int, headers: dict[str, str], prefix: bytes = b"") -> Streamed:
+    """POST ``prefix`` and zero bytes, ``total`` in all, and go on sending whatever the server answers, until it
+    drops the connection (an attacker who does not read the reply): what was sent tells whether the server read
+    it all."""
+    sent = 0
+
+    def body() -> Iterator[bytes]:
+        nonlocal sent
+        yield prefix
+        chunk = b"\0" * (1024 * 1024)
+        while sent < total:
+            sent += len(chunk)
+            yield chunk
+
+    try:
+        r = httpx.post(url, content=body(), headers=headers, timeout=60)
+        return Streamed(r.status_code, r.content, sent)
+    except (httpx.WriteError, httpx.RemoteProtocolError, httpx.ReadError):
+        return Streamed(None, b"", sent)  # dropped after refusing: the client saw no reply
+
+
+def upload_regardless(base: str, total: int, headers: dict[str, str]) -> Streamed:
+    """:func:`post_regardless` of a ``total``-byte PNG to the page's upload endpoint."""
+    form = b'--x\r\nContent-Disposition: form-data; name="files"; filename="big.png"\r\n\r\n\x89PNG\r\n\x1a\n'
+    headers = {**headers, "Content-Type": "multipart/form-data; boundary=x"}
+    return post_regardless(f"{base}/gradio_api/upload", total, headers, form)

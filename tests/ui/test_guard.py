@@ -21,6 +21,7 @@ from bot.errors import LLMTimeoutError
 from bot.serving.logfilter import RepeatFilter
 from bot.serving.logins import CLIENT_ADDRESS, ThrottledLogin, credentials_check
 from bot.ui.guard import CSP, safe_markdown
+from tests.support.bodies import upload_regardless
 from tests.support.serving import ADMIN_COOKIE as ADMIN
 from tests.support.serving import TOKEN
 from tests.support.serving import admin_call as call
@@ -133,6 +134,16 @@ def test_uploads_are_limited_per_address(settings, serve_app):
         for _ in range(3)
     ]
     assert codes == [200, 200, 429]
+
+
+@pytest.mark.parametrize("refusal", [403, 429])
+def test_an_upload_refused_before_it_is_read_is_not_read_after_either(settings, serve_app, refusal):
+    base = serve_app(replace(settings, "limits.writes_per_minute", 1))
+    if refusal == 429:
+        assert httpx.post(base + "/gradio_api/upload", files={"files": ("a.json", b"{}")}, headers=ADMIN).is_success
+    # main: the server read and threw away all 1,024 MB after its answer, to keep the connection open
+    sent = upload_regardless(base, 1024 * MB, ADMIN if refusal == 429 else {})
+    assert sent.status in (refusal, None) and sent.sent < 200 * MB
 
 
 # -- login -------------------------------------------------------------------------------
