@@ -120,23 +120,21 @@ PRESSES = 4  # Enter presses of one question at most, 15 s apart, while the page
 def ask(page, text: str) -> None:
     """Type a question, press Enter, and wait until its answer is finished (its sources panel rendered)."""
     box = page.locator("#kb-input textarea")
-    box.fill(text)
-    box.press("Enter")
     landed = """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)"""
-    # A turn's first output empties the box; a press the page dropped (still hydrating, slower on a loaded machine)
-    # leaves the text there, and only then is Enter pressed again: a turn that started is never asked twice.
+    # A turn has started once the chat shows one more question. A press the page dropped (still hydrating, or a
+    # turn before still finishing) starts none: only then is the question typed and sent again, so a turn that
+    # started is never asked twice (a press while one runs is dropped by the page).
+    started = f"""([q, n]) => document.querySelectorAll('#kb-chat .user').length > n || ({landed})([q])"""
+    before = page.locator("#kb-chat .user").count()
     for _ in range(PRESSES):
+        if box.input_value() != text:
+            box.fill(text)
+        box.press("Enter")
         try:
-            page.wait_for_function(
-                f"([q]) => document.querySelector('#kb-input textarea').value !== q || ({landed})([q])",
-                arg=[text],
-                timeout=15000,
-            )
+            page.wait_for_function(started, arg=[text, before], timeout=15000)
             break
         except playwright_api.TimeoutError:
-            if box.input_value() != text:
-                break
-            box.press("Enter")
+            continue
     try:
         page.wait_for_function(
             landed,
