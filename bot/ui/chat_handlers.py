@@ -146,11 +146,12 @@ class ChatHandlers:
             return
         session = getattr(request, "session_hash", None)
         conversation = conversation_of(visit, session)
-        # The box is emptied once, by the turn's first output: what the visitor types while the answer streams is
-        # their next question, and later outputs leave it alone.
-        box: Any = ""
+        # The box is emptied, and the previous answer's sources cleared, by an output of their own before the turn
+        # runs; no later output touches the box. Gradio sends a turn's last output twice (as it is generated, then
+        # as the event completes): an empty box in it would wipe what the visitor began typing between the two,
+        # and while a turn runs the page drops their Enter, so the question would be lost unasked.
+        yield shown[:-1], "", "", gr.skip(), gr.skip(), gr.skip()
         try:
-            first = True
             for answer in self.kb.turn(
                 message, past, mode=chosen, session=session, source="web", within=within, conversation=conversation
             ):
@@ -160,22 +161,20 @@ class ChatHandlers:
                 if answer.finished:
                     yield (
                         shown,
-                        box,
+                        gr.skip(),
                         sources_html(answer),
                         *self._turn_done(answer, chosen),
                         remember(turns, len(shown) - 1, answer.turn_id),
                     )
-                else:  # clear the previous answer's sources at once, so they never sit beside a new answer
-                    yield shown, box, "" if first else gr.skip(), gr.skip(), gr.skip(), gr.skip()
-                first = False
-                box = gr.skip()
+                else:
+                    yield shown, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         except BotError as exc:  # e.g. a mode whose optional packages are missing: the message says the fix
             shown[-1] = {"role": "assistant", "content": safe_markdown(f"⚠️ 出错了 / Error: {exc}")}
-            yield shown, box, "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
+            yield shown, gr.skip(), "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
         except Exception:  # a bug must cost one answer, not the session; details go to the log only
             log.exception("chat turn failed")
             shown[-1] = {"role": "assistant", "content": INTERNAL_ERROR}
-            yield shown, box, "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
+            yield shown, gr.skip(), "", gr.skip(), gr.skip(), remember(turns, len(shown) - 1, None)
 
     def suggestion(
         self,

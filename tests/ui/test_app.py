@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import gradio as gr
 import httpx
 import pytest
 
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.e2e
 def test_chat_answers_with_source_and_escapes_html(app_client, kb_dir):
     client, _bot = app_client
     history, box, sources, header, _ = client.predict("怎么添加知识？", [], "sparse", api_name="/chat")
-    assert box == "" and "`sparse`" in header and "this session's choice" in header
+    # the box was emptied by the turn's first output; the last one (sent again as the event completes) leaves it
+    assert box == {"__type__": "update"} and "`sparse`" in header and "this session's choice" in header
     reply = history[-1]["content"]
     reply = reply if isinstance(reply, str) else "".join(p.get("text", "") for p in reply)
     assert "仅检索模式" in reply and "knowledge 文件夹" in reply
@@ -269,6 +271,17 @@ def test_login_required_when_enabled(tmp_path, monkeypatch):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_only_a_turns_first_output_empties_the_input_box(settings):
+    from bot.ui.app import ChatHandlers
+
+    handlers = ChatHandlers(build_knowledge_base(settings, build_bot(settings)), settings)
+    first, *rest = list(handlers.chat("怎么添加知识？", [{"role": "user", "content": "你好"}]))
+    assert first[1] == "" and first[0][-1]["content"] == "怎么添加知识？"  # the question shows at once
+    # main: a retrieval-only turn had one output, with the empty box, which the page applied twice
+    assert rest and all(out[1] == gr.skip() for out in rest)
+    assert "knowledge 文件夹" in str(rest[-1][0][-1]["content"])
 
 
 def test_unexpected_failure_costs_one_answer_not_the_session(settings, caplog, monkeypatch):

