@@ -9,7 +9,7 @@ import os
 import threading
 import unicodedata
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from bot.search.script import simplified
 jieba.setLogLevel(logging.WARNING)
 
 # Bump when the cutting rules change, so on-disk indexes built with old tokens are rebuilt.
-TOKENIZER_VERSION = "3"
+TOKENIZER_VERSION = "4"
 # tokenize_many() spreads a batch over worker processes from this many texts on (jieba is pure Python and
 # holds the GIL; a fresh worker costs ~1 s to load jieba's dictionary, so small batches stay serial).
 PARALLEL_MIN = 20_000
@@ -37,6 +37,37 @@ def normalize(text: str) -> str:
 def is_word(token: str) -> bool:
     """True when a token holds a letter, digit or CJK character (punctuation-only tokens are dropped)."""
     return any(ch.isalnum() for ch in token)
+
+
+def _inside_latin(left: str, right: str) -> bool:
+    """True when a cut between ``left`` and ``right`` falls inside an English word or a number (two Latin letters
+    or two digits); between a letter and a digit, as in qwen|2.5, a cut is a word's own boundary."""
+    return (
+        left.isascii()
+        and right.isascii()
+        and ((left.isalpha() and right.isalpha()) or (left.isdigit() and right.isdigit()))
+    )
+
+
+def _splits_latin(word: str, start: int, end: int) -> bool:
+    """True when ``word[start:end]`` begins or ends inside an English word or a number."""
+    return (start > 0 and _inside_latin(word[start - 1], word[start])) or (
+        end < len(word) and _inside_latin(word[end - 1], word[end])
+    )
+
+
+def _latin_whole(words: Iterable[str]) -> Iterator[str]:
+    """jieba's consecutive words, joined where a cut fell inside an English word or a number."""
+    held = ""
+    for word in words:
+        if held and word and _inside_latin(held[-1], word[0]):
+            held += word
+            continue
+        if held:
+            yield held
+        held = word
+    if held:
+        yield held
 
 
 def is_chinese(token: str) -> bool:
@@ -107,7 +138,22 @@ class Tokenizer:
     def tokenize(self, text: str) -> list[str]:
         """Cut text into lower-case word tokens, punctuation dropped, English words and numbers kept."""
         self._load()
-        return [tok for tok in (t.strip() for t in self._jieba.cut_for_search(normalize(text))) if tok and is_word(tok)]
+        return [tok for tok in (t.strip() for t in self._search_cut(normalize(text))) if tok and is_word(tok)]
+
+    def _search_cut(self, text: str) -> Iterator[str]:
+        """jieba's search-mode cut (each word, after the 2- and 3-character dictionary words inside it), with no
+        cut inside a run of Latin letters and digits."""
+        # jieba's dictionary words match inside English words too: once an alias "esi" is a word, "presidents" is
+        # cut pr|esi|dents and matches the alias. An English word stays whole, and none of its pieces is a word.
+        freq = self._jieba.FREQ
+        for word in _latin_whole(self._jieba.cut(text)):
+            for n in (2, 3):
+                if len(word) > n:
+                    for i in range(len(word) - n + 1):
+                        gram = word[i : i + n]
+                        if freq.get(gram) and not _splits_latin(word, i, i + n):
+                            yield gram
+            yield word
 
     def index_tokens(self, text: str) -> list[str]:
         """The tokens knowledge text is indexed under: :meth:`tokenize`'s, each added keyword followed by the
@@ -126,7 +172,7 @@ class Tokenizer:
     def segments(self, text: str) -> list[str]:
         """``text`` cut into consecutive pieces (jieba's precise mode, nothing dropped): joined they are ``text``."""
         self._load()
-        return list(self._jieba.cut(text))
+        return list(_latin_whole(self._jieba.cut(text)))
 
     def frequency(self, word: str) -> int:
         """How often jieba's dictionary counts ``word`` (a keyword taught it: at least 10); 0 for no word of it."""

@@ -45,6 +45,16 @@ def test_knowledge_is_indexed_under_the_chinese_words_a_visitor_types_of_its_key
     assert tok.tokenize_many(["广州校区北校园"]) == [tok.index_tokens("广州校区北校园")]
 
 
+def test_an_english_word_is_not_cut_around_a_word_the_knowledge_added():
+    tok = Tokenizer()
+    tok.add_words(["esi", "sysu", "e5模型"])
+    toks = tok.tokenize("The presidents of SYSU, ESI排名, a sysuer, 用e5模型")
+    assert "presidents" in toks and "sysuer" in toks  # main: pr|esi|dents, sysu|er
+    assert toks.count("esi") == 1 and toks.count("sysu") == 1 and "e5模型" in toks and "模型" in toks
+    assert "".join(tok.segments("presidents of sysuer")) == "presidents of sysuer"
+    assert "presidents" in tok.segments("presidents of sysuer")
+
+
 def test_user_dictionary(tmp_path):
     d = tmp_path / "dict.txt"
     d.write_text("量子纠缠态 100 n\n", encoding="utf-8")
