@@ -142,7 +142,7 @@ class Tokenizer:
 
     def _search_cut(self, text: str) -> Iterator[str]:
         """jieba's search-mode cut (each word, after the 2- and 3-character dictionary words inside it), with no
-        cut inside a run of Latin letters and digits."""
+        cut inside an English word or a number."""
         # jieba's dictionary words match inside English words too: once an alias "esi" is a word, "presidents" is
         # cut pr|esi|dents and matches the alias. An English word stays whole, and none of its pieces is a word.
         freq = self._jieba.FREQ
