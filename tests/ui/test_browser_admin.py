@@ -138,7 +138,10 @@ def test_an_admin_in_a_narrow_window_opens_the_tabs_the_bar_has_no_room_for(brow
     app = App(app_config, dict(offline_env(), **ADMIN_ENV))
     try:
         page = open_as_admin(browser.new_page(viewport={"width": 1000, "height": 900}, locale="zh-CN"), app)
-        page.locator(".overflow-menu").first.wait_for(timeout=30000)  # Gradio's "⋯" holds what does not fit
+        # Gradio's "⋯" menu holds what does not fit, once the admin tabs are shown (by the page's load event)
+        page.locator(".overflow-dropdown button", has_text="测试集 / Test sets").wait_for(
+            state="attached", timeout=30000
+        )
         assert set(ADMIN_TABS) < set(tab_names(page))
         assert not page.get_by_role("tab", name="测试集 / Test sets").is_visible()
         open_tab(page, "测试集 / Test sets")
