@@ -95,12 +95,13 @@ def chromium():
         b.close()
 
 
-def llm_app(app_config: Path, llm_base_url: str, timeout: float = 5) -> App:
-    """The app of ``app_config`` answering through the local LLM server at ``llm_base_url`` (key from the env)."""
+def llm_app(app_config: Path, llm_base_url: str, timeout: float = 5, admin: bool = False) -> App:
+    """The app of ``app_config`` answering through the local LLM server at ``llm_base_url`` (key from the env),
+    with an admin login when ``admin``."""
     raw = yaml.safe_load(app_config.read_text(encoding="utf-8"))
     raw["llm"].update(base_url=llm_base_url, model="local-test", timeout=timeout, max_retries=0)
     app_config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    return App(app_config, dict(offline_env(), OPENAI_API_KEY="sk-test"))
+    return App(app_config, dict(offline_env(), OPENAI_API_KEY="sk-test", **(ADMIN_ENV if admin else {})))
 
 
 def offline_env() -> dict[str, str]:
@@ -117,14 +118,17 @@ def open_page(browser, url):
 PRESSES = 4  # Enter presses of one question at most, 15 s apart, while the page leaves the text in the box
 
 
+# The sources panel of the answer to question q is rendered: the turn is finished.
+LANDED = """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)"""
+
+
 def ask(page, text: str) -> None:
     """Type a question, press Enter, and wait until its answer is finished (its sources panel rendered)."""
     box = page.locator("#kb-input textarea")
-    landed = """([q]) => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === q)"""
     # A turn has started once the chat shows one more question. A press the page dropped (still hydrating, or a
     # turn before still finishing) starts none: only then is the question typed and sent again, so a turn that
     # started is never asked twice (a press while one runs is dropped by the page).
-    started = f"""([q, n]) => document.querySelectorAll('#kb-chat .user').length > n || ({landed})([q])"""
+    started = f"""([q, n]) => document.querySelectorAll('#kb-chat .user').length > n || ({LANDED})([q])"""
     before = page.locator("#kb-chat .user").count()
     for _ in range(PRESSES):
         if box.input_value() != text:
@@ -135,9 +139,14 @@ def ask(page, text: str) -> None:
             break
         except playwright_api.TimeoutError:
             continue
+    wait_answered(page, text)
+
+
+def wait_answered(page, text: str) -> None:
+    """Wait until the answer to the question ``text`` is finished (its sources panel rendered)."""
     try:
         page.wait_for_function(
-            landed,
+            LANDED,
             arg=[text],
             timeout=60000,  # two test files run at once (make test): a turn may wait behind the other's CPU
         )

@@ -22,6 +22,7 @@ from tests.support.browser import (
     open_page,
     open_tab,
     shot,
+    wait_answered,
 )
 from tests.support.knowledge import ROOT
 from tests.support.ports import free_port
@@ -76,10 +77,7 @@ def test_the_next_question_typed_while_an_answer_streams_stays_in_the_box(browse
         box.press("Enter")
         page.locator("#kb-chat .bot").last.get_by_text("学生食堂").wait_for(timeout=30000)  # streaming has begun
         box.fill("图书馆几点开门")
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('#kb-sources .kb-sources')].some(d => d.dataset.q === '食堂在哪里？')",
-            timeout=60000,
-        )
+        wait_answered(page, "食堂在哪里？")
         assert "节假日照常营业" in page.locator("#kb-chat .bot").last.inner_text()
         assert box.input_value() == "图书馆几点开门"
     finally:

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from tests.support.browser import ADMIN_ENV, App, chromium, offline_env, open_as_admin, open_tab, shot
+from tests.support.browser import chromium, llm_app, open_as_admin, open_tab, shot
 from tests.support.knowledge import TINY, config_dict, write_knowledge
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
@@ -31,12 +31,10 @@ def test_remote_images_in_answers_and_entries_are_never_fetched(tmp_path, llm_se
             },
         },
     )
-    raw = config_dict(tmp_path, kb, sparse=0.3)
-    raw["llm"].update(base_url=llm_server.url, model="local-test", timeout=5, max_retries=0)
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    config.write_text(yaml.safe_dump(config_dict(tmp_path, kb, sparse=0.3), allow_unicode=True), encoding="utf-8")
     llm_server.reply = lambda body: f"回答 [1]：{BAIT}"
-    app = App(config, dict(offline_env(), OPENAI_API_KEY="sk-test", **ADMIN_ENV))  # the knowledge tab: admins only
+    app = llm_app(config, llm_server.url, admin=True)  # the knowledge tab: admins only
     remote: list[str] = []
     try:
         with chromium() as browser:

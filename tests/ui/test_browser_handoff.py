@@ -41,23 +41,26 @@ def console(browser, base: str):
     return page
 
 
-# The console's GET of one ticket, held 2 s: the page's 3 s poll starts one while the reply box is empty.
-SLOW_REFRESH = r"""() => {
-  const real = window.fetch;
+# The console's requests of ``method`` to a path matching ``pattern``, each held 2 s (window.__held counts them;
+# window.__realFetch restores the page's own fetch).
+HOLD = r"""([pattern, method]) => {
+  const real = window.__realFetch || window.fetch;
   window.__held = 0;
   window.__realFetch = real;
   window.fetch = (url, options) => {
-    if (!/agent\/api\/tickets\/\d+$/.test(String(url)) || (options && options.method !== "GET")) return real(url, options);
+    if (!new RegExp(pattern).test(String(url)) || ((options && options.method) || "GET") !== method) return real(url, options);
     window.__held++;
     return new Promise((done) => setTimeout(done, 2000)).then(() => real(url, options));
   };
-  document.getElementById("kb-agent-reply").__before = true;
 }"""
+TICKET = r"agent/api/tickets/\d+$"  # the page's 3 s poll GETs it while the reply box is empty
+REPLY = r"agent/api/tickets/\d+/reply$"
 
 
 def type_while_the_ticket_refreshes(agent, reply: str) -> None:
     """Type the reply while a refresh of the ticket is in flight; the rebuilt reply box must keep it."""
-    agent.evaluate(SLOW_REFRESH)
+    agent.evaluate(HOLD, [TICKET, "GET"])
+    agent.evaluate('() => { document.getElementById("kb-agent-reply").__before = true; }')
     agent.wait_for_function("() => window.__held > 0", timeout=30000)
     agent.locator("#kb-agent-reply").fill(reply)
     agent.wait_for_function("() => !document.getElementById('kb-agent-reply').__before", timeout=30000)
@@ -65,16 +68,6 @@ def type_while_the_ticket_refreshes(agent, reply: str) -> None:
     agent.evaluate("() => { window.fetch = window.__realFetch; }")
 
 
-# The console's POST of a reply, held 2 s: the agent goes on typing while it is on its way.
-SLOW_SEND = r"""() => {
-  const real = window.fetch;
-  window.__sending = 0;
-  window.fetch = (url, options) => {
-    if (!/agent\/api\/tickets\/\d+\/reply$/.test(String(url))) return real(url, options);
-    window.__sending++;
-    return new Promise((done) => setTimeout(done, 2000)).then(() => real(url, options));
-  };
-}"""
 MORE = "还有别的问题吗？"
 
 
@@ -88,11 +81,11 @@ def claim_and_reply(agent, ticket_text: str, reply: str, *, mid_refresh: bool = 
         type_while_the_ticket_refreshes(agent, reply)
     else:
         agent.locator("#kb-agent-reply").fill(reply)
-    if mid_send:
-        agent.evaluate(SLOW_SEND)
+    if mid_send:  # the agent goes on typing while the reply is on its way
+        agent.evaluate(HOLD, [REPLY, "POST"])
     agent.locator("#kb-agent-send").click()
     if mid_send:  # what is typed while the reply is sent stays in the box; what was sent leaves it
-        agent.wait_for_function("() => window.__sending > 0", timeout=30000)
+        agent.wait_for_function("() => window.__held > 0", timeout=30000)
         agent.locator("#kb-agent-reply").fill(f"{reply} {MORE}")
     agent.locator("#kb-agent-messages .line.agent", has_text="粗体").wait_for(timeout=30000)
     if mid_send:
