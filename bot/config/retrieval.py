@@ -208,6 +208,10 @@ class AgreementWeights(Strict):
     unmet: float = Field(default=0.0, ge=0.0, le=1.0)
     """When the message asks for a kind of answer (a time, person, place, number, price or contact: 谁, 在哪, 多少钱)
     that the entry's questions do not name and its text does not show."""
+    unnamed: float = Field(default=0.0, ge=0.0, le=1.0)
+    """When the message asks for a kind of answer that the entry's questions and keywords do not name while one of
+    the first three candidates' do and cover no less of the message ("在哪个区" beside "…地址"; its text may still
+    show one)."""
     across: float = Field(default=0.0, ge=0.0, le=1.0)
     """When the entry's question is in another language than the message while other candidates share the message's
     (hybrid: such a pair is scored by the dense side alone)."""
@@ -236,11 +240,12 @@ def _calibrated_agreement() -> FrozenDict[str, AgreementWeights]:
                 content=0.5,
                 match=0.2,
                 unmet=0.3,
+                unnamed=0.1,
                 named=0.1,
                 inside=1.0,
             ),
             # the kind of answer asked and the language of rivals: chosen on the same tuning messages, e5 only
-            "hybrid-e5": hybrid.model_copy(update={"unmet": 0.05, "across": 0.03}),
+            "hybrid-e5": hybrid.model_copy(update={"unmet": 0.05, "unnamed": 0.01, "across": 0.03}),
             "hybrid-openai": hybrid,
             # chosen on the same tuning messages at dense-e5's own cut (the fewest wrong answers at no fewer right
             # ones); an entry in another language than the message keeps its words out of it

@@ -7,13 +7,14 @@ import sys
 
 from bot.config.retrieval import AgreementWeights
 from bot.knowledge.filters import EntryFilter
-from bot.search.agreement import ACROSS, adjusted
+from bot.search.agreement import ACROSS, UNNAMED, adjusted
 from bot.search.base import Composite, Hit, ModeSearcher, Searcher, rescored, top_within
 from bot.search.language import CROSS_LANGUAGE, language_of
 from bot.search.relevance import SparseSearcher
 
 BASE_SIGNAL = "base"  # a hit's relevance before agreement (what calibrate replays other weights from)
 DEPTH = 20  # candidates scored: a neighbour ranked below the top few can win once the top ones lose
+RIVALS = 3  # the first candidates (a clarify's options) whose naming the kind of answer asked counts against others
 
 
 class AgreeingSearcher(Composite):
@@ -43,13 +44,20 @@ class AgreeingSearcher(Composite):
         # A candidate in another language than the message, scored by the dense side alone, counts as such only
         # beside rivals in the message's language: when every candidate is in another one there is no rival.
         mixed = not all(across)
+        agreements = self.sparse.agreements(query, [h.entry for h in hits])
+        # An entry whose questions do not name the kind of answer asked (a place for 在哪) counts as such only beside
+        # one of the first candidates whose questions do and say no less of the message: when none does, its text is
+        # the best there is (a keyword 年份 on a loosely related history does not outweigh "成立" said in full).
+        rival = max((a.forward for a in agreements[:RIVALS] if a.names_asked), default=None)
         scored = []
-        for hit, other, agreement in zip(hits, across, self.sparse.agreements(query, [h.entry for h in hits])):
+        for hit, other, agreement in zip(hits, across, agreements):
             signals = {**hit.signals, BASE_SIGNAL: hit.relevance, **agreement.signals()}
             if other:
                 signals[CROSS_LANGUAGE] = 1.0
             if mixed and other:
                 signals[ACROSS] = 1.0
+            if rival is not None and agreement.names_asked is False and rival >= agreement.forward:
+                signals[UNNAMED] = 1.0
             scored.append(rescored(hit, adjusted(hit.relevance, signals, self.weights), signals))
         scored.sort(key=lambda h: -h.relevance)  # stable: equal relevance keeps the inner order
         return scored[:top_k]

@@ -29,6 +29,10 @@ entry's questions (its ``query`` and ``questions``) and keywords rather than its
 - **unmet**: the message asks for a kind of answer (a time, a person, a place, a number, a price, a contact) that
   the entry neither names in its questions ("创办时间" for "谁创办了中山大学") nor shows in its text (a year, an
   address, a phone number): the college's admissions entry for "人工智能学院在哪";
+- **unnamed** (set by :class:`~bot.search.agreeing.AgreeingSearcher`, it needs the list): the message asks for a kind
+  of answer that the entry's questions and keywords do not name, while one of the first candidates' do and cover no
+  less of the message (``forward``): "深圳校区在哪个区" beside "中山大学深圳校区地址" (the history of that campus shows
+  places in its text, but is not about where it is);
 - **contrast**: the message names a qualifier of a closed kind (a degree level, a side of a campus or gate, a part of
   the day, a season: 研究生, 南校区, 下午) and the entry's questions or keywords name another of that kind and not the
   message's ("中大计算机研究生分数线" and the entry "计算机学院本科招生专业"): the entry is about a neighbour of what
@@ -69,6 +73,7 @@ DATE = "date"
 NUMBER = "number"
 SPECIFICS_CACHE = 50_000  # entries whose facts (specifics, kinds of answer) stay in memory (LRU)
 ACROSS = "across"  # the signal of a candidate in another language than the message among same-language rivals
+UNNAMED = "unnamed"  # the signal of a candidate not naming the kind of answer asked beside a first one that does
 
 # The kinds of answer a message can ask for, by the question words of general Chinese and English, the entry
 # question words that name each kind, and what an entry's text shows when it holds one. Colloquial uses that ask for
@@ -85,7 +90,7 @@ _ASKS = {
 _NAMES = {
     "price": r"价格|价钱|费用|收费|学费|price|cost|fee",
     "time": r"时间|日期|何时|哪年|年份|时候|time|date|hours",
-    "person": r"人$|者$|校长|院长|主任|负责人|创办人|创始人|人物|名人|校友",
+    "person": r"人$|者$|校长|院长|主任|书记|领导|负责人|创办人|创始人|人物|名人|校友",
     "place": r"地址|位置|地点|在哪|哪里|路线|交通|address|location",
     "number": r"数量|多少|数目|人数|规模|几个|number",
     "contact": r"电话|联系|邮箱|网址|官网|网站|contact|phone|e-?mail",
@@ -239,16 +244,17 @@ def asked_kinds(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def named_kinds(labels: Sequence[str]) -> frozenset[str]:
+    """The kinds of answer an entry's questions and keywords (``labels``) name or ask for ("地址", "在哪")."""
+    labels = [_TRAILING.sub("", normalize(text)) for text in labels]
+    return frozenset(kind for kind in _ASKS if any(_NAMED[kind].search(t) or kind in asked_kinds(t) for t in labels))
+
+
 def offered_kinds(labels: Sequence[str], document: str) -> frozenset[str]:
     """The kinds of answer an entry offers: those its questions (``labels``) name or ask for, and those its
     ``document`` shows (a year for a time, an address for a place, a phone number for a contact...)."""
-    labels = [_TRAILING.sub("", normalize(text)) for text in labels]
     document = normalize(document)
-    return frozenset(
-        kind
-        for kind in _ASKS
-        if _SHOWN[kind].search(document) or any(_NAMED[kind].search(t) or kind in asked_kinds(t) for t in labels)
-    )
+    return named_kinds(labels) | frozenset(kind for kind in _ASKS if _SHOWN[kind].search(document))
 
 
 @dataclass(frozen=True)
@@ -266,6 +272,9 @@ class Agreement:
     named: bool = False
     inside: float = 0.0
     contrast: bool = False
+    # Whether the entry's questions and keywords name every kind of answer the message asks for (None: it asks for
+    # none); not a signal of its own: whether it counts depends on the other candidates (signal ``unnamed``).
+    names_asked: bool | None = None
 
     def signals(self) -> dict[str, float]:
         """The signals as a hit carries them (``q_forward``, ``q_backward``, ``conflict``, ``other``, ``missing``,
@@ -323,6 +332,7 @@ def penalty(signals: Mapping[str, float], weights: AgreementWeights) -> float:
         + weights.added * signals["added"]
         + weights.unmet * signals.get("unmet", 0.0)
         + weights.across * signals.get(ACROSS, 0.0)
+        + weights.unnamed * signals.get(UNNAMED, 0.0)
         - weights.named * signals.get("named", 0.0)
     )
 
@@ -359,12 +369,13 @@ def adjusted(relevance: float, signals: Mapping[str, float], weights: AgreementW
 @dataclass(frozen=True)
 class EntryFacts:
     """What agreement reads of one entry: the specifics its questions and keywords name (``labelled``), those all
-    its text names (``mentioned``), the kinds of answer it offers (``offers``) and the qualifiers its questions and
-    keywords name (``qualified``, :func:`qualifiers`)."""
+    its text names (``mentioned``), the kinds of answer it offers (``offers``), those its questions and keywords
+    name (``names``) and the qualifiers they name (``qualified``, :func:`qualifiers`)."""
 
     labelled: frozenset[Specific]
     mentioned: frozenset[Specific]
     offers: frozenset[str]
+    names: frozenset[str]
     qualified: Mapping[str, frozenset[str]]
 
 
@@ -389,7 +400,9 @@ class SpecificsCache:
         for text in labels:
             for kind, values in qualifiers(text).items():
                 qualified[kind] = qualified.get(kind, frozenset()) | values
-        found = EntryFacts(labelled, labelled | specifics(everything), offered_kinds(labels, document), qualified)
+        names = named_kinds(labels)
+        offers = names | offered_kinds((), document)
+        found = EntryFacts(labelled, labelled | specifics(everything), offers, names, qualified)
         with self._lock:
             self._cache[key] = found
             while len(self._cache) > self.size:

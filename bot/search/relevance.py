@@ -382,9 +382,18 @@ class SparseSearcher(Searcher):
             named = not said.isdisjoint(facts.labelled)
             inside = unheld_share * held_inside(unheld, entry, words(entry)) if unheld_share else 0.0
             contrast = contrasts(qualified, facts.qualified)
+            names_asked = asks <= facts.names if asks else None
             out.append(
                 Agreement(
-                    forward, back, *specific, content=share, unmet=unmet, named=named, inside=inside, contrast=contrast
+                    forward,
+                    back,
+                    *specific,
+                    content=share,
+                    unmet=unmet,
+                    named=named,
+                    inside=inside,
+                    contrast=contrast,
+                    names_asked=names_asked,
                 )
             )
         return out

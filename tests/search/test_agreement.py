@@ -17,6 +17,7 @@ from bot.search.agreement import (
     ACROSS,
     DATE,
     NUMBER,
+    UNNAMED,
     YEAR,
     Specific,
     adjusted,
@@ -25,6 +26,7 @@ from bot.search.agreement import (
     chinese_number,
     contrasts,
     match,
+    named_kinds,
     offered_kinds,
     qualifiers,
     reshaped,
@@ -194,6 +196,7 @@ def test_the_penalty_is_weighted_and_question_words_count_only_when_the_message_
     kinds = AgreementWeights(unmet=0.05, across=0.03)
     assert adjusted(0.9, {**signals, "unmet": 1.0}, kinds) == pytest.approx(0.85)
     assert adjusted(0.9, {**signals, "unmet": 1.0, ACROSS: 1.0}, kinds) == pytest.approx(0.82)
+    assert adjusted(0.9, {**signals, UNNAMED: 1.0}, AgreementWeights(unnamed=0.02)) == pytest.approx(0.88)
     assert adjusted(0.9, signals, kinds) == 0.9
 
 
@@ -589,3 +592,56 @@ def test_a_staged_copy_of_the_dense_mode_agrees_by_its_own_words(settings, kb_di
     fill(copy, bot.index.entries, bot.index.passages)
     hits = {h.entry.id: h for h in copy.search("2022年物理类分数线多少", 5)}
     assert next(iter(hits)) == "faq:y2022" and hits["faq:y2023"].signals["conflict"] == 1.0
+
+
+# A campus's address beside its history, whose text shows places too (位于, 区) but which is not about where it is.
+CAMPUS = {
+    "address": {"query": "深圳校区地址", "document": "深圳校区：深圳市光明区公常路66号。", "metadata": "深圳校区"},
+    "history": {
+        "query": "深圳校区发展历史",
+        "document": "深圳校区位于深圳市光明区，2015年开始建设，2020年启用。",
+        "metadata": "深圳校区",
+    },
+    "canteen": {"query": "深圳校区食堂", "document": "深圳校区有五个食堂。", "metadata": "食堂"},
+}
+
+
+def test_an_entry_names_the_kinds_its_questions_and_keywords_name_not_those_its_text_shows():
+    assert named_kinds(["中山大学深圳校区地址"]) == {"place"} and named_kinds(["谁创办了中山大学？"]) == {"person"}
+    assert named_kinds(["深圳校区发展历史"]) == set() and named_kinds(["中山大学的现任领导"]) == {"person"}
+    assert offered_kinds(["深圳校区发展历史"], "深圳校区位于深圳市光明区") >= {"place"}
+
+
+def test_an_entry_not_naming_the_place_asked_loses_only_beside_a_first_candidate_that_names_it(settings, kb_dir):
+    write_knowledge(kb_dir, CAMPUS)
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.3))
+    plain = build_bot(with_agreement(settings, "sparse")).index.searcher("sparse")
+    assert plain.search("深圳校区在哪个区", 1)[0].entry.id == "faq:history"  # the words alone pick the history
+    searcher = build_bot(with_agreement(settings, "sparse", unnamed=0.2)).index.searcher("sparse")
+    hits = {h.entry.id: h for h in searcher.search("深圳校区在哪个区", 3)}
+    assert next(iter(hits)) == "faq:address"
+    assert hits["faq:history"].signals[UNNAMED] == 1.0 and UNNAMED not in hits["faq:address"].signals
+    assert hits["faq:history"].relevance == pytest.approx(hits["faq:history"].signals["base"] - 0.2)
+    # a message asking for no kind of answer: nothing is unnamed
+    assert all(UNNAMED not in h.signals for h in searcher.search("深圳校区发展历史和食堂", 3))
+
+
+def test_a_rival_naming_the_kind_asked_but_saying_less_of_the_message_costs_nothing(settings, kb_dir):
+    founding = {
+        "founded": {"query": "学校成立的经过", "document": "学校由孙中山先生创办。", "metadata": "成立"},
+        "events": {"query": "学校院系调整大事记", "document": "1952年院系调整，学校成立新的学院。", "metadata": "年份"},
+    }
+    write_knowledge(kb_dir, founding)
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.3))
+    searcher = build_bot(with_agreement(settings, "sparse", unnamed=0.2)).index.searcher("sparse")
+    hits = {h.entry.id: h for h in searcher.search("学校哪年成立的", 3)}
+    assert hits["faq:events"].signals["q_forward"] < hits["faq:founded"].signals["q_forward"]
+    assert UNNAMED not in hits["faq:founded"].signals and next(iter(hits)) == "faq:founded"
+
+
+def test_without_a_candidate_naming_the_kind_asked_the_others_lose_nothing(settings, kb_dir):
+    write_knowledge(kb_dir, {k: v for k, v in CAMPUS.items() if k != "address"})
+    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.3))
+    searcher = build_bot(with_agreement(settings, "sparse", unnamed=0.1)).index.searcher("sparse")
+    hits = searcher.search("深圳校区在哪个区", 3)
+    assert hits and all(UNNAMED not in h.signals and h.relevance == h.signals["base"] for h in hits)
