@@ -250,11 +250,17 @@ def named_kinds(labels: Sequence[str]) -> frozenset[str]:
     return frozenset(kind for kind in _ASKS if any(_NAMED[kind].search(t) or kind in asked_kinds(t) for t in labels))
 
 
+def shown_kinds(document: str) -> frozenset[str]:
+    """The kinds of answer ``document`` shows (a year for a time, an address for a place, a phone number for a
+    contact...)."""
+    document = normalize(document)
+    return frozenset(kind for kind in _ASKS if _SHOWN[kind].search(document))
+
+
 def offered_kinds(labels: Sequence[str], document: str) -> frozenset[str]:
     """The kinds of answer an entry offers: those its questions (``labels``) name or ask for, and those its
-    ``document`` shows (a year for a time, an address for a place, a phone number for a contact...)."""
-    document = normalize(document)
-    return named_kinds(labels) | frozenset(kind for kind in _ASKS if _SHOWN[kind].search(document))
+    ``document`` shows."""
+    return named_kinds(labels) | shown_kinds(document)
 
 
 @dataclass(frozen=True)
@@ -401,8 +407,7 @@ class SpecificsCache:
             for kind, values in qualifiers(text).items():
                 qualified[kind] = qualified.get(kind, frozenset()) | values
         names = named_kinds(labels)
-        offers = names | offered_kinds((), document)
-        found = EntryFacts(labelled, labelled | specifics(everything), offers, names, qualified)
+        found = EntryFacts(labelled, labelled | specifics(everything), names | shown_kinds(document), names, qualified)
         with self._lock:
             self._cache[key] = found
             while len(self._cache) > self.size:

@@ -612,12 +612,17 @@ def test_an_entry_names_the_kinds_its_questions_and_keywords_name_not_those_its_
     assert offered_kinds(["深圳校区发展历史"], "深圳校区位于深圳市光明区") >= {"place"}
 
 
-def test_an_entry_not_naming_the_place_asked_loses_only_beside_a_first_candidate_that_names_it(settings, kb_dir):
-    write_knowledge(kb_dir, CAMPUS)
+def kinds_searcher(settings, kb_dir, knowledge: dict, **weights: float):
+    """The sparse searcher over ``knowledge`` with only the agreement ``weights`` given (answer cut 0.3)."""
+    write_knowledge(kb_dir, knowledge)
     settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.3))
-    plain = build_bot(with_agreement(settings, "sparse")).index.searcher("sparse")
+    return build_bot(with_agreement(settings, "sparse", **weights)).index.searcher("sparse")
+
+
+def test_an_entry_not_naming_the_place_asked_loses_only_beside_a_first_candidate_that_names_it(settings, kb_dir):
+    plain = kinds_searcher(settings, kb_dir, CAMPUS)
     assert plain.search("深圳校区在哪个区", 1)[0].entry.id == "faq:history"  # the words alone pick the history
-    searcher = build_bot(with_agreement(settings, "sparse", unnamed=0.2)).index.searcher("sparse")
+    searcher = kinds_searcher(settings, kb_dir, CAMPUS, unnamed=0.2)
     hits = {h.entry.id: h for h in searcher.search("深圳校区在哪个区", 3)}
     assert next(iter(hits)) == "faq:address"
     assert hits["faq:history"].signals[UNNAMED] == 1.0 and UNNAMED not in hits["faq:address"].signals
@@ -631,17 +636,13 @@ def test_a_rival_naming_the_kind_asked_but_saying_less_of_the_message_costs_noth
         "founded": {"query": "学校成立的经过", "document": "学校由孙中山先生创办。", "metadata": "成立"},
         "events": {"query": "学校院系调整大事记", "document": "1952年院系调整，学校成立新的学院。", "metadata": "年份"},
     }
-    write_knowledge(kb_dir, founding)
-    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.3))
-    searcher = build_bot(with_agreement(settings, "sparse", unnamed=0.2)).index.searcher("sparse")
+    searcher = kinds_searcher(settings, kb_dir, founding, unnamed=0.2)
     hits = {h.entry.id: h for h in searcher.search("学校哪年成立的", 3)}
     assert hits["faq:events"].signals["q_forward"] < hits["faq:founded"].signals["q_forward"]
     assert UNNAMED not in hits["faq:founded"].signals and next(iter(hits)) == "faq:founded"
 
 
 def test_without_a_candidate_naming_the_kind_asked_the_others_lose_nothing(settings, kb_dir):
-    write_knowledge(kb_dir, {k: v for k, v in CAMPUS.items() if k != "address"})
-    settings = with_thresholds(settings, "sparse", CutoffSettings(answer=0.3))
-    searcher = build_bot(with_agreement(settings, "sparse", unnamed=0.1)).index.searcher("sparse")
+    searcher = kinds_searcher(settings, kb_dir, {k: v for k, v in CAMPUS.items() if k != "address"}, unnamed=0.1)
     hits = searcher.search("深圳校区在哪个区", 3)
     assert hits and all(UNNAMED not in h.signals and h.relevance == h.signals["base"] for h in hits)
