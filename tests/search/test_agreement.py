@@ -182,6 +182,10 @@ def test_an_entry_offers_the_kinds_its_questions_name_or_ask_and_its_text_shows(
     assert offered_kinds(["中山大学的校史"], "1924年孙中山先生创办") >= {"time", "person", "number"}
     assert offered_kinds(["校医院"], "地址：广州市新港西路135号，电话 020-84112345") >= {"place", "contact"}
     assert offered_kinds(["人工智能学院本科招生专业"], "招收人工智能专业本科生。") == set()
+    # who founded it: a text that says who did it shows a person, a missionary as much as a president
+    assert offered_kinds(["格致书院的历史"], "美国长老会传教士哈巴安德医生1887年在广州办学") >= {"person"}
+    assert offered_kinds(["书院的历史"], "书院由美国长老会1887年创办于广州") >= {"person"}
+    assert "person" not in offered_kinds(["书院的历史"], "书院于1887年创办，1907年改名")  # when, not who
 
 
 def test_the_penalty_is_weighted_and_question_words_count_only_when_the_message_shares_one():
