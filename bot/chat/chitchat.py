@@ -38,6 +38,8 @@ FILLERS = frozenset(_FILLER_WORDS.split())
 # ("在吗" + "是" + "什么意思").
 MAX_PIECES = 2
 _CLAUSES = re.compile(r"[,，.。!！?？;；~～、\n…]+")
+# Where a message's clauses end, keeping a dot between two letters or digits ("v1.2", "config.yaml") inside its clause.
+_CLAUSE_ENDS = re.compile(r"(?:[,，。!！?？;；~～、\n…]|\.(?![\w]))+")
 _REPEATS = re.compile(r"(.{1,3}?)\1+")
 _DROP = {"\u200d", "\ufe0f", "\ufe0e"}  # zero-width joiner and emoji variation selectors
 
@@ -145,6 +147,24 @@ class ChitChat:
             return None
         (name, phrasing), score = found
         return ChitChatMatch(name, self.replies[name], round(score, 4), phrasing)
+
+    def without_small_talk(self, message: str) -> str:
+        """The message without the whole clauses of small talk before and after its question ("你好，图书馆几点开门？"
+        → "图书馆几点开门？", "where is it? thanks" → "where is it?"); the message itself when all or none of it is."""
+        if not self.enabled or len(message) > MAX_CHARS * 4:
+            return message
+        starts = [0, *(m.end() for m in _CLAUSE_ENDS.finditer(message))]
+        spans = [(a, b) for a, b in zip(starts, [*starts[1:], len(message)]) if message[a:b].strip()]
+        talk = [self._is_small_talk(normalize(message[a:b])) for a, b in spans]
+        if all(talk) or not (talk[0] or talk[-1]):
+            return message
+        first = talk.index(False)
+        last = len(talk) - 1 - talk[::-1].index(False)
+        return message[spans[first][0] : spans[last][1]].strip()
+
+    def _is_small_talk(self, clause: str) -> bool:
+        # only a phrasing, a filler or a run of them counts: the fuzzy match would take a short question for a typo
+        return not clause or clause in self._phrasings or clause in FILLERS or self._segment(clause) is not None
 
     def score(self, message: str) -> tuple[tuple[str, str], float] | None:
         """((scenario, phrasing), score) of the best reading as small talk, before the threshold; None if none."""

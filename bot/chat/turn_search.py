@@ -149,7 +149,8 @@ class TurnSearch:
         self.splitter = splitter
         self.negatives = negatives or NegativeExamples()
         self.availability = availability or Availability()  # drafts and entries outside their validity never answer
-        self.chitchat = chitchat  # "你好" then a question: nothing to follow up on
+        # "你好" then a question: nothing to follow up on; "你好，" before a question: not searched
+        self.chitchat = chitchat
         # Without an LLM to rewrite a follow-up, it is searched with the previous question's subject.
         self.substitute_followups = substitute_followups
 
@@ -244,6 +245,13 @@ class TurnSearch:
         timings["rewrite"] = ms(t)
         return None if rewritten == question else rewritten
 
+    def _without_small_talk(self, question: str) -> str | None:
+        """The question without the small talk around it ("你好，" / ", thanks"), or None when there is none."""
+        if self.chitchat is None:
+            return None
+        plain = self.chitchat.without_small_talk(question)
+        return plain if plain != question else None
+
     def retrieval(self, turn: Turn) -> Retrieval:
         """The knowledge search of a turn, against the thresholds of the searcher that answered.
 
@@ -251,7 +259,7 @@ class TurnSearch:
         the hits graded by the LLM when grading is on.
         """
         question, history, mode, timings = turn.question, turn.history, turn.base.mode, turn.timings
-        rewritten = self._standalone(question, history, timings)
+        rewritten = self._standalone(question, history, timings) or self._without_small_talk(question)
         search_q = rewritten or question
         t = time.perf_counter()
         searched = self._search(search_q, mode, within=turn.base.within)
@@ -260,11 +268,11 @@ class TurnSearch:
         previous = previous[: self.max_message_chars] if previous else None  # history is the client's to forge
         if previous and self.chitchat is not None and self.chitchat.match(previous):
             previous = None  # "你好" then a question: nothing to follow up on
-        if previous and reads_as_followup(question):
+        if previous and reads_as_followup(search_q):
             # No LLM to rewrite it: the first standalone query that passes wins ("那深圳呢" after "珠海校区地址是什么"
             # searches "深圳校区地址是什么"); a message with no subject of its own ("他是谁") that finds nothing is
             # searched with the previous question (bot/chat/followup.py).
-            for combined in followup_queries(previous, question, answered=bool(passed)):
+            for combined in followup_queries(previous, search_q, answered=bool(passed)):
                 more, more_passed = self.retrieve(combined, mode, within=turn.base.within)
                 if more_passed:
                     candidates, passed, rewritten, parts = more, more_passed, combined, ()

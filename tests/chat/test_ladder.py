@@ -81,6 +81,19 @@ def test_small_talk_gets_a_persona_reply_and_a_question_with_a_greeting_does_not
     assert bot.answer("你好，食堂在哪里？").decision is Decision.ANSWER
 
 
+def test_the_greeting_and_thanks_around_a_question_are_not_searched(ladder_settings, kb_dir):
+    thanks = {"query": "谢谢老师怎么说", "document": "谢谢老师，您辛苦了！", "metadata": "谢谢"}
+    write_knowledge(kb_dir, {**SONGS, "thanks": thanks})
+    bot = build_bot(ladder_settings)
+    asked = bot.answer("谢谢！食堂在哪里？")
+    assert asked.decision is Decision.ANSWER and asked.hits[0].entry.id == "faq:canteen"
+    # the sources say what was searched
+    assert asked.rewritten == "食堂在哪里？" and asked.question == "谢谢！食堂在哪里？"
+    assert "faq:thanks" not in {h.entry.id for h in asked.candidates}
+    # a question about thanks is still one
+    assert bot.answer("谢谢老师怎么说？").hits[0].entry.id == "faq:thanks"
+
+
 def test_close_candidates_are_clarified_and_a_number_answers_the_chosen_one(ladder_settings):
     bot = build_bot(ladder_settings)
     asked = bot.answer("校歌是什么")
