@@ -151,15 +151,19 @@ class ChitChat:
     def without_small_talk(self, message: str) -> str:
         """The message without the whole clauses of small talk before and after its question ("你好，图书馆几点开门？"
         → "图书馆几点开门？", "where is it? thanks" → "where is it?"); the message itself when all or none of it is."""
-        if not self.enabled or len(message) > MAX_CHARS * 4:
+        if not self.enabled:
             return message
         starts = [0, *(m.end() for m in _CLAUSE_ENDS.finditer(message))]
         spans = [(a, b) for a, b in zip(starts, [*starts[1:], len(message)]) if message[a:b].strip()]
-        talk = [self._is_small_talk(normalize(message[a:b])) for a, b in spans]
-        if all(talk) or not (talk[0] or talk[-1]):
+        first, last = 0, len(spans) - 1
+        while first <= last and self._is_small_talk(normalize(message[spans[first][0] : spans[first][1]])):
+            first += 1
+        if first > last:
+            return message  # all of it is small talk (the chit-chat rung's), or nothing
+        while self._is_small_talk(normalize(message[spans[last][0] : spans[last][1]])):
+            last -= 1
+        if first == 0 and last == len(spans) - 1:
             return message
-        first = talk.index(False)
-        last = len(talk) - 1 - talk[::-1].index(False)
         return message[spans[first][0] : spans[last][1]].strip()
 
     def _is_small_talk(self, clause: str) -> bool:

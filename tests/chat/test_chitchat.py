@@ -126,12 +126,14 @@ def test_questions_are_not_small_talk(chitchat, message):
         ("图书馆几点开门？谢谢啦", "图书馆几点开门？"),
         ("thanks! what's the school motto", "what's the school motto"),
         ("hi there, where is the library? thank you!", "where is the library?"),
+        ("您好，" + "图书馆的开放时间" * 40 + "？", "图书馆的开放时间" * 40 + "？"),  # however long the question
         # nothing around the question, all of it small talk, or small talk inside the question: the message as is
         ("谢谢你告诉我食堂在哪", "谢谢你告诉我食堂在哪"),
         ("好的，谢谢", "好的，谢谢"),
         ("《你好吗》是谁唱的", "《你好吗》是谁唱的"),
         ("v1.2 怎么装", "v1.2 怎么装"),  # a dot inside a word ends no clause
         ("ok.py 怎么用", "ok.py 怎么用"),
+        ("  ", "  "),
     ],
 )
 def test_the_small_talk_around_a_question_is_left_out_of_what_is_searched(chitchat, message, question):
