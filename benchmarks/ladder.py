@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             "from a gold entry; right or gold offered adds the turns that offer a gold entry (clarify, confirm, or "
             'the last resort\'s "did you mean"); P / R = precision / recall of that decision. Every chain reads the '
             "aliases mined from the knowledge (`knowledge.aliases`, on by default) and searches a message without "
-            'the small talk around its question ("你好，", "thanks!").',
+            'the courtesies around its question ("你好，", "thanks!").',
             "",
             "**All messages of the ladder sets** (train and held-out):",
             "",

@@ -37,6 +37,27 @@ FILLERS = frozenset(_FILLER_WORDS.split())
 # Two phrasings run together are small talk ("好的谢谢", "hi how are you"); three already spell questions
 # ("在吗" + "是" + "什么意思").
 MAX_PIECES = 2
+# The scenarios whose phrasings wrap a question without saying anything of it ("你好，", "在吗 ", "，谢谢"): only they
+# are left out of what is searched; "测试" (test), "是" (yes) or "什么" (repeat) beside a question may be part of it.
+COURTESIES = frozenset(
+    [
+        "greeting",
+        "good_morning",
+        "good_afternoon",
+        "good_evening",
+        "thanks",
+        "goodbye",
+        "goodbye_thanks",
+        "are_you_there",
+        "ok",
+        "got_it",
+        "sorry",
+        "hmm",
+        "im_back",
+        "nice_to_meet",
+        "wait",
+    ]
+)
 _CLAUSES = re.compile(r"[,，.。!！?？;；~～、\n…]+")
 # Where a message's clauses end, keeping a dot between two letters or digits ("v1.2", "config.yaml") inside its clause.
 _CLAUSE_ENDS = re.compile(r"(?:[,，。!！?？;；~～、\n…]|\.(?![\w]))+")
@@ -118,6 +139,7 @@ class ChitChat:
             for p in phrasings:
                 self._phrasings.setdefault(_key(p), (name, p))
         self._longest = max(len(k) for k in self._phrasings)
+        self._courtesies = {k: v for k, v in self._phrasings.items() if v[0] in COURTESIES}
 
     @classmethod
     def from_settings(cls, s: ChitChatSettings) -> ChitChat:
@@ -149,26 +171,31 @@ class ChitChat:
         return ChitChatMatch(name, self.replies[name], round(score, 4), phrasing)
 
     def without_small_talk(self, message: str) -> str:
-        """The message without the whole clauses of small talk before and after its question ("你好，图书馆几点开门？"
+        """The message without the courtesies (:data:`COURTESIES`) before and after its question ("你好，图书馆几点开门？"
         → "图书馆几点开门？", "where is it? thanks" → "where is it?"); the message itself when all or none of it is."""
         if not self.enabled:
             return message
         starts = [0, *(m.end() for m in _CLAUSE_ENDS.finditer(message))]
         spans = [(a, b) for a, b in zip(starts, [*starts[1:], len(message)]) if message[a:b].strip()]
         first, last = 0, len(spans) - 1
-        while first <= last and self._is_small_talk(normalize(message[spans[first][0] : spans[first][1]])):
+        while first <= last and self._is_courtesy(normalize(message[spans[first][0] : spans[first][1]])):
             first += 1
         if first > last:
             return message  # all of it is small talk (the chit-chat rung's), or nothing
-        while self._is_small_talk(normalize(message[spans[last][0] : spans[last][1]])):
+        while self._is_courtesy(normalize(message[spans[last][0] : spans[last][1]])):
             last -= 1
         if first == 0 and last == len(spans) - 1:
             return message
         return message[spans[first][0] : spans[last][1]].strip()
 
-    def _is_small_talk(self, clause: str) -> bool:
-        # only a phrasing, a filler or a run of them counts: the fuzzy match would take a short question for a typo
-        return not clause or clause in self._phrasings or clause in FILLERS or self._segment(clause) is not None
+    def _is_courtesy(self, clause: str) -> bool:
+        # only a courtesy, a filler or a run of them counts: the fuzzy match would take a short question for a typo
+        return (
+            not clause
+            or clause in self._courtesies
+            or clause in FILLERS
+            or self._segment(clause, self._courtesies) is not None
+        )
 
     def score(self, message: str) -> tuple[tuple[str, str], float] | None:
         """((scenario, phrasing), score) of the best reading as small talk, before the threshold; None if none."""
@@ -200,8 +227,10 @@ class ChitChat:
             return segmented, 1.0
         return self._closest(clause)
 
-    def _segment(self, clause: str) -> tuple[str, str] | None:
-        """The last phrasing of the fewest-pieces cover of the clause by fillers and one or two phrasings."""
+    def _segment(self, clause: str, phrasings: dict[str, tuple[str, str]] | None = None) -> tuple[str, str] | None:
+        """The last phrasing of the fewest-pieces cover of the clause by fillers and one or two ``phrasings`` (all
+        of them by default)."""
+        known = self._phrasings if phrasings is None else phrasings
         n = len(clause)
         # reach[i] = (phrasings, last phrasing or None, fillers) of the best cover of clause[:i]
         reach: list[tuple[int, tuple[str, str] | None, int] | None] = [None] * (n + 1)
@@ -214,8 +243,8 @@ class ChitChat:
                 piece = clause[i:j]
                 if piece in FILLERS:
                     step = (here[0], here[1], here[2] + 1)
-                elif piece in self._phrasings and here[0] < MAX_PIECES:
-                    step = (here[0] + 1, self._phrasings[piece], here[2])
+                elif piece in known and here[0] < MAX_PIECES:
+                    step = (here[0] + 1, known[piece], here[2])
                 else:
                     continue
                 there = reach[j]

@@ -133,6 +133,8 @@ def test_questions_are_not_small_talk(chitchat, message):
         ("《你好吗》是谁唱的", "《你好吗》是谁唱的"),
         ("v1.2 怎么装", "v1.2 怎么装"),  # a dot inside a word ends no clause
         ("ok.py 怎么用", "ok.py 怎么用"),
+        ("测试，命令怎么跑", "测试，命令怎么跑"),  # small talk of its own, but not a courtesy: it may be the subject
+        ("中大校训，是什么？", "中大校训，是什么？"),
         ("  ", "  "),
     ],
 )
