@@ -59,7 +59,7 @@ COURTESIES = frozenset(
     ]
 )
 _CLAUSES = re.compile(r"[,，.。!！?？;；~～、\n…]+")
-# Where a message's clauses end, keeping a dot between two letters or digits ("v1.2", "config.yaml") inside its clause.
+# Where a message's clauses end; a dot before a letter or digit ("v1.2", "config.yaml") ends none.
 _CLAUSE_ENDS = re.compile(r"(?:[,，。!！?？;；~～、\n…]|\.(?![\w]))+")
 _REPEATS = re.compile(r"(.{1,3}?)\1+")
 _DROP = {"\u200d", "\ufe0f", "\ufe0e"}  # zero-width joiner and emoji variation selectors
@@ -170,7 +170,7 @@ class ChitChat:
         (name, phrasing), score = found
         return ChitChatMatch(name, self.replies[name], round(score, 4), phrasing)
 
-    def without_small_talk(self, message: str) -> str:
+    def without_courtesies(self, message: str) -> str:
         """The message without the courtesies (:data:`COURTESIES`) before and after its question ("你好，图书馆几点开门？"
         → "图书馆几点开门？", "where is it? thanks" → "where is it?"); the message itself when all or none of it is."""
         if not self.enabled:
@@ -181,7 +181,7 @@ class ChitChat:
         while first <= last and self._is_courtesy(normalize(message[spans[first][0] : spans[first][1]])):
             first += 1
         if first > last:
-            return message  # all of it is small talk (the chit-chat rung's), or nothing
+            return message  # all of it is courtesy (the chit-chat rung's), or nothing
         while self._is_courtesy(normalize(message[spans[last][0] : spans[last][1]])):
             last -= 1
         if first == 0 and last == len(spans) - 1:

@@ -245,11 +245,11 @@ class TurnSearch:
         timings["rewrite"] = ms(t)
         return None if rewritten == question else rewritten
 
-    def _without_small_talk(self, question: str) -> str | None:
-        """The question without the small talk around it ("你好，" / ", thanks"), or None when there is none."""
+    def _without_courtesies(self, question: str) -> str | None:
+        """The question without the courtesies around it ("你好，" / ", thanks"), or None when there is none."""
         if self.chitchat is None:
             return None
-        plain = self.chitchat.without_small_talk(question)
+        plain = self.chitchat.without_courtesies(question)
         return plain if plain != question else None
 
     def retrieval(self, turn: Turn) -> Retrieval:
@@ -259,7 +259,7 @@ class TurnSearch:
         the hits graded by the LLM when grading is on.
         """
         question, history, mode, timings = turn.question, turn.history, turn.base.mode, turn.timings
-        rewritten = self._standalone(question, history, timings) or self._without_small_talk(question)
+        rewritten = self._standalone(question, history, timings) or self._without_courtesies(question)
         search_q = rewritten or question
         t = time.perf_counter()
         searched = self._search(search_q, mode, within=turn.base.within)

@@ -138,8 +138,8 @@ def test_questions_are_not_small_talk(chitchat, message):
         ("  ", "  "),
     ],
 )
-def test_the_small_talk_around_a_question_is_left_out_of_what_is_searched(chitchat, message, question):
-    assert chitchat.without_small_talk(message) == question
+def test_the_courtesies_around_a_question_are_left_out_of_what_is_searched(chitchat, message, question):
+    assert chitchat.without_courtesies(message) == question
 
 
 def test_match_is_a_frozen_result(chitchat):
