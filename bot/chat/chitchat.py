@@ -58,9 +58,11 @@ COURTESIES = frozenset(
         "wait",
     ]
 )
-_CLAUSES = re.compile(r"[,，.。!！?？;；~～、\n…]+")
-# Where a message's clauses end; a dot before a letter or digit ("v1.2", "config.yaml") ends none.
-_CLAUSE_ENDS = re.compile(r"(?:[,，。!！?？;；~～、\n…]|\.(?![\w]))+")
+_PUNCTUATION = r",，。!！?？;；~～、\n…"  # what ends a clause, besides a dot
+_CLAUSES = re.compile(rf"[{_PUNCTUATION}.]+")
+# Where a message's clauses end when they are cut out of it; a dot before a letter or digit ("v1.2", "config.yaml")
+# ends none.
+_CLAUSE_ENDS = re.compile(rf"(?:[{_PUNCTUATION}]|\.(?!\w))+")
 _REPEATS = re.compile(r"(.{1,3}?)\1+")
 _DROP = {"\u200d", "\ufe0f", "\ufe0e"}  # zero-width joiner and emoji variation selectors
 
