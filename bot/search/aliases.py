@@ -11,7 +11,11 @@ evidence, all read from the entries' text (no word list of any one knowledge bas
 - **a question about the name**: an entry whose query asks for X's abbreviation, other or English name
   (``中山大学简称``, ``X的英文名是什么``) and whose short document lists them (``中大、SYSU``);
 - **a short form in use**: a shortened form of a frequent name (the first characters of its words, e.g. 经管学部
-  for 经济与管理学部) that the knowledge itself uses in at least two entries and that is not an ordinary word.
+  for 经济与管理学部) that the knowledge itself uses in at least two entries and that is not an ordinary word;
+- **a name written two ways**: an entry's question names a place or body with one head word and its document names
+  the same one with another head of the same first character, never the question's way (广州南校区紫荆园宾馆 ...
+  位于南校园): when at least three entries, naming at least two different ones, swap the same two heads (校区 and
+  校园), each name so written is one with its other form (南校区 = 南校园, 东校区 = 东校园).
 
 An alias the name's own words already contain (首钢 for 首钢集团) adds nothing and is dropped; so is one claimed
 by two different names (ambiguous). Each group's first word is the one the knowledge uses most: dense questions
@@ -83,6 +87,7 @@ _CJK = re.compile(r"[\u4e00-\u9fff]+")
 _JOINING = {"与", "·", "・"}  # inside one name: 经济与管理学部, 弗拉维娅·佩内塔 (和 and 及 list two names)
 _NOUNS = {"n", "nr", "ns", "nt", "nz", "nrt", "nrfg", "ng", "eng", "j", "vn", "an", "kw"}
 _COMMON_NOUNS = {"n", "ng", "vn", "an"}  # a name of one such word is a thing's kind, not its name
+_PLACES_AND_NOUNS = _NOUNS | {"f", "s"}  # and directions and places: 南|校园, 西|校区
 
 
 def _joins(tagged: Sequence[tuple[str, str]], i: int) -> bool:
@@ -112,6 +117,8 @@ MAX_LISTED = 60  # characters of a document that answers "what is X's abbreviati
 SHORT_FORM_MIN_ENTRIES = 2  # a short form counts when this many entries use it ...
 NAME_MIN_ENTRIES = 3  # ... of a name that this many entries use
 COMMON_WORD = 100  # a short form jieba's dictionary knows at least this often is an ordinary word, not an alias
+MAX_PREFIX = 4  # characters of the name before a head written two ways (南 of 南校区, 珠海 of 珠海校区)
+HEADS_MIN_NAMES = 2  # two heads swapped count when they name this many different ones (南校区/南校园, 东校区/东校园)
 
 
 @dataclass(frozen=True)
@@ -121,8 +128,45 @@ class Alias:
     name: str
     alias: str
     entry: str
-    how: str  # "marker", "brackets", "question" or "short form"
+    how: str  # "marker", "brackets", "question", "short form" or "two ways"
     evidence: str
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """One name an entry writes two ways: ``prefix`` + ``head`` in its questions, ``prefix`` + ``other`` in its
+    document (南 + 校区, 南 + 校园), and the text that shows it."""
+
+    head: str
+    other: str
+    prefix: str
+    evidence: str
+
+
+_Read = tuple[list[Alias], list[tuple[str, tuple[str, ...]]], list[Renamed]]
+
+
+def two_ways(read: Sequence[tuple[Entry, Sequence[Renamed]]]) -> list[Alias]:
+    """The names written two ways by heads that at least NAME_MIN_ENTRIES entries swap, naming at least
+    HEADS_MIN_NAMES different ones: each is an alias of its document's form (the knowledge's own words)."""
+    entries: dict[tuple[str, str], set[str]] = {}
+    prefixes: dict[tuple[str, str], set[str]] = {}
+    for entry, renamed in read:
+        for r in renamed:
+            entries.setdefault((r.head, r.other), set()).add(entry.id)
+            prefixes.setdefault((r.head, r.other), set()).add(r.prefix)
+    swapped = {
+        heads
+        for heads, ids in entries.items()
+        if len(ids) >= NAME_MIN_ENTRIES and len(prefixes[heads]) >= HEADS_MIN_NAMES
+    }
+    out: dict[tuple[str, str], Alias] = {}
+    for entry, renamed in read:
+        for r in renamed:
+            if (r.head, r.other) in swapped:
+                name, alias = r.prefix + r.other, r.prefix + r.head
+                out.setdefault((name, alias), Alias(name, alias, entry.id, "two ways", r.evidence))
+    return list(out.values())
 
 
 def _clean(word: str) -> str:
@@ -135,8 +179,9 @@ class AliasMiner:
 
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
-        # content hash -> what that entry states and the noun phrases of its query and keywords
-        self._cache: dict[str, tuple[list[Alias], list[tuple[str, tuple[str, ...]]]]] = {}
+        # content hash -> what that entry states, the noun phrases of its query and keywords, and the names its
+        # questions and its document write two ways
+        self._cache: dict[str, _Read] = {}
 
     # -- the name before a marker or a bracket --------------------------------
     def name_before(self, text: str) -> str | None:
@@ -315,6 +360,37 @@ class AliasMiner:
                 out.append(Alias(name, short, entries[i].id, "short form", _excerpt(texts[i], texts[i].find(short))))
         return out
 
+    def renamed(self, entry: Entry) -> list[Renamed]:
+        """The names the entry's questions and keywords write with a two-character head word (校区 of 南校区) that its
+        document writes only with another head of the same first character (南校园)."""
+        document = normalize(entry.text)
+        labels = [normalize(t) for t in (*entry.phrasings, *entry.metadata)]
+        said = "\n".join(labels)
+        out: dict[tuple[str, str, str], Renamed] = {}
+        for label in labels:
+            pieces = self.tokenizer.segments(label)
+            for i, piece in enumerate(pieces):
+                if not _CJK.fullmatch(piece) or len(piece) < 2:
+                    continue
+                head, prefix = piece[-2:], piece[:-2]
+                if not prefix and i:  # the word before names it (珠海|校区, 南|校园), not a particle (的|学部)
+                    before = pieces[i - 1]
+                    prefix = before if _flag(before, self.tokenizer.tag_of(before)) in _PLACES_AND_NOUNS else ""
+                if not (1 <= len(prefix) <= MAX_PREFIX and _CJK.fullmatch(prefix)) or not self._word(head):
+                    continue
+                if prefix + head in document:
+                    continue  # the document writes it the question's way too
+                for found in re.finditer(re.escape(prefix + head[0]) + r"([\u4e00-\u9fff])", document):
+                    other = head[0] + found.group(1)
+                    if other != head and self._word(other) and prefix + other not in said:
+                        excerpt = f"{label} → {_excerpt(document, found.start())}"
+                        out.setdefault((head, other, prefix), Renamed(head, other, prefix, excerpt))
+        return list(out.values())
+
+    def _word(self, word: str) -> bool:
+        """True for a word jieba's dictionary knows (with the knowledge's keywords)."""
+        return self.tokenizer.word_frequency(word) > 0
+
     def _spans_words(self, short: str, text: str) -> bool:
         """True when ``short`` occurs in ``text`` starting and ending where jieba's words do (经管/学部)."""
         bounds, offset = {0}, 0
@@ -333,10 +409,14 @@ class AliasMiner:
 
         What one entry states is remembered by its content, so a reload after an edit reads only what changed.
         """
-        cache: dict[str, tuple[list[Alias], list[tuple[str, tuple[str, ...]]]]] = {}
+        cache: dict[str, _Read] = {}
         for entry in entries:
             key = entry.content_hash
-            cache[key] = self._cache.get(key) or cache.get(key) or (self.stated(entry), self.names_used(entry))
+            cache[key] = (
+                self._cache.get(key)
+                or cache.get(key)
+                or (self.stated(entry), self.names_used(entry), self.renamed(entry))
+            )
         self._cache = cache
         found: dict[tuple[str, str], Alias] = {}
         for entry in entries:
@@ -344,6 +424,8 @@ class AliasMiner:
                 found.setdefault((alias.name, alias.alias), alias)
         texts = [normalize(f"{e.query}。{e.text}") for e in entries]
         for alias in self.short_forms(entries, texts, [cache[e.content_hash][1] for e in entries]):
+            found.setdefault((alias.name, alias.alias), alias)
+        for alias in two_ways([(e, cache[e.content_hash][2]) for e in entries]):
             found.setdefault((alias.name, alias.alias), alias)
         kept = [a for a in found.values() if a.alias != a.name and not self._inside(a.alias, a.name)]
         owners: dict[str, set[str]] = {}

@@ -93,6 +93,42 @@ def test_a_short_form_the_knowledge_uses_of_a_frequent_name_is_mined(tokenizer):
     assert AliasMiner(tokenizer).mine(entries[:-1]) == []
 
 
+def _canteens(*campuses: str) -> list[Entry]:
+    """Entries whose questions say X校区 and whose documents say X校园, as the campus knowledge writes them."""
+    return [
+        _entry(f"c{i}", f"广州{campus}校区第{i}食堂", f"广州{campus}校园饮食服务：食堂位于{campus}校园宿舍区。")
+        for i, campus in enumerate(campuses)
+    ]
+
+
+def test_a_name_written_two_ways_by_several_entries_is_one_name(tokenizer):
+    found = _pairs(AliasMiner(tokenizer).mine(_canteens("南", "北", "东", "南")))
+    assert found == {(f"{c}校区", f"{c}校园", "two ways") for c in "南北东"}
+    address = _entry("a", "南校园地址", "广东省广州市海珠区新港西路135号")
+    synonyms = Synonyms(None, tokenizer, check_interval=0, miner=AliasMiner(tokenizer))
+    synonyms.learn([*_canteens("南", "北", "东"), address])
+    assert synonyms.canonical("南校区在哪") == "南校园在哪"  # the documents' way leads the group
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        pytest.param(_canteens("南", "北"), id="two entries swap the heads"),
+        pytest.param(_canteens("南", "南", "南"), id="one name only"),
+        pytest.param(
+            [_entry(f"d{i}", f"{c}校区食堂", f"{c}校区和{c}校园都有食堂。") for i, c in enumerate("南北东")],
+            id="the documents write it both ways",
+        ),
+        pytest.param(
+            [_entry(f"p{i}", f"学校的学部{i}", f"学校的学术委员会第{i}次会议。") for i in range(4)],
+            id="a particle before the head",
+        ),
+    ],
+)
+def test_a_name_written_two_ways_needs_several_entries_and_names(tokenizer, entries):
+    assert [a for a in AliasMiner(tokenizer).mine(entries) if a.how == "two ways"] == []
+
+
 def test_groups_are_led_by_the_name_and_join_a_file_group_without_taking_its_canonical_word(tokenizer):
     found = AliasMiner(tokenizer).mine([_entry("a", "简介", "中山大学（SYSU），简称“中大”，位于广东省。")])
     (group,) = alias_groups(found)
@@ -113,6 +149,18 @@ def test_the_abbreviation_finds_its_entry_from_the_first_sparse_index_on(setting
     hits, passed = bot.retrieve("中大校训")
     assert passed and passed[0].entry.id == "faq:motto" and hits[0].relevance == 1.0
     assert bot.retrieve("SUN YAT-SEN UNIVERSITY 校歌")[1][0].entry.id == "faq:song"
+
+
+def test_a_campus_asked_by_its_other_name_finds_its_address(settings):
+    from bot.factory import build_bot
+
+    campus = {f"canteen{i}": {"query": e.query, "document": e.document} for i, e in enumerate(_canteens(*"南北东南"))}
+    campus["address"] = {"query": "南校园地址", "document": "广东省广州市海珠区新港西路135号", "metadata": "地址"}
+    write_knowledge(Path(settings.knowledge.path), {**TINY, **campus})
+    off = build_bot(replace(replace(settings, "knowledge.aliases", False), "state_dir", settings.state_dir + "-off"))
+    assert off.retrieve("南校区地址")[0][0].entry.id != "faq:address"
+    passed = build_bot(settings, llm=None).retrieve("南校区地址")[1]
+    assert passed and passed[0].entry.id == "faq:address"
 
 
 def test_aliases_follow_edits_of_the_knowledge_and_a_file_line_drops_a_wrong_one(settings, tmp_path):
