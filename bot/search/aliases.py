@@ -131,6 +131,12 @@ class Alias:
     how: str  # "marker", "brackets", "question", "short form" or "two ways"
     evidence: str
 
+    @property
+    def written_both_ways(self) -> bool:
+        """True when the knowledge itself writes the name both ways (its questions one way, its documents the other):
+        each form is a word of its own entries, not a name it mentions once."""
+        return self.how == "two ways"
+
 
 @dataclass(frozen=True)
 class Renamed:

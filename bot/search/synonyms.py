@@ -20,6 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,9 +71,10 @@ class SynonymGroups:
         """Every word of every group."""
         return [w for g in self.groups for w in g]
 
-    def with_mined(self, mined: Sequence[Sequence[str]]) -> SynonymGroups:
+    def with_mined(self, mined: Sequence[Sequence[str]], written: AbstractSet[str] = frozenset()) -> SynonymGroups:
         """These groups plus ``mined`` ones (their excluded words left out): a mined group sharing a word with a group
-        here adds its other words to it (whose first word stays canonical), else it is a group of its own."""
+        here adds its other words to it (whose first word stays canonical), else it is a group of its own. The
+        ``written`` words (names the knowledge writes both ways) count as the file's words, not as ``mined``."""
         groups = [list(g) for g in self.groups]
         of = {w: i for i, g in enumerate(groups) for w in g}
         added: set[str] = set()
@@ -89,7 +91,7 @@ class SynonymGroups:
                     of[w] = home
                     groups[home].append(w)
                     added.add(w)
-        return SynonymGroups(tuple(tuple(g) for g in groups if len(g) >= 2), self.excluded, frozenset(added))
+        return SynonymGroups(tuple(tuple(g) for g in groups if len(g) >= 2), self.excluded, frozenset(added - written))
 
 
 def parse_synonyms(text: str, source: str = "synonyms") -> SynonymGroups:
@@ -151,6 +153,7 @@ class Synonyms:
         self._file = SynonymGroups()  # the file's groups and exclusions, as last read well
         self.aliases: tuple[Alias, ...] = ()  # what the last load of the knowledge defined (excluded ones too)
         self._mined: tuple[tuple[str, ...], ...] = ()
+        self._written: frozenset[str] = frozenset()  # mined words the knowledge itself writes both ways
         # The groups, each word's form, and (group number, word) by the first term of its form (for found()).
         self._state: tuple[SynonymGroups, dict[str, Form], dict[str, list[tuple[int, str]]]] = (SynonymGroups(), {}, {})
         self._checked = float("-inf")
@@ -171,8 +174,9 @@ class Synonyms:
             log.exception("aliases not mined; the previous ones stay in use")
             return
         mined = alias_groups(aliases, [f"{e.query}\n{e.text}" for e in entries])
+        written = frozenset(w for a in aliases if a.written_both_ways for w in (a.name, a.alias))
         with self._lock:
-            self.aliases, self._mined = tuple(aliases), mined
+            self.aliases, self._mined, self._written = tuple(aliases), mined, written
             self._apply()
         if aliases:
             log.info("aliases: %d mined from the knowledge, in %d group(s)", len(aliases), len(mined))
@@ -206,7 +210,7 @@ class Synonyms:
 
     def _apply(self) -> None:
         """Make the file's groups with the mined ones what searches use (the caller holds the lock, or constructs)."""
-        groups = self._file.with_mined(self._mined)
+        groups = self._file.with_mined(self._mined, self._written)
         # Only words jieba would cut into single characters (abbreviations: 中大) join its dictionary: forcing a
         # longer one whole ("中山大学校") would also cut it out of other words ("中山大学校训" -> 中山大学校 / 训).
         self.tokenizer.add_words(w for w in groups.words if all(len(p) == 1 for p in self.tokenizer.segments(w)))
@@ -282,7 +286,8 @@ class Synonyms:
 
         A mined alias is an alternative only when it is the word the question says, or the group's canonical one:
         an alias the knowledge mentions once (sun yat-sen university) would otherwise rank the entry that mentions
-        it above those about what the question asks (中大校训 -> the English-name entry, on four rare words).
+        it above those about what the question asks (中大校训 -> the English-name entry, on four rare words). A name
+        the knowledge writes both ways (北校园 and 北校区) is each entry's own word: every form is an alternative.
         """
         found = self.found(question)
         if not found:
