@@ -119,6 +119,7 @@ NAME_MIN_ENTRIES = 3  # ... of a name that this many entries use
 COMMON_WORD = 100  # a short form jieba's dictionary knows at least this often is an ordinary word, not an alias
 MAX_PREFIX = 4  # characters of the name before a head written two ways (南 of 南校区, 珠海 of 珠海校区)
 HEADS_MIN_NAMES = 2  # two heads swapped count when they name this many different ones (南校区/南校园, 东校区/东校园)
+TWO_WAYS = "two ways"  # how a name written two ways is found
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class Alias:
     def written_both_ways(self) -> bool:
         """True when the knowledge itself writes the name both ways (its questions one way, its documents the other):
         each form is a word of its own entries, not a name it mentions once."""
-        return self.how == "two ways"
+        return self.how == TWO_WAYS
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def two_ways(read: Sequence[tuple[Entry, Sequence[Renamed]]]) -> list[Alias]:
         for r in renamed:
             if (r.head, r.other) in swapped:
                 name, alias = r.prefix + r.other, r.prefix + r.head
-                out.setdefault((name, alias), Alias(name, alias, entry.id, "two ways", r.evidence))
+                out.setdefault((name, alias), Alias(name, alias, entry.id, TWO_WAYS, r.evidence))
     return list(out.values())
 
 

@@ -45,7 +45,9 @@ class SynonymGroups:
 
     groups: tuple[tuple[str, ...], ...] = ()
     excluded: frozenset[str] = frozenset()  # words mined aliases must not use (the file's ``!`` lines)
-    mined: frozenset[str] = frozenset()  # the words that come from aliases mined from the knowledge, not the file
+    # the words of aliases mined from the knowledge (not the file's, nor a name it writes both ways): searched only
+    # when said, or as their group's canonical word
+    mined: frozenset[str] = frozenset()
     _of: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
